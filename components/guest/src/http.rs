@@ -1,0 +1,174 @@
+//! A small, owned HTTP request/response model for handlers.
+
+use serde::Serialize;
+
+/// Largest request body a component accepts; larger bodies get 413 before any handler runs.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// An incoming request, fully read.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// Upper-case method, e.g. `GET`.
+    pub method: String,
+    /// The path of the full URL, without the query.
+    pub path: String,
+    /// The raw query string, without `?` (empty when absent).
+    pub query: String,
+    /// Header names are lower-case; values as received.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The body bytes.
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    /// The first value of header `name` (case-insensitive), if it is valid UTF-8.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+    }
+
+    /// The part of the path below the route the host matched (Spin's `spin-path-info`), or the
+    /// whole path when the host did not say.
+    pub fn path_info(&self) -> &str {
+        self.header("spin-path-info").unwrap_or(&self.path)
+    }
+
+    /// The value the host bound to route parameter `:name` (Spin's `spin-path-match-<name>`).
+    pub fn route_param(&self, name: &str) -> Option<&str> {
+        self.header(&format!("spin-path-match-{name}"))
+    }
+
+    /// The decoded values of query parameter `name`, in order.
+    pub fn query_values(&self, name: &str) -> Vec<String> {
+        self.query
+            .split('&')
+            .filter_map(|pair| {
+                let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                (percent_decode(k).as_deref() == Some(name)).then(|| percent_decode(v))?
+            })
+            .collect()
+    }
+
+    /// The bearer token of the `Authorization` header: `Ok(None)` when the header is absent,
+    /// `Err(())` when it is present but is not a well-formed bearer credential.
+    pub fn bearer_token(&self) -> Result<Option<&str>, ()> {
+        let Some(value) = self.header("authorization") else {
+            return Ok(None);
+        };
+        let (scheme, token) = value.trim().split_once(' ').ok_or(())?;
+        let token = token.trim();
+        if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.contains(' ') {
+            return Err(());
+        }
+        Ok(Some(token))
+    }
+}
+
+/// Decodes `%XX` escapes and `+` (as space); `None` for malformed escapes or non-UTF-8 results.
+pub fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = bytes.get(i + 1..i + 3)?;
+                let hex = std::str::from_utf8(hex).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// A response to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    /// HTTP status code.
+    pub status: u16,
+    /// Headers to send; `content-length` is added by the transport.
+    pub headers: Vec<(String, String)>,
+    /// The body bytes.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// An empty response with `status`.
+    pub fn empty(status: u16) -> Self {
+        Response { status, headers: Vec::new(), body: Vec::new() }
+    }
+
+    /// A JSON response with `status`.
+    pub fn json<T: Serialize>(status: u16, value: &T) -> Self {
+        // Serializing our own plain data types cannot fail; fall back to `null` rather than panic.
+        let body = serde_json::to_vec(value).unwrap_or_else(|_| b"null".to_vec());
+        Response {
+            status,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body,
+        }
+    }
+
+    /// Adds a header.
+    pub fn with_header(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.headers.push((name.to_string(), value.into()));
+        self
+    }
+
+    /// The body parsed as JSON (for tests).
+    pub fn json_body(&self) -> Option<serde_json::Value> {
+        serde_json::from_slice(&self.body).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_auth(value: &str) -> Request {
+        Request {
+            headers: vec![("authorization".into(), value.as_bytes().to_vec())],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn bearer_token_is_parsed_case_insensitively() {
+        assert_eq!(with_auth("Bearer abc").bearer_token(), Ok(Some("abc")));
+        assert_eq!(with_auth("bearer abc").bearer_token(), Ok(Some("abc")));
+        assert_eq!(Request::default().bearer_token(), Ok(None));
+    }
+
+    #[test]
+    fn malformed_authorization_is_an_error() {
+        assert_eq!(with_auth("Basic abc").bearer_token(), Err(()));
+        assert_eq!(with_auth("Bearer").bearer_token(), Err(()));
+        assert_eq!(with_auth("Bearer a b").bearer_token(), Err(()));
+    }
+
+    #[test]
+    fn query_values_are_decoded_and_repeated() {
+        let r = Request { query: "names=a%20b&x=1&names=c+d".into(), ..Default::default() };
+        assert_eq!(r.query_values("names"), vec!["a b", "c d"]);
+        assert!(r.query_values("missing").is_empty());
+    }
+
+    #[test]
+    fn malformed_percent_escapes_are_dropped() {
+        assert_eq!(percent_decode("%zz"), None);
+        assert_eq!(percent_decode("%4"), None);
+        let r = Request { query: "names=%zz".into(), ..Default::default() };
+        assert!(r.query_values("names").is_empty());
+    }
+}

@@ -1,0 +1,86 @@
+//! Glue between `wasi:http/incoming-handler` and [`Request`]/[`Response`].
+
+use std::io::{Read as _, Write as _};
+
+use wasip2::http::types::{
+    Fields, IncomingRequest, Method, OutgoingBody, OutgoingResponse, ResponseOutparam,
+};
+
+use crate::{MAX_BODY, Request, Response, cf};
+
+/// Reads the request, runs `handler`, and sends its response. A body over
+/// [`crate::http::MAX_BODY_BYTES`] is answered with 413 without calling the handler.
+pub fn serve(request: IncomingRequest, out: ResponseOutparam, handler: impl FnOnce(Request) -> Response) {
+    let response = match read_request(&request) {
+        Ok(req) => handler(req),
+        Err(response) => response,
+    };
+    send(out, response);
+}
+
+fn read_request(request: &IncomingRequest) -> Result<Request, Response> {
+    let method = match request.method() {
+        Method::Get => "GET".to_string(),
+        Method::Head => "HEAD".to_string(),
+        Method::Post => "POST".to_string(),
+        Method::Put => "PUT".to_string(),
+        Method::Delete => "DELETE".to_string(),
+        Method::Connect => "CONNECT".to_string(),
+        Method::Options => "OPTIONS".to_string(),
+        Method::Trace => "TRACE".to_string(),
+        Method::Patch => "PATCH".to_string(),
+        Method::Other(m) => m.to_ascii_uppercase(),
+    };
+    let path_with_query = request.path_with_query().unwrap_or_else(|| "/".to_string());
+    let (path, query) = match path_with_query.split_once('?') {
+        Some((p, q)) => (p.to_string(), q.to_string()),
+        None => (path_with_query, String::new()),
+    };
+    let headers = request
+        .headers()
+        .entries()
+        .into_iter()
+        .map(|(name, value)| (name.to_ascii_lowercase(), value))
+        .collect();
+    let mut body = Vec::new();
+    if let Ok(incoming) = request.consume() {
+        if let Ok(stream) = incoming.stream() {
+            let mut limited = stream.take(MAX_BODY as u64 + 1);
+            if limited.read_to_end(&mut body).is_err() {
+                return Err(cf::message_parse_error("The request body could not be read"));
+            }
+            if body.len() > MAX_BODY {
+                return Err(cf::error(413, 10001, "CF-RequestEntityTooLarge", "The request body is too large"));
+            }
+        }
+    }
+    Ok(Request { method, path, query, headers, body })
+}
+
+fn send(out: ResponseOutparam, response: Response) {
+    let headers: Vec<(String, Vec<u8>)> = response
+        .headers
+        .iter()
+        .map(|(n, v)| (n.to_ascii_lowercase(), v.as_bytes().to_vec()))
+        .collect();
+    // Header names we produce are static and valid; a rejected set falls back to no headers
+    // rather than leaving the caller without a response.
+    let fields = Fields::from_list(&headers).unwrap_or_else(|_| Fields::new());
+    let outgoing = OutgoingResponse::new(fields);
+    let _ = outgoing.set_status_code(response.status);
+    let Ok(body) = outgoing.body() else {
+        ResponseOutparam::set(out, Ok(outgoing));
+        return;
+    };
+    ResponseOutparam::set(out, Ok(outgoing));
+    if let Ok(mut stream) = body.write() {
+        // `blocking_write_and_flush` accepts at most 4096 bytes per call; write in chunks.
+        for chunk in response.body.chunks(4096) {
+            if stream.write_all(chunk).is_err() {
+                break;
+            }
+        }
+        let _ = stream.flush();
+    }
+    let _ = OutgoingBody::finish(body, None);
+}

@@ -1,0 +1,229 @@
+//! `lethe up`: configure the application (manifest, grants, variables, database, cluster), then
+//! serve its HTTP routes and run its cron schedules until asked to stop.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::caps::{self, CapabilityEnv};
+use crate::manifest::{self, Capability, Manifest};
+use crate::runtime::Runtime;
+use crate::trigger::cron::CronJob;
+use crate::trigger::http::{self, Router};
+
+/// Where the cluster comes from.
+#[derive(Debug, Clone)]
+pub enum ClusterSource {
+    /// A kubeconfig file.
+    Kubeconfig(PathBuf),
+    /// The in-cluster service account.
+    InCluster,
+    /// The embedded API server, persisted under `<data dir>/cluster`.
+    Embedded,
+}
+
+/// Options of `lethe up`.
+#[derive(Debug, Clone)]
+pub struct UpOptions {
+    /// The Spin v2 manifest.
+    pub manifest: PathBuf,
+    /// Address to serve HTTP on (port 0 picks a free port).
+    pub listen: SocketAddr,
+    /// Directory for the SQLite database, the compiled-component cache and the embedded cluster.
+    pub data_dir: PathBuf,
+    /// The database URL; `None` uses SQLite in the data dir.
+    pub database_url: Option<String>,
+    /// The cluster.
+    pub cluster: ClusterSource,
+    /// Address of the embedded cluster (port 0 picks a free port).
+    pub cluster_listen: SocketAddr,
+}
+
+/// A running application.
+pub struct App {
+    /// The address HTTP is served on.
+    pub addr: SocketAddr,
+    /// The embedded cluster, when one was started.
+    pub cluster: Option<lethe_apiserver::RunningApiServer>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl App {
+    /// Configures and starts everything; returns once HTTP is being served.
+    pub async fn start(opts: UpOptions) -> anyhow::Result<App> {
+        std::fs::create_dir_all(&opts.data_dir)
+            .with_context(|| format!("cannot create data dir {}", opts.data_dir.display()))?;
+        let manifest = manifest::load(&opts.manifest)?;
+        caps::config::check_required(&manifest)?;
+
+        let needs = |c: Capability| manifest.components.values().any(|d| d.grants.allows(c));
+        let database = if needs(Capability::Sql) {
+            Some(open_database(&manifest, &opts).await?)
+        } else {
+            None
+        };
+
+        let (cluster, embedded) = if needs(Capability::Kube) || matches!(opts.cluster, ClusterSource::Embedded) {
+            let (cluster, embedded) = connect_cluster(&opts).await?;
+            (Some(cluster), embedded)
+        } else {
+            (None, None)
+        };
+
+        let mut envs = BTreeMap::new();
+        for (id, decl) in &manifest.components {
+            let env = CapabilityEnv {
+                component_id: Arc::from(id.as_str()),
+                grants: decl.grants.clone(),
+                config: caps::config::resolve(&manifest, decl)?,
+                database: decl.grants.allows(Capability::Sql).then(|| database.clone()).flatten(),
+                cluster: decl.grants.allows(Capability::Kube).then(|| cluster.clone()).flatten(),
+            };
+            envs.insert(id.clone(), Arc::new(env));
+        }
+
+        let cache_dir = opts.data_dir.join("cache");
+        let runtime = Arc::new(Runtime::new(&manifest, Some(&cache_dir), envs)?);
+        let router = Arc::new(Router::new(&manifest, &runtime)?);
+        let cron_jobs = manifest
+            .cron_triggers
+            .iter()
+            .map(|t| {
+                let component = runtime
+                    .component(&t.component)
+                    .with_context(|| format!("unknown component `{}`", t.component))?
+                    .clone();
+                CronJob::new(&t.cron_expression, component).map(Arc::new)
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+
+        let listener = TcpListener::bind(opts.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", opts.listen))?;
+        let addr = listener.local_addr()?;
+        let (shutdown, shutdown_rx) = watch::channel(false);
+
+        announce(&manifest, &router, &cron_jobs, addr, database.as_ref(), embedded.as_ref());
+        let mut tasks = Vec::new();
+        let (r, rt, rx) = (router.clone(), runtime.clone(), shutdown_rx.clone());
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = http::serve(listener, r, rt, rx).await {
+                tracing::error!("HTTP server stopped: {e:#}");
+            }
+        }));
+        for job in cron_jobs {
+            tasks.push(tokio::spawn(job.run(runtime.clone(), shutdown_rx.clone())));
+        }
+        Ok(App { addr, cluster: embedded, shutdown, tasks })
+    }
+
+    /// Stops accepting work, lets in-flight requests and ticks finish (bounded), and stops the
+    /// embedded cluster.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        if let Some(cluster) = self.cluster {
+            cluster.shutdown().await;
+        }
+        tracing::info!("lethe stopped");
+    }
+}
+
+async fn open_database(manifest: &Manifest, opts: &UpOptions) -> anyhow::Result<lethe_sql::Database> {
+    let url = opts
+        .database_url
+        .clone()
+        .or_else(|| caps::config::app_variable(manifest, "database_url").filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| format!("sqlite:{}", opts.data_dir.join("lethe.db").display()));
+    let db = lethe_sql::Database::open(&url)
+        .await
+        .with_context(|| format!("cannot open the database ({})", redact_url(&url)))?;
+    for (id, decl) in &manifest.components {
+        if let Some(dir) = &decl.grants.migrations {
+            let migrations = crate::migrations::load(id, dir)?;
+            db.migrate(&migrations)
+                .await
+                .with_context(|| format!("applying the migrations of component `{id}`"))?;
+        }
+    }
+    Ok(db)
+}
+
+async fn connect_cluster(
+    opts: &UpOptions,
+) -> anyhow::Result<(lethe_kube::Cluster, Option<lethe_apiserver::RunningApiServer>)> {
+    match &opts.cluster {
+        ClusterSource::Kubeconfig(path) => Ok((lethe_kube::Cluster::from_kubeconfig(path).await?, None)),
+        ClusterSource::InCluster => Ok((lethe_kube::Cluster::infer().await?, None)),
+        ClusterSource::Embedded => {
+            let server = lethe_apiserver::start(lethe_apiserver::ApiServerConfig {
+                data_dir: Some(opts.data_dir.join("cluster")),
+                listen: opts.cluster_listen,
+                ..Default::default()
+            })
+            .await
+            .context("cannot start the embedded cluster")?;
+            let path = server
+                .kubeconfig_path()
+                .context("the embedded cluster wrote no kubeconfig")?
+                .to_path_buf();
+            let cluster = lethe_kube::Cluster::from_kubeconfig(&path).await?;
+            Ok((cluster, Some(server)))
+        }
+    }
+}
+
+fn announce(
+    manifest: &Manifest,
+    router: &Router,
+    cron_jobs: &[Arc<CronJob>],
+    addr: SocketAddr,
+    database: Option<&lethe_sql::Database>,
+    embedded: Option<&lethe_apiserver::RunningApiServer>,
+) {
+    tracing::info!(app = %manifest.name, "lethe listening on http://{addr}");
+    for (route, component) in router.describe() {
+        tracing::info!("  http  {route:<28} -> {component}");
+    }
+    for job in cron_jobs {
+        tracing::info!("  cron  {:<28} -> {}", job.expression(), job.component_id());
+    }
+    if let Some(db) = database {
+        tracing::info!("  sql   {}", db.backend_name());
+    }
+    if let Some(server) = embedded {
+        let kubeconfig = server.kubeconfig_path().map(|p| p.display().to_string()).unwrap_or_default();
+        tracing::info!("  kube  embedded cluster at {} (kubeconfig: {kubeconfig})", server.url());
+    }
+}
+
+/// `url` with any password replaced, for logs.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let Some((userinfo, host)) = rest.split_once('@') else {
+        return url.to_string();
+    };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(super::redact_url("postgres://u:secret@h:5432/db"), "postgres://u:***@h:5432/db");
+        assert_eq!(super::redact_url("sqlite:/x/y.db"), "sqlite:/x/y.db");
+    }
+}

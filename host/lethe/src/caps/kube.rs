@@ -1,0 +1,186 @@
+//! `lethe:platform/kube`: dynamic Kubernetes objects under an explicit identity, backed by
+//! `lethe-kube`, which owns discovery, the retry rules and the identity-specific clients.
+//!
+//! The grant check lives here: a client can be opened only with an identity the component's
+//! manifest entry grants.
+
+use wasmtime::component::Resource;
+
+use super::CapsView;
+use super::bindings::lethe::platform::kube::{
+    DeleteOptions, DeleteOutcome, Error, Host, HostClient, Identity, ListOptions, Metadata,
+    Object, ObjectList, ObjectRef, PatchKind, PropagationPolicy, Status,
+};
+use crate::manifest::KubeIdentityGrant;
+
+/// The host side of a `client` resource.
+pub type ClientHandle = lethe_kube::KubeClient;
+
+impl Host for CapsView<'_> {}
+
+impl HostClient for CapsView<'_> {
+    async fn open(&mut self, identity: Identity) -> wasmtime::Result<Result<Resource<ClientHandle>, Error>> {
+        let (grant, identity) = match identity {
+            Identity::Caller(token) => (KubeIdentityGrant::Caller, lethe_kube::Identity::Caller(token)),
+            Identity::Privileged => (KubeIdentityGrant::Privileged, lethe_kube::Identity::Privileged),
+        };
+        if !self.env.grants.allows_identity(grant) {
+            return Ok(Err(Error::Forbidden(Status {
+                code: 403,
+                reason: "Forbidden".into(),
+                message: format!(
+                    "component `{}` is not granted the {} Kubernetes identity",
+                    self.env.component_id,
+                    match grant {
+                        KubeIdentityGrant::Caller => "caller",
+                        KubeIdentityGrant::Privileged => "privileged",
+                    }
+                ),
+            })));
+        }
+        let Some(cluster) = self.env.cluster.as_ref() else {
+            return Ok(Err(Error::Unavailable("no Kubernetes cluster is configured".into())));
+        };
+        match cluster.client(identity) {
+            Ok(client) => Ok(Ok(self.table.push(client)?)),
+            Err(e) => Ok(Err(from_error(e))),
+        }
+    }
+
+    async fn get(&mut self, client: Resource<ClientHandle>, target: ObjectRef) -> wasmtime::Result<Result<Object, Error>> {
+        let client = self.table.get(&client)?;
+        Ok(client.get(&to_ref(target)).await.map(from_object).map_err(from_error))
+    }
+
+    async fn list(
+        &mut self,
+        client: Resource<ClientHandle>,
+        api_version: String,
+        kind: String,
+        namespace: Option<String>,
+        options: ListOptions,
+    ) -> wasmtime::Result<Result<ObjectList, Error>> {
+        let client = self.table.get(&client)?;
+        let options = lethe_kube::ListOptions {
+            label_selector: options.label_selector,
+            field_selector: options.field_selector,
+            limit: options.limit,
+            continue_token: options.continue_token,
+        };
+        let result = client.list(&api_version, &kind, namespace.as_deref(), &options).await;
+        Ok(result
+            .map(|l| ObjectList {
+                items: l.items.into_iter().map(from_object).collect(),
+                continue_token: l.continue_token,
+                resource_version: l.resource_version,
+            })
+            .map_err(from_error))
+    }
+
+    async fn create(&mut self, client: Resource<ClientHandle>, json: String) -> wasmtime::Result<Result<Object, Error>> {
+        let client = self.table.get(&client)?;
+        Ok(client.create(&json).await.map(from_object).map_err(from_error))
+    }
+
+    async fn replace(
+        &mut self,
+        client: Resource<ClientHandle>,
+        target: ObjectRef,
+        json: String,
+    ) -> wasmtime::Result<Result<Object, Error>> {
+        let client = self.table.get(&client)?;
+        Ok(client.replace(&to_ref(target), &json).await.map(from_object).map_err(from_error))
+    }
+
+    async fn patch(
+        &mut self,
+        client: Resource<ClientHandle>,
+        target: ObjectRef,
+        kind: PatchKind,
+        patch: String,
+        subresource: Option<String>,
+    ) -> wasmtime::Result<Result<Object, Error>> {
+        let client = self.table.get(&client)?;
+        let kind = match kind {
+            PatchKind::Merge => lethe_kube::PatchKind::Merge,
+            PatchKind::Json => lethe_kube::PatchKind::Json,
+            PatchKind::StrategicMerge => lethe_kube::PatchKind::StrategicMerge,
+        };
+        let result = client.patch(&to_ref(target), kind, &patch, subresource.as_deref()).await;
+        Ok(result.map(from_object).map_err(from_error))
+    }
+
+    async fn delete(
+        &mut self,
+        client: Resource<ClientHandle>,
+        target: ObjectRef,
+        options: DeleteOptions,
+    ) -> wasmtime::Result<Result<DeleteOutcome, Error>> {
+        let client = self.table.get(&client)?;
+        let options = lethe_kube::DeleteOptions {
+            propagation_policy: options.propagation_policy.map(|p| match p {
+                PropagationPolicy::Background => lethe_kube::PropagationPolicy::Background,
+                PropagationPolicy::Foreground => lethe_kube::PropagationPolicy::Foreground,
+                PropagationPolicy::Orphan => lethe_kube::PropagationPolicy::Orphan,
+            }),
+            precondition_uid: options.precondition_uid,
+            precondition_resource_version: options.precondition_resource_version,
+        };
+        let result = client.delete(&to_ref(target), &options).await;
+        Ok(result
+            .map(|o| match o {
+                lethe_kube::DeleteOutcome::Deleted => DeleteOutcome::Deleted,
+                lethe_kube::DeleteOutcome::Pending(obj) => DeleteOutcome::Pending(from_object(obj)),
+            })
+            .map_err(from_error))
+    }
+
+    async fn drop(&mut self, client: Resource<ClientHandle>) -> wasmtime::Result<()> {
+        self.table.delete(client)?;
+        Ok(())
+    }
+}
+
+fn to_ref(r: ObjectRef) -> lethe_kube::ObjectRef {
+    lethe_kube::ObjectRef { api_version: r.api_version, kind: r.kind, namespace: r.namespace, name: r.name }
+}
+
+fn from_ref(r: lethe_kube::ObjectRef) -> ObjectRef {
+    ObjectRef { api_version: r.api_version, kind: r.kind, namespace: r.namespace, name: r.name }
+}
+
+fn from_object(o: lethe_kube::Object) -> Object {
+    let m = o.metadata;
+    Object {
+        target: from_ref(o.target),
+        metadata: Metadata {
+            uid: m.uid,
+            resource_version: m.resource_version,
+            generation: m.generation,
+            creation_timestamp: m.creation_timestamp,
+            deletion_timestamp: m.deletion_timestamp,
+            finalizers: m.finalizers,
+            labels: m.labels,
+            annotations: m.annotations,
+        },
+        json: o.json,
+    }
+}
+
+fn from_status(s: lethe_kube::Status) -> Status {
+    Status { code: s.code, reason: s.reason, message: s.message }
+}
+
+fn from_error(e: lethe_kube::KubeError) -> Error {
+    use lethe_kube::KubeError as E;
+    match e {
+        E::NotFound(s) => Error::NotFound(from_status(s)),
+        E::Conflict(s) => Error::Conflict(from_status(s)),
+        E::Forbidden(s) => Error::Forbidden(from_status(s)),
+        E::Unauthorized(s) => Error::Unauthorized(from_status(s)),
+        E::Invalid(s) => Error::Invalid(from_status(s)),
+        E::Gone(s) => Error::Gone(from_status(s)),
+        E::Unavailable(m) => Error::Unavailable(m),
+        E::Timeout(m) => Error::Timeout(m),
+    }
+}

@@ -1,0 +1,83 @@
+//! The capabilities the host supplies to components, one module each (like Spin's factors):
+//! `log`, `config`, `sql` and `kube`. Each module implements its WIT `Host` traits on
+//! [`CapsView`], the per-instance view of a component's [`CapabilityEnv`].
+//!
+//! Lifecycle: [`add_to_linker`] links every capability once (init); [`CapabilityEnv`] is built per
+//! component from the manifest at start (configure app, where grants and variables are checked);
+//! [`Capabilities::new`] is the cheap per-instance state (prepare); the `Host` impls answer the
+//! component's calls.
+
+pub mod config;
+pub mod kube;
+pub mod log;
+pub mod sql;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use wasmtime::component::{HasData, Linker, ResourceTable};
+
+use crate::manifest::Grants;
+use crate::runtime::InstanceState;
+
+/// Host-side bindings of the `lethe:platform` capability interfaces.
+pub mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "lethe:platform/host-capabilities",
+        imports: { default: async | trappable },
+        with: {
+            "lethe:platform/sql.transaction": super::sql::TransactionHandle,
+            "lethe:platform/kube.client": super::kube::ClientHandle,
+        },
+    });
+}
+
+/// Everything one component's capabilities need, built once at start.
+pub struct CapabilityEnv {
+    /// The component id, for logs.
+    pub component_id: Arc<str>,
+    /// What the manifest grants it.
+    pub grants: Grants,
+    /// Its configuration values, resolved from the manifest's variables.
+    pub config: BTreeMap<String, String>,
+    /// The database, when `sql` is granted.
+    pub database: Option<lethe_sql::Database>,
+    /// The cluster, when `kube` is granted.
+    pub cluster: Option<lethe_kube::Cluster>,
+}
+
+/// The per-instance capability state: a handle on the component's environment.
+pub struct Capabilities {
+    env: Arc<CapabilityEnv>,
+}
+
+impl Capabilities {
+    /// Prepares the capabilities of one instance; allocates nothing but a reference count.
+    pub fn new(env: Arc<CapabilityEnv>) -> Self {
+        Capabilities { env }
+    }
+}
+
+/// What capability host calls see: the component's environment and the instance's resources.
+pub struct CapsView<'a> {
+    env: &'a CapabilityEnv,
+    table: &'a mut ResourceTable,
+}
+
+impl InstanceState {
+    fn caps_view(&mut self) -> CapsView<'_> {
+        CapsView { env: &self.caps.env, table: &mut self.table }
+    }
+}
+
+struct CapsData;
+
+impl HasData for CapsData {
+    type Data<'a> = CapsView<'a>;
+}
+
+/// Links every lethe capability into `linker` (once, at start).
+pub fn add_to_linker(linker: &mut Linker<InstanceState>) -> anyhow::Result<()> {
+    bindings::HostCapabilities::add_to_linker::<InstanceState, CapsData>(linker, InstanceState::caps_view)
+}

@@ -1,0 +1,24 @@
+//! lethe: a host that runs asynchronous deletion, job-status and reconciliation components
+//! (WebAssembly, wasm32-wasip2) from a Spin v2 manifest, with Kubernetes and SQL capabilities.
+//!
+//! The layout follows the architecture:
+//! - [`manifest`]: the Spin v2 manifest and lethe's grants;
+//! - [`runtime`]: the wasmtime engine, compiled and pre-linked components, per-instance stores;
+//! - [`grants`]: the import check that refuses ungranted capabilities at start;
+//! - [`caps`]: the capabilities (`log`, `config`, `sql`, `kube`);
+//! - [`trigger`]: HTTP and cron triggers;
+//! - [`app`]: wiring it all together for `lethe up`.
+
+pub mod app;
+pub mod caps;
+pub mod grants;
+pub mod manifest;
+pub mod migrations;
+pub mod runtime;
+pub mod trigger;
+
+/// Where the build script put the wasm32-wasip2 components of this tree.
+pub const COMPONENTS_DIR: &str = env!("LETHE_COMPONENTS_DIR");
+
+/// The root of the source tree this binary was built from (for locating `spin.toml` in tests).
+pub const REPO_ROOT: &str = env!("LETHE_REPO_ROOT");

@@ -1,0 +1,137 @@
+//! The `lethe` command line.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use lethe::app::{App, ClusterSource, UpOptions};
+
+#[derive(Parser)]
+#[command(name = "lethe", version, about = "Asynchronous deletion and reconciliation on Kubernetes, as WebAssembly components")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the manifest's HTTP routes and run its cron schedules.
+    Up(UpArgs),
+    /// Run only the embedded Kubernetes API server.
+    Cluster(ClusterArgs),
+}
+
+#[derive(clap::Args)]
+struct UpArgs {
+    /// The Spin v2 manifest.
+    #[arg(long, default_value = "spin.toml")]
+    manifest: PathBuf,
+    /// Address to serve HTTP on.
+    #[arg(long, default_value = "127.0.0.1:3000")]
+    listen: SocketAddr,
+    /// Directory for the database, the compiled-component cache and the embedded cluster.
+    #[arg(long, default_value = ".lethe", env = "LETHE_DATA_DIR")]
+    data_dir: PathBuf,
+    /// Database URL (`postgres://…` or `sqlite:<path>`); SQLite in the data dir when absent.
+    #[arg(long, env = "LETHE_DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+    /// Use this kubeconfig instead of the embedded cluster.
+    #[arg(long, env = "KUBECONFIG", conflicts_with = "in_cluster")]
+    kubeconfig: Option<PathBuf>,
+    /// Use the in-cluster service account instead of the embedded cluster.
+    #[arg(long)]
+    in_cluster: bool,
+    /// Address of the embedded cluster.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    cluster_listen: SocketAddr,
+}
+
+#[derive(clap::Args)]
+struct ClusterArgs {
+    /// Directory for the cluster's database, token file and kubeconfig.
+    #[arg(long, default_value = ".lethe", env = "LETHE_DATA_DIR")]
+    data_dir: PathBuf,
+    /// Address to serve the Kubernetes API on.
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    listen: SocketAddr,
+    /// Serve HTTPS with a generated self-signed CA.
+    #[arg(long)]
+    tls: bool,
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LETHE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Up(args) => up(args).await,
+            Command::Cluster(args) => cluster(args).await,
+        }
+    })
+}
+
+async fn up(args: UpArgs) -> anyhow::Result<()> {
+    let cluster = match (args.kubeconfig, args.in_cluster) {
+        (Some(path), _) => ClusterSource::Kubeconfig(path),
+        (None, true) => ClusterSource::InCluster,
+        (None, false) => ClusterSource::Embedded,
+    };
+    let app = App::start(UpOptions {
+        manifest: args.manifest,
+        listen: args.listen,
+        data_dir: args.data_dir,
+        database_url: args.database_url,
+        cluster,
+        cluster_listen: args.cluster_listen,
+    })
+    .await?;
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    app.shutdown().await;
+    Ok(())
+}
+
+async fn cluster(args: ClusterArgs) -> anyhow::Result<()> {
+    let server = lethe_apiserver::start(lethe_apiserver::ApiServerConfig {
+        data_dir: Some(args.data_dir.join("cluster")),
+        listen: args.listen,
+        tls: args.tls,
+        ..Default::default()
+    })
+    .await?;
+    tracing::info!("Kubernetes API at {}", server.url());
+    if let Some(path) = server.kubeconfig_path() {
+        tracing::info!("kubeconfig (admin): {}", path.display());
+    }
+    wait_for_signal().await;
+    server.shutdown().await;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("cannot listen for SIGTERM: {e}");
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

@@ -1,0 +1,242 @@
+//! The wasmtime runtime: one engine, one linker, every component compiled once and pre-linked,
+//! and a fresh, limited store for every request or tick (the shape of `wasmtime serve`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use sha2::{Digest as _, Sha256};
+use wasmtime::component::{Component, InstancePre, Linker, ResourceTable};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use crate::caps::{CapabilityEnv, Capabilities};
+use crate::grants;
+use crate::manifest::{ComponentDecl, Manifest};
+
+/// How often the epoch advances; time limits are enforced at this granularity.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// The per-instance state of one request or tick.
+pub struct InstanceState {
+    pub(crate) table: ResourceTable,
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    limits: StoreLimits,
+    /// The lethe capabilities this instance may use.
+    pub(crate) caps: Capabilities,
+}
+
+impl WasiView for InstanceState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl WasiHttpView for InstanceState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: Default::default() }
+    }
+}
+
+/// Resource limits of one component.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Wall-time limit of one request or tick.
+    pub timeout: Duration,
+    /// Linear-memory limit in bytes.
+    pub memory_bytes: usize,
+}
+
+/// One component, compiled and pre-linked.
+pub struct LoadedComponent {
+    /// The component id from the manifest.
+    pub id: Arc<str>,
+    /// Pre-linked: instantiation only allocates and initialises.
+    pub pre: InstancePre<InstanceState>,
+    /// Its limits.
+    pub limits: Limits,
+    /// Its capability environment (grants, config values, backends).
+    pub env: Arc<CapabilityEnv>,
+}
+
+/// The engine and every component of an application.
+pub struct Runtime {
+    engine: Engine,
+    components: BTreeMap<String, Arc<LoadedComponent>>,
+    epoch_ticker: Option<std::thread::JoinHandle<()>>,
+    stop_ticker: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Runtime {
+    /// Builds the engine, checks every component's imports against its grants, compiles (or
+    /// loads from `cache_dir`) and pre-links each one.
+    pub fn new(
+        manifest: &Manifest,
+        cache_dir: Option<&Path>,
+        envs: BTreeMap<String, Arc<CapabilityEnv>>,
+    ) -> anyhow::Result<Runtime> {
+        let max_memory = manifest
+            .components
+            .values()
+            .map(|c| memory_limit_mb(manifest, c))
+            .max()
+            .unwrap_or(manifest.settings.memory_limit_mb);
+        let engine = build_engine(max_memory, manifest.settings.max_instances)?;
+        let mut linker: Linker<InstanceState> = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+        crate::caps::add_to_linker(&mut linker)?;
+
+        let mut components = BTreeMap::new();
+        for (id, decl) in &manifest.components {
+            let component = compile(&engine, &decl.source, cache_dir)
+                .with_context(|| format!("component `{id}`"))?;
+            grants::check(id, &decl.grants, &component, &engine)?;
+            let pre = linker
+                .instantiate_pre(&component)
+                .with_context(|| format!("component `{id}` imports something lethe cannot supply"))?;
+            let env = envs
+                .get(id)
+                .cloned()
+                .with_context(|| format!("no capability environment for component `{id}`"))?;
+            let limits = Limits {
+                timeout: Duration::from_millis(
+                    decl.grants.timeout_ms.unwrap_or(manifest.settings.timeout_ms),
+                ),
+                memory_bytes: usize::try_from(memory_limit_mb(manifest, decl) * 1024 * 1024)
+                    .context("memory limit too large")?,
+            };
+            components.insert(
+                id.clone(),
+                Arc::new(LoadedComponent { id: Arc::from(id.as_str()), pre, limits, env }),
+            );
+        }
+
+        let stop_ticker = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ticker_engine = engine.clone();
+        let stop = stop_ticker.clone();
+        let epoch_ticker = std::thread::Builder::new()
+            .name("lethe-epoch".into())
+            .spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    ticker_engine.increment_epoch();
+                }
+            })
+            .context("cannot start the epoch ticker")?;
+        Ok(Runtime { engine, components, epoch_ticker: Some(epoch_ticker), stop_ticker })
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The component with `id`.
+    pub fn component(&self, id: &str) -> Option<&Arc<LoadedComponent>> {
+        self.components.get(id)
+    }
+
+    /// All components, by id.
+    pub fn components(&self) -> impl Iterator<Item = &Arc<LoadedComponent>> {
+        self.components.values()
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.stop_ticker.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.epoch_ticker.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl LoadedComponent {
+    /// A fresh store for one request or tick, with this component's limits and capabilities.
+    pub fn new_store(&self, engine: &Engine) -> Store<InstanceState> {
+        let state = InstanceState {
+            table: ResourceTable::new(),
+            // No preopens, no environment, no network: components get only their grants.
+            wasi: WasiCtx::builder().inherit_stderr().build(),
+            http: WasiHttpCtx::new(),
+            limits: StoreLimitsBuilder::new()
+                .memory_size(self.limits.memory_bytes)
+                .trap_on_grow_failure(true)
+                .build(),
+            caps: Capabilities::new(self.env.clone()),
+        };
+        let mut store = Store::new(engine, state);
+        store.limiter(|s| &mut s.limits);
+        let ticks = (self.limits.timeout.as_millis() / EPOCH_TICK.as_millis()).max(1);
+        store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
+        store.epoch_deadline_trap();
+        store
+    }
+}
+
+fn memory_limit_mb(manifest: &Manifest, decl: &ComponentDecl) -> u64 {
+    decl.grants.memory_limit_mb.unwrap_or(manifest.settings.memory_limit_mb)
+}
+
+fn build_engine(max_memory_mb: u64, max_instances: u32) -> anyhow::Result<Engine> {
+    let mut config = Config::new();
+    config.wasm_component_model(true);
+    config.epoch_interruption(true);
+    config.parallel_compilation(true);
+    let mut pool = PoolingAllocationConfig::default();
+    let max_memory = usize::try_from(max_memory_mb * 1024 * 1024).context("memory limit too large")?;
+    pool.total_component_instances(max_instances)
+        .total_core_instances(max_instances.saturating_mul(4))
+        .total_memories(max_instances.saturating_mul(2))
+        .total_tables(max_instances.saturating_mul(4))
+        .total_stacks(max_instances)
+        .max_memory_size(max_memory);
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    Engine::new(&config)
+}
+
+/// Compiles `source`, or loads the compiled artifact cached for the same bytes and engine.
+fn compile(engine: &Engine, source: &Path, cache_dir: Option<&Path>) -> anyhow::Result<Component> {
+    let bytes = std::fs::read(source)
+        .with_context(|| format!("cannot read {}", source.display()))?;
+    let Some(cache_dir) = cache_dir else {
+        return Component::new(engine, &bytes);
+    };
+    let path = cache_path(engine, &bytes, cache_dir);
+    if path.exists() {
+        // SAFETY: the file was written by `Component::serialize` of this same engine
+        // configuration (its name carries the engine's compatibility hash) into our own data dir.
+        match unsafe { Component::deserialize_file(engine, &path) } {
+            Ok(c) => return Ok(c),
+            Err(e) => tracing::warn!(path = %path.display(), "ignoring unusable compiled cache entry: {e:#}"),
+        }
+    }
+    let component = Component::new(engine, &bytes)?;
+    if let Err(e) = write_cache(&component, &path) {
+        tracing::warn!(path = %path.display(), "cannot cache compiled component: {e:#}");
+    }
+    Ok(component)
+}
+
+fn cache_path(engine: &Engine, bytes: &[u8], cache_dir: &Path) -> PathBuf {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut engine_hash = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut engine_hash);
+    let digest = Sha256::digest(bytes);
+    cache_dir.join(format!("{}-{:016x}.cwasm", hex::encode(&digest[..16]), engine_hash.finish()))
+}
+
+fn write_cache(component: &Component, path: &Path) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, component.serialize()?)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}

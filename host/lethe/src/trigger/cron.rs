@@ -1,0 +1,125 @@
+//! The cron trigger: Spin's `[[trigger.cron]]` (six fields, seconds first, UTC), calling the
+//! component's root export `handle-cron-event` from `spin:cron@3.0.0` in a fresh instance per tick.
+
+use std::str::FromStr as _;
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+
+use crate::runtime::{InstanceState, LoadedComponent, Runtime};
+
+/// Host-side bindings of Spin's cron world.
+pub mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "spin:cron/spin-cron",
+        exports: { default: async },
+    });
+}
+
+use bindings::SpinCronPre;
+use bindings::spin::cron::cron_types::Metadata;
+
+/// Parses a Spin cron expression: exactly six fields, seconds first.
+pub fn parse_schedule(expression: &str) -> anyhow::Result<cron::Schedule> {
+    let fields = expression.split_whitespace().count();
+    if fields != 6 {
+        bail!("cron expression `{expression}` has {fields} fields; Spin's cron trigger needs 6 (seconds first)");
+    }
+    cron::Schedule::from_str(expression).with_context(|| format!("invalid cron expression `{expression}`"))
+}
+
+/// One scheduled component.
+pub struct CronJob {
+    schedule: cron::Schedule,
+    expression: String,
+    component: Arc<LoadedComponent>,
+    pre: SpinCronPre<InstanceState>,
+}
+
+impl CronJob {
+    /// Prepares a cron trigger; the component must export `handle-cron-event`.
+    pub fn new(expression: &str, component: Arc<LoadedComponent>) -> anyhow::Result<CronJob> {
+        let schedule = parse_schedule(expression)?;
+        let pre = SpinCronPre::new(component.pre.clone()).with_context(|| {
+            format!("component `{}` does not export spin:cron's handle-cron-event", component.id)
+        })?;
+        Ok(CronJob { schedule, expression: expression.to_string(), component, pre })
+    }
+
+    /// The schedule as written.
+    pub fn expression(&self) -> &str {
+        &self.expression
+    }
+
+    /// The component id.
+    pub fn component_id(&self) -> &str {
+        &self.component.id
+    }
+
+    /// Runs one tick now, in a fresh instance. Errors are the component's failure or its
+    /// `error` result.
+    pub async fn tick(&self, runtime: &Runtime, at: DateTime<Utc>) -> anyhow::Result<()> {
+        let mut store = self.component.new_store(runtime.engine());
+        let timeout = self.component.limits.timeout;
+        let timestamp = u64::try_from(at.timestamp()).unwrap_or(0);
+        let run = async {
+            let instance = self.pre.instantiate_async(&mut store).await?;
+            instance.call_handle_cron_event(&mut store, Metadata { timestamp }).await
+        };
+        let result = match tokio::time::timeout(timeout + std::time::Duration::from_millis(250), run).await {
+            Ok(r) => r?,
+            Err(_) => return Err(anyhow::Error::new(wasmtime::Trap::Interrupt)),
+        };
+        result.map_err(|e| match e {
+            bindings::spin::cron::cron_types::Error::Other(msg) => anyhow::anyhow!("handle-cron-event returned an error: {msg}"),
+        })
+    }
+
+    /// Ticks on schedule until `shutdown` turns true. A tick that is still running when the
+    /// next one is due delays it (ticks of one trigger never overlap).
+    pub async fn run(self: Arc<Self>, runtime: Arc<Runtime>, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            let Some(next) = self.schedule.upcoming(Utc).next() else {
+                tracing::info!(component = self.component_id(), "cron schedule `{}` has no further ticks", self.expression);
+                return;
+            };
+            let wait = (next - Utc::now()).to_std().unwrap_or_default();
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.changed() => return,
+            }
+            match self.tick(&runtime, next).await {
+                Ok(()) => tracing::debug!(component = self.component_id(), "cron tick at {next} done"),
+                Err(e) => tracing::error!(
+                    component = self.component_id(),
+                    "cron tick at {next}: component {}",
+                    super::describe_failure(&e)
+                ),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn six_field_expressions_parse() {
+        let s = parse_schedule("*/2 * * * * *").expect("valid");
+        let mut upcoming = s.upcoming(Utc);
+        let a = upcoming.next().expect("tick");
+        let b = upcoming.next().expect("tick");
+        assert_eq!((b - a).num_seconds(), 2);
+    }
+
+    #[test]
+    fn five_and_seven_field_expressions_are_rejected() {
+        assert!(parse_schedule("* * * * *").is_err());
+        assert!(parse_schedule("0 0 * * * * 2030").is_err());
+        assert!(parse_schedule("61 * * * * *").is_err());
+    }
+}

@@ -1,0 +1,360 @@
+//! The HTTP trigger: Spin's route syntax, a hyper server, and one fresh instance per request.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Incoming;
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use wasmtime_wasi_http::WasiHttpView as _;
+use wasmtime_wasi_http::io::TokioIo;
+use wasmtime_wasi_http::p2::bindings::ProxyPre;
+use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
+use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+
+use crate::runtime::{InstanceState, LoadedComponent, Runtime};
+
+/// Largest request body the host forwards; larger ones get 413 before any component runs.
+pub const MAX_REQUEST_BODY: u64 = 8 * 1024 * 1024;
+
+/// A route in Spin's syntax.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    segments: Vec<Segment>,
+    wildcard: bool,
+    text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Segment {
+    Literal(String),
+    Param(String),
+}
+
+/// What a route match yields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteMatch {
+    /// `(name, value)` for every `:name` segment.
+    pub params: Vec<(String, String)>,
+    /// The path below the route (Spin's `spin-path-info`): empty for exact routes.
+    pub path_info: String,
+}
+
+impl Route {
+    /// Parses `/exact`, `/users/:id` or `/prefix/...` (and `/...` for everything).
+    pub fn parse(text: &str) -> anyhow::Result<Route> {
+        if !text.starts_with('/') {
+            bail!("route `{text}` must start with `/`");
+        }
+        let (body, wildcard) = match text.strip_suffix("/...") {
+            Some(prefix) => (prefix, true),
+            None if text == "/..." => ("", true),
+            None => (text, false),
+        };
+        let mut segments = Vec::new();
+        for seg in body.split('/').filter(|s| !s.is_empty()) {
+            if seg == "..." {
+                bail!("route `{text}`: `...` is only allowed as the last segment");
+            }
+            if let Some(name) = seg.strip_prefix(':') {
+                if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+                    bail!("route `{text}`: invalid parameter `{seg}`");
+                }
+                segments.push(Segment::Param(name.to_string()));
+            } else {
+                segments.push(Segment::Literal(seg.to_string()));
+            }
+        }
+        Ok(Route { segments, wildcard, text: text.to_string() })
+    }
+
+    /// The route as written in the manifest.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Matches a request path (without query).
+    pub fn matches(&self, path: &str) -> Option<RouteMatch> {
+        let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        if parts.len() < self.segments.len() || (!self.wildcard && parts.len() != self.segments.len()) {
+            return None;
+        }
+        let mut params = Vec::new();
+        for (seg, part) in self.segments.iter().zip(&parts) {
+            match seg {
+                Segment::Literal(l) if l == part => {}
+                Segment::Literal(_) => return None,
+                Segment::Param(name) => params.push((name.clone(), (*part).to_string())),
+            }
+        }
+        let rest = &parts[self.segments.len()..];
+        let mut path_info = String::new();
+        for p in rest {
+            path_info.push('/');
+            path_info.push_str(p);
+        }
+        if self.wildcard && !rest.is_empty() && path.ends_with('/') {
+            path_info.push('/');
+        }
+        Some(RouteMatch { params, path_info })
+    }
+
+    /// Precedence among matching routes: exact before wildcard, then more literal segments,
+    /// then more segments.
+    fn rank(&self) -> (bool, usize, usize) {
+        let literals = self.segments.iter().filter(|s| matches!(s, Segment::Literal(_))).count();
+        (!self.wildcard, literals, self.segments.len())
+    }
+}
+
+/// The routing table: routes to components.
+pub struct Router {
+    routes: Vec<(Route, Arc<HttpComponent>)>,
+}
+
+/// A component served over HTTP.
+pub struct HttpComponent {
+    component: Arc<LoadedComponent>,
+    pre: ProxyPre<InstanceState>,
+}
+
+impl Router {
+    /// Builds the table from the manifest's HTTP triggers; every named component must export
+    /// `wasi:http/incoming-handler`.
+    pub fn new(manifest: &crate::manifest::Manifest, runtime: &Runtime) -> anyhow::Result<Router> {
+        let mut routes = Vec::new();
+        for t in &manifest.http_triggers {
+            let component = runtime
+                .component(&t.component)
+                .with_context(|| format!("unknown component `{}`", t.component))?
+                .clone();
+            let pre = ProxyPre::new(component.pre.clone()).with_context(|| {
+                format!("component `{}` does not export wasi:http/incoming-handler@0.2", t.component)
+            })?;
+            routes.push((Route::parse(&t.route)?, Arc::new(HttpComponent { component, pre })));
+        }
+        Ok(Router { routes })
+    }
+
+    /// The best route for `path`, by Spin's precedence.
+    pub fn route(&self, path: &str) -> Option<(&Route, &Arc<HttpComponent>, RouteMatch)> {
+        self.routes
+            .iter()
+            .filter_map(|(r, c)| r.matches(path).map(|m| (r, c, m)))
+            .max_by_key(|(r, _, _)| r.rank())
+    }
+
+    /// `(route, component id)` for the start-up log.
+    pub fn describe(&self) -> Vec<(String, String)> {
+        self.routes.iter().map(|(r, c)| (r.text.clone(), c.component.id.to_string())).collect()
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` turns true, then waits (bounded) for in-flight
+/// requests.
+pub async fn serve(
+    listener: TcpListener,
+    router: Arc<Router>,
+    runtime: Arc<Runtime>,
+    mut shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    loop {
+        let (stream, client_addr) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let router = router.clone();
+        let runtime = runtime.clone();
+        let service = service_fn(move |req| {
+            let router = router.clone();
+            let runtime = runtime.clone();
+            async move { Ok::<_, Infallible>(handle(&router, &runtime, client_addr, req).await) }
+        });
+        let conn = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!("connection from {client_addr} ended: {e}");
+            }
+        });
+    }
+    tokio::select! {
+        _ = graceful.shutdown() => tracing::info!("all HTTP connections closed"),
+        _ = tokio::time::sleep(Duration::from_secs(10)) => tracing::warn!("gave up waiting for HTTP connections to close"),
+    }
+    Ok(())
+}
+
+/// Answers one request: route, instantiate, call, and turn any failure into a 500 envelope.
+pub async fn handle(
+    router: &Router,
+    runtime: &Runtime,
+    client_addr: SocketAddr,
+    mut req: hyper::Request<Incoming>,
+) -> hyper::Response<HyperOutgoingBody> {
+    let path = req.uri().path().to_string();
+    let Some((route, target, matched)) = router.route(&path) else {
+        return envelope(404, 10000, "CF-NotFound", "Unknown request");
+    };
+    let too_large = req
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|n| n > MAX_REQUEST_BODY);
+    if too_large {
+        return envelope(413, 10001, "CF-RequestEntityTooLarge", "The request body is too large");
+    }
+    set_spin_headers(&mut req, route, &matched, client_addr);
+    let id = target.component.id.clone();
+    match invoke(runtime, target, req).await {
+        Ok(resp) => resp,
+        Err(e) => {
+            tracing::error!(component = %id, path = %path, "component {}", super::describe_failure(&e));
+            envelope(500, 10001, "UnknownError", "An unknown error occurred.")
+        }
+    }
+}
+
+async fn invoke(
+    runtime: &Runtime,
+    target: &HttpComponent,
+    req: hyper::Request<Incoming>,
+) -> anyhow::Result<hyper::Response<HyperOutgoingBody>> {
+    let component = &target.component;
+    let mut store = component.new_store(runtime.engine());
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    let incoming = store.data_mut().http().new_incoming_request(Scheme::Http, req)?;
+    let out = store.data_mut().http().new_response_outparam(sender)?;
+    let pre = target.pre.clone();
+    let timeout = component.limits.timeout;
+    // The instance runs in its own task so that it can keep streaming the body after the
+    // response head is returned; the wall-clock timeout backs up the epoch deadline for time
+    // spent in host calls.
+    let task = tokio::spawn(async move {
+        let run = async {
+            let proxy = pre.instantiate_async(&mut store).await?;
+            proxy.wasi_http_incoming_handler().call_handle(&mut store, incoming, out).await
+        };
+        match tokio::time::timeout(timeout + Duration::from_millis(250), run).await {
+            Ok(result) => result,
+            Err(_) => Err(anyhow::Error::new(wasmtime::Trap::Interrupt)),
+        }
+    });
+    match receiver.await {
+        Ok(Ok(resp)) => Ok(resp),
+        Ok(Err(code)) => bail!("the component answered with a wasi:http error: {code:?}"),
+        Err(_) => match task.await {
+            Ok(Ok(())) => bail!("the component returned without setting a response"),
+            Ok(Err(e)) => Err(e),
+            Err(join) => bail!("the component task failed: {join}"),
+        },
+    }
+}
+
+/// Adds Spin's routing headers (dropping any a client sent, so they cannot be spoofed).
+fn set_spin_headers<B>(req: &mut hyper::Request<B>, route: &Route, m: &RouteMatch, client: SocketAddr) {
+    let full_url = format!(
+        "http://{}{}",
+        req.headers().get(hyper::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost"),
+        req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/")
+    );
+    let matched = req.uri().path().strip_suffix(&m.path_info).unwrap_or("").to_string();
+    let headers = req.headers_mut();
+    let spoofed: Vec<HeaderName> = headers.keys().filter(|k| k.as_str().starts_with("spin-")).cloned().collect();
+    for name in spoofed {
+        headers.remove(name);
+    }
+    let component_route = route.as_str().strip_suffix("/...").unwrap_or(route.as_str()).to_string();
+    let mut set = |name: String, value: &str| {
+        if let (Ok(n), Ok(v)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            headers.insert(n, v);
+        }
+    };
+    set("spin-full-url".into(), &full_url);
+    set("spin-path-info".into(), &m.path_info);
+    set("spin-matched-route".into(), &matched);
+    set("spin-base-path".into(), "/");
+    set("spin-raw-component-route".into(), route.as_str());
+    set("spin-component-route".into(), &component_route);
+    set("spin-client-addr".into(), &client.to_string());
+    for (name, value) in &m.params {
+        set(format!("spin-path-match-{}", name.to_ascii_lowercase()), value);
+    }
+}
+
+/// A CF V3 error envelope response.
+pub fn envelope(status: u16, code: u32, title: &str, detail: &str) -> hyper::Response<HyperOutgoingBody> {
+    let body = serde_json::json!({ "errors": [{ "code": code, "title": title, "detail": detail }] });
+    let body = Full::new(Bytes::from(body.to_string())).map_err(|never| match never {}).boxed_unsync();
+    let mut resp = hyper::Response::new(body);
+    *resp.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut().insert(hyper::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(route: &str, path: &str) -> Option<RouteMatch> {
+        Route::parse(route).expect("route").matches(path)
+    }
+
+    #[test]
+    fn exact_routes_match_only_themselves() {
+        assert_eq!(m("/v3", "/v3").map(|x| x.path_info), Some(String::new()));
+        assert!(m("/v3", "/v3/jobs").is_none());
+        assert!(m("/v3", "/v").is_none());
+    }
+
+    #[test]
+    fn wildcard_routes_match_the_prefix_and_below() {
+        assert_eq!(m("/smoke/...", "/smoke").map(|x| x.path_info), Some(String::new()));
+        assert_eq!(m("/smoke/...", "/smoke/notes/a").map(|x| x.path_info), Some("/notes/a".into()));
+        assert!(m("/smoke/...", "/smokes").is_none());
+        assert_eq!(m("/...", "/anything/at/all").map(|x| x.path_info), Some("/anything/at/all".into()));
+    }
+
+    #[test]
+    fn params_bind_segments() {
+        let got = m("/v3/jobs/:guid", "/v3/jobs/org.delete~abc").expect("match");
+        assert_eq!(got.params, vec![("guid".to_string(), "org.delete~abc".to_string())]);
+        assert!(m("/v3/jobs/:guid", "/v3/jobs").is_none());
+    }
+
+    #[test]
+    fn invalid_routes_are_rejected() {
+        assert!(Route::parse("v3").is_err());
+        assert!(Route::parse("/a/.../b").is_err());
+        assert!(Route::parse("/a/:").is_err());
+    }
+
+    #[test]
+    fn precedence_prefers_exact_then_more_literals() {
+        let exact = Route::parse("/v3/jobs").expect("route");
+        let param = Route::parse("/v3/:thing").expect("route");
+        let wild = Route::parse("/v3/...").expect("route");
+        let root = Route::parse("/...").expect("route");
+        assert!(exact.rank() > param.rank());
+        assert!(param.rank() > wild.rank());
+        assert!(wild.rank() > root.rank());
+    }
+}

@@ -1,0 +1,1 @@
+//! placeholder crate root, filled in below
