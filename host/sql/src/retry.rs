@@ -1,0 +1,129 @@
+//! The retry loop shared by both backends.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::config::RetryPolicy;
+use crate::error::{Failure, Result, SqlError};
+
+/// Counters a [`Database`](crate::Database) keeps about its own behaviour.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub retries: AtomicU64,
+}
+
+/// Runs `op` until it succeeds, fails with a non-retryable [`Failure`], or the policy's
+/// attempts are used up. `op` receives the 1-based attempt number.
+///
+/// Only failures the backend marked `retry` are replayed; the backend sets that flag only when
+/// the attempt cannot have applied anything.
+pub(crate) async fn run<T, F, Fut>(
+    policy: &RetryPolicy,
+    counters: &Counters,
+    what: &str,
+    mut op: F,
+) -> Result<T>
+where
+    F: FnMut(u32) -> Fut,
+    Fut: Future<Output = std::result::Result<T, Failure>>,
+{
+    let attempts = policy.attempts();
+    let mut attempt = 1;
+    loop {
+        match op(attempt).await {
+            Ok(value) => return Ok(value),
+            Err(failure) if failure.retry && attempt < attempts => {
+                let delay = policy.backoff(attempt);
+                tracing::debug!(
+                    operation = what,
+                    attempt,
+                    delay_ms = delay.as_millis() as u64,
+                    error = %failure.error,
+                    "transient SQL failure; retrying"
+                );
+                counters.retries.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(delay).await;
+                attempt += 1;
+            }
+            Err(failure) if failure.retry => {
+                tracing::warn!(operation = what, attempts = attempt, error = %failure.error, "SQL retries exhausted");
+                return Err(exhausted(failure.error, attempt));
+            }
+            Err(failure) => return Err(failure.error),
+        }
+    }
+}
+
+/// Adds the number of attempts to the message, keeping the variant.
+fn exhausted(error: SqlError, attempts: u32) -> SqlError {
+    let suffix = |m: String| format!("{m} (gave up after {attempts} attempts)");
+    match error {
+        SqlError::ConstraintViolation(m) => SqlError::ConstraintViolation(m),
+        SqlError::Conflict(m) => SqlError::Conflict(suffix(m)),
+        SqlError::InvalidStatement(m) => SqlError::InvalidStatement(m),
+        SqlError::InvalidValue(m) => SqlError::InvalidValue(m),
+        SqlError::Unavailable(m) => SqlError::Unavailable(suffix(m)),
+        SqlError::OutcomeUnknown(m) => SqlError::OutcomeUnknown(m),
+        SqlError::Denied(m) => SqlError::Denied(m),
+        SqlError::Other(m) => SqlError::Other(suffix(m)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+    use std::time::Duration;
+
+    fn fast(max_attempts: u32) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts,
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(2),
+        }
+    }
+
+    #[tokio::test]
+    async fn retries_transient_until_success() {
+        let calls = AtomicU32::new(0);
+        let counters = Counters::default();
+        let out = run(&fast(5), &counters, "t", |_| async {
+            if calls.fetch_add(1, Ordering::SeqCst) < 2 {
+                Err(Failure::transient(SqlError::Unavailable("down".into())))
+            } else {
+                Ok(7)
+            }
+        })
+        .await;
+        assert_eq!(out, Ok(7));
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        assert_eq!(counters.retries.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn never_retries_fatal() {
+        let calls = AtomicU32::new(0);
+        let out: Result<()> = run(&fast(5), &Counters::default(), "t", |_| async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err(Failure::fatal(SqlError::OutcomeUnknown("lost".into())))
+        })
+        .await;
+        assert!(matches!(out, Err(SqlError::OutcomeUnknown(_))));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn gives_up_after_max_attempts() {
+        let calls = AtomicU32::new(0);
+        let out: Result<()> = run(&fast(3), &Counters::default(), "t", |_| async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err(Failure::transient(SqlError::Unavailable("down".into())))
+        })
+        .await;
+        match out {
+            Err(SqlError::Unavailable(m)) => assert!(m.contains("3 attempts"), "{m}"),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+    }
+}
