@@ -1,1 +1,353 @@
-//! placeholder crate root, filled in below
+//! `lethe-apiserver`: an embedded, Kubernetes-API-compatible server.
+//!
+//! It serves the parts of the Kubernetes REST API that lethe uses, well enough that `kubectl`
+//! and the `kube` crate cannot tell it from a real kube-apiserver: discovery (legacy and a
+//! minimal OpenAPI v3), Namespaces, ConfigMaps, Secrets, CronJobs, Jobs, Leases, RBAC objects,
+//! CustomResourceDefinitions and the custom resources they define (with a status subresource),
+//! and access reviews. Objects get uid, a cluster-wide resourceVersion, generation and
+//! timestamps; finalizers, deletionTimestamp, delete preconditions, propagation policies with
+//! a small garbage collector, and namespace deletion behave like the real server. Lists support
+//! label/field selectors and limit/continue; watches replay from a ring of recent events and
+//! answer 410 Gone once a version has been compacted away.
+//!
+//! Requests are authenticated with a `--token-auth-file` style CSV and authorized with RBAC
+//! (`system:masters` may do everything); impersonation headers are honoured. State lives in
+//! memory (BTreeMap indexes) and is written through to SQLite when a data directory is given.
+//! Faults (latency, error rates, dropped connections, stale reads) can be injected for tests,
+//! by configuration or at runtime through the admin-only `/lethe/faults` endpoint
+//! (`POST /lethe/compact` drops the watch history, like an etcd compaction).
+//!
+//! Start it with [`start`]; the returned [`RunningApiServer`] knows its URL, admin token and
+//! kubeconfig.
+
+mod auth;
+mod controller;
+mod ops;
+mod patch;
+mod resources;
+mod selector;
+mod server;
+mod status;
+mod store;
+mod tls;
+
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+/// Fault injection; everything off by default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FaultConfig {
+    /// Added latency per request, in milliseconds.
+    pub latency_ms: u64,
+    /// Fraction (0..1) of requests answered with `error_status`.
+    pub error_rate: f64,
+    /// 500, 503 or 429.
+    pub error_status: u16,
+    /// `Retry-After` for 429 answers, in seconds.
+    pub retry_after_seconds: u64,
+    /// Fraction (0..1) of requests whose connection is closed without a response.
+    pub drop_rate: f64,
+    /// After a write, GET and LIST return the previous version of the object for this long.
+    pub stale_read_ms: u64,
+}
+
+impl Default for FaultConfig {
+    fn default() -> Self {
+        FaultConfig {
+            latency_ms: 0,
+            error_rate: 0.0,
+            error_status: 500,
+            retry_after_seconds: 1,
+            drop_rate: 0.0,
+            stale_read_ms: 0,
+        }
+    }
+}
+
+/// How to run the server.
+#[derive(Debug, Clone)]
+pub struct ApiServerConfig {
+    /// None = in-memory (tests); Some(dir) = SQLite file `dir/cluster.db`, token file
+    /// `dir/tokens.csv`, kubeconfig `dir/kubeconfig`.
+    pub data_dir: Option<PathBuf>,
+    /// Default 127.0.0.1:0 (any free port).
+    pub listen: SocketAddr,
+    /// Serve HTTPS with a generated self-signed CA (CA written into the kubeconfig).
+    pub tls: bool,
+    /// Fault injection, off by default.
+    pub faults: FaultConfig,
+}
+
+impl Default for ApiServerConfig {
+    fn default() -> Self {
+        ApiServerConfig {
+            data_dir: None,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls: false,
+            faults: FaultConfig::default(),
+        }
+    }
+}
+
+/// A running server; dropping it does not stop it, call [`RunningApiServer::shutdown`].
+pub struct RunningApiServer {
+    url: String,
+    admin_token: String,
+    kubeconfig_yaml: String,
+    kubeconfig_path: Option<PathBuf>,
+    temp_dir: Option<PathBuf>,
+    shared: Arc<server::Shared>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    connections: Arc<parking_lot::Mutex<tokio::task::JoinSet<()>>>,
+}
+
+impl RunningApiServer {
+    /// e.g. `http://127.0.0.1:41234`
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The kubeconfig file (in the data dir, or a temporary file for in-memory servers).
+    pub fn kubeconfig_path(&self) -> Option<&Path> {
+        self.kubeconfig_path.as_deref()
+    }
+
+    /// The admin kubeconfig content.
+    pub fn kubeconfig_yaml(&self) -> String {
+        self.kubeconfig_yaml.clone()
+    }
+
+    pub fn admin_token(&self) -> &str {
+        &self.admin_token
+    }
+
+    /// Adds a user to the token table (persisted to tokens.csv when on disk).
+    pub fn add_token(&self, token: &str, user: &str, uid: &str, groups: &[&str]) {
+        self.shared.tokens.add(token, user, uid, groups);
+    }
+
+    pub fn set_faults(&self, faults: FaultConfig) {
+        self.shared.set_faults(faults);
+    }
+
+    /// Stops accepting, closes every connection and the controllers.
+    pub async fn shutdown(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        let mut conns = std::mem::take(&mut *self.connections.lock());
+        conns.abort_all();
+        while conns.join_next().await.is_some() {}
+        if let Some(d) = &self.temp_dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+fn random_token() -> String {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    (0..32)
+        .map(|_| format!("{:x}", rng.random_range(0..16u8)))
+        .collect()
+}
+
+fn kubeconfig(url: &str, token: &str, ca_pem: Option<&str>) -> String {
+    use base64::Engine;
+    let ca = ca_pem
+        .map(|p| {
+            format!(
+                "    certificate-authority-data: {}\n",
+                base64::engine::general_purpose::STANDARD.encode(p)
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: lethe\n  cluster:\n    server: {url}\n{ca}users:\n- name: lethe-admin\n  user:\n    token: {token}\ncontexts:\n- name: lethe\n  context:\n    cluster: lethe\n    user: lethe-admin\n    namespace: default\ncurrent-context: lethe\npreferences: {{}}\n"
+    )
+}
+
+fn write_private(path: &Path, content: &str) -> std::io::Result<()> {
+    std::fs::write(path, content)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(())
+}
+
+/// Creates the default namespaces and RBAC objects on a fresh store.
+fn bootstrap(store: &store::Store) -> anyhow::Result<()> {
+    let find = |plural: &str| {
+        resources::builtins()
+            .iter()
+            .find(|d| d.plural == plural)
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("no built-in {plural}"))
+    };
+    let ns_def = find("namespaces")?;
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        if store.get(ns_def.key(), "", ns, false).is_none() {
+            ops::create(
+                store,
+                &ns_def,
+                "",
+                serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+                false,
+            )
+            .map_err(|e| anyhow::anyhow!("bootstrap namespace {ns}: {e}"))?;
+        }
+    }
+    for (plural, obj) in auth::default_rbac() {
+        let def = find(plural)?;
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        if store.get(def.key(), "", &name, false).is_none() {
+            ops::create(store, &def, "", obj, false)
+                .map_err(|e| anyhow::anyhow!("bootstrap {plural} {name}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Starts the server; returns once it is listening.
+pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> {
+    let (store, tokens, admin_token, temp_dir) = match &config.data_dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)?;
+            let store = store::Store::open(Some(&dir.join("cluster.db")))?;
+            let token_file = dir.join("tokens.csv");
+            let content = std::fs::read_to_string(&token_file).unwrap_or_default();
+            let tokens = auth::Tokens::new(Some(token_file.clone()), &content);
+            let admin = content
+                .lines()
+                .filter_map(auth::parse_token_line)
+                .find(|(_, u)| u.is_master())
+                .map(|(t, _)| t);
+            let admin = match admin {
+                Some(t) => t,
+                None => {
+                    let t = random_token();
+                    tokens.add(&t, "admin", "admin", &["system:masters"]);
+                    #[cfg(unix)]
+                    {
+                        use std::os::unix::fs::PermissionsExt;
+                        let _ = std::fs::set_permissions(
+                            &token_file,
+                            std::fs::Permissions::from_mode(0o600),
+                        );
+                    }
+                    t
+                }
+            };
+            (store, tokens, admin, None)
+        }
+        None => {
+            let store = store::Store::open(None)?;
+            let t = random_token();
+            let tokens = auth::Tokens::new(None, "");
+            tokens.add(&t, "admin", "admin", &["system:masters"]);
+            let tmp = std::env::temp_dir().join(format!("lethe-apiserver-{}", uuid::Uuid::new_v4()));
+            (store, tokens, t, Some(tmp))
+        }
+    };
+    bootstrap(&store)?;
+    let store = Arc::new(store);
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let addr = listener.local_addr()?;
+    let tls = if config.tls {
+        Some(tls::generate()?)
+    } else {
+        None
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{addr}");
+    let shared = Arc::new(server::Shared {
+        store: store.clone(),
+        tokens,
+        admin_token: admin_token.clone(),
+        faults: parking_lot::RwLock::new(FaultConfig::default()),
+        faults_active: AtomicBool::new(false),
+        server_address: addr.to_string(),
+    });
+    shared.set_faults(config.faults.clone());
+    let kubeconfig_yaml = kubeconfig(&url, &admin_token, tls.as_ref().map(|t| t.ca_pem.as_str()));
+    let kubeconfig_path = match (&config.data_dir, &temp_dir) {
+        (Some(dir), _) => {
+            let p = dir.join("kubeconfig");
+            write_private(&p, &kubeconfig_yaml)?;
+            if let Some(t) = &tls {
+                std::fs::write(dir.join("ca.crt"), &t.ca_pem)?;
+            }
+            Some(p)
+        }
+        (None, Some(tmp)) => {
+            std::fs::create_dir_all(tmp)?;
+            let p = tmp.join("kubeconfig");
+            write_private(&p, &kubeconfig_yaml)?;
+            Some(p)
+        }
+        (None, None) => None,
+    };
+    let connections = Arc::new(parking_lot::Mutex::new(tokio::task::JoinSet::new()));
+    let acceptor = tls.map(|t| t.acceptor);
+    let accept_task = {
+        let shared = shared.clone();
+        let connections = connections.clone();
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = match listener.accept().await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let shared = shared.clone();
+                let acceptor = acceptor.clone();
+                let mut set = connections.lock();
+                // Reap finished connections so the set does not grow without bound.
+                while set.try_join_next().is_some() {}
+                set.spawn(async move {
+                    let svc = hyper::service::service_fn(move |req| {
+                        server::handle(shared.clone(), req)
+                    });
+                    let builder = hyper::server::conn::http1::Builder::new();
+                    match acceptor {
+                        Some(acc) => {
+                            if let Ok(tls_stream) = acc.accept(stream).await {
+                                let io = hyper_util::rt::TokioIo::new(tls_stream);
+                                let _ = builder.serve_connection(io, svc).await;
+                            }
+                        }
+                        None => {
+                            let io = hyper_util::rt::TokioIo::new(stream);
+                            let _ = builder.serve_connection(io, svc).await;
+                        }
+                    }
+                });
+            }
+        })
+    };
+    let controller_task = tokio::spawn(controller::run(store.clone()));
+    tracing::info!(%url, kubeconfig = ?kubeconfig_path, "lethe-apiserver listening");
+    Ok(RunningApiServer {
+        url,
+        admin_token,
+        kubeconfig_yaml,
+        kubeconfig_path,
+        temp_dir,
+        shared,
+        tasks: vec![accept_task, controller_task],
+        connections,
+    })
+}

@@ -1,0 +1,353 @@
+//! Authentication (static token file) and RBAC authorization.
+
+use crate::store::{Inner, Store};
+use parking_lot::RwLock;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserInfo {
+    pub name: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+}
+
+impl UserInfo {
+    pub fn is_master(&self) -> bool {
+        self.groups.iter().any(|g| g == "system:masters")
+    }
+}
+
+/// The token table, in kube-apiserver `--token-auth-file` CSV format.
+pub struct Tokens {
+    map: RwLock<HashMap<String, Arc<UserInfo>>>,
+    file: Option<PathBuf>,
+}
+
+/// Splits one CSV line, honouring double quotes.
+fn split_csv(line: &str) -> Vec<String> {
+    let mut out = vec![];
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => out.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out
+}
+
+pub fn parse_token_line(line: &str) -> Option<(String, UserInfo)> {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return None;
+    }
+    let f = split_csv(line);
+    if f.len() < 3 || f[0].is_empty() || f[1].is_empty() {
+        return None;
+    }
+    let mut groups: Vec<String> = f
+        .get(3)
+        .map(|g| {
+            g.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    if !groups.iter().any(|g| g == "system:authenticated") {
+        groups.push("system:authenticated".into());
+    }
+    Some((
+        f[0].clone(),
+        UserInfo {
+            name: f[1].clone(),
+            uid: f[2].clone(),
+            groups,
+        },
+    ))
+}
+
+pub fn format_token_line(token: &str, user: &str, uid: &str, groups: &[&str]) -> String {
+    format!("{token},{user},{uid},\"{}\"\n", groups.join(","))
+}
+
+impl Tokens {
+    pub fn new(file: Option<PathBuf>, content: &str) -> Tokens {
+        let map = content.lines().filter_map(parse_token_line).map(|(t, u)| (t, Arc::new(u))).collect();
+        Tokens {
+            map: RwLock::new(map),
+            file,
+        }
+    }
+
+    pub fn lookup(&self, token: &str) -> Option<Arc<UserInfo>> {
+        self.map.read().get(token).cloned()
+    }
+
+    pub fn add(&self, token: &str, user: &str, uid: &str, groups: &[&str]) {
+        let line = format_token_line(token, user, uid, groups);
+        if let Some((t, u)) = parse_token_line(&line) {
+            self.map.write().insert(t, Arc::new(u));
+        }
+        if let Some(path) = &self.file {
+            let res = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(line.as_bytes()));
+            if let Err(e) = res {
+                tracing::warn!("could not persist token to {}: {e}", path.display());
+            }
+        }
+    }
+}
+
+/// What a request asks to do, for authorization.
+#[derive(Debug, Clone, Default)]
+pub struct Attributes {
+    pub verb: String,
+    /// A resource request (else a non-resource path).
+    pub resource_request: bool,
+    pub group: String,
+    pub resource: String,
+    pub subresource: String,
+    pub name: String,
+    pub namespace: String,
+    pub path: String,
+}
+
+impl Attributes {
+    pub fn resource_with_sub(&self) -> String {
+        if self.subresource.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}/{}", self.resource, self.subresource)
+        }
+    }
+
+    /// The reason text of a 403 for `user`.
+    pub fn forbidden_reason(&self, user: &str) -> String {
+        if !self.resource_request {
+            return format!(
+                "User \"{user}\" cannot {} path \"{}\"",
+                self.verb, self.path
+            );
+        }
+        let scope = if self.namespace.is_empty() {
+            "at the cluster scope".to_string()
+        } else {
+            format!("in the namespace \"{}\"", self.namespace)
+        };
+        format!(
+            "User \"{user}\" cannot {} resource \"{}\" in API group \"{}\" {scope}",
+            self.verb,
+            self.resource_with_sub(),
+            self.group
+        )
+    }
+}
+
+fn has(list: &Value, want: &str) -> bool {
+    list.as_array()
+        .is_some_and(|a| a.iter().any(|v| v.as_str() == Some(want)))
+}
+
+fn rule_allows(rule: &Value, a: &Attributes) -> bool {
+    let verbs = &rule["verbs"];
+    if !(has(verbs, "*") || has(verbs, &a.verb)) {
+        return false;
+    }
+    if !a.resource_request {
+        return rule["nonResourceURLs"].as_array().is_some_and(|urls| {
+            urls.iter().filter_map(Value::as_str).any(|u| {
+                u == "*"
+                    || u == a.path
+                    || (u.ends_with('*') && a.path.starts_with(&u[..u.len() - 1]))
+            })
+        });
+    }
+    let groups = &rule["apiGroups"];
+    if !(has(groups, "*") || has(groups, &a.group)) {
+        return false;
+    }
+    let combined = a.resource_with_sub();
+    let resources = &rule["resources"];
+    let res_ok = has(resources, "*")
+        || has(resources, &combined)
+        || (!a.subresource.is_empty() && has(resources, &format!("*/{}", a.subresource)));
+    if !res_ok {
+        return false;
+    }
+    match rule["resourceNames"].as_array() {
+        Some(names) if !names.is_empty() => {
+            !a.name.is_empty() && names.iter().any(|n| n.as_str() == Some(a.name.as_str()))
+        }
+        _ => true,
+    }
+}
+
+fn subject_matches(s: &Value, user: &UserInfo) -> bool {
+    let name = s["name"].as_str().unwrap_or_default();
+    match s["kind"].as_str().unwrap_or_default() {
+        "User" => name == user.name,
+        "Group" => user.groups.iter().any(|g| g == name),
+        "ServiceAccount" => {
+            let ns = s["namespace"].as_str().unwrap_or_default();
+            user.name == format!("system:serviceaccount:{ns}:{name}")
+        }
+        _ => false,
+    }
+}
+
+fn role_rules<'a>(inner: &'a Inner, role_ref: &Value, binding_ns: &str) -> Option<&'a Value> {
+    let name = role_ref["name"].as_str()?;
+    match role_ref["kind"].as_str()? {
+        "ClusterRole" => inner
+            .get("rbac.authorization.k8s.io/clusterroles", "", name)
+            .map(|o| &o.value["rules"]),
+        "Role" => inner
+            .get("rbac.authorization.k8s.io/roles", binding_ns, name)
+            .map(|o| &o.value["rules"]),
+        _ => None,
+    }
+}
+
+fn binding_allows(inner: &Inner, binding: &Value, ns: &str, user: &UserInfo, a: &Attributes) -> bool {
+    let subjects = binding["subjects"].as_array();
+    if !subjects.is_some_and(|s| s.iter().any(|s| subject_matches(s, user))) {
+        return false;
+    }
+    role_rules(inner, &binding["roleRef"], ns)
+        .and_then(Value::as_array)
+        .is_some_and(|rules| rules.iter().any(|r| rule_allows(r, a)))
+}
+
+/// Paths every authenticated user may read (the `system:discovery` and
+/// `system:public-info-viewer` roles).
+fn discovery_path(path: &str) -> bool {
+    matches!(path, "/api" | "/apis" | "/version" | "/healthz" | "/livez" | "/readyz" | "/openapi/v2" | "/openapi/v3")
+        || path.starts_with("/api/")
+        || path.starts_with("/apis/")
+        || path.starts_with("/openapi/")
+        || path.starts_with("/healthz/")
+        || path.starts_with("/livez/")
+        || path.starts_with("/readyz/")
+}
+
+/// RBAC: may `user` do `a`?
+pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> bool {
+    if user.is_master() {
+        return true;
+    }
+    if !a.resource_request && a.verb == "get" && discovery_path(&a.path) {
+        return true;
+    }
+    if a.resource_request
+        && a.group == "authorization.k8s.io"
+        && a.verb == "create"
+        && (a.resource == "selfsubjectaccessreviews" || a.resource == "selfsubjectrulesreviews")
+    {
+        return true;
+    }
+    store.read(|inner| {
+        if inner
+            .entries("rbac.authorization.k8s.io/clusterrolebindings")
+            .any(|(_, b)| binding_allows(inner, &b.value, "", user, a))
+        {
+            return true;
+        }
+        if a.resource_request && !a.namespace.is_empty() {
+            return inner
+                .in_namespace("rbac.authorization.k8s.io/rolebindings", &a.namespace)
+                .any(|b| binding_allows(inner, &b.value, &a.namespace, user, a));
+        }
+        false
+    })
+}
+
+/// The default cluster roles and bindings created on a fresh cluster.
+pub fn default_rbac() -> Vec<(&'static str, Value)> {
+    use serde_json::json;
+    let read = json!(["get", "list", "watch"]);
+    let write = json!(["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]);
+    let ns_groups = json!(["", "batch", "coordination.k8s.io"]);
+    let ns_resources = json!(["configmaps", "secrets", "serviceaccounts", "events", "cronjobs", "cronjobs/status", "jobs", "jobs/status", "leases"]);
+    vec![
+        ("clusterroles", json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}],
+        })),
+        ("clusterroles", json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+            "rules": [
+                {"apiGroups": ns_groups, "resources": ns_resources, "verbs": write},
+                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": write},
+                {"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]},
+            ],
+        })),
+        ("clusterroles", json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "edit", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+            "rules": [{"apiGroups": ns_groups, "resources": ns_resources, "verbs": write}],
+        })),
+        ("clusterroles", json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "view", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+            "rules": [{"apiGroups": ns_groups, "resources": ["configmaps", "serviceaccounts", "events", "cronjobs", "cronjobs/status", "jobs", "jobs/status", "leases"], "verbs": read}],
+        })),
+        ("clusterrolebindings", json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}],
+        })),
+    ]
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn token_lines_parse_with_quoted_groups() {
+        let (t, u) = parse_token_line("abc,alice,u1,\"dev,ops\"").unwrap();
+        assert_eq!(t, "abc");
+        assert_eq!(u.name, "alice");
+        assert_eq!(u.groups, vec!["dev", "ops", "system:authenticated"]);
+        assert!(parse_token_line("# comment").is_none());
+    }
+
+    #[test]
+    fn rules_match_subresources_and_names() {
+        let a = Attributes {
+            verb: "get".into(),
+            resource_request: true,
+            group: "batch".into(),
+            resource: "cronjobs".into(),
+            subresource: "status".into(),
+            name: "x".into(),
+            namespace: "ns".into(),
+            path: String::new(),
+        };
+        assert!(rule_allows(&json!({"apiGroups": ["batch"], "resources": ["cronjobs/status"], "verbs": ["get"]}), &a));
+        assert!(!rule_allows(&json!({"apiGroups": ["batch"], "resources": ["cronjobs"], "verbs": ["get"]}), &a));
+        assert!(rule_allows(&json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"], "resourceNames": ["x"]}), &a));
+        assert!(!rule_allows(&json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"], "resourceNames": ["y"]}), &a));
+    }
+}

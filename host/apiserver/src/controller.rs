@@ -1,0 +1,214 @@
+//! Background controllers: namespace deletion, CRD cleanup, and the garbage collector for
+//! ownerReferences (Background, Foreground and Orphan propagation).
+
+use crate::ops::{self, CRD_CLEANUP, DeleteOpts};
+use crate::resources::{CRD_KEY, NS_KEY, ResourceDef, builtins, defs_from_crd};
+use crate::store::{Change, FullKey, Inner, Obj, Store};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The definition that stores objects under `key`.
+pub fn def_for_key(inner: &Inner, key: &str) -> Option<Arc<ResourceDef>> {
+    builtins()
+        .iter()
+        .chain(inner.custom.iter())
+        .find(|d| d.key() == key && !d.virtual_create_only)
+        .cloned()
+}
+
+fn owner_uids(o: &Obj) -> Vec<String> {
+    o.value["metadata"]["ownerReferences"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r["uid"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+struct Item {
+    def: Arc<ResourceDef>,
+    ns: String,
+    name: String,
+    obj: Arc<Obj>,
+}
+
+fn item(inner: &Inner, fk: &FullKey) -> Option<Item> {
+    let obj = inner.get(&fk.0, &fk.1, &fk.2)?.clone();
+    Some(Item {
+        def: def_for_key(inner, &fk.0)?,
+        ns: fk.1.clone(),
+        name: fk.2.clone(),
+        obj,
+    })
+}
+
+fn background() -> DeleteOpts {
+    DeleteOpts {
+        propagation: Some("Background".into()),
+        ..Default::default()
+    }
+}
+
+fn delete_all(store: &Store, items: &[Item]) -> bool {
+    let mut changed = false;
+    for it in items.iter().filter(|i| !i.obj.deleting()) {
+        if ops::delete(store, &it.def, &it.ns, &it.name, &background()).is_ok() {
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// One pass over everything pending. Returns true when it changed something.
+pub fn pass(store: &Store) -> bool {
+    let mut changed = false;
+    let (deleting, owned): (Vec<Item>, Vec<Item>) = store.read(|inner| {
+        (
+            inner.deleting.iter().filter_map(|fk| item(inner, fk)).collect(),
+            inner.owned.iter().filter_map(|fk| item(inner, fk)).collect(),
+        )
+    });
+    for it in &deleting {
+        let fins = it.obj.finalizers();
+        if it.def.key() == NS_KEY {
+            let ns = it.name.clone();
+            let contents: Vec<Item> = store.read(|inner| {
+                let mut out = vec![];
+                for key in inner.objects.keys() {
+                    let Some(def) = def_for_key(inner, key) else {
+                        continue;
+                    };
+                    if !def.namespaced {
+                        continue;
+                    }
+                    for o in inner.in_namespace(key, &ns) {
+                        out.push(Item {
+                            def: def.clone(),
+                            ns: ns.clone(),
+                            name: o.meta_str("name").to_string(),
+                            obj: o.clone(),
+                        });
+                    }
+                }
+                out
+            });
+            if contents.is_empty() {
+                changed |= ops::finalize_namespace(store, &it.def, &ns);
+            } else {
+                changed |= delete_all(store, &contents);
+            }
+            continue;
+        }
+        if it.def.key() == CRD_KEY && fins.iter().any(|f| f == CRD_CLEANUP) {
+            let Some(cr_def) = defs_from_crd(&it.obj.value).into_iter().next() else {
+                changed |= ops::remove_finalizer(store, &it.def, "", &it.name, CRD_CLEANUP);
+                continue;
+            };
+            let crs: Vec<Item> = store.read(|inner| {
+                inner
+                    .entries(cr_def.key())
+                    .map(|((ns, name), o)| Item {
+                        def: cr_def.clone(),
+                        ns: ns.clone(),
+                        name: name.clone(),
+                        obj: o.clone(),
+                    })
+                    .collect()
+            });
+            if crs.is_empty() {
+                changed |= ops::remove_finalizer(store, &it.def, "", &it.name, CRD_CLEANUP);
+            } else {
+                changed |= delete_all(store, &crs);
+            }
+            continue;
+        }
+        let uid = it.obj.uid().to_string();
+        let dependents: Vec<&Item> = owned
+            .iter()
+            .filter(|d| owner_uids(&d.obj).contains(&uid))
+            .collect();
+        if fins.iter().any(|f| f == "orphan") {
+            for d in &dependents {
+                changed |= strip_owner(store, d, &uid);
+            }
+            changed |= ops::remove_finalizer(store, &it.def, &it.ns, &it.name, "orphan");
+        } else if fins.iter().any(|f| f == "foregroundDeletion") {
+            if dependents.is_empty() {
+                changed |=
+                    ops::remove_finalizer(store, &it.def, &it.ns, &it.name, "foregroundDeletion");
+            } else {
+                for d in dependents.iter().filter(|d| !d.obj.deleting()) {
+                    let opts = DeleteOpts {
+                        propagation: Some("Foreground".into()),
+                        ..Default::default()
+                    };
+                    if ops::delete(store, &d.def, &d.ns, &d.name, &opts).is_ok() {
+                        changed = true;
+                    }
+                }
+            }
+        }
+    }
+    // Garbage collection: dependents whose owners are all gone.
+    let orphans: Vec<Item> = store.read(|inner| {
+        owned
+            .into_iter()
+            .filter(|d| {
+                let owners = owner_uids(&d.obj);
+                !owners.is_empty() && owners.iter().all(|u| !inner.uids.contains_key(u))
+            })
+            .collect()
+    });
+    changed |= delete_all(store, &orphans);
+    changed
+}
+
+/// Removes the ownerReference to `owner_uid` from a dependent.
+fn strip_owner(store: &Store, d: &Item, owner_uid: &str) -> bool {
+    let ns_key = if d.def.namespaced { d.ns.as_str() } else { "" };
+    let res = store.mutate(d.def.key(), ns_key, &d.name, |cur, _| {
+        let Some(cur) = cur else {
+            return Ok((Change::Keep, false));
+        };
+        let mut v = cur.value.clone();
+        let refs: Vec<Value> = v["metadata"]["ownerReferences"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r["uid"].as_str() != Some(owner_uid))
+            .collect();
+        if let Some(m) = v["metadata"].as_object_mut() {
+            if refs.is_empty() {
+                m.remove("ownerReferences");
+            } else {
+                m.insert("ownerReferences".into(), Value::Array(refs));
+            }
+        }
+        if v == cur.value {
+            return Ok((Change::Keep, false));
+        }
+        Ok((Change::Put(v), true))
+    });
+    matches!(res, Ok((_, true)))
+}
+
+/// Runs the controllers until the task is aborted.
+pub async fn run(store: Arc<Store>) {
+    loop {
+        tokio::select! {
+            _ = store.notify.notified() => {}
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+        // Let a burst of writes settle before scanning.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        for _ in 0..20 {
+            if !pass(&store) {
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,969 @@
+//! Object operations (create, update, patch, delete) with the real API server's semantics,
+//! independent of HTTP so the controllers can use them too.
+
+use crate::patch;
+use crate::resources::{NS_KEY, NameRule, ResourceDef, crd_preferred_version};
+use crate::status::{ApiError, Cause};
+use crate::store::{Change, Inner, Obj, Store, string_list};
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+
+pub fn now() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
+fn is_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+fn is_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_label)
+}
+
+/// Name validation errors (empty when valid).
+pub fn name_errors(rule: NameRule, name: &str) -> Vec<String> {
+    let mut errs = vec![];
+    match rule {
+        NameRule::Subdomain => {
+            if name.len() > 253 {
+                errs.push("must be no more than 253 characters".to_string());
+            }
+            if !is_subdomain(name) {
+                errs.push(SUBDOMAIN_MSG.to_string());
+            }
+        }
+        NameRule::Label => {
+            if name.len() > 63 {
+                errs.push("must be no more than 63 characters".to_string());
+            }
+            if !is_label(name) {
+                errs.push(LABEL_MSG.to_string());
+            }
+        }
+        NameRule::PathSegment => {
+            if name == "." || name == ".." {
+                errs.push(format!("may not be '{name}'"));
+            }
+            for bad in ["/", "%"] {
+                if name.contains(bad) {
+                    errs.push(format!("may not contain '{bad}'"));
+                }
+            }
+        }
+    }
+    errs
+}
+
+pub fn validate_name(def: &ResourceDef, name: &str) -> Result<(), ApiError> {
+    if name.is_empty() {
+        return Err(ApiError::invalid(
+            &def.group,
+            &def.kind,
+            name,
+            vec![Cause {
+                reason: "FieldValueRequired",
+                message: "Required value: name or generateName is required".into(),
+                field: "metadata.name".into(),
+            }],
+        ));
+    }
+    let errs = name_errors(def.name_rule, name);
+    if errs.is_empty() {
+        return Ok(());
+    }
+    let causes = errs
+        .into_iter()
+        .map(|m| Cause {
+            reason: "FieldValueInvalid",
+            message: format!("Invalid value: {}: {m}", json!(name)),
+            field: "metadata.name".into(),
+        })
+        .collect();
+    Err(ApiError::invalid(&def.group, &def.kind, name, causes))
+}
+
+/// Makes `v` an object (replacing anything else) and returns its map.
+pub fn ensure_obj(v: &mut Value) -> &mut Map<String, Value> {
+    if !v.is_object() {
+        *v = Value::Object(Map::new());
+    }
+    match v {
+        Value::Object(m) => m,
+        _ => unreachable!("just made an object"),
+    }
+}
+
+/// Sets `path` inside `v`, turning non-objects on the way into objects.
+pub fn set_in(v: &mut Value, path: &[&str], val: Value) {
+    let mut cur = v;
+    for seg in path {
+        cur = ensure_obj(cur)
+            .entry(seg.to_string())
+            .or_insert(Value::Null);
+    }
+    *cur = val;
+}
+
+fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {
+    ensure_obj(ensure_obj(v).entry("metadata").or_insert(Value::Null))
+}
+
+/// Random suffix as generateName uses.
+pub fn random_suffix() -> String {
+    use rand::Rng;
+    const CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| CHARS[rng.random_range(0..CHARS.len())] as char)
+        .collect()
+}
+
+/// The object's namespace/name coordinates, checked against the request's.
+fn check_identity(
+    def: &ResourceDef,
+    ns: &str,
+    url_name: Option<&str>,
+    body: &mut Value,
+) -> Result<(), ApiError> {
+    if !body.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request was not a JSON object",
+        ));
+    }
+    if let Some(k) = body["kind"].as_str()
+        && !k.is_empty()
+        && k != def.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({}) does not match the expected API version ({})",
+            body["apiVersion"].as_str().unwrap_or_default(),
+            def.api_version()
+        ))
+        .with_message_kind(k, &def.kind));
+    }
+    body["kind"] = json!(def.kind);
+    body["apiVersion"] = json!(def.api_version());
+    let meta = meta_mut(body);
+    if def.namespaced {
+        match meta.get("namespace").and_then(Value::as_str) {
+            Some(n) if !n.is_empty() && n != ns => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => {
+                meta.insert("namespace".into(), json!(ns));
+            }
+        }
+    } else {
+        meta.remove("namespace");
+    }
+    if let Some(u) = url_name {
+        let body_name = meta.get("name").and_then(Value::as_str).unwrap_or_default();
+        if body_name.is_empty() {
+            meta.insert("name".into(), json!(u));
+        } else if body_name != u {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({u})"
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl ApiError {
+    fn with_message_kind(mut self, got: &str, want: &str) -> Self {
+        self.message = format!("the kind in the data ({got}) does not match the expected kind ({want})");
+        self
+    }
+}
+
+/// Checks that a namespace exists and accepts new content.
+fn check_namespace(inner: &Inner, def: &ResourceDef, ns: &str, name: &str) -> Result<(), ApiError> {
+    if !def.namespaced {
+        return Ok(());
+    }
+    match inner.get(NS_KEY, "", ns) {
+        None => Err(ApiError::not_found("", "namespaces", ns)),
+        Some(n) if n.deleting() => Err(ApiError::forbidden(
+            &def.group,
+            &def.plural,
+            name,
+            &format!("unable to create new content in namespace {ns} because it is being terminated"),
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+fn validate_crd(crd: &Value, name: &str) -> Result<(), ApiError> {
+    let group = "apiextensions.k8s.io";
+    let kind = "CustomResourceDefinition";
+    let spec = &crd["spec"];
+    let mut causes = vec![];
+    let req = |field: &str| Cause {
+        reason: "FieldValueRequired",
+        message: "Required value".into(),
+        field: field.into(),
+    };
+    let g = spec["group"].as_str().unwrap_or_default();
+    let plural = spec["names"]["plural"].as_str().unwrap_or_default();
+    let k = spec["names"]["kind"].as_str().unwrap_or_default();
+    if g.is_empty() {
+        causes.push(req("spec.group"));
+    }
+    if plural.is_empty() {
+        causes.push(req("spec.names.plural"));
+    }
+    if k.is_empty() {
+        causes.push(req("spec.names.kind"));
+    }
+    if !g.is_empty() && !plural.is_empty() && name != format!("{plural}.{g}") {
+        causes.push(Cause {
+            reason: "FieldValueInvalid",
+            message: format!(
+                "Invalid value: {}: must be spec.names.plural+\".\"+spec.group",
+                json!(name)
+            ),
+            field: "metadata.name".into(),
+        });
+    }
+    match spec["scope"].as_str() {
+        Some("Namespaced") | Some("Cluster") => {}
+        other => causes.push(Cause {
+            reason: "FieldValueNotSupported",
+            message: format!(
+                "Unsupported value: {}: supported values: \"Cluster\", \"Namespaced\"",
+                json!(other.unwrap_or_default())
+            ),
+            field: "spec.scope".into(),
+        }),
+    }
+    match spec["versions"].as_array() {
+        Some(v) if !v.is_empty() => {
+            let storage = v
+                .iter()
+                .filter(|x| x["storage"].as_bool() == Some(true))
+                .count();
+            if storage != 1 {
+                causes.push(Cause {
+                    reason: "FieldValueInvalid",
+                    message: format!(
+                        "Invalid value: {}: must have exactly one version marked as storage version",
+                        json!(spec["versions"])
+                    ),
+                    field: "spec.versions".into(),
+                });
+            }
+        }
+        _ => causes.push(Cause {
+            reason: "FieldValueRequired",
+            message: "Required value: must have exactly one version marked as storage version"
+                .into(),
+            field: "spec.versions".into(),
+        }),
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(group, kind, name, causes))
+    }
+}
+
+/// Defaults and status the CRD controllers would fill in.
+fn crd_defaults(v: &mut Value, old_status: Option<&Value>) {
+    let kind = v["spec"]["names"]["kind"].as_str().unwrap_or_default().to_string();
+    if v["spec"]["names"]["singular"].as_str().is_none_or(str::is_empty) {
+        v["spec"]["names"]["singular"] = json!(kind.to_lowercase());
+    }
+    if v["spec"]["names"]["listKind"].as_str().is_none_or(str::is_empty) {
+        v["spec"]["names"]["listKind"] = json!(format!("{kind}List"));
+    }
+    if !v["spec"]["conversion"].is_object() {
+        v["spec"]["conversion"] = json!({"strategy": "None"});
+    }
+    let t = now();
+    let mut stored: Vec<String> = old_status
+        .map(|s| string_list(&s["storedVersions"]))
+        .unwrap_or_default();
+    if let Some(sv) = crd_preferred_version(v)
+        && !stored.contains(&sv)
+    {
+        stored.push(sv);
+    }
+    let conditions = old_status
+        .and_then(|s| s["conditions"].as_array().cloned())
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| {
+            vec![
+                json!({"type": "NamesAccepted", "status": "True", "lastTransitionTime": t, "reason": "NoConflicts", "message": "no conflicts found"}),
+                json!({"type": "Established", "status": "True", "lastTransitionTime": t, "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"}),
+            ]
+        });
+    v["status"] = json!({
+        "acceptedNames": v["spec"]["names"].clone(),
+        "conditions": conditions,
+        "storedVersions": stored,
+    });
+}
+
+fn secret_defaults(v: &mut Value) {
+    use base64::Engine;
+    if let Some(sd) = v.get("stringData").and_then(Value::as_object).cloned() {
+        if !v["data"].is_object() {
+            v["data"] = json!({});
+        }
+        for (k, val) in sd {
+            let s = val.as_str().unwrap_or_default();
+            v["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(s));
+        }
+        if let Some(m) = v.as_object_mut() {
+            m.remove("stringData");
+        }
+    }
+    if v["type"].as_str().is_none_or(str::is_empty) {
+        v["type"] = json!("Opaque");
+    }
+}
+
+/// Builds the object to store for a create.
+fn prepare_create(
+    def: &ResourceDef,
+    ns: &str,
+    mut body: Value,
+    inner: &Inner,
+) -> Result<Value, ApiError> {
+    let name = body["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    check_namespace(inner, def, ns, &name)?;
+    if def.is_crd() {
+        validate_crd(&body, &name)?;
+    }
+    if def.status_subresource && let Some(m) = body.as_object_mut() {
+        m.remove("status");
+    }
+    let meta = meta_mut(&mut body);
+    meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+    meta.insert("creationTimestamp".into(), json!(now()));
+    for f in ["deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink", "resourceVersion"] {
+        meta.remove(f);
+    }
+    if def.has_generation {
+        meta.insert("generation".into(), json!(1));
+    } else {
+        meta.remove("generation");
+    }
+    if def.is_namespace() {
+        if !meta.get("labels").is_some_and(Value::is_object) {
+            meta.insert("labels".into(), json!({}));
+        }
+        if let Some(l) = meta.get_mut("labels").and_then(Value::as_object_mut) {
+            l.insert("kubernetes.io/metadata.name".into(), json!(name));
+        }
+        body["spec"] = json!({"finalizers": ["kubernetes"]});
+        body["status"] = json!({"phase": "Active"});
+    }
+    if def.is_crd() {
+        let mut fins = string_list(&body["metadata"]["finalizers"]);
+        if !fins.iter().any(|f| f == CRD_CLEANUP) {
+            fins.push(CRD_CLEANUP.into());
+        }
+        body["metadata"]["finalizers"] = json!(fins);
+        crd_defaults(&mut body, None);
+    }
+    if def.group.is_empty() && def.plural == "secrets" {
+        secret_defaults(&mut body);
+    }
+    Ok(body)
+}
+
+pub const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+/// Creates an object. Returns it as stored.
+pub fn create(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    mut body: Value,
+    dry_run: bool,
+) -> Result<Arc<Obj>, ApiError> {
+    check_identity(def, ns, None, &mut body)?;
+    let mut name = body["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    if name.is_empty()
+        && let Some(g) = body["metadata"]["generateName"].as_str()
+        && !g.is_empty()
+    {
+        name = format!("{g}{}", random_suffix());
+        body["metadata"]["name"] = json!(name);
+    }
+    validate_name(def, &name)?;
+    let ns_key = if def.namespaced { ns } else { "" };
+    let (obj, computed) = store.mutate(def.key(), ns_key, &name, |cur, inner| {
+        if cur.is_some() {
+            return Err(ApiError::already_exists(&def.group, &def.plural, &name));
+        }
+        let v = prepare_create(def, ns, body, inner)?;
+        if dry_run {
+            Ok((Change::Keep, Some(v)))
+        } else {
+            Ok((Change::Put(v.clone()), None))
+        }
+    })?;
+    match (computed, obj) {
+        (Some(v), _) => Ok(Obj::new(v, 0)),
+        (None, Some(o)) => Ok(o),
+        (None, None) => Err(ApiError::internal("create stored nothing")),
+    }
+}
+
+/// Which part of an object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sub {
+    Main,
+    Status,
+    Finalize,
+}
+
+fn same_except(a: &Value, b: &Value, skip: &[&str]) -> bool {
+    match (a.as_object(), b.as_object()) {
+        (Some(x), Some(y)) => {
+            x.iter()
+                .filter(|(k, _)| !skip.contains(&k.as_str()))
+                .all(|(k, v)| y.get(k) == Some(v))
+                && y.iter()
+                    .filter(|(k, _)| !skip.contains(&k.as_str()))
+                    .all(|(k, _)| x.contains_key(k))
+        }
+        _ => a == b,
+    }
+}
+
+/// What an update turns into.
+pub enum Outcome {
+    Stored(Arc<Obj>),
+    /// The last finalizer went away: the object is gone (final state).
+    Removed(Arc<Obj>),
+}
+
+impl Outcome {
+    pub fn obj(&self) -> &Arc<Obj> {
+        match self {
+            Outcome::Stored(o) | Outcome::Removed(o) => o,
+        }
+    }
+}
+
+/// Computes the stored form of an update of `cur` to `new`.
+fn prepare_update(def: &ResourceDef, cur: &Obj, mut new: Value, sub: Sub) -> Result<Change, ApiError> {
+    let name = cur.meta_str("name").to_string();
+    if let Some(rv) = new["metadata"]["resourceVersion"].as_str()
+        && !rv.is_empty()
+        && rv != cur.meta_str("resourceVersion")
+    {
+        return Err(ApiError::stale(&def.group, &def.plural, &name));
+    }
+    if !new.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request was not a JSON object",
+        ));
+    }
+    let mut result = match sub {
+        Sub::Status => {
+            let mut r = cur.value.clone();
+            match new.get("status") {
+                Some(s) => r["status"] = s.clone(),
+                None => {
+                    if let Some(m) = r.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            r
+        }
+        Sub::Finalize => {
+            let mut r = cur.value.clone();
+            let f = match &new["spec"]["finalizers"] {
+                Value::Null => json!([]),
+                other => other.clone(),
+            };
+            set_in(&mut r, &["spec", "finalizers"], f);
+            r
+        }
+        Sub::Main => {
+            if def.status_subresource && let Some(m) = new.as_object_mut() {
+                match cur.value.get("status") {
+                    Some(s) => {
+                        m.insert("status".into(), s.clone());
+                    }
+                    None => {
+                        m.remove("status");
+                    }
+                }
+            }
+            if def.is_namespace() {
+                new["spec"] = cur.value["spec"].clone();
+            }
+            if def.group.is_empty() && def.plural == "secrets" {
+                secret_defaults(&mut new);
+            }
+            new
+        }
+    };
+    result["kind"] = cur.value["kind"].clone();
+    result["apiVersion"] = cur.value["apiVersion"].clone();
+    // Server-owned metadata comes from the stored object.
+    {
+        let old_meta = cur.value["metadata"].as_object().cloned().unwrap_or_default();
+        let meta = meta_mut(&mut result);
+        for f in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace", "name", "generation", "resourceVersion"] {
+            match old_meta.get(f) {
+                Some(v) => {
+                    meta.insert(f.into(), v.clone());
+                }
+                None => {
+                    meta.remove(f);
+                }
+            }
+        }
+        meta.remove("managedFields");
+        meta.remove("selfLink");
+        if let Some(Value::Array(a)) = meta.get("finalizers")
+            && a.is_empty()
+        {
+            meta.remove("finalizers");
+        }
+        if let Some(Value::Object(l)) = meta.get("labels")
+            && l.is_empty()
+        {
+            meta.remove("labels");
+        }
+        if let Some(Value::Object(l)) = meta.get("annotations")
+            && l.is_empty()
+        {
+            meta.remove("annotations");
+        }
+    }
+    if def.is_crd() && sub == Sub::Main {
+        validate_crd(&result, &name)?;
+        let old_status = cur.value.get("status").cloned();
+        crd_defaults(&mut result, old_status.as_ref());
+    }
+    if def.has_generation {
+        let skip: &[&str] = if def.status_subresource {
+            &["metadata", "status"]
+        } else {
+            &["metadata"]
+        };
+        if !same_except(&result, &cur.value, skip) {
+            let g = cur.value["metadata"]["generation"].as_i64().unwrap_or(0);
+            result["metadata"]["generation"] = json!(g + 1);
+        }
+    }
+    if cur.deleting() {
+        let old: Vec<String> = cur.finalizers();
+        let added: Vec<String> = string_list(&result["metadata"]["finalizers"])
+            .into_iter()
+            .filter(|f| !old.contains(f))
+            .collect();
+        if !added.is_empty() {
+            let list = added
+                .iter()
+                .map(|f| format!("{f:?}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(ApiError::invalid(
+                &def.group,
+                &def.kind,
+                &name,
+                vec![Cause {
+                    reason: "FieldValueForbidden",
+                    message: format!(
+                        "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{list}}}"
+                    ),
+                    field: "metadata.finalizers".into(),
+                }],
+            ));
+        }
+    }
+    if result == cur.value {
+        return Ok(Change::Keep);
+    }
+    if cur.deleting() && string_list(&result["metadata"]["finalizers"]).is_empty() {
+        let ns_pending = def.is_namespace()
+            && !string_list(&result["spec"]["finalizers"]).is_empty();
+        if !ns_pending {
+            // Store the final state for the event, then remove.
+            return Ok(Change::Remove);
+        }
+    }
+    Ok(Change::Put(result))
+}
+
+fn run_update(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    dry_run: bool,
+    compute: impl FnOnce(Option<&Arc<Obj>>, &Inner) -> Result<(Value, bool), ApiError>,
+    sub: Sub,
+) -> Result<(Outcome, bool), ApiError> {
+    let ns_key = if def.namespaced { ns } else { "" };
+    let mut created = false;
+    let mut final_value: Option<Value> = None;
+    let (obj, removed) = store.mutate(def.key(), ns_key, name, |cur, inner| {
+        let (candidate, is_create) = compute(cur, inner)?;
+        if is_create {
+            created = true;
+            if dry_run {
+                final_value = Some(candidate);
+                return Ok((Change::Keep, false));
+            }
+            return Ok((Change::Put(candidate), false));
+        }
+        let Some(cur) = cur else {
+            return Err(ApiError::not_found(&def.group, &def.plural, name));
+        };
+        let change = prepare_update(def, cur, candidate, sub)?;
+        let removed = matches!(change, Change::Remove);
+        if dry_run {
+            final_value = Some(match change {
+                Change::Put(v) => v,
+                _ => cur.value.clone(),
+            });
+            return Ok((Change::Keep, removed));
+        }
+        if removed {
+            // Record the finalizer-free state in the removal event.
+            if let Change::Put(v) = prepare_final(def, cur) {
+                final_value = Some(v);
+            }
+        }
+        Ok((change, removed))
+    })?;
+    let obj = match (dry_run, obj, final_value) {
+        (true, _, Some(v)) => Obj::new(v, 0),
+        (false, Some(o), Some(v)) if removed => {
+            let mut v = v;
+            v["metadata"]["resourceVersion"] = json!(o.rv.to_string());
+            Obj::new(v, o.rv)
+        }
+        (_, Some(o), _) => o,
+        _ => return Err(ApiError::internal("update stored nothing")),
+    };
+    Ok((
+        if removed {
+            Outcome::Removed(obj)
+        } else {
+            Outcome::Stored(obj)
+        },
+        created,
+    ))
+}
+
+fn prepare_final(_def: &ResourceDef, cur: &Obj) -> Change {
+    let mut v = cur.value.clone();
+    if let Some(m) = v["metadata"].as_object_mut() {
+        m.remove("finalizers");
+    }
+    Change::Put(v)
+}
+
+/// PUT.
+pub fn update(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    mut body: Value,
+    sub: Sub,
+    dry_run: bool,
+) -> Result<Outcome, ApiError> {
+    check_identity(def, ns, Some(name), &mut body)?;
+    if sub == Sub::Main {
+        validate_name(def, name)?;
+    }
+    run_update(store, def, ns, name, dry_run, |_, _| Ok((body, false)), sub).map(|(o, _)| o)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    Merge,
+    Json,
+    Strategic,
+    Apply,
+}
+
+impl PatchType {
+    pub fn from_content_type(ct: &str) -> Option<PatchType> {
+        let base = ct.split(';').next().unwrap_or_default().trim();
+        match base {
+            "application/merge-patch+json" => Some(PatchType::Merge),
+            "application/json-patch+json" => Some(PatchType::Json),
+            "application/strategic-merge-patch+json" => Some(PatchType::Strategic),
+            "application/apply-patch+yaml" | "application/apply-patch+json" => Some(PatchType::Apply),
+            _ => None,
+        }
+    }
+}
+
+/// PATCH. Returns the outcome and whether the object was created (server-side apply).
+pub fn patch(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    pt: PatchType,
+    body: &Value,
+    sub: Sub,
+    dry_run: bool,
+) -> Result<(Outcome, bool), ApiError> {
+    let invalid_patch = |msg: String| {
+        ApiError::invalid(
+            &def.group,
+            &def.kind,
+            name,
+            vec![Cause {
+                reason: "FieldValueInvalid",
+                message: format!("Invalid value: {}: {msg}", json!(body.to_string())),
+                field: "patch".into(),
+            }],
+        )
+    };
+    if pt != PatchType::Json && !body.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request was not a JSON object",
+        ));
+    }
+    run_update(
+        store,
+        def,
+        ns,
+        name,
+        dry_run,
+        |cur, inner| {
+            let Some(cur) = cur else {
+                if pt == PatchType::Apply && sub == Sub::Main {
+                    let mut b = body.clone();
+                    check_identity(def, ns, Some(name), &mut b)?;
+                    validate_name(def, name)?;
+                    return Ok((prepare_create(def, ns, b, inner)?, true));
+                }
+                return Err(ApiError::not_found(&def.group, &def.plural, name));
+            };
+            let mut v = cur.value.clone();
+            match pt {
+                PatchType::Merge => patch::merge_patch(&mut v, body),
+                PatchType::Strategic => patch::strategic_merge(&mut v, body),
+                PatchType::Apply => {
+                    let mut b = body.clone();
+                    if let Some(m) = b["metadata"].as_object_mut() {
+                        m.remove("resourceVersion");
+                    }
+                    patch::apply_merge(&mut v, &b)
+                }
+                PatchType::Json => patch::json_patch(&mut v, body).map_err(invalid_patch)?,
+            }
+            if v["metadata"]["name"].as_str() != Some(name) {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({}) does not match the name on the URL ({name})",
+                    v["metadata"]["name"].as_str().unwrap_or_default()
+                )));
+            }
+            Ok((v, false))
+        },
+        sub,
+    )
+}
+
+/// Options of a DELETE.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOpts {
+    pub propagation: Option<String>,
+    pub orphan_dependents: Option<bool>,
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    pub dry_run: bool,
+}
+
+pub enum Deleted {
+    /// Removed at once (final state).
+    Gone(Arc<Obj>),
+    /// Marked for deletion, waiting on finalizers.
+    Pending(Arc<Obj>),
+}
+
+pub fn delete(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    opts: &DeleteOpts,
+) -> Result<Deleted, ApiError> {
+    let ns_key = if def.namespaced { ns } else { "" };
+    let mut dry: Option<(Value, bool)> = None;
+    let (obj, pending) = store.mutate(def.key(), ns_key, name, |cur, _inner| {
+        let Some(cur) = cur else {
+            return Err(ApiError::not_found(&def.group, &def.plural, name));
+        };
+        if let Some(uid) = &opts.uid
+            && uid != cur.uid()
+        {
+            return Err(ApiError::conflict(
+                &def.group,
+                &def.plural,
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    cur.uid()
+                ),
+            ));
+        }
+        if let Some(rv) = &opts.resource_version
+            && rv != cur.meta_str("resourceVersion")
+        {
+            return Err(ApiError::conflict(
+                &def.group,
+                &def.plural,
+                name,
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    cur.meta_str("resourceVersion")
+                ),
+            ));
+        }
+        if cur.deleting() {
+            return Ok((Change::Keep, true));
+        }
+        let mut fins = cur.finalizers();
+        let policy = opts.propagation.as_deref().or(match opts.orphan_dependents {
+            Some(true) => Some("Orphan"),
+            _ => None,
+        });
+        match policy {
+            Some("Orphan") if !fins.iter().any(|f| f == "orphan") => fins.push("orphan".into()),
+            Some("Foreground") if !fins.iter().any(|f| f == "foregroundDeletion") => {
+                fins.push("foregroundDeletion".into())
+            }
+            _ => {}
+        }
+        if fins.is_empty() && !def.is_namespace() {
+            if opts.dry_run {
+                dry = Some((cur.value.clone(), false));
+                return Ok((Change::Keep, false));
+            }
+            return Ok((Change::Remove, false));
+        }
+        let mut v = cur.value.clone();
+        {
+            let meta = meta_mut(&mut v);
+            meta.insert("deletionTimestamp".into(), json!(now()));
+            meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+            if fins.is_empty() {
+                meta.remove("finalizers");
+            } else {
+                meta.insert("finalizers".into(), json!(fins));
+            }
+            if def.has_generation {
+                let g = meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
+                meta.insert("generation".into(), json!(g + 1));
+            }
+        }
+        if def.is_namespace() {
+            set_in(&mut v, &["status", "phase"], json!("Terminating"));
+        }
+        if opts.dry_run {
+            dry = Some((v, true));
+            return Ok((Change::Keep, true));
+        }
+        Ok((Change::Put(v), true))
+    })?;
+    if let Some((v, pending)) = dry {
+        let o = Obj::new(v, 0);
+        return Ok(if pending {
+            Deleted::Pending(o)
+        } else {
+            Deleted::Gone(o)
+        });
+    }
+    let obj = obj.ok_or_else(|| ApiError::internal("delete found nothing"))?;
+    Ok(if pending {
+        Deleted::Pending(obj)
+    } else {
+        Deleted::Gone(obj)
+    })
+}
+
+/// Removes one finalizer (used by the controllers). Returns true when something changed.
+pub fn remove_finalizer(store: &Store, def: &ResourceDef, ns: &str, name: &str, fin: &str) -> bool {
+    let ns_key = if def.namespaced { ns } else { "" };
+    let res = store.mutate(def.key(), ns_key, name, |cur, _| {
+        let Some(cur) = cur else {
+            return Ok((Change::Keep, false));
+        };
+        let fins = cur.finalizers();
+        if !fins.iter().any(|f| f == fin) {
+            return Ok((Change::Keep, false));
+        }
+        let mut v = cur.value.clone();
+        let left: Vec<String> = fins.into_iter().filter(|f| f != fin).collect();
+        if left.is_empty() {
+            if let Some(m) = v["metadata"].as_object_mut() {
+                m.remove("finalizers");
+            }
+        } else {
+            v["metadata"]["finalizers"] = json!(left);
+        }
+        let ns_pending = def.is_namespace() && !string_list(&v["spec"]["finalizers"]).is_empty();
+        if left.is_empty() && cur.deleting() && !ns_pending {
+            return Ok((Change::Remove, true));
+        }
+        Ok((Change::Put(v), true))
+    });
+    matches!(res, Ok((_, true)))
+}
+
+/// Removes the namespace's spec finalizer (the namespace controller's `finalize`).
+pub fn finalize_namespace(store: &Store, def: &ResourceDef, name: &str) -> bool {
+    let res = store.mutate(def.key(), "", name, |cur, _| {
+        let Some(cur) = cur else {
+            return Ok((Change::Keep, false));
+        };
+        let spec_fins = string_list(&cur.value["spec"]["finalizers"]);
+        if !spec_fins.iter().any(|f| f == "kubernetes") {
+            if cur.deleting() && spec_fins.is_empty() && cur.finalizers().is_empty() {
+                return Ok((Change::Remove, true));
+            }
+            return Ok((Change::Keep, false));
+        }
+        let mut v = cur.value.clone();
+        let left: Vec<String> = spec_fins.into_iter().filter(|f| f != "kubernetes").collect();
+        set_in(&mut v, &["spec", "finalizers"], json!(left));
+        if left.is_empty() && cur.finalizers().is_empty() {
+            return Ok((Change::Remove, true));
+        }
+        Ok((Change::Put(v), true))
+    });
+    matches!(res, Ok((_, true)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_validated_like_kubernetes() {
+        assert!(name_errors(NameRule::Subdomain, "a.b-c").is_empty());
+        assert!(!name_errors(NameRule::Subdomain, "Bad_Name").is_empty());
+        assert!(!name_errors(NameRule::Label, "a.b").is_empty());
+        assert!(name_errors(NameRule::PathSegment, "system:foo").is_empty());
+        assert!(!name_errors(NameRule::PathSegment, "a/b").is_empty());
+    }
+}

@@ -1,0 +1,374 @@
+//! JSON merge patch (RFC 7386), JSON patch (RFC 6902) and a strategic-merge-patch approximation.
+
+use serde_json::{Map, Value};
+
+/// RFC 7386 merge patch.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = Value::Object(Map::new());
+            }
+            if let Value::Object(t) = target {
+                for (k, v) in p {
+                    if v.is_null() {
+                        t.remove(k);
+                    } else {
+                        merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+                    }
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+/// Server-side apply, approximated: like a merge patch, but `null` is kept as a value and lists
+/// are replaced.
+pub fn apply_merge(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = Value::Object(Map::new());
+            }
+            if let Value::Object(t) = target {
+                for (k, v) in p {
+                    apply_merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+const MERGE_KEYS: &[&str] = &[
+    "name",
+    "mountPath",
+    "containerPort",
+    "type",
+    "devicePath",
+    "ip",
+    "topologyKey",
+];
+
+fn merge_key_for(items: &[Value]) -> Option<&'static str> {
+    if items.is_empty() {
+        return None;
+    }
+    MERGE_KEYS
+        .iter()
+        .copied()
+        .find(|k| items.iter().all(|i| i.get(*k).is_some()))
+}
+
+/// Strategic merge patch, approximated without schemas: maps merge like a merge patch, lists of
+/// objects that all carry a well-known merge key (`name`, `mountPath`, ...) merge by that key,
+/// and the directives `$patch`, `$setElementOrder/…`, `$deleteFromPrimitiveList/…` and
+/// `$retainKeys` are honoured; other lists are replaced.
+pub fn strategic_merge(target: &mut Value, patch: &Value) {
+    let Value::Object(p) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if p.get("$patch").and_then(Value::as_str) == Some("replace") {
+        let mut replaced = patch.clone();
+        strip_directives(&mut replaced);
+        *target = replaced;
+        return;
+    }
+    if p.get("$patch").and_then(Value::as_str) == Some("delete") {
+        *target = Value::Null;
+        return;
+    }
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let Value::Object(t) = target else { return };
+    if let Some(Value::Array(keep)) = p.get("$retainKeys") {
+        let keep: Vec<&str> = keep.iter().filter_map(Value::as_str).collect();
+        t.retain(|k, _| keep.contains(&k.as_str()) || p.contains_key(k));
+    }
+    for (k, v) in p {
+        if k.starts_with('$') {
+            if let Some(field) = k.strip_prefix("$deleteFromPrimitiveList/")
+                && let (Some(Value::Array(cur)), Value::Array(del)) = (t.get_mut(field), v)
+            {
+                cur.retain(|x| !del.contains(x));
+            }
+            continue;
+        }
+        if v.is_null() {
+            t.remove(k);
+            continue;
+        }
+        match (t.get_mut(k), v) {
+            (Some(Value::Array(cur)), Value::Array(items)) => {
+                let key = merge_key_for(items).filter(|mk| cur.iter().all(|c| c.get(*mk).is_some()));
+                match key {
+                    Some(mk) => {
+                        for item in items {
+                            let id = item[mk].clone();
+                            let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
+                            let pos = cur.iter().position(|c| c[mk] == id);
+                            match (pos, delete) {
+                                (Some(i), true) => {
+                                    cur.remove(i);
+                                }
+                                (None, true) => {}
+                                (Some(i), false) => strategic_merge(&mut cur[i], item),
+                                (None, false) => {
+                                    let mut n = item.clone();
+                                    strip_directives(&mut n);
+                                    cur.push(n);
+                                }
+                            }
+                        }
+                        if let Some(Value::Array(order)) = p.get(&format!("$setElementOrder/{k}")) {
+                            let mut sorted = vec![];
+                            for o in order {
+                                if let Some(i) = cur.iter().position(|c| c[mk] == o[mk]) {
+                                    sorted.push(cur.remove(i));
+                                }
+                            }
+                            sorted.append(cur);
+                            *cur = sorted;
+                        }
+                    }
+                    None => {
+                        let mut n = v.clone();
+                        strip_directives(&mut n);
+                        *cur = match n {
+                            Value::Array(a) => a,
+                            _ => vec![],
+                        };
+                    }
+                }
+            }
+            (Some(existing @ Value::Object(_)), Value::Object(_)) => {
+                strategic_merge(existing, v);
+                if existing.is_null() {
+                    t.remove(k);
+                }
+            }
+            _ => {
+                let mut n = v.clone();
+                strip_directives(&mut n);
+                t.insert(k.clone(), n);
+            }
+        }
+    }
+}
+
+fn strip_directives(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.retain(|k, _| !k.starts_with('$'));
+            for x in m.values_mut() {
+                strip_directives(x);
+            }
+        }
+        Value::Array(a) => {
+            for x in a {
+                strip_directives(x);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn unescape(tok: &str) -> String {
+    tok.replace("~1", "/").replace("~0", "~")
+}
+
+fn parse_pointer(p: &str) -> Result<Vec<String>, String> {
+    if p.is_empty() {
+        return Ok(vec![]);
+    }
+    let rest = p
+        .strip_prefix('/')
+        .ok_or_else(|| format!("invalid JSON pointer {p:?}"))?;
+    Ok(rest.split('/').map(unescape).collect())
+}
+
+fn get_ptr<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {
+    let mut cur = v;
+    for seg in path {
+        cur = match cur {
+            Value::Object(m) => m.get(seg)?,
+            Value::Array(a) => a.get(seg.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(cur)
+}
+
+fn parent_mut<'a>(v: &'a mut Value, path: &[String]) -> Result<&'a mut Value, String> {
+    let mut cur = v;
+    for seg in path {
+        cur = match cur {
+            Value::Object(m) => m
+                .get_mut(seg)
+                .ok_or_else(|| format!("missing path segment {seg:?}"))?,
+            Value::Array(a) => {
+                let i: usize = seg.parse().map_err(|_| format!("invalid index {seg:?}"))?;
+                a.get_mut(i).ok_or_else(|| format!("index {i} out of range"))?
+            }
+            _ => return Err(format!("cannot descend into {seg:?}")),
+        };
+    }
+    Ok(cur)
+}
+
+fn add(doc: &mut Value, path: &[String], value: Value) -> Result<(), String> {
+    let Some((last, parent)) = path.split_last() else {
+        *doc = value;
+        return Ok(());
+    };
+    match parent_mut(doc, parent)? {
+        Value::Object(m) => {
+            m.insert(last.clone(), value);
+            Ok(())
+        }
+        Value::Array(a) => {
+            if last == "-" {
+                a.push(value);
+                return Ok(());
+            }
+            let i: usize = last.parse().map_err(|_| format!("invalid index {last:?}"))?;
+            if i > a.len() {
+                return Err(format!("index {i} out of range"));
+            }
+            a.insert(i, value);
+            Ok(())
+        }
+        _ => Err("add target is not a container".into()),
+    }
+}
+
+fn remove(doc: &mut Value, path: &[String]) -> Result<Value, String> {
+    let Some((last, parent)) = path.split_last() else {
+        return Err("cannot remove the root".into());
+    };
+    match parent_mut(doc, parent)? {
+        Value::Object(m) => m
+            .remove(last)
+            .ok_or_else(|| format!("unable to remove nonexistent key: {last}")),
+        Value::Array(a) => {
+            let i: usize = last.parse().map_err(|_| format!("invalid index {last:?}"))?;
+            if i >= a.len() {
+                return Err(format!("index {i} out of range"));
+            }
+            Ok(a.remove(i))
+        }
+        _ => Err("remove target is not a container".into()),
+    }
+}
+
+/// RFC 6902 JSON patch.
+pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
+    let ops = ops
+        .as_array()
+        .ok_or_else(|| "a JSON patch must be an array of operations".to_string())?;
+    for op in ops {
+        let name = op["op"].as_str().ok_or("operation without \"op\"")?;
+        let path = parse_pointer(op["path"].as_str().ok_or("operation without \"path\"")?)?;
+        match name {
+            "add" => add(doc, &path, op.get("value").cloned().ok_or("add without value")?)?,
+            "remove" => {
+                remove(doc, &path)?;
+            }
+            "replace" => {
+                let value = op.get("value").cloned().ok_or("replace without value")?;
+                if path.is_empty() {
+                    *doc = value;
+                } else {
+                    if get_ptr(doc, &path).is_none() {
+                        return Err(format!(
+                            "replace operation does not apply: doc is missing key: {}",
+                            op["path"].as_str().unwrap_or_default()
+                        ));
+                    }
+                    let (last, parent) = path.split_last().ok_or("empty path")?;
+                    match parent_mut(doc, parent)? {
+                        Value::Object(m) => {
+                            m.insert(last.clone(), value);
+                        }
+                        Value::Array(a) => {
+                            let i: usize = last.parse().map_err(|_| "invalid index")?;
+                            *a.get_mut(i).ok_or("index out of range")? = value;
+                        }
+                        _ => return Err("replace target is not a container".into()),
+                    }
+                }
+            }
+            "move" => {
+                let from = parse_pointer(op["from"].as_str().ok_or("move without from")?)?;
+                let v = remove(doc, &from)?;
+                add(doc, &path, v)?;
+            }
+            "copy" => {
+                let from = parse_pointer(op["from"].as_str().ok_or("copy without from")?)?;
+                let v = get_ptr(doc, &from).cloned().ok_or("copy source missing")?;
+                add(doc, &path, v)?;
+            }
+            "test" => {
+                let want = op.get("value").ok_or("test without value")?;
+                if get_ptr(doc, &path) != Some(want) {
+                    return Err(format!(
+                        "testing value {} failed",
+                        op["path"].as_str().unwrap_or_default()
+                    ));
+                }
+            }
+            other => return Err(format!("unexpected kind of operation: {other}")),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn merge_patch_removes_nulls() {
+        let mut d = json!({"a": 1, "b": {"c": 2, "d": 3}});
+        merge_patch(&mut d, &json!({"a": null, "b": {"c": 5}}));
+        assert_eq!(d, json!({"b": {"c": 5, "d": 3}}));
+    }
+
+    #[test]
+    fn json_patch_ops() {
+        let mut d = json!({"metadata": {"finalizers": ["a", "b"]}});
+        json_patch(
+            &mut d,
+            &json!([{"op": "test", "path": "/metadata/finalizers/0", "value": "a"},
+                     {"op": "remove", "path": "/metadata/finalizers/0"},
+                     {"op": "add", "path": "/metadata/labels", "value": {"x": "y"}},
+                     {"op": "add", "path": "/metadata/finalizers/-", "value": "c"},
+                     {"op": "replace", "path": "/metadata/labels/x", "value": "z"}]),
+        )
+        .unwrap();
+        assert_eq!(
+            d,
+            json!({"metadata": {"finalizers": ["b", "c"], "labels": {"x": "z"}}})
+        );
+        assert!(json_patch(&mut d, &json!([{"op": "test", "path": "/metadata/labels/x", "value": "q"}])).is_err());
+        assert!(json_patch(&mut d, &json!([{"op": "remove", "path": "/nope"}])).is_err());
+    }
+
+    #[test]
+    fn strategic_merges_named_lists() {
+        let mut d = json!({"containers": [{"name": "a", "image": "1", "args": ["x"]}, {"name": "b", "image": "2"}]});
+        strategic_merge(
+            &mut d,
+            &json!({"$setElementOrder/containers": [{"name": "b"}, {"name": "a"}],
+                     "containers": [{"name": "a", "image": "3"}]}),
+        );
+        assert_eq!(
+            d,
+            json!({"containers": [{"name": "b", "image": "2"}, {"name": "a", "image": "3", "args": ["x"]}]})
+        );
+    }
+}

@@ -1,0 +1,391 @@
+//! The resource registry: built-in kinds, custom resources from CRDs, discovery and OpenAPI documents.
+
+use serde_json::{Value, json};
+use std::sync::{Arc, OnceLock};
+
+/// How object names are validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    Subdomain,
+    Label,
+    PathSegment,
+}
+
+/// One REST resource (a plural under a group/version).
+#[derive(Debug, Clone)]
+pub struct ResourceDef {
+    pub group: String,
+    pub version: String,
+    pub plural: String,
+    pub singular: String,
+    pub kind: String,
+    pub namespaced: bool,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    /// Writes to the main resource ignore status; `/status` writes only status.
+    pub status_subresource: bool,
+    pub has_generation: bool,
+    pub name_rule: NameRule,
+    /// Not stored (e.g. SelfSubjectAccessReview): only `create`.
+    pub virtual_create_only: bool,
+    /// A custom resource (from a CRD).
+    pub custom: bool,
+    /// Every served version (for CRs), used to accept requests for any of them.
+    pub storage_key: String,
+}
+
+pub const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+pub const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
+pub const NS_KEY: &str = "/namespaces";
+
+impl ResourceDef {
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    pub fn key(&self) -> &str {
+        &self.storage_key
+    }
+
+    pub fn verbs(&self) -> Vec<&'static str> {
+        if self.virtual_create_only {
+            vec!["create"]
+        } else {
+            ALL_VERBS.to_vec()
+        }
+    }
+
+    pub fn is_namespace(&self) -> bool {
+        self.group.is_empty() && self.plural == "namespaces"
+    }
+
+    pub fn is_crd(&self) -> bool {
+        self.storage_key == CRD_KEY
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn def(
+    group: &str,
+    version: &str,
+    plural: &str,
+    singular: &str,
+    kind: &str,
+    namespaced: bool,
+    short: &[&str],
+    status: bool,
+    generation: bool,
+    rule: NameRule,
+) -> ResourceDef {
+    ResourceDef {
+        group: group.into(),
+        version: version.into(),
+        plural: plural.into(),
+        singular: singular.into(),
+        kind: kind.into(),
+        namespaced,
+        short_names: short.iter().map(|s| s.to_string()).collect(),
+        categories: vec![],
+        status_subresource: status,
+        has_generation: generation,
+        name_rule: rule,
+        virtual_create_only: false,
+        custom: false,
+        storage_key: format!("{group}/{plural}"),
+    }
+}
+
+/// The built-in resources.
+pub fn builtins() -> &'static [Arc<ResourceDef>] {
+    static B: OnceLock<Vec<Arc<ResourceDef>>> = OnceLock::new();
+    B.get_or_init(|| {
+        use NameRule::*;
+        let mut v = vec![
+            def("", "v1", "namespaces", "namespace", "Namespace", false, &["ns"], true, false, Label),
+            def("", "v1", "configmaps", "configmap", "ConfigMap", true, &["cm"], false, false, Subdomain),
+            def("", "v1", "secrets", "secret", "Secret", true, &[], false, false, Subdomain),
+            def("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true, &["sa"], false, false, Subdomain),
+            def("", "v1", "events", "event", "Event", true, &["ev"], false, false, Subdomain),
+            def("batch", "v1", "cronjobs", "cronjob", "CronJob", true, &["cj"], true, true, Subdomain),
+            def("batch", "v1", "jobs", "job", "Job", true, &[], true, true, Subdomain),
+            def("coordination.k8s.io", "v1", "leases", "lease", "Lease", true, &[], false, false, Subdomain),
+            def("rbac.authorization.k8s.io", "v1", "roles", "role", "Role", true, &[], false, false, PathSegment),
+            def("rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", false, &[], false, false, PathSegment),
+            def("rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding", true, &[], false, false, PathSegment),
+            def("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", false, &[], false, false, PathSegment),
+            def("apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition", "CustomResourceDefinition", false, &["crd", "crds"], true, true, Subdomain),
+        ];
+        let mut ssar = def("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "selfsubjectaccessreview", "SelfSubjectAccessReview", false, &[], false, false, PathSegment);
+        ssar.virtual_create_only = true;
+        let mut sar = def("authorization.k8s.io", "v1", "subjectaccessreviews", "subjectaccessreview", "SubjectAccessReview", false, &[], false, false, PathSegment);
+        sar.virtual_create_only = true;
+        let mut lsar = def("authorization.k8s.io", "v1", "localsubjectaccessreviews", "localsubjectaccessreview", "LocalSubjectAccessReview", true, &[], false, false, PathSegment);
+        lsar.virtual_create_only = true;
+        v.push(ssar);
+        v.push(sar);
+        v.push(lsar);
+        for d in v.iter_mut() {
+            if d.plural == "cronjobs" || d.plural == "jobs" {
+                d.categories = vec!["all".into()];
+            }
+        }
+        v.into_iter().map(Arc::new).collect()
+    })
+}
+
+/// Definitions derived from one CRD object (one per served version).
+pub fn defs_from_crd(crd: &Value) -> Vec<Arc<ResourceDef>> {
+    let spec = &crd["spec"];
+    let group = spec["group"].as_str().unwrap_or_default();
+    let names = &spec["names"];
+    let plural = names["plural"].as_str().unwrap_or_default();
+    let kind = names["kind"].as_str().unwrap_or_default();
+    if group.is_empty() || plural.is_empty() || kind.is_empty() {
+        return vec![];
+    }
+    let singular = names["singular"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| kind.to_lowercase());
+    let namespaced = spec["scope"].as_str() != Some("Cluster");
+    let short: Vec<String> = names["shortNames"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    let categories: Vec<String> = names["categories"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    let mut out = vec![];
+    if let Some(versions) = spec["versions"].as_array() {
+        for v in versions {
+            if v["served"].as_bool() == Some(false) {
+                continue;
+            }
+            let Some(vname) = v["name"].as_str() else {
+                continue;
+            };
+            let status = v["subresources"]["status"].is_object()
+                || spec["subresources"]["status"].is_object();
+            out.push(Arc::new(ResourceDef {
+                group: group.into(),
+                version: vname.into(),
+                plural: plural.into(),
+                singular: singular.clone(),
+                kind: kind.into(),
+                namespaced,
+                short_names: short.clone(),
+                categories: categories.clone(),
+                status_subresource: status,
+                has_generation: true,
+                name_rule: NameRule::Subdomain,
+                virtual_create_only: false,
+                custom: true,
+                storage_key: format!("{group}/{plural}"),
+            }));
+        }
+    }
+    out
+}
+
+/// The preferred (storage, else first served) version of a CRD.
+pub fn crd_preferred_version(crd: &Value) -> Option<String> {
+    let versions = crd["spec"]["versions"].as_array()?;
+    versions
+        .iter()
+        .find(|v| v["storage"].as_bool() == Some(true) && v["served"].as_bool() != Some(false))
+        .or_else(|| versions.iter().find(|v| v["served"].as_bool() != Some(false)))
+        .and_then(|v| v["name"].as_str().map(str::to_string))
+}
+
+/// A group with its versions, for `/apis`.
+pub struct GroupInfo {
+    pub name: String,
+    pub versions: Vec<String>,
+    pub preferred: String,
+}
+
+/// All groups (built-in then custom), in discovery order.
+pub fn groups(custom: &[Arc<ResourceDef>], crds: &[Value]) -> Vec<GroupInfo> {
+    let mut out: Vec<GroupInfo> = vec![];
+    for d in builtins().iter().chain(custom.iter()) {
+        if d.group.is_empty() {
+            continue;
+        }
+        match out.iter_mut().find(|g| g.name == d.group) {
+            Some(g) => {
+                if !g.versions.contains(&d.version) {
+                    g.versions.push(d.version.clone());
+                }
+            }
+            None => out.push(GroupInfo {
+                name: d.group.clone(),
+                versions: vec![d.version.clone()],
+                preferred: d.version.clone(),
+            }),
+        }
+    }
+    for crd in crds {
+        if let (Some(group), Some(pref)) = (crd["spec"]["group"].as_str(), crd_preferred_version(crd))
+            && let Some(g) = out.iter_mut().find(|g| g.name == group)
+            && g.versions.contains(&pref)
+        {
+            g.preferred = pref.clone();
+            // The preferred version goes first, as the real server lists it.
+            g.versions.retain(|v| v != &pref);
+            g.versions.insert(0, pref);
+        }
+    }
+    out
+}
+
+pub fn group_json(g: &GroupInfo) -> Value {
+    let versions: Vec<Value> = g
+        .versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{}/{}", g.name, v), "version": v}))
+        .collect();
+    json!({
+        "name": g.name,
+        "versions": versions,
+        "preferredVersion": {"groupVersion": format!("{}/{}", g.name, g.preferred), "version": g.preferred},
+    })
+}
+
+/// The `APIResourceList` for one group/version.
+pub fn resource_list(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> Value {
+    let mut resources = vec![];
+    for d in defs.iter().filter(|d| d.group == group && d.version == version) {
+        let mut r = json!({
+            "name": d.plural,
+            "singularName": d.singular,
+            "namespaced": d.namespaced,
+            "kind": d.kind,
+            "verbs": d.verbs(),
+        });
+        if !d.short_names.is_empty() {
+            r["shortNames"] = json!(d.short_names);
+        }
+        if !d.categories.is_empty() {
+            r["categories"] = json!(d.categories);
+        }
+        resources.push(r);
+        if d.status_subresource {
+            resources.push(json!({
+                "name": format!("{}/status", d.plural),
+                "singularName": "",
+                "namespaced": d.namespaced,
+                "kind": d.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if d.is_namespace() {
+            resources.push(json!({
+                "name": "namespaces/finalize",
+                "singularName": "",
+                "namespaced": false,
+                "kind": "Namespace",
+                "verbs": ["update"],
+            }));
+        }
+    }
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": gv,
+        "resources": resources,
+    })
+}
+
+/// The `/openapi/v3` index: one entry per group/version.
+pub fn openapi_v3_index(defs: &[Arc<ResourceDef>], hash: u64) -> Value {
+    let mut paths = serde_json::Map::new();
+    for d in defs {
+        let p = if d.group.is_empty() {
+            format!("api/{}", d.version)
+        } else {
+            format!("apis/{}/{}", d.group, d.version)
+        };
+        let url = format!("/openapi/v3/{p}?hash={hash:016X}");
+        paths.insert(p, json!({"serverRelativeURL": url}));
+    }
+    json!({ "paths": Value::Object(paths) })
+}
+
+/// A minimal OpenAPI v3 document for one group/version: enough for kubectl to see that the
+/// server validates fields itself (`fieldValidation`) and which kinds each path serves.
+pub fn openapi_v3_doc(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> Option<Value> {
+    let mut paths = serde_json::Map::new();
+    let mut any = false;
+    for d in defs.iter().filter(|d| d.group == group && d.version == version) {
+        any = true;
+        let prefix = if group.is_empty() {
+            format!("/api/{version}")
+        } else {
+            format!("/apis/{group}/{version}")
+        };
+        let base = if d.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}", d.plural)
+        } else {
+            format!("{prefix}/{}", d.plural)
+        };
+        let gvk = json!({"group": group, "version": version, "kind": d.kind});
+        let params = json!([
+            {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+            {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+            {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+        ]);
+        let responses = json!({"200": {"description": "OK"}});
+        if d.virtual_create_only {
+            paths.insert(
+                base.clone(),
+                json!({"post": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "post", "parameters": params, "responses": responses}}),
+            );
+            continue;
+        }
+        paths.insert(
+            base.clone(),
+            json!({
+                "get": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "list", "responses": responses},
+                "post": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "post", "parameters": params, "responses": responses},
+            }),
+        );
+        paths.insert(
+            format!("{base}/{{name}}"),
+            json!({
+                "get": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "get", "responses": responses},
+                "put": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "put", "parameters": params, "responses": responses},
+                "patch": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "patch", "parameters": params, "responses": responses},
+                "delete": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "delete", "responses": responses},
+            }),
+        );
+    }
+    if !any {
+        return None;
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "v1.32.0"},
+        "paths": Value::Object(paths),
+        "components": {"schemas": {}},
+    }))
+}

@@ -1,0 +1,980 @@
+//! HTTP handling: authentication, impersonation, authorization, routing and the verbs.
+
+use crate::FaultConfig;
+use crate::auth::{Attributes, Tokens, UserInfo, authorize};
+use crate::ops::{self, DeleteOpts, Deleted, PatchType, Sub};
+use crate::resources::{self, CRD_KEY, ResourceDef, builtins};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::status::{ApiError, delete_success};
+use crate::store::{EventType, Obj, Store};
+use base64::Engine;
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::UnsyncBoxBody};
+use hyper::body::{Frame, Incoming};
+use parking_lot::RwLock;
+use serde_json::{Value, json};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// Returned by the service to make hyper close the connection without answering.
+#[derive(Debug)]
+pub struct DropConnection;
+
+impl std::fmt::Display for DropConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("connection dropped by fault injection")
+    }
+}
+
+impl std::error::Error for DropConnection {}
+
+pub struct Shared {
+    pub store: Arc<Store>,
+    pub tokens: Tokens,
+    pub admin_token: String,
+    pub faults: RwLock<FaultConfig>,
+    pub faults_active: AtomicBool,
+    pub server_address: String,
+}
+
+impl Shared {
+    pub fn set_faults(&self, f: FaultConfig) {
+        let active = f.latency_ms > 0 || f.error_rate > 0.0 || f.drop_rate > 0.0;
+        self.store
+            .stale_ms
+            .store(f.stale_read_ms, Ordering::Relaxed);
+        *self.faults.write() = f;
+        self.faults_active.store(active, Ordering::Relaxed);
+    }
+}
+
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
+fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into()).boxed_unsync()
+}
+
+fn respond(code: u16, bytes: Bytes) -> Response<Body> {
+    let mut r = Response::new(full(bytes));
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn respond_value(code: u16, v: &Value) -> Response<Body> {
+    respond(code, Bytes::from(serde_json::to_vec(v).unwrap_or_default()))
+}
+
+pub fn error_response(e: &ApiError) -> Response<Body> {
+    let mut r = respond_value(e.code, &e.to_value());
+    if let Some(ra) = e.retry_after
+        && let Ok(v) = header::HeaderValue::from_str(&ra.to_string())
+    {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
+}
+
+/// Parsed query string.
+struct Query(Vec<(String, String)>);
+
+fn decode(s: &str) -> String {
+    let s = s.replace('+', " ");
+    percent_encoding::percent_decode_str(&s)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+impl Query {
+    fn parse(q: Option<&str>) -> Query {
+        Query(
+            q.unwrap_or_default()
+                .split('&')
+                .filter(|p| !p.is_empty())
+                .map(|p| match p.split_once('=') {
+                    Some((k, v)) => (decode(k), decode(v)),
+                    None => (decode(p), String::new()),
+                })
+                .collect(),
+        )
+    }
+
+    fn get(&self, k: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn flag(&self, k: &str) -> bool {
+        matches!(self.get(k), Some("true") | Some("1") | Some(""))
+    }
+
+    fn dry_run(&self) -> bool {
+        self.0.iter().any(|(k, v)| k == "dryRun" && v == "All")
+    }
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    if scheme.eq_ignore_ascii_case("bearer") {
+        Some(token.trim())
+    } else {
+        None
+    }
+}
+
+/// The service entry point.
+pub async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, DropConnection> {
+    let path = req.uri().path().to_string();
+    if path == "/lethe" || path.starts_with("/lethe/") {
+        return Ok(lethe_endpoint(&shared, req).await.unwrap_or_else(|e| error_response(&e)));
+    }
+    if shared.faults_active.load(Ordering::Relaxed) {
+        let f = shared.faults.read().clone();
+        let (drop, fail) = {
+            use rand::Rng;
+            let mut rng = rand::rng();
+            (
+                f.drop_rate > 0.0 && rng.random::<f64>() < f.drop_rate,
+                f.error_rate > 0.0 && rng.random::<f64>() < f.error_rate,
+            )
+        };
+        if f.latency_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(f.latency_ms)).await;
+        }
+        if drop {
+            return Err(DropConnection);
+        }
+        if fail {
+            return Ok(error_response(&ApiError::injected(
+                f.error_status,
+                f.retry_after_seconds,
+            )));
+        }
+    }
+    Ok(match serve(&shared, req).await {
+        Ok(r) => r,
+        Err(e) => error_response(&e),
+    })
+}
+
+async fn read_body(req: Request<Incoming>) -> Result<(HeaderMap, Bytes), ApiError> {
+    let (parts, body) = req.into_parts();
+    let collected = Limited::new(body, MAX_BODY)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                ApiError::too_large()
+            } else {
+                ApiError::bad_request(format!("reading the request body: {e}"))
+            }
+        })?;
+    Ok((parts.headers, collected.to_bytes()))
+}
+
+fn parse_json(b: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(b).map_err(|e| {
+        ApiError::bad_request(format!(
+            "couldn't get version/kind; json parse error: {e}"
+        ))
+    })
+}
+
+async fn lethe_endpoint(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+    let Some(token) = bearer(req.headers()) else {
+        return Err(ApiError::unauthorized());
+    };
+    if token != shared.admin_token {
+        if shared.tokens.lookup(token).is_none() {
+            return Err(ApiError::unauthorized());
+        }
+        return Err(ApiError::new(
+            403,
+            "Forbidden",
+            format!("forbidden: only the admin token may use {}", req.uri().path()),
+        ));
+    }
+    let path = req.uri().path().to_string();
+    let method = req.method().clone();
+    match (method, path.as_str()) {
+        (Method::GET, "/lethe/faults") => {
+            let f = shared.faults.read().clone();
+            Ok(respond_value(200, &serde_json::to_value(f).unwrap_or_default()))
+        }
+        (Method::PUT, "/lethe/faults") | (Method::POST, "/lethe/faults") => {
+            let (_, body) = read_body(req).await?;
+            let f: FaultConfig = serde_json::from_slice(&body)
+                .map_err(|e| ApiError::bad_request(format!("invalid fault config: {e}")))?;
+            if !(0.0..=1.0).contains(&f.error_rate) || !(0.0..=1.0).contains(&f.drop_rate) {
+                return Err(ApiError::bad_request("rates must be between 0 and 1"));
+            }
+            if f.error_rate > 0.0 && !matches!(f.error_status, 429 | 500 | 503) {
+                return Err(ApiError::bad_request("error_status must be 429, 500 or 503"));
+            }
+            shared.set_faults(f.clone());
+            Ok(respond_value(200, &serde_json::to_value(f).unwrap_or_default()))
+        }
+        (Method::POST, "/lethe/compact") => {
+            let rv = shared.store.compact();
+            Ok(respond_value(200, &json!({"compactedResourceVersion": rv.to_string()})))
+        }
+        _ => Err(ApiError::path_not_found()),
+    }
+}
+
+fn header_values(headers: &HeaderMap, name: &str) -> Vec<String> {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Authenticates the caller and applies impersonation.
+fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<UserInfo, ApiError> {
+    let token = bearer(headers).ok_or_else(ApiError::unauthorized)?;
+    let user = shared.tokens.lookup(token).ok_or_else(ApiError::unauthorized)?;
+    let imp_user = header_values(headers, "impersonate-user").into_iter().next();
+    let imp_groups = header_values(headers, "impersonate-group");
+    if imp_user.is_none() && imp_groups.is_empty() {
+        return Ok((*user).clone());
+    }
+    let Some(target) = imp_user else {
+        return Err(ApiError::bad_request(format!(
+            "requested {imp_groups:?} without impersonating a user"
+        )));
+    };
+    let mut attrs = Attributes {
+        verb: "impersonate".into(),
+        resource_request: true,
+        resource: "users".into(),
+        name: target.clone(),
+        ..Default::default()
+    };
+    if let Some(rest) = target.strip_prefix("system:serviceaccount:")
+        && let Some((ns, name)) = rest.split_once(':')
+    {
+        attrs.resource = "serviceaccounts".into();
+        attrs.namespace = ns.into();
+        attrs.name = name.into();
+    }
+    if !authorize(&shared.store, &user, &attrs) {
+        return Err(ApiError::forbidden(
+            "",
+            &attrs.resource,
+            &attrs.name,
+            &attrs.forbidden_reason(&user.name),
+        ));
+    }
+    for g in &imp_groups {
+        let ga = Attributes {
+            verb: "impersonate".into(),
+            resource_request: true,
+            resource: "groups".into(),
+            name: g.clone(),
+            ..Default::default()
+        };
+        if !authorize(&shared.store, &user, &ga) {
+            return Err(ApiError::forbidden(
+                "",
+                "groups",
+                g,
+                &ga.forbidden_reason(&user.name),
+            ));
+        }
+    }
+    let mut groups = imp_groups;
+    if target != "system:anonymous" && !groups.iter().any(|g| g == "system:authenticated") {
+        groups.push("system:authenticated".into());
+    }
+    Ok(UserInfo {
+        name: target,
+        uid: header_values(headers, "impersonate-uid")
+            .into_iter()
+            .next()
+            .unwrap_or_default(),
+        groups,
+    })
+}
+
+fn all_defs(store: &Store) -> Vec<Arc<ResourceDef>> {
+    let mut v: Vec<Arc<ResourceDef>> = builtins().to_vec();
+    v.extend(store.custom_defs());
+    v
+}
+
+fn find_def(store: &Store, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceDef>> {
+    if let Some(d) = builtins()
+        .iter()
+        .find(|d| d.group == group && d.version == version && d.plural == plural)
+    {
+        return Some(d.clone());
+    }
+    store.read(|inner| {
+        inner
+            .custom
+            .iter()
+            .find(|d| d.group == group && d.version == version && d.plural == plural)
+            .cloned()
+    })
+}
+
+fn method_verb(m: &Method) -> String {
+    m.as_str().to_ascii_lowercase()
+}
+
+async fn serve(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+    let user = authenticate(shared, req.headers())?;
+    let path = req.uri().path().to_string();
+    let segs: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(decode)
+        .collect();
+    let s: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let query = Query::parse(req.uri().query());
+    // Resource requests.
+    let resource_req = match s.as_slice() {
+        ["api", "v1", rest @ ..] if !rest.is_empty() => Some(("", "v1", rest)),
+        ["apis", g, v, rest @ ..] if !rest.is_empty() => Some((*g, *v, rest)),
+        _ => None,
+    };
+    if let Some((group, version, rest)) = resource_req {
+        return resource_request(shared, &user, req, group, version, rest, &query).await;
+    }
+    // Non-resource requests.
+    let attrs = Attributes {
+        verb: method_verb(req.method()),
+        resource_request: false,
+        path: path.clone(),
+        ..Default::default()
+    };
+    if !authorize(&shared.store, &user, &attrs) {
+        return Err(ApiError {
+            code: 403,
+            reason: "Forbidden",
+            message: format!("forbidden: {}", attrs.forbidden_reason(&user.name)),
+            details: Some(Default::default()),
+            retry_after: None,
+        });
+    }
+    if req.method() != Method::GET {
+        return Err(ApiError::path_not_found());
+    }
+    let store = &shared.store;
+    let body = match s.as_slice() {
+        [] => json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3", "/readyz", "/version"]}),
+        ["version"] => json!({
+            "major": "1", "minor": "32", "gitVersion": "v1.32.0-lethe",
+            "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
+            "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23.0", "compiler": "gc",
+            "platform": "linux/amd64",
+        }),
+        ["healthz" | "livez" | "readyz", ..] => {
+            let mut r = Response::new(full("ok"));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            return Ok(r);
+        }
+        ["api"] => json!({
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": shared.server_address}],
+        }),
+        ["api", "v1"] => resources::resource_list("", "v1", &all_defs(store)),
+        ["apis"] => {
+            let crds = crd_values(store);
+            let groups: Vec<Value> = resources::groups(&store.custom_defs(), &crds)
+                .iter()
+                .map(resources::group_json)
+                .collect();
+            json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+        }
+        ["apis", g] => {
+            let crds = crd_values(store);
+            let groups = resources::groups(&store.custom_defs(), &crds);
+            let Some(gi) = groups.iter().find(|x| x.name == *g) else {
+                return Err(ApiError::path_not_found());
+            };
+            let mut v = resources::group_json(gi);
+            v["kind"] = json!("APIGroup");
+            v["apiVersion"] = json!("v1");
+            v
+        }
+        ["apis", g, v] => {
+            let defs = all_defs(store);
+            if !defs.iter().any(|d| d.group == *g && d.version == *v) {
+                return Err(ApiError::path_not_found());
+            }
+            resources::resource_list(g, v, &defs)
+        }
+        ["openapi", "v3"] => resources::openapi_v3_index(&all_defs(store), store.current_rv()),
+        ["openapi", "v3", "api", v] => resources::openapi_v3_doc("", v, &all_defs(store))
+            .ok_or_else(ApiError::path_not_found)?,
+        ["openapi", "v3", "apis", g, v] => resources::openapi_v3_doc(g, v, &all_defs(store))
+            .ok_or_else(ApiError::path_not_found)?,
+        _ => return Err(ApiError::path_not_found()),
+    };
+    Ok(respond_value(200, &body))
+}
+
+fn crd_values(store: &Store) -> Vec<Value> {
+    store.read(|inner| inner.entries(CRD_KEY).map(|(_, o)| o.value.clone()).collect())
+}
+
+/// Where a resource request points.
+struct Target {
+    def: Arc<ResourceDef>,
+    namespace: String,
+    name: String,
+    sub: String,
+}
+
+fn parse_target(
+    store: &Store,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+) -> Result<Target, ApiError> {
+    let (namespace, parts): (&str, &[&str]) = match rest {
+        ["namespaces", ns, tail @ ..]
+            if !tail.is_empty() && !(tail.len() == 1 && matches!(tail[0], "status" | "finalize")) =>
+        {
+            (ns, tail)
+        }
+        _ => ("", rest),
+    };
+    let (resource, name, sub) = match parts {
+        [r] => (*r, "", ""),
+        [r, n] => (*r, *n, ""),
+        [r, n, s] => (*r, *n, *s),
+        _ => return Err(ApiError::path_not_found()),
+    };
+    let def = find_def(store, group, version, resource).ok_or_else(ApiError::path_not_found)?;
+    if !namespace.is_empty() && !def.namespaced {
+        return Err(ApiError::path_not_found());
+    }
+    Ok(Target {
+        def,
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        sub: sub.to_string(),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn resource_request(
+    shared: &Shared,
+    user: &UserInfo,
+    req: Request<Incoming>,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    query: &Query,
+) -> Result<Response<Body>, ApiError> {
+    let store = &shared.store;
+    let t = parse_target(store, group, version, rest)?;
+    let def = t.def.clone();
+    let method = req.method().clone();
+    let verb = match (&method, t.name.is_empty()) {
+        (&Method::GET, true) => {
+            if query.flag("watch") {
+                "watch"
+            } else {
+                "list"
+            }
+        }
+        (&Method::GET, false) => "get",
+        (&Method::POST, true) => "create",
+        (&Method::PUT, false) => "update",
+        (&Method::PATCH, false) => "patch",
+        (&Method::DELETE, false) => "delete",
+        (&Method::DELETE, true) => "deletecollection",
+        _ => return Err(ApiError::method_not_allowed(&def.group, &def.plural)),
+    };
+    let sub = match t.sub.as_str() {
+        "" => Sub::Main,
+        "status" if def.status_subresource && matches!(verb, "get" | "update" | "patch") => Sub::Status,
+        "finalize" if def.is_namespace() && verb == "update" => Sub::Finalize,
+        _ => return Err(ApiError::path_not_found()),
+    };
+    if def.virtual_create_only && verb != "create" {
+        return Err(ApiError::method_not_allowed(&def.group, &def.plural));
+    }
+    let auth_ns = if def.is_namespace() && !t.name.is_empty() {
+        t.name.clone()
+    } else {
+        t.namespace.clone()
+    };
+    let attrs = Attributes {
+        verb: verb.to_string(),
+        resource_request: true,
+        group: def.group.clone(),
+        resource: def.plural.clone(),
+        subresource: t.sub.clone(),
+        name: t.name.clone(),
+        namespace: auth_ns,
+        path: String::new(),
+    };
+    if !authorize(store, user, &attrs) {
+        return Err(ApiError::forbidden(
+            &def.group,
+            &attrs.resource_with_sub(),
+            &t.name,
+            &attrs.forbidden_reason(&user.name),
+        ));
+    }
+    let ns = t.namespace.as_str();
+    let name = t.name.as_str();
+    match verb {
+        "get" => {
+            let obj = store
+                .get(def.key(), ns, name, true)
+                .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+            Ok(respond(200, obj_bytes(&def, &obj)))
+        }
+        "list" => list(store, &def, ns, query),
+        "watch" => watch(store, &def, ns, query),
+        "create" => {
+            if def.namespaced && ns.is_empty() && !def.virtual_create_only {
+                return Err(ApiError::method_not_allowed(&def.group, &def.plural));
+            }
+            let (_, body) = read_body(req).await?;
+            let body = parse_json(&body)?;
+            if def.virtual_create_only {
+                return review(shared, user, &def, ns, body);
+            }
+            let obj = ops::create(store, &def, ns, body, query.dry_run())?;
+            Ok(respond(201, obj_bytes(&def, &obj)))
+        }
+        "update" => {
+            let (_, body) = read_body(req).await?;
+            let body = parse_json(&body)?;
+            let out = ops::update(store, &def, ns, name, body, sub, query.dry_run())?;
+            Ok(respond(200, obj_bytes(&def, out.obj())))
+        }
+        "patch" => {
+            let (headers, body) = read_body(req).await?;
+            let ct = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            let pt = PatchType::from_content_type(&ct)
+                .ok_or_else(|| ApiError::unsupported_media_type(&ct))?;
+            let body = parse_json(&body)?;
+            let (out, created) =
+                ops::patch(store, &def, ns, name, pt, &body, sub, query.dry_run())?;
+            Ok(respond(if created { 201 } else { 200 }, obj_bytes(&def, out.obj())))
+        }
+        "delete" => {
+            let (_, body) = read_body(req).await?;
+            let opts = delete_opts(&body, query)?;
+            match ops::delete(store, &def, ns, name, &opts)? {
+                Deleted::Gone(o) => Ok(respond_value(
+                    200,
+                    &delete_success(&def.group, &def.plural, name, o.uid()),
+                )),
+                Deleted::Pending(o) => {
+                    let code = if opts.orphan_dependents == Some(false) { 202 } else { 200 };
+                    Ok(respond(code, obj_bytes(&def, &o)))
+                }
+            }
+        }
+        "deletecollection" => {
+            let (_, body) = read_body(req).await?;
+            let opts = delete_opts(&body, query)?;
+            let (labels, fields) = selectors(query)?;
+            let (_, objs, _) = store.list(
+                def.key(),
+                if def.namespaced && !ns.is_empty() { Some(ns) } else { None },
+                None,
+                false,
+                |o| labels.matches(&o.value) && fields.matches(&o.value),
+                usize::MAX,
+            );
+            let mut items = vec![];
+            for o in objs {
+                let oname = o.meta_str("name").to_string();
+                let ons = o.meta_str("namespace").to_string();
+                match ops::delete(store, &def, &ons, &oname, &opts) {
+                    Ok(Deleted::Gone(x)) | Ok(Deleted::Pending(x)) => items.push(x),
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(respond(200, list_bytes(&def, store.current_rv(), &items, None)))
+        }
+        _ => Err(ApiError::method_not_allowed(&def.group, &def.plural)),
+    }
+}
+
+fn delete_opts(body: &[u8], query: &Query) -> Result<DeleteOpts, ApiError> {
+    let mut opts = DeleteOpts::default();
+    if !body.iter().all(u8::is_ascii_whitespace) {
+        let v = parse_json(body)?;
+        opts.propagation = v["propagationPolicy"].as_str().map(str::to_string);
+        opts.orphan_dependents = v["orphanDependents"].as_bool();
+        opts.uid = v["preconditions"]["uid"].as_str().map(str::to_string);
+        opts.resource_version = v["preconditions"]["resourceVersion"]
+            .as_str()
+            .map(str::to_string);
+        opts.dry_run = v["dryRun"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x.as_str() == Some("All")));
+    }
+    if let Some(p) = query.get("propagationPolicy") {
+        opts.propagation = Some(p.to_string());
+    }
+    if let Some(o) = query.get("orphanDependents") {
+        opts.orphan_dependents = Some(o == "true");
+    }
+    if query.dry_run() {
+        opts.dry_run = true;
+    }
+    if let Some(p) = &opts.propagation
+        && !matches!(p.as_str(), "Orphan" | "Background" | "Foreground")
+    {
+        return Err(ApiError::invalid(
+            "",
+            "DeleteOptions",
+            "",
+            vec![crate::status::Cause {
+                reason: "FieldValueNotSupported",
+                message: format!(
+                    "Unsupported value: {p:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
+                ),
+                field: "propagationPolicy".into(),
+            }],
+        ));
+    }
+    Ok(opts)
+}
+
+/// The serialized object, with apiVersion rewritten when served under another CR version.
+fn obj_bytes(def: &ResourceDef, o: &Obj) -> Bytes {
+    if !def.custom || o.value["apiVersion"].as_str() == Some(def.api_version().as_str()) {
+        return o.bytes.clone();
+    }
+    let mut v = o.value.clone();
+    v["apiVersion"] = json!(def.api_version());
+    Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
+}
+
+fn list_bytes(def: &ResourceDef, rv: u64, items: &[Arc<Obj>], cont: Option<&str>) -> Bytes {
+    let mut out = Vec::with_capacity(128 + items.iter().map(|o| o.bytes.len() + 1).sum::<usize>());
+    out.extend_from_slice(b"{\"kind\":");
+    out.extend_from_slice(json!(format!("{}List", def.kind)).to_string().as_bytes());
+    out.extend_from_slice(b",\"apiVersion\":");
+    out.extend_from_slice(json!(def.api_version()).to_string().as_bytes());
+    out.extend_from_slice(b",\"metadata\":{\"resourceVersion\":\"");
+    out.extend_from_slice(rv.to_string().as_bytes());
+    out.push(b'"');
+    if let Some(c) = cont {
+        out.extend_from_slice(b",\"continue\":");
+        out.extend_from_slice(json!(c).to_string().as_bytes());
+    }
+    out.extend_from_slice(b"},\"items\":[");
+    for (i, o) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&obj_bytes(def, o));
+    }
+    out.extend_from_slice(b"]}");
+    Bytes::from(out)
+}
+
+fn selectors(query: &Query) -> Result<(LabelSelector, FieldSelector), ApiError> {
+    let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or_default())
+        .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+    let fields = FieldSelector::parse(query.get("fieldSelector").unwrap_or_default())
+        .map_err(ApiError::bad_request)?;
+    Ok((labels, fields))
+}
+
+fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
+    let v = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{ns}/{name}\u{0}")});
+    base64::engine::general_purpose::URL_SAFE.encode(v.to_string())
+}
+
+fn decode_continue(tok: &str) -> Option<(u64, (String, String))> {
+    let raw = base64::engine::general_purpose::URL_SAFE
+        .decode(tok)
+        .or_else(|_| base64::engine::general_purpose::STANDARD.decode(tok))
+        .ok()?;
+    let v: Value = serde_json::from_slice(&raw).ok()?;
+    let rv = v["rv"].as_u64()?;
+    let start = v["start"].as_str()?.trim_end_matches('\u{0}');
+    let (ns, name) = start.split_once('/')?;
+    Some((rv, (ns.to_string(), name.to_string())))
+}
+
+fn list(store: &Store, def: &ResourceDef, ns: &str, query: &Query) -> Result<Response<Body>, ApiError> {
+    let (labels, fields) = selectors(query)?;
+    let limit = match query.get("limit") {
+        Some(l) if !l.is_empty() => l
+            .parse::<i64>()
+            .map_err(|_| ApiError::bad_request(format!("invalid limit {l:?}")))?,
+        _ => 0,
+    };
+    let max = if limit > 0 { limit as usize } else { usize::MAX };
+    let mut after = None;
+    let mut token_rv = None;
+    if let Some(c) = query.get("continue").filter(|c| !c.is_empty()) {
+        let (rv, start) = decode_continue(c)
+            .ok_or_else(|| ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
+        if store.is_compacted(rv) {
+            return Err(ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."));
+        }
+        after = Some(start);
+        token_rv = Some(rv);
+    }
+    let ns_filter = if def.namespaced && !ns.is_empty() { Some(ns) } else { None };
+    let (rv, items, more) = store.list(
+        def.key(),
+        ns_filter,
+        after.as_ref(),
+        true,
+        |o| labels.matches(&o.value) && fields.matches(&o.value),
+        max,
+    );
+    let list_rv = token_rv.unwrap_or(rv);
+    let cont = if more {
+        items
+            .last()
+            .map(|o| encode_continue(list_rv, o.meta_str("namespace"), o.meta_str("name")))
+    } else {
+        None
+    };
+    Ok(respond(200, list_bytes(def, list_rv, &items, cont.as_deref())))
+}
+
+fn event_line(etype: &str, obj: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(obj.len() + 32);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(etype.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    out.extend_from_slice(obj);
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
+}
+
+fn bookmark(def: &ResourceDef, rv: u64, initial_end: bool) -> Bytes {
+    let mut meta = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
+    if initial_end {
+        meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    let obj = json!({"kind": def.kind, "apiVersion": def.api_version(), "metadata": meta});
+    event_line("BOOKMARK", obj.to_string().as_bytes())
+}
+
+fn stream_response(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Response<Body> {
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+    });
+    let mut r = Response::new(StreamBody::new(stream).boxed_unsync());
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn watch(store: &Arc<Store>, def: &Arc<ResourceDef>, ns: &str, query: &Query) -> Result<Response<Body>, ApiError> {
+    let (labels, fields) = selectors(query)?;
+    let bookmarks = query.flag("allowWatchBookmarks");
+    let send_initial = query.get("sendInitialEvents") == Some("true");
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .filter(|t| *t > 0)
+        .unwrap_or(1800);
+    let ns_filter: Option<String> = if def.namespaced && !ns.is_empty() {
+        Some(ns.to_string())
+    } else {
+        None
+    };
+    let rv_param = query.get("resourceVersion").unwrap_or_default();
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(1024);
+    let mut initial: Vec<Bytes> = vec![];
+    let matches = {
+        let labels = labels.clone();
+        let fields = fields.clone();
+        move |o: &Obj| labels.matches(&o.value) && fields.matches(&o.value)
+    };
+    let (mut sub, mut last_rv) = if send_initial || rv_param.is_empty() || rv_param == "0" {
+        let (rv, objs, sub) = store.subscribe_now(def.key(), ns_filter.as_deref());
+        for o in objs.iter().filter(|o| matches(o)) {
+            initial.push(event_line("ADDED", &obj_bytes(def, o)));
+        }
+        if send_initial && bookmarks {
+            initial.push(bookmark(def, rv, true));
+        }
+        (sub, rv)
+    } else {
+        let rv: u64 = rv_param.parse().map_err(|_| {
+            ApiError::bad_request(format!("invalid resource version: {rv_param}"))
+        })?;
+        match store.subscribe_from(rv) {
+            Ok((events, sub)) => {
+                let mut last = rv;
+                for e in events {
+                    last = e.rv;
+                    if &*e.key == def.key()
+                        && ns_filter.as_ref().is_none_or(|n| *n == e.ns)
+                        && matches(&e.obj)
+                    {
+                        initial.push(event_line(e.etype.as_str(), &obj_bytes(def, &e.obj)));
+                    }
+                }
+                (sub, last)
+            }
+            Err(oldest) => {
+                let status = ApiError::expired(format!(
+                    "too old resource version: {rv} ({oldest})"
+                ));
+                let line = event_line("ERROR", status.to_value().to_string().as_bytes());
+                let _ = tx.try_send(line);
+                return Ok(stream_response(rx));
+            }
+        }
+    };
+    let store = store.clone();
+    let def = def.clone();
+    tokio::spawn(async move {
+        for line in initial {
+            if tx.send(line).await.is_err() {
+                return;
+            }
+        }
+        let deadline = tokio::time::sleep(Duration::from_secs(timeout));
+        tokio::pin!(deadline);
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                ev = sub.recv() => match ev {
+                    Ok(e) => {
+                        if e.rv <= last_rv {
+                            continue;
+                        }
+                        last_rv = e.rv;
+                        if &*e.key != def.key()
+                            || ns_filter.as_ref().is_some_and(|n| *n != e.ns)
+                            || !matches(&e.obj)
+                        {
+                            continue;
+                        }
+                        let et = match e.etype {
+                            EventType::Added => "ADDED",
+                            EventType::Modified => "MODIFIED",
+                            EventType::Deleted => "DELETED",
+                        };
+                        if tx.send(event_line(et, &obj_bytes(&def, &e.obj))).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => return,
+                },
+                _ = tick.tick(), if bookmarks => {
+                    let (cur, caught_up) = store.read(|inner| (inner.rv, sub.is_empty()));
+                    let rv = if caught_up { cur.max(last_rv) } else { last_rv };
+                    last_rv = rv;
+                    if tx.send(bookmark(&def, rv, false)).await.is_err() {
+                        return;
+                    }
+                }
+                _ = tx.closed() => return,
+                _ = &mut deadline => return,
+            }
+        }
+    });
+    Ok(stream_response(rx))
+}
+
+/// SelfSubjectAccessReview, SubjectAccessReview and LocalSubjectAccessReview.
+fn review(shared: &Shared, user: &UserInfo, def: &ResourceDef, ns: &str, mut body: Value) -> Result<Response<Body>, ApiError> {
+    if !body.is_object() {
+        return Err(ApiError::bad_request("the body of the request was not a JSON object"));
+    }
+    let spec = body["spec"].clone();
+    let subject = match def.plural.as_str() {
+        "selfsubjectaccessreviews" => user.clone(),
+        _ => {
+            let name = spec["user"].as_str().unwrap_or_default().to_string();
+            let groups = crate::store::string_list(&spec["groups"]);
+            if name.is_empty() && groups.is_empty() {
+                return Err(ApiError::invalid(&def.group, &def.kind, "", vec![crate::status::Cause {
+                    reason: "FieldValueRequired",
+                    message: "Required value: at least one of user or group must be specified".into(),
+                    field: "spec.user".into(),
+                }]));
+            }
+            UserInfo { name, uid: spec["uid"].as_str().unwrap_or_default().to_string(), groups }
+        }
+    };
+    let attrs = if let Some(ra) = spec.get("resourceAttributes").filter(|v| v.is_object()) {
+        let s = |k: &str| ra[k].as_str().unwrap_or_default().to_string();
+        let mut namespace = s("namespace");
+        if def.plural == "localsubjectaccessreviews" {
+            namespace = ns.to_string();
+        }
+        Attributes {
+            verb: s("verb"),
+            resource_request: true,
+            group: s("group"),
+            resource: s("resource"),
+            subresource: s("subresource"),
+            name: s("name"),
+            namespace,
+            path: String::new(),
+        }
+    } else if let Some(nra) = spec.get("nonResourceAttributes").filter(|v| v.is_object()) {
+        Attributes {
+            verb: nra["verb"].as_str().unwrap_or_default().to_string(),
+            resource_request: false,
+            path: nra["path"].as_str().unwrap_or_default().to_string(),
+            ..Default::default()
+        }
+    } else {
+        return Err(ApiError::invalid(&def.group, &def.kind, "", vec![crate::status::Cause {
+            reason: "FieldValueRequired",
+            message: "Required value: exactly one of nonResourceAttributes or resourceAttributes must be specified".into(),
+            field: "spec.resourceAttributes".into(),
+        }]));
+    };
+    let allowed = authorize(&shared.store, &subject, &attrs);
+    body["kind"] = json!(def.kind);
+    body["apiVersion"] = json!(def.api_version());
+    if !body["metadata"].is_object() {
+        body["metadata"] = json!({});
+    }
+    body["metadata"]["creationTimestamp"] = Value::Null;
+    body["status"] = if allowed {
+        json!({"allowed": true, "reason": "RBAC: allowed"})
+    } else {
+        json!({"allowed": false})
+    };
+    Ok(respond_value(201, &body))
+}

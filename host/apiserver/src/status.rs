@@ -1,0 +1,303 @@
+//! Kubernetes `Status` error bodies, shaped like the real kube-apiserver's.
+
+use serde_json::{Map, Value, json};
+
+/// One entry of `details.causes`.
+#[derive(Debug, Clone)]
+pub struct Cause {
+    pub reason: &'static str,
+    pub message: String,
+    pub field: String,
+}
+
+/// An API error that renders as a `Status` object.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    /// `details`: None leaves the field out (as the real server does for 401).
+    pub details: Option<Details>,
+    pub retry_after: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Details {
+    pub name: String,
+    pub group: String,
+    pub kind: String,
+    pub causes: Vec<Cause>,
+    pub retry_after_seconds: Option<u64>,
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.code, self.reason, self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+fn details(name: &str, group: &str, kind: &str) -> Option<Details> {
+    Some(Details {
+        name: name.to_string(),
+        group: group.to_string(),
+        kind: kind.to_string(),
+        ..Default::default()
+    })
+}
+
+/// `"configmaps"` or `"cronjobs.batch"` as used in messages.
+pub fn qualified(group: &str, resource: &str) -> String {
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
+}
+
+impl ApiError {
+    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+            retry_after: None,
+        }
+    }
+
+    pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
+        ApiError {
+            code: 404,
+            reason: "NotFound",
+            message: format!("{} \"{}\" not found", qualified(group, resource), name),
+            details: details(name, group, resource),
+            retry_after: None,
+        }
+    }
+
+    /// The generic 404 for an unknown path.
+    pub fn path_not_found() -> Self {
+        ApiError {
+            code: 404,
+            reason: "NotFound",
+            message: "the server could not find the requested resource".into(),
+            details: Some(Details::default()),
+            retry_after: None,
+        }
+    }
+
+    pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
+        ApiError {
+            code: 409,
+            reason: "AlreadyExists",
+            message: format!("{} \"{}\" already exists", qualified(group, resource), name),
+            details: details(name, group, resource),
+            retry_after: None,
+        }
+    }
+
+    pub fn conflict(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        ApiError {
+            code: 409,
+            reason: "Conflict",
+            message: format!(
+                "Operation cannot be fulfilled on {} \"{}\": {}",
+                qualified(group, resource),
+                name,
+                why
+            ),
+            details: details(name, group, resource),
+            retry_after: None,
+        }
+    }
+
+    pub fn stale(group: &str, resource: &str, name: &str) -> Self {
+        Self::conflict(
+            group,
+            resource,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    /// 422 Invalid; `kind` is the Kind (not the resource), as the real server does.
+    pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
+        let summary: Vec<String> = causes
+            .iter()
+            .map(|c| {
+                if c.field.is_empty() {
+                    c.message.clone()
+                } else {
+                    format!("{}: {}", c.field, c.message)
+                }
+            })
+            .collect();
+        let summary = if summary.len() == 1 {
+            summary[0].clone()
+        } else {
+            format!("[{}]", summary.join(", "))
+        };
+        let gk = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        ApiError {
+            code: 422,
+            reason: "Invalid",
+            message: format!("{gk} \"{name}\" is invalid: {summary}"),
+            details: Some(Details {
+                name: name.to_string(),
+                group: group.to_string(),
+                kind: kind.to_string(),
+                causes,
+                retry_after_seconds: None,
+            }),
+            retry_after: None,
+        }
+    }
+
+    pub fn forbidden(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        let subject = if name.is_empty() {
+            qualified(group, resource)
+        } else {
+            format!("{} \"{}\"", qualified(group, resource), name)
+        };
+        ApiError {
+            code: 403,
+            reason: "Forbidden",
+            message: format!("{subject} is forbidden: {why}"),
+            details: details(name, group, resource),
+            retry_after: None,
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ApiError {
+            code: 400,
+            reason: "BadRequest",
+            message: message.into(),
+            details: None,
+            retry_after: None,
+        }
+    }
+
+    pub fn unauthorized() -> Self {
+        ApiError::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    pub fn method_not_allowed(group: &str, resource: &str) -> Self {
+        ApiError {
+            code: 405,
+            reason: "MethodNotAllowed",
+            message: "the server does not allow this method on the requested resource".into(),
+            details: Some(Details {
+                group: group.to_string(),
+                kind: resource.to_string(),
+                ..Default::default()
+            }),
+            retry_after: None,
+        }
+    }
+
+    pub fn unsupported_media_type(ct: &str) -> Self {
+        ApiError {
+            code: 415,
+            reason: "UnsupportedMediaType",
+            message: format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {ct:?})"),
+            details: None,
+            retry_after: None,
+        }
+    }
+
+    pub fn expired(message: impl Into<String>) -> Self {
+        ApiError::new(410, "Expired", message)
+    }
+
+    pub fn too_large() -> Self {
+        ApiError::new(413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728")
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        ApiError::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {}", message.into()),
+        )
+    }
+
+    /// The body of an injected fault.
+    pub fn injected(code: u16, retry_after: u64) -> Self {
+        let (reason, message) = match code {
+            429 => ("TooManyRequests", "the server has received too many requests and has asked us to try again later (injected fault)"),
+            503 => ("ServiceUnavailable", "the server is currently unable to handle the request (injected fault)"),
+            _ => ("InternalError", "an error on the server (\"injected fault\") has prevented the request from succeeding"),
+        };
+        let mut e = ApiError::new(code, reason, message);
+        if code == 429 {
+            e.retry_after = Some(retry_after);
+            e.details = Some(Details {
+                retry_after_seconds: Some(retry_after),
+                ..Default::default()
+            });
+        }
+        e
+    }
+
+    /// The `Status` object.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("kind".into(), json!("Status"));
+        m.insert("apiVersion".into(), json!("v1"));
+        m.insert("metadata".into(), json!({}));
+        m.insert("status".into(), json!("Failure"));
+        m.insert("message".into(), json!(self.message));
+        m.insert("reason".into(), json!(self.reason));
+        if let Some(d) = &self.details {
+            let mut dm = Map::new();
+            if !d.name.is_empty() {
+                dm.insert("name".into(), json!(d.name));
+            }
+            if !d.group.is_empty() {
+                dm.insert("group".into(), json!(d.group));
+            }
+            if !d.kind.is_empty() {
+                dm.insert("kind".into(), json!(d.kind));
+            }
+            if !d.causes.is_empty() {
+                let causes: Vec<Value> = d
+                    .causes
+                    .iter()
+                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .collect();
+                dm.insert("causes".into(), Value::Array(causes));
+            }
+            if let Some(r) = d.retry_after_seconds {
+                dm.insert("retryAfterSeconds".into(), json!(r));
+            }
+            m.insert("details".into(), Value::Object(dm));
+        }
+        m.insert("code".into(), json!(self.code));
+        Value::Object(m)
+    }
+}
+
+/// The `Status` returned by a DELETE that removed the object at once.
+pub fn delete_success(group: &str, resource: &str, name: &str, uid: &str) -> Value {
+    let mut details = Map::new();
+    details.insert("name".into(), json!(name));
+    if !group.is_empty() {
+        details.insert("group".into(), json!(group));
+    }
+    details.insert("kind".into(), json!(resource));
+    details.insert("uid".into(), json!(uid));
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": Value::Object(details),
+    })
+}

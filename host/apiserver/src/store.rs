@@ -1,0 +1,544 @@
+//! The object store: in-memory BTreeMap indexes, write-through SQLite persistence, one
+//! resourceVersion counter, a ring of recent events for watch replay, and stale-read tracking.
+
+use crate::resources::{CRD_KEY, ResourceDef, defs_from_crd};
+use crate::status::ApiError;
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use rusqlite::{Connection, params};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, broadcast};
+
+/// A stored object with its serialized form cached.
+#[derive(Debug)]
+pub struct Obj {
+    pub value: Value,
+    pub bytes: Bytes,
+    pub rv: u64,
+}
+
+impl Obj {
+    pub fn new(value: Value, rv: u64) -> Arc<Obj> {
+        let bytes = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+        Arc::new(Obj { value, bytes, rv })
+    }
+
+    pub fn meta_str(&self, field: &str) -> &str {
+        self.value["metadata"][field].as_str().unwrap_or_default()
+    }
+
+    pub fn uid(&self) -> &str {
+        self.meta_str("uid")
+    }
+
+    pub fn deleting(&self) -> bool {
+        self.value["metadata"]["deletionTimestamp"].is_string()
+    }
+
+    pub fn finalizers(&self) -> Vec<String> {
+        string_list(&self.value["metadata"]["finalizers"])
+    }
+}
+
+pub fn string_list(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Event {
+    pub etype: EventType,
+    pub key: Arc<str>,
+    pub ns: String,
+    pub obj: Arc<Obj>,
+    pub rv: u64,
+}
+
+/// What a mutation does to the object.
+pub enum Change {
+    Put(Value),
+    Remove,
+    Keep,
+}
+
+/// (resource key, namespace, name)
+pub type FullKey = (String, String, String);
+type Entries = BTreeMap<(String, String), Arc<Obj>>;
+
+const RING_CAPACITY: usize = 20_000;
+
+pub struct Inner {
+    pub rv: u64,
+    pub objects: HashMap<String, Entries>,
+    pub uids: HashMap<String, FullKey>,
+    /// Objects that carry ownerReferences (for the garbage collector).
+    pub owned: HashSet<FullKey>,
+    /// Objects with a deletionTimestamp (for the controllers).
+    pub deleting: HashSet<FullKey>,
+    ring: VecDeque<Arc<Event>>,
+    /// Events at or below this version are no longer in the ring.
+    pub compacted_rv: u64,
+    stale: HashMap<FullKey, (Option<Arc<Obj>>, Instant)>,
+    /// Resource definitions from the CRDs.
+    pub custom: Vec<Arc<ResourceDef>>,
+}
+
+impl Inner {
+    pub fn get(&self, key: &str, ns: &str, name: &str) -> Option<&Arc<Obj>> {
+        self.objects
+            .get(key)?
+            .get(&(ns.to_string(), name.to_string()))
+    }
+
+    pub fn entries(&self, key: &str) -> impl Iterator<Item = (&(String, String), &Arc<Obj>)> {
+        self.objects.get(key).into_iter().flat_map(|m| m.iter())
+    }
+
+    /// The objects of one resource in one namespace.
+    pub fn in_namespace<'a>(
+        &'a self,
+        key: &str,
+        ns: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<Obj>> + 'a {
+        self.objects.get(key).into_iter().flat_map(move |m| {
+            m.range((ns.to_string(), String::new())..)
+                .take_while(move |((n, _), _)| n == ns)
+                .map(|(_, o)| o)
+        })
+    }
+
+    fn recompute_custom(&mut self) {
+        let mut custom = vec![];
+        if let Some(crds) = self.objects.get(CRD_KEY) {
+            for o in crds.values() {
+                custom.extend(defs_from_crd(&o.value));
+            }
+        }
+        self.custom = custom;
+    }
+}
+
+pub struct Store {
+    inner: RwLock<Inner>,
+    db: Option<Mutex<Connection>>,
+    tx: broadcast::Sender<Arc<Event>>,
+    /// Woken after every write (for the controllers).
+    pub notify: Notify,
+    /// Stale-read window in ms (0 = off).
+    pub stale_ms: AtomicU64,
+}
+
+fn set_rv(value: &mut Value, rv: u64) {
+    if let Some(m) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    }
+}
+
+impl Store {
+    /// Opens the store: in memory, or backed by the SQLite file at `path`.
+    pub fn open(path: Option<&Path>) -> anyhow::Result<Store> {
+        let (tx, _) = broadcast::channel(16_384);
+        let mut inner = Inner {
+            rv: 0,
+            objects: HashMap::new(),
+            uids: HashMap::new(),
+            owned: HashSet::new(),
+            deleting: HashSet::new(),
+            ring: VecDeque::new(),
+            compacted_rv: 0,
+            stale: HashMap::new(),
+            custom: vec![],
+        };
+        let db = match path {
+            None => None,
+            Some(p) => {
+                let conn = Connection::open(p)?;
+                conn.execute_batch(
+                    "PRAGMA journal_mode=WAL;
+                     PRAGMA synchronous=NORMAL;
+                     CREATE TABLE IF NOT EXISTS objects (
+                        res TEXT NOT NULL, ns TEXT NOT NULL, name TEXT NOT NULL, json TEXT NOT NULL,
+                        PRIMARY KEY (res, ns, name));
+                     CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);",
+                )?;
+                {
+                    let mut stmt = conn.prepare("SELECT res, ns, name, json FROM objects")?;
+                    let rows = stmt.query_map([], |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, String>(2)?,
+                            r.get::<_, String>(3)?,
+                        ))
+                    })?;
+                    for row in rows {
+                        let (res, ns, name, json) = row?;
+                        let value: Value = serde_json::from_str(&json)?;
+                        let rv = value["metadata"]["resourceVersion"]
+                            .as_str()
+                            .and_then(|s| s.parse().ok())
+                            .unwrap_or(0);
+                        inner.rv = inner.rv.max(rv);
+                        let obj = Obj::new(value, rv);
+                        let fk = (res.clone(), ns.clone(), name.clone());
+                        if !obj.uid().is_empty() {
+                            inner.uids.insert(obj.uid().to_string(), fk.clone());
+                        }
+                        if obj.deleting() {
+                            inner.deleting.insert(fk.clone());
+                        }
+                        if obj.value["metadata"]["ownerReferences"].is_array() {
+                            inner.owned.insert(fk);
+                        }
+                        inner.objects.entry(res).or_default().insert((ns, name), obj);
+                    }
+                }
+                let saved: Option<String> = conn
+                    .query_row("SELECT v FROM meta WHERE k = 'rv'", [], |r| r.get(0))
+                    .ok();
+                if let Some(s) = saved.and_then(|s| s.parse::<u64>().ok()) {
+                    inner.rv = inner.rv.max(s);
+                }
+                inner.compacted_rv = inner.rv;
+                Some(Mutex::new(conn))
+            }
+        };
+        inner.recompute_custom();
+        Ok(Store {
+            inner: RwLock::new(inner),
+            db,
+            tx,
+            notify: Notify::new(),
+            stale_ms: AtomicU64::new(0),
+        })
+    }
+
+    pub fn current_rv(&self) -> u64 {
+        self.inner.read().rv
+    }
+
+    pub fn read<T>(&self, f: impl FnOnce(&Inner) -> T) -> T {
+        f(&self.inner.read())
+    }
+
+    pub fn custom_defs(&self) -> Vec<Arc<ResourceDef>> {
+        self.inner.read().custom.clone()
+    }
+
+    fn stale_window(&self) -> Option<Duration> {
+        match self.stale_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+
+    /// Reads one object; with `allow_stale`, the stale-read fault may return the previous version.
+    pub fn get(&self, key: &str, ns: &str, name: &str, allow_stale: bool) -> Option<Arc<Obj>> {
+        let inner = self.inner.read();
+        if allow_stale
+            && let Some(w) = self.stale_window()
+            && let Some((prev, at)) =
+                inner
+                    .stale
+                    .get(&(key.to_string(), ns.to_string(), name.to_string()))
+            && at.elapsed() < w
+        {
+            return prev.clone();
+        }
+        inner.get(key, ns, name).cloned()
+    }
+
+    /// Lists objects of one resource (optionally one namespace) strictly after `after`, in key
+    /// order, up to `max` of them. Returns the current resourceVersion too.
+    pub fn list(
+        &self,
+        key: &str,
+        ns: Option<&str>,
+        after: Option<&(String, String)>,
+        allow_stale: bool,
+        mut keep: impl FnMut(&Obj) -> bool,
+        max: usize,
+    ) -> (u64, Vec<Arc<Obj>>, bool) {
+        let inner = self.inner.read();
+        let rv = inner.rv;
+        let Some(map) = inner.objects.get(key) else {
+            return (rv, vec![], false);
+        };
+        let overrides: Option<BTreeMap<(String, String), Option<Arc<Obj>>>> = match self
+            .stale_window()
+        {
+            Some(w) if allow_stale => Some(
+                inner
+                    .stale
+                    .iter()
+                    .filter(|((k, n, _), (_, at))| {
+                        k == key && ns.is_none_or(|x| x == n) && at.elapsed() < w
+                    })
+                    .map(|((_, n, name), (prev, _))| ((n.clone(), name.clone()), prev.clone()))
+                    .collect(),
+            ),
+            _ => None,
+        };
+        let lower = match (after, ns) {
+            (Some(a), _) => std::ops::Bound::Excluded(a.clone()),
+            (None, Some(n)) => std::ops::Bound::Included((n.to_string(), String::new())),
+            (None, None) => std::ops::Bound::Unbounded,
+        };
+        let mut out = vec![];
+        let mut more = false;
+        let mut push = |o: &Arc<Obj>, out: &mut Vec<Arc<Obj>>| -> bool {
+            if keep(o) {
+                if out.len() >= max {
+                    return false;
+                }
+                out.push(o.clone());
+            }
+            true
+        };
+        match overrides {
+            Some(ov) if !ov.is_empty() => {
+                // Merge the stale versions into the live view.
+                let mut view: BTreeMap<(String, String), Arc<Obj>> = map
+                    .range((lower.clone(), std::ops::Bound::Unbounded))
+                    .take_while(|((n, _), _)| ns.is_none_or(|x| x == n))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                for (k, prev) in ov {
+                    let in_range = match &lower {
+                        std::ops::Bound::Excluded(a) => &k > a,
+                        _ => true,
+                    };
+                    if !in_range {
+                        continue;
+                    }
+                    match prev {
+                        Some(p) => {
+                            view.insert(k, p);
+                        }
+                        None => {
+                            view.remove(&k);
+                        }
+                    }
+                }
+                for o in view.values() {
+                    if !push(o, &mut out) {
+                        more = true;
+                        break;
+                    }
+                }
+            }
+            _ => {
+                for ((n, _), o) in map.range((lower, std::ops::Bound::Unbounded)) {
+                    if ns.is_some_and(|x| x != n) {
+                        break;
+                    }
+                    if !push(o, &mut out) {
+                        more = true;
+                        break;
+                    }
+                }
+            }
+        }
+        (rv, out, more)
+    }
+
+    /// Atomically reads, decides and writes one object. `f` sees the current object and the
+    /// whole store (read-only) and returns the change plus a value passed back to the caller.
+    /// Returns the object as stored (for `Put`), or the final state (for `Remove`).
+    pub fn mutate<T>(
+        &self,
+        key: &str,
+        ns: &str,
+        name: &str,
+        f: impl FnOnce(Option<&Arc<Obj>>, &Inner) -> Result<(Change, T), ApiError>,
+    ) -> Result<(Option<Arc<Obj>>, T), ApiError> {
+        let mut inner = self.inner.write();
+        let cur = inner.get(key, ns, name).cloned();
+        let (change, extra) = f(cur.as_ref(), &inner)?;
+        let fk: FullKey = (key.to_string(), ns.to_string(), name.to_string());
+        let rv = inner.rv + 1;
+        let (event_type, obj) = match change {
+            Change::Keep => return Ok((cur, extra)),
+            Change::Put(mut value) => {
+                set_rv(&mut value, rv);
+                let obj = Obj::new(value, rv);
+                self.persist(key, ns, name, Some(&obj), rv)?;
+                let et = if cur.is_some() {
+                    EventType::Modified
+                } else {
+                    EventType::Added
+                };
+                if let Some(c) = &cur
+                    && c.uid() != obj.uid()
+                {
+                    inner.uids.remove(c.uid());
+                }
+                if !obj.uid().is_empty() {
+                    inner.uids.insert(obj.uid().to_string(), fk.clone());
+                }
+                if obj.value["metadata"]["ownerReferences"]
+                    .as_array()
+                    .is_some_and(|a| !a.is_empty())
+                {
+                    inner.owned.insert(fk.clone());
+                } else {
+                    inner.owned.remove(&fk);
+                }
+                if obj.deleting() {
+                    inner.deleting.insert(fk.clone());
+                } else {
+                    inner.deleting.remove(&fk);
+                }
+                inner
+                    .objects
+                    .entry(key.to_string())
+                    .or_default()
+                    .insert((ns.to_string(), name.to_string()), obj.clone());
+                (et, obj)
+            }
+            Change::Remove => {
+                let Some(c) = &cur else {
+                    return Ok((None, extra));
+                };
+                let mut value = c.value.clone();
+                set_rv(&mut value, rv);
+                let obj = Obj::new(value, rv);
+                self.persist(key, ns, name, None, rv)?;
+                inner.uids.remove(c.uid());
+                inner.owned.remove(&fk);
+                inner.deleting.remove(&fk);
+                if let Some(m) = inner.objects.get_mut(key) {
+                    m.remove(&(ns.to_string(), name.to_string()));
+                }
+                (EventType::Deleted, obj)
+            }
+        };
+        inner.rv = rv;
+        if let Some(w) = self.stale_window() {
+            if inner.stale.len() > 4096 {
+                inner.stale.retain(|_, (_, at)| at.elapsed() < w);
+            }
+            inner.stale.insert(fk, (cur.clone(), Instant::now()));
+        }
+        if key == CRD_KEY {
+            inner.recompute_custom();
+        }
+        let ev = Arc::new(Event {
+            etype: event_type,
+            key: Arc::from(key),
+            ns: ns.to_string(),
+            obj: obj.clone(),
+            rv,
+        });
+        inner.ring.push_back(ev.clone());
+        while inner.ring.len() > RING_CAPACITY {
+            if let Some(old) = inner.ring.pop_front() {
+                inner.compacted_rv = old.rv;
+            }
+        }
+        let _ = self.tx.send(ev);
+        drop(inner);
+        self.notify.notify_one();
+        Ok((Some(obj), extra))
+    }
+
+    fn persist(
+        &self,
+        key: &str,
+        ns: &str,
+        name: &str,
+        obj: Option<&Arc<Obj>>,
+        rv: u64,
+    ) -> Result<(), ApiError> {
+        let Some(db) = &self.db else {
+            return Ok(());
+        };
+        let conn = db.lock();
+        let res = (|| -> rusqlite::Result<()> {
+            match obj {
+                Some(o) => {
+                    let json = std::str::from_utf8(&o.bytes).unwrap_or("{}");
+                    conn.prepare_cached(
+                        "INSERT OR REPLACE INTO objects (res, ns, name, json) VALUES (?1, ?2, ?3, ?4)",
+                    )?
+                    .execute(params![key, ns, name, json])?;
+                }
+                None => {
+                    conn.prepare_cached("DELETE FROM objects WHERE res = ?1 AND ns = ?2 AND name = ?3")?
+                        .execute(params![key, ns, name])?;
+                }
+            }
+            conn.prepare_cached("INSERT OR REPLACE INTO meta (k, v) VALUES ('rv', ?1)")?
+                .execute(params![rv.to_string()])?;
+            Ok(())
+        })();
+        res.map_err(|e| ApiError::internal(format!("storage: {e}")))
+    }
+
+    /// Events after `rv` for replay plus a live subscription, or Err(oldest available rv) when
+    /// `rv` has been compacted away.
+    #[allow(clippy::type_complexity)]
+    pub fn subscribe_from(
+        &self,
+        rv: u64,
+    ) -> Result<(Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>), u64> {
+        let inner = self.inner.read();
+        if rv < inner.compacted_rv {
+            return Err(inner.compacted_rv + 1);
+        }
+        let start = inner.ring.partition_point(|e| e.rv <= rv);
+        let events = inner.ring.range(start..).cloned().collect();
+        Ok((events, self.tx.subscribe()))
+    }
+
+    /// The current objects (for a watch from "now") plus a live subscription.
+    #[allow(clippy::type_complexity)]
+    pub fn subscribe_now(
+        &self,
+        key: &str,
+        ns: Option<&str>,
+    ) -> (u64, Vec<Arc<Obj>>, broadcast::Receiver<Arc<Event>>) {
+        let inner = self.inner.read();
+        let objs: Vec<Arc<Obj>> = match ns {
+            Some(n) => inner.in_namespace(key, n).cloned().collect(),
+            None => inner.entries(key).map(|(_, o)| o.clone()).collect(),
+        };
+        (inner.rv, objs, self.tx.subscribe())
+    }
+
+    /// Whether a version is still in the event history (for continue tokens).
+    pub fn is_compacted(&self, rv: u64) -> bool {
+        rv < self.inner.read().compacted_rv
+    }
+
+    /// Drops the event history (like an etcd compaction).
+    pub fn compact(&self) -> u64 {
+        let mut inner = self.inner.write();
+        inner.ring.clear();
+        inner.compacted_rv = inner.rv;
+        inner.rv
+    }
+}

@@ -1,0 +1,47 @@
+//! A generated self-signed CA and a server certificate for 127.0.0.1/localhost.
+
+use std::sync::Arc;
+
+pub struct Generated {
+    pub ca_pem: String,
+    pub acceptor: tokio_rustls::TlsAcceptor,
+}
+
+pub fn generate() -> anyhow::Result<Generated> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+    let ca_key = KeyPair::generate()?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "lethe-apiserver-ca");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca_params.self_signed(&ca_key)?;
+
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "lethe-apiserver");
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = params.signed_by(&key, &ca_cert, &ca_key)?;
+
+    let certs = vec![cert.der().clone(), ca_cert.der().clone()];
+    let key_der = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der())
+        .map_err(|e| anyhow::anyhow!("server key: {e}"))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(certs, key_der)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Generated {
+        ca_pem: ca_cert.pem(),
+        acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+    })
+}
