@@ -5,6 +5,7 @@
 //! answer, a test skips (prints the reason to stderr and returns) — except under CI
 //! (`CI=true`), where it fails with a message saying what is missing.
 
+use std::io::Write;
 use std::time::Duration;
 
 /// The environment variable holding the PostgreSQL URL for tests.
@@ -48,7 +49,12 @@ fn skip_or_fail(test: &str, reason: &str) -> Option<String> {
             "{test}: {reason}; CI=true requires a reachable PostgreSQL (set {POSTGRES_URL_ENV}, e.g. postgres://lethe:lethe@127.0.0.1:5432/lethe_test)"
         );
     }
-    eprintln!("skipping the PostgreSQL part of {test}: {reason}");
+    // Written to the process's stderr directly, not through `eprintln!`, so that the test
+    // harness's output capture does not hide that a part of the suite was skipped.
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipping the PostgreSQL part of {test}: {reason}"
+    );
     None
 }
 
