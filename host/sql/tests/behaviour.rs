@@ -684,7 +684,7 @@ async fn postgres_types_are_bound_and_read_portably() {
         ),
         ("UPDATE typed SET i4 = $1", Value::Real(1.5)),
     ] {
-        let r = db.execute(sql, &[param.clone()]).await;
+        let r = db.execute(sql, std::slice::from_ref(&param)).await;
         assert!(
             matches!(r, Err(SqlError::InvalidValue(_))),
             "{sql} with {param:?}: {r:?}"
