@@ -24,6 +24,7 @@ mod auth;
 mod controller;
 mod ops;
 mod patch;
+mod proto;
 mod resources;
 mod selector;
 mod server;

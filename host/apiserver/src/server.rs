@@ -187,6 +187,29 @@ async fn read_body(req: Request<Incoming>) -> Result<(HeaderMap, Bytes), ApiErro
     Ok((parts.headers, collected.to_bytes()))
 }
 
+/// Decodes a request body: JSON, or Kubernetes protobuf for the kinds kubectl's typed
+/// clients send; anything else is 415.
+fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let base = ct.split(';').next().unwrap_or_default().trim();
+    if base.is_empty() || base == "application/json" || base.ends_with("+json") || base == "application/apply-patch+yaml" {
+        return parse_json(body);
+    }
+    if base == "application/vnd.kubernetes.protobuf" {
+        return crate::proto::decode(body).map_err(|e| {
+            ApiError::new(415, "UnsupportedMediaType", format!("the body of the request could not be decoded: {e}"))
+        });
+    }
+    Err(ApiError::new(
+        415,
+        "UnsupportedMediaType",
+        format!("the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json, application/json-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {base:?})"),
+    ))
+}
+
 fn parse_json(b: &[u8]) -> Result<Value, ApiError> {
     serde_json::from_slice(b).map_err(|e| {
         ApiError::bad_request(format!(
@@ -557,8 +580,8 @@ async fn resource_request(
             if def.namespaced && ns.is_empty() && !def.virtual_create_only {
                 return Err(ApiError::method_not_allowed(&def.group, &def.plural));
             }
-            let (_, body) = read_body(req).await?;
-            let body = parse_json(&body)?;
+            let (headers, body) = read_body(req).await?;
+            let body = decode_body(&headers, &body)?;
             if def.virtual_create_only {
                 return review(shared, user, &def, ns, body);
             }
@@ -566,8 +589,8 @@ async fn resource_request(
             Ok(respond(201, obj_bytes(&def, &obj)))
         }
         "update" => {
-            let (_, body) = read_body(req).await?;
-            let body = parse_json(&body)?;
+            let (headers, body) = read_body(req).await?;
+            let body = decode_body(&headers, &body)?;
             let out = ops::update(store, &def, ns, name, body, sub, query.dry_run())?;
             Ok(respond(200, obj_bytes(&def, out.obj())))
         }
@@ -586,8 +609,8 @@ async fn resource_request(
             Ok(respond(if created { 201 } else { 200 }, obj_bytes(&def, out.obj())))
         }
         "delete" => {
-            let (_, body) = read_body(req).await?;
-            let opts = delete_opts(&body, query)?;
+            let (headers, body) = read_body(req).await?;
+            let opts = delete_opts(&headers, &body, query)?;
             match ops::delete(store, &def, ns, name, &opts)? {
                 Deleted::Gone(o) => Ok(respond_value(
                     200,
@@ -600,8 +623,8 @@ async fn resource_request(
             }
         }
         "deletecollection" => {
-            let (_, body) = read_body(req).await?;
-            let opts = delete_opts(&body, query)?;
+            let (headers, body) = read_body(req).await?;
+            let opts = delete_opts(&headers, &body, query)?;
             let (labels, fields) = selectors(query)?;
             let (_, objs, _) = store.list(
                 def.key(),
@@ -627,10 +650,10 @@ async fn resource_request(
     }
 }
 
-fn delete_opts(body: &[u8], query: &Query) -> Result<DeleteOpts, ApiError> {
+fn delete_opts(headers: &HeaderMap, body: &[u8], query: &Query) -> Result<DeleteOpts, ApiError> {
     let mut opts = DeleteOpts::default();
     if !body.iter().all(u8::is_ascii_whitespace) {
-        let v = parse_json(body)?;
+        let v = decode_body(headers, body)?;
         opts.propagation = v["propagationPolicy"].as_str().map(str::to_string);
         opts.orphan_dependents = v["orphanDependents"].as_bool();
         opts.uid = v["preconditions"]["uid"].as_str().map(str::to_string);
