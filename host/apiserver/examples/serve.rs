@@ -6,7 +6,10 @@ use lethe_apiserver::{ApiServerConfig, start};
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let tls = args.iter().any(|a| a == "--tls");
-    let data_dir = args.iter().find(|a| !a.starts_with("--")).map(std::path::PathBuf::from);
+    let data_dir = args
+        .iter()
+        .find(|a| !a.starts_with("--"))
+        .map(std::path::PathBuf::from);
     let listen = std::env::var("LISTEN")
         .ok()
         .and_then(|l| l.parse().ok())

@@ -85,7 +85,11 @@ pub fn format_token_line(token: &str, user: &str, uid: &str, groups: &[&str]) ->
 
 impl Tokens {
     pub fn new(file: Option<PathBuf>, content: &str) -> Tokens {
-        let map = content.lines().filter_map(parse_token_line).map(|(t, u)| (t, Arc::new(u))).collect();
+        let map = content
+            .lines()
+            .filter_map(parse_token_line)
+            .map(|(t, u)| (t, Arc::new(u)))
+            .collect();
         Tokens {
             map: RwLock::new(map),
             file,
@@ -224,7 +228,13 @@ fn role_rules<'a>(inner: &'a Inner, role_ref: &Value, binding_ns: &str) -> Optio
     }
 }
 
-fn binding_allows(inner: &Inner, binding: &Value, ns: &str, user: &UserInfo, a: &Attributes) -> bool {
+fn binding_allows(
+    inner: &Inner,
+    binding: &Value,
+    ns: &str,
+    user: &UserInfo,
+    a: &Attributes,
+) -> bool {
     let subjects = binding["subjects"].as_array();
     if !subjects.is_some_and(|s| s.iter().any(|s| subject_matches(s, user))) {
         return false;
@@ -237,8 +247,17 @@ fn binding_allows(inner: &Inner, binding: &Value, ns: &str, user: &UserInfo, a: 
 /// Paths every authenticated user may read (the `system:discovery` and
 /// `system:public-info-viewer` roles).
 fn discovery_path(path: &str) -> bool {
-    matches!(path, "/api" | "/apis" | "/version" | "/healthz" | "/livez" | "/readyz" | "/openapi/v2" | "/openapi/v3")
-        || path.starts_with("/api/")
+    matches!(
+        path,
+        "/api"
+            | "/apis"
+            | "/version"
+            | "/healthz"
+            | "/livez"
+            | "/readyz"
+            | "/openapi/v2"
+            | "/openapi/v3"
+    ) || path.starts_with("/api/")
         || path.starts_with("/apis/")
         || path.starts_with("/openapi/")
         || path.starts_with("/healthz/")
@@ -281,43 +300,76 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> bool {
 pub fn default_rbac() -> Vec<(&'static str, Value)> {
     use serde_json::json;
     let read = json!(["get", "list", "watch"]);
-    let write = json!(["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]);
+    let write = json!([
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch"
+    ]);
     let ns_groups = json!(["", "batch", "coordination.k8s.io"]);
-    let ns_resources = json!(["configmaps", "secrets", "serviceaccounts", "events", "cronjobs", "cronjobs/status", "jobs", "jobs/status", "leases"]);
+    let ns_resources = json!([
+        "configmaps",
+        "secrets",
+        "serviceaccounts",
+        "events",
+        "cronjobs",
+        "cronjobs/status",
+        "jobs",
+        "jobs/status",
+        "leases"
+    ]);
     vec![
-        ("clusterroles", json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}],
-        })),
-        ("clusterroles", json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": "admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-            "rules": [
-                {"apiGroups": ns_groups, "resources": ns_resources, "verbs": write},
-                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": write},
-                {"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]},
-            ],
-        })),
-        ("clusterroles", json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": "edit", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-            "rules": [{"apiGroups": ns_groups, "resources": ns_resources, "verbs": write}],
-        })),
-        ("clusterroles", json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": "view", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-            "rules": [{"apiGroups": ns_groups, "resources": ["configmaps", "serviceaccounts", "events", "cronjobs", "cronjobs/status", "jobs", "jobs/status", "leases"], "verbs": read}],
-        })),
-        ("clusterrolebindings", json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}],
-        })),
+        (
+            "clusterroles",
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+                "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}],
+            }),
+        ),
+        (
+            "clusterroles",
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+                "rules": [
+                    {"apiGroups": ns_groups, "resources": ns_resources, "verbs": write},
+                    {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": write},
+                    {"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]},
+                ],
+            }),
+        ),
+        (
+            "clusterroles",
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "edit", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+                "rules": [{"apiGroups": ns_groups, "resources": ns_resources, "verbs": write}],
+            }),
+        ),
+        (
+            "clusterroles",
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "view", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+                "rules": [{"apiGroups": ns_groups, "resources": ["configmaps", "serviceaccounts", "events", "cronjobs", "cronjobs/status", "jobs", "jobs/status", "leases"], "verbs": read}],
+            }),
+        ),
+        (
+            "clusterrolebindings",
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}],
+            }),
+        ),
     ]
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -345,9 +397,21 @@ mod tests {
             namespace: "ns".into(),
             path: String::new(),
         };
-        assert!(rule_allows(&json!({"apiGroups": ["batch"], "resources": ["cronjobs/status"], "verbs": ["get"]}), &a));
-        assert!(!rule_allows(&json!({"apiGroups": ["batch"], "resources": ["cronjobs"], "verbs": ["get"]}), &a));
-        assert!(rule_allows(&json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"], "resourceNames": ["x"]}), &a));
-        assert!(!rule_allows(&json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"], "resourceNames": ["y"]}), &a));
+        assert!(rule_allows(
+            &json!({"apiGroups": ["batch"], "resources": ["cronjobs/status"], "verbs": ["get"]}),
+            &a
+        ));
+        assert!(!rule_allows(
+            &json!({"apiGroups": ["batch"], "resources": ["cronjobs"], "verbs": ["get"]}),
+            &a
+        ));
+        assert!(rule_allows(
+            &json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"], "resourceNames": ["x"]}),
+            &a
+        ));
+        assert!(!rule_allows(
+            &json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"], "resourceNames": ["y"]}),
+            &a
+        ));
     }
 }

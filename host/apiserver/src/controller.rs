@@ -67,8 +67,16 @@ pub fn pass(store: &Store) -> bool {
     let mut changed = false;
     let (deleting, owned): (Vec<Item>, Vec<Item>) = store.read(|inner| {
         (
-            inner.deleting.iter().filter_map(|fk| item(inner, fk)).collect(),
-            inner.owned.iter().filter_map(|fk| item(inner, fk)).collect(),
+            inner
+                .deleting
+                .iter()
+                .filter_map(|fk| item(inner, fk))
+                .collect(),
+            inner
+                .owned
+                .iter()
+                .filter_map(|fk| item(inner, fk))
+                .collect(),
         )
     });
     for it in &deleting {
@@ -152,10 +160,14 @@ pub fn pass(store: &Store) -> bool {
             }
         }
     }
-    // Garbage collection: dependents whose owners are all gone.
+    // Garbage collection: dependents whose owners are all gone (read afresh: the steps above
+    // may have orphaned some).
+    drop(owned);
     let orphans: Vec<Item> = store.read(|inner| {
-        owned
-            .into_iter()
+        inner
+            .owned
+            .iter()
+            .filter_map(|fk| item(inner, fk))
             .filter(|d| {
                 let owners = owner_uids(&d.obj);
                 !owners.is_empty() && owners.iter().all(|u| !inner.uids.contains_key(u))

@@ -209,7 +209,10 @@ fn bootstrap(store: &store::Store) -> anyhow::Result<()> {
     }
     for (plural, obj) in auth::default_rbac() {
         let def = find(plural)?;
-        let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         if store.get(def.key(), "", &name, false).is_none() {
             ops::create(store, &def, "", obj, false)
                 .map_err(|e| anyhow::anyhow!("bootstrap {plural} {name}: {e}"))?;
@@ -255,7 +258,8 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
             let t = random_token();
             let tokens = auth::Tokens::new(None, "");
             tokens.add(&t, "admin", "admin", &["system:masters"]);
-            let tmp = std::env::temp_dir().join(format!("lethe-apiserver-{}", uuid::Uuid::new_v4()));
+            let tmp =
+                std::env::temp_dir().join(format!("lethe-apiserver-{}", uuid::Uuid::new_v4()));
             (store, tokens, t, Some(tmp))
         }
     };
@@ -319,9 +323,8 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
                 // Reap finished connections so the set does not grow without bound.
                 while set.try_join_next().is_some() {}
                 set.spawn(async move {
-                    let svc = hyper::service::service_fn(move |req| {
-                        server::handle(shared.clone(), req)
-                    });
+                    let svc =
+                        hyper::service::service_fn(move |req| server::handle(shared.clone(), req));
                     let builder = hyper::server::conn::http1::Builder::new();
                     match acceptor {
                         Some(acc) => {

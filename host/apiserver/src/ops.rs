@@ -182,7 +182,8 @@ fn check_identity(
 
 impl ApiError {
     fn with_message_kind(mut self, got: &str, want: &str) -> Self {
-        self.message = format!("the kind in the data ({got}) does not match the expected kind ({want})");
+        self.message =
+            format!("the kind in the data ({got}) does not match the expected kind ({want})");
         self
     }
 }
@@ -198,7 +199,9 @@ fn check_namespace(inner: &Inner, def: &ResourceDef, ns: &str, name: &str) -> Re
             &def.group,
             &def.plural,
             name,
-            &format!("unable to create new content in namespace {ns} because it is being terminated"),
+            &format!(
+                "unable to create new content in namespace {ns} because it is being terminated"
+            ),
         )),
         Some(_) => Ok(()),
     }
@@ -280,11 +283,20 @@ fn validate_crd(crd: &Value, name: &str) -> Result<(), ApiError> {
 
 /// Defaults and status the CRD controllers would fill in.
 fn crd_defaults(v: &mut Value, old_status: Option<&Value>) {
-    let kind = v["spec"]["names"]["kind"].as_str().unwrap_or_default().to_string();
-    if v["spec"]["names"]["singular"].as_str().is_none_or(str::is_empty) {
+    let kind = v["spec"]["names"]["kind"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if v["spec"]["names"]["singular"]
+        .as_str()
+        .is_none_or(str::is_empty)
+    {
         v["spec"]["names"]["singular"] = json!(kind.to_lowercase());
     }
-    if v["spec"]["names"]["listKind"].as_str().is_none_or(str::is_empty) {
+    if v["spec"]["names"]["listKind"]
+        .as_str()
+        .is_none_or(str::is_empty)
+    {
         v["spec"]["names"]["listKind"] = json!(format!("{kind}List"));
     }
     if !v["spec"]["conversion"].is_object() {
@@ -341,18 +353,29 @@ fn prepare_create(
     mut body: Value,
     inner: &Inner,
 ) -> Result<Value, ApiError> {
-    let name = body["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let name = body["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     check_namespace(inner, def, ns, &name)?;
     if def.is_crd() {
         validate_crd(&body, &name)?;
     }
-    if def.status_subresource && let Some(m) = body.as_object_mut() {
+    if def.status_subresource
+        && let Some(m) = body.as_object_mut()
+    {
         m.remove("status");
     }
     let meta = meta_mut(&mut body);
     meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
     meta.insert("creationTimestamp".into(), json!(now()));
-    for f in ["deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink", "resourceVersion"] {
+    for f in [
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "managedFields",
+        "selfLink",
+        "resourceVersion",
+    ] {
         meta.remove(f);
     }
     if def.has_generation {
@@ -395,7 +418,10 @@ pub fn create(
     dry_run: bool,
 ) -> Result<Arc<Obj>, ApiError> {
     check_identity(def, ns, None, &mut body)?;
-    let mut name = body["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let mut name = body["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     if name.is_empty()
         && let Some(g) = body["metadata"]["generateName"].as_str()
         && !g.is_empty()
@@ -461,7 +487,12 @@ impl Outcome {
 }
 
 /// Computes the stored form of an update of `cur` to `new`.
-fn prepare_update(def: &ResourceDef, cur: &Obj, mut new: Value, sub: Sub) -> Result<Change, ApiError> {
+fn prepare_update(
+    def: &ResourceDef,
+    cur: &Obj,
+    mut new: Value,
+    sub: Sub,
+) -> Result<Change, ApiError> {
     let name = cur.meta_str("name").to_string();
     if let Some(rv) = new["metadata"]["resourceVersion"].as_str()
         && !rv.is_empty()
@@ -497,7 +528,9 @@ fn prepare_update(def: &ResourceDef, cur: &Obj, mut new: Value, sub: Sub) -> Res
             r
         }
         Sub::Main => {
-            if def.status_subresource && let Some(m) = new.as_object_mut() {
+            if def.status_subresource
+                && let Some(m) = new.as_object_mut()
+            {
                 match cur.value.get("status") {
                     Some(s) => {
                         m.insert("status".into(), s.clone());
@@ -520,9 +553,21 @@ fn prepare_update(def: &ResourceDef, cur: &Obj, mut new: Value, sub: Sub) -> Res
     result["apiVersion"] = cur.value["apiVersion"].clone();
     // Server-owned metadata comes from the stored object.
     {
-        let old_meta = cur.value["metadata"].as_object().cloned().unwrap_or_default();
+        let old_meta = cur.value["metadata"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
         let meta = meta_mut(&mut result);
-        for f in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace", "name", "generation", "resourceVersion"] {
+        for f in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "namespace",
+            "name",
+            "generation",
+            "resourceVersion",
+        ] {
             match old_meta.get(f) {
                 Some(v) => {
                     meta.insert(f.into(), v.clone());
@@ -596,8 +641,8 @@ fn prepare_update(def: &ResourceDef, cur: &Obj, mut new: Value, sub: Sub) -> Res
         return Ok(Change::Keep);
     }
     if cur.deleting() && string_list(&result["metadata"]["finalizers"]).is_empty() {
-        let ns_pending = def.is_namespace()
-            && !string_list(&result["spec"]["finalizers"]).is_empty();
+        let ns_pending =
+            def.is_namespace() && !string_list(&result["spec"]["finalizers"]).is_empty();
         if !ns_pending {
             // Store the final state for the event, then remove.
             return Ok(Change::Remove);
@@ -708,7 +753,9 @@ impl PatchType {
             "application/merge-patch+json" => Some(PatchType::Merge),
             "application/json-patch+json" => Some(PatchType::Json),
             "application/strategic-merge-patch+json" => Some(PatchType::Strategic),
-            "application/apply-patch+yaml" | "application/apply-patch+json" => Some(PatchType::Apply),
+            "application/apply-patch+yaml" | "application/apply-patch+json" => {
+                Some(PatchType::Apply)
+            }
             _ => None,
         }
     }
@@ -944,7 +991,10 @@ pub fn finalize_namespace(store: &Store, def: &ResourceDef, name: &str) -> bool 
             return Ok((Change::Keep, false));
         }
         let mut v = cur.value.clone();
-        let left: Vec<String> = spec_fins.into_iter().filter(|f| f != "kubernetes").collect();
+        let left: Vec<String> = spec_fins
+            .into_iter()
+            .filter(|f| f != "kubernetes")
+            .collect();
         set_in(&mut v, &["spec", "finalizers"], json!(left));
         if left.is_empty() && cur.finalizers().is_empty() {
             return Ok((Change::Remove, true));

@@ -103,12 +103,14 @@ pub fn strategic_merge(target: &mut Value, patch: &Value) {
         }
         match (t.get_mut(k), v) {
             (Some(Value::Array(cur)), Value::Array(items)) => {
-                let key = merge_key_for(items).filter(|mk| cur.iter().all(|c| c.get(*mk).is_some()));
+                let key =
+                    merge_key_for(items).filter(|mk| cur.iter().all(|c| c.get(*mk).is_some()));
                 match key {
                     Some(mk) => {
                         for item in items {
                             let id = item[mk].clone();
-                            let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
+                            let delete =
+                                item.get("$patch").and_then(Value::as_str) == Some("delete");
                             let pos = cur.iter().position(|c| c[mk] == id);
                             match (pos, delete) {
                                 (Some(i), true) => {
@@ -211,7 +213,8 @@ fn parent_mut<'a>(v: &'a mut Value, path: &[String]) -> Result<&'a mut Value, St
                 .ok_or_else(|| format!("missing path segment {seg:?}"))?,
             Value::Array(a) => {
                 let i: usize = seg.parse().map_err(|_| format!("invalid index {seg:?}"))?;
-                a.get_mut(i).ok_or_else(|| format!("index {i} out of range"))?
+                a.get_mut(i)
+                    .ok_or_else(|| format!("index {i} out of range"))?
             }
             _ => return Err(format!("cannot descend into {seg:?}")),
         };
@@ -234,7 +237,9 @@ fn add(doc: &mut Value, path: &[String], value: Value) -> Result<(), String> {
                 a.push(value);
                 return Ok(());
             }
-            let i: usize = last.parse().map_err(|_| format!("invalid index {last:?}"))?;
+            let i: usize = last
+                .parse()
+                .map_err(|_| format!("invalid index {last:?}"))?;
             if i > a.len() {
                 return Err(format!("index {i} out of range"));
             }
@@ -254,7 +259,9 @@ fn remove(doc: &mut Value, path: &[String]) -> Result<Value, String> {
             .remove(last)
             .ok_or_else(|| format!("unable to remove nonexistent key: {last}")),
         Value::Array(a) => {
-            let i: usize = last.parse().map_err(|_| format!("invalid index {last:?}"))?;
+            let i: usize = last
+                .parse()
+                .map_err(|_| format!("invalid index {last:?}"))?;
             if i >= a.len() {
                 return Err(format!("index {i} out of range"));
             }
@@ -273,7 +280,11 @@ pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
         let name = op["op"].as_str().ok_or("operation without \"op\"")?;
         let path = parse_pointer(op["path"].as_str().ok_or("operation without \"path\"")?)?;
         match name {
-            "add" => add(doc, &path, op.get("value").cloned().ok_or("add without value")?)?,
+            "add" => add(
+                doc,
+                &path,
+                op.get("value").cloned().ok_or("add without value")?,
+            )?,
             "remove" => {
                 remove(doc, &path)?;
             }
@@ -354,7 +365,13 @@ mod tests {
             d,
             json!({"metadata": {"finalizers": ["b", "c"], "labels": {"x": "z"}}})
         );
-        assert!(json_patch(&mut d, &json!([{"op": "test", "path": "/metadata/labels/x", "value": "q"}])).is_err());
+        assert!(
+            json_patch(
+                &mut d,
+                &json!([{"op": "test", "path": "/metadata/labels/x", "value": "q"}])
+            )
+            .is_err()
+        );
         assert!(json_patch(&mut d, &json!([{"op": "remove", "path": "/nope"}])).is_err());
     }
 

@@ -118,7 +118,11 @@ const SUBJECT: Schema = &[
     (3, "name", T::Str),
     (4, "namespace", T::Str),
 ];
-const ROLE_REF: Schema = &[(1, "apiGroup", T::Str), (2, "kind", T::Str), (3, "name", T::Str)];
+const ROLE_REF: Schema = &[
+    (1, "apiGroup", T::Str),
+    (2, "kind", T::Str),
+    (3, "name", T::Str),
+];
 const BINDING: Schema = &[
     (1, "metadata", T::Msg(OBJECT_META)),
     (2, "subjects", T::RepMsg(SUBJECT)),
@@ -366,7 +370,8 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
             _ => {}
         }
     }
-    let schema = schema_for(&kind).ok_or_else(|| format!("protobuf bodies of kind {kind:?} are not supported; send JSON"))?;
+    let schema = schema_for(&kind)
+        .ok_or_else(|| format!("protobuf bodies of kind {kind:?} are not supported; send JSON"))?;
     let mut m = message(raw, schema)?;
     if !api_version.is_empty() {
         m.insert("apiVersion".into(), json!(api_version));

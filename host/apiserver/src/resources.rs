@@ -115,25 +115,201 @@ pub fn builtins() -> &'static [Arc<ResourceDef>] {
     B.get_or_init(|| {
         use NameRule::*;
         let mut v = vec![
-            def("", "v1", "namespaces", "namespace", "Namespace", false, &["ns"], true, false, Label),
-            def("", "v1", "configmaps", "configmap", "ConfigMap", true, &["cm"], false, false, Subdomain),
-            def("", "v1", "secrets", "secret", "Secret", true, &[], false, false, Subdomain),
-            def("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true, &["sa"], false, false, Subdomain),
-            def("", "v1", "events", "event", "Event", true, &["ev"], false, false, Subdomain),
-            def("batch", "v1", "cronjobs", "cronjob", "CronJob", true, &["cj"], true, true, Subdomain),
-            def("batch", "v1", "jobs", "job", "Job", true, &[], true, true, Subdomain),
-            def("coordination.k8s.io", "v1", "leases", "lease", "Lease", true, &[], false, false, Subdomain),
-            def("rbac.authorization.k8s.io", "v1", "roles", "role", "Role", true, &[], false, false, PathSegment),
-            def("rbac.authorization.k8s.io", "v1", "clusterroles", "clusterrole", "ClusterRole", false, &[], false, false, PathSegment),
-            def("rbac.authorization.k8s.io", "v1", "rolebindings", "rolebinding", "RoleBinding", true, &[], false, false, PathSegment),
-            def("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", false, &[], false, false, PathSegment),
-            def("apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition", "CustomResourceDefinition", false, &["crd", "crds"], true, true, Subdomain),
+            def(
+                "",
+                "v1",
+                "namespaces",
+                "namespace",
+                "Namespace",
+                false,
+                &["ns"],
+                true,
+                false,
+                Label,
+            ),
+            def(
+                "",
+                "v1",
+                "configmaps",
+                "configmap",
+                "ConfigMap",
+                true,
+                &["cm"],
+                false,
+                false,
+                Subdomain,
+            ),
+            def(
+                "",
+                "v1",
+                "secrets",
+                "secret",
+                "Secret",
+                true,
+                &[],
+                false,
+                false,
+                Subdomain,
+            ),
+            def(
+                "",
+                "v1",
+                "serviceaccounts",
+                "serviceaccount",
+                "ServiceAccount",
+                true,
+                &["sa"],
+                false,
+                false,
+                Subdomain,
+            ),
+            def(
+                "",
+                "v1",
+                "events",
+                "event",
+                "Event",
+                true,
+                &["ev"],
+                false,
+                false,
+                Subdomain,
+            ),
+            def(
+                "batch",
+                "v1",
+                "cronjobs",
+                "cronjob",
+                "CronJob",
+                true,
+                &["cj"],
+                true,
+                true,
+                Subdomain,
+            ),
+            def(
+                "batch",
+                "v1",
+                "jobs",
+                "job",
+                "Job",
+                true,
+                &[],
+                true,
+                true,
+                Subdomain,
+            ),
+            def(
+                "coordination.k8s.io",
+                "v1",
+                "leases",
+                "lease",
+                "Lease",
+                true,
+                &[],
+                false,
+                false,
+                Subdomain,
+            ),
+            def(
+                "rbac.authorization.k8s.io",
+                "v1",
+                "roles",
+                "role",
+                "Role",
+                true,
+                &[],
+                false,
+                false,
+                PathSegment,
+            ),
+            def(
+                "rbac.authorization.k8s.io",
+                "v1",
+                "clusterroles",
+                "clusterrole",
+                "ClusterRole",
+                false,
+                &[],
+                false,
+                false,
+                PathSegment,
+            ),
+            def(
+                "rbac.authorization.k8s.io",
+                "v1",
+                "rolebindings",
+                "rolebinding",
+                "RoleBinding",
+                true,
+                &[],
+                false,
+                false,
+                PathSegment,
+            ),
+            def(
+                "rbac.authorization.k8s.io",
+                "v1",
+                "clusterrolebindings",
+                "clusterrolebinding",
+                "ClusterRoleBinding",
+                false,
+                &[],
+                false,
+                false,
+                PathSegment,
+            ),
+            def(
+                "apiextensions.k8s.io",
+                "v1",
+                "customresourcedefinitions",
+                "customresourcedefinition",
+                "CustomResourceDefinition",
+                false,
+                &["crd", "crds"],
+                true,
+                true,
+                Subdomain,
+            ),
         ];
-        let mut ssar = def("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "selfsubjectaccessreview", "SelfSubjectAccessReview", false, &[], false, false, PathSegment);
+        let mut ssar = def(
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectaccessreviews",
+            "selfsubjectaccessreview",
+            "SelfSubjectAccessReview",
+            false,
+            &[],
+            false,
+            false,
+            PathSegment,
+        );
         ssar.virtual_create_only = true;
-        let mut sar = def("authorization.k8s.io", "v1", "subjectaccessreviews", "subjectaccessreview", "SubjectAccessReview", false, &[], false, false, PathSegment);
+        let mut sar = def(
+            "authorization.k8s.io",
+            "v1",
+            "subjectaccessreviews",
+            "subjectaccessreview",
+            "SubjectAccessReview",
+            false,
+            &[],
+            false,
+            false,
+            PathSegment,
+        );
         sar.virtual_create_only = true;
-        let mut lsar = def("authorization.k8s.io", "v1", "localsubjectaccessreviews", "localsubjectaccessreview", "LocalSubjectAccessReview", true, &[], false, false, PathSegment);
+        let mut lsar = def(
+            "authorization.k8s.io",
+            "v1",
+            "localsubjectaccessreviews",
+            "localsubjectaccessreview",
+            "LocalSubjectAccessReview",
+            true,
+            &[],
+            false,
+            false,
+            PathSegment,
+        );
         lsar.virtual_create_only = true;
         v.push(ssar);
         v.push(sar);
@@ -164,11 +340,19 @@ pub fn defs_from_crd(crd: &Value) -> Vec<Arc<ResourceDef>> {
     let namespaced = spec["scope"].as_str() != Some("Cluster");
     let short: Vec<String> = names["shortNames"]
         .as_array()
-        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default();
     let categories: Vec<String> = names["categories"]
         .as_array()
-        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default();
     let mut out = vec![];
     if let Some(versions) = spec["versions"].as_array() {
@@ -208,7 +392,11 @@ pub fn crd_preferred_version(crd: &Value) -> Option<String> {
     versions
         .iter()
         .find(|v| v["storage"].as_bool() == Some(true) && v["served"].as_bool() != Some(false))
-        .or_else(|| versions.iter().find(|v| v["served"].as_bool() != Some(false)))
+        .or_else(|| {
+            versions
+                .iter()
+                .find(|v| v["served"].as_bool() != Some(false))
+        })
         .and_then(|v| v["name"].as_str().map(str::to_string))
 }
 
@@ -240,7 +428,8 @@ pub fn groups(custom: &[Arc<ResourceDef>], crds: &[Value]) -> Vec<GroupInfo> {
         }
     }
     for crd in crds {
-        if let (Some(group), Some(pref)) = (crd["spec"]["group"].as_str(), crd_preferred_version(crd))
+        if let (Some(group), Some(pref)) =
+            (crd["spec"]["group"].as_str(), crd_preferred_version(crd))
             && let Some(g) = out.iter_mut().find(|g| g.name == group)
             && g.versions.contains(&pref)
         {
@@ -269,7 +458,10 @@ pub fn group_json(g: &GroupInfo) -> Value {
 /// The `APIResourceList` for one group/version.
 pub fn resource_list(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> Value {
     let mut resources = vec![];
-    for d in defs.iter().filter(|d| d.group == group && d.version == version) {
+    for d in defs
+        .iter()
+        .filter(|d| d.group == group && d.version == version)
+    {
         let mut r = json!({
             "name": d.plural,
             "singularName": d.singular,
@@ -336,7 +528,10 @@ pub fn openapi_v3_index(defs: &[Arc<ResourceDef>], hash: u64) -> Value {
 pub fn openapi_v3_doc(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> Option<Value> {
     let mut paths = serde_json::Map::new();
     let mut any = false;
-    for d in defs.iter().filter(|d| d.group == group && d.version == version) {
+    for d in defs
+        .iter()
+        .filter(|d| d.group == group && d.version == version)
+    {
         any = true;
         let prefix = if group.is_empty() {
             format!("/api/{version}")

@@ -170,8 +170,12 @@ impl LabelSelector {
                 Op::NotIn(xs) => !v.is_some_and(|v| xs.iter().any(|x| x == v)),
                 Op::Exists => v.is_some(),
                 Op::NotExists => v.is_none(),
-                Op::Gt(n) => v.and_then(|v| v.parse::<i64>().ok()).is_some_and(|x| x > *n),
-                Op::Lt(n) => v.and_then(|v| v.parse::<i64>().ok()).is_some_and(|x| x < *n),
+                Op::Gt(n) => v
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .is_some_and(|x| x > *n),
+                Op::Lt(n) => v
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .is_some_and(|x| x < *n),
             }
         })
     }

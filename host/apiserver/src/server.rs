@@ -141,7 +141,9 @@ pub async fn handle(
 ) -> Result<Response<Body>, DropConnection> {
     let path = req.uri().path().to_string();
     if path == "/lethe" || path.starts_with("/lethe/") {
-        return Ok(lethe_endpoint(&shared, req).await.unwrap_or_else(|e| error_response(&e)));
+        return Ok(lethe_endpoint(&shared, req)
+            .await
+            .unwrap_or_else(|e| error_response(&e)));
     }
     if shared.faults_active.load(Ordering::Relaxed) {
         let f = shared.faults.read().clone();
@@ -174,16 +176,13 @@ pub async fn handle(
 
 async fn read_body(req: Request<Incoming>) -> Result<(HeaderMap, Bytes), ApiError> {
     let (parts, body) = req.into_parts();
-    let collected = Limited::new(body, MAX_BODY)
-        .collect()
-        .await
-        .map_err(|e| {
-            if e.is::<http_body_util::LengthLimitError>() {
-                ApiError::too_large()
-            } else {
-                ApiError::bad_request(format!("reading the request body: {e}"))
-            }
-        })?;
+    let collected = Limited::new(body, MAX_BODY).collect().await.map_err(|e| {
+        if e.is::<http_body_util::LengthLimitError>() {
+            ApiError::too_large()
+        } else {
+            ApiError::bad_request(format!("reading the request body: {e}"))
+        }
+    })?;
     Ok((parts.headers, collected.to_bytes()))
 }
 
@@ -195,30 +194,41 @@ fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     let base = ct.split(';').next().unwrap_or_default().trim();
-    if base.is_empty() || base == "application/json" || base.ends_with("+json") || base == "application/apply-patch+yaml" {
+    if base.is_empty()
+        || base == "application/json"
+        || base.ends_with("+json")
+        || base == "application/apply-patch+yaml"
+    {
         return parse_json(body);
     }
     if base == "application/vnd.kubernetes.protobuf" {
         return crate::proto::decode(body).map_err(|e| {
-            ApiError::new(415, "UnsupportedMediaType", format!("the body of the request could not be decoded: {e}"))
+            ApiError::new(
+                415,
+                "UnsupportedMediaType",
+                format!("the body of the request could not be decoded: {e}"),
+            )
         });
     }
     Err(ApiError::new(
         415,
         "UnsupportedMediaType",
-        format!("the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json, application/json-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {base:?})"),
+        format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json, application/json-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {base:?})"
+        ),
     ))
 }
 
 fn parse_json(b: &[u8]) -> Result<Value, ApiError> {
     serde_json::from_slice(b).map_err(|e| {
-        ApiError::bad_request(format!(
-            "couldn't get version/kind; json parse error: {e}"
-        ))
+        ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
     })
 }
 
-async fn lethe_endpoint(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+async fn lethe_endpoint(
+    shared: &Shared,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
     let Some(token) = bearer(req.headers()) else {
         return Err(ApiError::unauthorized());
     };
@@ -229,7 +239,10 @@ async fn lethe_endpoint(shared: &Shared, req: Request<Incoming>) -> Result<Respo
         return Err(ApiError::new(
             403,
             "Forbidden",
-            format!("forbidden: only the admin token may use {}", req.uri().path()),
+            format!(
+                "forbidden: only the admin token may use {}",
+                req.uri().path()
+            ),
         ));
     }
     let path = req.uri().path().to_string();
@@ -237,7 +250,10 @@ async fn lethe_endpoint(shared: &Shared, req: Request<Incoming>) -> Result<Respo
     match (method, path.as_str()) {
         (Method::GET, "/lethe/faults") => {
             let f = shared.faults.read().clone();
-            Ok(respond_value(200, &serde_json::to_value(f).unwrap_or_default()))
+            Ok(respond_value(
+                200,
+                &serde_json::to_value(f).unwrap_or_default(),
+            ))
         }
         (Method::PUT, "/lethe/faults") | (Method::POST, "/lethe/faults") => {
             let (_, body) = read_body(req).await?;
@@ -247,14 +263,22 @@ async fn lethe_endpoint(shared: &Shared, req: Request<Incoming>) -> Result<Respo
                 return Err(ApiError::bad_request("rates must be between 0 and 1"));
             }
             if f.error_rate > 0.0 && !matches!(f.error_status, 429 | 500 | 503) {
-                return Err(ApiError::bad_request("error_status must be 429, 500 or 503"));
+                return Err(ApiError::bad_request(
+                    "error_status must be 429, 500 or 503",
+                ));
             }
             shared.set_faults(f.clone());
-            Ok(respond_value(200, &serde_json::to_value(f).unwrap_or_default()))
+            Ok(respond_value(
+                200,
+                &serde_json::to_value(f).unwrap_or_default(),
+            ))
         }
         (Method::POST, "/lethe/compact") => {
             let rv = shared.store.compact();
-            Ok(respond_value(200, &json!({"compactedResourceVersion": rv.to_string()})))
+            Ok(respond_value(
+                200,
+                &json!({"compactedResourceVersion": rv.to_string()}),
+            ))
         }
         _ => Err(ApiError::path_not_found()),
     }
@@ -272,8 +296,13 @@ fn header_values(headers: &HeaderMap, name: &str) -> Vec<String> {
 /// Authenticates the caller and applies impersonation.
 fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<UserInfo, ApiError> {
     let token = bearer(headers).ok_or_else(ApiError::unauthorized)?;
-    let user = shared.tokens.lookup(token).ok_or_else(ApiError::unauthorized)?;
-    let imp_user = header_values(headers, "impersonate-user").into_iter().next();
+    let user = shared
+        .tokens
+        .lookup(token)
+        .ok_or_else(ApiError::unauthorized)?;
+    let imp_user = header_values(headers, "impersonate-user")
+        .into_iter()
+        .next();
     let imp_groups = header_values(headers, "impersonate-group");
     if imp_user.is_none() && imp_groups.is_empty() {
         return Ok((*user).clone());
@@ -402,7 +431,9 @@ async fn serve(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>
     }
     let store = &shared.store;
     let body = match s.as_slice() {
-        [] => json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3", "/readyz", "/version"]}),
+        [] => {
+            json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3", "/readyz", "/version"]})
+        }
         ["version"] => json!({
             "major": "1", "minor": "32", "gitVersion": "v1.32.0-lethe",
             "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
@@ -460,7 +491,12 @@ async fn serve(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>
 }
 
 fn crd_values(store: &Store) -> Vec<Value> {
-    store.read(|inner| inner.entries(CRD_KEY).map(|(_, o)| o.value.clone()).collect())
+    store.read(|inner| {
+        inner
+            .entries(CRD_KEY)
+            .map(|(_, o)| o.value.clone())
+            .collect()
+    })
 }
 
 /// Where a resource request points.
@@ -479,7 +515,8 @@ fn parse_target(
 ) -> Result<Target, ApiError> {
     let (namespace, parts): (&str, &[&str]) = match rest {
         ["namespaces", ns, tail @ ..]
-            if !tail.is_empty() && !(tail.len() == 1 && matches!(tail[0], "status" | "finalize")) =>
+            if !tail.is_empty()
+                && !(tail.len() == 1 && matches!(tail[0], "status" | "finalize")) =>
         {
             (ns, tail)
         }
@@ -535,7 +572,9 @@ async fn resource_request(
     };
     let sub = match t.sub.as_str() {
         "" => Sub::Main,
-        "status" if def.status_subresource && matches!(verb, "get" | "update" | "patch") => Sub::Status,
+        "status" if def.status_subresource && matches!(verb, "get" | "update" | "patch") => {
+            Sub::Status
+        }
         "finalize" if def.is_namespace() && verb == "update" => Sub::Finalize,
         _ => return Err(ApiError::path_not_found()),
     };
@@ -606,7 +645,10 @@ async fn resource_request(
             let body = parse_json(&body)?;
             let (out, created) =
                 ops::patch(store, &def, ns, name, pt, &body, sub, query.dry_run())?;
-            Ok(respond(if created { 201 } else { 200 }, obj_bytes(&def, out.obj())))
+            Ok(respond(
+                if created { 201 } else { 200 },
+                obj_bytes(&def, out.obj()),
+            ))
         }
         "delete" => {
             let (headers, body) = read_body(req).await?;
@@ -617,7 +659,11 @@ async fn resource_request(
                     &delete_success(&def.group, &def.plural, name, o.uid()),
                 )),
                 Deleted::Pending(o) => {
-                    let code = if opts.orphan_dependents == Some(false) { 202 } else { 200 };
+                    let code = if opts.orphan_dependents == Some(false) {
+                        202
+                    } else {
+                        200
+                    };
                     Ok(respond(code, obj_bytes(&def, &o)))
                 }
             }
@@ -628,7 +674,11 @@ async fn resource_request(
             let (labels, fields) = selectors(query)?;
             let (_, objs, _) = store.list(
                 def.key(),
-                if def.namespaced && !ns.is_empty() { Some(ns) } else { None },
+                if def.namespaced && !ns.is_empty() {
+                    Some(ns)
+                } else {
+                    None
+                },
                 None,
                 false,
                 |o| labels.matches(&o.value) && fields.matches(&o.value),
@@ -644,7 +694,10 @@ async fn resource_request(
                     Err(e) => return Err(e),
                 }
             }
-            Ok(respond(200, list_bytes(&def, store.current_rv(), &items, None)))
+            Ok(respond(
+                200,
+                list_bytes(&def, store.current_rv(), &items, None),
+            ))
         }
         _ => Err(ApiError::method_not_allowed(&def.group, &def.plural)),
     }
@@ -751,7 +804,12 @@ fn decode_continue(tok: &str) -> Option<(u64, (String, String))> {
     Some((rv, (ns.to_string(), name.to_string())))
 }
 
-fn list(store: &Store, def: &ResourceDef, ns: &str, query: &Query) -> Result<Response<Body>, ApiError> {
+fn list(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    query: &Query,
+) -> Result<Response<Body>, ApiError> {
     let (labels, fields) = selectors(query)?;
     let limit = match query.get("limit") {
         Some(l) if !l.is_empty() => l
@@ -759,19 +817,29 @@ fn list(store: &Store, def: &ResourceDef, ns: &str, query: &Query) -> Result<Res
             .map_err(|_| ApiError::bad_request(format!("invalid limit {l:?}")))?,
         _ => 0,
     };
-    let max = if limit > 0 { limit as usize } else { usize::MAX };
+    let max = if limit > 0 {
+        limit as usize
+    } else {
+        usize::MAX
+    };
     let mut after = None;
     let mut token_rv = None;
     if let Some(c) = query.get("continue").filter(|c| !c.is_empty()) {
         let (rv, start) = decode_continue(c)
             .ok_or_else(|| ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
         if store.is_compacted(rv) {
-            return Err(ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."));
+            return Err(ApiError::expired(
+                "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+            ));
         }
         after = Some(start);
         token_rv = Some(rv);
     }
-    let ns_filter = if def.namespaced && !ns.is_empty() { Some(ns) } else { None };
+    let ns_filter = if def.namespaced && !ns.is_empty() {
+        Some(ns)
+    } else {
+        None
+    };
     let (rv, items, more) = store.list(
         def.key(),
         ns_filter,
@@ -788,7 +856,10 @@ fn list(store: &Store, def: &ResourceDef, ns: &str, query: &Query) -> Result<Res
     } else {
         None
     };
-    Ok(respond(200, list_bytes(def, list_rv, &items, cont.as_deref())))
+    Ok(respond(
+        200,
+        list_bytes(def, list_rv, &items, cont.as_deref()),
+    ))
 }
 
 fn event_line(etype: &str, obj: &[u8]) -> Bytes {
@@ -824,7 +895,12 @@ fn stream_response(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Response<Body> {
     r
 }
 
-fn watch(store: &Arc<Store>, def: &Arc<ResourceDef>, ns: &str, query: &Query) -> Result<Response<Body>, ApiError> {
+fn watch(
+    store: &Arc<Store>,
+    def: &Arc<ResourceDef>,
+    ns: &str,
+    query: &Query,
+) -> Result<Response<Body>, ApiError> {
     let (labels, fields) = selectors(query)?;
     let bookmarks = query.flag("allowWatchBookmarks");
     let send_initial = query.get("sendInitialEvents") == Some("true");
@@ -856,9 +932,9 @@ fn watch(store: &Arc<Store>, def: &Arc<ResourceDef>, ns: &str, query: &Query) ->
         }
         (sub, rv)
     } else {
-        let rv: u64 = rv_param.parse().map_err(|_| {
-            ApiError::bad_request(format!("invalid resource version: {rv_param}"))
-        })?;
+        let rv: u64 = rv_param
+            .parse()
+            .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv_param}")))?;
         match store.subscribe_from(rv) {
             Ok((events, sub)) => {
                 let mut last = rv;
@@ -874,9 +950,8 @@ fn watch(store: &Arc<Store>, def: &Arc<ResourceDef>, ns: &str, query: &Query) ->
                 (sub, last)
             }
             Err(oldest) => {
-                let status = ApiError::expired(format!(
-                    "too old resource version: {rv} ({oldest})"
-                ));
+                let status =
+                    ApiError::expired(format!("too old resource version: {rv} ({oldest})"));
                 let line = event_line("ERROR", status.to_value().to_string().as_bytes());
                 let _ = tx.try_send(line);
                 return Ok(stream_response(rx));
@@ -937,9 +1012,17 @@ fn watch(store: &Arc<Store>, def: &Arc<ResourceDef>, ns: &str, query: &Query) ->
 }
 
 /// SelfSubjectAccessReview, SubjectAccessReview and LocalSubjectAccessReview.
-fn review(shared: &Shared, user: &UserInfo, def: &ResourceDef, ns: &str, mut body: Value) -> Result<Response<Body>, ApiError> {
+fn review(
+    shared: &Shared,
+    user: &UserInfo,
+    def: &ResourceDef,
+    ns: &str,
+    mut body: Value,
+) -> Result<Response<Body>, ApiError> {
     if !body.is_object() {
-        return Err(ApiError::bad_request("the body of the request was not a JSON object"));
+        return Err(ApiError::bad_request(
+            "the body of the request was not a JSON object",
+        ));
     }
     let spec = body["spec"].clone();
     let subject = match def.plural.as_str() {
@@ -948,13 +1031,23 @@ fn review(shared: &Shared, user: &UserInfo, def: &ResourceDef, ns: &str, mut bod
             let name = spec["user"].as_str().unwrap_or_default().to_string();
             let groups = crate::store::string_list(&spec["groups"]);
             if name.is_empty() && groups.is_empty() {
-                return Err(ApiError::invalid(&def.group, &def.kind, "", vec![crate::status::Cause {
-                    reason: "FieldValueRequired",
-                    message: "Required value: at least one of user or group must be specified".into(),
-                    field: "spec.user".into(),
-                }]));
+                return Err(ApiError::invalid(
+                    &def.group,
+                    &def.kind,
+                    "",
+                    vec![crate::status::Cause {
+                        reason: "FieldValueRequired",
+                        message: "Required value: at least one of user or group must be specified"
+                            .into(),
+                        field: "spec.user".into(),
+                    }],
+                ));
             }
-            UserInfo { name, uid: spec["uid"].as_str().unwrap_or_default().to_string(), groups }
+            UserInfo {
+                name,
+                uid: spec["uid"].as_str().unwrap_or_default().to_string(),
+                groups,
+            }
         }
     };
     let attrs = if let Some(ra) = spec.get("resourceAttributes").filter(|v| v.is_object()) {

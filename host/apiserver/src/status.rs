@@ -206,7 +206,9 @@ impl ApiError {
         ApiError {
             code: 415,
             reason: "UnsupportedMediaType",
-            message: format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {ct:?})"),
+            message: format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {ct:?})"
+            ),
             details: None,
             retry_after: None,
         }
@@ -217,7 +219,11 @@ impl ApiError {
     }
 
     pub fn too_large() -> Self {
-        ApiError::new(413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728")
+        ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            "Request entity too large: limit is 3145728",
+        )
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
@@ -231,9 +237,18 @@ impl ApiError {
     /// The body of an injected fault.
     pub fn injected(code: u16, retry_after: u64) -> Self {
         let (reason, message) = match code {
-            429 => ("TooManyRequests", "the server has received too many requests and has asked us to try again later (injected fault)"),
-            503 => ("ServiceUnavailable", "the server is currently unable to handle the request (injected fault)"),
-            _ => ("InternalError", "an error on the server (\"injected fault\") has prevented the request from succeeding"),
+            429 => (
+                "TooManyRequests",
+                "the server has received too many requests and has asked us to try again later (injected fault)",
+            ),
+            503 => (
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request (injected fault)",
+            ),
+            _ => (
+                "InternalError",
+                "an error on the server (\"injected fault\") has prevented the request from succeeding",
+            ),
         };
         let mut e = ApiError::new(code, reason, message);
         if code == 429 {

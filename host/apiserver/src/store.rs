@@ -47,7 +47,11 @@ impl Obj {
 
 pub fn string_list(v: &Value) -> Vec<String> {
     v.as_array()
-        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -213,7 +217,11 @@ impl Store {
                         if obj.value["metadata"]["ownerReferences"].is_array() {
                             inner.owned.insert(fk);
                         }
-                        inner.objects.entry(res).or_default().insert((ns, name), obj);
+                        inner
+                            .objects
+                            .entry(res)
+                            .or_default()
+                            .insert((ns, name), obj);
                     }
                 }
                 let saved: Option<String> = conn
@@ -287,21 +295,20 @@ impl Store {
         let Some(map) = inner.objects.get(key) else {
             return (rv, vec![], false);
         };
-        let overrides: Option<BTreeMap<(String, String), Option<Arc<Obj>>>> = match self
-            .stale_window()
-        {
-            Some(w) if allow_stale => Some(
-                inner
-                    .stale
-                    .iter()
-                    .filter(|((k, n, _), (_, at))| {
-                        k == key && ns.is_none_or(|x| x == n) && at.elapsed() < w
-                    })
-                    .map(|((_, n, name), (prev, _))| ((n.clone(), name.clone()), prev.clone()))
-                    .collect(),
-            ),
-            _ => None,
-        };
+        let overrides: Option<BTreeMap<(String, String), Option<Arc<Obj>>>> =
+            match self.stale_window() {
+                Some(w) if allow_stale => Some(
+                    inner
+                        .stale
+                        .iter()
+                        .filter(|((k, n, _), (_, at))| {
+                            k == key && ns.is_none_or(|x| x == n) && at.elapsed() < w
+                        })
+                        .map(|((_, n, name), (prev, _))| ((n.clone(), name.clone()), prev.clone()))
+                        .collect(),
+                ),
+                _ => None,
+            };
         let lower = match (after, ns) {
             (Some(a), _) => std::ops::Bound::Excluded(a.clone()),
             (None, Some(n)) => std::ops::Bound::Included((n.to_string(), String::new())),
@@ -487,8 +494,10 @@ impl Store {
                     .execute(params![key, ns, name, json])?;
                 }
                 None => {
-                    conn.prepare_cached("DELETE FROM objects WHERE res = ?1 AND ns = ?2 AND name = ?3")?
-                        .execute(params![key, ns, name])?;
+                    conn.prepare_cached(
+                        "DELETE FROM objects WHERE res = ?1 AND ns = ?2 AND name = ?3",
+                    )?
+                    .execute(params![key, ns, name])?;
                 }
             }
             conn.prepare_cached("INSERT OR REPLACE INTO meta (k, v) VALUES ('rv', ?1)")?

@@ -1,0 +1,1306 @@
+//! Conformance scenarios written against the `kube` crate. They run against `KUBECONFIG` when it
+//! is set, else against the embedded server in memory.
+
+mod common;
+
+use common::{TestCluster, api_error, eventually, suffix};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams, Preconditions, WatchEvent, WatchParams,
+};
+use kube::core::Status;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+fn cm(name: &str, labels: Value) -> ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "data": {"k": "v"},
+    }))
+    .unwrap()
+}
+
+fn cm_with(meta: Value) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": meta, "data": {"k": "v"}})).unwrap()
+}
+
+fn status_of(e: kube::Error) -> Status {
+    api_error(e)
+}
+
+/// Creates a CRD with a unique group and returns its resource; waits until it is served.
+async fn make_crd(c: &TestCluster, namespaced: bool) -> ApiResource {
+    let s = suffix();
+    let group = format!("t{s}.lethe.test");
+    let kind = format!("Widget{s}");
+    let plural = format!("widget{s}s");
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group,
+            "scope": if namespaced { "Namespaced" } else { "Cluster" },
+            "names": {"plural": plural, "singular": format!("widget{s}"), "kind": kind},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+            }],
+        },
+    }))
+    .unwrap();
+    Api::<CustomResourceDefinition>::all(c.client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("CRD created");
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", &kind), &plural);
+    let probe: Api<DynamicObject> = Api::all_with(c.client.clone(), &ar);
+    eventually(10, || {
+        let probe = probe.clone();
+        async move { probe.list(&ListParams::default()).await.ok().map(|_| ()) }
+    })
+    .await;
+    ar
+}
+
+fn widget(ar: &ApiResource, name: &str, data: Value) -> DynamicObject {
+    DynamicObject::new(name, ar).data(data)
+}
+
+#[tokio::test]
+async fn configmap_create_get_list_replace_patch_delete() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("crud").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let created = api
+        .create(&PostParams::default(), &cm("a", json!({"app": "x"})))
+        .await
+        .unwrap();
+    let meta = &created.metadata;
+    assert!(meta.uid.as_deref().is_some_and(|u| !u.is_empty()));
+    assert!(meta.creation_timestamp.is_some());
+    let rv1: u64 = meta.resource_version.as_deref().unwrap().parse().unwrap();
+    let got = api.get("a").await.unwrap();
+    assert_eq!(got.data.unwrap()["k"], "v");
+    let list = api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    let list_rv: u64 = list.metadata.resource_version.unwrap().parse().unwrap();
+    assert!(list_rv >= rv1);
+    let mut changed = api.get("a").await.unwrap();
+    changed.data = Some([("k".to_string(), "w".to_string())].into());
+    let replaced = api
+        .replace("a", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    let rv2: u64 = replaced.metadata.resource_version.unwrap().parse().unwrap();
+    assert!(rv2 > rv1);
+    let patched = api
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"extra": "1"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.data.as_ref().unwrap()["extra"], "1");
+    assert_eq!(patched.data.as_ref().unwrap()["k"], "w");
+    let deleted = api.delete("a", &DeleteParams::default()).await.unwrap();
+    assert!(
+        deleted.is_right(),
+        "an object without finalizers is gone at once"
+    );
+    let e = status_of(api.get("a").await.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (404, "NotFound"));
+    assert_eq!(e.message, "configmaps \"a\" not found");
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn creating_an_existing_name_is_already_exists() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("exists").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    api.create(&PostParams::default(), &cm("dup", json!({})))
+        .await
+        .unwrap();
+    let e = status_of(
+        api.create(&PostParams::default(), &cm("dup", json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (409, "AlreadyExists"));
+    assert_eq!(e.message, "configmaps \"dup\" already exists");
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn update_with_a_stale_resource_version_is_conflict() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("conflict").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let first = api
+        .create(&PostParams::default(), &cm("c", json!({})))
+        .await
+        .unwrap();
+    let mut newer = first.clone();
+    newer.data = Some([("k".to_string(), "2".to_string())].into());
+    api.replace("c", &PostParams::default(), &newer)
+        .await
+        .unwrap();
+    let mut stale = first.clone();
+    stale.data = Some([("k".to_string(), "3".to_string())].into());
+    let e = status_of(
+        api.replace("c", &PostParams::default(), &stale)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
+    assert_eq!(
+        e.message,
+        "Operation cannot be fulfilled on configmaps \"c\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_invalid_name_is_422_invalid() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("invalid").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let e = status_of(
+        api.create(&PostParams::default(), &cm("Bad_Name", json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert!(e.message.starts_with("ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"), "{}", e.message);
+    let details = e.details.unwrap();
+    assert_eq!(details.kind, "ConfigMap");
+    assert_eq!(details.causes[0].field, "metadata.name");
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn creating_in_a_missing_namespace_is_404() {
+    let c = TestCluster::new().await;
+    let missing = format!("nope-{}", suffix());
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &missing);
+    let e = status_of(
+        api.create(&PostParams::default(), &cm("x", json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (404, "NotFound"));
+    assert_eq!(e.message, format!("namespaces \"{missing}\" not found"));
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn creating_in_a_terminating_namespace_is_403() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("term").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    api.create(
+        &PostParams::default(),
+        &cm_with(json!({"name": "held", "finalizers": ["lethe.test/hold"]})),
+    )
+    .await
+    .unwrap();
+    let nss: Api<Namespace> = Api::all(c.client.clone());
+    nss.delete(&ns, &DeleteParams::default()).await.unwrap();
+    let e = eventually(10, || {
+        let api = api.clone();
+        async move {
+            match api
+                .create(&PostParams::default(), &cm("late", json!({})))
+                .await
+            {
+                Err(kube::Error::Api(s)) if s.code == 403 => Some(*s),
+                _ => None,
+            }
+        }
+    })
+    .await;
+    assert_eq!(e.reason, "Forbidden");
+    assert_eq!(
+        e.message,
+        format!(
+            "configmaps \"late\" is forbidden: unable to create new content in namespace {ns} because it is being terminated"
+        )
+    );
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn finalizers_hold_deletion_until_the_last_one_is_removed() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("fin").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    api.create(
+        &PostParams::default(),
+        &cm_with(json!({"name": "f", "finalizers": ["a.test/one", "a.test/two"]})),
+    )
+    .await
+    .unwrap();
+    let res = api.delete("f", &DeleteParams::default()).await.unwrap();
+    let obj = res
+        .left()
+        .expect("the object comes back while finalizers are pending");
+    assert!(obj.metadata.deletion_timestamp.is_some());
+    assert_eq!(obj.metadata.deletion_grace_period_seconds, Some(0));
+    let got = api.get("f").await.unwrap();
+    assert!(got.metadata.deletion_timestamp.is_some());
+    api.patch(
+        "f",
+        &PatchParams::default(),
+        &Patch::Json::<()>(
+            serde_json::from_value(json!([{"op": "remove", "path": "/metadata/finalizers/0"}]))
+                .unwrap(),
+        ),
+    )
+    .await
+    .unwrap();
+    assert!(api.get("f").await.is_ok(), "one finalizer left");
+    api.patch(
+        "f",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    let e = status_of(api.get("f").await.unwrap_err());
+    assert_eq!(e.code, 404);
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn finalizers_cannot_be_added_once_deletion_started() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("finadd").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    api.create(
+        &PostParams::default(),
+        &cm_with(json!({"name": "f", "finalizers": ["a.test/one"]})),
+    )
+    .await
+    .unwrap();
+    api.delete("f", &DeleteParams::default()).await.unwrap();
+    let e = status_of(
+        api.patch(
+            "f",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["a.test/one", "a.test/new"]}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert!(
+        e.message
+            .contains("no new finalizers can be added if the object is being deleted"),
+        "{}",
+        e.message
+    );
+    api.patch(
+        "f",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn delete_preconditions_on_uid_and_resource_version_conflict_on_mismatch() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("precond").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let created = api
+        .create(&PostParams::default(), &cm("p", json!({})))
+        .await
+        .unwrap();
+    let wrong_uid = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some("00000000-0000-0000-0000-000000000000".into()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    let e = status_of(api.delete("p", &wrong_uid).await.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
+    assert!(
+        e.message
+            .contains("Precondition failed: UID in precondition"),
+        "{}",
+        e.message
+    );
+    let wrong_rv = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: None,
+            resource_version: Some("1".into()),
+        }),
+        ..Default::default()
+    };
+    let e = status_of(api.delete("p", &wrong_rv).await.unwrap_err());
+    assert_eq!(e.code, 409);
+    let right = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: created.metadata.uid.clone(),
+            resource_version: created.metadata.resource_version.clone(),
+        }),
+        ..Default::default()
+    };
+    api.delete("p", &right).await.unwrap();
+    assert_eq!(status_of(api.get("p").await.unwrap_err()).code, 404);
+    c.shutdown().await;
+}
+
+async fn owner_and_dependent(api: &Api<ConfigMap>) -> ConfigMap {
+    let owner = api
+        .create(&PostParams::default(), &cm("owner", json!({})))
+        .await
+        .unwrap();
+    let dep = cm_with(json!({
+        "name": "dependent",
+        "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid.clone().unwrap()}],
+    }));
+    api.create(&PostParams::default(), &dep).await.unwrap();
+    owner
+}
+
+#[tokio::test]
+async fn background_propagation_garbage_collects_dependents() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("bg").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    owner_and_dependent(&api).await;
+    api.delete("owner", &DeleteParams::background())
+        .await
+        .unwrap();
+    eventually(20, || {
+        let api = api.clone();
+        async move {
+            api.get_opt("dependent")
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn orphan_propagation_keeps_dependents_and_strips_owner_references() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("orphan").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    owner_and_dependent(&api).await;
+    api.delete("owner", &DeleteParams::orphan()).await.unwrap();
+    eventually(20, || {
+        let api = api.clone();
+        async move { api.get_opt("owner").await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+    let dep = api.get("dependent").await.unwrap();
+    assert!(dep.metadata.owner_references.unwrap_or_default().is_empty());
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn foreground_propagation_deletes_dependents_before_the_owner() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("fg").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let owner_uid = owner_and_dependent(&api).await.metadata.uid.unwrap();
+    // A finalizer on the dependent keeps the owner waiting in foreground deletion.
+    api.patch(
+        "dependent",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": ["a.test/hold"]}})),
+    )
+    .await
+    .unwrap();
+    let res = api
+        .delete("owner", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    let owner = res.left().expect("the owner waits for its dependents");
+    assert!(
+        owner
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"foregroundDeletion".to_string())
+    );
+    eventually(20, || {
+        let api = api.clone();
+        async move {
+            let d = api.get("dependent").await.ok()?;
+            d.metadata.deletion_timestamp.is_some().then_some(())
+        }
+    })
+    .await;
+    let still = api.get("owner").await.unwrap();
+    assert_eq!(still.metadata.uid.unwrap(), owner_uid);
+    api.patch(
+        "dependent",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    eventually(20, || {
+        let api = api.clone();
+        async move { api.get_opt("owner").await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn namespace_deletion_removes_contents_then_the_namespace() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("cascade").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    api.create(&PostParams::default(), &cm("plain", json!({})))
+        .await
+        .unwrap();
+    api.create(
+        &PostParams::default(),
+        &cm_with(json!({"name": "held", "finalizers": ["a.test/hold"]})),
+    )
+    .await
+    .unwrap();
+    let nss: Api<Namespace> = Api::all(c.client.clone());
+    let created = nss.get(&ns).await.unwrap();
+    assert_eq!(
+        created.spec.unwrap().finalizers.unwrap(),
+        vec!["kubernetes".to_string()]
+    );
+    assert_eq!(created.status.unwrap().phase.as_deref(), Some("Active"));
+    let res = nss.delete(&ns, &DeleteParams::default()).await.unwrap();
+    let terminating = res
+        .left()
+        .expect("the namespace comes back while terminating");
+    assert_eq!(
+        terminating.status.unwrap().phase.as_deref(),
+        Some("Terminating")
+    );
+    eventually(20, || {
+        let api = api.clone();
+        async move { api.get_opt("plain").await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+    let held = api.get("held").await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_some());
+    assert!(
+        nss.get(&ns).await.is_ok(),
+        "the namespace waits for its contents"
+    );
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    eventually(30, || {
+        let nss = nss.clone();
+        let ns = ns.clone();
+        async move { nss.get_opt(&ns).await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn label_selectors_support_every_operator() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("labels").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    api.create(
+        &PostParams::default(),
+        &cm("a", json!({"app": "web", "tier": "front"})),
+    )
+    .await
+    .unwrap();
+    api.create(&PostParams::default(), &cm("b", json!({"app": "db"})))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &cm("c", json!({"other": "x"})))
+        .await
+        .unwrap();
+    let names = |sel: &'static str| {
+        let api = api.clone();
+        async move {
+            let mut n: Vec<String> = api
+                .list(&ListParams::default().labels(sel))
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .map(|o| o.metadata.name.unwrap())
+                .collect();
+            n.sort();
+            n
+        }
+    };
+    assert_eq!(names("app=web").await, ["a"]);
+    assert_eq!(names("app==db").await, ["b"]);
+    assert_eq!(names("app!=web").await, ["b", "c"]);
+    assert_eq!(names("app in (web,db)").await, ["a", "b"]);
+    assert_eq!(names("app notin (web)").await, ["b", "c"]);
+    assert_eq!(names("tier").await, ["a"]);
+    assert_eq!(names("!app").await, ["c"]);
+    assert_eq!(names("app,!tier").await, ["b"]);
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn field_selectors_on_name_and_namespace() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("fields").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    api.create(&PostParams::default(), &cm("one", json!({})))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &cm("two", json!({})))
+        .await
+        .unwrap();
+    let l = api
+        .list(&ListParams::default().fields("metadata.name=two"))
+        .await
+        .unwrap();
+    assert_eq!(l.items.len(), 1);
+    assert_eq!(l.items[0].metadata.name.as_deref(), Some("two"));
+    let all: Api<ConfigMap> = Api::all(c.client.clone());
+    let l = all
+        .list(&ListParams::default().fields(&format!("metadata.namespace={ns},metadata.name!=two")))
+        .await
+        .unwrap();
+    let names: Vec<_> = l
+        .items
+        .iter()
+        .filter_map(|o| o.metadata.name.clone())
+        .collect();
+    assert_eq!(names, ["one"]);
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn list_pagination_with_limit_and_continue() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("pages").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    for i in 0..7 {
+        api.create(&PostParams::default(), &cm(&format!("item-{i}"), json!({})))
+            .await
+            .unwrap();
+    }
+    let mut seen = vec![];
+    let mut token: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut lp = ListParams::default().limit(3);
+        if let Some(t) = &token {
+            lp = lp.continue_token(t);
+        }
+        let page = api.list(&lp).await.unwrap();
+        assert!(page.items.len() <= 3);
+        pages += 1;
+        seen.extend(page.items.into_iter().map(|o| o.metadata.name.unwrap()));
+        token = page.metadata.continue_.filter(|t| !t.is_empty());
+        if token.is_none() {
+            break;
+        }
+    }
+    assert_eq!(pages, 3);
+    let want: Vec<String> = (0..7).map(|i| format!("item-{i}")).collect();
+    assert_eq!(seen, want);
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn watch_from_a_resource_version_sees_added_modified_deleted() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("watch").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    api.create(&PostParams::default(), &cm("w", json!({})))
+        .await
+        .unwrap();
+    api.patch(
+        "w",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "2"}})),
+    )
+    .await
+    .unwrap();
+    api.delete("w", &DeleteParams::default()).await.unwrap();
+    let stream = api
+        .watch(&WatchParams::default().timeout(10), &rv)
+        .await
+        .unwrap();
+    let events: Vec<WatchEvent<ConfigMap>> = stream.take(3).try_collect().await.unwrap();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| match e {
+            WatchEvent::Added(_) => "ADDED",
+            WatchEvent::Modified(_) => "MODIFIED",
+            WatchEvent::Deleted(_) => "DELETED",
+            WatchEvent::Bookmark(_) => "BOOKMARK",
+            WatchEvent::Error(_) => "ERROR",
+        })
+        .collect();
+    assert_eq!(kinds, ["ADDED", "MODIFIED", "DELETED"]);
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn watch_sees_live_events_after_it_starts() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("live").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(10), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    api.create(&PostParams::default(), &cm("late", json!({})))
+        .await
+        .unwrap();
+    let ev = tokio::time::timeout(Duration::from_secs(10), stream.try_next())
+        .await
+        .expect("an event arrives")
+        .unwrap()
+        .unwrap();
+    match ev {
+        WatchEvent::Added(o) => assert_eq!(o.metadata.name.as_deref(), Some("late")),
+        other => panic!("expected ADDED, got {other:?}"),
+    }
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn watch_from_a_compacted_version_is_410_gone() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("gone").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    api.create(&PostParams::default(), &cm("x", json!({})))
+        .await
+        .unwrap();
+    if let Some(s) = c.embedded_server() {
+        let r = common::raw_request(
+            s.url(),
+            "POST",
+            "/lethe/compact",
+            Some(s.admin_token()),
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 200);
+    }
+    let stream = api
+        .watch(&WatchParams::default().timeout(10), "1")
+        .await
+        .unwrap();
+    let first = stream.boxed().try_next().await.unwrap().expect("one event");
+    match first {
+        WatchEvent::Error(s) => {
+            assert_eq!(s.code, 410);
+            assert_eq!(s.reason, "Expired");
+            assert!(
+                s.message.starts_with("too old resource version: 1"),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("expected an ERROR event, got {other:?}"),
+    }
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_continue_token_from_before_a_compaction_is_410_expired() {
+    let c = TestCluster::new().await;
+    let Some(s) = c.embedded_server() else {
+        eprintln!("skipped: compaction can only be forced on the embedded server");
+        return;
+    };
+    let ns = c.namespace("expired").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    for i in 0..3 {
+        api.create(&PostParams::default(), &cm(&format!("i{i}"), json!({})))
+            .await
+            .unwrap();
+    }
+    let page = api.list(&ListParams::default().limit(1)).await.unwrap();
+    let token = page.metadata.continue_.unwrap();
+    api.create(&PostParams::default(), &cm("newer", json!({})))
+        .await
+        .unwrap();
+    common::raw_request(
+        s.url(),
+        "POST",
+        "/lethe/compact",
+        Some(s.admin_token()),
+        None,
+    )
+    .await
+    .unwrap();
+    let e = status_of(
+        api.list(&ListParams::default().limit(1).continue_token(&token))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (410, "Expired"));
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn watch_sends_bookmarks_when_allowed() {
+    let c = TestCluster::new().await;
+    let Some(s) = c.embedded_server() else {
+        eprintln!("skipped: real servers send bookmarks only about once a minute");
+        return;
+    };
+    let ns = c.namespace("bookmarks").await;
+    let r = common::raw_request(
+        s.url(),
+        "GET",
+        &format!("/api/v1/namespaces/{ns}/configmaps?watch=true&allowWatchBookmarks=true&timeoutSeconds=2"),
+        Some(s.admin_token()),
+        None,
+    )
+    .await
+    .unwrap();
+    let body = String::from_utf8(r.body).unwrap();
+    let bookmark: Value = body
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["type"] == "BOOKMARK")
+        .expect("a bookmark within the 2 s watch");
+    assert_eq!(bookmark["object"]["kind"], "ConfigMap");
+    assert!(
+        bookmark["object"]["metadata"]["resourceVersion"]
+            .as_str()
+            .is_some()
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn rbac_role_binding_allows_listed_verbs_and_denies_others() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("rbac").await;
+    let user = format!("alice-{}", suffix());
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "reader"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}],
+    }))
+    .unwrap();
+    Api::<Role>::namespaced(c.client.clone(), &ns)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let rb: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "reader"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(c.client.clone(), &ns)
+        .create(&PostParams::default(), &rb)
+        .await
+        .unwrap();
+    Api::<ConfigMap>::namespaced(c.client.clone(), &ns)
+        .create(&PostParams::default(), &cm("visible", json!({})))
+        .await
+        .unwrap();
+    let as_user: Api<ConfigMap> = Api::namespaced(c.client_as(&user, &[]), &ns);
+    let got = eventually(10, || {
+        let a = as_user.clone();
+        async move { a.get("visible").await.ok() }
+    })
+    .await;
+    assert_eq!(got.metadata.name.as_deref(), Some("visible"));
+    assert_eq!(
+        as_user
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    let e = status_of(
+        as_user
+            .delete("visible", &DeleteParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"));
+    assert_eq!(
+        e.message,
+        format!(
+            "configmaps \"visible\" is forbidden: User \"{user}\" cannot delete resource \"configmaps\" in API group \"\" in the namespace \"{ns}\""
+        )
+    );
+    let other_ns: Api<ConfigMap> = Api::namespaced(c.client_as(&user, &[]), "default");
+    let e = status_of(other_ns.list(&ListParams::default()).await.unwrap_err());
+    assert_eq!(e.code, 403);
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_cluster_role_through_a_group_binding_applies_cluster_wide() {
+    let c = TestCluster::new().await;
+    let s = suffix();
+    let group = format!("readers-{s}");
+    let cr: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": format!("ns-reader-{s}")},
+        "rules": [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list"]},
+                  {"apiGroups": ["batch"], "resources": ["cronjobs/status"], "verbs": ["get"]}],
+    }))
+    .unwrap();
+    Api::<ClusterRole>::all(c.client.clone())
+        .create(&PostParams::default(), &cr)
+        .await
+        .unwrap();
+    let crb: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": format!("ns-reader-{s}")},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("ns-reader-{s}")},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(c.client.clone())
+        .create(&PostParams::default(), &crb)
+        .await
+        .unwrap();
+    let as_member: Api<Namespace> = Api::all(c.client_as(&format!("bob-{s}"), &[&group]));
+    eventually(10, || {
+        let a = as_member.clone();
+        async move { a.list(&ListParams::default()).await.ok() }
+    })
+    .await;
+    let as_other: Api<Namespace> = Api::all(c.client_as(&format!("carol-{s}"), &[]));
+    let e = status_of(as_other.list(&ListParams::default()).await.unwrap_err());
+    assert_eq!(e.code, 403);
+    assert!(
+        e.message.ends_with(
+            "cannot list resource \"namespaces\" in API group \"\" at the cluster scope"
+        ),
+        "{}",
+        e.message
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn impersonation_needs_the_impersonate_verb() {
+    let c = TestCluster::new().await;
+    let Some(server) = c.embedded_server() else {
+        eprintln!("skipped: needs a second token, which only the embedded server can mint");
+        return;
+    };
+    let s = suffix();
+    let user = format!("imp-{s}");
+    let token = format!("token-{s}");
+    server.add_token(&token, &user, &format!("uid-{s}"), &["team"]);
+    let client = c.client_with_token(&token).await.unwrap();
+    let mut cfg = common::config_from_yaml(
+        &server
+            .kubeconfig_yaml()
+            .replace(server.admin_token(), &token),
+    )
+    .await;
+    cfg.auth_info.impersonate = Some("system:admin".into());
+    cfg.auth_info.impersonate_groups = Some(vec!["system:masters".into()]);
+    let impersonating = kube::Client::try_from(cfg).unwrap();
+    let nss: Api<Namespace> = Api::all(impersonating.clone());
+    let e = status_of(nss.list(&ListParams::default()).await.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"));
+    assert_eq!(
+        e.message,
+        format!(
+            "users \"system:admin\" is forbidden: User \"{user}\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+        )
+    );
+    let cr: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": format!("impersonator-{s}")},
+        "rules": [{"apiGroups": [""], "resources": ["users", "groups"], "verbs": ["impersonate"]}],
+    }))
+    .unwrap();
+    Api::<ClusterRole>::all(c.client.clone())
+        .create(&PostParams::default(), &cr)
+        .await
+        .unwrap();
+    let crb: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": format!("impersonator-{s}")},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("impersonator-{s}")},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(c.client.clone())
+        .create(&PostParams::default(), &crb)
+        .await
+        .unwrap();
+    assert!(
+        nss.list(&ListParams::default()).await.is_ok(),
+        "impersonating system:masters after the grant"
+    );
+    let direct: Api<Namespace> = Api::all(client);
+    assert_eq!(
+        status_of(direct.list(&ListParams::default()).await.unwrap_err()).code,
+        403
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn self_subject_access_review_answers_for_the_caller() {
+    let c = TestCluster::new().await;
+    let review = json!({
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "delete", "resource": "configmaps", "namespace": "default"}},
+    });
+    let req = http::Request::post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&review).unwrap())
+        .unwrap();
+    let admin: Value = c.client.request(req).await.unwrap();
+    assert_eq!(admin["status"]["allowed"], true);
+    let req = http::Request::post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&review).unwrap())
+        .unwrap();
+    let nobody: Value = c
+        .client_as(&format!("nobody-{}", suffix()), &[])
+        .request(req)
+        .await
+        .unwrap();
+    assert_eq!(nobody["status"]["allowed"], false);
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn custom_resources_have_status_subresource_and_generation() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("cr").await;
+    let ar = make_crd(&c, true).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(c.client.clone(), &ns, &ar);
+    let created = api
+        .create(
+            &PostParams::default(),
+            &widget(
+                &ar,
+                "w",
+                json!({"spec": {"size": 1}, "status": {"ready": true}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    assert!(
+        created.data.get("status").is_none(),
+        "status is dropped on create"
+    );
+    let upd = api
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 2}, "status": {"ready": true}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(upd.metadata.generation, Some(2));
+    assert!(
+        upd.data.get("status").is_none(),
+        "status changes on the main resource are ignored"
+    );
+    let labelled = api
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        labelled.metadata.generation,
+        Some(2),
+        "metadata changes do not bump generation"
+    );
+    let st = api
+        .patch_status(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 9}, "status": {"ready": true}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(st.data["status"]["ready"], true);
+    assert_eq!(
+        st.data["spec"]["size"], 2,
+        "spec changes through /status are ignored"
+    );
+    assert_eq!(
+        st.metadata.generation,
+        Some(2),
+        "status changes do not bump generation"
+    );
+    let got = api.get_status("w").await.unwrap();
+    assert_eq!(got.data["status"]["ready"], true);
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn cluster_scoped_custom_resources_and_crd_deletion_removes_them() {
+    let c = TestCluster::new().await;
+    let ar = make_crd(&c, false).await;
+    let api: Api<DynamicObject> = Api::all_with(c.client.clone(), &ar);
+    api.create(
+        &PostParams::default(),
+        &widget(&ar, "global", json!({"spec": {}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        api.list(&ListParams::default()).await.unwrap().items.len(),
+        1
+    );
+    let crds: Api<CustomResourceDefinition> = Api::all(c.client.clone());
+    let crd_name = format!("{}.{}", ar.plural, ar.group);
+    let crd = crds.get(&crd_name).await.unwrap();
+    let established = crd
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .any(|c| c.type_ == "Established" && c.status == "True");
+    assert!(established);
+    crds.delete(&crd_name, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(30, || {
+        let crds = crds.clone();
+        let n = crd_name.clone();
+        async move { crds.get_opt(&n).await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn cronjob_generation_bumps_on_spec_changes_only() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("cj").await;
+    let api: Api<CronJob> = Api::namespaced(c.client.clone(), &ns);
+    let cj: CronJob = serde_json::from_value(json!({
+        "metadata": {"name": "job"},
+        "spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}}}}},
+    }))
+    .unwrap();
+    let created = api.create(&PostParams::default(), &cj).await.unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    let p = api
+        .patch(
+            "job",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"schedule": "*/10 * * * *"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(p.metadata.generation, Some(2));
+    let p = api
+        .patch(
+            "job",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"x": "y"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(p.metadata.generation, Some(2));
+    let s = api
+        .patch_status(
+            "job",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"lastScheduleTime": "2026-01-01T00:00:00Z"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(s.metadata.generation, Some(2));
+    assert!(s.status.unwrap().last_schedule_time.is_some());
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn lease_update_with_resource_version_is_optimistic() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("lease").await;
+    let api: Api<Lease> = Api::namespaced(c.client.clone(), &ns);
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "leader"},
+        "spec": {"holderIdentity": "a", "leaseDurationSeconds": 10},
+    }))
+    .unwrap();
+    let l = api.create(&PostParams::default(), &lease).await.unwrap();
+    let mut a = l.clone();
+    a.spec.as_mut().unwrap().holder_identity = Some("b".into());
+    api.replace("leader", &PostParams::default(), &a)
+        .await
+        .unwrap();
+    let mut stale = l.clone();
+    stale.spec.as_mut().unwrap().holder_identity = Some("c".into());
+    assert_eq!(
+        status_of(
+            api.replace("leader", &PostParams::default(), &stale)
+                .await
+                .unwrap_err()
+        )
+        .code,
+        409
+    );
+    assert_eq!(
+        api.get("leader")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .holder_identity
+            .as_deref(),
+        Some("b")
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn server_side_apply_creates_then_updates() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("ssa").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}, "data": {"a": "1"}});
+    let pp = PatchParams::apply("lethe-test");
+    let first = api
+        .patch("applied", &pp, &Patch::Apply(&obj))
+        .await
+        .unwrap();
+    assert_eq!(first.data.unwrap()["a"], "1");
+    let obj2 = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}, "data": {"a": "2"}});
+    let second = api
+        .patch("applied", &pp, &Patch::Apply(&obj2))
+        .await
+        .unwrap();
+    assert_eq!(second.data.unwrap()["a"], "2");
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn discovery_lists_the_served_kinds() {
+    let c = TestCluster::new().await;
+    let d = kube::discovery::Discovery::new(c.client.clone())
+        .run()
+        .await
+        .unwrap();
+    let mut kinds = vec![];
+    for g in d.groups() {
+        for (ar, _) in g.recommended_resources() {
+            kinds.push(format!("{}/{}", ar.group, ar.kind));
+        }
+    }
+    for want in [
+        "/Namespace",
+        "/ConfigMap",
+        "/Secret",
+        "batch/CronJob",
+        "batch/Job",
+        "coordination.k8s.io/Lease",
+        "rbac.authorization.k8s.io/ClusterRole",
+        "apiextensions.k8s.io/CustomResourceDefinition",
+    ] {
+        assert!(
+            kinds.iter().any(|k| k == want),
+            "{want} missing from {kinds:?}"
+        );
+    }
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn unauthenticated_requests_are_401_with_a_status_body() {
+    let c = TestCluster::new().await;
+    let Some(s) = c.embedded_server() else {
+        eprintln!("skipped: needs the embedded server's plain-HTTP endpoint");
+        return;
+    };
+    for token in [None, Some("not-a-token")] {
+        let r = common::raw_request(s.url(), "GET", "/api/v1/namespaces", token, None)
+            .await
+            .unwrap();
+        assert_eq!(r.status, 401);
+        assert_eq!(
+            r.json(),
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
+        );
+    }
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn not_found_body_is_shaped_like_the_real_server() {
+    let c = TestCluster::new().await;
+    let Some(s) = c.embedded_server() else {
+        eprintln!("skipped: needs the embedded server's plain-HTTP endpoint");
+        return;
+    };
+    let r = common::raw_request(
+        s.url(),
+        "GET",
+        "/apis/batch/v1/namespaces/default/cronjobs/missing",
+        Some(s.admin_token()),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 404);
+    assert_eq!(
+        r.json(),
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": "cronjobs.batch \"missing\" not found", "reason": "NotFound",
+               "details": {"name": "missing", "group": "batch", "kind": "cronjobs"}, "code": 404})
+    );
+    c.shutdown().await;
+}
