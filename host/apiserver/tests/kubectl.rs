@@ -1,0 +1,514 @@
+//! Scenarios that drive the real `kubectl` (v1.32) against the server: the embedded one over
+//! HTTPS (kubectl only sends bearer tokens over TLS), or the cluster in `KUBECONFIG` when set.
+
+mod common;
+
+use common::suffix;
+use lethe_apiserver::{ApiServerConfig, RunningApiServer, start};
+use std::path::PathBuf;
+use std::process::Command;
+
+struct Kubectl {
+    kubeconfig: PathBuf,
+    cache: tempfile::TempDir,
+    server: Option<RunningApiServer>,
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Kubectl {
+    async fn new() -> Option<Kubectl> {
+        if !std::path::Path::new("/usr/bin/kubectl").exists() && which("kubectl").is_none() {
+            eprintln!("skipped: kubectl is not installed");
+            return None;
+        }
+        let cache = tempfile::tempdir().unwrap();
+        if let Some(k) = std::env::var_os("KUBECONFIG") {
+            return Some(Kubectl {
+                kubeconfig: PathBuf::from(k),
+                cache,
+                server: None,
+            });
+        }
+        let server = start(ApiServerConfig {
+            tls: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        Some(Kubectl {
+            kubeconfig: server.kubeconfig_path().unwrap().to_path_buf(),
+            cache,
+            server: Some(server),
+        })
+    }
+
+    async fn run(&self, args: &[&str], stdin: Option<&str>) -> Out {
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.cache.path())
+            .args(args);
+        let stdin = stdin.map(str::to_string);
+        tokio::task::spawn_blocking(move || {
+            use std::io::Write;
+            use std::process::Stdio;
+            cmd.stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let mut child = cmd.spawn().expect("kubectl runs");
+            if let Some(mut i) = child.stdin.take() {
+                if let Some(s) = stdin {
+                    i.write_all(s.as_bytes()).unwrap();
+                }
+            }
+            let o = child.wait_with_output().unwrap();
+            Out {
+                code: o.status.code().unwrap_or(-1),
+                stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+            }
+        })
+        .await
+        .unwrap()
+    }
+
+    async fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let o = self.run(args, stdin).await;
+        assert_eq!(
+            o.code, 0,
+            "kubectl {args:?} failed: {}{}",
+            o.stdout, o.stderr
+        );
+        o.stdout
+    }
+
+    async fn shutdown(self) {
+        if let Some(s) = self.server {
+            s.shutdown().await;
+        }
+    }
+}
+
+fn which(bin: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(bin))
+            .find(|p| p.exists())
+    })
+}
+
+fn crd_yaml(group: &str, plural: &str, kind: &str) -> String {
+    format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {plural}.{group}
+spec:
+  group: {group}
+  scope: Namespaced
+  names:
+    plural: {plural}
+    singular: {singular}
+    kind: {kind}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {{}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+"#,
+        singular = &plural[..plural.len() - 1]
+    )
+}
+
+#[tokio::test]
+async fn kubectl_deletes_a_custom_resource_held_by_a_finalizer() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let s = suffix();
+    let group = format!("k{s}.lethe.test");
+    let plural = format!("gadget{s}s");
+    let kind = format!("Gadget{s}");
+    // 1. apply a CRD (twice: the second is unchanged)
+    let crd = crd_yaml(&group, &plural, &kind);
+    let out = k.ok(&["apply", "-f", "-"], Some(&crd)).await;
+    assert!(out.contains("created"), "{out}");
+    let out = k.ok(&["apply", "-f", "-"], Some(&crd)).await;
+    assert!(out.contains("unchanged"), "{out}");
+    k.ok(
+        &[
+            "wait",
+            "--for",
+            "condition=established",
+            &format!("crd/{plural}.{group}"),
+            "--timeout=20s",
+        ],
+        None,
+    )
+    .await;
+    let ns = format!("kc-{s}");
+    k.ok(&["create", "namespace", &ns], None).await;
+    // 2. create a custom resource with a finalizer
+    let cr = format!(
+        "apiVersion: {group}/v1\nkind: {kind}\nmetadata:\n  name: g1\n  namespace: {ns}\n  finalizers: [lethe.test/hold]\nspec:\n  size: 3\n"
+    );
+    let out = k.ok(&["apply", "-f", "-"], Some(&cr)).await;
+    assert!(out.contains("created"), "{out}");
+    // 3. delete without waiting
+    let out = k
+        .ok(&["delete", &plural, "g1", "-n", &ns, "--wait=false"], None)
+        .await;
+    assert!(out.contains("deleted"), "{out}");
+    // 4. the deletionTimestamp is visible
+    let ts = k
+        .ok(
+            &[
+                "get",
+                &plural,
+                "g1",
+                "-n",
+                &ns,
+                "-o",
+                "jsonpath={.metadata.deletionTimestamp}",
+            ],
+            None,
+        )
+        .await;
+    assert!(
+        ts.ends_with('Z') && ts.len() == 20,
+        "deletionTimestamp {ts:?}"
+    );
+    // 5. patch the finalizers away
+    let out = k
+        .ok(
+            &[
+                "patch",
+                &plural,
+                "g1",
+                "-n",
+                &ns,
+                "--type=merge",
+                "-p",
+                r#"{"metadata":{"finalizers":null}}"#,
+            ],
+            None,
+        )
+        .await;
+    assert!(out.contains("patched"), "{out}");
+    // 6. NotFound
+    let o = k.run(&["get", &plural, "g1", "-n", &ns], None).await;
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains("NotFound") && o.stderr.contains("not found"),
+        "{}",
+        o.stderr
+    );
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.ok(
+        &[
+            "delete",
+            "crd",
+            &format!("{plural}.{group}"),
+            "--wait=false",
+        ],
+        None,
+    )
+    .await;
+    k.shutdown().await;
+}
+
+#[tokio::test]
+async fn kubectl_json_patch_removes_a_finalizer() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let s = suffix();
+    let ns = format!("kj-{s}");
+    k.ok(&["create", "namespace", &ns], None).await;
+    let cm = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  namespace: {ns}\n  finalizers: [lethe.test/hold]\ndata:\n  a: b\n"
+    );
+    k.ok(&["apply", "-f", "-"], Some(&cm)).await;
+    k.ok(
+        &["delete", "configmap", "held", "-n", &ns, "--wait=false"],
+        None,
+    )
+    .await;
+    let ts = k
+        .ok(
+            &[
+                "get",
+                "configmap",
+                "held",
+                "-n",
+                &ns,
+                "-o",
+                "jsonpath={.metadata.deletionTimestamp}",
+            ],
+            None,
+        )
+        .await;
+    assert!(!ts.is_empty());
+    k.ok(
+        &[
+            "patch",
+            "configmap",
+            "held",
+            "-n",
+            &ns,
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+        ],
+        None,
+    )
+    .await;
+    let o = k.run(&["get", "configmap", "held", "-n", &ns], None).await;
+    assert!(o.stderr.contains("NotFound"), "{}", o.stderr);
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
+
+#[tokio::test]
+async fn kubectl_deletes_a_namespace_with_its_contents() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ns = format!("kn-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    k.ok(
+        &["create", "configmap", "c1", "-n", &ns, "--from-literal=a=b"],
+        None,
+    )
+    .await;
+    k.ok(
+        &[
+            "create",
+            "secret",
+            "generic",
+            "s1",
+            "-n",
+            &ns,
+            "--from-literal=x=y",
+        ],
+        None,
+    )
+    .await;
+    let out = k
+        .ok(
+            &[
+                "get",
+                "configmap",
+                "c1",
+                "-n",
+                &ns,
+                "-o",
+                "jsonpath={.data.a}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(out, "b");
+    let out = k
+        .ok(&["delete", "namespace", &ns, "--timeout=60s"], None)
+        .await;
+    assert!(out.contains("deleted"), "{out}");
+    let o = k.run(&["get", "namespace", &ns], None).await;
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("NotFound"), "{}", o.stderr);
+    let o = k.run(&["get", "configmap", "c1", "-n", &ns], None).await;
+    assert!(o.stderr.contains("NotFound"), "{}", o.stderr);
+    k.shutdown().await;
+}
+
+async fn bind_reader(k: &Kubectl, ns: &str, user: &str) {
+    k.ok(&["create", "namespace", ns], None).await;
+    k.ok(
+        &[
+            "create",
+            "role",
+            "cm-reader",
+            "-n",
+            ns,
+            "--verb=get,list",
+            "--resource=configmaps",
+        ],
+        None,
+    )
+    .await;
+    k.ok(
+        &[
+            "create",
+            "rolebinding",
+            "cm-reader",
+            "-n",
+            ns,
+            "--role=cm-reader",
+            &format!("--user={user}"),
+        ],
+        None,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn kubectl_auth_can_i_for_a_token_user_bound_by_rbac() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let Some(server) = &k.server else {
+        eprintln!("skipped: minting a token needs the embedded server");
+        return;
+    };
+    let s = suffix();
+    let user = format!("dana-{s}");
+    let token = format!("tok-{s}");
+    server.add_token(&token, &user, &format!("uid-{s}"), &["devs"]);
+    let ns = format!("ka-{s}");
+    bind_reader(&k, &ns, &user).await;
+    let yes = k
+        .run(
+            &[
+                "--token",
+                &token,
+                "auth",
+                "can-i",
+                "get",
+                "configmaps",
+                "-n",
+                &ns,
+            ],
+            None,
+        )
+        .await;
+    assert_eq!((yes.code, yes.stdout.trim()), (0, "yes"), "{}", yes.stderr);
+    let no = k
+        .run(
+            &[
+                "--token",
+                &token,
+                "auth",
+                "can-i",
+                "delete",
+                "configmaps",
+                "-n",
+                &ns,
+            ],
+            None,
+        )
+        .await;
+    assert_eq!((no.code, no.stdout.trim()), (1, "no"), "{}", no.stderr);
+    let elsewhere = k
+        .run(
+            &[
+                "--token",
+                &token,
+                "auth",
+                "can-i",
+                "get",
+                "configmaps",
+                "-n",
+                "default",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(elsewhere.stdout.trim(), "no");
+    let forbidden = k
+        .run(
+            &["--token", &token, "delete", "configmap", "x", "-n", &ns],
+            None,
+        )
+        .await;
+    assert!(
+        forbidden.stderr.contains("Forbidden") || forbidden.stderr.contains("forbidden"),
+        "{}",
+        forbidden.stderr
+    );
+    k.shutdown().await;
+}
+
+#[tokio::test]
+async fn kubectl_auth_can_i_as_an_impersonated_user() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let s = suffix();
+    let user = format!("erin-{s}");
+    let ns = format!("ki-{s}");
+    bind_reader(&k, &ns, &user).await;
+    let yes = k
+        .run(
+            &[
+                "auth",
+                "can-i",
+                "list",
+                "configmaps",
+                "-n",
+                &ns,
+                "--as",
+                &user,
+            ],
+            None,
+        )
+        .await;
+    assert_eq!((yes.code, yes.stdout.trim()), (0, "yes"), "{}", yes.stderr);
+    let no = k
+        .run(
+            &[
+                "auth",
+                "can-i",
+                "create",
+                "configmaps",
+                "-n",
+                &ns,
+                "--as",
+                &user,
+            ],
+            None,
+        )
+        .await;
+    assert_eq!((no.code, no.stdout.trim()), (1, "no"), "{}", no.stderr);
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
+
+#[tokio::test]
+async fn kubectl_apply_updates_a_cronjob_with_a_strategic_merge_patch() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ns = format!("kcj-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    let cj = |image: &str| {
+        format!(
+            "apiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: sync\n  namespace: {ns}\nspec:\n  schedule: \"*/5 * * * *\"\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          restartPolicy: Never\n          containers:\n          - name: main\n            image: {image}\n            args: [\"run\"]\n"
+        )
+    };
+    k.ok(&["apply", "-f", "-"], Some(&cj("busybox:1"))).await;
+    let out = k.ok(&["apply", "-f", "-"], Some(&cj("busybox:2"))).await;
+    assert!(out.contains("configured"), "{out}");
+    let got = k
+        .ok(&["get", "cronjob", "sync", "-n", &ns, "-o", "jsonpath={.spec.jobTemplate.spec.template.spec.containers[0].image} {.spec.jobTemplate.spec.template.spec.containers[0].args[0]} {.metadata.generation}"], None)
+        .await;
+    assert_eq!(got, "busybox:2 run 2");
+    let table = k.ok(&["get", "cronjobs", "-n", &ns], None).await;
+    assert!(table.contains("sync"), "{table}");
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
