@@ -1,0 +1,133 @@
+//! A restart on the same data directory keeps every object, the resourceVersion counter, the
+//! admin token and added tokens.
+
+mod common;
+
+use common::{TestCluster, config_from_yaml};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use lethe_apiserver::{ApiServerConfig, start};
+use serde_json::json;
+
+#[tokio::test]
+async fn a_restart_keeps_objects_counter_and_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = || ApiServerConfig {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
+    let c = TestCluster::embedded(cfg()).await;
+    let (admin, last_rv) = {
+        let server = c.server.as_ref().unwrap();
+        assert_eq!(
+            server.kubeconfig_path(),
+            Some(dir.path().join("kubeconfig").as_path())
+        );
+        assert!(dir.path().join("cluster.db").exists());
+        assert!(
+            std::fs::read_to_string(dir.path().join("tokens.csv"))
+                .unwrap()
+                .contains("system:masters")
+        );
+        server.add_token("persisted-token", "pat", "pat-uid", &["devs"]);
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "keep"}})).unwrap();
+        Api::<Namespace>::all(c.client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+        let cm: ConfigMap = serde_json::from_value(
+            json!({"metadata": {"name": "cm", "finalizers": ["a.test/x"]}, "data": {"a": "1"}}),
+        )
+        .unwrap();
+        Api::<ConfigMap>::namespaced(c.client.clone(), "keep")
+            .create(&PostParams::default(), &cm)
+            .await
+            .unwrap();
+        let crd: CustomResourceDefinition = serde_json::from_value(json!({
+            "metadata": {"name": "things.lethe.test"},
+            "spec": {"group": "lethe.test", "scope": "Namespaced",
+                     "names": {"plural": "things", "singular": "thing", "kind": "Thing"},
+                     "versions": [{"name": "v1", "served": true, "storage": true,
+                                   "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+        }))
+        .unwrap();
+        Api::<CustomResourceDefinition>::all(c.client.clone())
+            .create(&PostParams::default(), &crd)
+            .await
+            .unwrap();
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("lethe.test", "v1", "Thing"),
+            "things",
+        );
+        let thing = DynamicObject::new("t1", &ar).data(json!({"spec": {"n": 1}}));
+        let created = Api::<DynamicObject>::namespaced_with(c.client.clone(), "keep", &ar)
+            .create(&PostParams::default(), &thing)
+            .await
+            .unwrap();
+        let rv: u64 = created.metadata.resource_version.unwrap().parse().unwrap();
+        (server.admin_token().to_string(), rv)
+    };
+    c.shutdown().await;
+
+    let server = start(cfg()).await.unwrap();
+    assert_eq!(
+        server.admin_token(),
+        admin,
+        "the admin token survives a restart"
+    );
+    let config =
+        config_from_yaml(&std::fs::read_to_string(dir.path().join("kubeconfig")).unwrap()).await;
+    let client = kube::Client::try_from(config).unwrap();
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), "keep")
+        .get("cm")
+        .await
+        .unwrap();
+    assert_eq!(cm.data.unwrap()["a"], "1");
+    assert_eq!(
+        cm.metadata.finalizers.unwrap(),
+        vec!["a.test/x".to_string()]
+    );
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("lethe.test", "v1", "Thing"),
+        "things",
+    );
+    let things = Api::<DynamicObject>::namespaced_with(client.clone(), "keep", &ar);
+    assert_eq!(things.get("t1").await.unwrap().data["spec"]["n"], 1);
+    let list_rv: u64 = things
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(list_rv >= last_rv);
+    let cm2: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "after"}})).unwrap();
+    let after = Api::<ConfigMap>::namespaced(client.clone(), "keep")
+        .create(&PostParams::default(), &cm2)
+        .await
+        .unwrap();
+    let new_rv: u64 = after.metadata.resource_version.unwrap().parse().unwrap();
+    assert!(
+        new_rv > last_rv,
+        "the counter continues: {new_rv} > {last_rv}"
+    );
+    let pat_yaml = server
+        .kubeconfig_yaml()
+        .replace(server.admin_token(), "persisted-token");
+    let pat = kube::Client::try_from(config_from_yaml(&pat_yaml).await).unwrap();
+    let e = Api::<ConfigMap>::namespaced(pat, "keep")
+        .list(&ListParams::default())
+        .await
+        .unwrap_err();
+    match e {
+        kube::Error::Api(s) => assert_eq!(
+            s.code, 403,
+            "the added token authenticates (and is not authorized)"
+        ),
+        other => panic!("unexpected {other:?}"),
+    }
+    server.shutdown().await;
+}
