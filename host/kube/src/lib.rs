@@ -1,1 +1,578 @@
-//! placeholder crate root, filled in below
+//! lethe's Kubernetes capability: dynamic objects as JSON, caller or privileged identity, and
+//! retries that never repeat a write whose outcome is unknown.
+//!
+//! This crate backs the WIT interface `lethe:platform/kube` and knows nothing about
+//! WebAssembly: the host maps `client.open(identity)` onto [`Cluster::client`], each client
+//! method onto the [`KubeClient`] method of the same name, and each [`KubeError`] variant onto
+//! the WIT `error` case of the same name.
+//!
+//! * **Cluster.** A [`Cluster`] is built from a `kube::Config` (kubeconfig, in-cluster, or the
+//!   embedded dev cluster). It owns the privileged client and a discovery cache that resolves
+//!   (apiVersion, kind) to the resource's plural and scope, refreshed on a miss.
+//! * **Identity.** [`Identity::Privileged`] uses the configuration's own credentials;
+//!   [`Identity::Caller`] uses a client with the same server and TLS settings whose only
+//!   credential is the caller's bearer token.
+//! * **Retries.** See [`RetryPolicy`]: 429 (honouring `Retry-After`), 5xx, transport errors and
+//!   timeouts are retried for reads, deletes, merge/strategic patches, JSON patches with a `test`
+//!   operation and replaces carrying a resourceVersion. Creates and other unguarded writes are
+//!   retried only on 429 and connect errors; otherwise they fail with
+//!   [`KubeError::Unavailable`] ("outcome unknown …") or [`KubeError::Timeout`].
+
+mod config;
+mod discovery;
+mod error;
+mod parse;
+mod transport;
+mod types;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use kube::core::Request;
+use kube::core::params::{DeleteParams, GetParams, ListParams, PostParams, Preconditions};
+use serde_json::Value as Json;
+use sha2::{Digest, Sha256};
+
+pub use config::{ClusterOptions, RetryPolicy};
+pub use error::{KubeError, Result};
+pub use types::{
+    DeleteOptions, DeleteOutcome, Identity, ListOptions, Metadata, Object, ObjectList, ObjectRef,
+    PatchKind, PropagationPolicy, Status,
+};
+
+use discovery::{DiscoveryCache, Resolved, check_segment};
+use transport::Safety;
+
+/// A cached caller client.
+struct CallerClient {
+    client: kube::Client,
+    created: Instant,
+}
+
+struct ClusterInner {
+    /// The configuration clients are derived from (kube's own retries disabled).
+    base: kube::Config,
+    privileged: kube::Client,
+    discovery: DiscoveryCache,
+    callers: Mutex<HashMap<[u8; 32], CallerClient>>,
+    options: ClusterOptions,
+}
+
+/// One Kubernetes cluster: the privileged client, the discovery cache and the caller-client
+/// cache. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct Cluster {
+    inner: Arc<ClusterInner>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("url", &self.inner.base.cluster_url.to_string())
+            .finish()
+    }
+}
+
+fn config_error(e: impl std::fmt::Display) -> KubeError {
+    KubeError::Unavailable(format!("cannot configure the Kubernetes client: {e}"))
+}
+
+impl Cluster {
+    /// A cluster from a `kube::Config`, with default [`ClusterOptions`].
+    ///
+    /// kube's own retry layer is switched off (`default_retry = false`): this crate's
+    /// [`RetryPolicy`] decides what is repeated. Fails with [`KubeError::Unavailable`] when the
+    /// client cannot be built (e.g. unreadable certificates).
+    pub fn from_config(config: kube::Config) -> Result<Cluster> {
+        Cluster::from_config_with(config, ClusterOptions::default())
+    }
+
+    /// A cluster from a `kube::Config` with explicit options.
+    pub fn from_config_with(mut config: kube::Config, options: ClusterOptions) -> Result<Cluster> {
+        config.default_retry = false;
+        let privileged = kube::Client::try_from(config.clone()).map_err(config_error)?;
+        Ok(Cluster {
+            inner: Arc::new(ClusterInner {
+                base: config,
+                privileged,
+                discovery: DiscoveryCache::default(),
+                callers: Mutex::new(HashMap::new()),
+                options,
+            }),
+        })
+    }
+
+    /// A cluster from a kubeconfig file (its current context).
+    pub async fn from_kubeconfig(path: &Path, options: ClusterOptions) -> Result<Cluster> {
+        let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(config_error)?;
+        let config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(config_error)?;
+        Cluster::from_config_with(config, options)
+    }
+
+    /// A cluster from the environment, as `kube::Config::infer` finds it: `KUBECONFIG` or
+    /// `~/.kube/config`, else the in-cluster service account.
+    pub async fn infer(options: ClusterOptions) -> Result<Cluster> {
+        let config = kube::Config::infer().await.map_err(config_error)?;
+        Cluster::from_config_with(config, options)
+    }
+
+    /// The API server URL.
+    pub fn url(&self) -> String {
+        self.inner.base.cluster_url.to_string()
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> ClusterOptions {
+        self.inner.options
+    }
+
+    /// A client for `identity`.
+    ///
+    /// [`Identity::Privileged`] gets the host's client. [`Identity::Caller`] gets a client
+    /// with the same URL, TLS and proxy settings and the token as its only credential (client
+    /// certificates, exec plugins, impersonation and `Authorization` headers of the base
+    /// configuration are dropped); such clients are cached briefly by a SHA-256 of the token.
+    /// An empty (or blank) token fails with [`KubeError::Unauthorized`], a token that cannot be
+    /// an HTTP header value too. This does not check grants: the host does, before calling.
+    pub fn client(&self, identity: &Identity) -> Result<KubeClient> {
+        let client = match identity {
+            Identity::Privileged => self.inner.privileged.clone(),
+            Identity::Caller(token) => self.caller_client(token)?,
+        };
+        Ok(KubeClient {
+            cluster: self.clone(),
+            client,
+            privileged: matches!(identity, Identity::Privileged),
+        })
+    }
+
+    /// The client of the host's own identity.
+    pub fn privileged(&self) -> KubeClient {
+        KubeClient {
+            cluster: self.clone(),
+            client: self.inner.privileged.clone(),
+            privileged: true,
+        }
+    }
+
+    fn caller_client(&self, token: &str) -> Result<kube::Client> {
+        let unauthorized = |message: &str| {
+            KubeError::Unauthorized(Status {
+                code: 401,
+                reason: "Unauthorized".into(),
+                message: message.into(),
+            })
+        };
+        if token.trim().is_empty() {
+            return Err(unauthorized("empty bearer token"));
+        }
+        if http::HeaderValue::from_str(&format!("Bearer {token}")).is_err() {
+            return Err(unauthorized("malformed bearer token"));
+        }
+        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let ttl = self.inner.options.caller_client_ttl;
+        {
+            let cache = self
+                .inner
+                .callers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(hit) = cache.get(&key)
+                && hit.created.elapsed() < ttl
+            {
+                return Ok(hit.client.clone());
+            }
+        }
+        let mut config = self.inner.base.clone();
+        config.auth_info = kube::config::AuthInfo {
+            token: Some(token.to_owned().into()),
+            ..Default::default()
+        };
+        config.headers.retain(|(name, _)| {
+            let name = name.as_str();
+            name != "authorization" && !name.starts_with("impersonate-")
+        });
+        config.default_retry = false;
+        // Building the client never echoes the token; report it generically anyway.
+        let client = kube::Client::try_from(config)
+            .map_err(|_| unauthorized("cannot build a client for the bearer token"))?;
+        let mut cache = self
+            .inner
+            .callers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let limit = self.inner.options.caller_client_cache_size;
+        if limit == 0 {
+            return Ok(client);
+        }
+        if cache.len() >= limit {
+            cache.retain(|_, c| c.created.elapsed() < ttl);
+        }
+        if cache.len() >= limit {
+            if let Some(oldest) = cache.iter().min_by_key(|(_, c)| c.created).map(|(k, _)| *k) {
+                cache.remove(&oldest);
+            }
+        }
+        cache.insert(
+            key,
+            CallerClient {
+                client: client.clone(),
+                created: Instant::now(),
+            },
+        );
+        Ok(client)
+    }
+
+    /// Resolves a kind through discovery, with the privileged client.
+    async fn resolve(&self, api_version: &str, kind: &str) -> Result<Resolved> {
+        self.inner
+            .discovery
+            .resolve(
+                &self.inner.privileged,
+                &self.inner.options.retry,
+                api_version,
+                kind,
+            )
+            .await
+    }
+}
+
+/// A connection to the cluster under one identity. Cheap to clone; `Debug` shows no token.
+#[derive(Clone)]
+pub struct KubeClient {
+    cluster: Cluster,
+    client: kube::Client,
+    privileged: bool,
+}
+
+impl std::fmt::Debug for KubeClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeClient")
+            .field("url", &self.cluster.url())
+            .field(
+                "identity",
+                &if self.privileged {
+                    "privileged"
+                } else {
+                    "caller"
+                },
+            )
+            .finish()
+    }
+}
+
+fn build_error(e: impl std::fmt::Display) -> KubeError {
+    KubeError::bad_request(format!("cannot build the request: {e}"))
+}
+
+fn body_text(body: Vec<u8>) -> Result<String> {
+    String::from_utf8(body).map_err(|e| {
+        KubeError::Unavailable(format!("the API server answered with invalid UTF-8: {e}"))
+    })
+}
+
+impl KubeClient {
+    /// Whether this client runs as the host's identity.
+    pub fn is_privileged(&self) -> bool {
+        self.privileged
+    }
+
+    async fn send(
+        &self,
+        safety: Safety,
+        build: impl Fn() -> Result<http::Request<Vec<u8>>>,
+    ) -> Result<String> {
+        let answer = transport::call(
+            &self.client,
+            &self.cluster.inner.options.retry,
+            safety,
+            build,
+        )
+        .await?;
+        body_text(answer.body)
+    }
+
+    /// Resolves the target's kind and checks its namespace and name.
+    async fn locate(&self, target: &ObjectRef) -> Result<(Resolved, String)> {
+        let resolved = self
+            .cluster
+            .resolve(&target.api_version, &target.kind)
+            .await?;
+        check_segment("name", &target.name)?;
+        let namespace = if resolved.namespaced {
+            let ns = target.namespace.as_deref().ok_or_else(|| {
+                KubeError::bad_request(format!(
+                    "{} {} is namespaced: a namespace is required",
+                    target.api_version, target.kind
+                ))
+            })?;
+            check_segment("namespace", ns)?;
+            Some(ns)
+        } else {
+            None
+        };
+        let path = resolved.collection_path(namespace);
+        Ok((resolved, path))
+    }
+
+    /// Reads one object. Retried on 429, 5xx, transport errors and timeouts.
+    pub async fn get(&self, target: &ObjectRef) -> Result<Object> {
+        let (resolved, path) = self.locate(target).await?;
+        let request = Request::new(path);
+        let text = self
+            .send(Safety::Repeatable, || {
+                request
+                    .get(&target.name, &GetParams::default())
+                    .map_err(build_error)
+            })
+            .await?;
+        parse::object(
+            text,
+            &resolved.resource.api_version,
+            &resolved.resource.kind,
+        )
+    }
+
+    /// Lists objects of a kind in `namespace`, or across all namespaces with `None` (the
+    /// namespace is ignored for cluster-scoped kinds). Retried like [`get`](Self::get). An
+    /// expired continue token gives [`KubeError::Gone`].
+    pub async fn list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<ObjectList> {
+        let resolved = self.cluster.resolve(api_version, kind).await?;
+        if let Some(ns) = namespace {
+            check_segment("namespace", ns)?;
+        }
+        let request = Request::new(resolved.collection_path(namespace));
+        let params = ListParams {
+            label_selector: options.label_selector.clone(),
+            field_selector: options.field_selector.clone(),
+            limit: options.limit,
+            continue_token: options.continue_token.clone(),
+            ..ListParams::default()
+        };
+        let text = self
+            .send(Safety::Repeatable, || {
+                request.list(&params).map_err(build_error)
+            })
+            .await?;
+        parse::list(
+            &text,
+            &resolved.resource.api_version,
+            &resolved.resource.kind,
+        )
+    }
+
+    /// Creates an object from its JSON: apiVersion, kind, metadata.name (or generateName) and,
+    /// for namespaced kinds, metadata.namespace are taken from the body.
+    ///
+    /// Retried only on 429 and connect errors, which prove it was not applied; a 5xx, transport
+    /// error or timeout gives [`KubeError::Unavailable`] / [`KubeError::Timeout`] saying the
+    /// outcome is unknown.
+    pub async fn create(&self, json: &str) -> Result<Object> {
+        let body: Json = serde_json::from_str(json)
+            .map_err(|e| KubeError::bad_request(format!("the object is not valid JSON: {e}")))?;
+        let field = |key: &str| body.get(key).and_then(Json::as_str).unwrap_or_default();
+        let (api_version, kind) = (field("apiVersion"), field("kind"));
+        if api_version.is_empty() || kind.is_empty() {
+            return Err(KubeError::bad_request(
+                "the object needs apiVersion and kind",
+            ));
+        }
+        let resolved = self.cluster.resolve(api_version, kind).await?;
+        let namespace = body
+            .get("metadata")
+            .and_then(|m| m.get("namespace"))
+            .and_then(Json::as_str);
+        let namespace = if resolved.namespaced {
+            let ns = namespace.ok_or_else(|| {
+                KubeError::bad_request(format!(
+                    "{api_version} {kind} is namespaced: metadata.namespace is required"
+                ))
+            })?;
+            check_segment("namespace", ns)?;
+            Some(ns)
+        } else {
+            None
+        };
+        let request = Request::new(resolved.collection_path(namespace));
+        let text = self
+            .send(Safety::Unsafe, || {
+                request
+                    .create(&PostParams::default(), json.as_bytes().to_vec())
+                    .map_err(build_error)
+            })
+            .await?;
+        parse::object(
+            text,
+            &resolved.resource.api_version,
+            &resolved.resource.kind,
+        )
+    }
+
+    /// Replaces an object (PUT). When the body's metadata.resourceVersion is set, the server
+    /// rejects a stale write with [`KubeError::Conflict`] and the call is retried like a read;
+    /// without it the write is unguarded and retried only when provably not applied.
+    pub async fn replace(&self, target: &ObjectRef, json: &str) -> Result<Object> {
+        let body: Json = serde_json::from_str(json)
+            .map_err(|e| KubeError::bad_request(format!("the object is not valid JSON: {e}")))?;
+        if !body.is_object() {
+            return Err(KubeError::bad_request("the object must be a JSON object"));
+        }
+        let guarded = body
+            .get("metadata")
+            .and_then(|m| m.get("resourceVersion"))
+            .and_then(Json::as_str)
+            .is_some_and(|rv| !rv.is_empty());
+        let (resolved, path) = self.locate(target).await?;
+        let request = Request::new(path);
+        let safety = if guarded {
+            Safety::Repeatable
+        } else {
+            Safety::Unsafe
+        };
+        let text = self
+            .send(safety, || {
+                request
+                    .replace(
+                        &target.name,
+                        &PostParams::default(),
+                        json.as_bytes().to_vec(),
+                    )
+                    .map_err(build_error)
+            })
+            .await?;
+        parse::object(
+            text,
+            &resolved.resource.api_version,
+            &resolved.resource.kind,
+        )
+    }
+
+    /// Patches an object, or its subresource (e.g. `Some("status")`).
+    ///
+    /// Merge and strategic-merge patches are idempotent and retried like reads; a JSON patch is
+    /// retried like a read only when it contains a `test` operation, else only when provably
+    /// not applied. A body that is not a JSON object (merge) or array of operations (JSON
+    /// patch) is [`KubeError::Invalid`] without a request.
+    pub async fn patch(
+        &self,
+        target: &ObjectRef,
+        kind: PatchKind,
+        patch: &str,
+        subresource: Option<&str>,
+    ) -> Result<Object> {
+        let body: Json = serde_json::from_str(patch)
+            .map_err(|e| KubeError::bad_request(format!("the patch is not valid JSON: {e}")))?;
+        let safety = match kind {
+            PatchKind::Merge | PatchKind::StrategicMerge => {
+                if !body.is_object() {
+                    return Err(KubeError::bad_request(
+                        "a merge patch must be a JSON object",
+                    ));
+                }
+                Safety::Repeatable
+            }
+            PatchKind::Json => {
+                let ops = body.as_array().ok_or_else(|| {
+                    KubeError::bad_request("a JSON patch must be an array of operations")
+                })?;
+                let mut guarded = false;
+                for op in ops {
+                    match op.get("op").and_then(Json::as_str) {
+                        Some("test") => guarded = true,
+                        Some(_) => {}
+                        None => {
+                            return Err(KubeError::bad_request(
+                                "every JSON patch operation needs an \"op\"",
+                            ));
+                        }
+                    }
+                }
+                if guarded {
+                    Safety::Repeatable
+                } else {
+                    Safety::Unsafe
+                }
+            }
+        };
+        if let Some(sub) = subresource {
+            check_segment("subresource", sub)?;
+        }
+        let (resolved, path) = self.locate(target).await?;
+        let mut url = format!("{path}/{}", target.name);
+        if let Some(sub) = subresource {
+            url.push('/');
+            url.push_str(sub);
+        }
+        let text = self
+            .send(safety, || {
+                http::Request::patch(url.as_str())
+                    .header(http::header::ACCEPT, "application/json")
+                    .header(http::header::CONTENT_TYPE, kind.content_type())
+                    .body(patch.as_bytes().to_vec())
+                    .map_err(build_error)
+            })
+            .await?;
+        parse::object(
+            text,
+            &resolved.resource.api_version,
+            &resolved.resource.kind,
+        )
+    }
+
+    /// Deletes an object. Deletes are safe to repeat and retried like reads (a repeat after a
+    /// lost answer may report [`KubeError::NotFound`], which callers treat as done). Returns
+    /// [`DeleteOutcome::Pending`] with the served object when it now waits for finalizers or
+    /// dependents, [`DeleteOutcome::Deleted`] when it is gone. A failed precondition is
+    /// [`KubeError::Conflict`].
+    pub async fn delete(
+        &self,
+        target: &ObjectRef,
+        options: &DeleteOptions,
+    ) -> Result<DeleteOutcome> {
+        let (resolved, path) = self.locate(target).await?;
+        let request = Request::new(path);
+        let preconditions = (options.precondition_uid.is_some()
+            || options.precondition_resource_version.is_some())
+        .then(|| Preconditions {
+            uid: options.precondition_uid.clone(),
+            resource_version: options.precondition_resource_version.clone(),
+        });
+        let params = DeleteParams {
+            propagation_policy: options.propagation_policy.map(|p| match p {
+                PropagationPolicy::Background => kube::core::params::PropagationPolicy::Background,
+                PropagationPolicy::Foreground => kube::core::params::PropagationPolicy::Foreground,
+                PropagationPolicy::Orphan => kube::core::params::PropagationPolicy::Orphan,
+            }),
+            preconditions,
+            ..DeleteParams::default()
+        };
+        let text = self
+            .send(Safety::Repeatable, || {
+                request.delete(&target.name, &params).map_err(build_error)
+            })
+            .await?;
+        Ok(
+            match parse::deleted(
+                text,
+                &resolved.resource.api_version,
+                &resolved.resource.kind,
+            )? {
+                Some(object) => DeleteOutcome::Pending(object),
+                None => DeleteOutcome::Deleted,
+            },
+        )
+    }
+}

@@ -1,0 +1,246 @@
+//! One HTTP call with retries: classification of each attempt and the backoff loop.
+//!
+//! An attempt ends in one of: a 2xx answer; a failure status; a connect error (the request
+//! provably never reached the server); a transport error after the request may have been sent;
+//! or the per-attempt timeout. Which of those are replayed depends on the call's [`Safety`].
+
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use http_body_util::BodyExt;
+use kube::client::Body;
+
+use crate::config::RetryPolicy;
+use crate::error::{KubeError, Result};
+use crate::parse;
+
+/// Whether repeating a call can change its outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Safety {
+    /// Reads, deletes, merge patches, guarded writes: replayed on 429, 5xx, transport errors and
+    /// timeouts.
+    Repeatable,
+    /// Creates and unguarded writes: replayed only on 429 and connect errors (never applied).
+    Unsafe,
+}
+
+/// A successful answer.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    /// The 2xx status code.
+    #[allow(dead_code)]
+    pub code: u16,
+    /// The body as served.
+    pub body: Vec<u8>,
+}
+
+/// The result of one attempt.
+enum Attempt {
+    Done(Answer),
+    Failed {
+        code: u16,
+        body: Vec<u8>,
+        retry_after: Option<Duration>,
+    },
+    NotSent(String),
+    Lost(String),
+    TimedOut,
+}
+
+/// Runs the request built by `build` under `policy`.
+pub(crate) async fn call<F>(
+    client: &kube::Client,
+    policy: &RetryPolicy,
+    safety: Safety,
+    build: F,
+) -> Result<Answer>
+where
+    F: Fn() -> Result<http::Request<Vec<u8>>>,
+{
+    let attempts = policy.attempts();
+    let mut attempt = 1;
+    loop {
+        let request = build()?;
+        let what = format!("{} {}", request.method(), request.uri().path());
+        let outcome = once(client, request, policy.per_call_timeout).await;
+        let (retry, retry_after, error) = match outcome {
+            Attempt::Done(answer) => return Ok(answer),
+            Attempt::Failed {
+                code,
+                body,
+                retry_after,
+            } => {
+                let status = parse::status(code, &body);
+                match code {
+                    429 => (true, retry_after, KubeError::from_status(status)),
+                    500..=599 if safety == Safety::Repeatable => {
+                        (true, None, KubeError::from_status(status))
+                    }
+                    500..=599 => {
+                        let message = format!(
+                            "outcome unknown: the server answered {} {} ({}) to a write that is not safe to repeat",
+                            status.code, status.reason, status.message
+                        );
+                        return Err(if code == 504 {
+                            KubeError::Timeout(message)
+                        } else {
+                            KubeError::Unavailable(message)
+                        });
+                    }
+                    _ => return Err(KubeError::from_status(status)),
+                }
+            }
+            Attempt::NotSent(message) => (
+                true,
+                None,
+                KubeError::Unavailable(format!("cannot reach the API server: {message}")),
+            ),
+            Attempt::Lost(message) if safety == Safety::Repeatable => (
+                true,
+                None,
+                KubeError::Unavailable(format!("connection to the API server failed: {message}")),
+            ),
+            Attempt::Lost(message) => {
+                return Err(KubeError::Unavailable(format!(
+                    "outcome unknown: the connection failed after the request was sent and the write is not safe to repeat: {message}"
+                )));
+            }
+            Attempt::TimedOut if safety == Safety::Repeatable => (
+                true,
+                None,
+                KubeError::Timeout(format!("no answer within {:?}", policy.per_call_timeout)),
+            ),
+            Attempt::TimedOut => {
+                return Err(KubeError::Timeout(format!(
+                    "no answer within {:?}; outcome unknown, and the write is not safe to repeat",
+                    policy.per_call_timeout
+                )));
+            }
+        };
+        if !retry {
+            return Err(error);
+        }
+        if attempt >= attempts {
+            tracing::warn!(request = %what, attempts = attempt, error = %error, "Kubernetes retries exhausted");
+            return Err(exhausted(error, attempt));
+        }
+        let delay = policy.delay(attempt, retry_after);
+        tracing::debug!(request = %what, attempt, delay_ms = delay.as_millis() as u64, error = %error, "transient Kubernetes failure; retrying");
+        tokio::time::sleep(delay).await;
+        attempt += 1;
+    }
+}
+
+/// Reports the number of attempts in the final error.
+fn exhausted(error: KubeError, attempts: u32) -> KubeError {
+    let suffix = format!(" (gave up after {attempts} attempts)");
+    match error {
+        KubeError::Unavailable(m) => KubeError::Unavailable(m + &suffix),
+        KubeError::Timeout(m) => KubeError::Timeout(m + &suffix),
+        other => other,
+    }
+}
+
+/// One attempt: send, then read the whole body, within `timeout`.
+async fn once(
+    client: &kube::Client,
+    request: http::Request<Vec<u8>>,
+    timeout: Duration,
+) -> Attempt {
+    let work = async {
+        let response = match client.send(request.map(Body::from)).await {
+            Ok(r) => r,
+            Err(e) => {
+                return if is_connect_error(&e) {
+                    Attempt::NotSent(describe(&e))
+                } else {
+                    Attempt::Lost(describe(&e))
+                };
+            }
+        };
+        let code = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        let body = match response.into_body().collect().await {
+            Ok(collected) => collected.to_bytes().to_vec(),
+            Err(e) => return Attempt::Lost(format!("reading the response: {}", describe(&e))),
+        };
+        if (200..300).contains(&code) {
+            Attempt::Done(Answer { code, body })
+        } else {
+            Attempt::Failed {
+                code,
+                body,
+                retry_after,
+            }
+        }
+    };
+    tokio::time::timeout(timeout, work)
+        .await
+        .unwrap_or(Attempt::TimedOut)
+}
+
+/// `Retry-After` as delay-seconds or an HTTP date.
+pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let when = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let delta = when.with_timezone(&chrono::Utc) - chrono::Utc::now();
+    Some(delta.to_std().unwrap_or(Duration::ZERO))
+}
+
+/// Whether the request provably never reached the server: the connection could not be made.
+fn is_connect_error(e: &kube::Error) -> bool {
+    let mut current: Option<&(dyn StdError + 'static)> = Some(e);
+    while let Some(err) = current {
+        if let Some(h) = err.downcast_ref::<hyper_util::client::legacy::Error>()
+            && h.is_connect()
+        {
+            return true;
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return true;
+        }
+        current = err.source();
+    }
+    false
+}
+
+/// The error and its causes on one line.
+fn describe(e: &(dyn StdError + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut current = e.source();
+    while let Some(err) = current {
+        let text = err.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        current = err.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_forms() {
+        assert_eq!(parse_retry_after("3"), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after(" 0 "), Some(Duration::ZERO));
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon"), None);
+        assert_eq!(parse_retry_after("-1"), None);
+    }
+}
