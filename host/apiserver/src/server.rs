@@ -881,6 +881,24 @@ fn bookmark(def: &ResourceDef, rv: u64, initial_end: bool) -> Bytes {
     event_line("BOOKMARK", obj.to_string().as_bytes())
 }
 
+/// The event type a filtered watch reports: an object that starts matching is ADDED, one that
+/// stops matching is DELETED, as the real server's watch cache does.
+fn filtered_type(e: &crate::store::Event, matches: &impl Fn(&Obj) -> bool) -> Option<&'static str> {
+    let now = matches(&e.obj);
+    match e.etype {
+        EventType::Modified => {
+            let before = e.prev.as_ref().is_none_or(|p| matches(p));
+            match (before, now) {
+                (true, true) => Some("MODIFIED"),
+                (false, true) => Some("ADDED"),
+                (true, false) => Some("DELETED"),
+                (false, false) => None,
+            }
+        }
+        other => now.then_some(other.as_str()),
+    }
+}
+
 fn stream_response(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Response<Body> {
     let stream = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv()
@@ -942,9 +960,9 @@ fn watch(
                     last = e.rv;
                     if &*e.key == def.key()
                         && ns_filter.as_ref().is_none_or(|n| *n == e.ns)
-                        && matches(&e.obj)
+                        && let Some(et) = filtered_type(&e, &matches)
                     {
-                        initial.push(event_line(e.etype.as_str(), &obj_bytes(def, &e.obj)));
+                        initial.push(event_line(et, &obj_bytes(def, &e.obj)));
                     }
                 }
                 (sub, last)
@@ -978,16 +996,11 @@ fn watch(
                             continue;
                         }
                         last_rv = e.rv;
-                        if &*e.key != def.key()
-                            || ns_filter.as_ref().is_some_and(|n| *n != e.ns)
-                            || !matches(&e.obj)
-                        {
+                        if &*e.key != def.key() || ns_filter.as_ref().is_some_and(|n| *n != e.ns) {
                             continue;
                         }
-                        let et = match e.etype {
-                            EventType::Added => "ADDED",
-                            EventType::Modified => "MODIFIED",
-                            EventType::Deleted => "DELETED",
+                        let Some(et) = filtered_type(&e, &matches) else {
+                            continue;
                         };
                         if tx.send(event_line(et, &obj_bytes(&def, &e.obj))).await.is_err() {
                             return;

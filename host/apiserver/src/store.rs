@@ -78,6 +78,8 @@ pub struct Event {
     pub key: Arc<str>,
     pub ns: String,
     pub obj: Arc<Obj>,
+    /// The version before a modification (for selector transitions in filtered watches).
+    pub prev: Option<Arc<Obj>>,
     pub rv: u64,
 }
 
@@ -458,6 +460,11 @@ impl Store {
             key: Arc::from(key),
             ns: ns.to_string(),
             obj: obj.clone(),
+            prev: if event_type == EventType::Modified {
+                cur.clone()
+            } else {
+                None
+            },
             rv,
         });
         inner.ring.push_back(ev.clone());

@@ -1304,3 +1304,110 @@ async fn not_found_body_is_shaped_like_the_real_server() {
     );
     c.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_filtered_watch_reports_objects_leaving_the_selector_as_deleted() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("selwatch").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    api.create(&PostParams::default(), &cm("m", json!({"team": "a"})))
+        .await
+        .unwrap();
+    api.patch(
+        "m",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"team": "b"}}})),
+    )
+    .await
+    .unwrap();
+    api.patch(
+        "m",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"team": "a"}}})),
+    )
+    .await
+    .unwrap();
+    let stream = api
+        .watch(&WatchParams::default().labels("team=a").timeout(10), &rv)
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = stream
+        .take(3)
+        .map_ok(|e| match e {
+            WatchEvent::Added(_) => "ADDED",
+            WatchEvent::Modified(_) => "MODIFIED",
+            WatchEvent::Deleted(_) => "DELETED",
+            WatchEvent::Bookmark(_) => "BOOKMARK",
+            WatchEvent::Error(_) => "ERROR",
+        })
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(kinds, ["ADDED", "DELETED", "ADDED"]);
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_kube_runtime_watcher_lists_then_follows_changes() {
+    use kube::runtime::{WatchStreamExt, watcher};
+    let c = TestCluster::new().await;
+    let ns = c.namespace("runtime").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    api.create(&PostParams::default(), &cm("before", json!({})))
+        .await
+        .unwrap();
+    let mut names = watcher(api.clone(), watcher::Config::default())
+        .applied_objects()
+        .map_ok(|o| o.metadata.name.unwrap_or_default())
+        .boxed();
+    let first = tokio::time::timeout(Duration::from_secs(10), names.try_next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.as_deref(), Some("before"));
+    api.create(&PostParams::default(), &cm("after", json!({})))
+        .await
+        .unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(10), names.try_next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(second.as_deref(), Some("after"));
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_kube_runtime_watcher_works_with_streaming_lists() {
+    use kube::runtime::{WatchStreamExt, watcher};
+    let c = TestCluster::new().await;
+    let ns = c.namespace("streaming").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    api.create(&PostParams::default(), &cm("existing", json!({})))
+        .await
+        .unwrap();
+    let mut names = watcher(api.clone(), watcher::Config::default().streaming_lists())
+        .applied_objects()
+        .map_ok(|o| o.metadata.name.unwrap_or_default())
+        .boxed();
+    let first = tokio::time::timeout(Duration::from_secs(10), names.try_next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.as_deref(), Some("existing"));
+    api.create(&PostParams::default(), &cm("new", json!({})))
+        .await
+        .unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(10), names.try_next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(second.as_deref(), Some("new"));
+    c.shutdown().await;
+}
