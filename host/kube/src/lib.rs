@@ -215,10 +215,10 @@ impl Cluster {
         if cache.len() >= limit {
             cache.retain(|_, c| c.created.elapsed() < ttl);
         }
-        if cache.len() >= limit {
-            if let Some(oldest) = cache.iter().min_by_key(|(_, c)| c.created).map(|(k, _)| *k) {
-                cache.remove(&oldest);
-            }
+        if cache.len() >= limit
+            && let Some(oldest) = cache.iter().min_by_key(|(_, c)| c.created).map(|(k, _)| *k)
+        {
+            cache.remove(&oldest);
         }
         cache.insert(
             key,
