@@ -50,6 +50,8 @@ pub struct App {
     pub addr: SocketAddr,
     /// The embedded cluster, when one was started.
     pub cluster: Option<lethe_apiserver::RunningApiServer>,
+    /// The runtime (engine and components).
+    pub runtime: Arc<Runtime>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -120,7 +122,7 @@ impl App {
         for job in cron_jobs {
             tasks.push(tokio::spawn(job.run(runtime.clone(), shutdown_rx.clone())));
         }
-        Ok(App { addr, cluster: embedded, shutdown, tasks })
+        Ok(App { addr, cluster: embedded, runtime, shutdown, tasks })
     }
 
     /// Stops accepting work, lets in-flight requests and ticks finish (bounded), and stops the
@@ -161,8 +163,10 @@ async fn connect_cluster(
     opts: &UpOptions,
 ) -> anyhow::Result<(lethe_kube::Cluster, Option<lethe_apiserver::RunningApiServer>)> {
     match &opts.cluster {
-        ClusterSource::Kubeconfig(path) => Ok((lethe_kube::Cluster::from_kubeconfig(path).await?, None)),
-        ClusterSource::InCluster => Ok((lethe_kube::Cluster::infer().await?, None)),
+        ClusterSource::Kubeconfig(path) => {
+            Ok((lethe_kube::Cluster::from_kubeconfig(path, Default::default()).await?, None))
+        }
+        ClusterSource::InCluster => Ok((lethe_kube::Cluster::infer(Default::default()).await?, None)),
         ClusterSource::Embedded => {
             let server = lethe_apiserver::start(lethe_apiserver::ApiServerConfig {
                 data_dir: Some(opts.data_dir.join("cluster")),
@@ -175,7 +179,7 @@ async fn connect_cluster(
                 .kubeconfig_path()
                 .context("the embedded cluster wrote no kubeconfig")?
                 .to_path_buf();
-            let cluster = lethe_kube::Cluster::from_kubeconfig(&path).await?;
+            let cluster = lethe_kube::Cluster::from_kubeconfig(&path, Default::default()).await?;
             Ok((cluster, Some(server)))
         }
     }

@@ -22,6 +22,8 @@ const SANDBOXED_WASI: &[&str] = &[
     "wasi:filesystem/",
     "wasi:sockets/",
     "wasi:http/types",
+    // Types only (the cron event's metadata and error); no functions to call.
+    "spin:cron/cron-types",
 ];
 
 /// What one import of a component asks for.

@@ -237,7 +237,7 @@ struct RawComponent {
 #[serde(untagged)]
 enum RawSource {
     Path(String),
-    Remote(toml::Table),
+    Remote(serde::de::IgnoredAny),
 }
 
 /// Reads and validates the manifest at `path`.

@@ -25,6 +25,7 @@ pub struct InstanceState {
     pub(crate) table: ResourceTable,
     wasi: WasiCtx,
     http: WasiHttpCtx,
+    outbound: NoOutboundHttp,
     limits: StoreLimits,
     /// The lethe capabilities this instance may use.
     pub(crate) caps: Capabilities,
@@ -38,7 +39,29 @@ impl WasiView for InstanceState {
 
 impl WasiHttpView for InstanceState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: Default::default() }
+        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.outbound }
+    }
+}
+
+/// Components get no outbound HTTP: the grant check refuses `wasi:http/outgoing-handler`
+/// imports at start, and this hook denies any request that could still reach the host.
+struct NoOutboundHttp;
+
+impl wasmtime_wasi_http::WasiHttpHooks for NoOutboundHttp {
+    fn send_request(
+        &mut self,
+        _request: http::Request<wasmtime_wasi_http::WasiBody>,
+        _options: Option<wasmtime_wasi_http::RequestOptions>,
+        _response_done: Box<dyn std::future::Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+    ) -> Box<
+        dyn std::future::Future<
+                Output = wasmtime_wasi_http::Result<(
+                    http::Response<wasmtime_wasi_http::WasiBody>,
+                    Box<dyn std::future::Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+                )>,
+            > + Send,
+    > {
+        Box::new(std::future::ready(Err(wasmtime_wasi_http::Error::HttpRequestDenied)))
     }
 }
 
@@ -96,9 +119,9 @@ impl Runtime {
             let component = compile(&engine, &decl.source, cache_dir)
                 .with_context(|| format!("component `{id}`"))?;
             grants::check(id, &decl.grants, &component, &engine)?;
-            let pre = linker
-                .instantiate_pre(&component)
-                .with_context(|| format!("component `{id}` imports something lethe cannot supply"))?;
+            let pre = linker.instantiate_pre(&component).map_err(|e| {
+                anyhow::Error::from(e).context(format!("component `{id}` imports something lethe cannot supply"))
+            })?;
             let env = envs
                 .get(id)
                 .cloned()
@@ -145,6 +168,18 @@ impl Runtime {
     pub fn components(&self) -> impl Iterator<Item = &Arc<LoadedComponent>> {
         self.components.values()
     }
+
+    /// The mean cost of preparing one request's instance of component `id`: a fresh store plus
+    /// instantiation from the `InstancePre` (for benchmarks).
+    pub async fn measure_instantiation(&self, id: &str, iterations: u32) -> anyhow::Result<Duration> {
+        let component = self.component(id).with_context(|| format!("no component `{id}`"))?;
+        let start = std::time::Instant::now();
+        for _ in 0..iterations {
+            let mut store = component.new_store(&self.engine);
+            component.pre.instantiate_async(&mut store).await?;
+        }
+        Ok(start.elapsed() / iterations.max(1))
+    }
 }
 
 impl Drop for Runtime {
@@ -164,6 +199,7 @@ impl LoadedComponent {
             // No preopens, no environment, no network: components get only their grants.
             wasi: WasiCtx::builder().inherit_stderr().build(),
             http: WasiHttpCtx::new(),
+            outbound: NoOutboundHttp,
             limits: StoreLimitsBuilder::new()
                 .memory_size(self.limits.memory_bytes)
                 .trap_on_grow_failure(true)
@@ -197,7 +233,7 @@ fn build_engine(max_memory_mb: u64, max_instances: u32) -> anyhow::Result<Engine
         .total_stacks(max_instances)
         .max_memory_size(max_memory);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    Engine::new(&config)
+    Ok(Engine::new(&config)?)
 }
 
 /// Compiles `source`, or loads the compiled artifact cached for the same bytes and engine.
@@ -205,7 +241,7 @@ fn compile(engine: &Engine, source: &Path, cache_dir: Option<&Path>) -> anyhow::
     let bytes = std::fs::read(source)
         .with_context(|| format!("cannot read {}", source.display()))?;
     let Some(cache_dir) = cache_dir else {
-        return Component::new(engine, &bytes);
+        return Ok(Component::new(engine, &bytes)?);
     };
     let path = cache_path(engine, &bytes, cache_dir);
     if path.exists() {

@@ -41,7 +41,7 @@ impl HostClient for CapsView<'_> {
         let Some(cluster) = self.env.cluster.as_ref() else {
             return Ok(Err(Error::Unavailable("no Kubernetes cluster is configured".into())));
         };
-        match cluster.client(identity) {
+        match cluster.client(&identity) {
             Ok(client) => Ok(Ok(self.table.push(client)?)),
             Err(e) => Ok(Err(from_error(e))),
         }

@@ -78,6 +78,6 @@ impl HasData for CapsData {
 }
 
 /// Links every lethe capability into `linker` (once, at start).
-pub fn add_to_linker(linker: &mut Linker<InstanceState>) -> anyhow::Result<()> {
+pub fn add_to_linker(linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
     bindings::HostCapabilities::add_to_linker::<InstanceState, CapsData>(linker, InstanceState::caps_view)
 }

@@ -8,8 +8,8 @@ use super::bindings::lethe::platform::sql::{
     Error, Host, HostTransaction, RowSet, Statement, Value,
 };
 
-/// The host side of a `transaction` resource: `None` once it has been committed or rolled back.
-pub type TransactionHandle = Option<lethe_sql::Transaction>;
+/// The host side of a `transaction` resource.
+pub type TransactionHandle = lethe_sql::Transaction;
 
 impl CapsView<'_> {
     fn database(&self) -> Result<&lethe_sql::Database, Error> {
@@ -26,7 +26,7 @@ impl Host for CapsView<'_> {
             Ok(db) => db,
             Err(e) => return Ok(Err(e)),
         };
-        Ok(db.query(&sql, to_values(params)).await.map(from_row_set).map_err(from_error))
+        Ok(db.query(&sql, &to_values(params)).await.map(from_row_set).map_err(from_error))
     }
 
     async fn execute(&mut self, sql: String, params: Vec<Value>) -> wasmtime::Result<Result<u64, Error>> {
@@ -34,7 +34,7 @@ impl Host for CapsView<'_> {
             Ok(db) => db,
             Err(e) => return Ok(Err(e)),
         };
-        Ok(db.execute(&sql, to_values(params)).await.map_err(from_error))
+        Ok(db.execute(&sql, &to_values(params)).await.map_err(from_error))
     }
 
     async fn batch(&mut self, statements: Vec<Statement>) -> wasmtime::Result<Result<Vec<u64>, Error>> {
@@ -42,11 +42,11 @@ impl Host for CapsView<'_> {
             Ok(db) => db,
             Err(e) => return Ok(Err(e)),
         };
-        let statements = statements
+        let statements: Vec<_> = statements
             .into_iter()
             .map(|s| lethe_sql::Statement { sql: s.sql, params: to_values(s.params) })
             .collect();
-        Ok(db.batch(statements).await.map_err(from_error))
+        Ok(db.batch(&statements).await.map_err(from_error))
     }
 }
 
@@ -57,7 +57,7 @@ impl HostTransaction for CapsView<'_> {
             Err(e) => return Ok(Err(e)),
         };
         match db.begin().await {
-            Ok(tx) => Ok(Ok(self.table.push(Some(tx))?)),
+            Ok(tx) => Ok(Ok(self.table.push(tx)?)),
             Err(e) => Ok(Err(from_error(e))),
         }
     }
@@ -68,10 +68,8 @@ impl HostTransaction for CapsView<'_> {
         sql: String,
         params: Vec<Value>,
     ) -> wasmtime::Result<Result<RowSet, Error>> {
-        let Some(tx) = self.table.get_mut(&tx)?.as_mut() else {
-            return Ok(Err(finished()));
-        };
-        Ok(tx.query(&sql, to_values(params)).await.map(from_row_set).map_err(from_error))
+        let tx = self.table.get_mut(&tx)?;
+        Ok(tx.query(&sql, &to_values(params)).await.map(from_row_set).map_err(from_error))
     }
 
     async fn execute(
@@ -80,23 +78,17 @@ impl HostTransaction for CapsView<'_> {
         sql: String,
         params: Vec<Value>,
     ) -> wasmtime::Result<Result<u64, Error>> {
-        let Some(tx) = self.table.get_mut(&tx)?.as_mut() else {
-            return Ok(Err(finished()));
-        };
-        Ok(tx.execute(&sql, to_values(params)).await.map_err(from_error))
+        let tx = self.table.get_mut(&tx)?;
+        Ok(tx.execute(&sql, &to_values(params)).await.map_err(from_error))
     }
 
     async fn commit(&mut self, tx: Resource<TransactionHandle>) -> wasmtime::Result<Result<(), Error>> {
-        let Some(tx) = self.table.get_mut(&tx)?.take() else {
-            return Ok(Err(finished()));
-        };
+        let tx = self.table.get_mut(&tx)?;
         Ok(tx.commit().await.map_err(from_error))
     }
 
     async fn rollback(&mut self, tx: Resource<TransactionHandle>) -> wasmtime::Result<Result<(), Error>> {
-        let Some(tx) = self.table.get_mut(&tx)?.take() else {
-            return Ok(Err(finished()));
-        };
+        let tx = self.table.get_mut(&tx)?;
         Ok(tx.rollback().await.map_err(from_error))
     }
 
@@ -105,10 +97,6 @@ impl HostTransaction for CapsView<'_> {
         self.table.delete(tx)?;
         Ok(())
     }
-}
-
-fn finished() -> Error {
-    Error::Other("the transaction is already finished".into())
 }
 
 fn to_values(params: Vec<Value>) -> Vec<lethe_sql::Value> {

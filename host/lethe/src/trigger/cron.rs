@@ -43,8 +43,9 @@ impl CronJob {
     /// Prepares a cron trigger; the component must export `handle-cron-event`.
     pub fn new(expression: &str, component: Arc<LoadedComponent>) -> anyhow::Result<CronJob> {
         let schedule = parse_schedule(expression)?;
-        let pre = SpinCronPre::new(component.pre.clone()).with_context(|| {
-            format!("component `{}` does not export spin:cron's handle-cron-event", component.id)
+        let pre = SpinCronPre::new(component.pre.clone()).map_err(|e| {
+            anyhow::Error::from(e)
+                .context(format!("component `{}` does not export spin:cron's handle-cron-event", component.id))
         })?;
         Ok(CronJob { schedule, expression: expression.to_string(), component, pre })
     }
@@ -61,7 +62,7 @@ impl CronJob {
 
     /// Runs one tick now, in a fresh instance. Errors are the component's failure or its
     /// `error` result.
-    pub async fn tick(&self, runtime: &Runtime, at: DateTime<Utc>) -> anyhow::Result<()> {
+    pub async fn tick(&self, runtime: &Runtime, at: DateTime<Utc>) -> wasmtime::Result<()> {
         let mut store = self.component.new_store(runtime.engine());
         let timeout = self.component.limits.timeout;
         let timestamp = u64::try_from(at.timestamp()).unwrap_or(0);
@@ -71,10 +72,10 @@ impl CronJob {
         };
         let result = match tokio::time::timeout(timeout + std::time::Duration::from_millis(250), run).await {
             Ok(r) => r?,
-            Err(_) => return Err(anyhow::Error::new(wasmtime::Trap::Interrupt)),
+            Err(_) => return Err(wasmtime::Error::new(wasmtime::Trap::Interrupt)),
         };
         result.map_err(|e| match e {
-            bindings::spin::cron::cron_types::Error::Other(msg) => anyhow::anyhow!("handle-cron-event returned an error: {msg}"),
+            bindings::spin::cron::cron_types::Error::Other(msg) => wasmtime::format_err!("handle-cron-event returned an error: {msg}"),
         })
     }
 

@@ -136,8 +136,11 @@ impl Router {
                 .component(&t.component)
                 .with_context(|| format!("unknown component `{}`", t.component))?
                 .clone();
-            let pre = ProxyPre::new(component.pre.clone()).with_context(|| {
-                format!("component `{}` does not export wasi:http/incoming-handler@0.2", t.component)
+            let pre = ProxyPre::new(component.pre.clone()).map_err(|e| {
+                anyhow::Error::from(e).context(format!(
+                    "component `{}` does not export wasi:http/incoming-handler@0.2",
+                    t.component
+                ))
             })?;
             routes.push((Route::parse(&t.route)?, Arc::new(HttpComponent { component, pre })));
         }
@@ -237,7 +240,7 @@ async fn invoke(
     runtime: &Runtime,
     target: &HttpComponent,
     req: hyper::Request<Incoming>,
-) -> anyhow::Result<hyper::Response<HyperOutgoingBody>> {
+) -> wasmtime::Result<hyper::Response<HyperOutgoingBody>> {
     let component = &target.component;
     let mut store = component.new_store(runtime.engine());
     let (sender, receiver) = tokio::sync::oneshot::channel();
@@ -255,16 +258,16 @@ async fn invoke(
         };
         match tokio::time::timeout(timeout + Duration::from_millis(250), run).await {
             Ok(result) => result,
-            Err(_) => Err(anyhow::Error::new(wasmtime::Trap::Interrupt)),
+            Err(_) => Err(wasmtime::Error::new(wasmtime::Trap::Interrupt)),
         }
     });
     match receiver.await {
         Ok(Ok(resp)) => Ok(resp),
-        Ok(Err(code)) => bail!("the component answered with a wasi:http error: {code:?}"),
+        Ok(Err(code)) => wasmtime::bail!("the component answered with a wasi:http error: {code:?}"),
         Err(_) => match task.await {
-            Ok(Ok(())) => bail!("the component returned without setting a response"),
+            Ok(Ok(())) => wasmtime::bail!("the component returned without setting a response"),
             Ok(Err(e)) => Err(e),
-            Err(join) => bail!("the component task failed: {join}"),
+            Err(join) => wasmtime::bail!("the component task failed: {join}"),
         },
     }
 }

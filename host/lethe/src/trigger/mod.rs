@@ -5,7 +5,7 @@ pub mod cron;
 pub mod http;
 
 /// Why a component invocation failed, in words an operator can act on.
-pub fn describe_failure(error: &anyhow::Error) -> String {
+pub fn describe_failure(error: &wasmtime::Error) -> String {
     if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
         return match trap {
             wasmtime::Trap::Interrupt => "exceeded its time limit".to_string(),

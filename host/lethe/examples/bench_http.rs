@@ -1,0 +1,121 @@
+//! Per-request cost of the host: HTTP in → fresh instance → trivial component → response,
+//! measured side by side with a plain hyper handler doing the same work natively.
+//!
+//! Run: `cargo run --release -p lethe --example bench_http -- [seconds] [connections]`
+//! It prints p50/p99 latency and requests/s for both, and the cost of one instantiation with the
+//! pooling allocator.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Empty, Full};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(10);
+    let connections: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(8);
+
+    let dir = tempfile::tempdir()?;
+    let manifest = dir.path().join("spin.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "spin_manifest_version = 2\n[application]\nname = \"bench\"\n\
+             [[trigger.http]]\nroute = \"/...\"\ncomponent = \"trivial\"\n\
+             [component.trivial]\nsource = \"{}\"\n",
+            std::path::Path::new(lethe::COMPONENTS_DIR).join("misbehave.wasm").display()
+        ),
+    )?;
+    let app = lethe::app::App::start(lethe::app::UpOptions {
+        manifest,
+        listen: "127.0.0.1:0".parse()?,
+        data_dir: dir.path().join("data"),
+        database_url: None,
+        cluster: lethe::app::ClusterSource::Kubeconfig(dir.path().join("unused-kubeconfig")),
+        cluster_listen: "127.0.0.1:0".parse()?,
+    })
+    .await?;
+    let native = start_native().await?;
+
+    println!("{seconds} s per target, {connections} keep-alive connections, {} cores", std::thread::available_parallelism()?.get());
+    let wasm = load(app.addr, "/ok", seconds, connections).await?;
+    let plain = load(native, "/ok", seconds, connections).await?;
+    report("wasm component (fresh instance per request)", &wasm, seconds);
+    report("plain hyper handler (native)", &plain, seconds);
+    println!(
+        "wasm throughput = {:.0}% of native",
+        100.0 * wasm.len() as f64 / plain.len().max(1) as f64
+    );
+    let per_instance = app.runtime.measure_instantiation("trivial", 20_000).await?;
+    println!("instantiation (pooling allocator, InstancePre): {:.1} µs", per_instance.as_secs_f64() * 1e6);
+    app.shutdown().await;
+    Ok(())
+}
+
+async fn start_native() -> anyhow::Result<SocketAddr> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let _ = stream.set_nodelay(true);
+            tokio::spawn(async move {
+                let service = service_fn(|_req| async {
+                    let mut resp = hyper::Response::new(Full::new(Bytes::from_static(b"\"ok\"")));
+                    resp.headers_mut().insert("content-type", "application/json".parse().expect("static"));
+                    Ok::<_, Infallible>(resp)
+                });
+                let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+            });
+        }
+    });
+    Ok(addr)
+}
+
+/// Runs `connections` keep-alive clients for `seconds`; returns every request's latency.
+async fn load(addr: SocketAddr, path: &'static str, seconds: u64, connections: usize) -> anyhow::Result<Vec<Duration>> {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for _ in 0..connections {
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let stream = TcpStream::connect(addr).await?;
+            stream.set_nodelay(true)?;
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+            tokio::spawn(conn);
+            while Instant::now() < deadline {
+                let req = hyper::Request::get(path).header("host", "bench").body(Empty::<Bytes>::new())?;
+                let start = Instant::now();
+                let resp = sender.send_request(req).await?;
+                anyhow::ensure!(resp.status() == 200, "unexpected status {}", resp.status());
+                resp.into_body().collect().await?;
+                latencies.push(start.elapsed());
+            }
+            anyhow::Ok(latencies)
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    all.sort();
+    Ok(all)
+}
+
+fn report(name: &str, latencies: &[Duration], seconds: u64) {
+    let pick = |q: f64| latencies.get(((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1))).copied().unwrap_or_default();
+    println!(
+        "{name}: {:.0} req/s, p50 {:.0} µs, p99 {:.0} µs ({} requests)",
+        latencies.len() as f64 / seconds as f64,
+        pick(0.50).as_secs_f64() * 1e6,
+        pick(0.99).as_secs_f64() * 1e6,
+        latencies.len()
+    );
+}

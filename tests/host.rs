@@ -1,0 +1,189 @@
+//! End-to-end tests of the lethe host: the real `lethe up` binary serving real wasm components.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{Lethe, get, request};
+
+/// A manifest serving the smoke and misbehave components; `smoke_grants` and `cron` vary by test.
+fn manifest(smoke_capabilities: &str, cron: Option<&str>) -> String {
+    let cron = cron
+        .map(|expr| format!("[[trigger.cron]]\ncron_expression = \"{expr}\"\ncomponent = \"smoke\"\n"))
+        .unwrap_or_default();
+    format!(
+        r#"
+spin_manifest_version = 2
+
+[application]
+name = "host-test"
+
+[application.tool.lethe]
+timeout_ms = 2000
+memory_limit_mb = 32
+
+[variables]
+greeting = {{ default = "hello" }}
+
+[[trigger.http]]
+route = "/smoke/..."
+component = "smoke"
+
+[[trigger.http]]
+route = "/misbehave/..."
+component = "misbehave"
+
+[[trigger.http]]
+route = "/misbehave/exact"
+component = "smoke"
+
+{cron}
+
+[component.smoke]
+source = "{smoke}"
+variables = {{ greeting = "{{{{ greeting }}}} world" }}
+
+[component.smoke.tool.lethe]
+capabilities = [{smoke_capabilities}]
+migrations = "{migrations}"
+
+[component.misbehave]
+source = "{misbehave}"
+
+[component.misbehave.tool.lethe]
+timeout_ms = 500
+memory_limit_mb = 16
+"#,
+        smoke = support::component("smoke").display(),
+        misbehave = support::component("misbehave").display(),
+        migrations = support::repo_root().join("components/smoke/migrations").display(),
+    )
+}
+
+const SMOKE_CAPS: &str = r#""sql", "log", "config""#;
+
+fn exercise_smoke_notes(lethe: &Lethe) {
+    let put = request("PUT", &format!("{}/smoke/notes/first", lethe.url), Some("remember me"), &[]);
+    assert_eq!(put.status, 201, "{}", put.body);
+    let again = request("PUT", &format!("{}/smoke/notes/first", lethe.url), Some("changed"), &[]);
+    assert_eq!(again.status, 200, "{}", again.body);
+    let read = get(&format!("{}/smoke/notes/first", lethe.url));
+    assert_eq!(read.status, 200);
+    assert_eq!(read.json()["body"], "changed");
+    let list = get(&format!("{}/smoke/notes", lethe.url));
+    assert_eq!(list.json()["resources"].as_array().map(Vec::len), Some(1));
+    let missing = get(&format!("{}/smoke/notes/absent", lethe.url));
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.cf_code(), 10010);
+}
+
+#[test]
+fn smoke_component_round_trips_through_sqlite() {
+    let lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &[]);
+    exercise_smoke_notes(&lethe);
+    assert!(lethe.data_dir.path().join("data/lethe.db").exists(), "SQLite file in the data dir");
+}
+
+#[test]
+fn smoke_component_round_trips_through_postgres() {
+    let Some(url) = support::postgres_url_or_skip("smoke_component_round_trips_through_postgres") else {
+        return;
+    };
+    let db = support::fresh_postgres_database(&url, "lethe_host_smoke");
+    let lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &["--database-url", &db]);
+    assert!(lethe.log().contains("postgres"), "serves from PostgreSQL:\n{}", lethe.log());
+    exercise_smoke_notes(&lethe);
+}
+
+#[test]
+fn routes_follow_spin_precedence_and_unknown_paths_get_the_envelope() {
+    let lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &[]);
+    let greeting = get(&format!("{}/smoke/greeting", lethe.url));
+    assert_eq!(greeting.status, 200);
+    assert_eq!(greeting.json()["greeting"], "hello world", "config variables are templated");
+    // The exact route `/misbehave/exact` wins over the wildcard `/misbehave/...` and reaches smoke,
+    // which answers 404 for a path it does not know (misbehave would also 404, but with another detail).
+    let exact = get(&format!("{}/misbehave/exact", lethe.url));
+    assert_eq!(exact.status, 404);
+    assert_eq!(exact.json()["errors"][0]["detail"], "Unknown smoke route");
+    let unknown = get(&format!("{}/no/such/route", lethe.url));
+    assert_eq!(unknown.status, 404);
+    assert_eq!(unknown.json()["errors"][0]["title"], "CF-NotFound");
+}
+
+#[test]
+fn cron_trigger_fires_every_second() {
+    let lethe = Lethe::up(&manifest(SMOKE_CAPS, Some("* * * * * *")), &[]);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut count = 0;
+    while Instant::now() < deadline {
+        count = get(&format!("{}/smoke/ticks", lethe.url)).json()["count"].as_i64().unwrap_or(0);
+        if count >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(count >= 2, "at least two ticks recorded, got {count}\n{}", lethe.log());
+}
+
+#[test]
+fn ungranted_import_refuses_to_start_and_names_component_and_interface() {
+    let failure = match Lethe::try_up(&manifest(r#""log", "config""#, None), &[], &[]) {
+        Ok(_) => panic!("lethe up must refuse a component importing an ungranted capability"),
+        Err(f) => f,
+    };
+    assert!(!failure.status.success());
+    assert!(failure.log.contains("component `smoke`"), "{}", failure.log);
+    assert!(failure.log.contains("lethe:platform/sql"), "{}", failure.log);
+}
+
+fn assert_contained_failure(lethe: &Lethe, misdeed: &str, log_reason: &str) {
+    let r = get(&format!("{}/misbehave/{misdeed}", lethe.url));
+    assert_eq!(r.status, 500, "{misdeed}: {}", r.body);
+    assert_eq!(r.cf_code(), 10001);
+    assert_eq!(r.json()["errors"][0]["title"], "UnknownError");
+    assert!(
+        lethe.wait_for_log(log_reason, Duration::from_secs(5)),
+        "the log says the misbehave component {log_reason}:\n{}",
+        lethe.log()
+    );
+    let ok = get(&format!("{}/misbehave/ok", lethe.url));
+    assert_eq!(ok.status, 200, "the host keeps serving after {misdeed}");
+}
+
+#[test]
+fn trapping_component_gives_500_and_host_keeps_serving() {
+    let lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &[]);
+    assert_contained_failure(&lethe, "trap", "trapped");
+}
+
+#[test]
+fn component_over_its_time_limit_gives_500_and_host_keeps_serving() {
+    let lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &[]);
+    let started = Instant::now();
+    assert_contained_failure(&lethe, "spin", "exceeded its time limit");
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+#[test]
+fn component_over_its_memory_limit_gives_500_and_host_keeps_serving() {
+    let lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &[]);
+    assert_contained_failure(&lethe, "hog", "memory");
+}
+
+#[test]
+fn sigterm_shuts_down_gracefully() {
+    let mut lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &[]);
+    assert_eq!(get(&format!("{}/misbehave/ok", lethe.url)).status, 200);
+    let status = lethe.stop().expect("exits after SIGTERM");
+    assert!(status.success(), "clean exit: {status}\n{}", lethe.log());
+    assert!(lethe.log().contains("lethe stopped"));
+}
+
+#[test]
+fn compiled_components_are_cached_in_the_data_dir() {
+    let lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &[]);
+    let cache = lethe.data_dir.path().join("data/cache");
+    let entries = std::fs::read_dir(&cache).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(entries, 2, "one compiled artifact per component in {}", cache.display());
+}

@@ -1,0 +1,251 @@
+//! Shared helpers of the end-to-end tests: run the real `lethe` binary on a manifest, talk HTTP to
+//! it, and find the PostgreSQL server to test against.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The `lethe` binary under test.
+pub fn lethe_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_lethe"))
+}
+
+/// Where the build script put the wasm components.
+pub fn component(name: &str) -> PathBuf {
+    Path::new(lethe::COMPONENTS_DIR).join(format!("{name}.wasm"))
+}
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(lethe::REPO_ROOT)
+}
+
+/// A `lethe up` process, stopped with SIGTERM when dropped.
+pub struct Lethe {
+    child: Child,
+    /// `http://127.0.0.1:<port>`.
+    pub url: String,
+    log: Arc<Mutex<String>>,
+    /// The data dir (kept alive for the process's lifetime).
+    pub data_dir: tempfile::TempDir,
+}
+
+/// The result of a `lethe up` that did not start.
+pub struct StartFailure {
+    /// Exit status.
+    pub status: std::process::ExitStatus,
+    /// Everything it logged.
+    pub log: String,
+}
+
+impl Lethe {
+    /// Writes `manifest` into a fresh data dir and runs `lethe up` on it with `extra_args`;
+    /// returns once it serves HTTP.
+    pub fn up(manifest: &str, extra_args: &[&str]) -> Lethe {
+        match Self::try_up(manifest, extra_args, &[]) {
+            Ok(l) => l,
+            Err(f) => panic!("lethe up failed ({}):\n{}", f.status, f.log),
+        }
+    }
+
+    /// Like [`Lethe::up`], with extra environment variables, returning the failure instead of
+    /// panicking.
+    pub fn try_up(manifest: &str, extra_args: &[&str], env: &[(&str, &str)]) -> Result<Lethe, StartFailure> {
+        let data_dir = tempfile::tempdir().expect("tempdir");
+        let manifest_path = data_dir.path().join("spin.toml");
+        std::fs::write(&manifest_path, manifest).expect("write manifest");
+        let mut cmd = Command::new(lethe_bin());
+        cmd.arg("up")
+            .arg("--manifest")
+            .arg(&manifest_path)
+            .args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir.path().join("data"))
+            .args(extra_args)
+            .env("LETHE_LOG", "info")
+            .env_remove("KUBECONFIG")
+            .env_remove("LETHE_DATABASE_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn lethe");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let log_writer = log.clone();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let url = line
+                    .split("lethe listening on ")
+                    .nth(1)
+                    .and_then(|rest| rest.split_whitespace().next());
+                if let (Some(url), Some(tx)) = (url, tx.as_ref()) {
+                    let _ = tx.send(url.to_string());
+                }
+                let mut l = log_writer.lock().expect("log lock");
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Ok(url) = rx.recv_timeout(Duration::from_millis(100)) {
+                return Ok(Lethe { child, url, log, data_dir });
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                std::thread::sleep(Duration::from_millis(200));
+                let log = log.lock().expect("log lock").clone();
+                return Err(StartFailure { status, log });
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("lethe up did not start within 120 s:\n{}", log.lock().expect("log lock"));
+            }
+        }
+    }
+
+    /// Everything logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().expect("log lock").clone()
+    }
+
+    /// Waits (bounded) until the log contains `needle`.
+    pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.log().contains(needle) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    /// Sends SIGTERM and waits for the exit status (bounded).
+    pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        None
+    }
+}
+
+impl Drop for Lethe {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.stop();
+        }
+    }
+}
+
+/// An HTTP answer.
+#[derive(Debug)]
+pub struct Answer {
+    /// Status code.
+    pub status: u16,
+    /// Headers, lower-case names.
+    pub headers: Vec<(String, String)>,
+    /// Body text.
+    pub body: String,
+}
+
+impl Answer {
+    /// The body as JSON (panics with the body when it is not JSON).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The first CF error's code.
+    pub fn cf_code(&self) -> i64 {
+        self.json()["errors"][0]["code"].as_i64().unwrap_or_else(|| panic!("no CF error: {}", self.body))
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into()
+}
+
+/// Sends a request with an optional body and headers.
+pub fn request(method: &str, url: &str, body: Option<&str>, headers: &[(&str, &str)]) -> Answer {
+    let mut builder = http::Request::builder().method(method).uri(url);
+    for (k, v) in headers {
+        builder = builder.header(*k, *v);
+    }
+    let agent = agent();
+    let result = match body {
+        Some(b) => agent.run(builder.body(b.to_string()).expect("request")),
+        None => agent.run(builder.body(()).expect("request")),
+    };
+    let mut resp = result.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let status = resp.status().as_u16();
+    let headers = resp
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+        .collect();
+    let body = resp.body_mut().read_to_string().unwrap_or_default();
+    Answer { status, headers, body }
+}
+
+/// The PostgreSQL server to test against (see `lethe_sql::testing`): `None` means skip.
+pub fn postgres_url_or_skip(test: &str) -> Option<String> {
+    block_on(lethe_sql::testing::postgres_url_or_skip(test))
+}
+
+/// Creates a fresh, uniquely named database on the server at `url` and returns its URL, so that
+/// tests never see each other's tables.
+pub fn fresh_postgres_database(url: &str, prefix: &str) -> String {
+    let name = format!("{prefix}_{}", uuid::Uuid::new_v4().simple());
+    block_on(async {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .expect("connect to PostgreSQL");
+        let task = tokio::spawn(connection);
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("CREATE DATABASE (the role needs CREATEDB)");
+        drop(client);
+        let _ = task.await;
+    });
+    let (base, tail) = url.rsplit_once('/').expect("URL with a database name");
+    match tail.split_once('?') {
+        Some((_, query)) => format!("{base}/{name}?{query}"),
+        None => format!("{base}/{name}"),
+    }
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(f)
+}
+
+/// GET `url`.
+pub fn get(url: &str) -> Answer {
+    request("GET", url, None, &[])
+}
