@@ -383,8 +383,10 @@ pub fn redact_url(url: &str) -> String {
     let mut out = url.to_owned();
     if let Some(scheme_end) = out.find("://") {
         let rest_start = scheme_end + 3;
+        // The userinfo ends at the last `@` before any query or fragment, so a password with an
+        // (improperly unescaped) `/` is still found.
         let authority_end = out[rest_start..]
-            .find(['/', '?', '#'])
+            .find(['?', '#'])
             .map_or(out.len(), |i| rest_start + i);
         if let Some(at) = out[rest_start..authority_end].rfind('@') {
             let userinfo = &out[rest_start..rest_start + at];
@@ -471,6 +473,8 @@ mod tests {
         assert_eq!(redact_url("postgres://h/db"), "postgres://h/db");
         assert_eq!(redact_url("/tmp/x.db"), "/tmp/x.db");
         assert_eq!(redact_url("postgres://a:b:c@h"), "postgres://a:***@h");
+        assert_eq!(redact_url("postgres://a:p/w@h/db"), "postgres://a:***@h/db");
+        assert_eq!(redact_url("postgres://a@h/db"), "postgres://a@h/db");
     }
 
     #[test]
