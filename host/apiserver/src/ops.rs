@@ -721,7 +721,7 @@ fn prepare_final(_def: &ResourceDef, cur: &Obj) -> Change {
     Change::Put(v)
 }
 
-/// PUT.
+/// PUT. Returns the outcome and whether the object was created.
 pub fn update(
     store: &Store,
     def: &ResourceDef,
@@ -730,12 +730,25 @@ pub fn update(
     mut body: Value,
     sub: Sub,
     dry_run: bool,
-) -> Result<Outcome, ApiError> {
+) -> Result<(Outcome, bool), ApiError> {
     check_identity(def, ns, Some(name), &mut body)?;
     if sub == Sub::Main {
         validate_name(def, name)?;
     }
-    run_update(store, def, ns, name, dry_run, |_, _| Ok((body, false)), sub).map(|(o, _)| o)
+    run_update(
+        store,
+        def,
+        ns,
+        name,
+        dry_run,
+        |cur, inner| {
+            if cur.is_none() && def.create_on_update && sub == Sub::Main {
+                return Ok((prepare_create(def, ns, body, inner)?, true));
+            }
+            Ok((body, false))
+        },
+        sub,
+    )
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -30,6 +30,8 @@ pub struct ResourceDef {
     pub virtual_create_only: bool,
     /// A custom resource (from a CRD).
     pub custom: bool,
+    /// PUT of a missing object creates it (Leases, RBAC objects, Events).
+    pub create_on_update: bool,
     /// Every served version (for CRs), used to accept requests for any of them.
     pub storage_key: String,
 }
@@ -105,6 +107,10 @@ fn def(
         name_rule: rule,
         virtual_create_only: false,
         custom: false,
+        create_on_update: matches!(
+            plural,
+            "leases" | "events" | "roles" | "clusterroles" | "rolebindings" | "clusterrolebindings"
+        ),
         storage_key: format!("{group}/{plural}"),
     }
 }
@@ -379,6 +385,7 @@ pub fn defs_from_crd(crd: &Value) -> Vec<Arc<ResourceDef>> {
                 name_rule: NameRule::Subdomain,
                 virtual_create_only: false,
                 custom: true,
+                create_on_update: false,
                 storage_key: format!("{group}/{plural}"),
             }));
         }

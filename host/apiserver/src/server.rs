@@ -630,8 +630,11 @@ async fn resource_request(
         "update" => {
             let (headers, body) = read_body(req).await?;
             let body = decode_body(&headers, &body)?;
-            let out = ops::update(store, &def, ns, name, body, sub, query.dry_run())?;
-            Ok(respond(200, obj_bytes(&def, out.obj())))
+            let (out, created) = ops::update(store, &def, ns, name, body, sub, query.dry_run())?;
+            Ok(respond(
+                if created { 201 } else { 200 },
+                obj_bytes(&def, out.obj()),
+            ))
         }
         "patch" => {
             let (headers, body) = read_body(req).await?;

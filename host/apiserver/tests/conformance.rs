@@ -1411,3 +1411,64 @@ async fn the_kube_runtime_watcher_works_with_streaming_lists() {
     assert_eq!(second.as_deref(), Some("new"));
     c.shutdown().await;
 }
+
+#[tokio::test]
+async fn put_creates_a_missing_lease_but_not_a_missing_configmap() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("upsert").await;
+    let leases: Api<Lease> = Api::namespaced(c.client.clone(), &ns);
+    let lease: Lease = serde_json::from_value(
+        json!({"metadata": {"name": "l"}, "spec": {"holderIdentity": "me"}}),
+    )
+    .unwrap();
+    let created = leases
+        .replace("l", &PostParams::default(), &lease)
+        .await
+        .unwrap();
+    assert!(created.metadata.uid.is_some());
+    let cms: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let e = status_of(
+        cms.replace("nope", &PostParams::default(), &cm("nope", json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 404);
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_kube_client_works_over_https_with_the_generated_ca() {
+    if std::env::var_os("KUBECONFIG").is_some() {
+        eprintln!("skipped: exercises the embedded server's TLS");
+        return;
+    }
+    let c = TestCluster::embedded(lethe_apiserver::ApiServerConfig {
+        tls: true,
+        ..Default::default()
+    })
+    .await;
+    assert!(
+        c.server
+            .as_ref()
+            .unwrap()
+            .url()
+            .starts_with("https://127.0.0.1:")
+    );
+    assert!(
+        c.server
+            .as_ref()
+            .unwrap()
+            .kubeconfig_yaml()
+            .contains("certificate-authority-data:")
+    );
+    let ns = c.namespace("tls").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    api.create(&PostParams::default(), &cm("secure", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(
+        api.list(&ListParams::default()).await.unwrap().items.len(),
+        1
+    );
+    c.shutdown().await;
+}
