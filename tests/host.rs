@@ -9,7 +9,9 @@ use support::{Lethe, get, request};
 /// A manifest serving the smoke and misbehave components; `smoke_grants` and `cron` vary by test.
 fn manifest(smoke_capabilities: &str, cron: Option<&str>) -> String {
     let cron = cron
-        .map(|expr| format!("[[trigger.cron]]\ncron_expression = \"{expr}\"\ncomponent = \"smoke\"\n"))
+        .map(|expr| {
+            format!("[[trigger.cron]]\ncron_expression = \"{expr}\"\ncomponent = \"smoke\"\n")
+        })
         .unwrap_or_default();
     format!(
         r#"
@@ -56,16 +58,28 @@ memory_limit_mb = 16
 "#,
         smoke = support::component("smoke").display(),
         misbehave = support::component("misbehave").display(),
-        migrations = support::repo_root().join("components/smoke/migrations").display(),
+        migrations = support::repo_root()
+            .join("components/smoke/migrations")
+            .display(),
     )
 }
 
 const SMOKE_CAPS: &str = r#""sql", "log", "config""#;
 
 fn exercise_smoke_notes(lethe: &Lethe) {
-    let put = request("PUT", &format!("{}/smoke/notes/first", lethe.url), Some("remember me"), &[]);
+    let put = request(
+        "PUT",
+        &format!("{}/smoke/notes/first", lethe.url),
+        Some("remember me"),
+        &[],
+    );
     assert_eq!(put.status, 201, "{}", put.body);
-    let again = request("PUT", &format!("{}/smoke/notes/first", lethe.url), Some("changed"), &[]);
+    let again = request(
+        "PUT",
+        &format!("{}/smoke/notes/first", lethe.url),
+        Some("changed"),
+        &[],
+    );
     assert_eq!(again.status, 200, "{}", again.body);
     let read = get(&format!("{}/smoke/notes/first", lethe.url));
     assert_eq!(read.status, 200);
@@ -81,17 +95,25 @@ fn exercise_smoke_notes(lethe: &Lethe) {
 fn smoke_component_round_trips_through_sqlite() {
     let lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &[]);
     exercise_smoke_notes(&lethe);
-    assert!(lethe.data_dir.path().join("data/lethe.db").exists(), "SQLite file in the data dir");
+    assert!(
+        lethe.data_dir.path().join("data/lethe.db").exists(),
+        "SQLite file in the data dir"
+    );
 }
 
 #[test]
 fn smoke_component_round_trips_through_postgres() {
-    let Some(url) = support::postgres_url_or_skip("smoke_component_round_trips_through_postgres") else {
+    let Some(url) = support::postgres_url_or_skip("smoke_component_round_trips_through_postgres")
+    else {
         return;
     };
     let db = support::fresh_postgres_database(&url, "lethe_host_smoke");
     let lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &["--database-url", &db]);
-    assert!(lethe.log().contains("postgres"), "serves from PostgreSQL:\n{}", lethe.log());
+    assert!(
+        lethe.wait_for_log("sql   postgres", Duration::from_secs(5)),
+        "serves from PostgreSQL:\n{}",
+        lethe.log()
+    );
     exercise_smoke_notes(&lethe);
 }
 
@@ -100,7 +122,11 @@ fn routes_follow_spin_precedence_and_unknown_paths_get_the_envelope() {
     let lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &[]);
     let greeting = get(&format!("{}/smoke/greeting", lethe.url));
     assert_eq!(greeting.status, 200);
-    assert_eq!(greeting.json()["greeting"], "hello world", "config variables are templated");
+    assert_eq!(
+        greeting.json()["greeting"],
+        "hello world",
+        "config variables are templated"
+    );
     // The exact route `/misbehave/exact` wins over the wildcard `/misbehave/...` and reaches smoke,
     // which answers 404 for a path it does not know (misbehave would also 404, but with another detail).
     let exact = get(&format!("{}/misbehave/exact", lethe.url));
@@ -117,13 +143,19 @@ fn cron_trigger_fires_every_second() {
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut count = 0;
     while Instant::now() < deadline {
-        count = get(&format!("{}/smoke/ticks", lethe.url)).json()["count"].as_i64().unwrap_or(0);
+        count = get(&format!("{}/smoke/ticks", lethe.url)).json()["count"]
+            .as_i64()
+            .unwrap_or(0);
         if count >= 2 {
             break;
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert!(count >= 2, "at least two ticks recorded, got {count}\n{}", lethe.log());
+    assert!(
+        count >= 2,
+        "at least two ticks recorded, got {count}\n{}",
+        lethe.log()
+    );
 }
 
 #[test]
@@ -134,7 +166,11 @@ fn ungranted_import_refuses_to_start_and_names_component_and_interface() {
     };
     assert!(!failure.status.success());
     assert!(failure.log.contains("component `smoke`"), "{}", failure.log);
-    assert!(failure.log.contains("lethe:platform/sql"), "{}", failure.log);
+    assert!(
+        failure.log.contains("lethe:platform/sql"),
+        "{}",
+        failure.log
+    );
 }
 
 fn assert_contained_failure(lethe: &Lethe, misdeed: &str, log_reason: &str) {
@@ -185,5 +221,10 @@ fn compiled_components_are_cached_in_the_data_dir() {
     let lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &[]);
     let cache = lethe.data_dir.path().join("data/cache");
     let entries = std::fs::read_dir(&cache).map(|d| d.count()).unwrap_or(0);
-    assert_eq!(entries, 2, "one compiled artifact per component in {}", cache.display());
+    assert_eq!(
+        entries,
+        2,
+        "one compiled artifact per component in {}",
+        cache.display()
+    );
 }

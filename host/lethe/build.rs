@@ -9,7 +9,10 @@ const TARGET: &str = "wasm32-wasip2";
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
-    let root = manifest_dir.join("../..").canonicalize().expect("workspace root");
+    let root = manifest_dir
+        .join("../..")
+        .canonicalize()
+        .expect("workspace root");
     let components = root.join("components");
     println!("cargo:rerun-if-changed={}", components.display());
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
@@ -33,16 +36,31 @@ fn main() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&root)
-        .args(["build", "--profile", "wasm", "--target", TARGET, "--target-dir"])
+        .args([
+            "build",
+            "--profile",
+            "wasm",
+            "--target",
+            TARGET,
+            "--target-dir",
+        ])
         .arg(root.join("target/wasm"));
     for crate_name in component_crates(&components) {
         cmd.args(["-p", &crate_name]);
     }
     // The outer build's settings are for the host; the components get their own.
-    for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET", "RUSTC_WORKSPACE_WRAPPER"] {
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "RUSTC_WORKSPACE_WRAPPER",
+    ] {
         cmd.env_remove(var);
     }
-    let status = cmd.status().expect("cannot run cargo to build the components");
+    let status = cmd
+        .status()
+        .expect("cannot run cargo to build the components");
     if !status.success() {
         panic!("building the wasm32-wasip2 components failed (see the cargo output above)");
     }
@@ -54,7 +72,11 @@ fn target_installed(rustc: &str) -> bool {
         return false;
     };
     let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    Path::new(&sysroot).join("lib/rustlib").join(TARGET).join("lib").is_dir()
+    Path::new(&sysroot)
+        .join("lib/rustlib")
+        .join(TARGET)
+        .join("lib")
+        .is_dir()
 }
 
 /// Every crate under `components/` that builds a component (a `cdylib`).
@@ -72,7 +94,9 @@ fn component_crates(components: &Path) -> Vec<String> {
             continue;
         }
         if let Some(name) = text.lines().find_map(|l| {
-            l.trim().strip_prefix("name = \"").and_then(|r| r.strip_suffix('"'))
+            l.trim()
+                .strip_prefix("name = \"")
+                .and_then(|r| r.strip_suffix('"'))
         }) {
             names.push(name.to_string());
         }

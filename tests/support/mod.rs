@@ -54,7 +54,11 @@ impl Lethe {
 
     /// Like [`Lethe::up`], with extra environment variables, returning the failure instead of
     /// panicking.
-    pub fn try_up(manifest: &str, extra_args: &[&str], env: &[(&str, &str)]) -> Result<Lethe, StartFailure> {
+    pub fn try_up(
+        manifest: &str,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Lethe, StartFailure> {
         let data_dir = tempfile::tempdir().expect("tempdir");
         let manifest_path = data_dir.path().join("spin.toml");
         std::fs::write(&manifest_path, manifest).expect("write manifest");
@@ -97,7 +101,12 @@ impl Lethe {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             if let Ok(url) = rx.recv_timeout(Duration::from_millis(100)) {
-                return Ok(Lethe { child, url, log, data_dir });
+                return Ok(Lethe {
+                    child,
+                    url,
+                    log,
+                    data_dir,
+                });
             }
             if let Ok(Some(status)) = child.try_wait() {
                 std::thread::sleep(Duration::from_millis(200));
@@ -106,7 +115,10 @@ impl Lethe {
             }
             if Instant::now() > deadline {
                 let _ = child.kill();
-                panic!("lethe up did not start within 120 s:\n{}", log.lock().expect("log lock"));
+                panic!(
+                    "lethe up did not start within 120 s:\n{}",
+                    log.lock().expect("log lock")
+                );
             }
         }
     }
@@ -130,7 +142,9 @@ impl Lethe {
 
     /// Sends SIGTERM and waits for the exit status (bounded).
     pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -170,12 +184,17 @@ impl Answer {
 
     /// A header's value.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// The first CF error's code.
     pub fn cf_code(&self) -> i64 {
-        self.json()["errors"][0]["code"].as_i64().unwrap_or_else(|| panic!("no CF error: {}", self.body))
+        self.json()["errors"][0]["code"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("no CF error: {}", self.body))
     }
 }
 
@@ -206,7 +225,11 @@ pub fn request(method: &str, url: &str, body: Option<&str>, headers: &[(&str, &s
         .map(|(n, v)| (n.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
         .collect();
     let body = resp.body_mut().read_to_string().unwrap_or_default();
-    Answer { status, headers, body }
+    Answer {
+        status,
+        headers,
+        body,
+    }
 }
 
 /// The PostgreSQL server to test against (see `lethe_sql::testing`): `None` means skip.

@@ -27,7 +27,14 @@ pub fn error_response(status: u16, errors: &[CfError]) -> Response {
 
 /// A response carrying one error.
 pub fn error(status: u16, code: u32, title: &str, detail: impl Into<String>) -> Response {
-    error_response(status, &[CfError { code, title: title.into(), detail: detail.into() }])
+    error_response(
+        status,
+        &[CfError {
+            code,
+            title: title.into(),
+            detail: detail.into(),
+        }],
+    )
 }
 
 /// 404 `CF-ResourceNotFound` (10010) for `what`, e.g. "Organization not found".
@@ -57,7 +64,12 @@ pub fn invalid_auth_token() -> Response {
 
 /// 403 `CF-NotAuthorized` (10003).
 pub fn not_authorized() -> Response {
-    error(403, 10003, "CF-NotAuthorized", "You are not authorized to perform the requested action")
+    error(
+        403,
+        10003,
+        "CF-NotAuthorized",
+        "You are not authorized to perform the requested action",
+    )
 }
 
 /// 500 `UnknownError` (10001).

@@ -106,7 +106,11 @@ pub struct Response {
 impl Response {
     /// An empty response with `status`.
     pub fn empty(status: u16) -> Self {
-        Response { status, headers: Vec::new(), body: Vec::new() }
+        Response {
+            status,
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
     }
 
     /// A JSON response with `status`.
@@ -159,7 +163,10 @@ mod tests {
 
     #[test]
     fn query_values_are_decoded_and_repeated() {
-        let r = Request { query: "names=a%20b&x=1&names=c+d".into(), ..Default::default() };
+        let r = Request {
+            query: "names=a%20b&x=1&names=c+d".into(),
+            ..Default::default()
+        };
         assert_eq!(r.query_values("names"), vec!["a b", "c d"]);
         assert!(r.query_values("missing").is_empty());
     }
@@ -168,7 +175,10 @@ mod tests {
     fn malformed_percent_escapes_are_dropped() {
         assert_eq!(percent_decode("%zz"), None);
         assert_eq!(percent_decode("%4"), None);
-        let r = Request { query: "names=%zz".into(), ..Default::default() };
+        let r = Request {
+            query: "names=%zz".into(),
+            ..Default::default()
+        };
         assert!(r.query_values("names").is_empty());
     }
 }

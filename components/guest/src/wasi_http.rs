@@ -10,7 +10,11 @@ use crate::{MAX_BODY, Request, Response, cf};
 
 /// Reads the request, runs `handler`, and sends its response. A body over
 /// [`crate::http::MAX_BODY_BYTES`] is answered with 413 without calling the handler.
-pub fn serve(request: IncomingRequest, out: ResponseOutparam, handler: impl FnOnce(Request) -> Response) {
+pub fn serve(
+    request: IncomingRequest,
+    out: ResponseOutparam,
+    handler: impl FnOnce(Request) -> Response,
+) {
     let response = match read_request(&request) {
         Ok(req) => handler(req),
         Err(response) => response,
@@ -47,14 +51,27 @@ fn read_request(request: &IncomingRequest) -> Result<Request, Response> {
         if let Ok(stream) = incoming.stream() {
             let mut limited = stream.take(MAX_BODY as u64 + 1);
             if limited.read_to_end(&mut body).is_err() {
-                return Err(cf::message_parse_error("The request body could not be read"));
+                return Err(cf::message_parse_error(
+                    "The request body could not be read",
+                ));
             }
             if body.len() > MAX_BODY {
-                return Err(cf::error(413, 10001, "CF-RequestEntityTooLarge", "The request body is too large"));
+                return Err(cf::error(
+                    413,
+                    10001,
+                    "CF-RequestEntityTooLarge",
+                    "The request body is too large",
+                ));
             }
         }
     }
-    Ok(Request { method, path, query, headers, body })
+    Ok(Request {
+        method,
+        path,
+        query,
+        headers,
+        body,
+    })
 }
 
 fn send(out: ResponseOutparam, response: Response) {

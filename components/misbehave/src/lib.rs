@@ -55,7 +55,10 @@ mod wasm {
     struct Misbehave;
 
     impl wasip2::exports::http::incoming_handler::Guest for Misbehave {
-        fn handle(request: wasip2::http::types::IncomingRequest, out: wasip2::http::types::ResponseOutparam) {
+        fn handle(
+            request: wasip2::http::types::IncomingRequest,
+            out: wasip2::http::types::ResponseOutparam,
+        ) {
             lethe_guest::wasi_http::serve(request, out, |req| crate::perform(&req));
         }
     }
@@ -68,7 +71,10 @@ mod tests {
     use super::*;
 
     fn at(path: &str) -> Request {
-        Request { path: path.into(), ..Default::default() }
+        Request {
+            path: path.into(),
+            ..Default::default()
+        }
     }
 
     #[test]

@@ -73,7 +73,8 @@ pub fn handle(caps: &dyn Capabilities, req: &Request) -> Response {
 
 /// Records one cron tick; repeated ticks for the same second are recorded once.
 pub fn record_tick(caps: &dyn Capabilities, timestamp: u64) -> Result<(), CapError> {
-    let ts = i64::try_from(timestamp).map_err(|_| CapError::Failed("timestamp out of range".into()))?;
+    let ts =
+        i64::try_from(timestamp).map_err(|_| CapError::Failed("timestamp out of range".into()))?;
     caps.execute(
         "INSERT INTO smoke_tick (fired_at) VALUES ($1) ON CONFLICT (fired_at) DO NOTHING",
         &[Param::Int(ts)],
@@ -84,7 +85,9 @@ pub fn record_tick(caps: &dyn Capabilities, timestamp: u64) -> Result<(), CapErr
 fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 63
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 fn list_notes(caps: &dyn Capabilities) -> Result<Response, CapError> {
@@ -117,7 +120,10 @@ fn put_note(caps: &dyn Capabilities, name: &str, body: &[u8]) -> Result<Response
         return Ok(cf::message_parse_error("The note must be UTF-8 text"));
     };
     let existed = !caps
-        .query("SELECT 1 FROM smoke_note WHERE name = $1", &[Param::Text(name.into())])?
+        .query(
+            "SELECT 1 FROM smoke_note WHERE name = $1",
+            &[Param::Text(name.into())],
+        )?
         .is_empty();
     caps.execute(
         "INSERT INTO smoke_note (name, body) VALUES ($1, $2) \
@@ -125,7 +131,10 @@ fn put_note(caps: &dyn Capabilities, name: &str, body: &[u8]) -> Result<Response
         &[Param::Text(name.into()), Param::Text(text.into())],
     )?;
     let status = if existed { 200 } else { 201 };
-    Ok(Response::json(status, &json!({ "name": name, "body": text })))
+    Ok(Response::json(
+        status,
+        &json!({ "name": name, "body": text }),
+    ))
 }
 
 fn count_ticks(caps: &dyn Capabilities) -> Result<Response, CapError> {

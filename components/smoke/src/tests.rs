@@ -25,9 +25,11 @@ impl Capabilities for FakeHost {
             (s, [Param::Text(name)]) if s.starts_with("SELECT name, body") => {
                 notes.get_key_value(name).map(row).into_iter().collect()
             }
-            (s, [Param::Text(name)]) if s.starts_with("SELECT 1") => {
-                notes.get(name).map(|_| vec![Param::Int(1)]).into_iter().collect()
-            }
+            (s, [Param::Text(name)]) if s.starts_with("SELECT 1") => notes
+                .get(name)
+                .map(|_| vec![Param::Int(1)])
+                .into_iter()
+                .collect(),
             (s, []) if s.starts_with("SELECT COUNT(*) FROM smoke_tick") => {
                 vec![vec![Param::Int(self.ticks.borrow().len() as i64)]]
             }
@@ -37,7 +39,9 @@ impl Capabilities for FakeHost {
 
     fn execute(&self, sql: &str, params: &[Param]) -> Result<u64, CapError> {
         match (sql, params) {
-            (s, [Param::Text(name), Param::Text(body)]) if s.starts_with("INSERT INTO smoke_note") => {
+            (s, [Param::Text(name), Param::Text(body)])
+                if s.starts_with("INSERT INTO smoke_note") =>
+            {
                 if body.is_empty() {
                     return Err(CapError::Constraint("smoke_note_body_not_empty".into()));
                 }
@@ -74,7 +78,10 @@ fn request(method: &str, path_info: &str, body: &str) -> Request {
 #[test]
 fn put_creates_then_replaces_a_note() {
     let host = FakeHost::default();
-    assert_eq!(handle(&host, &request("PUT", "/notes/a", "one")).status, 201);
+    assert_eq!(
+        handle(&host, &request("PUT", "/notes/a", "one")).status,
+        201
+    );
     let replaced = handle(&host, &request("PUT", "/notes/a", "two"));
     assert_eq!(replaced.status, 200);
     let read = handle(&host, &request("GET", "/notes/a", ""));
@@ -95,7 +102,10 @@ fn invalid_note_name_is_unprocessable() {
     let host = FakeHost::default();
     let r = handle(&host, &request("PUT", "/notes/bad%20name", "x"));
     assert_eq!(r.status, 422);
-    assert_eq!(r.json_body().expect("json")["errors"][0]["title"], "CF-UnprocessableEntity");
+    assert_eq!(
+        r.json_body().expect("json")["errors"][0]["title"],
+        "CF-UnprocessableEntity"
+    );
 }
 
 #[test]
@@ -115,7 +125,10 @@ fn non_utf8_body_is_a_parse_error() {
 
 #[test]
 fn database_failure_is_an_unknown_error_500() {
-    let host = FakeHost { fail: true, ..Default::default() };
+    let host = FakeHost {
+        fail: true,
+        ..Default::default()
+    };
     let r = handle(&host, &request("GET", "/notes", ""));
     assert_eq!(r.status, 500);
     assert_eq!(r.json_body().expect("json")["errors"][0]["code"], 10001);
@@ -142,5 +155,8 @@ fn ticks_are_recorded_once_per_second() {
 fn greeting_comes_from_configuration() {
     let host = FakeHost::default();
     let r = handle(&host, &request("GET", "/greeting", ""));
-    assert_eq!(r.json_body().expect("json")["greeting"], "hello from config");
+    assert_eq!(
+        r.json_body().expect("json")["greeting"],
+        "hello from config"
+    );
 }

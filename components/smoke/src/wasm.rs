@@ -16,7 +16,11 @@ impl Capabilities for Host {
     fn query(&self, statement: &str, params: &[Param]) -> Result<Vec<Vec<Param>>, CapError> {
         let params: Vec<sql::Value> = params.iter().map(to_value).collect();
         let rows = sql::query(statement, &params).map_err(to_cap_error)?;
-        Ok(rows.rows.into_iter().map(|r| r.into_iter().map(from_value).collect()).collect())
+        Ok(rows
+            .rows
+            .into_iter()
+            .map(|r| r.into_iter().map(from_value).collect())
+            .collect())
     }
 
     fn execute(&self, statement: &str, params: &[Param]) -> Result<u64, CapError> {
@@ -57,13 +61,18 @@ fn to_cap_error(e: sql::Error) -> CapError {
 struct Smoke;
 
 impl wasip2::exports::http::incoming_handler::Guest for Smoke {
-    fn handle(request: wasip2::http::types::IncomingRequest, out: wasip2::http::types::ResponseOutparam) {
+    fn handle(
+        request: wasip2::http::types::IncomingRequest,
+        out: wasip2::http::types::ResponseOutparam,
+    ) {
         lethe_guest::wasi_http::serve(request, out, |req| crate::handle(&Host, &req));
     }
 }
 
 impl Guest for Smoke {
-    fn handle_cron_event(metadata: spin::cron::cron_types::Metadata) -> Result<(), spin::cron::cron_types::Error> {
+    fn handle_cron_event(
+        metadata: spin::cron::cron_types::Metadata,
+    ) -> Result<(), spin::cron::cron_types::Error> {
         crate::record_tick(&Host, metadata.timestamp)
             .map_err(|e| spin::cron::cron_types::Error::Other(format!("{e:?}")))
     }

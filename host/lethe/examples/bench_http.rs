@@ -31,7 +31,9 @@ async fn main() -> anyhow::Result<()> {
             "spin_manifest_version = 2\n[application]\nname = \"bench\"\n\
              [[trigger.http]]\nroute = \"/...\"\ncomponent = \"trivial\"\n\
              [component.trivial]\nsource = \"{}\"\n",
-            std::path::Path::new(lethe::COMPONENTS_DIR).join("misbehave.wasm").display()
+            std::path::Path::new(lethe::COMPONENTS_DIR)
+                .join("misbehave.wasm")
+                .display()
         ),
     )?;
     let app = lethe::app::App::start(lethe::app::UpOptions {
@@ -45,17 +47,27 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     let native = start_native().await?;
 
-    println!("{seconds} s per target, {connections} keep-alive connections, {} cores", std::thread::available_parallelism()?.get());
+    println!(
+        "{seconds} s per target, {connections} keep-alive connections, {} cores",
+        std::thread::available_parallelism()?.get()
+    );
     let wasm = load(app.addr, "/ok", seconds, connections).await?;
     let plain = load(native, "/ok", seconds, connections).await?;
-    report("wasm component (fresh instance per request)", &wasm, seconds);
+    report(
+        "wasm component (fresh instance per request)",
+        &wasm,
+        seconds,
+    );
     report("plain hyper handler (native)", &plain, seconds);
     println!(
         "wasm throughput = {:.0}% of native",
         100.0 * wasm.len() as f64 / plain.len().max(1) as f64
     );
     let per_instance = app.runtime.measure_instantiation("trivial", 20_000).await?;
-    println!("instantiation (pooling allocator, InstancePre): {:.1} µs", per_instance.as_secs_f64() * 1e6);
+    println!(
+        "instantiation (pooling allocator, InstancePre): {:.1} µs",
+        per_instance.as_secs_f64() * 1e6
+    );
     app.shutdown().await;
     Ok(())
 }
@@ -69,10 +81,13 @@ async fn start_native() -> anyhow::Result<SocketAddr> {
             tokio::spawn(async move {
                 let service = service_fn(|_req| async {
                     let mut resp = hyper::Response::new(Full::new(Bytes::from_static(b"\"ok\"")));
-                    resp.headers_mut().insert("content-type", "application/json".parse().expect("static"));
+                    resp.headers_mut()
+                        .insert("content-type", "application/json".parse().expect("static"));
                     Ok::<_, Infallible>(resp)
                 });
-                let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
             });
         }
     });
@@ -80,7 +95,12 @@ async fn start_native() -> anyhow::Result<SocketAddr> {
 }
 
 /// Runs `connections` keep-alive clients for `seconds`; returns every request's latency.
-async fn load(addr: SocketAddr, path: &'static str, seconds: u64, connections: usize) -> anyhow::Result<Vec<Duration>> {
+async fn load(
+    addr: SocketAddr,
+    path: &'static str,
+    seconds: u64,
+    connections: usize,
+) -> anyhow::Result<Vec<Duration>> {
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut tasks = Vec::new();
     for _ in 0..connections {
@@ -88,10 +108,13 @@ async fn load(addr: SocketAddr, path: &'static str, seconds: u64, connections: u
             let mut latencies = Vec::new();
             let stream = TcpStream::connect(addr).await?;
             stream.set_nodelay(true)?;
-            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+            let (mut sender, conn) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
             tokio::spawn(conn);
             while Instant::now() < deadline {
-                let req = hyper::Request::get(path).header("host", "bench").body(Empty::<Bytes>::new())?;
+                let req = hyper::Request::get(path)
+                    .header("host", "bench")
+                    .body(Empty::<Bytes>::new())?;
                 let start = Instant::now();
                 let resp = sender.send_request(req).await?;
                 anyhow::ensure!(resp.status() == 200, "unexpected status {}", resp.status());
@@ -110,7 +133,12 @@ async fn load(addr: SocketAddr, path: &'static str, seconds: u64, connections: u
 }
 
 fn report(name: &str, latencies: &[Duration], seconds: u64) {
-    let pick = |q: f64| latencies.get(((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1))).copied().unwrap_or_default();
+    let pick = |q: f64| {
+        latencies
+            .get(((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or_default()
+    };
     println!(
         "{name}: {:.0} req/s, p50 {:.0} µs, p99 {:.0} µs ({} requests)",
         latencies.len() as f64 / seconds as f64,

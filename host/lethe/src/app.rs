@@ -71,12 +71,13 @@ impl App {
             None
         };
 
-        let (cluster, embedded) = if needs(Capability::Kube) || matches!(opts.cluster, ClusterSource::Embedded) {
-            let (cluster, embedded) = connect_cluster(&opts).await?;
-            (Some(cluster), embedded)
-        } else {
-            (None, None)
-        };
+        let (cluster, embedded) =
+            if needs(Capability::Kube) || matches!(opts.cluster, ClusterSource::Embedded) {
+                let (cluster, embedded) = connect_cluster(&opts).await?;
+                (Some(cluster), embedded)
+            } else {
+                (None, None)
+            };
 
         let mut envs = BTreeMap::new();
         for (id, decl) in &manifest.components {
@@ -84,8 +85,16 @@ impl App {
                 component_id: Arc::from(id.as_str()),
                 grants: decl.grants.clone(),
                 config: caps::config::resolve(&manifest, decl)?,
-                database: decl.grants.allows(Capability::Sql).then(|| database.clone()).flatten(),
-                cluster: decl.grants.allows(Capability::Kube).then(|| cluster.clone()).flatten(),
+                database: decl
+                    .grants
+                    .allows(Capability::Sql)
+                    .then(|| database.clone())
+                    .flatten(),
+                cluster: decl
+                    .grants
+                    .allows(Capability::Kube)
+                    .then(|| cluster.clone())
+                    .flatten(),
             };
             envs.insert(id.clone(), Arc::new(env));
         }
@@ -111,7 +120,14 @@ impl App {
         let addr = listener.local_addr()?;
         let (shutdown, shutdown_rx) = watch::channel(false);
 
-        announce(&manifest, &router, &cron_jobs, addr, database.as_ref(), embedded.as_ref());
+        announce(
+            &manifest,
+            &router,
+            &cron_jobs,
+            addr,
+            database.as_ref(),
+            embedded.as_ref(),
+        );
         let mut tasks = Vec::new();
         let (r, rt, rx) = (router.clone(), runtime.clone(), shutdown_rx.clone());
         tasks.push(tokio::spawn(async move {
@@ -122,7 +138,13 @@ impl App {
         for job in cron_jobs {
             tasks.push(tokio::spawn(job.run(runtime.clone(), shutdown_rx.clone())));
         }
-        Ok(App { addr, cluster: embedded, runtime, shutdown, tasks })
+        Ok(App {
+            addr,
+            cluster: embedded,
+            runtime,
+            shutdown,
+            tasks,
+        })
     }
 
     /// Stops accepting work, lets in-flight requests and ticks finish (bounded), and stops the
@@ -139,7 +161,10 @@ impl App {
     }
 }
 
-async fn open_database(manifest: &Manifest, opts: &UpOptions) -> anyhow::Result<lethe_sql::Database> {
+async fn open_database(
+    manifest: &Manifest,
+    opts: &UpOptions,
+) -> anyhow::Result<lethe_sql::Database> {
     let url = opts
         .database_url
         .clone()
@@ -161,12 +186,18 @@ async fn open_database(manifest: &Manifest, opts: &UpOptions) -> anyhow::Result<
 
 async fn connect_cluster(
     opts: &UpOptions,
-) -> anyhow::Result<(lethe_kube::Cluster, Option<lethe_apiserver::RunningApiServer>)> {
+) -> anyhow::Result<(
+    lethe_kube::Cluster,
+    Option<lethe_apiserver::RunningApiServer>,
+)> {
     match &opts.cluster {
-        ClusterSource::Kubeconfig(path) => {
-            Ok((lethe_kube::Cluster::from_kubeconfig(path, Default::default()).await?, None))
+        ClusterSource::Kubeconfig(path) => Ok((
+            lethe_kube::Cluster::from_kubeconfig(path, Default::default()).await?,
+            None,
+        )),
+        ClusterSource::InCluster => {
+            Ok((lethe_kube::Cluster::infer(Default::default()).await?, None))
         }
-        ClusterSource::InCluster => Ok((lethe_kube::Cluster::infer(Default::default()).await?, None)),
         ClusterSource::Embedded => {
             let server = lethe_apiserver::start(lethe_apiserver::ApiServerConfig {
                 data_dir: Some(opts.data_dir.join("cluster")),
@@ -204,8 +235,14 @@ fn announce(
         tracing::info!("  sql   {}", db.backend_name());
     }
     if let Some(server) = embedded {
-        let kubeconfig = server.kubeconfig_path().map(|p| p.display().to_string()).unwrap_or_default();
-        tracing::info!("  kube  embedded cluster at {} (kubeconfig: {kubeconfig})", server.url());
+        let kubeconfig = server
+            .kubeconfig_path()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        tracing::info!(
+            "  kube  embedded cluster at {} (kubeconfig: {kubeconfig})",
+            server.url()
+        );
     }
 }
 
@@ -227,7 +264,10 @@ pub fn redact_url(url: &str) -> String {
 mod tests {
     #[test]
     fn passwords_are_redacted() {
-        assert_eq!(super::redact_url("postgres://u:secret@h:5432/db"), "postgres://u:***@h:5432/db");
+        assert_eq!(
+            super::redact_url("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
         assert_eq!(super::redact_url("sqlite:/x/y.db"), "sqlite:/x/y.db");
     }
 }

@@ -39,7 +39,10 @@ pub enum Import {
 
 /// Classifies an import name such as `lethe:platform/sql@0.1.0`.
 pub fn classify(name: &str) -> Import {
-    if let Some(rest) = name.strip_prefix(LETHE_PACKAGE).and_then(|r| r.strip_prefix('/')) {
+    if let Some(rest) = name
+        .strip_prefix(LETHE_PACKAGE)
+        .and_then(|r| r.strip_prefix('/'))
+    {
         let interface = rest.split('@').next().unwrap_or(rest);
         return match Capability::from_interface(interface) {
             Some(c) => Import::Lethe(c),
@@ -54,7 +57,12 @@ pub fn classify(name: &str) -> Import {
 
 /// Refuses `component` if it imports a capability `grants` does not include, naming the first
 /// offending interface.
-pub fn check(id: &str, grants: &Grants, component: &Component, engine: &Engine) -> anyhow::Result<()> {
+pub fn check(
+    id: &str,
+    grants: &Grants,
+    component: &Component,
+    engine: &Engine,
+) -> anyhow::Result<()> {
     for (name, _) in component.component_type().imports(engine) {
         match classify(name) {
             Import::Sandboxed => {}
@@ -77,8 +85,14 @@ mod tests {
 
     #[test]
     fn classifies_lethe_wasi_and_foreign_imports() {
-        assert_eq!(classify("lethe:platform/sql@0.1.0"), Import::Lethe(Capability::Sql));
-        assert_eq!(classify("lethe:platform/kube@0.1.0"), Import::Lethe(Capability::Kube));
+        assert_eq!(
+            classify("lethe:platform/sql@0.1.0"),
+            Import::Lethe(Capability::Sql)
+        );
+        assert_eq!(
+            classify("lethe:platform/kube@0.1.0"),
+            Import::Lethe(Capability::Kube)
+        );
         assert_eq!(classify("lethe:platform/unknown@0.1.0"), Import::Other);
         assert_eq!(classify("wasi:io/streams@0.2.6"), Import::Sandboxed);
         assert_eq!(classify("wasi:http/types@0.2.12"), Import::Sandboxed);

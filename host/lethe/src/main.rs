@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use lethe::app::{App, ClusterSource, UpOptions};
 
 #[derive(Parser)]
-#[command(name = "lethe", version, about = "Asynchronous deletion and reconciliation on Kubernetes, as WebAssembly components")]
+#[command(
+    name = "lethe",
+    version,
+    about = "Asynchronous deletion and reconciliation on Kubernetes, as WebAssembly components"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -81,7 +85,9 @@ fn run() -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async move {
         match cli.command {
             Command::Up(args) => up(args).await,
@@ -132,14 +138,15 @@ async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!("cannot listen for SIGTERM: {e}");
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!("cannot listen for SIGTERM: {e}");
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

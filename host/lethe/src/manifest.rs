@@ -43,7 +43,11 @@ pub struct AppSettings {
 
 impl Default for AppSettings {
     fn default() -> Self {
-        AppSettings { timeout_ms: 30_000, memory_limit_mb: 64, max_instances: 128 }
+        AppSettings {
+            timeout_ms: 30_000,
+            memory_limit_mb: 64,
+            max_instances: 128,
+        }
     }
 }
 
@@ -138,9 +142,14 @@ impl Capability {
 
     /// The capability whose WIT interface is `name`.
     pub fn from_interface(name: &str) -> Option<Self> {
-        [Capability::Kube, Capability::Sql, Capability::Log, Capability::Config]
-            .into_iter()
-            .find(|c| c.interface() == name)
+        [
+            Capability::Kube,
+            Capability::Sql,
+            Capability::Log,
+            Capability::Config,
+        ]
+        .into_iter()
+        .find(|c| c.interface() == name)
     }
 }
 
@@ -255,12 +264,22 @@ pub fn load(path: &Path) -> anyhow::Result<Manifest> {
 pub fn parse(text: &str, base_dir: &Path) -> anyhow::Result<Manifest> {
     let raw: RawManifest = toml::from_str(text)?;
     if raw.spin_manifest_version != 2 {
-        bail!("spin_manifest_version must be 2, found {}", raw.spin_manifest_version);
+        bail!(
+            "spin_manifest_version must be 2, found {}",
+            raw.spin_manifest_version
+        );
     }
-    let _ = (&raw.application.version, &raw.application.description, &raw.application.authors);
+    let _ = (
+        &raw.application.version,
+        &raw.application.description,
+        &raw.application.authors,
+    );
     let _ = (&raw.application.targets, &raw.application.trigger);
     let settings = match raw.application.tool.get("lethe") {
-        Some(v) => v.clone().try_into().context("in [application.tool.lethe]")?,
+        Some(v) => v
+            .clone()
+            .try_into()
+            .context("in [application.tool.lethe]")?,
         None => AppSettings::default(),
     };
     for name in raw.variables.keys() {
@@ -279,24 +298,37 @@ pub fn parse(text: &str, base_dir: &Path) -> anyhow::Result<Manifest> {
         if !c.allowed_outbound_hosts.is_empty() || !c.allowed_http_hosts.is_empty() {
             bail!("component `{id}`: outbound network access is not supported by lethe");
         }
-        if !c.key_value_stores.is_empty() || !c.sqlite_databases.is_empty() || !c.ai_models.is_empty()
+        if !c.key_value_stores.is_empty()
+            || !c.sqlite_databases.is_empty()
+            || !c.ai_models.is_empty()
         {
             bail!(
                 "component `{id}`: Spin key-value, sqlite and AI capabilities are not supplied by lethe; grant lethe's `sql` capability in [component.{id}.tool.lethe] instead"
             );
         }
-        let _ = (&c.description, &c.environment, &c.files, &c.exclude_files, &c.build);
+        let _ = (
+            &c.description,
+            &c.environment,
+            &c.files,
+            &c.exclude_files,
+            &c.build,
+        );
         let _ = (&c.dependencies_inherit_configuration, &c.dependencies);
         for (name, template) in &c.variables {
             check_variable_name(name)?;
             for reference in template_references(template)? {
                 if !raw.variables.contains_key(&reference) {
-                    bail!("component `{id}`: variable `{name}` refers to undeclared application variable `{reference}`");
+                    bail!(
+                        "component `{id}`: variable `{name}` refers to undeclared application variable `{reference}`"
+                    );
                 }
             }
         }
         let mut grants: Grants = match c.tool.get("lethe") {
-            Some(v) => v.clone().try_into().with_context(|| format!("in [component.{id}.tool.lethe]"))?,
+            Some(v) => v
+                .clone()
+                .try_into()
+                .with_context(|| format!("in [component.{id}.tool.lethe]"))?,
             None => Grants::default(),
         };
         if !grants.kube_identities.is_empty() && !grants.allows(Capability::Kube) {
@@ -307,7 +339,12 @@ pub fn parse(text: &str, base_dir: &Path) -> anyhow::Result<Manifest> {
         }
         components.insert(
             id.clone(),
-            ComponentDecl { id, source, variables: c.variables, grants },
+            ComponentDecl {
+                id,
+                source,
+                variables: c.variables,
+                grants,
+            },
         );
     }
 
@@ -320,7 +357,11 @@ pub fn parse(text: &str, base_dir: &Path) -> anyhow::Result<Manifest> {
                 "http" => {
                     let route = match t.get("route") {
                         Some(toml::Value::String(r)) => r.clone(),
-                        Some(toml::Value::Table(r)) if r.get("private") == Some(&toml::Value::Boolean(true)) => continue,
+                        Some(toml::Value::Table(r))
+                            if r.get("private") == Some(&toml::Value::Boolean(true)) =>
+                        {
+                            continue;
+                        }
                         _ => bail!("[[trigger.http]] for `{component}` needs a `route` string"),
                     };
                     for key in t.keys() {
@@ -334,7 +375,9 @@ pub fn parse(text: &str, base_dir: &Path) -> anyhow::Result<Manifest> {
                 }
                 "cron" => {
                     let Some(toml::Value::String(expr)) = t.get("cron_expression") else {
-                        bail!("[[trigger.cron]] for `{component}` needs a `cron_expression` string");
+                        bail!(
+                            "[[trigger.cron]] for `{component}` needs a `cron_expression` string"
+                        );
                     };
                     for key in t.keys() {
                         if !["cron_expression", "component", "id"].contains(&key.as_str()) {
@@ -343,9 +386,14 @@ pub fn parse(text: &str, base_dir: &Path) -> anyhow::Result<Manifest> {
                     }
                     crate::trigger::cron::parse_schedule(expr)
                         .with_context(|| format!("[[trigger.cron]] for `{component}`"))?;
-                    cron_triggers.push(CronTrigger { cron_expression: expr.clone(), component });
+                    cron_triggers.push(CronTrigger {
+                        cron_expression: expr.clone(),
+                        component,
+                    });
                 }
-                other => bail!("trigger type `{other}` is not supported (lethe serves `http` and `cron`)"),
+                other => bail!(
+                    "trigger type `{other}` is not supported (lethe serves `http` and `cron`)"
+                ),
             }
         }
     }
@@ -369,7 +417,9 @@ fn trigger_component(
     match t.get("component") {
         Some(toml::Value::String(id)) if components.contains_key(id) => Ok(id.clone()),
         Some(toml::Value::String(id)) => bail!("[[trigger.{kind}]] names unknown component `{id}`"),
-        Some(_) => bail!("[[trigger.{kind}]]: inline components are not supported; name a [component.<id>]"),
+        Some(_) => bail!(
+            "[[trigger.{kind}]]: inline components are not supported; name a [component.<id>]"
+        ),
         None => bail!("[[trigger.{kind}]] needs a `component`"),
     }
 }
@@ -377,16 +427,22 @@ fn trigger_component(
 /// Spin's rule for variable names: lower-case ASCII letters, digits and `_`, starting with a letter.
 pub fn check_variable_name(name: &str) -> anyhow::Result<()> {
     let ok = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     if !ok {
-        bail!("invalid variable name `{name}`: use lower-case letters, digits and `_`, starting with a letter");
+        bail!(
+            "invalid variable name `{name}`: use lower-case letters, digits and `_`, starting with a letter"
+        );
     }
     Ok(())
 }
 
 fn check_component_id(id: &str) -> anyhow::Result<()> {
     let ok = id.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-        && id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        && id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
     if !ok {
         bail!("invalid component id `{id}`: use lower-case letters, digits and `-`");
     }
@@ -420,7 +476,9 @@ pub fn expand_template(
     while let Some(start) = rest.find("{{") {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
-        let end = after.find("}}").with_context(|| format!("unterminated `{{{{` in `{template}`"))?;
+        let end = after
+            .find("}}")
+            .with_context(|| format!("unterminated `{{{{` in `{template}`"))?;
         let name = after[..end].trim();
         out.push_str(&lookup(name).with_context(|| format!("variable `{name}` has no value"))?);
         rest = &after[end + 2..];
@@ -475,13 +533,19 @@ migrations = "migrations"
         assert_eq!(smoke.source, Path::new("/app/smoke.wasm"));
         assert!(smoke.grants.allows(Capability::Sql));
         assert!(!smoke.grants.allows(Capability::Kube));
-        assert_eq!(smoke.grants.migrations.as_deref(), Some(Path::new("/app/migrations")));
+        assert_eq!(
+            smoke.grants.migrations.as_deref(),
+            Some(Path::new("/app/migrations"))
+        );
         assert!(m.variables["token"].required);
     }
 
     #[test]
     fn rejects_unknown_keys_like_spin() {
-        let bad = GOOD.replace("[application.tool.lethe]", "[application.tool.lethe]\nbogus = 1");
+        let bad = GOOD.replace(
+            "[application.tool.lethe]",
+            "[application.tool.lethe]\nbogus = 1",
+        );
         assert!(parse(&bad, Path::new("/")).is_err());
         let bad = GOOD.replace("name = \"demo\"", "name = \"demo\"\ngrants = []");
         assert!(parse(&bad, Path::new("/")).is_err());
@@ -489,11 +553,20 @@ migrations = "migrations"
 
     #[test]
     fn rejects_unknown_trigger_component_and_bad_cron() {
-        let bad = GOOD.replace("component = \"smoke\"\n\n[[trigger.cron]]", "component = \"nope\"\n\n[[trigger.cron]]");
-        let err = format!("{:#}", parse(&bad, Path::new("/")).expect_err("unknown component"));
+        let bad = GOOD.replace(
+            "component = \"smoke\"\n\n[[trigger.cron]]",
+            "component = \"nope\"\n\n[[trigger.cron]]",
+        );
+        let err = format!(
+            "{:#}",
+            parse(&bad, Path::new("/")).expect_err("unknown component")
+        );
         assert!(err.contains("unknown component `nope`"), "{err}");
         let bad = GOOD.replace("*/5 * * * * *", "* * * * *");
-        assert!(parse(&bad, Path::new("/")).is_err(), "5-field cron must be rejected");
+        assert!(
+            parse(&bad, Path::new("/")).is_err(),
+            "5-field cron must be rejected"
+        );
     }
 
     #[test]
@@ -505,7 +578,10 @@ migrations = "migrations"
 
     #[test]
     fn rejects_identity_grant_without_kube() {
-        let bad = GOOD.replace("migrations = \"migrations\"", "kube_identities = [\"privileged\"]");
+        let bad = GOOD.replace(
+            "migrations = \"migrations\"",
+            "kube_identities = [\"privileged\"]",
+        );
         assert!(parse(&bad, Path::new("/")).is_err());
     }
 

@@ -33,7 +33,12 @@ pub fn load(component: &str, dir: &Path) -> anyhow::Result<Vec<lethe_sql::Migrat
     found.sort_by_key(|(n, _, _)| *n);
     for pair in found.windows(2) {
         if pair[0].0 == pair[1].0 {
-            bail!("migrations `{}` and `{}` share the number {}", pair[0].1, pair[1].1, pair[0].0);
+            bail!(
+                "migrations `{}` and `{}` share the number {}",
+                pair[0].1,
+                pair[1].1,
+                pair[0].0
+            );
         }
     }
     Ok(found

@@ -9,11 +9,14 @@ use std::time::Duration;
 use anyhow::Context as _;
 use sha2::{Digest as _, Sha256};
 use wasmtime::component::{Component, InstancePre, Linker, ResourceTable};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits,
+    StoreLimitsBuilder,
+};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::caps::{CapabilityEnv, Capabilities};
+use crate::caps::{Capabilities, CapabilityEnv};
 use crate::grants;
 use crate::manifest::{ComponentDecl, Manifest};
 
@@ -33,13 +36,20 @@ pub struct InstanceState {
 
 impl WasiView for InstanceState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
 impl WasiHttpView for InstanceState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.outbound }
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.outbound,
+        }
     }
 }
 
@@ -52,16 +62,23 @@ impl wasmtime_wasi_http::WasiHttpHooks for NoOutboundHttp {
         &mut self,
         _request: http::Request<wasmtime_wasi_http::WasiBody>,
         _options: Option<wasmtime_wasi_http::RequestOptions>,
-        _response_done: Box<dyn std::future::Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+        _response_done: Box<
+            dyn std::future::Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send,
+        >,
     ) -> Box<
         dyn std::future::Future<
                 Output = wasmtime_wasi_http::Result<(
                     http::Response<wasmtime_wasi_http::WasiBody>,
-                    Box<dyn std::future::Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+                    Box<
+                        dyn std::future::Future<Output = Result<(), wasmtime_wasi_http::Error>>
+                            + Send,
+                    >,
                 )>,
             > + Send,
     > {
-        Box::new(std::future::ready(Err(wasmtime_wasi_http::Error::HttpRequestDenied)))
+        Box::new(std::future::ready(Err(
+            wasmtime_wasi_http::Error::HttpRequestDenied,
+        )))
     }
 }
 
@@ -120,7 +137,9 @@ impl Runtime {
                 .with_context(|| format!("component `{id}`"))?;
             grants::check(id, &decl.grants, &component, &engine)?;
             let pre = linker.instantiate_pre(&component).map_err(|e| {
-                anyhow::Error::from(e).context(format!("component `{id}` imports something lethe cannot supply"))
+                anyhow::Error::from(e).context(format!(
+                    "component `{id}` imports something lethe cannot supply"
+                ))
             })?;
             let env = envs
                 .get(id)
@@ -128,14 +147,21 @@ impl Runtime {
                 .with_context(|| format!("no capability environment for component `{id}`"))?;
             let limits = Limits {
                 timeout: Duration::from_millis(
-                    decl.grants.timeout_ms.unwrap_or(manifest.settings.timeout_ms),
+                    decl.grants
+                        .timeout_ms
+                        .unwrap_or(manifest.settings.timeout_ms),
                 ),
                 memory_bytes: usize::try_from(memory_limit_mb(manifest, decl) * 1024 * 1024)
                     .context("memory limit too large")?,
             };
             components.insert(
                 id.clone(),
-                Arc::new(LoadedComponent { id: Arc::from(id.as_str()), pre, limits, env }),
+                Arc::new(LoadedComponent {
+                    id: Arc::from(id.as_str()),
+                    pre,
+                    limits,
+                    env,
+                }),
             );
         }
 
@@ -151,7 +177,12 @@ impl Runtime {
                 }
             })
             .context("cannot start the epoch ticker")?;
-        Ok(Runtime { engine, components, epoch_ticker: Some(epoch_ticker), stop_ticker })
+        Ok(Runtime {
+            engine,
+            components,
+            epoch_ticker: Some(epoch_ticker),
+            stop_ticker,
+        })
     }
 
     /// The engine.
@@ -171,8 +202,14 @@ impl Runtime {
 
     /// The mean cost of preparing one request's instance of component `id`: a fresh store plus
     /// instantiation from the `InstancePre` (for benchmarks).
-    pub async fn measure_instantiation(&self, id: &str, iterations: u32) -> anyhow::Result<Duration> {
-        let component = self.component(id).with_context(|| format!("no component `{id}`"))?;
+    pub async fn measure_instantiation(
+        &self,
+        id: &str,
+        iterations: u32,
+    ) -> anyhow::Result<Duration> {
+        let component = self
+            .component(id)
+            .with_context(|| format!("no component `{id}`"))?;
         let start = std::time::Instant::now();
         for _ in 0..iterations {
             let mut store = component.new_store(&self.engine);
@@ -184,7 +221,8 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        self.stop_ticker.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.stop_ticker
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         if let Some(t) = self.epoch_ticker.take() {
             let _ = t.join();
         }
@@ -216,7 +254,9 @@ impl LoadedComponent {
 }
 
 fn memory_limit_mb(manifest: &Manifest, decl: &ComponentDecl) -> u64 {
-    decl.grants.memory_limit_mb.unwrap_or(manifest.settings.memory_limit_mb)
+    decl.grants
+        .memory_limit_mb
+        .unwrap_or(manifest.settings.memory_limit_mb)
 }
 
 fn build_engine(max_memory_mb: u64, max_instances: u32) -> anyhow::Result<Engine> {
@@ -225,7 +265,8 @@ fn build_engine(max_memory_mb: u64, max_instances: u32) -> anyhow::Result<Engine
     config.epoch_interruption(true);
     config.parallel_compilation(true);
     let mut pool = PoolingAllocationConfig::default();
-    let max_memory = usize::try_from(max_memory_mb * 1024 * 1024).context("memory limit too large")?;
+    let max_memory =
+        usize::try_from(max_memory_mb * 1024 * 1024).context("memory limit too large")?;
     pool.total_component_instances(max_instances)
         .total_core_instances(max_instances.saturating_mul(4))
         .total_memories(max_instances.saturating_mul(2))
@@ -238,8 +279,8 @@ fn build_engine(max_memory_mb: u64, max_instances: u32) -> anyhow::Result<Engine
 
 /// Compiles `source`, or loads the compiled artifact cached for the same bytes and engine.
 fn compile(engine: &Engine, source: &Path, cache_dir: Option<&Path>) -> anyhow::Result<Component> {
-    let bytes = std::fs::read(source)
-        .with_context(|| format!("cannot read {}", source.display()))?;
+    let bytes =
+        std::fs::read(source).with_context(|| format!("cannot read {}", source.display()))?;
     let Some(cache_dir) = cache_dir else {
         return Ok(Component::new(engine, &bytes)?);
     };
@@ -249,7 +290,9 @@ fn compile(engine: &Engine, source: &Path, cache_dir: Option<&Path>) -> anyhow::
         // configuration (its name carries the engine's compatibility hash) into our own data dir.
         match unsafe { Component::deserialize_file(engine, &path) } {
             Ok(c) => return Ok(c),
-            Err(e) => tracing::warn!(path = %path.display(), "ignoring unusable compiled cache entry: {e:#}"),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), "ignoring unusable compiled cache entry: {e:#}")
+            }
         }
     }
     let component = Component::new(engine, &bytes)?;
@@ -262,9 +305,15 @@ fn compile(engine: &Engine, source: &Path, cache_dir: Option<&Path>) -> anyhow::
 fn cache_path(engine: &Engine, bytes: &[u8], cache_dir: &Path) -> PathBuf {
     use std::hash::{Hash as _, Hasher as _};
     let mut engine_hash = std::collections::hash_map::DefaultHasher::new();
-    engine.precompile_compatibility_hash().hash(&mut engine_hash);
+    engine
+        .precompile_compatibility_hash()
+        .hash(&mut engine_hash);
     let digest = Sha256::digest(bytes);
-    cache_dir.join(format!("{}-{:016x}.cwasm", hex::encode(&digest[..16]), engine_hash.finish()))
+    cache_dir.join(format!(
+        "{}-{:016x}.cwasm",
+        hex::encode(&digest[..16]),
+        engine_hash.finish()
+    ))
 }
 
 fn write_cache(component: &Component, path: &Path) -> anyhow::Result<()> {

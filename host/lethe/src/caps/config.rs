@@ -45,7 +45,10 @@ pub fn check_required(manifest: &Manifest) -> anyhow::Result<()> {
 }
 
 /// Resolves a component's variables.
-pub fn resolve(manifest: &Manifest, decl: &ComponentDecl) -> anyhow::Result<BTreeMap<String, String>> {
+pub fn resolve(
+    manifest: &Manifest,
+    decl: &ComponentDecl,
+) -> anyhow::Result<BTreeMap<String, String>> {
     decl.variables
         .iter()
         .map(|(name, template)| {

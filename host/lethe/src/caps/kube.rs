@@ -8,8 +8,8 @@ use wasmtime::component::Resource;
 
 use super::CapsView;
 use super::bindings::lethe::platform::kube::{
-    DeleteOptions, DeleteOutcome, Error, Host, HostClient, Identity, ListOptions, Metadata,
-    Object, ObjectList, ObjectRef, PatchKind, PropagationPolicy, Status,
+    DeleteOptions, DeleteOutcome, Error, Host, HostClient, Identity, ListOptions, Metadata, Object,
+    ObjectList, ObjectRef, PatchKind, PropagationPolicy, Status,
 };
 use crate::manifest::KubeIdentityGrant;
 
@@ -19,10 +19,19 @@ pub type ClientHandle = lethe_kube::KubeClient;
 impl Host for CapsView<'_> {}
 
 impl HostClient for CapsView<'_> {
-    async fn open(&mut self, identity: Identity) -> wasmtime::Result<Result<Resource<ClientHandle>, Error>> {
+    async fn open(
+        &mut self,
+        identity: Identity,
+    ) -> wasmtime::Result<Result<Resource<ClientHandle>, Error>> {
         let (grant, identity) = match identity {
-            Identity::Caller(token) => (KubeIdentityGrant::Caller, lethe_kube::Identity::Caller(token)),
-            Identity::Privileged => (KubeIdentityGrant::Privileged, lethe_kube::Identity::Privileged),
+            Identity::Caller(token) => (
+                KubeIdentityGrant::Caller,
+                lethe_kube::Identity::Caller(token),
+            ),
+            Identity::Privileged => (
+                KubeIdentityGrant::Privileged,
+                lethe_kube::Identity::Privileged,
+            ),
         };
         if !self.env.grants.allows_identity(grant) {
             return Ok(Err(Error::Forbidden(Status {
@@ -39,7 +48,9 @@ impl HostClient for CapsView<'_> {
             })));
         }
         let Some(cluster) = self.env.cluster.as_ref() else {
-            return Ok(Err(Error::Unavailable("no Kubernetes cluster is configured".into())));
+            return Ok(Err(Error::Unavailable(
+                "no Kubernetes cluster is configured".into(),
+            )));
         };
         match cluster.client(&identity) {
             Ok(client) => Ok(Ok(self.table.push(client)?)),
@@ -47,9 +58,17 @@ impl HostClient for CapsView<'_> {
         }
     }
 
-    async fn get(&mut self, client: Resource<ClientHandle>, target: ObjectRef) -> wasmtime::Result<Result<Object, Error>> {
+    async fn get(
+        &mut self,
+        client: Resource<ClientHandle>,
+        target: ObjectRef,
+    ) -> wasmtime::Result<Result<Object, Error>> {
         let client = self.table.get(&client)?;
-        Ok(client.get(&to_ref(target)).await.map(from_object).map_err(from_error))
+        Ok(client
+            .get(&to_ref(target))
+            .await
+            .map(from_object)
+            .map_err(from_error))
     }
 
     async fn list(
@@ -67,7 +86,9 @@ impl HostClient for CapsView<'_> {
             limit: options.limit,
             continue_token: options.continue_token,
         };
-        let result = client.list(&api_version, &kind, namespace.as_deref(), &options).await;
+        let result = client
+            .list(&api_version, &kind, namespace.as_deref(), &options)
+            .await;
         Ok(result
             .map(|l| ObjectList {
                 items: l.items.into_iter().map(from_object).collect(),
@@ -77,9 +98,17 @@ impl HostClient for CapsView<'_> {
             .map_err(from_error))
     }
 
-    async fn create(&mut self, client: Resource<ClientHandle>, json: String) -> wasmtime::Result<Result<Object, Error>> {
+    async fn create(
+        &mut self,
+        client: Resource<ClientHandle>,
+        json: String,
+    ) -> wasmtime::Result<Result<Object, Error>> {
         let client = self.table.get(&client)?;
-        Ok(client.create(&json).await.map(from_object).map_err(from_error))
+        Ok(client
+            .create(&json)
+            .await
+            .map(from_object)
+            .map_err(from_error))
     }
 
     async fn replace(
@@ -89,7 +118,11 @@ impl HostClient for CapsView<'_> {
         json: String,
     ) -> wasmtime::Result<Result<Object, Error>> {
         let client = self.table.get(&client)?;
-        Ok(client.replace(&to_ref(target), &json).await.map(from_object).map_err(from_error))
+        Ok(client
+            .replace(&to_ref(target), &json)
+            .await
+            .map(from_object)
+            .map_err(from_error))
     }
 
     async fn patch(
@@ -106,7 +139,9 @@ impl HostClient for CapsView<'_> {
             PatchKind::Json => lethe_kube::PatchKind::Json,
             PatchKind::StrategicMerge => lethe_kube::PatchKind::StrategicMerge,
         };
-        let result = client.patch(&to_ref(target), kind, &patch, subresource.as_deref()).await;
+        let result = client
+            .patch(&to_ref(target), kind, &patch, subresource.as_deref())
+            .await;
         Ok(result.map(from_object).map_err(from_error))
     }
 
@@ -142,11 +177,21 @@ impl HostClient for CapsView<'_> {
 }
 
 fn to_ref(r: ObjectRef) -> lethe_kube::ObjectRef {
-    lethe_kube::ObjectRef { api_version: r.api_version, kind: r.kind, namespace: r.namespace, name: r.name }
+    lethe_kube::ObjectRef {
+        api_version: r.api_version,
+        kind: r.kind,
+        namespace: r.namespace,
+        name: r.name,
+    }
 }
 
 fn from_ref(r: lethe_kube::ObjectRef) -> ObjectRef {
-    ObjectRef { api_version: r.api_version, kind: r.kind, namespace: r.namespace, name: r.name }
+    ObjectRef {
+        api_version: r.api_version,
+        kind: r.kind,
+        namespace: r.namespace,
+        name: r.name,
+    }
 }
 
 fn from_object(o: lethe_kube::Object) -> Object {
@@ -168,7 +213,11 @@ fn from_object(o: lethe_kube::Object) -> Object {
 }
 
 fn from_status(s: lethe_kube::Status) -> Status {
-    Status { code: s.code, reason: s.reason, message: s.message }
+    Status {
+        code: s.code,
+        reason: s.reason,
+        message: s.message,
+    }
 }
 
 fn from_error(e: lethe_kube::KubeError) -> Error {

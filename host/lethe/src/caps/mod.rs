@@ -67,7 +67,10 @@ pub struct CapsView<'a> {
 
 impl InstanceState {
     fn caps_view(&mut self) -> CapsView<'_> {
-        CapsView { env: &self.caps.env, table: &mut self.table }
+        CapsView {
+            env: &self.caps.env,
+            table: &mut self.table,
+        }
     }
 }
 
@@ -79,5 +82,8 @@ impl HasData for CapsData {
 
 /// Links every lethe capability into `linker` (once, at start).
 pub fn add_to_linker(linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
-    bindings::HostCapabilities::add_to_linker::<InstanceState, CapsData>(linker, InstanceState::caps_view)
+    bindings::HostCapabilities::add_to_linker::<InstanceState, CapsData>(
+        linker,
+        InstanceState::caps_view,
+    )
 }

@@ -13,38 +13,61 @@ pub type TransactionHandle = lethe_sql::Transaction;
 
 impl CapsView<'_> {
     fn database(&self) -> Result<&lethe_sql::Database, Error> {
-        self.env
-            .database
-            .as_ref()
-            .ok_or_else(|| Error::Denied(format!("component `{}` is not granted sql", self.env.component_id)))
+        self.env.database.as_ref().ok_or_else(|| {
+            Error::Denied(format!(
+                "component `{}` is not granted sql",
+                self.env.component_id
+            ))
+        })
     }
 }
 
 impl Host for CapsView<'_> {
-    async fn query(&mut self, sql: String, params: Vec<Value>) -> wasmtime::Result<Result<RowSet, Error>> {
+    async fn query(
+        &mut self,
+        sql: String,
+        params: Vec<Value>,
+    ) -> wasmtime::Result<Result<RowSet, Error>> {
         let db = match self.database() {
             Ok(db) => db,
             Err(e) => return Ok(Err(e)),
         };
-        Ok(db.query(&sql, &to_values(params)).await.map(from_row_set).map_err(from_error))
+        Ok(db
+            .query(&sql, &to_values(params))
+            .await
+            .map(from_row_set)
+            .map_err(from_error))
     }
 
-    async fn execute(&mut self, sql: String, params: Vec<Value>) -> wasmtime::Result<Result<u64, Error>> {
+    async fn execute(
+        &mut self,
+        sql: String,
+        params: Vec<Value>,
+    ) -> wasmtime::Result<Result<u64, Error>> {
         let db = match self.database() {
             Ok(db) => db,
             Err(e) => return Ok(Err(e)),
         };
-        Ok(db.execute(&sql, &to_values(params)).await.map_err(from_error))
+        Ok(db
+            .execute(&sql, &to_values(params))
+            .await
+            .map_err(from_error))
     }
 
-    async fn batch(&mut self, statements: Vec<Statement>) -> wasmtime::Result<Result<Vec<u64>, Error>> {
+    async fn batch(
+        &mut self,
+        statements: Vec<Statement>,
+    ) -> wasmtime::Result<Result<Vec<u64>, Error>> {
         let db = match self.database() {
             Ok(db) => db,
             Err(e) => return Ok(Err(e)),
         };
         let statements: Vec<_> = statements
             .into_iter()
-            .map(|s| lethe_sql::Statement { sql: s.sql, params: to_values(s.params) })
+            .map(|s| lethe_sql::Statement {
+                sql: s.sql,
+                params: to_values(s.params),
+            })
             .collect();
         Ok(db.batch(&statements).await.map_err(from_error))
     }
@@ -69,7 +92,11 @@ impl HostTransaction for CapsView<'_> {
         params: Vec<Value>,
     ) -> wasmtime::Result<Result<RowSet, Error>> {
         let tx = self.table.get_mut(&tx)?;
-        Ok(tx.query(&sql, &to_values(params)).await.map(from_row_set).map_err(from_error))
+        Ok(tx
+            .query(&sql, &to_values(params))
+            .await
+            .map(from_row_set)
+            .map_err(from_error))
     }
 
     async fn execute(
@@ -79,15 +106,24 @@ impl HostTransaction for CapsView<'_> {
         params: Vec<Value>,
     ) -> wasmtime::Result<Result<u64, Error>> {
         let tx = self.table.get_mut(&tx)?;
-        Ok(tx.execute(&sql, &to_values(params)).await.map_err(from_error))
+        Ok(tx
+            .execute(&sql, &to_values(params))
+            .await
+            .map_err(from_error))
     }
 
-    async fn commit(&mut self, tx: Resource<TransactionHandle>) -> wasmtime::Result<Result<(), Error>> {
+    async fn commit(
+        &mut self,
+        tx: Resource<TransactionHandle>,
+    ) -> wasmtime::Result<Result<(), Error>> {
         let tx = self.table.get_mut(&tx)?;
         Ok(tx.commit().await.map_err(from_error))
     }
 
-    async fn rollback(&mut self, tx: Resource<TransactionHandle>) -> wasmtime::Result<Result<(), Error>> {
+    async fn rollback(
+        &mut self,
+        tx: Resource<TransactionHandle>,
+    ) -> wasmtime::Result<Result<(), Error>> {
         let tx = self.table.get_mut(&tx)?;
         Ok(tx.rollback().await.map_err(from_error))
     }
@@ -128,7 +164,11 @@ fn from_value(v: lethe_sql::Value) -> Value {
 fn from_row_set(r: lethe_sql::RowSet) -> RowSet {
     RowSet {
         columns: r.columns,
-        rows: r.rows.into_iter().map(|row| row.into_iter().map(from_value).collect()).collect(),
+        rows: r
+            .rows
+            .into_iter()
+            .map(|row| row.into_iter().map(from_value).collect())
+            .collect(),
     }
 }
 

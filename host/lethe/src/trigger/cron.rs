@@ -26,9 +26,12 @@ use bindings::spin::cron::cron_types::Metadata;
 pub fn parse_schedule(expression: &str) -> anyhow::Result<cron::Schedule> {
     let fields = expression.split_whitespace().count();
     if fields != 6 {
-        bail!("cron expression `{expression}` has {fields} fields; Spin's cron trigger needs 6 (seconds first)");
+        bail!(
+            "cron expression `{expression}` has {fields} fields; Spin's cron trigger needs 6 (seconds first)"
+        );
     }
-    cron::Schedule::from_str(expression).with_context(|| format!("invalid cron expression `{expression}`"))
+    cron::Schedule::from_str(expression)
+        .with_context(|| format!("invalid cron expression `{expression}`"))
 }
 
 /// One scheduled component.
@@ -44,10 +47,17 @@ impl CronJob {
     pub fn new(expression: &str, component: Arc<LoadedComponent>) -> anyhow::Result<CronJob> {
         let schedule = parse_schedule(expression)?;
         let pre = SpinCronPre::new(component.pre.clone()).map_err(|e| {
-            anyhow::Error::from(e)
-                .context(format!("component `{}` does not export spin:cron's handle-cron-event", component.id))
+            anyhow::Error::from(e).context(format!(
+                "component `{}` does not export spin:cron's handle-cron-event",
+                component.id
+            ))
         })?;
-        Ok(CronJob { schedule, expression: expression.to_string(), component, pre })
+        Ok(CronJob {
+            schedule,
+            expression: expression.to_string(),
+            component,
+            pre,
+        })
     }
 
     /// The schedule as written.
@@ -68,14 +78,23 @@ impl CronJob {
         let timestamp = u64::try_from(at.timestamp()).unwrap_or(0);
         let run = async {
             let instance = self.pre.instantiate_async(&mut store).await?;
-            instance.call_handle_cron_event(&mut store, Metadata { timestamp }).await
+            instance
+                .call_handle_cron_event(&mut store, Metadata { timestamp })
+                .await
         };
-        let result = match tokio::time::timeout(timeout + std::time::Duration::from_millis(250), run).await {
+        let result = match tokio::time::timeout(
+            timeout + std::time::Duration::from_millis(250),
+            run,
+        )
+        .await
+        {
             Ok(r) => r?,
             Err(_) => return Err(wasmtime::Error::new(wasmtime::Trap::Interrupt)),
         };
         result.map_err(|e| match e {
-            bindings::spin::cron::cron_types::Error::Other(msg) => wasmtime::format_err!("handle-cron-event returned an error: {msg}"),
+            bindings::spin::cron::cron_types::Error::Other(msg) => {
+                wasmtime::format_err!("handle-cron-event returned an error: {msg}")
+            }
         })
     }
 
@@ -84,7 +103,11 @@ impl CronJob {
     pub async fn run(self: Arc<Self>, runtime: Arc<Runtime>, mut shutdown: watch::Receiver<bool>) {
         loop {
             let Some(next) = self.schedule.upcoming(Utc).next() else {
-                tracing::info!(component = self.component_id(), "cron schedule `{}` has no further ticks", self.expression);
+                tracing::info!(
+                    component = self.component_id(),
+                    "cron schedule `{}` has no further ticks",
+                    self.expression
+                );
                 return;
             };
             let wait = (next - Utc::now()).to_std().unwrap_or_default();
@@ -93,7 +116,9 @@ impl CronJob {
                 _ = shutdown.changed() => return,
             }
             match self.tick(&runtime, next).await {
-                Ok(()) => tracing::debug!(component = self.component_id(), "cron tick at {next} done"),
+                Ok(()) => {
+                    tracing::debug!(component = self.component_id(), "cron tick at {next} done")
+                }
                 Err(e) => tracing::error!(
                     component = self.component_id(),
                     "cron tick at {next}: component {}",

@@ -65,7 +65,11 @@ impl Route {
                 bail!("route `{text}`: `...` is only allowed as the last segment");
             }
             if let Some(name) = seg.strip_prefix(':') {
-                if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+                if name.is_empty()
+                    || !name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                {
                     bail!("route `{text}`: invalid parameter `{seg}`");
                 }
                 segments.push(Segment::Param(name.to_string()));
@@ -73,7 +77,11 @@ impl Route {
                 segments.push(Segment::Literal(seg.to_string()));
             }
         }
-        Ok(Route { segments, wildcard, text: text.to_string() })
+        Ok(Route {
+            segments,
+            wildcard,
+            text: text.to_string(),
+        })
     }
 
     /// The route as written in the manifest.
@@ -84,7 +92,9 @@ impl Route {
     /// Matches a request path (without query).
     pub fn matches(&self, path: &str) -> Option<RouteMatch> {
         let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-        if parts.len() < self.segments.len() || (!self.wildcard && parts.len() != self.segments.len()) {
+        if parts.len() < self.segments.len()
+            || (!self.wildcard && parts.len() != self.segments.len())
+        {
             return None;
         }
         let mut params = Vec::new();
@@ -110,7 +120,11 @@ impl Route {
     /// Precedence among matching routes: exact before wildcard, then more literal segments,
     /// then more segments.
     fn rank(&self) -> (bool, usize, usize) {
-        let literals = self.segments.iter().filter(|s| matches!(s, Segment::Literal(_))).count();
+        let literals = self
+            .segments
+            .iter()
+            .filter(|s| matches!(s, Segment::Literal(_)))
+            .count();
         (!self.wildcard, literals, self.segments.len())
     }
 }
@@ -142,7 +156,10 @@ impl Router {
                     t.component
                 ))
             })?;
-            routes.push((Route::parse(&t.route)?, Arc::new(HttpComponent { component, pre })));
+            routes.push((
+                Route::parse(&t.route)?,
+                Arc::new(HttpComponent { component, pre }),
+            ));
         }
         Ok(Router { routes })
     }
@@ -157,7 +174,10 @@ impl Router {
 
     /// `(route, component id)` for the start-up log.
     pub fn describe(&self) -> Vec<(String, String)> {
-        self.routes.iter().map(|(r, c)| (r.text.clone(), c.component.id.to_string())).collect()
+        self.routes
+            .iter()
+            .map(|(r, c)| (r.text.clone(), c.component.id.to_string()))
+            .collect()
     }
 }
 
@@ -190,7 +210,9 @@ pub async fn serve(
             let runtime = runtime.clone();
             async move { Ok::<_, Infallible>(handle(&router, &runtime, client_addr, req).await) }
         });
-        let conn = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
+        let conn = http1::Builder::new()
+            .keep_alive(true)
+            .serve_connection(TokioIo::new(stream), service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             if let Err(e) = conn.await {
@@ -223,7 +245,12 @@ pub async fn handle(
         .and_then(|v| v.parse::<u64>().ok())
         .is_some_and(|n| n > MAX_REQUEST_BODY);
     if too_large {
-        return envelope(413, 10001, "CF-RequestEntityTooLarge", "The request body is too large");
+        return envelope(
+            413,
+            10001,
+            "CF-RequestEntityTooLarge",
+            "The request body is too large",
+        );
     }
     set_spin_headers(&mut req, route, &matched, client_addr);
     let id = target.component.id.clone();
@@ -244,7 +271,10 @@ async fn invoke(
     let component = &target.component;
     let mut store = component.new_store(runtime.engine());
     let (sender, receiver) = tokio::sync::oneshot::channel();
-    let incoming = store.data_mut().http().new_incoming_request(Scheme::Http, req)?;
+    let incoming = store
+        .data_mut()
+        .http()
+        .new_incoming_request(Scheme::Http, req)?;
     let out = store.data_mut().http().new_response_outparam(sender)?;
     let pre = target.pre.clone();
     let timeout = component.limits.timeout;
@@ -254,7 +284,10 @@ async fn invoke(
     let task = tokio::spawn(async move {
         let run = async {
             let proxy = pre.instantiate_async(&mut store).await?;
-            proxy.wasi_http_incoming_handler().call_handle(&mut store, incoming, out).await
+            proxy
+                .wasi_http_incoming_handler()
+                .call_handle(&mut store, incoming, out)
+                .await
         };
         match tokio::time::timeout(timeout + Duration::from_millis(250), run).await {
             Ok(result) => result,
@@ -273,19 +306,43 @@ async fn invoke(
 }
 
 /// Adds Spin's routing headers (dropping any a client sent, so they cannot be spoofed).
-fn set_spin_headers<B>(req: &mut hyper::Request<B>, route: &Route, m: &RouteMatch, client: SocketAddr) {
+fn set_spin_headers<B>(
+    req: &mut hyper::Request<B>,
+    route: &Route,
+    m: &RouteMatch,
+    client: SocketAddr,
+) {
     let full_url = format!(
         "http://{}{}",
-        req.headers().get(hyper::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost"),
-        req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/")
+        req.headers()
+            .get(hyper::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost"),
+        req.uri()
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/")
     );
-    let matched = req.uri().path().strip_suffix(&m.path_info).unwrap_or("").to_string();
+    let matched = req
+        .uri()
+        .path()
+        .strip_suffix(&m.path_info)
+        .unwrap_or("")
+        .to_string();
     let headers = req.headers_mut();
-    let spoofed: Vec<HeaderName> = headers.keys().filter(|k| k.as_str().starts_with("spin-")).cloned().collect();
+    let spoofed: Vec<HeaderName> = headers
+        .keys()
+        .filter(|k| k.as_str().starts_with("spin-"))
+        .cloned()
+        .collect();
     for name in spoofed {
         headers.remove(name);
     }
-    let component_route = route.as_str().strip_suffix("/...").unwrap_or(route.as_str()).to_string();
+    let component_route = route
+        .as_str()
+        .strip_suffix("/...")
+        .unwrap_or(route.as_str())
+        .to_string();
     let mut set = |name: String, value: &str| {
         if let (Ok(n), Ok(v)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
             headers.insert(n, v);
@@ -299,17 +356,32 @@ fn set_spin_headers<B>(req: &mut hyper::Request<B>, route: &Route, m: &RouteMatc
     set("spin-component-route".into(), &component_route);
     set("spin-client-addr".into(), &client.to_string());
     for (name, value) in &m.params {
-        set(format!("spin-path-match-{}", name.to_ascii_lowercase()), value);
+        set(
+            format!("spin-path-match-{}", name.to_ascii_lowercase()),
+            value,
+        );
     }
 }
 
 /// A CF V3 error envelope response.
-pub fn envelope(status: u16, code: u32, title: &str, detail: &str) -> hyper::Response<HyperOutgoingBody> {
-    let body = serde_json::json!({ "errors": [{ "code": code, "title": title, "detail": detail }] });
-    let body = Full::new(Bytes::from(body.to_string())).map_err(|never| match never {}).boxed_unsync();
+pub fn envelope(
+    status: u16,
+    code: u32,
+    title: &str,
+    detail: &str,
+) -> hyper::Response<HyperOutgoingBody> {
+    let body =
+        serde_json::json!({ "errors": [{ "code": code, "title": title, "detail": detail }] });
+    let body = Full::new(Bytes::from(body.to_string()))
+        .map_err(|never| match never {})
+        .boxed_unsync();
     let mut resp = hyper::Response::new(body);
-    *resp.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
-    resp.headers_mut().insert(hyper::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    *resp.status_mut() =
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     resp
 }
 
@@ -330,16 +402,28 @@ mod tests {
 
     #[test]
     fn wildcard_routes_match_the_prefix_and_below() {
-        assert_eq!(m("/smoke/...", "/smoke").map(|x| x.path_info), Some(String::new()));
-        assert_eq!(m("/smoke/...", "/smoke/notes/a").map(|x| x.path_info), Some("/notes/a".into()));
+        assert_eq!(
+            m("/smoke/...", "/smoke").map(|x| x.path_info),
+            Some(String::new())
+        );
+        assert_eq!(
+            m("/smoke/...", "/smoke/notes/a").map(|x| x.path_info),
+            Some("/notes/a".into())
+        );
         assert!(m("/smoke/...", "/smokes").is_none());
-        assert_eq!(m("/...", "/anything/at/all").map(|x| x.path_info), Some("/anything/at/all".into()));
+        assert_eq!(
+            m("/...", "/anything/at/all").map(|x| x.path_info),
+            Some("/anything/at/all".into())
+        );
     }
 
     #[test]
     fn params_bind_segments() {
         let got = m("/v3/jobs/:guid", "/v3/jobs/org.delete~abc").expect("match");
-        assert_eq!(got.params, vec![("guid".to_string(), "org.delete~abc".to_string())]);
+        assert_eq!(
+            got.params,
+            vec![("guid".to_string(), "org.delete~abc".to_string())]
+        );
         assert!(m("/v3/jobs/:guid", "/v3/jobs").is_none());
     }
 
