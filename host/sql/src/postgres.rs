@@ -63,6 +63,11 @@ impl PgBackend {
         let mut pg: tokio_postgres::Config = url
             .parse()
             .map_err(|e| SqlError::Unavailable(format!("invalid PostgreSQL URL: {e}")))?;
+        if pg.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+            return Err(SqlError::Unavailable(
+                "sslmode=require is not supported: lethe connects to PostgreSQL without TLS (use sslmode=disable or prefer)".into(),
+            ));
+        }
         if pg.get_connect_timeout().is_none() {
             pg.connect_timeout(config.postgres.connect_timeout);
         }
@@ -383,7 +388,7 @@ async fn run_query(
     let rows = client
         .query(&stmt, &refs)
         .await
-        .map_err(|e| classify(e, phase))?;
+        .map_err(|e| classify_stale(client, sql, e, phase))?;
     let columns: Vec<String> = stmt.columns().iter().map(|c| c.name().to_owned()).collect();
     let rows = rows
         .iter()
@@ -407,7 +412,30 @@ async fn run_execute(
     client
         .execute(&stmt, &refs)
         .await
-        .map_err(|e| classify(e, phase))
+        .map_err(|e| classify_stale(client, sql, e, phase))
+}
+
+/// Like [`classify`], but a prepared statement whose result type changed under it (a migration
+/// altered a table behind the statement cache) is evicted from the cache and, outside an
+/// interactive transaction, replayed: the server refused it before executing anything.
+fn classify_stale(client: &Object, sql: &str, e: tokio_postgres::Error, phase: Phase) -> Failure {
+    let stale = e.as_db_error().is_some_and(|db| {
+        *db.code() == SqlState::FEATURE_NOT_SUPPORTED
+            && db
+                .message()
+                .contains("cached plan must not change result type")
+    });
+    if !stale {
+        return classify(e, phase);
+    }
+    client.statement_cache.remove(sql, &[]);
+    let error =
+        SqlError::InvalidStatement(format!("{}; the statement was re-prepared", describe(&e)));
+    if phase == Phase::Tx {
+        Failure::fatal(error)
+    } else {
+        Failure::transient(error)
+    }
 }
 
 /// Inside an interactive transaction nothing is replayable, even a failure while preparing.

@@ -437,23 +437,23 @@ fn run_query(
 ) -> std::result::Result<RowSet, Failure> {
     dialect::reject_transaction_control(sql)?;
     let mut stmt = prepare(conn, sql, params)?;
-    let columns: Vec<String> = stmt.column_names().into_iter().map(str::to_owned).collect();
-    let width = columns.len();
-    let mut out = RowSet {
-        columns,
-        rows: Vec::new(),
-    };
+    // Column names and count are read after stepping: a cached statement is re-prepared by its
+    // first step when the schema changed, and only then describes the current table.
+    let mut out = Vec::new();
     let mut rows = stmt.raw_query();
     while let Some(row) = rows.next().map_err(|e| map_error(e, Phase::Run))? {
+        let width = row.as_ref().column_count();
         let mut values = Vec::with_capacity(width);
         for i in 0..width {
             values.push(value_of(
                 row.get_ref(i).map_err(|e| map_error(e, Phase::Run))?,
             ));
         }
-        out.rows.push(values);
+        out.push(values);
     }
-    Ok(out)
+    drop(rows);
+    let columns: Vec<String> = stmt.column_names().into_iter().map(str::to_owned).collect();
+    Ok(RowSet { columns, rows: out })
 }
 
 /// Runs a statement to completion and returns the rows it inserted, updated or deleted.

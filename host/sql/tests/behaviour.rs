@@ -704,3 +704,41 @@ async fn postgres_types_are_bound_and_read_portably() {
     assert_eq!(rows.rows[0][0], Value::Text("1 day".into()));
     t.cleanup().await;
 }
+
+#[tokio::test]
+async fn cached_statements_survive_schema_changes() {
+    for t in common::backends("schema_change").await {
+        let db = &t.db;
+        db.execute("CREATE TABLE sc (a BIGINT)", &[]).await.unwrap();
+        db.execute("INSERT INTO sc (a) VALUES (1)", &[])
+            .await
+            .unwrap();
+        for _ in 0..3 {
+            assert_eq!(
+                db.query("SELECT * FROM sc", &[]).await.unwrap().columns,
+                ["a"]
+            );
+        }
+        db.execute("ALTER TABLE sc ADD COLUMN b TEXT", &[])
+            .await
+            .unwrap();
+        let rows = db
+            .query("SELECT * FROM sc", &[])
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", t.label));
+        assert_eq!(rows.columns, ["a", "b"], "{}", t.label);
+        assert_eq!(rows.rows, vec![vec![Value::Integer(1), Value::Null]]);
+        t.cleanup().await;
+    }
+}
+
+#[tokio::test]
+async fn postgres_tls_requirement_is_refused_clearly() {
+    let err = Database::open("postgres://u:secret@127.0.0.1:5432/db?sslmode=require")
+        .await
+        .unwrap_err();
+    match err {
+        SqlError::Unavailable(m) => assert!(m.contains("sslmode") && !m.contains("secret"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
