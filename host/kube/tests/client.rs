@@ -844,3 +844,52 @@ async fn discovery_resolves_scope_and_refreshes_on_a_miss() {
     let err = client.create("not json").await.unwrap_err();
     assert!(matches!(err, KubeError::Invalid(_)), "{err:?}");
 }
+
+#[tokio::test]
+async fn cluster_from_kubeconfig_uses_its_token() {
+    let fake = FakeApi::start().await;
+    fake.script(
+        "GET",
+        W1,
+        vec![Reply::Json(200, widget("ns", "w1", serde_json::json!({})))],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1
+kind: Config
+clusters:
+- name: fake
+  cluster:
+    server: http://{}
+users:
+- name: host
+  user:
+    token: {HOST_TOKEN}
+contexts:
+- name: fake
+  context:
+    cluster: fake
+    user: host
+current-context: fake
+",
+            fake.addr
+        ),
+    )
+    .unwrap();
+    let cluster =
+        lethe_kube::Cluster::from_kubeconfig(&path, lethe_kube::ClusterOptions::default())
+            .await
+            .unwrap();
+    assert_eq!(cluster.url(), format!("http://{}/", fake.addr));
+    cluster.privileged().get(&w1()).await.unwrap();
+    assert_eq!(
+        fake.requests_to("GET", W1)[0].authorization.as_deref(),
+        Some(format!("Bearer {HOST_TOKEN}").as_str())
+    );
+    let missing =
+        lethe_kube::Cluster::from_kubeconfig(&dir.path().join("nope"), Default::default()).await;
+    assert!(matches!(missing, Err(KubeError::Unavailable(_))));
+}
