@@ -18,6 +18,8 @@
 //!   retried only on 429 and connect errors; otherwise they fail with
 //!   [`KubeError::Unavailable`] ("outcome unknown …") or [`KubeError::Timeout`].
 
+#![warn(missing_docs)]
+
 mod config;
 mod discovery;
 mod error;

@@ -16,6 +16,8 @@
 //! * **Migrations.** [`Database::migrate`] applies pending [`Migration`]s in order, each in its
 //!   own transaction under a database-wide lock, recorded in `lethe_schema_migrations`.
 
+#![warn(missing_docs)]
+
 mod config;
 mod dialect;
 mod error;

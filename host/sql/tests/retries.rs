@@ -345,3 +345,26 @@ async fn postgres_batch_connection_lost_before_commit_is_replayed() {
     assert_eq!(count(&t.db, "SELECT COUNT(*) FROM l").await, 2);
     t.cleanup().await;
 }
+
+#[tokio::test]
+async fn postgres_writing_query_lost_after_sending_is_not_replayed() {
+    let Some((t, url)) = pg("pg_query_write").await else {
+        return;
+    };
+    t.db.execute("CREATE TABLE qw (id BIGSERIAL PRIMARY KEY, v TEXT)", &[])
+        .await
+        .unwrap();
+    let proxy = FaultProxy::start(upstream_of(&url)).await;
+    let db = Database::open_with(&proxy.url_for(&url), config(5))
+        .await
+        .unwrap();
+    proxy.arm(Trigger::Execute);
+    // `query` is for reads; a data-modifying statement through it is treated like a write.
+    let out = db
+        .query("INSERT INTO qw (v) VALUES ($1) RETURNING id", &["x".into()])
+        .await;
+    assert!(matches!(out, Err(SqlError::OutcomeUnknown(_))), "{out:?}");
+    assert_eq!(db.stats().retries, 0);
+    assert_eq!(count(&t.db, "SELECT COUNT(*) FROM qw").await, 1);
+    t.cleanup().await;
+}
