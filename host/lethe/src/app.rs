@@ -79,12 +79,15 @@ impl App {
                 (None, None)
             };
 
+        let instance_id = instance_id();
         let mut envs = BTreeMap::new();
         for (id, decl) in &manifest.components {
+            let mut config = caps::config::resolve(&manifest, decl)?;
+            config.insert(caps::config::INSTANCE_ID_KEY.to_string(), instance_id.clone());
             let env = CapabilityEnv {
                 component_id: Arc::from(id.as_str()),
                 grants: decl.grants.clone(),
-                config: caps::config::resolve(&manifest, decl)?,
+                config,
                 database: decl
                     .grants
                     .allows(Capability::Sql)
@@ -244,6 +247,14 @@ fn announce(
             server.url()
         );
     }
+}
+
+/// A name for this host process, unique among the hosts sharing a cluster (for leases).
+fn instance_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "lethe".to_string());
+    format!("{host}-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple())
 }
 
 /// `url` with any password replaced, for logs.

@@ -21,6 +21,10 @@ impl Host for CapsView<'_> {
     }
 }
 
+/// A configuration key the host sets for every component: a name for this host process, unique
+/// among hosts sharing a cluster (a Lease holder identity, for example).
+pub const INSTANCE_ID_KEY: &str = "lethe_instance_id";
+
 /// The value of application variable `name`: the environment override `LETHE_VAR_<NAME>` when
 /// set, else its default. `None` when it has neither.
 pub fn app_variable(manifest: &Manifest, name: &str) -> Option<String> {
