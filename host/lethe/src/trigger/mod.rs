@@ -3,6 +3,7 @@
 
 pub mod cron;
 pub mod http;
+pub mod reconcile;
 
 /// Why a component invocation failed, in words an operator can act on.
 pub fn describe_failure(error: &wasmtime::Error) -> String {
