@@ -1,7 +1,8 @@
 //! Benchmarks the embedded API server over loopback HTTP/1.1 keep-alive:
 //! creates/s, GET/s, LIST of 10k objects, and watch fan-out to 100 watchers.
 //!
-//! `cargo run --release -p lethe-apiserver --example bench`
+//! `cargo run --release -p lethe-apiserver --example bench` (set `BENCH_DATA_DIR` to a fresh
+//! directory to include SQLite write-through).
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -51,7 +52,21 @@ fn request(
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let server = start(ApiServerConfig::default()).await?;
+    // BENCH_DATA_DIR=/some/dir benchmarks with SQLite persistence; default is in memory.
+    let data_dir = std::env::var_os("BENCH_DATA_DIR").map(std::path::PathBuf::from);
+    println!(
+        "storage: {}",
+        if data_dir.is_some() {
+            "SQLite"
+        } else {
+            "memory"
+        }
+    );
+    let server = start(ApiServerConfig {
+        data_dir,
+        ..Default::default()
+    })
+    .await?;
     let addr = server.url().trim_start_matches("http://").to_string();
     let token = server.admin_token().to_string();
 

@@ -775,6 +775,7 @@ impl PatchType {
 }
 
 /// PATCH. Returns the outcome and whether the object was created (server-side apply).
+#[allow(clippy::too_many_arguments)]
 pub fn patch(
     store: &Store,
     def: &ResourceDef,

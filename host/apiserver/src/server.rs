@@ -422,7 +422,7 @@ async fn serve(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>
             code: 403,
             reason: "Forbidden",
             message: format!("forbidden: {}", attrs.forbidden_reason(&user.name)),
-            details: Some(Default::default()),
+            details: Some(Box::default()),
             retry_after: None,
         });
     }
@@ -515,8 +515,8 @@ fn parse_target(
 ) -> Result<Target, ApiError> {
     let (namespace, parts): (&str, &[&str]) = match rest {
         ["namespaces", ns, tail @ ..]
-            if !tail.is_empty()
-                && !(tail.len() == 1 && matches!(tail[0], "status" | "finalize")) =>
+            if !(tail.is_empty()
+                || tail.len() == 1 && matches!(tail[0], "status" | "finalize")) =>
         {
             (ns, tail)
         }

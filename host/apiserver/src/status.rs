@@ -17,7 +17,7 @@ pub struct ApiError {
     pub reason: &'static str,
     pub message: String,
     /// `details`: None leaves the field out (as the real server does for 401).
-    pub details: Option<Details>,
+    pub details: Option<Box<Details>>,
     pub retry_after: Option<u64>,
 }
 
@@ -38,13 +38,13 @@ impl std::fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
-fn details(name: &str, group: &str, kind: &str) -> Option<Details> {
-    Some(Details {
+fn details(name: &str, group: &str, kind: &str) -> Option<Box<Details>> {
+    Some(Box::new(Details {
         name: name.to_string(),
         group: group.to_string(),
         kind: kind.to_string(),
         ..Default::default()
-    })
+    }))
 }
 
 /// `"configmaps"` or `"cronjobs.batch"` as used in messages.
@@ -83,7 +83,7 @@ impl ApiError {
             code: 404,
             reason: "NotFound",
             message: "the server could not find the requested resource".into(),
-            details: Some(Details::default()),
+            details: Some(Box::default()),
             retry_after: None,
         }
     }
@@ -148,13 +148,13 @@ impl ApiError {
             code: 422,
             reason: "Invalid",
             message: format!("{gk} \"{name}\" is invalid: {summary}"),
-            details: Some(Details {
+            details: Some(Box::new(Details {
                 name: name.to_string(),
                 group: group.to_string(),
                 kind: kind.to_string(),
                 causes,
                 retry_after_seconds: None,
-            }),
+            })),
             retry_after: None,
         }
     }
@@ -193,11 +193,11 @@ impl ApiError {
             code: 405,
             reason: "MethodNotAllowed",
             message: "the server does not allow this method on the requested resource".into(),
-            details: Some(Details {
+            details: Some(Box::new(Details {
                 group: group.to_string(),
                 kind: resource.to_string(),
                 ..Default::default()
-            }),
+            })),
             retry_after: None,
         }
     }
@@ -253,10 +253,10 @@ impl ApiError {
         let mut e = ApiError::new(code, reason, message);
         if code == 429 {
             e.retry_after = Some(retry_after);
-            e.details = Some(Details {
+            e.details = Some(Box::new(Details {
                 retry_after_seconds: Some(retry_after),
                 ..Default::default()
-            });
+            }));
         }
         e
     }

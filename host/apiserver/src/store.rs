@@ -93,6 +93,8 @@ pub enum Change {
 /// (resource key, namespace, name)
 pub type FullKey = (String, String, String);
 type Entries = BTreeMap<(String, String), Arc<Obj>>;
+/// Stale versions that replace live ones in a list (None hides the object).
+type Overrides = BTreeMap<(String, String), Option<Arc<Obj>>>;
 
 const RING_CAPACITY: usize = 20_000;
 
@@ -297,20 +299,19 @@ impl Store {
         let Some(map) = inner.objects.get(key) else {
             return (rv, vec![], false);
         };
-        let overrides: Option<BTreeMap<(String, String), Option<Arc<Obj>>>> =
-            match self.stale_window() {
-                Some(w) if allow_stale => Some(
-                    inner
-                        .stale
-                        .iter()
-                        .filter(|((k, n, _), (_, at))| {
-                            k == key && ns.is_none_or(|x| x == n) && at.elapsed() < w
-                        })
-                        .map(|((_, n, name), (prev, _))| ((n.clone(), name.clone()), prev.clone()))
-                        .collect(),
-                ),
-                _ => None,
-            };
+        let overrides: Option<Overrides> = match self.stale_window() {
+            Some(w) if allow_stale => Some(
+                inner
+                    .stale
+                    .iter()
+                    .filter(|((k, n, _), (_, at))| {
+                        k == key && ns.is_none_or(|x| x == n) && at.elapsed() < w
+                    })
+                    .map(|((_, n, name), (prev, _))| ((n.clone(), name.clone()), prev.clone()))
+                    .collect(),
+            ),
+            _ => None,
+        };
         let lower = match (after, ns) {
             (Some(a), _) => std::ops::Bound::Excluded(a.clone()),
             (None, Some(n)) => std::ops::Bound::Included((n.to_string(), String::new())),
@@ -492,6 +493,7 @@ impl Store {
         };
         let conn = db.lock();
         let res = (|| -> rusqlite::Result<()> {
+            let tx = conn.unchecked_transaction()?;
             match obj {
                 Some(o) => {
                     let json = std::str::from_utf8(&o.bytes).unwrap_or("{}");
@@ -509,7 +511,7 @@ impl Store {
             }
             conn.prepare_cached("INSERT OR REPLACE INTO meta (k, v) VALUES ('rv', ?1)")?
                 .execute(params![rv.to_string()])?;
-            Ok(())
+            tx.commit()
         })();
         res.map_err(|e| ApiError::internal(format!("storage: {e}")))
     }

@@ -62,10 +62,8 @@ impl Kubectl {
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
             let mut child = cmd.spawn().expect("kubectl runs");
-            if let Some(mut i) = child.stdin.take() {
-                if let Some(s) = stdin {
-                    i.write_all(s.as_bytes()).unwrap();
-                }
+            if let (Some(mut i), Some(s)) = (child.stdin.take(), stdin) {
+                i.write_all(s.as_bytes()).unwrap();
             }
             let o = child.wait_with_output().unwrap();
             Out {
