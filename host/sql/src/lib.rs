@@ -21,6 +21,7 @@
 mod config;
 mod dialect;
 mod error;
+mod pgtls;
 mod pgtypes;
 mod postgres;
 mod retry;
@@ -106,8 +107,10 @@ impl Database {
 
     /// Opens a database.
     ///
-    /// * `postgres://…` or `postgresql://…`: PostgreSQL (libpq URL syntax, no TLS). The pool
-    ///   connects lazily, so an unreachable server is reported, after retries, by the first call.
+    /// * `postgres://…` or `postgresql://…`: PostgreSQL (libpq URL syntax). TLS follows libpq's
+    ///   `sslmode` (`disable`, `prefer` — the default —, `require`, `verify-ca`, `verify-full`)
+    ///   and `sslrootcert` (else the system roots). The pool connects lazily, so an unreachable
+    ///   server is reported, after retries, by the first call.
     /// * `sqlite::memory:` or `:memory:`: a private in-memory SQLite database (one connection).
     /// * `sqlite:<path>`, `sqlite://<path>` or a plain path: a SQLite file, created if missing,
     ///   in WAL mode with foreign keys enforced. The file is opened now, so a bad path fails here

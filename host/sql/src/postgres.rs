@@ -9,13 +9,15 @@ use std::time::Duration;
 use deadpool_postgres::{
     Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime,
 };
+use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::config::SqlConfig;
 use crate::dialect;
 use crate::error::{Failure, Result, SqlError};
+use crate::pgtls;
 use crate::pgtypes::{ConversionError, PgOut, PgParam};
 use crate::value::{Migration, RowSet, Statement, Value};
 
@@ -60,14 +62,12 @@ impl PgBackend {
     /// Builds the pool from a `postgres://` URL. Connections are made lazily, so a database
     /// that is down at start is reported (and retried) on first use.
     pub fn open(url: &str, config: &SqlConfig) -> Result<Self> {
+        let (url, tls) = pgtls::split_url(url)?;
         let mut pg: tokio_postgres::Config = url
             .parse()
             .map_err(|e| SqlError::Unavailable(format!("invalid PostgreSQL URL: {e}")))?;
-        if pg.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
-            return Err(SqlError::Unavailable(
-                "sslmode=require is not supported: lethe connects to PostgreSQL without TLS (use sslmode=disable or prefer)".into(),
-            ));
-        }
+        pg.ssl_mode(tls.ssl_mode());
+        let connector = MakeRustlsConnect::new(pgtls::client_config(&tls)?);
         if pg.get_connect_timeout().is_none() {
             pg.connect_timeout(config.postgres.connect_timeout);
         }
@@ -86,7 +86,7 @@ impl PgBackend {
             .unwrap_or(config.postgres.connect_timeout);
         let manager = Manager::from_config(
             pg,
-            NoTls,
+            connector,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -110,7 +110,7 @@ impl PgBackend {
                     let code = c.code();
                     // invalid_authorization_specification, invalid_password, unknown database
                     code.starts_with("28") || code == "3D000"
-                });
+                }) || is_tls_failure(&e);
                 let error = SqlError::Unavailable(format!(
                     "cannot connect to PostgreSQL: {}",
                     describe(&e)
@@ -466,6 +466,13 @@ fn describe(e: &tokio_postgres::Error) -> String {
             None => e.to_string(),
         },
     }
+}
+
+/// Whether connecting failed in the TLS handshake (an untrusted certificate, a server without
+/// TLS under `sslmode=require`): retrying cannot help.
+fn is_tls_failure(e: &tokio_postgres::Error) -> bool {
+    e.to_string() == "error performing TLS handshake"
+        || describe(e).contains("server does not support TLS")
 }
 
 /// Whether the error means the connection is gone.

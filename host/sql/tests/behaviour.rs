@@ -732,13 +732,72 @@ async fn cached_statements_survive_schema_changes() {
     }
 }
 
-#[tokio::test]
-async fn postgres_tls_requirement_is_refused_clearly() {
-    let err = Database::open("postgres://u:secret@127.0.0.1:5432/db?sslmode=require")
+async fn uses_tls(db: &Database) -> bool {
+    let rows = db
+        .query(
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            &[],
+        )
         .await
-        .unwrap_err();
-    match err {
-        SqlError::Unavailable(m) => assert!(m.contains("sslmode") && !m.contains("secret"), "{m}"),
-        other => panic!("{other:?}"),
+        .expect("pg_stat_ssl");
+    rows.rows[0][0] == Value::Boolean(true)
+}
+
+#[tokio::test]
+async fn postgres_tls_follows_sslmode() {
+    let Some(t) = common::postgres("pg_tls", lethe_sql::SqlConfig::default()).await else {
+        return;
+    };
+    let server_ssl =
+        t.db.query("SHOW ssl", &[]).await.unwrap().rows[0][0] == Value::Text("on".into());
+    let with = |mode: &str| format!("{}&sslmode={mode}", t.url);
+    let disabled = Database::open(&with("disable")).await.unwrap();
+    assert!(!uses_tls(&disabled).await);
+    // `prefer` (the default) encrypts when the server offers TLS, without authenticating it.
+    assert_eq!(uses_tls(&t.db).await, server_ssl);
+    let config = lethe_sql::SqlConfig {
+        retry: lethe_sql::RetryPolicy {
+            max_attempts: 3,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let required = Database::open_with(&with("require"), config.clone())
+        .await
+        .unwrap();
+    if server_ssl {
+        assert!(uses_tls(&required).await);
+        // The test server's certificate is not trusted by the system roots (nor valid for
+        // 127.0.0.1): verification fails at once, without retries.
+        let verified = Database::open_with(&with("verify-full"), config)
+            .await
+            .unwrap();
+        match verified.query("SELECT 1", &[]).await {
+            Err(SqlError::Unavailable(m)) => {
+                assert!(m.contains("TLS") || m.contains("certificate"), "{m}")
+            }
+            other => panic!("verify-full against an untrusted certificate: {other:?}"),
+        }
+        assert_eq!(verified.stats().retries, 0);
+    } else {
+        assert!(matches!(
+            required.query("SELECT 1", &[]).await,
+            Err(SqlError::Unavailable(_))
+        ));
+        assert_eq!(required.stats().retries, 0);
+    }
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn invalid_postgres_urls_fail_without_leaking_the_password() {
+    for url in [
+        "postgres://u:secret@127.0.0.1:5432/db?sslmode=bogus",
+        "postgres://u:secret@127.0.0.1:notaport/db",
+    ] {
+        match Database::open(url).await {
+            Err(SqlError::Unavailable(m)) => assert!(!m.contains("secret"), "{m}"),
+            other => panic!("{url}: {other:?}"),
+        }
     }
 }

@@ -137,6 +137,18 @@ async fn handle(client: TcpStream, state: Arc<State>) -> std::io::Result<()> {
         drop(client);
         return Ok(());
     }
+    let mut client = client;
+    // Answer an SSLRequest ourselves with "no": the client then speaks plain text (sslmode=prefer),
+    // which this proxy can read.
+    let mut head = [0u8; 8];
+    client.read_exact(&mut head).await?;
+    let mut first = head.to_vec();
+    if u32::from_be_bytes([head[0], head[1], head[2], head[3]]) == 8
+        && u32::from_be_bytes([head[4], head[5], head[6], head[7]]) == 80877103
+    {
+        client.write_all(b"N").await?;
+        first.clear();
+    }
     let upstream = TcpStream::connect(state.upstream).await?;
     let (mut cr, mut cw) = client.into_split();
     let (mut ur, mut uw) = upstream.into_split();
@@ -157,15 +169,19 @@ async fn handle(client: TcpStream, state: Arc<State>) -> std::io::Result<()> {
             }
         }
     });
-    let mut pending: Vec<u8> = Vec::new();
+    let mut pending: Vec<u8> = first;
     let mut started = false;
     let mut buf = vec![0u8; 16 * 1024];
+    let mut primed = !pending.is_empty();
     loop {
-        let n = cr.read(&mut buf).await?;
-        if n == 0 {
-            break;
+        if !primed {
+            let n = cr.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            pending.extend_from_slice(&buf[..n]);
         }
-        pending.extend_from_slice(&buf[..n]);
+        primed = false;
         // Find the complete messages at the front of `pending`.
         let mut offset = 0;
         let mut fire = false;
