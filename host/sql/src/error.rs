@@ -12,8 +12,8 @@ pub enum SqlError {
     #[error("constraint violation: {0}")]
     ConstraintViolation(String),
     /// The transaction was aborted by a serialization failure or deadlock; redo the whole
-    /// transaction. Returned by [`Transaction`](crate::Transaction) calls (never replayed) and by
-    /// [`Database::batch`](crate::Database::batch) once its replays are exhausted.
+    /// transaction. Returned only by [`Transaction`](crate::Transaction) calls, which are never
+    /// replayed (replayable work that keeps conflicting ends as [`SqlError::Unavailable`]).
     #[error("conflict: {0}")]
     Conflict(String),
     /// The statement is not valid SQL for this database, or names a missing table or column.

@@ -214,8 +214,8 @@ impl Database {
     /// IMMEDIATE` on SQLite), all or nothing, and returns the rows affected by each.
     ///
     /// The whole batch is replayed after a connection failure before `COMMIT` was sent, a
-    /// serialization failure, a deadlock or `SQLITE_BUSY`; once replays are exhausted those give
-    /// [`SqlError::Conflict`] or [`SqlError::Unavailable`]. A connection lost during `COMMIT`
+    /// serialization failure, a deadlock or `SQLITE_BUSY`; once replays are exhausted that gives
+    /// [`SqlError::Unavailable`] (nothing was applied). A connection lost during `COMMIT`
     /// gives [`SqlError::OutcomeUnknown`]. An empty batch returns an empty list without touching
     /// the database.
     pub async fn batch(&self, statements: &[Statement]) -> Result<Vec<u64>> {

@@ -59,7 +59,11 @@ fn exhausted(error: SqlError, attempts: u32) -> SqlError {
     let suffix = |m: String| format!("{m} (gave up after {attempts} attempts)");
     match error {
         SqlError::ConstraintViolation(m) => SqlError::ConstraintViolation(m),
-        SqlError::Conflict(m) => SqlError::Conflict(suffix(m)),
+        // `conflict` is reserved for interactive transactions, which the caller must redo
+        // itself; replayable work that kept conflicting is reported as not applied.
+        SqlError::Conflict(m) => SqlError::Unavailable(suffix(format!(
+            "kept conflicting with concurrent transactions, nothing was applied: {m}"
+        ))),
         SqlError::InvalidStatement(m) => SqlError::InvalidStatement(m),
         SqlError::InvalidValue(m) => SqlError::InvalidValue(m),
         SqlError::Unavailable(m) => SqlError::Unavailable(suffix(m)),
@@ -125,5 +129,14 @@ mod tests {
             other => panic!("unexpected {other:?}"),
         }
         assert_eq!(calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn exhausted_conflicts_become_unavailable() {
+        let out: Result<()> = run(&fast(2), &Counters::default(), "t", |_| async {
+            Err(Failure::transient(SqlError::Conflict("40001".into())))
+        })
+        .await;
+        assert!(matches!(out, Err(SqlError::Unavailable(m)) if m.contains("40001")));
     }
 }
