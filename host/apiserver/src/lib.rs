@@ -22,6 +22,7 @@
 
 mod auth;
 mod controller;
+mod defaults;
 mod ops;
 mod patch;
 mod proto;

@@ -404,6 +404,8 @@ fn prepare_create(
     if def.group.is_empty() && def.plural == "secrets" {
         secret_defaults(&mut body);
     }
+    crate::defaults::apply(def, &mut body);
+    crate::defaults::validate(def, &body)?;
     Ok(body)
 }
 
@@ -594,6 +596,10 @@ fn prepare_update(
         {
             meta.remove("annotations");
         }
+    }
+    if sub == Sub::Main {
+        crate::defaults::apply(def, &mut result);
+        crate::defaults::validate(def, &result)?;
     }
     if def.is_crd() && sub == Sub::Main {
         validate_crd(&result, &name)?;

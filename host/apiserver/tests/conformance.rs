@@ -1472,3 +1472,58 @@ async fn the_kube_client_works_over_https_with_the_generated_ca() {
     );
     c.shutdown().await;
 }
+
+#[tokio::test]
+async fn cronjobs_get_the_real_servers_defaults() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("cjdef").await;
+    let api: Api<CronJob> = Api::namespaced(c.client.clone(), &ns);
+    let cj: CronJob = serde_json::from_value(json!({
+        "metadata": {"name": "d"},
+        "spec": {"schedule": "@hourly", "jobTemplate": {"spec": {"template": {"spec": {
+            "restartPolicy": "OnFailure", "containers": [{"name": "main", "image": "busybox:1.36"}]}}}}},
+    }))
+    .unwrap();
+    let v = serde_json::to_value(api.create(&PostParams::default(), &cj).await.unwrap()).unwrap();
+    assert_eq!(v["spec"]["concurrencyPolicy"], "Allow");
+    assert_eq!(v["spec"]["suspend"], false);
+    assert_eq!(v["spec"]["successfulJobsHistoryLimit"], 3);
+    assert_eq!(v["spec"]["failedJobsHistoryLimit"], 1);
+    let pod = &v["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    assert_eq!(pod["dnsPolicy"], "ClusterFirst");
+    assert_eq!(pod["terminationGracePeriodSeconds"], 30);
+    assert_eq!(pod["containers"][0]["imagePullPolicy"], "IfNotPresent");
+    assert_eq!(
+        pod["containers"][0]["terminationMessagePath"],
+        "/dev/termination-log"
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_invalid_cronjob_is_422_with_causes() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("cjbad").await;
+    let api: Api<CronJob> = Api::namespaced(c.client.clone(), &ns);
+    let cj: CronJob = serde_json::from_value(json!({
+        "metadata": {"name": "bad"},
+        "spec": {"schedule": "not a schedule", "jobTemplate": {"spec": {"template": {"spec": {
+            "restartPolicy": "Always", "containers": [{"name": "main", "image": "busybox"}]}}}}},
+    }))
+    .unwrap();
+    let e = status_of(api.create(&PostParams::default(), &cj).await.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    let fields: Vec<String> = e
+        .details
+        .unwrap()
+        .causes
+        .into_iter()
+        .map(|c| c.field)
+        .collect();
+    assert!(fields.contains(&"spec.schedule".to_string()), "{fields:?}");
+    assert!(
+        fields.contains(&"spec.jobTemplate.spec.template.spec.restartPolicy".to_string()),
+        "{fields:?}"
+    );
+    c.shutdown().await;
+}
