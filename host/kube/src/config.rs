@@ -7,8 +7,8 @@ use rand::Rng;
 /// Bounded exponential backoff with full jitter, plus a per-attempt timeout.
 ///
 /// After failed attempt `n` (1-based) the client sleeps a time drawn uniformly from
-/// `[0, min(max_delay, base_delay * 2^(n-1))]`, or, for a 429 with `Retry-After`, the server's
-/// delay capped at `max_delay`. At most `max_attempts` attempts are made (`0` counts as `1`);
+/// `[0, min(max_delay, base_delay * 2^(n-1))]`, or, when the answer (429 or 5xx) carried
+/// `Retry-After`, the server's delay capped at `max_delay`. At most `max_attempts` attempts are made (`0` counts as `1`);
 /// each attempt (request and response body) is bounded by `per_call_timeout`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {

@@ -74,7 +74,7 @@ where
                 match code {
                     429 => (true, retry_after, KubeError::from_status(status)),
                     500..=599 if safety == Safety::Repeatable => {
-                        (true, None, KubeError::from_status(status))
+                        (true, retry_after, KubeError::from_status(status))
                     }
                     500..=599 => {
                         let message = format!(

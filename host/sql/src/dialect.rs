@@ -272,6 +272,25 @@ mod tests {
     }
 
     #[test]
+    fn random_input_never_panics_and_keeps_non_placeholder_text() {
+        let alphabet: Vec<char> = "$'\"`-/*\\\nEe0123 abcé✓?;".chars().collect();
+        for _ in 0..5000 {
+            let len = rand::random_range(0..24);
+            let sql: String = (0..len)
+                .map(|_| alphabet[rand::random_range(0..alphabet.len())])
+                .collect();
+            let rewritten = to_sqlite(&sql);
+            let _ = is_read_only(&sql);
+            let _ = reject_transaction_control(&sql);
+            // Only `$` may change, and only into `?`.
+            assert_eq!(rewritten.chars().count(), sql.chars().count(), "{sql:?}");
+            for (a, b) in sql.chars().zip(rewritten.chars()) {
+                assert!(a == b || (a == '$' && b == '?'), "{sql:?} -> {rewritten:?}");
+            }
+        }
+    }
+
+    #[test]
     fn read_only_detection() {
         assert!(is_read_only("SELECT * FROM t WHERE a = $1"));
         assert!(is_read_only("  /* c */ select 1"));
