@@ -1,6 +1,7 @@
 //! Resolving (apiVersion, kind) to a resource (plural, scope) through API discovery, cached.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::{PoisonError, RwLock};
 
 use kube::core::ApiResource;
@@ -87,6 +88,7 @@ impl DiscoveryCache {
         &self,
         client: &kube::Client,
         policy: &RetryPolicy,
+        retries: &AtomicU64,
         api_version: &str,
         kind: &str,
     ) -> Result<Resolved> {
@@ -116,7 +118,7 @@ impl DiscoveryCache {
         } else {
             format!("/apis/{group}/{version}")
         };
-        let answer = transport::call(client, policy, Safety::Repeatable, || {
+        let answer = transport::call(client, policy, retries, Safety::Repeatable, || {
             http::Request::get(path.as_str())
                 .header(http::header::ACCEPT, "application/json")
                 .body(Vec::new())

@@ -29,6 +29,7 @@ mod types;
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -60,6 +61,14 @@ struct ClusterInner {
     discovery: DiscoveryCache,
     callers: Mutex<HashMap<[u8; 32], CallerClient>>,
     options: ClusterOptions,
+    retries: AtomicU64,
+}
+
+/// A snapshot of a [`Cluster`]'s counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KubeStats {
+    /// Attempts replayed by the retry policy since the cluster was built (all clients).
+    pub retries: u64,
 }
 
 /// One Kubernetes cluster: the privileged client, the discovery cache and the caller-client
@@ -102,6 +111,7 @@ impl Cluster {
                 discovery: DiscoveryCache::default(),
                 callers: Mutex::new(HashMap::new()),
                 options,
+                retries: AtomicU64::new(0),
             }),
         })
     }
@@ -128,6 +138,13 @@ impl Cluster {
     /// The API server URL.
     pub fn url(&self) -> String {
         self.inner.base.cluster_url.to_string()
+    }
+
+    /// Counters since the cluster was built.
+    pub fn stats(&self) -> KubeStats {
+        KubeStats {
+            retries: self.inner.retries.load(Ordering::Relaxed),
+        }
     }
 
     /// The options in force.
@@ -239,6 +256,7 @@ impl Cluster {
             .resolve(
                 &self.inner.privileged,
                 &self.inner.options.retry,
+                &self.inner.retries,
                 api_version,
                 kind,
             )
@@ -294,6 +312,7 @@ impl KubeClient {
         let answer = transport::call(
             &self.client,
             &self.cluster.inner.options.retry,
+            &self.cluster.inner.retries,
             safety,
             build,
         )

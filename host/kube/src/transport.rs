@@ -5,6 +5,7 @@
 //! or the per-attempt timeout. Which of those are replayed depends on the call's [`Safety`].
 
 use std::error::Error as StdError;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use http_body_util::BodyExt;
@@ -51,6 +52,7 @@ enum Attempt {
 pub(crate) async fn call<F>(
     client: &kube::Client,
     policy: &RetryPolicy,
+    retries: &AtomicU64,
     safety: Safety,
     build: F,
 ) -> Result<Answer>
@@ -126,6 +128,7 @@ where
         }
         let delay = policy.delay(attempt, retry_after);
         tracing::debug!(request = %what, attempt, delay_ms = delay.as_millis() as u64, error = %error, "transient Kubernetes failure; retrying");
+        retries.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(delay).await;
         attempt += 1;
     }

@@ -125,9 +125,11 @@ async fn service_unavailable_twice_then_ok() {
             Reply::Json(200, widget("ns", "w1", serde_json::json!({}))),
         ],
     );
-    let obj = fake.cluster(fast(5)).privileged().get(&w1()).await.unwrap();
+    let cluster = fake.cluster(fast(5));
+    let obj = cluster.privileged().get(&w1()).await.unwrap();
     assert_eq!(obj.metadata.uid, "uid-w1");
     assert_eq!(fake.count("GET", W1), 3);
+    assert_eq!(cluster.stats().retries, 2);
 }
 
 #[tokio::test]
@@ -159,8 +161,8 @@ async fn create_failing_with_500_is_not_retried() {
         WIDGETS,
         vec![Reply::Json(500, status_body(500, "InternalError", "boom"))],
     );
-    let err = fake
-        .cluster(fast(5))
+    let cluster = fake.cluster(fast(5));
+    let err = cluster
         .privileged()
         .create(&widget("ns", "w1", serde_json::json!({})))
         .await
@@ -170,6 +172,7 @@ async fn create_failing_with_500_is_not_retried() {
         other => panic!("{other:?}"),
     }
     assert_eq!(fake.count("POST", WIDGETS), 1, "exactly one create request");
+    assert_eq!(cluster.stats().retries, 0);
 }
 
 #[tokio::test]
