@@ -268,7 +268,10 @@ impl PgTx {
 
     /// Runs a read inside the transaction.
     pub async fn query(&mut self, sql: &str, params: &[Value]) -> Result<RowSet> {
-        dialect::reject_transaction_control(sql)?;
+        self.client()?;
+        if let Err(e) = dialect::reject_transaction_control(sql) {
+            return self.fail(Failure::fatal(e)).await;
+        }
         let result = run_query(self.client()?, sql, params, Phase::Tx).await;
         match result {
             Ok(rows) => Ok(rows),
@@ -278,7 +281,10 @@ impl PgTx {
 
     /// Runs a write inside the transaction.
     pub async fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64> {
-        dialect::reject_transaction_control(sql)?;
+        self.client()?;
+        if let Err(e) = dialect::reject_transaction_control(sql) {
+            return self.fail(Failure::fatal(e)).await;
+        }
         let result = run_execute(self.client()?, sql, params, Phase::Tx).await;
         match result {
             Ok(n) => Ok(n),

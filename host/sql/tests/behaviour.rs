@@ -387,6 +387,20 @@ async fn transactions_commit_roll_back_and_finish() {
         assert!(matches!(tx.commit().await, Err(SqlError::Other(_))));
         drop(tx);
 
+        // Transaction control inside a transaction is an error, and finishes it too.
+        let mut tx = db.begin().await.unwrap();
+        tx.execute("INSERT INTO tx (id) VALUES ($1)", &[Value::Integer(6)])
+            .await
+            .unwrap();
+        let nested = tx.execute("COMMIT", &[]).await;
+        assert!(
+            matches!(nested, Err(SqlError::InvalidStatement(_))),
+            "{}: {nested:?}",
+            t.label
+        );
+        assert!(tx.is_finished(), "{}", t.label);
+        drop(tx);
+
         // Give the background rollback of the dropped transaction a moment on PostgreSQL.
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         let rows = db
