@@ -31,6 +31,7 @@ mod selector;
 mod server;
 mod status;
 mod store;
+mod table;
 mod tls;
 
 use serde::{Deserialize, Serialize};

@@ -499,6 +499,19 @@ fn crd_values(store: &Store) -> Vec<Value> {
     })
 }
 
+/// Server-side printing of Tables (with the CRD, for custom resources).
+#[derive(Clone)]
+struct Printer {
+    crd: Option<Value>,
+}
+
+impl Printer {
+    fn encode(&self, def: &ResourceDef, o: &Arc<Obj>) -> Bytes {
+        let t = crate::table::render(def, self.crd.as_ref(), o.rv, std::slice::from_ref(o), None);
+        Bytes::from(serde_json::to_vec(&t).unwrap_or_default())
+    }
+}
+
 /// Where a resource request points.
 struct Target {
     def: Arc<ResourceDef>,
@@ -606,15 +619,38 @@ async fn resource_request(
     }
     let ns = t.namespace.as_str();
     let name = t.name.as_str();
+    let wants_table = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(crate::table::wanted);
+    let printer = if wants_table {
+        let crd = if def.custom {
+            store
+                .get(CRD_KEY, "", &format!("{}.{}", def.plural, def.group), false)
+                .map(|o| o.value.clone())
+        } else {
+            None
+        };
+        Some(Printer { crd })
+    } else {
+        None
+    };
     match verb {
         "get" => {
             let obj = store
                 .get(def.key(), ns, name, true)
                 .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+            if let Some(p) = &printer {
+                return Ok(respond_value(
+                    200,
+                    &crate::table::render(&def, p.crd.as_ref(), obj.rv, &[obj], None),
+                ));
+            }
             Ok(respond(200, obj_bytes(&def, &obj)))
         }
-        "list" => list(store, &def, ns, query),
-        "watch" => watch(store, &def, ns, query),
+        "list" => list(store, &def, ns, query, printer.as_ref()),
+        "watch" => watch(store, &def, ns, query, printer),
         "create" => {
             if def.namespaced && ns.is_empty() && !def.virtual_create_only {
                 return Err(ApiError::method_not_allowed(&def.group, &def.plural));
@@ -812,6 +848,7 @@ fn list(
     def: &ResourceDef,
     ns: &str,
     query: &Query,
+    printer: Option<&Printer>,
 ) -> Result<Response<Body>, ApiError> {
     let (labels, fields) = selectors(query)?;
     let limit = match query.get("limit") {
@@ -859,6 +896,12 @@ fn list(
     } else {
         None
     };
+    if let Some(p) = printer {
+        return Ok(respond_value(
+            200,
+            &crate::table::render(def, p.crd.as_ref(), list_rv, &items, cont.as_deref()),
+        ));
+    }
     Ok(respond(
         200,
         list_bytes(def, list_rv, &items, cont.as_deref()),
@@ -921,7 +964,12 @@ fn watch(
     def: &Arc<ResourceDef>,
     ns: &str,
     query: &Query,
+    printer: Option<Printer>,
 ) -> Result<Response<Body>, ApiError> {
+    let encode = move |def: &ResourceDef, o: &Arc<Obj>| match &printer {
+        Some(p) => p.encode(def, o),
+        None => obj_bytes(def, o),
+    };
     let (labels, fields) = selectors(query)?;
     let bookmarks = query.flag("allowWatchBookmarks");
     let send_initial = query.get("sendInitialEvents") == Some("true");
@@ -946,7 +994,7 @@ fn watch(
     let (mut sub, mut last_rv) = if send_initial || rv_param.is_empty() || rv_param == "0" {
         let (rv, objs, sub) = store.subscribe_now(def.key(), ns_filter.as_deref());
         for o in objs.iter().filter(|o| matches(o)) {
-            initial.push(event_line("ADDED", &obj_bytes(def, o)));
+            initial.push(event_line("ADDED", &encode(def, o)));
         }
         if send_initial && bookmarks {
             initial.push(bookmark(def, rv, true));
@@ -965,7 +1013,7 @@ fn watch(
                         && ns_filter.as_ref().is_none_or(|n| *n == e.ns)
                         && let Some(et) = filtered_type(&e, &matches)
                     {
-                        initial.push(event_line(et, &obj_bytes(def, &e.obj)));
+                        initial.push(event_line(et, &encode(def, &e.obj)));
                     }
                 }
                 (sub, last)
@@ -1005,7 +1053,7 @@ fn watch(
                         let Some(et) = filtered_type(&e, &matches) else {
                             continue;
                         };
-                        if tx.send(event_line(et, &obj_bytes(&def, &e.obj))).await.is_err() {
+                        if tx.send(event_line(et, &encode(&def, &e.obj))).await.is_err() {
                             return;
                         }
                     }

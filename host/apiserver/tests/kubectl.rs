@@ -505,8 +505,83 @@ async fn kubectl_apply_updates_a_cronjob_with_a_strategic_merge_patch() {
         .await;
     assert_eq!(got, "busybox:2 run 2");
     let table = k.ok(&["get", "cronjobs", "-n", &ns], None).await;
-    assert!(table.contains("sync"), "{table}");
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(header[..3], ["NAME", "SCHEDULE", "TIMEZONE"], "{table}");
+    assert!(
+        table.contains("sync") && table.contains("*/5 * * * *"),
+        "{table}"
+    );
     k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
         .await;
+    k.shutdown().await;
+}
+
+#[tokio::test]
+async fn kubectl_get_prints_a_crds_additional_printer_columns() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let s = suffix();
+    let group = format!("p{s}.lethe.test");
+    let plural = format!("printer{s}s");
+    let kind = format!("Printer{s}");
+    let crd = format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {plural}.{group}
+spec:
+  group: {group}
+  scope: Cluster
+  names: {{plural: {plural}, kind: {kind}}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    additionalPrinterColumns:
+    - {{name: Size, type: integer, jsonPath: .spec.size}}
+    - {{name: Ready, type: string, jsonPath: '.status.conditions[?(@.type=="Ready")].status'}}
+    schema:
+      openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+"#
+    );
+    k.ok(&["apply", "-f", "-"], Some(&crd)).await;
+    k.ok(
+        &[
+            "wait",
+            "--for",
+            "condition=established",
+            &format!("crd/{plural}.{group}"),
+            "--timeout=20s",
+        ],
+        None,
+    )
+    .await;
+    let obj = format!(
+        "apiVersion: {group}/v1\nkind: {kind}\nmetadata: {{name: p1}}\nspec: {{size: 7}}\nstatus: {{conditions: [{{type: Ready, status: 'True'}}]}}\n"
+    );
+    k.ok(&["apply", "-f", "-"], Some(&obj)).await;
+    let table = k.ok(&["get", &plural], None).await;
+    let lines: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines[0], ["NAME", "SIZE", "READY"], "{table}");
+    assert_eq!(lines[1], ["p1", "7", "True"], "{table}");
+    k.ok(
+        &[
+            "delete",
+            "crd",
+            &format!("{plural}.{group}"),
+            "--wait=false",
+        ],
+        None,
+    )
+    .await;
     k.shutdown().await;
 }

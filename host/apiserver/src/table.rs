@@ -1,0 +1,346 @@
+//! Server-side printing (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1`), which
+//! `kubectl get` asks for: the columns the real server prints for each kind, and the CRD's
+//! `additionalPrinterColumns` for custom resources.
+
+use crate::resources::ResourceDef;
+use crate::store::Obj;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// Whether the client asked for a Table.
+pub fn wanted(accept: &str) -> bool {
+    accept
+        .split(',')
+        .next()
+        .is_some_and(|first| first.contains("as=Table"))
+}
+
+/// Like Kubernetes' `duration.HumanDuration`.
+pub fn human_duration(secs: i64) -> String {
+    if secs < -1 {
+        return "<invalid>".into();
+    }
+    if secs < 0 {
+        return "0s".into();
+    }
+    if secs < 120 {
+        return format!("{secs}s");
+    }
+    let minutes = secs / 60;
+    if minutes < 10 {
+        let s = secs % 60;
+        return if s == 0 {
+            format!("{minutes}m")
+        } else {
+            format!("{minutes}m{s}s")
+        };
+    }
+    if minutes < 180 {
+        return format!("{minutes}m");
+    }
+    let hours = minutes / 60;
+    if hours < 8 {
+        let m = minutes % 60;
+        return if m == 0 {
+            format!("{hours}h")
+        } else {
+            format!("{hours}h{m}m")
+        };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    if hours < 24 * 8 {
+        let h = hours % 24;
+        return if h == 0 {
+            format!("{}d", hours / 24)
+        } else {
+            format!("{}d{h}h", hours / 24)
+        };
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    }
+    if hours < 24 * 365 * 8 {
+        let dy = (hours / 24) % 365;
+        return if dy == 0 {
+            format!("{}y", hours / 24 / 365)
+        } else {
+            format!("{}y{dy}d", hours / 24 / 365)
+        };
+    }
+    format!("{}y", hours / 24 / 365)
+}
+
+fn age(ts: &Value) -> String {
+    match ts
+        .as_str()
+        .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+    {
+        Some(t) => {
+            human_duration((chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds())
+        }
+        None => "<unknown>".into(),
+    }
+}
+
+fn col(name: &str, ty: &str, format: &str) -> Value {
+    json!({"name": name, "type": ty, "format": format, "description": "", "priority": 0})
+}
+
+fn count(v: &Value) -> usize {
+    match v {
+        Value::Object(m) => m.len(),
+        Value::Array(a) => a.len(),
+        _ => 0,
+    }
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Null => "<none>".into(),
+        Value::String(s) if s.is_empty() => "<none>".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A tiny JSONPath subset for printer columns: `.a.b`, `.a[0]`, `.a[?(@.k=="v")].b`.
+pub fn json_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut cur = v;
+    let mut rest = path.trim().trim_start_matches('{').trim_end_matches('}');
+    rest = rest.strip_prefix('$').unwrap_or(rest);
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            cur = cur.get(&r[..end])?;
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']')?;
+            let inner = &r[..end];
+            rest = &r[end + 1..];
+            if let Ok(i) = inner.parse::<usize>() {
+                cur = cur.get(i)?;
+            } else if let Some(f) = inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')')) {
+                let (k, want) = f.split_once("==")?;
+                let want = want.trim().trim_matches(['"', '\'']);
+                cur = cur
+                    .as_array()?
+                    .iter()
+                    .find(|e| e.get(k.trim()).and_then(Value::as_str) == Some(want))?;
+            } else {
+                return None;
+            }
+        } else {
+            return None;
+        }
+    }
+    Some(cur)
+}
+
+fn columns(def: &ResourceDef, crd: Option<&Value>) -> Vec<Value> {
+    let name = col("Name", "string", "name");
+    let age = col("Age", "string", "");
+    match (def.group.as_str(), def.plural.as_str()) {
+        ("", "namespaces") => vec![name, col("Status", "string", ""), age],
+        ("", "configmaps") => vec![name, col("Data", "string", ""), age],
+        ("", "secrets") => vec![
+            name,
+            col("Type", "string", ""),
+            col("Data", "string", ""),
+            age,
+        ],
+        ("batch", "cronjobs") => vec![
+            name,
+            col("Schedule", "string", ""),
+            col("Timezone", "string", ""),
+            col("Suspend", "boolean", ""),
+            col("Active", "integer", ""),
+            col("Last Schedule", "string", ""),
+            age,
+        ],
+        ("batch", "jobs") => vec![
+            name,
+            col("Status", "string", ""),
+            col("Completions", "string", ""),
+            age,
+        ],
+        ("coordination.k8s.io", "leases") => vec![name, col("Holder", "string", ""), age],
+        ("rbac.authorization.k8s.io", "roles" | "clusterroles")
+        | ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            vec![name, col("Created At", "date", "")]
+        }
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
+            vec![name, col("Role", "string", ""), age]
+        }
+        _ if def.custom => {
+            let extra = printer_columns(def, crd);
+            if extra.is_empty() {
+                vec![name, age]
+            } else {
+                let mut v = vec![name];
+                v.extend(extra.iter().map(|c| {
+                    col(
+                        c["name"].as_str().unwrap_or_default(),
+                        c["type"].as_str().unwrap_or("string"),
+                        c["format"].as_str().unwrap_or_default(),
+                    )
+                }));
+                v
+            }
+        }
+        _ => vec![name, age],
+    }
+}
+
+fn printer_columns(def: &ResourceDef, crd: Option<&Value>) -> Vec<Value> {
+    let Some(crd) = crd else { return vec![] };
+    crd["spec"]["versions"]
+        .as_array()
+        .and_then(|vs| {
+            vs.iter()
+                .find(|v| v["name"].as_str() == Some(def.version.as_str()))
+        })
+        .and_then(|v| v["additionalPrinterColumns"].as_array().cloned())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| c["priority"].as_i64().unwrap_or(0) == 0)
+        .collect()
+}
+
+fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Value> {
+    let name = json!(o["metadata"]["name"].as_str().unwrap_or_default());
+    let created = &o["metadata"]["creationTimestamp"];
+    let a = json!(age(created));
+    match (def.group.as_str(), def.plural.as_str()) {
+        ("", "namespaces") => vec![name, json!(text(&o["status"]["phase"])), a],
+        ("", "configmaps") => vec![name, json!(count(&o["data"]) + count(&o["binaryData"])), a],
+        ("", "secrets") => vec![name, json!(text(&o["type"])), json!(count(&o["data"])), a],
+        ("batch", "cronjobs") => vec![
+            name,
+            json!(text(&o["spec"]["schedule"])),
+            json!(text(&o["spec"]["timeZone"])),
+            json!(o["spec"]["suspend"].as_bool().unwrap_or(false)),
+            json!(count(&o["status"]["active"])),
+            json!(if o["status"]["lastScheduleTime"].is_string() {
+                age(&o["status"]["lastScheduleTime"])
+            } else {
+                "<none>".into()
+            }),
+            a,
+        ],
+        ("batch", "jobs") => {
+            let conds = o["status"]["conditions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let has = |t: &str| {
+                conds
+                    .iter()
+                    .any(|c| c["type"] == t && c["status"] == "True")
+            };
+            let status = if has("Complete") {
+                "Complete"
+            } else if has("Failed") {
+                "Failed"
+            } else if o["spec"]["suspend"].as_bool() == Some(true) {
+                "Suspended"
+            } else {
+                "Running"
+            };
+            let done = o["status"]["succeeded"].as_i64().unwrap_or(0);
+            let want = o["spec"]["completions"].as_i64().unwrap_or(1);
+            vec![name, json!(status), json!(format!("{done}/{want}")), a]
+        }
+        ("coordination.k8s.io", "leases") => {
+            vec![name, json!(text(&o["spec"]["holderIdentity"])), a]
+        }
+        ("rbac.authorization.k8s.io", "roles" | "clusterroles")
+        | ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            vec![name, json!(created.as_str().unwrap_or_default())]
+        }
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => vec![
+            name,
+            json!(format!(
+                "{}/{}",
+                o["roleRef"]["kind"].as_str().unwrap_or_default(),
+                o["roleRef"]["name"].as_str().unwrap_or_default()
+            )),
+            a,
+        ],
+        _ if def.custom => {
+            let extra = printer_columns(def, crd);
+            if extra.is_empty() {
+                return vec![name, a];
+            }
+            let mut v = vec![name];
+            for c in &extra {
+                let val = json_path(o, c["jsonPath"].as_str().unwrap_or_default());
+                v.push(match (c["type"].as_str(), val) {
+                    (_, None) | (_, Some(Value::Null)) => Value::Null,
+                    (Some("date"), Some(t)) => json!(age(t)),
+                    (_, Some(x)) => x.clone(),
+                });
+            }
+            v
+        }
+        _ => vec![name, a],
+    }
+}
+
+fn row(def: &ResourceDef, crd: Option<&Value>, o: &Obj) -> Value {
+    json!({
+        "cells": cells(def, crd, &o.value),
+        "object": {
+            "kind": "PartialObjectMetadata",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": o.value["metadata"].clone(),
+        },
+    })
+}
+
+/// A Table of `items`.
+pub fn render(
+    def: &ResourceDef,
+    crd: Option<&Value>,
+    rv: u64,
+    items: &[Arc<Obj>],
+    cont: Option<&str>,
+) -> Value {
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if let Some(c) = cont {
+        meta["continue"] = json!(c);
+    }
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": meta,
+        "columnDefinitions": columns(def, crd),
+        "rows": items.iter().map(|o| row(def, crd, o)).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_like_kubectl() {
+        assert_eq!(human_duration(5), "5s");
+        assert_eq!(human_duration(150), "2m30s");
+        assert_eq!(human_duration(600), "10m");
+        assert_eq!(human_duration(3 * 3600 + 120), "3h2m");
+        assert_eq!(human_duration(50 * 3600), "2d2h");
+    }
+
+    #[test]
+    fn json_path_subset() {
+        let v = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}, "spec": {"n": [1, 2]}});
+        assert_eq!(
+            json_path(&v, ".status.conditions[?(@.type==\"Ready\")].status"),
+            Some(&json!("True"))
+        );
+        assert_eq!(json_path(&v, ".spec.n[1]"), Some(&json!(2)));
+        assert_eq!(json_path(&v, ".spec.missing"), None);
+    }
+}
