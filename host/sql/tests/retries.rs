@@ -368,3 +368,63 @@ async fn postgres_writing_query_lost_after_sending_is_not_replayed() {
     assert_eq!(count(&t.db, "SELECT COUNT(*) FROM qw").await, 1);
     t.cleanup().await;
 }
+
+#[tokio::test]
+async fn contended_batches_each_apply_exactly_once() {
+    let config = SqlConfig {
+        retry: RetryPolicy {
+            max_attempts: 60,
+            base_delay: Duration::from_millis(5),
+            max_delay: Duration::from_millis(50),
+        },
+        ..SqlConfig::default()
+    };
+    for t in common::backends_with("contended_batches", config).await {
+        t.db.execute(
+            "CREATE TABLE counter (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)",
+            &[],
+        )
+        .await
+        .unwrap();
+        t.db.execute("CREATE TABLE log (task BIGINT, i BIGINT)", &[])
+            .await
+            .unwrap();
+        t.db.execute("INSERT INTO counter (id, n) VALUES (1, 0)", &[])
+            .await
+            .unwrap();
+        let mut handles = Vec::new();
+        for task in 0..8i64 {
+            let db = t.db.clone();
+            handles.push(tokio::spawn(async move {
+                for i in 0..5i64 {
+                    // Read-modify-write of one row: serializable transactions conflict, and the
+                    // losers are replayed whole.
+                    db.batch(&[
+                        Statement::new("UPDATE counter SET n = (SELECT n FROM counter WHERE id = 1) + 1 WHERE id = 1", vec![]),
+                        Statement::new("INSERT INTO log (task, i) VALUES ($1, $2)", vec![Value::Integer(task), Value::Integer(i)]),
+                    ])
+                    .await?;
+                }
+                Ok::<_, SqlError>(())
+            }));
+        }
+        for h in handles {
+            h.await
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{}: {e}", t.label));
+        }
+        assert_eq!(
+            count(&t.db, "SELECT n FROM counter WHERE id = 1").await,
+            40,
+            "{}",
+            t.label
+        );
+        assert_eq!(
+            count(&t.db, "SELECT COUNT(*) FROM log").await,
+            40,
+            "{}",
+            t.label
+        );
+        t.cleanup().await;
+    }
+}
