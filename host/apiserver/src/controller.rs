@@ -28,6 +28,18 @@ fn owner_uids(o: &Obj) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether `o` has an ownerReference to `owner_uid` with blockOwnerDeletion set.
+fn blocks(o: &Obj, owner_uid: &str) -> bool {
+    o.value["metadata"]["ownerReferences"]
+        .as_array()
+        .is_some_and(|a| {
+            a.iter().any(|r| {
+                r["uid"].as_str() == Some(owner_uid)
+                    && r["blockOwnerDeletion"].as_bool() == Some(true)
+            })
+        })
+}
+
 struct Item {
     def: Arc<ResourceDef>,
     ns: String,
@@ -144,19 +156,20 @@ pub fn pass(store: &Store) -> bool {
             }
             changed |= ops::remove_finalizer(store, &it.def, &it.ns, &it.name, "orphan");
         } else if fins.iter().any(|f| f == "foregroundDeletion") {
-            if dependents.is_empty() {
+            for d in dependents.iter().filter(|d| !d.obj.deleting()) {
+                let opts = DeleteOpts {
+                    propagation: Some("Foreground".into()),
+                    ..Default::default()
+                };
+                if ops::delete(store, &d.def, &d.ns, &d.name, &opts).is_ok() {
+                    changed = true;
+                }
+            }
+            // Only dependents with blockOwnerDeletion hold the owner back.
+            let blocking = dependents.iter().any(|d| blocks(&d.obj, &uid));
+            if !blocking {
                 changed |=
                     ops::remove_finalizer(store, &it.def, &it.ns, &it.name, "foregroundDeletion");
-            } else {
-                for d in dependents.iter().filter(|d| !d.obj.deleting()) {
-                    let opts = DeleteOpts {
-                        propagation: Some("Foreground".into()),
-                        ..Default::default()
-                    };
-                    if ops::delete(store, &d.def, &d.ns, &d.name, &opts).is_ok() {
-                        changed = true;
-                    }
-                }
             }
         }
     }

@@ -2,7 +2,7 @@
 //! independent of HTTP so the controllers can use them too.
 
 use crate::patch;
-use crate::resources::{NS_KEY, NameRule, ResourceDef, crd_preferred_version};
+use crate::resources::{CRD_KEY, NS_KEY, NameRule, ResourceDef, crd_preferred_version};
 use crate::status::{ApiError, Cause};
 use crate::store::{Change, Inner, Obj, Store, string_list};
 use serde_json::{Map, Value, json};
@@ -190,6 +190,19 @@ impl ApiError {
 
 /// Checks that a namespace exists and accepts new content.
 fn check_namespace(inner: &Inner, def: &ResourceDef, ns: &str, name: &str) -> Result<(), ApiError> {
+    if def.custom
+        && inner
+            .get(CRD_KEY, "", &format!("{}.{}", def.plural, def.group))
+            .is_some_and(|c| c.deleting())
+    {
+        return Err(ApiError {
+            code: 405,
+            reason: "MethodNotAllowed",
+            message: "create not allowed while custom resource definition is terminating".into(),
+            details: None,
+            retry_after: None,
+        });
+    }
     if !def.namespaced {
         return Ok(());
     }
@@ -346,6 +359,57 @@ fn secret_defaults(v: &mut Value) {
     }
 }
 
+fn is_qualified_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// Label keys and values, as the real server validates them.
+fn validate_labels(def: &ResourceDef, v: &Value) -> Result<(), ApiError> {
+    let Some(labels) = v["metadata"]["labels"].as_object() else {
+        return Ok(());
+    };
+    let name = v["metadata"]["name"].as_str().unwrap_or_default();
+    let mut causes = vec![];
+    for (k, val) in labels {
+        let (prefix, key_name) = match k.split_once('/') {
+            Some((p, n)) => (Some(p), n),
+            None => (None, k.as_str()),
+        };
+        if !is_qualified_name(key_name) || prefix.is_some_and(|p| !is_subdomain(p)) {
+            causes.push(Cause {
+                reason: "FieldValueInvalid",
+                message: format!(
+                    "Invalid value: {}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+                    json!(k)
+                ),
+                field: "metadata.labels".into(),
+            });
+        }
+        let s = val.as_str().unwrap_or_default();
+        if !val.is_string() || (!s.is_empty() && !is_qualified_name(s)) {
+            causes.push(Cause {
+                reason: "FieldValueInvalid",
+                message: format!(
+                    "Invalid value: {}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+                    json!(val)
+                ),
+                field: format!("metadata.labels"),
+            });
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(&def.group, &def.kind, name, causes))
+    }
+}
+
 /// Builds the object to store for a create.
 fn prepare_create(
     def: &ResourceDef,
@@ -406,6 +470,7 @@ fn prepare_create(
     }
     crate::defaults::apply(def, &mut body);
     crate::defaults::validate(def, &body)?;
+    validate_labels(def, &body)?;
     Ok(body)
 }
 
@@ -600,6 +665,28 @@ fn prepare_update(
     if sub == Sub::Main {
         crate::defaults::apply(def, &mut result);
         crate::defaults::validate(def, &result)?;
+        validate_labels(def, &result)?;
+    }
+    if def.is_crd() && sub == Sub::Main {
+        for (field, path) in [
+            ("spec.group", &["spec", "group"][..]),
+            ("spec.scope", &["spec", "scope"][..]),
+            ("spec.names.plural", &["spec", "names", "plural"][..]),
+        ] {
+            let get = |v: &Value| path.iter().fold(v.clone(), |acc, k| acc[*k].clone());
+            if get(&result) != get(&cur.value) {
+                return Err(ApiError::invalid(
+                    "apiextensions.k8s.io",
+                    "CustomResourceDefinition",
+                    &name,
+                    vec![Cause {
+                        reason: "FieldValueInvalid",
+                        message: format!("Invalid value: {}: field is immutable", get(&result)),
+                        field: field.into(),
+                    }],
+                ));
+            }
+        }
     }
     if def.is_crd() && sub == Sub::Main {
         validate_crd(&result, &name)?;

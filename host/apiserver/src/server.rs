@@ -352,6 +352,13 @@ fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<UserInfo, ApiErr
         }
     }
     let mut groups = imp_groups;
+    if groups.is_empty()
+        && let Some(rest) = target.strip_prefix("system:serviceaccount:")
+        && let Some((ns, _)) = rest.split_once(':')
+    {
+        groups.push("system:serviceaccounts".into());
+        groups.push(format!("system:serviceaccounts:{ns}"));
+    }
     if target != "system:anonymous" && !groups.iter().any(|g| g == "system:authenticated") {
         groups.push("system:authenticated".into());
     }

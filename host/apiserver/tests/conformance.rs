@@ -428,11 +428,14 @@ async fn foreground_propagation_deletes_dependents_before_the_owner() {
     let ns = c.namespace("fg").await;
     let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
     let owner_uid = owner_and_dependent(&api).await.metadata.uid.unwrap();
-    // A finalizer on the dependent keeps the owner waiting in foreground deletion.
+    // A finalizer on a blocking dependent keeps the owner waiting in foreground deletion.
     api.patch(
         "dependent",
         &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": ["a.test/hold"]}})),
+        &Patch::Merge(json!({"metadata": {
+            "finalizers": ["a.test/hold"],
+            "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner_uid, "blockOwnerDeletion": true}],
+        }})),
     )
     .await
     .unwrap();
@@ -1525,5 +1528,44 @@ async fn an_invalid_cronjob_is_422_with_causes() {
         fields.contains(&"spec.jobTemplate.spec.template.spec.restartPolicy".to_string()),
         "{fields:?}"
     );
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn invalid_label_values_are_422() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("badlabel").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let e = status_of(
+        api.create(
+            &PostParams::default(),
+            &cm("l", json!({"app": "not valid!"})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert_eq!(e.details.unwrap().causes[0].field, "metadata.labels");
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn foreground_deletion_does_not_wait_for_non_blocking_dependents() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("fgnb").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    owner_and_dependent(&api).await;
+    api.delete("owner", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    eventually(20, || {
+        let api = api.clone();
+        async move {
+            let owner_gone = api.get_opt("owner").await.unwrap().is_none();
+            let dep_gone = api.get_opt("dependent").await.unwrap().is_none();
+            (owner_gone && dep_gone).then_some(())
+        }
+    })
+    .await;
     c.shutdown().await;
 }
