@@ -399,7 +399,7 @@ fn validate_labels(def: &ResourceDef, v: &Value) -> Result<(), ApiError> {
                     "Invalid value: {}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
                     json!(val)
                 ),
-                field: format!("metadata.labels"),
+                field: "metadata.labels".into(),
             });
         }
     }
