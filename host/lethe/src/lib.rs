@@ -12,6 +12,7 @@
 pub mod app;
 pub mod caps;
 pub mod grants;
+pub mod kubernetes_manifests;
 pub mod manifest;
 pub mod migrations;
 pub mod runtime;

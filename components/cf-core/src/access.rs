@@ -1,0 +1,138 @@
+//! Who the caller is and what they may see.
+
+use lethe_guest::Request;
+use lethe_guest::kube::{Identity, Kube, KubeError, ListOptions, Object, ObjectRef};
+
+use crate::config::{NamespaceRule, ResourceType, Visibility};
+use crate::errors::HttpError;
+
+/// The caller's identity from the `Authorization` header: 401 `CF-NotAuthenticated` without
+/// one, 401 `CF-InvalidAuthToken` when it is not a bearer token.
+pub fn caller(req: &Request) -> Result<Identity, HttpError> {
+    match req.bearer_token() {
+        Ok(Some(token)) => Ok(Identity::Caller(token.to_string())),
+        Ok(None) => Err(HttpError::not_authenticated()),
+        Err(()) => Err(HttpError::invalid_token()),
+    }
+}
+
+/// Whether `name` can be a resource guid: a DNS-1123 label (it names a namespace).
+pub fn valid_guid(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// Reads the resource of type `t` with guid `guid` with the host's privileged identity: the
+/// record itself, never a view filtered by the caller's role bindings (which a cascade may have
+/// deleted already). `Ok(None)` when it does not exist.
+pub fn locate(kube: &dyn Kube, t: &ResourceType, guid: &str) -> Result<Option<Object>, KubeError> {
+    if !valid_guid(guid) {
+        return Ok(None);
+    }
+    match &t.namespace {
+        NamespaceRule::Fixed(ns) => {
+            match kube.get(
+                &Identity::Privileged,
+                &ObjectRef::new(&t.api_version, &t.kind, Some(ns), guid),
+            ) {
+                Ok(o) => Ok(Some(o)),
+                Err(KubeError::NotFound(_)) => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+        NamespaceRule::Any => {
+            let options = ListOptions {
+                field_selector: Some(format!("metadata.name={guid}")),
+                ..Default::default()
+            };
+            let found = kube.list_all(
+                &Identity::Privileged,
+                &t.api_version,
+                &t.kind,
+                None,
+                &options,
+            )?;
+            Ok(found.into_iter().next())
+        }
+    }
+}
+
+/// Whether the caller may see `object` (of type `t`). `Err` only for an unusable token
+/// (`Unauthorized`) or an unreachable cluster.
+pub fn visible(
+    kube: &dyn Kube,
+    caller: &Identity,
+    t: &ResourceType,
+    object: &Object,
+) -> Result<bool, KubeError> {
+    let result = match &t.visibility {
+        Visibility::Get => kube.get(caller, &object.target).map(|_| ()),
+        Visibility::ListInOwnNamespace { api_version, kind } => {
+            let options = ListOptions {
+                limit: Some(1),
+                ..Default::default()
+            };
+            kube.list(
+                caller,
+                api_version,
+                kind,
+                Some(&object.target.name),
+                &options,
+            )
+            .map(|_| ())
+        }
+    };
+    match result {
+        Ok(()) => Ok(true),
+        Err(KubeError::Forbidden(_) | KubeError::NotFound(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Fails with 401 `CF-InvalidAuthToken` unless the cluster accepts the caller's token.
+pub fn authenticate(
+    kube: &dyn Kube,
+    caller: &Identity,
+    root_namespace: &str,
+) -> Result<(), HttpError> {
+    // Any authenticated request answers 200 or 403; only an unknown token gives 401.
+    let options = ListOptions {
+        limit: Some(1),
+        ..Default::default()
+    };
+    match kube.list(caller, "v1", "Namespace", None, &options) {
+        Ok(_) | Err(KubeError::Forbidden(_)) | Err(KubeError::NotFound(_)) => Ok(()),
+        Err(e) => Err(HttpError::from_kube(e, root_namespace)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guids_must_be_dns_labels() {
+        assert!(valid_guid("6f1c2a4e-1b2c-4d5e-8f90-123456789abc"));
+        assert!(!valid_guid(""));
+        assert!(!valid_guid("UPPER"));
+        assert!(!valid_guid("-lead"));
+        assert!(!valid_guid("a/b"));
+        assert!(!valid_guid(&"a".repeat(64)));
+    }
+
+    #[test]
+    fn missing_or_malformed_authorization_is_401() {
+        let req = Request::default();
+        assert_eq!(caller(&req).expect_err("no token").errors[0].code, 10002);
+        let req = Request {
+            headers: vec![("authorization".into(), b"Basic x".to_vec())],
+            ..Default::default()
+        };
+        assert_eq!(caller(&req).expect_err("not bearer").errors[0].code, 1000);
+    }
+}

@@ -1,0 +1,165 @@
+//! Settings, read from the component's configuration values with documented defaults. The
+//! mapping from a job type to its resource is configuration, so pointing the job machinery at
+//! another CRD set (Korifi's `CFOrg`/`CFSpace`, say) needs no code.
+
+use serde::Deserialize;
+
+use lethe_guest::env::Env;
+
+/// How to find a resource's namespace from its guid.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NamespaceRule {
+    /// Always this namespace (orgs: the root namespace).
+    Fixed(String),
+    /// Search every namespace by name (spaces: their org's namespace).
+    Any,
+}
+
+/// How to decide whether the caller may see a resource.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Visibility {
+    /// The caller can `get` the resource itself.
+    Get,
+    /// The caller can `list` objects of this kind in the namespace the resource owns (orgs: the
+    /// spaces in the org's namespace, which every org role may list).
+    ListInOwnNamespace {
+        /// apiVersion of the listed kind.
+        api_version: String,
+        /// The listed kind.
+        kind: String,
+    },
+}
+
+/// A deletable resource type, as job GUIDs name it (`org`, `space`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ResourceType {
+    /// apiVersion of the resource, e.g. `cf.lethe.dev/v1alpha1`.
+    pub api_version: String,
+    /// Its kind, e.g. `Org`.
+    pub kind: String,
+    /// Where it lives.
+    pub namespace: NamespaceRule,
+    /// Who may see it.
+    pub visibility: Visibility,
+    /// Seconds after the deletionTimestamp at which its deletion job turns FAILED.
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+    /// Kinds that live in its own namespace and must be deleted (and finalized) before that
+    /// namespace is deleted, as `(apiVersion, kind)`.
+    #[serde(default)]
+    pub children: Vec<(String, String)>,
+    /// The CF title-case name used in messages, e.g. `Organization`.
+    pub display: String,
+}
+
+/// All settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Namespace holding the orgs.
+    pub root_namespace: String,
+    /// The external base URL for links, when configured; else taken from the request.
+    pub external_url: Option<String>,
+    /// Deletable types by job-GUID name.
+    pub types: Vec<(String, ResourceType)>,
+    /// Default deletion timeout in seconds.
+    pub deletion_timeout_seconds: u64,
+    /// How long a DELETE waits for the deletionTimestamp to be visible.
+    pub delete_confirm_ms: u64,
+    /// How long a job poll re-reads a resource that exists but is not being deleted.
+    pub job_reread_ms: u64,
+}
+
+/// The API group version of lethe's org and space resources.
+pub const CF_API_VERSION: &str = "cf.lethe.dev/v1alpha1";
+
+impl Settings {
+    /// Reads the settings from `env`'s configuration, with defaults for anything unset.
+    /// `Err` names a value that is set but malformed.
+    pub fn from_env(env: &dyn Env) -> Result<Settings, String> {
+        let root_namespace = env
+            .config("cf_root_namespace")
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| "cf".to_string());
+        let number = |key: &str, default: u64| -> Result<u64, String> {
+            match env.config(key).filter(|v| !v.is_empty()) {
+                Some(v) => v
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("configuration `{key}` must be a number, got `{v}`")),
+                None => Ok(default),
+            }
+        };
+        let types = match env.config("job_types").filter(|v| !v.trim().is_empty()) {
+            Some(json) => {
+                let map: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_str(&json)
+                        .map_err(|e| format!("configuration `job_types` is not valid JSON: {e}"))?;
+                map.into_iter()
+                    .map(|(name, v)| {
+                        let t: ResourceType = serde_json::from_value(v)
+                            .map_err(|e| format!("configuration `job_types.{name}`: {e}"))?;
+                        Ok((name, t))
+                    })
+                    .collect::<Result<Vec<_>, String>>()?
+            }
+            None => default_types(&root_namespace),
+        };
+        Ok(Settings {
+            external_url: env
+                .config("external_url")
+                .filter(|v| !v.is_empty())
+                .map(|v| v.trim_end_matches('/').to_string()),
+            types,
+            deletion_timeout_seconds: number("deletion_timeout_seconds", 120)?,
+            delete_confirm_ms: number("delete_confirm_ms", 5000)?,
+            job_reread_ms: number("job_reread_ms", 2000)?,
+            root_namespace,
+        })
+    }
+
+    /// The resource type named `name` in job GUIDs.
+    pub fn resource_type(&self, name: &str) -> Option<&ResourceType> {
+        self.types.iter().find(|(n, _)| n == name).map(|(_, t)| t)
+    }
+
+    /// The timeout of `t`'s deletion jobs, in milliseconds.
+    pub fn timeout_ms(&self, t: &ResourceType) -> i64 {
+        let secs = t.timeout_seconds.unwrap_or(self.deletion_timeout_seconds);
+        i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX)
+    }
+}
+
+/// Orgs in the root namespace, spaces anywhere (their org's namespace).
+pub fn default_types(root_namespace: &str) -> Vec<(String, ResourceType)> {
+    vec![
+        (
+            "org".to_string(),
+            ResourceType {
+                api_version: CF_API_VERSION.into(),
+                kind: "Org".into(),
+                namespace: NamespaceRule::Fixed(root_namespace.to_string()),
+                visibility: Visibility::ListInOwnNamespace {
+                    api_version: CF_API_VERSION.into(),
+                    kind: "Space".into(),
+                },
+                timeout_seconds: None,
+                children: vec![(CF_API_VERSION.into(), "Space".into())],
+                display: "Organization".into(),
+            },
+        ),
+        (
+            "space".to_string(),
+            ResourceType {
+                api_version: CF_API_VERSION.into(),
+                kind: "Space".into(),
+                namespace: NamespaceRule::Any,
+                visibility: Visibility::Get,
+                timeout_seconds: None,
+                children: Vec::new(),
+                display: "Space".into(),
+            },
+        ),
+    ]
+}

@@ -1,0 +1,269 @@
+//! Deletion jobs: a job's state is derived from the live resource, never stored.
+//!
+//! The contract of [`job_status`], case by case (the resource is read privileged, from its own
+//! record):
+//!
+//! | resource                                   | state                                    |
+//! |--------------------------------------------|------------------------------------------|
+//! | gone                                       | `COMPLETE`                               |
+//! | deletionTimestamp younger than the timeout | `PROCESSING`                             |
+//! | deletionTimestamp older than the timeout   | `FAILED` (10008 `CF-UnprocessableEntity`)|
+//! | exists, not being deleted, caller can't see| `COMPLETE` (nothing of theirs is left)   |
+//! | exists, not being deleted, caller can see  | re-read for a bounded time, then 404     |
+//!
+//! Guarantees: the first poll after a `202` never says 404 because of a stale read (the DELETE
+//! handler waits until the deletionTimestamp is visible, and this re-reads too); and completion
+//! is decided from the resource record itself, so role bindings deleted by the cascade can never
+//! make a job `COMPLETE` early.
+
+use serde_json::json;
+
+use lethe_guest::cf::CfError;
+use lethe_guest::env::{Env, format_rfc3339, parse_rfc3339_ms};
+use lethe_guest::kube::{Identity, Kube};
+
+use crate::access;
+use crate::config::{ResourceType, Settings};
+use crate::errors::HttpError;
+
+/// A parsed job GUID `<type>.<verb>~<resource guid>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobGuid {
+    /// e.g. `org`.
+    pub resource_type: String,
+    /// e.g. `delete`.
+    pub verb: String,
+    /// The resource's guid.
+    pub guid: String,
+}
+
+impl JobGuid {
+    /// `<type>.<verb>`.
+    pub fn operation(&self) -> String {
+        format!("{}.{}", self.resource_type, self.verb)
+    }
+
+    /// The GUID as text.
+    pub fn render(&self) -> String {
+        format!("{}.{}~{}", self.resource_type, self.verb, self.guid)
+    }
+}
+
+/// Parses a job GUID with an anchored pattern: the whole string must be
+/// `[a-z][a-z_]*` `.` `[a-z]+` `~` `<DNS-1123 label>`; anything else is `None`.
+pub fn parse_job_guid(s: &str) -> Option<JobGuid> {
+    let (operation, guid) = s.split_once('~')?;
+    let (resource_type, verb) = operation.split_once('.')?;
+    let type_ok = resource_type
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase())
+        && resource_type
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c == '_');
+    let verb_ok = !verb.is_empty() && verb.chars().all(|c| c.is_ascii_lowercase());
+    if !type_ok || !verb_ok || !access::valid_guid(guid) {
+        return None;
+    }
+    Some(JobGuid {
+        resource_type: resource_type.into(),
+        verb: verb.into(),
+        guid: guid.into(),
+    })
+}
+
+/// A job's state, as Cloud Controller spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobState {
+    /// Still running.
+    Processing,
+    /// Done.
+    Complete,
+    /// Cannot finish.
+    Failed,
+}
+
+impl JobState {
+    /// `PROCESSING`, `COMPLETE` or `FAILED`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Processing => "PROCESSING",
+            JobState::Complete => "COMPLETE",
+            JobState::Failed => "FAILED",
+        }
+    }
+}
+
+/// A job as `GET /v3/jobs/{guid}` renders it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// The GUID.
+    pub guid: JobGuid,
+    /// The derived state.
+    pub state: JobState,
+    /// Errors of a failed job.
+    pub errors: Vec<CfError>,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339.
+    pub updated_at: String,
+}
+
+impl Job {
+    /// Cloud Controller's job JSON, with `links.self` under `base_url`.
+    pub fn to_json(&self, base_url: &str) -> serde_json::Value {
+        let guid = self.guid.render();
+        json!({
+            "guid": guid,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "operation": self.guid.operation(),
+            "state": self.state.as_str(),
+            "errors": self.errors,
+            "warnings": [],
+            "links": { "self": { "href": format!("{base_url}/v3/jobs/{guid}") } },
+        })
+    }
+}
+
+/// The state of a deletion whose deletionTimestamp is `since_ms`, at `now_ms`.
+pub fn deletion_state(
+    type_name: &str,
+    guid: &str,
+    since_ms: i64,
+    now_ms: i64,
+    timeout_ms: i64,
+) -> (JobState, Vec<CfError>) {
+    if now_ms.saturating_sub(since_ms) < timeout_ms {
+        (JobState::Processing, Vec::new())
+    } else {
+        (
+            JobState::Failed,
+            vec![CfError {
+                code: 10008,
+                title: "CF-UnprocessableEntity".into(),
+                detail: format!(
+                    "{type_name} deletion timed out, check the remaining \"{guid}\" resource"
+                ),
+            }],
+        )
+    }
+}
+
+fn deleting_job(
+    guid: &JobGuid,
+    timestamp: &str,
+    settings: &Settings,
+    t: &ResourceType,
+    now: i64,
+) -> Job {
+    // A deletionTimestamp the server wrote is always RFC 3339; if one were not, treat the
+    // deletion as just started rather than failing it.
+    let since = parse_rfc3339_ms(timestamp).unwrap_or(now);
+    let (state, errors) = deletion_state(
+        &guid.resource_type,
+        &guid.guid,
+        since,
+        now,
+        settings.timeout_ms(t),
+    );
+    Job {
+        guid: guid.clone(),
+        state,
+        errors,
+        created_at: format_rfc3339(since),
+        updated_at: format_rfc3339(now),
+    }
+}
+
+fn complete(guid: &JobGuid, now: i64) -> Job {
+    let at = format_rfc3339(now);
+    Job {
+        guid: guid.clone(),
+        state: JobState::Complete,
+        errors: Vec::new(),
+        created_at: at.clone(),
+        updated_at: at,
+    }
+}
+
+/// Derives the job with GUID `job_guid` for `caller` (see the module docs for the contract).
+pub fn job_status(
+    kube: &dyn Kube,
+    env: &dyn Env,
+    settings: &Settings,
+    job_guid: &str,
+    caller: &Identity,
+) -> Result<Job, HttpError> {
+    let guid = parse_job_guid(job_guid).ok_or_else(HttpError::job_not_found)?;
+    let t = match settings.resource_type(&guid.resource_type) {
+        Some(t) if guid.verb == "delete" => t,
+        _ => return Err(HttpError::job_not_found()),
+    };
+    access::authenticate(kube, caller, &settings.root_namespace)?;
+    let deadline = env.now_ms() + i64::try_from(settings.job_reread_ms).unwrap_or(i64::MAX);
+    loop {
+        let now = env.now_ms();
+        let object = match access::locate(kube, t, &guid.guid) {
+            Ok(Some(o)) => o,
+            Ok(None) => return Ok(complete(&guid, now)),
+            Err(e) => return Err(HttpError::from_kube(e, crate::errors::JOB_NOT_FOUND)),
+        };
+        if let Some(ts) = object.deletion_timestamp.clone() {
+            return Ok(deleting_job(&guid, &ts, settings, t, now));
+        }
+        // Not being deleted (yet): only now does what the caller may see matter.
+        match access::visible(kube, caller, t, &object) {
+            Ok(false) => return Ok(complete(&guid, now)),
+            Ok(true) => {}
+            Err(e) => return Err(HttpError::from_kube(e, crate::errors::JOB_NOT_FOUND)),
+        }
+        if now >= deadline {
+            return Err(HttpError::job_not_found());
+        }
+        env.sleep_ms(50);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_guids_are_parsed_with_an_anchored_pattern() {
+        let g = parse_job_guid("org.delete~6f1c2a4e-1b2c-4d5e-8f90-123456789abc").expect("valid");
+        assert_eq!(g.resource_type, "org");
+        assert_eq!(g.verb, "delete");
+        assert_eq!(g.operation(), "org.delete");
+        for bad in [
+            "",
+            "org.delete",
+            "org.delete~",
+            "org~abc",
+            "org.delete~abc~def",
+            "xorg.delete~ABC",
+            " org.delete~abc",
+            "org.delete~abc ",
+            "org.delete~../etc",
+            "Org.delete~abc",
+            "org.de1ete~abc",
+        ] {
+            assert_eq!(parse_job_guid(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn deletion_is_processing_until_the_timeout_then_failed() {
+        let (s, e) = deletion_state("org", "g", 0, 119_999, 120_000);
+        assert_eq!(s, JobState::Processing);
+        assert!(e.is_empty());
+        let (s, e) = deletion_state("org", "g", 0, 120_000, 120_000);
+        assert_eq!(s, JobState::Failed);
+        assert_eq!(e[0].code, 10008);
+        assert_eq!(e[0].title, "CF-UnprocessableEntity");
+        assert_eq!(
+            e[0].detail,
+            "org deletion timed out, check the remaining \"g\" resource"
+        );
+    }
+}

@@ -1,0 +1,35 @@
+//! The Cloud Foundry V3 slice that `cf delete-org` and `cf delete-space` use, on Kubernetes
+//! resources laid out as Korifi lays them out:
+//!
+//! - orgs are `Org` objects in a root namespace (default `cf`), named by their guid; each org owns a
+//!   namespace named after its guid, where its `Space` objects live; each space owns a namespace
+//!   named after its guid;
+//! - CF roles are ClusterRoles (`kubernetes/roles.json`) bound by RoleBindings in those namespaces;
+//! - orgs and spaces carry the finalizer [`FINALIZER`], which [`reconcile`] removes once what they
+//!   own is gone.
+//!
+//! Everything here is a function of its inputs and the [`Kube`](lethe_guest::kube::Kube) and
+//! [`Env`](lethe_guest::env::Env) calls it makes, so it is unit-tested natively against fakes and
+//! runs as wasm in the `cf-api`, `cf-job-status` and `cf-reconciler` components.
+
+pub mod access;
+pub mod api;
+pub mod config;
+pub mod deletion;
+pub mod errors;
+pub mod jobs;
+pub mod reconcile;
+
+#[cfg(test)]
+mod fake;
+#[cfg(test)]
+mod tests;
+
+/// The finalizer lethe puts on orgs and spaces.
+pub const FINALIZER: &str = "cf.lethe.dev/cleanup";
+
+/// The label on a namespace naming the org or space that owns it.
+pub const OWNER_LABEL: &str = "cf.lethe.dev/owner";
+
+/// The label marking objects lethe manages.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "lethe");

@@ -1,0 +1,271 @@
+//! The finalizer reconciler for orgs and spaces, in the manner of kube-rs's `finalizer`: every
+//! object is handled by exactly one of four cases, decided from two facts — is it being deleted,
+//! and does it carry our finalizer?
+//!
+//! | deleting | our finalizer | what the pass does                                                |
+//! |----------|---------------|-------------------------------------------------------------------|
+//! | no       | no            | adds the finalizer (JSON patch), so deletion waits for cleanup    |
+//! | no       | yes           | makes sure the namespace it owns exists (repairs a crashed create)|
+//! | yes      | yes           | cleans up: deletes its children, then its namespace; once the     |
+//! |          |               | namespace is gone, removes only our finalizer (test + remove)     |
+//! | yes      | no            | nothing: other finalizers hold it, and they are not ours          |
+//!
+//! Guarantee: a resource's finalizer is removed only after everything it owns is gone, so its
+//! deletion job stays `PROCESSING` until then. Assumptions: cleanup steps are idempotent (each
+//! pass re-derives what is left), and only lethe edits its own finalizer. Caveat: while no
+//! reconciler runs, deletions wait; a deletion that cannot finish (a foreign finalizer, say)
+//! leaves the resource, and its job turns `FAILED` at the timeout.
+//!
+//! Failures back off per object (exponentially, through [`Backoff`]); one failing object never
+//! stops the pass.
+
+use serde_json::json;
+
+use lethe_guest::env::Env;
+use lethe_guest::kube::{
+    DeleteOptions, Identity, Kube, KubeError, ListOptions, Object, ObjectRef, PatchKind,
+    Propagation,
+};
+
+use crate::config::{NamespaceRule, ResourceType, Settings};
+use crate::{FINALIZER, MANAGED_BY, OWNER_LABEL};
+
+/// Per-object backoff state, kept across passes.
+pub trait Backoff {
+    /// Whether `key` may be worked on at `now_ms`.
+    fn due(&self, key: &str, now_ms: i64) -> bool;
+    /// Records a failure of `key`: the next attempt waits exponentially longer.
+    fn failed(&self, key: &str, now_ms: i64, reason: &str);
+    /// Forgets `key`'s failures after a success.
+    fn succeeded(&self, key: &str);
+}
+
+/// What one pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Objects visited.
+    pub examined: u32,
+    /// Namespaces created and finalizers added.
+    pub created: u32,
+    /// Finalizers removed (resources released).
+    pub updated: u32,
+    /// Children and namespaces deleted.
+    pub deleted: u32,
+    /// `(object, reason)` for each failure.
+    pub failed: Vec<(String, String)>,
+    /// Objects skipped because they are backing off.
+    pub backing_off: u32,
+    /// Wall time in milliseconds.
+    pub duration_ms: u64,
+}
+
+enum Outcome {
+    Done,
+    Waiting,
+}
+
+/// Runs one pass over every configured resource type.
+pub fn pass(kube: &dyn Kube, env: &dyn Env, settings: &Settings, backoff: &dyn Backoff) -> Report {
+    let started = env.now_ms();
+    let mut report = Report::default();
+    for (type_name, t) in &settings.types {
+        let namespace = match &t.namespace {
+            NamespaceRule::Fixed(ns) => Some(ns.as_str()),
+            NamespaceRule::Any => None,
+        };
+        let objects = match kube.list_all(
+            &Identity::Privileged,
+            &t.api_version,
+            &t.kind,
+            namespace,
+            &ListOptions::default(),
+        ) {
+            Ok(o) => o,
+            // The CRD may not be installed on this cluster yet: nothing to do for this type.
+            Err(KubeError::NotFound(_)) => continue,
+            Err(e) => {
+                report
+                    .failed
+                    .push((format!("{type_name}/*"), format!("listing: {e}")));
+                continue;
+            }
+        };
+        for object in objects {
+            report.examined += 1;
+            let key = format!("{type_name}/{}", object.target.name);
+            if !backoff.due(&key, env.now_ms()) {
+                report.backing_off += 1;
+                continue;
+            }
+            match reconcile_one(kube, t, type_name, &object, &mut report) {
+                Ok(_) => backoff.succeeded(&key),
+                Err(e) => {
+                    let reason = e.to_string();
+                    env.log(
+                        lethe_guest::env::Level::Warn,
+                        &format!("reconciling {key}: {reason}"),
+                    );
+                    backoff.failed(&key, env.now_ms(), &reason);
+                    report.failed.push((key, reason));
+                }
+            }
+        }
+    }
+    report.duration_ms = u64::try_from(env.now_ms() - started).unwrap_or(0);
+    report
+}
+
+fn reconcile_one(
+    kube: &dyn Kube,
+    t: &ResourceType,
+    type_name: &str,
+    object: &Object,
+    report: &mut Report,
+) -> Result<Outcome, KubeError> {
+    let ours = object.finalizers.iter().position(|f| f == FINALIZER);
+    match (object.deletion_timestamp.is_some(), ours) {
+        (false, None) => {
+            add_finalizer(kube, object)?;
+            report.created += 1;
+            Ok(Outcome::Done)
+        }
+        (false, Some(_)) => {
+            if ensure_namespace(kube, type_name, &object.target.name)? {
+                report.created += 1;
+            }
+            Ok(Outcome::Done)
+        }
+        (true, Some(index)) => cleanup(kube, t, object, index, report),
+        (true, None) => Ok(Outcome::Done),
+    }
+}
+
+fn add_finalizer(kube: &dyn Kube, object: &Object) -> Result<(), KubeError> {
+    // Guarded by the resourceVersion: if the object changed meanwhile, the next pass re-decides.
+    let patch = if object.json.pointer("/metadata/finalizers").is_some() {
+        json!([
+            { "op": "test", "path": "/metadata/resourceVersion", "value": object.resource_version },
+            { "op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER },
+        ])
+    } else {
+        json!([
+            { "op": "test", "path": "/metadata/resourceVersion", "value": object.resource_version },
+            { "op": "add", "path": "/metadata/finalizers", "value": [FINALIZER] },
+        ])
+    };
+    kube.patch(
+        &Identity::Privileged,
+        &object.target,
+        PatchKind::Json,
+        &patch,
+    )
+    .map(|_| ())
+}
+
+fn namespace_ref(name: &str) -> ObjectRef {
+    ObjectRef::new("v1", "Namespace", None, name)
+}
+
+/// Creates the namespace `name` owned by `type_name` `name` if it is missing; `true` if created.
+pub fn ensure_namespace(kube: &dyn Kube, type_name: &str, name: &str) -> Result<bool, KubeError> {
+    match kube.get(&Identity::Privileged, &namespace_ref(name)) {
+        Ok(_) => Ok(false),
+        Err(KubeError::NotFound(_)) => {
+            let ns = json!({
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": name,
+                    "labels": { OWNER_LABEL: format!("{type_name}.{name}"), MANAGED_BY.0: MANAGED_BY.1 },
+                },
+            });
+            match kube.create(&Identity::Privileged, &ns) {
+                Ok(_) | Err(KubeError::Conflict(_)) => Ok(true),
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn cleanup(
+    kube: &dyn Kube,
+    t: &ResourceType,
+    object: &Object,
+    index: usize,
+    report: &mut Report,
+) -> Result<Outcome, KubeError> {
+    let own_namespace = object.target.name.as_str();
+    // 1. Children first: they carry finalizers of their own and must be released by this
+    //    reconciler before their namespace can go.
+    let mut children_left = false;
+    for (api_version, kind) in &t.children {
+        let children = match kube.list_all(
+            &Identity::Privileged,
+            api_version,
+            kind,
+            Some(own_namespace),
+            &ListOptions::default(),
+        ) {
+            Ok(c) => c,
+            Err(KubeError::NotFound(_)) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        for child in children {
+            children_left = true;
+            if child.deletion_timestamp.is_none() {
+                let options = DeleteOptions {
+                    propagation: Some(Propagation::Background),
+                    precondition_uid: Some(child.uid.clone()),
+                };
+                match kube.delete(&Identity::Privileged, &child.target, &options) {
+                    Ok(_) => report.deleted += 1,
+                    Err(KubeError::NotFound(_) | KubeError::Conflict(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    if children_left {
+        return Ok(Outcome::Waiting);
+    }
+    // 2. Then the namespace it owns; a real cluster's namespace controller (or the embedded
+    //    cluster) empties it, and we wait until it is gone.
+    match kube.get(&Identity::Privileged, &namespace_ref(own_namespace)) {
+        Ok(ns) => {
+            if ns.deletion_timestamp.is_none() {
+                let options = DeleteOptions {
+                    propagation: Some(Propagation::Background),
+                    precondition_uid: Some(ns.uid.clone()),
+                };
+                match kube.delete(&Identity::Privileged, &ns.target, &options) {
+                    Ok(_) => report.deleted += 1,
+                    Err(KubeError::NotFound(_) | KubeError::Conflict(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok(Outcome::Waiting);
+        }
+        Err(KubeError::NotFound(_)) => {}
+        Err(e) => return Err(e),
+    }
+    // 3. Everything it owns is gone: release it, removing only our own finalizer. The `test`
+    //    makes the patch fail if the list changed meanwhile, so another finalizer is never removed.
+    let path = format!("/metadata/finalizers/{index}");
+    let patch = json!([
+        { "op": "test", "path": path, "value": FINALIZER },
+        { "op": "remove", "path": path },
+    ]);
+    match kube.patch(
+        &Identity::Privileged,
+        &object.target,
+        PatchKind::Json,
+        &patch,
+    ) {
+        Ok(_) | Err(KubeError::NotFound(_)) => {
+            report.updated += 1;
+            Ok(Outcome::Done)
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,381 @@
+//! Behaviour of the CF slice against the in-memory fake.
+
+use serde_json::json;
+
+use lethe_guest::Request;
+use lethe_guest::kube::{Identity, Kube};
+
+use crate::config::Settings;
+use crate::fake::Fake;
+use crate::jobs::{JobState, job_status};
+use crate::reconcile::{Backoff, pass};
+use crate::{FINALIZER, api, deletion};
+
+const ORG: &str = "0f1c2a4e-1b2c-4d5e-8f90-123456789abc";
+const SPACE: &str = "5a9b2a4e-1b2c-4d5e-8f90-123456789abc";
+
+fn caller(token: &str) -> Identity {
+    Identity::Caller(token.into())
+}
+
+fn setup() -> (Fake, Settings) {
+    let fake = Fake::new();
+    let settings = Settings::from_env(&fake).expect("defaults");
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "cf"}}));
+    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+        "metadata": {"name": ORG, "namespace": "cf", "finalizers": [FINALIZER]}, "spec": {"displayName": "o"}}));
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ORG}}));
+    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
+        "metadata": {"name": SPACE, "namespace": ORG, "finalizers": [FINALIZER]}, "spec": {"displayName": "s", "orgGUID": ORG}}));
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SPACE}}));
+    // An org user sees the org's spaces; an org manager may also delete them.
+    fake.grant("orguser", "list", "Space", ORG);
+    fake.grant("orguser", "get", "Space", ORG);
+    fake.grant("manager", "*", "Space", ORG);
+    fake.grant("nobody", "list", "Namespace", "*");
+    (fake, settings)
+}
+
+#[derive(Default)]
+struct NoBackoff;
+
+impl Backoff for NoBackoff {
+    fn due(&self, _key: &str, _now_ms: i64) -> bool {
+        true
+    }
+    fn failed(&self, _key: &str, _now_ms: i64, _reason: &str) {}
+    fn succeeded(&self, _key: &str) {}
+}
+
+fn job(
+    fake: &Fake,
+    settings: &Settings,
+    guid: &str,
+    token: &str,
+) -> Result<crate::jobs::Job, crate::errors::HttpError> {
+    job_status(fake, fake, settings, guid, &caller(token))
+}
+
+#[test]
+fn admin_delete_marks_the_org_deleting_and_the_job_is_processing() {
+    let (fake, settings) = setup();
+    let j =
+        deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("admin")).expect("accepted");
+    assert_eq!(j.render(), format!("org.delete~{ORG}"));
+    assert!(
+        fake.object("Org", "cf", ORG)
+            .expect("still there")
+            .deletion_timestamp
+            .is_some()
+    );
+    let status = job(&fake, &settings, &j.render(), "admin").expect("job");
+    assert_eq!(status.state, JobState::Processing);
+}
+
+#[test]
+fn delete_of_an_invisible_org_is_404_and_of_a_visible_but_forbidden_one_is_403() {
+    let (fake, settings) = setup();
+    let hidden = deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("nobody"))
+        .expect_err("hidden");
+    assert_eq!((hidden.status, hidden.errors[0].code), (404, 10010));
+    let forbidden = deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("orguser"))
+        .expect_err("forbidden");
+    assert_eq!((forbidden.status, forbidden.errors[0].code), (403, 10003));
+    assert!(
+        fake.object("Org", "cf", ORG)
+            .expect("kept")
+            .deletion_timestamp
+            .is_none()
+    );
+}
+
+#[test]
+fn org_manager_may_delete_a_space_but_org_user_may_not() {
+    let (fake, settings) = setup();
+    let e = deletion::delete(&fake, &fake, &settings, "space", SPACE, &caller("orguser"))
+        .expect_err("user");
+    assert_eq!(e.status, 403);
+    deletion::delete(&fake, &fake, &settings, "space", SPACE, &caller("manager"))
+        .expect("manager deletes");
+}
+
+#[test]
+fn bad_token_is_401_invalid_auth_token() {
+    let (fake, settings) = setup();
+    let e = deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("bad"))
+        .expect_err("bad token");
+    assert_eq!((e.status, e.errors[0].code), (401, 1000));
+    let e = job(&fake, &settings, &format!("org.delete~{ORG}"), "bad").expect_err("bad token");
+    assert_eq!(e.status, 401);
+}
+
+#[test]
+fn job_is_complete_once_the_resource_is_gone() {
+    let (fake, settings) = setup();
+    let j = job(
+        &fake,
+        &settings,
+        "org.delete~6f1c2a4e-0000-4d5e-8f90-123456789abc",
+        "admin",
+    )
+    .expect("job");
+    assert_eq!(j.state, JobState::Complete);
+    assert!(j.errors.is_empty());
+}
+
+#[test]
+fn org_job_stays_processing_after_the_callers_role_bindings_are_gone() {
+    let (fake, settings) = setup();
+    deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("admin")).expect("accepted");
+    // "nobody" cannot see the org's namespace (as if the cascade had removed their bindings).
+    let j = job(&fake, &settings, &format!("org.delete~{ORG}"), "nobody").expect("job");
+    assert_eq!(
+        j.state,
+        JobState::Processing,
+        "completion comes from the org record, not permissions"
+    );
+}
+
+#[test]
+fn user_with_no_role_gets_complete_for_an_org_that_is_not_being_deleted() {
+    let (fake, settings) = setup();
+    let j = job(&fake, &settings, &format!("org.delete~{ORG}"), "nobody").expect("job");
+    assert_eq!(j.state, JobState::Complete);
+}
+
+#[test]
+fn visible_org_that_is_not_being_deleted_is_404_after_a_bounded_reread() {
+    let (fake, settings) = setup();
+    let before = fake.now.get();
+    let e = job(&fake, &settings, &format!("org.delete~{ORG}"), "admin").expect_err("404");
+    assert_eq!(
+        (e.status, e.errors[0].detail.as_str()),
+        (404, crate::errors::JOB_NOT_FOUND)
+    );
+    let waited = fake.now.get() - before;
+    assert!(
+        waited >= 2000 && waited < 3000,
+        "re-read for job_reread_ms, waited {waited}"
+    );
+}
+
+#[test]
+fn stuck_deletion_turns_failed_at_the_timeout_and_complete_when_released() {
+    let (fake, settings) = setup();
+    fake.patch(
+        &Identity::Privileged,
+        &fake.object("Org", "cf", ORG).expect("org").target,
+        lethe_guest::kube::PatchKind::Merge,
+        &json!({"metadata": {"finalizers": [FINALIZER, "example.com/stuck"]}}),
+    )
+    .expect("add foreign finalizer");
+    deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("admin")).expect("accepted");
+    for _ in 0..6 {
+        pass(&fake, &fake, &settings, &NoBackoff);
+        fake.run_namespace_controller();
+    }
+    let guid = format!("org.delete~{ORG}");
+    assert_eq!(
+        job(&fake, &settings, &guid, "admin").expect("job").state,
+        JobState::Processing
+    );
+    fake.now.set(fake.now.get() + 121_000);
+    let failed = job(&fake, &settings, &guid, "admin").expect("job");
+    assert_eq!(failed.state, JobState::Failed);
+    assert_eq!(failed.errors[0].code, 10008);
+    assert_eq!(
+        failed.errors[0].detail,
+        format!("org deletion timed out, check the remaining \"{ORG}\" resource")
+    );
+    fake.clear_finalizers("Org", "cf", ORG);
+    assert_eq!(
+        job(&fake, &settings, &guid, "admin").expect("job").state,
+        JobState::Complete
+    );
+}
+
+#[test]
+fn reconciler_finalizes_an_org_with_its_spaces_and_namespaces() {
+    let (fake, settings) = setup();
+    deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("admin")).expect("accepted");
+    for _ in 0..8 {
+        let report = pass(&fake, &fake, &settings, &NoBackoff);
+        assert!(report.failed.is_empty(), "{:?}", report.failed);
+        fake.run_namespace_controller();
+    }
+    assert!(!fake.exists("Org", "cf", ORG));
+    assert!(!fake.exists("Space", ORG, SPACE));
+    assert!(!fake.exists("Namespace", "", ORG));
+    assert!(!fake.exists("Namespace", "", SPACE));
+}
+
+#[test]
+fn reconciler_adds_missing_finalizers_and_namespaces() {
+    let (fake, settings) = setup();
+    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+        "metadata": {"name": "bare", "namespace": "cf"}, "spec": {"displayName": "bare"}}));
+    pass(&fake, &fake, &settings, &NoBackoff);
+    pass(&fake, &fake, &settings, &NoBackoff);
+    assert_eq!(
+        fake.object("Org", "cf", "bare").expect("org").finalizers,
+        vec![FINALIZER.to_string()]
+    );
+    assert!(fake.exists("Namespace", "", "bare"));
+}
+
+fn api_request(method: &str, path: &str, token: Option<&str>, body: &str) -> Request {
+    let (path, query) = path.split_once('?').unwrap_or((path, ""));
+    let mut headers = vec![(
+        "spin-full-url".to_string(),
+        format!("http://api.test{path}").into_bytes(),
+    )];
+    if let Some(t) = token {
+        headers.push(("authorization".into(), format!("Bearer {t}").into_bytes()));
+    }
+    Request {
+        method: method.into(),
+        path: path.into(),
+        query: query.into(),
+        headers,
+        body: body.as_bytes().to_vec(),
+    }
+}
+
+#[test]
+fn api_creates_lists_and_rejects_duplicate_orgs() {
+    let (fake, _) = setup();
+    let created = api::handle(
+        &fake,
+        &fake,
+        &api_request(
+            "POST",
+            "/v3/organizations",
+            Some("admin"),
+            r#"{"name":"new"}"#,
+        ),
+    );
+    assert_eq!(created.status, 201, "{:?}", created.json_body());
+    let guid = created.json_body().expect("json")["guid"]
+        .as_str()
+        .expect("guid")
+        .to_string();
+    assert!(
+        fake.exists("Namespace", "", &guid),
+        "the org's namespace is created"
+    );
+    let dup = api::handle(
+        &fake,
+        &fake,
+        &api_request(
+            "POST",
+            "/v3/organizations",
+            Some("admin"),
+            r#"{"name":"new"}"#,
+        ),
+    );
+    assert_eq!(dup.status, 422);
+    let listed = api::handle(
+        &fake,
+        &fake,
+        &api_request("GET", "/v3/organizations?names=new", Some("admin"), ""),
+    );
+    let body = listed.json_body().expect("json");
+    assert_eq!(body["pagination"]["total_results"], 1);
+    assert_eq!(body["resources"][0]["guid"], guid.as_str());
+}
+
+#[test]
+fn api_rejects_bad_input_with_the_envelope() {
+    let (fake, _) = setup();
+    let cases = [
+        (
+            api_request("POST", "/v3/organizations", Some("admin"), "{not json"),
+            400,
+            1001,
+        ),
+        (
+            api_request("POST", "/v3/organizations", Some("admin"), r#"{"name": 7}"#),
+            422,
+            10008,
+        ),
+        (
+            api_request("GET", "/v3/organizations?per_page=0", Some("admin"), ""),
+            400,
+            10005,
+        ),
+        (
+            api_request("GET", "/v3/organizations?bogus=1", Some("admin"), ""),
+            400,
+            10005,
+        ),
+        (
+            api_request("GET", "/v3/organizations/NOT_A_GUID", Some("admin"), ""),
+            404,
+            10010,
+        ),
+        (
+            api_request("DELETE", "/v3/organizations/..%2f..", Some("admin"), ""),
+            404,
+            10010,
+        ),
+        (
+            api_request("GET", "/v3/organizations", None, ""),
+            401,
+            10002,
+        ),
+        (
+            api_request("GET", "/v3/nothing/here", Some("admin"), ""),
+            404,
+            10010,
+        ),
+    ];
+    for (req, status, code) in cases {
+        let r = api::handle(&fake, &fake, &req);
+        let body = r.json_body().expect("envelope");
+        assert_eq!(
+            (r.status, body["errors"][0]["code"].as_i64()),
+            (status, Some(code)),
+            "{} {}?{}",
+            req.method,
+            req.path,
+            req.query
+        );
+    }
+}
+
+#[test]
+fn api_delete_answers_202_with_the_job_location() {
+    let (fake, _) = setup();
+    let r = api::handle(
+        &fake,
+        &fake,
+        &api_request("DELETE", &format!("/v3/spaces/{SPACE}"), Some("admin"), ""),
+    );
+    assert_eq!(r.status, 202);
+    assert!(r.body.is_empty());
+    let location = r
+        .headers
+        .iter()
+        .find(|(n, _)| n == "location")
+        .map(|(_, v)| v.clone());
+    assert_eq!(
+        location,
+        Some(format!("http://api.test/v3/jobs/space.delete~{SPACE}"))
+    );
+}
+
+#[test]
+fn org_users_see_only_their_orgs() {
+    let (fake, _) = setup();
+    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+        "metadata": {"name": "other", "namespace": "cf", "finalizers": [FINALIZER]}, "spec": {"displayName": "other"}}));
+    fake.grant("orguser", "list", "Namespace", "*");
+    let r = api::handle(
+        &fake,
+        &fake,
+        &api_request("GET", "/v3/organizations", Some("orguser"), ""),
+    );
+    let body = r.json_body().expect("json");
+    assert_eq!(body["pagination"]["total_results"], 1);
+    assert_eq!(body["resources"][0]["guid"], ORG);
+}

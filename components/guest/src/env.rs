@@ -1,0 +1,138 @@
+//! The non-Kubernetes capabilities component logic uses: time, configuration and logging, plus
+//! UTC timestamp helpers (Kubernetes and Cloud Controller both speak RFC 3339 in UTC).
+
+/// Severity of a log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Diagnostics.
+    Debug,
+    /// Normal operation.
+    Info,
+    /// Handled surprises.
+    Warn,
+    /// Failures.
+    Error,
+}
+
+/// Time, configuration and logging.
+pub trait Env {
+    /// Wall-clock time in milliseconds since the Unix epoch.
+    fn now_ms(&self) -> i64;
+    /// Blocks for `ms` milliseconds.
+    fn sleep_ms(&self, ms: u64);
+    /// A configuration value.
+    fn config(&self, key: &str) -> Option<String>;
+    /// Writes a log line.
+    fn log(&self, level: Level, message: &str);
+    /// `n` bytes from a cryptographically secure source.
+    fn random_bytes(&self, n: usize) -> Vec<u8>;
+}
+
+/// Parses an RFC 3339 UTC timestamp (`2023-06-30T20:58:24Z`, fractional seconds allowed) into
+/// milliseconds since the epoch.
+pub fn parse_rfc3339_ms(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || (b[10] != b'T' && b[10] != b't')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let mut rest = &s[19..];
+    let mut millis = 0;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        let padded = format!("{:0<3}", &frac[..digits.min(3)]);
+        millis = padded.parse::<i64>().ok()?;
+        rest = &frac[digits..];
+    }
+    if rest != "Z" && rest != "z" && rest != "+00:00" {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    Some(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis)
+}
+
+/// Formats milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn format_rfc3339(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+// Howard Hinnant's days-from-civil algorithms (proleptic Gregorian calendar).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_known_instants() {
+        let ms = parse_rfc3339_ms("2023-06-30T20:58:24Z").expect("valid");
+        assert_eq!(ms, 1_688_158_704_000);
+        assert_eq!(format_rfc3339(ms), "2023-06-30T20:58:24Z");
+        assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            parse_rfc3339_ms("2024-02-29T00:00:00.5Z"),
+            Some(1_709_164_800_500)
+        );
+    }
+
+    #[test]
+    fn rejects_malformed_timestamps() {
+        for bad in [
+            "",
+            "2023-06-30",
+            "2023-13-01T00:00:00Z",
+            "2023-06-30T20:58:24+02:00",
+            "2023-06-30T20:58:24.Z",
+        ] {
+            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
+        }
+    }
+}

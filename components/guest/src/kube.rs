@@ -1,0 +1,262 @@
+//! Plain-Rust mirror of `lethe:platform/kube`, so that component logic written against the
+//! [`Kube`] trait runs natively in unit tests (with a fake) and as wasm (with the host).
+
+use serde_json::Value as Json;
+
+/// Who a call runs as.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Identity {
+    /// The HTTP caller, by bearer token.
+    Caller(String),
+    /// The host's own identity.
+    Privileged,
+}
+
+/// The address of one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectRef {
+    /// e.g. `cf.lethe.dev/v1alpha1`.
+    pub api_version: String,
+    /// e.g. `Org`.
+    pub kind: String,
+    /// `None` for cluster-scoped kinds.
+    pub namespace: Option<String>,
+    /// The name.
+    pub name: String,
+}
+
+impl ObjectRef {
+    /// A reference to `kind` `name` in `namespace`.
+    pub fn new(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Self {
+        ObjectRef {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: namespace.map(str::to_string),
+            name: name.into(),
+        }
+    }
+}
+
+/// One object, with its metadata parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Object {
+    /// Where it lives.
+    pub target: ObjectRef,
+    /// metadata.uid.
+    pub uid: String,
+    /// metadata.resourceVersion.
+    pub resource_version: String,
+    /// metadata.creationTimestamp.
+    pub creation_timestamp: Option<String>,
+    /// metadata.deletionTimestamp.
+    pub deletion_timestamp: Option<String>,
+    /// metadata.finalizers.
+    pub finalizers: Vec<String>,
+    /// metadata.labels.
+    pub labels: Vec<(String, String)>,
+    /// The whole object.
+    pub json: Json,
+}
+
+impl Object {
+    /// The string at JSON pointer `pointer`, e.g. `/spec/displayName`.
+    pub fn str_at(&self, pointer: &str) -> Option<&str> {
+        self.json.pointer(pointer).and_then(Json::as_str)
+    }
+
+    /// The value of label `key`.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Options of a list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListOptions {
+    /// Label selector.
+    pub label_selector: Option<String>,
+    /// Field selector.
+    pub field_selector: Option<String>,
+    /// Page size.
+    pub limit: Option<u32>,
+    /// Continue token.
+    pub continue_token: Option<String>,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ObjectList {
+    /// The objects.
+    pub items: Vec<Object>,
+    /// The next page's token.
+    pub continue_token: Option<String>,
+}
+
+/// How a patch body is interpreted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchKind {
+    /// JSON merge patch.
+    Merge,
+    /// JSON patch (RFC 6902).
+    Json,
+}
+
+/// Dependents' fate on delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagation {
+    /// Garbage-collect dependents afterwards.
+    Background,
+    /// Delete dependents first.
+    Foreground,
+    /// Keep dependents.
+    Orphan,
+}
+
+/// Options of a delete.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeleteOptions {
+    /// Propagation policy.
+    pub propagation: Option<Propagation>,
+    /// Delete only this uid.
+    pub precondition_uid: Option<String>,
+}
+
+/// What a delete achieved.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeleteOutcome {
+    /// Gone.
+    Deleted,
+    /// Waiting for finalizers; the object as served.
+    Pending(Box<Object>),
+}
+
+/// Why a call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KubeError {
+    /// 404.
+    NotFound(String),
+    /// 409.
+    Conflict(String),
+    /// 403.
+    Forbidden(String),
+    /// 401.
+    Unauthorized(String),
+    /// 400/422.
+    Invalid(String),
+    /// 410.
+    Gone(String),
+    /// Unreachable or failing after retries.
+    Unavailable(String),
+    /// Timed out.
+    Timeout(String),
+}
+
+impl std::fmt::Display for KubeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KubeError::NotFound(m) => write!(f, "not found: {m}"),
+            KubeError::Conflict(m) => write!(f, "conflict: {m}"),
+            KubeError::Forbidden(m) => write!(f, "forbidden: {m}"),
+            KubeError::Unauthorized(m) => write!(f, "unauthorized: {m}"),
+            KubeError::Invalid(m) => write!(f, "invalid: {m}"),
+            KubeError::Gone(m) => write!(f, "gone: {m}"),
+            KubeError::Unavailable(m) => write!(f, "unavailable: {m}"),
+            KubeError::Timeout(m) => write!(f, "timeout: {m}"),
+        }
+    }
+}
+
+/// The Kubernetes calls component logic makes.
+pub trait Kube {
+    /// Reads one object.
+    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError>;
+    /// Lists one page.
+    fn list(
+        &self,
+        id: &Identity,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<ObjectList, KubeError>;
+    /// Creates an object from JSON.
+    fn create(&self, id: &Identity, object: &Json) -> Result<Object, KubeError>;
+    /// Patches an object.
+    fn patch(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        kind: PatchKind,
+        patch: &Json,
+    ) -> Result<Object, KubeError>;
+    /// Deletes an object.
+    fn delete(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        options: &DeleteOptions,
+    ) -> Result<DeleteOutcome, KubeError>;
+
+    /// Lists every page.
+    fn list_all(
+        &self,
+        id: &Identity,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<Vec<Object>, KubeError> {
+        let mut options = options.clone();
+        let mut items = Vec::new();
+        loop {
+            let page = self.list(id, api_version, kind, namespace, &options)?;
+            items.extend(page.items);
+            match page.continue_token {
+                Some(token) if !token.is_empty() => options.continue_token = Some(token),
+                _ => return Ok(items),
+            }
+        }
+    }
+}
+
+/// Builds an [`Object`] from its JSON, reading the metadata it carries.
+pub fn object_from_json(json: Json) -> Object {
+    let s = |p: &str| json.pointer(p).and_then(Json::as_str).map(str::to_string);
+    let target = ObjectRef {
+        api_version: s("/apiVersion").unwrap_or_default(),
+        kind: s("/kind").unwrap_or_default(),
+        namespace: s("/metadata/namespace"),
+        name: s("/metadata/name").unwrap_or_default(),
+    };
+    let finalizers = json
+        .pointer("/metadata/finalizers")
+        .and_then(Json::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let labels = json
+        .pointer("/metadata/labels")
+        .and_then(Json::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    Object {
+        target,
+        uid: s("/metadata/uid").unwrap_or_default(),
+        resource_version: s("/metadata/resourceVersion").unwrap_or_default(),
+        creation_timestamp: s("/metadata/creationTimestamp"),
+        deletion_timestamp: s("/metadata/deletionTimestamp"),
+        finalizers,
+        labels,
+        json,
+    }
+}
