@@ -18,7 +18,17 @@ use kube::core::Status;
 use serde_json::{Value, json};
 use std::time::Duration;
 
+/// Every ConfigMap the suite creates carries this label, so that lists can ignore what a real
+/// cluster puts into namespaces by itself (such as `kube-root-ca.crt`).
+const OURS: &str = "lethe-test=yes";
+
+fn ours() -> ListParams {
+    ListParams::default().labels(OURS)
+}
+
 fn cm(name: &str, labels: Value) -> ConfigMap {
+    let mut labels = labels;
+    labels["lethe-test"] = json!("yes");
     serde_json::from_value(json!({
         "metadata": {"name": name, "labels": labels},
         "data": {"k": "v"},
@@ -88,7 +98,7 @@ async fn configmap_create_get_list_replace_patch_delete() {
     let rv1: u64 = meta.resource_version.as_deref().unwrap().parse().unwrap();
     let got = api.get("a").await.unwrap();
     assert_eq!(got.data.unwrap()["k"], "v");
-    let list = api.list(&ListParams::default()).await.unwrap();
+    let list = api.list(&ours()).await.unwrap();
     assert_eq!(list.items.len(), 1);
     let list_rv: u64 = list.metadata.resource_version.unwrap().parse().unwrap();
     assert!(list_rv >= rv1);
@@ -553,7 +563,7 @@ async fn label_selectors_support_every_operator() {
         let api = api.clone();
         async move {
             let mut n: Vec<String> = api
-                .list(&ListParams::default().labels(sel))
+                .list(&ListParams::default().labels(&format!("{OURS},{sel}")))
                 .await
                 .unwrap()
                 .items
@@ -594,7 +604,7 @@ async fn field_selectors_on_name_and_namespace() {
     assert_eq!(l.items[0].metadata.name.as_deref(), Some("two"));
     let all: Api<ConfigMap> = Api::all(c.client.clone());
     let l = all
-        .list(&ListParams::default().fields(&format!("metadata.namespace={ns},metadata.name!=two")))
+        .list(&ours().fields(&format!("metadata.namespace={ns},metadata.name!=two")))
         .await
         .unwrap();
     let names: Vec<_> = l
@@ -620,7 +630,7 @@ async fn list_pagination_with_limit_and_continue() {
     let mut token: Option<String> = None;
     let mut pages = 0;
     loop {
-        let mut lp = ListParams::default().limit(3);
+        let mut lp = ours().limit(3);
         if let Some(t) = &token {
             lp = lp.continue_token(t);
         }
@@ -857,15 +867,7 @@ async fn rbac_role_binding_allows_listed_verbs_and_denies_others() {
     })
     .await;
     assert_eq!(got.metadata.name.as_deref(), Some("visible"));
-    assert_eq!(
-        as_user
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .len(),
-        1
-    );
+    assert_eq!(as_user.list(&ours()).await.unwrap().items.len(), 1);
     let e = status_of(
         as_user
             .delete("visible", &DeleteParams::default())
@@ -1366,7 +1368,7 @@ async fn the_kube_runtime_watcher_lists_then_follows_changes() {
     api.create(&PostParams::default(), &cm("before", json!({})))
         .await
         .unwrap();
-    let mut names = watcher(api.clone(), watcher::Config::default())
+    let mut names = watcher(api.clone(), watcher::Config::default().labels(OURS))
         .applied_objects()
         .map_ok(|o| o.metadata.name.unwrap_or_default())
         .boxed();
@@ -1395,10 +1397,13 @@ async fn the_kube_runtime_watcher_works_with_streaming_lists() {
     api.create(&PostParams::default(), &cm("existing", json!({})))
         .await
         .unwrap();
-    let mut names = watcher(api.clone(), watcher::Config::default().streaming_lists())
-        .applied_objects()
-        .map_ok(|o| o.metadata.name.unwrap_or_default())
-        .boxed();
+    let mut names = watcher(
+        api.clone(),
+        watcher::Config::default().labels(OURS).streaming_lists(),
+    )
+    .applied_objects()
+    .map_ok(|o| o.metadata.name.unwrap_or_default())
+    .boxed();
     let first = tokio::time::timeout(Duration::from_secs(10), names.try_next())
         .await
         .unwrap()
@@ -1469,10 +1474,7 @@ async fn the_kube_client_works_over_https_with_the_generated_ca() {
     api.create(&PostParams::default(), &cm("secure", json!({})))
         .await
         .unwrap();
-    assert_eq!(
-        api.list(&ListParams::default()).await.unwrap().items.len(),
-        1
-    );
+    assert_eq!(api.list(&ours()).await.unwrap().items.len(), 1);
     c.shutdown().await;
 }
 
