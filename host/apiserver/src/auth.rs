@@ -274,9 +274,11 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> bool {
         return true;
     }
     if a.resource_request
-        && a.group == "authorization.k8s.io"
         && a.verb == "create"
-        && (a.resource == "selfsubjectaccessreviews" || a.resource == "selfsubjectrulesreviews")
+        && ((a.group == "authorization.k8s.io"
+            && (a.resource == "selfsubjectaccessreviews"
+                || a.resource == "selfsubjectrulesreviews"))
+            || (a.group == "authentication.k8s.io" && a.resource == "selfsubjectreviews"))
     {
         return true;
     }
@@ -294,6 +296,60 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> bool {
         }
         false
     })
+}
+
+/// The rules that apply to `user` in `namespace` (for SelfSubjectRulesReview): resource rules
+/// and non-resource rules, including what every authenticated user may do.
+pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> (Vec<Value>, Vec<Value>) {
+    use serde_json::json;
+    let mut resource_rules = vec![
+        json!({"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]}),
+        json!({"verbs": ["create"], "apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"]}),
+    ];
+    let mut non_resource_rules = vec![json!({
+        "verbs": ["get"],
+        "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"],
+    })];
+    if user.is_master() {
+        resource_rules.insert(
+            0,
+            json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}),
+        );
+        non_resource_rules.insert(0, json!({"verbs": ["*"], "nonResourceURLs": ["*"]}));
+        return (resource_rules, non_resource_rules);
+    }
+    store.read(|inner| {
+        let mut push_rules = |binding: &Value, ns: &str| {
+            let subjects = binding["subjects"].as_array();
+            if !subjects.is_some_and(|s| s.iter().any(|s| subject_matches(s, user))) {
+                return;
+            }
+            let Some(rules) = role_rules(inner, &binding["roleRef"], ns).and_then(Value::as_array)
+            else {
+                return;
+            };
+            for r in rules {
+                if r.get("nonResourceURLs").is_some_and(|u| u.as_array().is_some_and(|a| !a.is_empty())) {
+                    non_resource_rules.push(json!({"verbs": r["verbs"], "nonResourceURLs": r["nonResourceURLs"]}));
+                } else {
+                    let mut rule = json!({"verbs": r["verbs"], "apiGroups": r["apiGroups"], "resources": r["resources"]});
+                    if r["resourceNames"].as_array().is_some_and(|a| !a.is_empty()) {
+                        rule["resourceNames"] = r["resourceNames"].clone();
+                    }
+                    resource_rules.push(rule);
+                }
+            }
+        };
+        for (_, b) in inner.entries("rbac.authorization.k8s.io/clusterrolebindings") {
+            push_rules(&b.value, "");
+        }
+        if !namespace.is_empty() {
+            for b in inner.in_namespace("rbac.authorization.k8s.io/rolebindings", namespace) {
+                push_rules(&b.value, namespace);
+            }
+        }
+    });
+    (resource_rules, non_resource_rules)
 }
 
 /// The default cluster roles and bindings created on a fresh cluster.

@@ -144,6 +144,11 @@ const LEASE: Schema = &[
         ]),
     ),
 ];
+const SELF_SUBJECT_REVIEW: Schema = &[(1, "metadata", T::Msg(OBJECT_META))];
+const SELF_SUBJECT_RULES_REVIEW: Schema = &[
+    (1, "metadata", T::Msg(OBJECT_META)),
+    (2, "spec", T::Msg(&[(1, "namespace", T::Str)])),
+];
 const DELETE_OPTIONS: Schema = &[
     (1, "gracePeriodSeconds", T::Int),
     (
@@ -167,6 +172,8 @@ fn schema_for(kind: &str) -> Option<Schema> {
         "Role" | "ClusterRole" => ROLE,
         "RoleBinding" | "ClusterRoleBinding" => BINDING,
         "Lease" => LEASE,
+        "SelfSubjectReview" => SELF_SUBJECT_REVIEW,
+        "SelfSubjectRulesReview" => SELF_SUBJECT_RULES_REVIEW,
         "DeleteOptions" => DELETE_OPTIONS,
         _ => return None,
     })

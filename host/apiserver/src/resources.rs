@@ -317,9 +317,37 @@ pub fn builtins() -> &'static [Arc<ResourceDef>] {
             PathSegment,
         );
         lsar.virtual_create_only = true;
+        let mut ssrr = def(
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectrulesreviews",
+            "selfsubjectrulesreview",
+            "SelfSubjectRulesReview",
+            false,
+            &[],
+            false,
+            false,
+            PathSegment,
+        );
+        ssrr.virtual_create_only = true;
+        let mut ssr = def(
+            "authentication.k8s.io",
+            "v1",
+            "selfsubjectreviews",
+            "selfsubjectreview",
+            "SelfSubjectReview",
+            false,
+            &[],
+            false,
+            false,
+            PathSegment,
+        );
+        ssr.virtual_create_only = true;
         v.push(ssar);
         v.push(sar);
         v.push(lsar);
+        v.push(ssrr);
+        v.push(ssr);
         for d in v.iter_mut() {
             if d.plural == "cronjobs" || d.plural == "jobs" {
                 d.categories = vec!["all".into()];

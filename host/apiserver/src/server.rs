@@ -1096,6 +1096,35 @@ fn review(
         ));
     }
     let spec = body["spec"].clone();
+    if def.plural == "selfsubjectreviews" {
+        let mut groups = user.groups.clone();
+        if groups.is_empty() {
+            groups.push("system:authenticated".into());
+        }
+        return Ok(respond_value(
+            201,
+            &json!({
+                "kind": "SelfSubjectReview",
+                "apiVersion": def.api_version(),
+                "metadata": {"creationTimestamp": null},
+                "status": {"userInfo": {"username": user.name, "uid": user.uid, "groups": groups}},
+            }),
+        ));
+    }
+    if def.plural == "selfsubjectrulesreviews" {
+        let ns = spec["namespace"].as_str().unwrap_or_default();
+        let (resource_rules, non_resource_rules) = crate::auth::rules_for(&shared.store, user, ns);
+        return Ok(respond_value(
+            201,
+            &json!({
+                "kind": "SelfSubjectRulesReview",
+                "apiVersion": def.api_version(),
+                "metadata": {"creationTimestamp": null},
+                "spec": spec,
+                "status": {"resourceRules": resource_rules, "nonResourceRules": non_resource_rules, "incomplete": false},
+            }),
+        ));
+    }
     let subject = match def.plural.as_str() {
         "selfsubjectaccessreviews" => user.clone(),
         _ => {

@@ -585,3 +585,37 @@ spec:
     .await;
     k.shutdown().await;
 }
+
+#[tokio::test]
+async fn kubectl_auth_whoami_and_can_i_list_describe_a_token_user() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let Some(server) = &k.server else {
+        eprintln!("skipped: minting a token needs the embedded server");
+        return;
+    };
+    let s = suffix();
+    let user = format!("finn-{s}");
+    let token = format!("tok-{s}");
+    server.add_token(&token, &user, &format!("uid-{s}"), &["devs"]);
+    let ns = format!("kw-{s}");
+    bind_reader(&k, &ns, &user).await;
+    let who = k.ok(&["--token", &token, "auth", "whoami"], None).await;
+    assert!(
+        who.contains(&user) && who.contains("devs") && who.contains("system:authenticated"),
+        "{who}"
+    );
+    let rules = k
+        .ok(
+            &["--token", &token, "auth", "can-i", "--list", "-n", &ns],
+            None,
+        )
+        .await;
+    let cm_line = rules
+        .lines()
+        .find(|l| l.starts_with("configmaps "))
+        .unwrap_or_else(|| panic!("no configmaps rule in {rules}"));
+    assert!(cm_line.contains("[get list]"), "{cm_line}");
+    k.shutdown().await;
+}
