@@ -1,0 +1,752 @@
+//! The HTTP API, with VDK control-service's paths and bodies:
+//!
+//! | method | path                                                   | answer |
+//! |--------|--------------------------------------------------------|--------|
+//! | POST   | `/data-jobs/for-team/{team}/jobs`                      | 201 job |
+//! | GET    | `/data-jobs/for-team/{team}/jobs`                      | 200 `[job]` |
+//! | GET    | `/data-jobs/for-team/{team}/jobs/{job}`                | 200 job |
+//! | DELETE | `/data-jobs/for-team/{team}/jobs/{job}`                | 202, `Location: /v3/jobs/data_job.delete~<uid>` |
+//! | POST   | `.../jobs/{job}/deployments`                           | 202 deployment (desired is set; PATCH semantics) |
+//! | GET    | `.../jobs/{job}/deployments[/production]`              | 200 `[deployment]` / deployment |
+//! | DELETE | `.../jobs/{job}/deployments/production`                | 202, `Location: /v3/jobs/deployment.delete~<uid>` |
+//! | GET    | `/data-jobs/sync/reports?limit=N`                      | 200 the last N pass reports |
+//! | GET    | `/v3/jobs/{guid}` (data-jobs GUIDs only)               | 200 job state |
+//!
+//! Authentication: every request needs `Authorization: Bearer <token>` (401 10002 without, 401
+//! 1000 for a malformed one). The token is a Kubernetes token: it is checked by reading the
+//! data-jobs namespace *as the caller*, so the cluster's authentication and RBAC decide (401 1000
+//! when the cluster rejects it, 403 10003 when it may not read the namespace). The API never
+//! uses the privileged identity; only the reconciler does.
+//!
+//! A deployment reads back desired and actual state side by side (`desired`, `actual`, `sync`),
+//! so the window before the next pass is visible.
+
+use serde_json::{Value as Json, json};
+
+use crate::model::{self, Resources, Spec};
+use crate::status::{self, HttpError, Operation};
+use crate::{Host, Identity, KubeError, ObjRef, Request, Response, Settings, SqlError, Value, cf};
+
+/// Answers one request. Never panics; bad input is a 4xx with the CF error envelope.
+pub fn handle(host: &dyn Host, req: &Request) -> Response {
+    let settings = Settings::load(host);
+    let path = req.path.trim_end_matches('/');
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let routed = matches!(segments.as_slice(), ["data-jobs", ..] | ["v3", "jobs", _]);
+    if !routed {
+        return cf::not_found("Unknown route");
+    }
+    let token = match req.bearer_token() {
+        Ok(Some(t)) => t,
+        Ok(None) => return cf::not_authenticated(),
+        Err(()) => return cf::invalid_auth_token(),
+    };
+    if let Err(e) = authenticate(host, &settings, token) {
+        return e.response();
+    }
+    let ctx = Ctx {
+        host,
+        settings: &settings,
+        base: base_url(&settings, req),
+    };
+    let result = match (req.method.as_str(), segments.as_slice()) {
+        ("GET", ["v3", "jobs", guid]) => ctx.job(token, guid),
+        ("GET", ["data-jobs", "sync", "reports"]) => ctx.reports(req),
+        ("POST", ["data-jobs", "for-team", team, "jobs"]) => ctx.create_job(team, &req.body),
+        ("GET", ["data-jobs", "for-team", team, "jobs"]) => ctx.list_jobs(team),
+        ("GET", ["data-jobs", "for-team", team, "jobs", job]) => ctx.get_job(team, job),
+        ("DELETE", ["data-jobs", "for-team", team, "jobs", job]) => ctx.delete_job(team, job),
+        ("POST", ["data-jobs", "for-team", team, "jobs", job, "deployments"]) => {
+            ctx.set_deployment(team, job, &req.body)
+        }
+        ("GET", ["data-jobs", "for-team", team, "jobs", job, "deployments"]) => {
+            ctx.list_deployments(team, job)
+        }
+        (
+            "GET",
+            [
+                "data-jobs",
+                "for-team",
+                team,
+                "jobs",
+                job,
+                "deployments",
+                id,
+            ],
+        ) => ctx.get_deployment(team, job, id),
+        (
+            "DELETE",
+            [
+                "data-jobs",
+                "for-team",
+                team,
+                "jobs",
+                job,
+                "deployments",
+                id,
+            ],
+        ) => ctx.delete_deployment(team, job, id),
+        (
+            _,
+            ["v3", "jobs", _]
+            | ["data-jobs", "sync", "reports"]
+            | ["data-jobs", "for-team", _, "jobs"]
+            | ["data-jobs", "for-team", _, "jobs", _]
+            | ["data-jobs", "for-team", _, "jobs", _, "deployments"]
+            | ["data-jobs", "for-team", _, "jobs", _, "deployments", _],
+        ) => Ok(cf::error(
+            405,
+            10000,
+            "CF-MethodNotAllowed",
+            format!("{} is not allowed on {path}", req.method),
+        )),
+        _ => Ok(cf::not_found("Unknown route")),
+    };
+    result.unwrap_or_else(|e| {
+        host.log(crate::Level::Error, &format!("{} {path}: {e}", req.method));
+        match e {
+            SqlError::Constraint(c) => cf::unprocessable(format!("rejected by constraint {c}")),
+            SqlError::Failed(_) => cf::error(
+                503,
+                10015,
+                "CF-ServiceUnavailable",
+                "The database is not available; try again",
+            ),
+        }
+    })
+}
+
+fn authenticate(host: &dyn Host, settings: &Settings, token: &str) -> Result<(), HttpError> {
+    let kube = host
+        .kube(Identity::Caller(token))
+        .map_err(|e| auth_error(&e))?;
+    match kube.get(ObjRef {
+        api_version: "v1",
+        kind: "Namespace",
+        namespace: None,
+        name: &settings.namespace,
+    }) {
+        Ok(_) | Err(KubeError::NotFound(_)) => Ok(()),
+        Err(e) => Err(auth_error(&e)),
+    }
+}
+
+fn auth_error(e: &KubeError) -> HttpError {
+    HttpError::from_auth(e).unwrap_or_else(|| {
+        HttpError::unavailable("The cluster that authenticates callers is not available")
+    })
+}
+
+fn base_url(settings: &Settings, req: &Request) -> String {
+    if !settings.base_url.is_empty() {
+        return settings.base_url.clone();
+    }
+    match req.header("host") {
+        Some(h)
+            if !h.is_empty()
+                && h.bytes().all(|c| {
+                    c.is_ascii_alphanumeric() || matches!(c, b'.' | b':' | b'-' | b'[' | b']')
+                }) =>
+        {
+            format!("http://{h}")
+        }
+        _ => String::new(),
+    }
+}
+
+struct Ctx<'a> {
+    host: &'a dyn Host,
+    settings: &'a Settings,
+    base: String,
+}
+
+/// A data job row.
+struct Job {
+    uid: String,
+    team: String,
+    name: String,
+    description: String,
+    config: Json,
+}
+
+impl Job {
+    fn to_json(&self) -> Json {
+        json!({
+            "job_name": self.name,
+            "team": self.team,
+            "description": self.description,
+            "config": self.config,
+            "uid": self.uid,
+        })
+    }
+
+    fn schedule(&self) -> Option<&str> {
+        self.config["schedule"]["schedule_cron"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+    }
+}
+
+fn job_not_found() -> Response {
+    cf::not_found("Data job not found")
+}
+
+fn parse_body(body: &[u8]) -> Result<serde_json::Map<String, Json>, Response> {
+    match serde_json::from_slice::<Json>(body) {
+        Ok(Json::Object(m)) => Ok(m),
+        Ok(_) => Err(cf::message_parse_error(
+            "The request body must be a JSON object",
+        )),
+        Err(e) => Err(cf::message_parse_error(format!(
+            "The request body is not valid JSON: {e}"
+        ))),
+    }
+}
+
+fn optional_string<'j>(
+    m: &'j serde_json::Map<String, Json>,
+    key: &str,
+) -> Result<Option<&'j str>, Response> {
+    match m.get(key) {
+        None | Some(Json::Null) => Ok(None),
+        Some(Json::String(s)) => Ok(Some(s)),
+        Some(_) => Err(cf::unprocessable(format!("{key} must be a string"))),
+    }
+}
+
+type Answer = Result<Response, SqlError>;
+
+impl Ctx<'_> {
+    fn find_job(&self, team: &str, name: &str) -> Result<Option<Job>, SqlError> {
+        if !model::valid_team(team) || !model::valid_job_name(name) {
+            return Ok(None);
+        }
+        let rows = self.host.query(
+            "SELECT uid, team, name, description, config FROM data_job WHERE team = $1 AND name = $2",
+            &[team.into(), name.into()],
+        )?;
+        Ok(rows.first().map(|r| job_from_row(r)))
+    }
+
+    fn job(&self, token: &str, guid: &str) -> Answer {
+        let kube = match self.host.kube(Identity::Caller(token)) {
+            Ok(k) => k,
+            Err(e) => return Ok(auth_error(&e).response()),
+        };
+        Ok(
+            match status::job_status(
+                self.host,
+                kube.as_ref(),
+                &self.settings.namespace,
+                self.settings.deletion_timeout_ms,
+                self.host.now_ms(),
+                guid,
+            ) {
+                Ok(job) => Response::json(200, &job.to_json(&self.base)),
+                Err(e) => e.response(),
+            },
+        )
+    }
+
+    fn reports(&self, req: &Request) -> Answer {
+        let limit = match req.query_values("limit").first() {
+            None => 10,
+            Some(l) => match l.parse::<i64>() {
+                Ok(n) if (1..=100).contains(&n) => n,
+                _ => {
+                    return Ok(cf::error(
+                        400,
+                        10005,
+                        "CF-BadQueryParameter",
+                        "limit must be 1-100",
+                    ));
+                }
+            },
+        };
+        let rows = self.host.query(
+            "SELECT report FROM data_job_sync_report ORDER BY started_at DESC LIMIT $1",
+            &[limit.into()],
+        )?;
+        let reports: Vec<Json> = rows
+            .iter()
+            .filter_map(|r| serde_json::from_str(r.first()?.text()).ok())
+            .collect();
+        Ok(Response::json(200, &reports))
+    }
+
+    fn create_job(&self, team: &str, body: &[u8]) -> Answer {
+        if !model::valid_team(team) {
+            return Ok(cf::unprocessable(
+                "team names are 1-45 characters of a-z, 0-9 and '-', starting and ending with a letter or digit",
+            ));
+        }
+        let m = match parse_body(body) {
+            Ok(m) => m,
+            Err(r) => return Ok(r),
+        };
+        let name = match optional_string(&m, "job_name") {
+            Ok(Some(n)) => n,
+            Ok(None) => return Ok(cf::unprocessable("job_name is required")),
+            Err(r) => return Ok(r),
+        };
+        if !model::valid_job_name(name) {
+            return Ok(cf::unprocessable(
+                "job_name must be 1-45 characters of a-z, 0-9 and '-', starting with a letter",
+            ));
+        }
+        match optional_string(&m, "team") {
+            Ok(Some(t)) if t != team => {
+                return Ok(cf::unprocessable(
+                    "team in the body does not match the path",
+                ));
+            }
+            Ok(_) => {}
+            Err(r) => return Ok(r),
+        }
+        let description = match optional_string(&m, "description") {
+            Ok(d) => d.unwrap_or_default(),
+            Err(r) => return Ok(r),
+        };
+        if description.len() > 4000 {
+            return Ok(cf::unprocessable(
+                "description is longer than 4000 characters",
+            ));
+        }
+        let schedule = match m.get("config") {
+            None | Some(Json::Null) => None,
+            Some(Json::Object(c)) => match c.get("schedule") {
+                None | Some(Json::Null) => None,
+                Some(Json::Object(s)) => match s.get("schedule_cron") {
+                    None | Some(Json::Null) => None,
+                    Some(Json::String(s)) => Some(s.as_str()),
+                    Some(_) => {
+                        return Ok(cf::unprocessable(
+                            "config.schedule.schedule_cron must be a string",
+                        ));
+                    }
+                },
+                Some(_) => return Ok(cf::unprocessable("config.schedule must be an object")),
+            },
+            Some(_) => return Ok(cf::unprocessable("config must be an object")),
+        };
+        if let Some(s) = schedule
+            && !model::valid_schedule(s)
+        {
+            return Ok(cf::unprocessable(format!(
+                "config.schedule.schedule_cron `{s}` is not a valid five-field cron schedule"
+            )));
+        }
+        let config = json!({ "schedule": { "schedule_cron": schedule.unwrap_or_default() } });
+        let uid = self.host.new_uuid();
+        let inserted = self.host.execute(
+            "INSERT INTO data_job (uid, team, name, description, config, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+            &[
+                uid.clone().into(),
+                team.into(),
+                name.into(),
+                description.into(),
+                config.to_string().into(),
+                self.host.now_ms().into(),
+            ],
+        );
+        match inserted {
+            Ok(_) => {}
+            Err(SqlError::Constraint(_)) => {
+                return Ok(cf::error(
+                    409,
+                    10016,
+                    "CF-UniquenessError",
+                    format!("Data job {team}/{name} already exists"),
+                ));
+            }
+            Err(e) => return Err(e),
+        }
+        let job = Job {
+            uid,
+            team: team.into(),
+            name: name.into(),
+            description: description.into(),
+            config,
+        };
+        Ok(Response::json(201, &job.to_json()).with_header(
+            "location",
+            format!("{}/data-jobs/for-team/{team}/jobs/{name}", self.base),
+        ))
+    }
+
+    fn list_jobs(&self, team: &str) -> Answer {
+        if !model::valid_team(team) {
+            return Ok(cf::not_found("Team not found"));
+        }
+        let rows = self.host.query(
+            "SELECT uid, team, name, description, config FROM data_job WHERE team = $1 ORDER BY name",
+            &[team.into()],
+        )?;
+        let jobs: Vec<Json> = rows.iter().map(|r| job_from_row(r).to_json()).collect();
+        Ok(Response::json(200, &jobs))
+    }
+
+    fn get_job(&self, team: &str, name: &str) -> Answer {
+        Ok(match self.find_job(team, name)? {
+            Some(job) => Response::json(200, &job.to_json()),
+            None => job_not_found(),
+        })
+    }
+
+    /// Deletes the job and its desired deployment in one transaction and records the deletion
+    /// request; the actual row stays, and the reconciler removes the CronJob and then it.
+    fn delete_job(&self, team: &str, name: &str) -> Answer {
+        let Some(job) = self.find_job(team, name)? else {
+            return Ok(job_not_found());
+        };
+        let guid = Operation::DataJobDelete.guid(&job.uid);
+        self.host.batch(&[
+            (
+                "DELETE FROM desired_data_job_deployment WHERE job_uid = $1",
+                vec![job.uid.clone().into()],
+            ),
+            ("DELETE FROM data_job WHERE uid = $1", vec![job.uid.clone().into()]),
+            (
+                "INSERT INTO data_job_deletion (guid, operation, job_uid, team, job_name, requested_at, completed_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, NULL) \
+                 ON CONFLICT (guid) DO UPDATE SET requested_at = excluded.requested_at, completed_at = NULL",
+                vec![
+                    guid.clone().into(),
+                    Operation::DataJobDelete.as_str().into(),
+                    job.uid.clone().into(),
+                    team.into(),
+                    name.into(),
+                    self.host.now_ms().into(),
+                ],
+            ),
+        ])?;
+        Ok(self.accepted(&guid))
+    }
+
+    fn accepted(&self, guid: &str) -> Response {
+        let location = format!("{}/v3/jobs/{guid}", self.base);
+        Response::json(202, &json!({ "job_guid": guid, "location": location }))
+            .with_header("location", location)
+    }
+
+    /// Sets the desired deployment: creates it (job_version required) or patches the fields
+    /// given. Answers 202: the reconciler applies it on its next pass.
+    fn set_deployment(&self, team: &str, name: &str, body: &[u8]) -> Answer {
+        let Some(job) = self.find_job(team, name)? else {
+            return Ok(job_not_found());
+        };
+        let m = match parse_body(body) {
+            Ok(m) => m,
+            Err(r) => return Ok(r),
+        };
+        let current = self.desired(&job.uid)?;
+        let job_version = match optional_string(&m, "job_version") {
+            Ok(Some(v)) => v.to_string(),
+            Ok(None) => match &current {
+                Some(d) => d.job_version.clone(),
+                None => {
+                    return Ok(cf::unprocessable(
+                        "job_version is required for a new deployment",
+                    ));
+                }
+            },
+            Err(r) => return Ok(r),
+        };
+        if job_version.is_empty()
+            || job_version.len() > 128
+            || !job_version
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+        {
+            return Ok(cf::unprocessable(
+                "job_version must be 1-128 characters of letters, digits, '.', '_' and '-'",
+            ));
+        }
+        let image = match optional_string(&m, "image") {
+            Ok(Some(i)) => i.to_string(),
+            Ok(None) => match &current {
+                Some(d) if m.get("job_version").is_none() => d.spec.image.clone(),
+                _ => format!(
+                    "{}/{team}/{name}:{job_version}",
+                    self.settings.image_registry
+                ),
+            },
+            Err(r) => return Ok(r),
+        };
+        if !model::valid_image(&image) {
+            return Ok(cf::unprocessable(format!(
+                "image `{image}` is not a valid image reference"
+            )));
+        }
+        let enabled = match m.get("enabled") {
+            None | Some(Json::Null) => current.as_ref().is_none_or(|d| d.spec.enabled),
+            Some(Json::Bool(b)) => *b,
+            Some(_) => return Ok(cf::unprocessable("enabled must be a boolean")),
+        };
+        let schedule = match m.get("schedule") {
+            None | Some(Json::Null) => None,
+            Some(Json::String(s)) => Some(s.clone()),
+            Some(Json::Object(o)) => match o.get("schedule_cron") {
+                Some(Json::String(s)) => Some(s.clone()),
+                _ => return Ok(cf::unprocessable("schedule.schedule_cron must be a string")),
+            },
+            Some(_) => {
+                return Ok(cf::unprocessable(
+                    "schedule must be a string or {\"schedule_cron\": ...}",
+                ));
+            }
+        };
+        let schedule = match schedule
+            .or_else(|| current.as_ref().map(|d| d.spec.schedule.clone()))
+            .or_else(|| job.schedule().map(str::to_string))
+        {
+            Some(s) => s,
+            None => {
+                return Ok(cf::unprocessable(
+                    "a schedule is required: give one here or in the job's config.schedule.schedule_cron",
+                ));
+            }
+        };
+        if !model::valid_schedule(&schedule) {
+            return Ok(cf::unprocessable(format!(
+                "schedule `{schedule}` is not a valid five-field cron schedule"
+            )));
+        }
+        let resources = match m.get("resources") {
+            None | Some(Json::Null) => current
+                .as_ref()
+                .map(|d| d.spec.resources.clone())
+                .unwrap_or_default(),
+            Some(r) => match Resources::from_vdk(r) {
+                Ok(r) => r,
+                Err(msg) => return Ok(cf::unprocessable(msg)),
+            },
+        };
+        let spec = Spec {
+            image,
+            schedule,
+            enabled,
+            resources,
+        };
+        let hash = spec.hash();
+        let changed = current.as_ref().is_none_or(|d| d.hash != hash);
+        let mut statements = vec![(
+            "INSERT INTO desired_data_job_deployment \
+             (job_uid, team, job_name, job_version, image, schedule, enabled, resources, spec_hash, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+             ON CONFLICT (job_uid) DO UPDATE SET job_version = excluded.job_version, image = excluded.image, \
+             schedule = excluded.schedule, enabled = excluded.enabled, resources = excluded.resources, \
+             spec_hash = excluded.spec_hash, updated_at = excluded.updated_at",
+            vec![
+                job.uid.clone().into(),
+                team.into(),
+                name.into(),
+                job_version.clone().into(),
+                spec.image.clone().into(),
+                spec.schedule.clone().into(),
+                spec.enabled.into(),
+                spec.resources.to_vdk().to_string().into(),
+                hash.clone().into(),
+                self.host.now_ms().into(),
+            ],
+        )];
+        if changed {
+            // A new spec gets a fresh start: no backoff, no parking.
+            statements.push((
+                "DELETE FROM data_job_sync_state WHERE job_uid = $1",
+                vec![job.uid.clone().into()],
+            ));
+        }
+        self.host.batch(&statements)?;
+        let view = self.deployment_view(&job)?;
+        Ok(Response::json(202, &view.unwrap_or(Json::Null)))
+    }
+
+    fn desired(&self, uid: &str) -> Result<Option<Deployment>, SqlError> {
+        let rows = self.host.query(
+            "SELECT job_version, image, schedule, enabled, resources, spec_hash, updated_at \
+             FROM desired_data_job_deployment WHERE job_uid = $1",
+            &[uid.into()],
+        )?;
+        Ok(rows.first().map(|r| deployment_from_row(r, None)))
+    }
+
+    fn actual(&self, uid: &str) -> Result<Option<Deployment>, SqlError> {
+        let rows = self.host.query(
+            "SELECT job_version, image, schedule, enabled, resources, spec_hash, applied_at, cronjob_name, cronjob_uid, resource_version \
+             FROM actual_data_job_deployment WHERE job_uid = $1",
+            &[uid.into()],
+        )?;
+        Ok(rows.first().map(|r| {
+            deployment_from_row(
+                r,
+                Some(json!({
+                    "name": r.get(7).map(Value::text).unwrap_or_default(),
+                    "uid": r.get(8).map(Value::text).unwrap_or_default(),
+                    "resource_version": r.get(9).map(Value::text).unwrap_or_default(),
+                    "namespace": self.settings.namespace,
+                })),
+            )
+        }))
+    }
+
+    /// The deployment as the API shows it: VDK's fields from the desired state, and both states
+    /// side by side. `None` when neither exists.
+    fn deployment_view(&self, job: &Job) -> Result<Option<Json>, SqlError> {
+        let desired = self.desired(&job.uid)?;
+        let actual = self.actual(&job.uid)?;
+        if desired.is_none() && actual.is_none() {
+            return Ok(None);
+        }
+        let state_rows = self.host.query(
+            "SELECT attempts, next_attempt_at, parked_hash, last_error FROM data_job_sync_state WHERE job_uid = $1",
+            &[job.uid.clone().into()],
+        )?;
+        let sync_error = state_rows.first().map(|r| {
+            json!({
+                "attempts": r.first().and_then(Value::int),
+                "next_attempt_at": r.get(1).and_then(Value::int).map(crate::time::rfc3339),
+                "parked": r.get(2).and_then(Value::opt_text).is_some(),
+                "last_error": r.get(3).map(Value::text),
+            })
+        });
+        let state = match (&desired, &actual) {
+            (Some(d), Some(a)) if d.hash == a.hash => "in_sync",
+            (Some(_), _) => "pending",
+            (None, _) => "deleting",
+        };
+        let top = desired.as_ref().or(actual.as_ref());
+        let mut view = json!({
+            "id": "production",
+            "job_version": top.map(|d| d.job_version.clone()),
+            "image": top.map(|d| d.spec.image.clone()),
+            "enabled": top.map(|d| d.spec.enabled),
+            "schedule": { "schedule_cron": top.map(|d| d.spec.schedule.clone()) },
+            "resources": top.map(|d| d.spec.resources.to_vdk()),
+            "mode": "release",
+            "last_deployed_date": actual.as_ref().map(|a| crate::time::rfc3339(a.at)),
+            "desired": desired.as_ref().map(Deployment::to_json),
+            "actual": actual.as_ref().map(Deployment::to_json),
+            "sync": { "state": state, "error": sync_error },
+        });
+        if desired.is_none() {
+            // Deleted but not yet removed from Kubernetes: say so instead of hiding the window.
+            view["deletion"] = json!({
+                "job_guid": Operation::DeploymentDelete.guid(&job.uid),
+            });
+        }
+        Ok(Some(view))
+    }
+
+    fn list_deployments(&self, team: &str, name: &str) -> Answer {
+        let Some(job) = self.find_job(team, name)? else {
+            return Ok(job_not_found());
+        };
+        let view = self.deployment_view(&job)?;
+        Ok(Response::json(200, &view.into_iter().collect::<Vec<_>>()))
+    }
+
+    fn get_deployment(&self, team: &str, name: &str, id: &str) -> Answer {
+        let Some(job) = self.find_job(team, name)? else {
+            return Ok(job_not_found());
+        };
+        if id != "production" {
+            return Ok(cf::not_found("Deployment not found"));
+        }
+        Ok(match self.deployment_view(&job)? {
+            Some(v) => Response::json(200, &v),
+            None => cf::not_found("Deployment not found"),
+        })
+    }
+
+    fn delete_deployment(&self, team: &str, name: &str, id: &str) -> Answer {
+        let Some(job) = self.find_job(team, name)? else {
+            return Ok(job_not_found());
+        };
+        if id != "production" || self.desired(&job.uid)?.is_none() {
+            return Ok(cf::not_found("Deployment not found"));
+        }
+        let guid = Operation::DeploymentDelete.guid(&job.uid);
+        self.host.batch(&[
+            (
+                "DELETE FROM desired_data_job_deployment WHERE job_uid = $1",
+                vec![job.uid.clone().into()],
+            ),
+            (
+                "INSERT INTO data_job_deletion (guid, operation, job_uid, team, job_name, requested_at, completed_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, NULL) \
+                 ON CONFLICT (guid) DO UPDATE SET requested_at = excluded.requested_at, completed_at = NULL",
+                vec![
+                    guid.clone().into(),
+                    Operation::DeploymentDelete.as_str().into(),
+                    job.uid.clone().into(),
+                    team.into(),
+                    name.into(),
+                    self.host.now_ms().into(),
+                ],
+            ),
+        ])?;
+        Ok(self.accepted(&guid))
+    }
+}
+
+fn job_from_row(r: &[Value]) -> Job {
+    let col = |i: usize| r.get(i).map(Value::text).unwrap_or_default().to_string();
+    Job {
+        uid: col(0),
+        team: col(1),
+        name: col(2),
+        description: col(3),
+        config: serde_json::from_str(&col(4)).unwrap_or(Json::Null),
+    }
+}
+
+/// A desired or actual deployment row.
+struct Deployment {
+    job_version: String,
+    spec: Spec,
+    hash: String,
+    at: i64,
+    cronjob: Option<Json>,
+}
+
+impl Deployment {
+    fn to_json(&self) -> Json {
+        let mut v = json!({
+            "job_version": self.job_version,
+            "image": self.spec.image,
+            "schedule": { "schedule_cron": self.spec.schedule },
+            "enabled": self.spec.enabled,
+            "resources": self.spec.resources.to_vdk(),
+            "spec_hash": self.hash,
+        });
+        match &self.cronjob {
+            Some(c) => {
+                v["applied_at"] = json!(crate::time::rfc3339(self.at));
+                v["cronjob"] = c.clone();
+            }
+            None => v["updated_at"] = json!(crate::time::rfc3339(self.at)),
+        }
+        v
+    }
+}
+
+fn deployment_from_row(r: &[Value], cronjob: Option<Json>) -> Deployment {
+    let text = |i: usize| r.get(i).map(Value::text).unwrap_or_default().to_string();
+    let resources = serde_json::from_str::<Json>(&text(4))
+        .ok()
+        .and_then(|v| Resources::from_vdk(&v).ok())
+        .unwrap_or_default();
+    Deployment {
+        job_version: text(0),
+        spec: Spec {
+            image: text(1),
+            schedule: text(2),
+            enabled: r.get(3).is_some_and(Value::as_bool),
+            resources,
+        },
+        hash: text(5),
+        at: r.get(6).and_then(Value::int).unwrap_or(0),
+        cronjob,
+    }
+}

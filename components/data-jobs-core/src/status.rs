@@ -1,0 +1,273 @@
+//! Deletion jobs: `GET /v3/jobs/{guid}` for `deployment.delete~<job uid>` and
+//! `data_job.delete~<job uid>`.
+//!
+//! The API records each deletion request (`data_job_deletion`: guid, operation, job uid,
+//! requested_at) in the same transaction that removes the desired rows, so the first poll after
+//! the 202 always finds it. The state is then derived from what is still there, never from
+//! permission data:
+//!
+//! | actual row or labelled CronJob left | age ≤ timeout | state      |
+//! |-------------------------------------|---------------|------------|
+//! | no                                  | any           | COMPLETE   |
+//! | yes                                 | yes           | PROCESSING |
+//! | yes                                 | no            | FAILED (10008 CF-UnprocessableEntity) |
+//!
+//! A FAILED job turns COMPLETE once the reconciler has removed both.
+//!
+//! A shared job-status component can call [`job_status`] with its own [`Sql`] and [`Kube`]
+//! implementations; [`is_data_job_guid`] tells it which GUIDs to delegate.
+
+use lethe_guest::cf::CfError;
+use serde_json::{Value as Json, json};
+
+use crate::model::{JOB_UID_LABEL, valid_uuid};
+use crate::{Kube, KubeError, Sql, SqlError, Value, time};
+
+/// The operations this module answers for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// `deployment.delete`: a data job's deployment was deleted.
+    DeploymentDelete,
+    /// `data_job.delete`: a whole data job was deleted.
+    DataJobDelete,
+}
+
+impl Operation {
+    /// `deployment.delete` or `data_job.delete`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::DeploymentDelete => "deployment.delete",
+            Operation::DataJobDelete => "data_job.delete",
+        }
+    }
+
+    /// The job GUID for the data job with `job_uid`.
+    pub fn guid(self, job_uid: &str) -> String {
+        format!("{}~{job_uid}", self.as_str())
+    }
+}
+
+/// Parses `deployment.delete~<uuid>` or `data_job.delete~<uuid>`, anchored at both ends; the uuid
+/// must be lower-case canonical. Anything else is `None` (and answered 404 10010).
+pub fn parse_guid(guid: &str) -> Option<(Operation, &str)> {
+    let (op, uid) = guid.split_once('~')?;
+    let op = match op {
+        "deployment.delete" => Operation::DeploymentDelete,
+        "data_job.delete" => Operation::DataJobDelete,
+        _ => return None,
+    };
+    valid_uuid(uid).then_some((op, uid))
+}
+
+/// Whether `guid` names a data-jobs operation (its prefix), so a shared job-status component
+/// knows to delegate it to [`job_status`] even when it is malformed.
+pub fn is_data_job_guid(guid: &str) -> bool {
+    guid.starts_with("deployment.delete~") || guid.starts_with("data_job.delete~")
+}
+
+/// A job's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobState {
+    /// Still running.
+    Processing,
+    /// Done.
+    Complete,
+    /// Past the timeout and not done.
+    Failed,
+}
+
+impl JobState {
+    /// `PROCESSING`, `COMPLETE` or `FAILED`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Processing => "PROCESSING",
+            JobState::Complete => "COMPLETE",
+            JobState::Failed => "FAILED",
+        }
+    }
+}
+
+/// A deletion job, with the fields of the WIT `job` record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobView {
+    /// The GUID as asked.
+    pub guid: String,
+    /// `deployment.delete` or `data_job.delete`.
+    pub operation: String,
+    /// The derived state.
+    pub state: JobState,
+    /// Why a FAILED job failed.
+    pub errors: Vec<CfError>,
+    /// Always empty.
+    pub warnings: Vec<String>,
+    /// RFC 3339: when the deletion was requested.
+    pub created_at: String,
+    /// RFC 3339: when it completed, else when it was requested.
+    pub updated_at: String,
+}
+
+impl JobView {
+    /// The Cloud Controller JSON, with `links.self` under `base_url`.
+    pub fn to_json(&self, base_url: &str) -> Json {
+        json!({
+            "guid": self.guid,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "operation": self.operation,
+            "state": self.state.as_str(),
+            "errors": self.errors,
+            "warnings": self.warnings.iter().map(|w| json!({"detail": w})).collect::<Vec<_>>(),
+            "links": { "self": { "href": format!("{base_url}/v3/jobs/{}", self.guid) } },
+        })
+    }
+}
+
+/// An error answer: HTTP status and CF errors.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpError {
+    /// HTTP status.
+    pub status: u16,
+    /// The envelope's entries.
+    pub errors: Vec<CfError>,
+}
+
+impl HttpError {
+    fn one(status: u16, code: u32, title: &str, detail: impl Into<String>) -> HttpError {
+        HttpError {
+            status,
+            errors: vec![CfError {
+                code,
+                title: title.into(),
+                detail: detail.into(),
+            }],
+        }
+    }
+
+    /// 404 10010 "Job not found. Ensure it exists and you have access to it."
+    pub fn job_not_found() -> HttpError {
+        HttpError::one(
+            404,
+            10010,
+            "CF-ResourceNotFound",
+            "Job not found. Ensure it exists and you have access to it.",
+        )
+    }
+
+    /// 503 10015: a backend could not be reached, so the state cannot be derived now.
+    pub fn unavailable(detail: impl Into<String>) -> HttpError {
+        HttpError::one(503, 10015, "CF-ServiceUnavailable", detail)
+    }
+
+    /// 401/403 from the cluster for the caller's token.
+    pub fn from_auth(e: &KubeError) -> Option<HttpError> {
+        match e {
+            KubeError::Unauthorized(_) => Some(HttpError::one(
+                401,
+                1000,
+                "CF-InvalidAuthToken",
+                "Invalid Auth Token",
+            )),
+            KubeError::Forbidden(_) => Some(HttpError::one(
+                403,
+                10003,
+                "CF-NotAuthorized",
+                "You are not authorized to perform the requested action",
+            )),
+            _ => None,
+        }
+    }
+
+    /// The response carrying this error.
+    pub fn response(&self) -> lethe_guest::Response {
+        lethe_guest::cf::error_response(self.status, &self.errors)
+    }
+}
+
+fn sql_unavailable(e: SqlError) -> HttpError {
+    HttpError::unavailable(format!("the database could not be read: {e}"))
+}
+
+/// Derives the state of deletion job `guid`.
+///
+/// - `kube` is used to LIST the CronJobs labelled with the job's uid in `namespace` (one call,
+///   `limit=1`); open it with the identity the caller should be checked with.
+/// - `timeout_ms`: age after which an unfinished deletion is FAILED (default 120 000).
+///
+/// Errors: malformed or unknown GUIDs → 404 10010; the caller's token rejected → 401 1000 /
+/// 403 10003; database or cluster unreachable → 503 10015.
+pub fn job_status(
+    sql: &dyn Sql,
+    kube: &dyn Kube,
+    namespace: &str,
+    timeout_ms: i64,
+    now_ms: i64,
+    guid: &str,
+) -> Result<JobView, HttpError> {
+    let Some((operation, uid)) = parse_guid(guid) else {
+        return Err(HttpError::job_not_found());
+    };
+    let rows = sql
+        .query(
+            "SELECT requested_at, completed_at FROM data_job_deletion WHERE guid = $1",
+            &[Value::from(guid)],
+        )
+        .map_err(sql_unavailable)?;
+    let Some(row) = rows.first() else {
+        return Err(HttpError::job_not_found());
+    };
+    let requested_at = row.first().and_then(Value::int).unwrap_or(now_ms);
+    let completed_at = row.get(1).and_then(Value::int);
+
+    let actual_left = !sql
+        .query(
+            "SELECT 1 FROM actual_data_job_deployment WHERE job_uid = $1",
+            &[Value::from(uid)],
+        )
+        .map_err(sql_unavailable)?
+        .is_empty();
+    let cronjob_left = actual_left || {
+        let selector = format!("{JOB_UID_LABEL}={uid}");
+        match kube.list("batch/v1", "CronJob", namespace, &selector, 1, None) {
+            Ok(page) => !page.items.is_empty(),
+            // No namespace yet: nothing was ever deployed there.
+            Err(KubeError::NotFound(_)) => false,
+            Err(e) => {
+                return Err(HttpError::from_auth(&e).unwrap_or_else(|| {
+                    HttpError::unavailable(format!("the cluster could not be read: {e}"))
+                }));
+            }
+        }
+    };
+    let remaining = actual_left || cronjob_left;
+    let state = match (remaining, now_ms - requested_at > timeout_ms) {
+        (false, _) => JobState::Complete,
+        (true, false) => JobState::Processing,
+        (true, true) => JobState::Failed,
+    };
+    let errors = if state == JobState::Failed {
+        vec![CfError {
+            code: 10008,
+            title: "CF-UnprocessableEntity".into(),
+            detail: format!(
+                "{} did not finish within {} seconds: the data job's CronJob or deployment record still exists",
+                operation.as_str(),
+                timeout_ms / 1000
+            ),
+        }]
+    } else {
+        Vec::new()
+    };
+    let updated = match state {
+        JobState::Complete => completed_at.unwrap_or(requested_at),
+        _ => requested_at,
+    };
+    Ok(JobView {
+        guid: guid.to_string(),
+        operation: operation.as_str().to_string(),
+        state,
+        errors,
+        warnings: Vec::new(),
+        created_at: time::rfc3339(requested_at),
+        updated_at: time::rfc3339(updated),
+    })
+}

@@ -1,0 +1,1050 @@
+//! The reconciler: one pass makes the CronJobs in the data-jobs namespace match the desired
+//! deployments, and records what it applied.
+//!
+//! # Leader
+//!
+//! A pass runs only on the host that holds the `coordination.k8s.io/v1` Lease
+//! `data-jobs-sync` in the namespace (holder = `lethe_instance_id`). A holder renews it on every
+//! tick and at checkpoints inside a long pass (every `lease_renew_seconds`); another host takes it
+//! over only once `renewTime + leaseDurationSeconds` has passed. Every write of the Lease is a
+//! replace guarded by the resourceVersion read, so two hosts can never both win.
+//!
+//! # One pass
+//!
+//! It visits the union of desired rows, actual rows and the CronJobs labelled
+//! `app.kubernetes.io/managed-by=lethe` (label-selected, paginated LIST), keyed by the data
+//! job's uid (label `lethe.dev/data-job-uid`), and decides per item:
+//!
+//! | desired | live CronJob                       | action |
+//! |---------|------------------------------------|--------|
+//! | yes     | none                               | create it (labels, hash annotation), then write the actual row |
+//! | yes     | hash annotation or live spec ≠ desired hash | replace it (guarded by its resourceVersion), then write the actual row |
+//! | yes     | matches, actual row missing/stale  | write the actual row (adopts a CronJob created before a crash) |
+//! | no      | present, or an actual row          | delete each with a **uid precondition** (404 and 409 mean "that object is gone"), then delete the actual row |
+//! | —       | labelled but no job uid label      | orphan: delete it (uid precondition) |
+//!
+//! Deletions run before creations, so a job deleted and re-created under the same name frees
+//! its CronJob name first; the new CronJob carries the new uid and the old deletion's uid
+//! precondition can never hit it.
+//!
+//! Guarantees and caveats:
+//! - One failing item never stops the pass. A transient failure (unavailable, conflict) backs the
+//!   item off (`data_job_sync_state`: attempts, next_attempt_at, doubling from
+//!   `backoff_base_ms` to `backoff_max_ms`); an `invalid` answer (422) parks it until its
+//!   desired spec hash changes (the API clears the state when it does).
+//! - Kubernetes first, then SQL: a crash between the two leaves a state the next pass converges
+//!   from (a labelled CronJob without an actual row is adopted, an actual row without a CronJob is
+//!   deleted with 404 counted as done).
+//! - The live spec is re-fingerprinted only when its resourceVersion differs from the actual
+//!   row's, so an unchanged CronJob costs no JSON parsing.
+//! - Concurrency is bounded: a component is single-threaded, and at most `max_changes_per_pass`
+//!   Kubernetes writes are made per pass; the rest are deferred to the next pass.
+//! - Requests per pass: one Lease read and write, the LIST pages, one request per change.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{Value as Json, json};
+
+use crate::model::{self, CronJobParams, Resources, Spec};
+use crate::{
+    Host, Identity, Kube, KubeError, KubeObject, Level, ObjRef, Page, Settings, Value, time,
+};
+
+/// The Lease's name.
+pub const LEASE_NAME: &str = "data-jobs-sync";
+
+/// One item that failed in a pass.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Failure {
+    /// `team/job` (or the CronJob's name for an orphan).
+    pub item: String,
+    /// Why.
+    pub reason: String,
+    /// Parked until the desired spec changes (a 422), rather than retried with backoff.
+    pub parked: bool,
+}
+
+/// What a pass did.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Report {
+    /// The Lease holder that ran it.
+    pub holder: String,
+    /// RFC 3339 start time.
+    pub started_at: String,
+    /// Items visited (jobs with a desired row, actual row or CronJob, plus orphans).
+    pub examined: u32,
+    /// CronJobs created.
+    pub created: u32,
+    /// CronJobs replaced.
+    pub updated: u32,
+    /// CronJobs deleted.
+    pub deleted: u32,
+    /// Actual rows written without a Kubernetes write (adoptions, resourceVersion refreshes).
+    pub recorded: u32,
+    /// Actual rows removed (tombstones resolved).
+    pub forgotten: u32,
+    /// Items skipped because they are backing off.
+    pub backing_off: u32,
+    /// Items skipped because they are parked.
+    pub parked: u32,
+    /// Items left for the next pass because the pass reached `max_changes_per_pass`.
+    pub deferred: u32,
+    /// Items that failed.
+    pub failed: Vec<Failure>,
+    /// Kubernetes requests made (Lease included).
+    pub kube_requests: u32,
+    /// Wall time in milliseconds.
+    pub duration_ms: u64,
+}
+
+/// The outcome of a tick.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Tick {
+    /// Another host holds the Lease; nothing was done.
+    NotLeader {
+        /// Its holder identity.
+        holder: String,
+    },
+    /// This host holds the Lease and ran a pass.
+    Ran(Report),
+}
+
+/// Counts the calls made through it.
+struct Counted<'a> {
+    inner: &'a dyn Kube,
+    calls: Cell<u32>,
+}
+
+impl Counted<'_> {
+    fn bump(&self) {
+        self.calls.set(self.calls.get().saturating_add(1));
+    }
+}
+
+impl Kube for Counted<'_> {
+    fn get(&self, target: ObjRef<'_>) -> Result<KubeObject, KubeError> {
+        self.bump();
+        self.inner.get(target)
+    }
+    fn list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        label_selector: &str,
+        limit: u32,
+        continue_token: Option<&str>,
+    ) -> Result<Page, KubeError> {
+        self.bump();
+        self.inner.list(
+            api_version,
+            kind,
+            namespace,
+            label_selector,
+            limit,
+            continue_token,
+        )
+    }
+    fn create(&self, json: &str) -> Result<KubeObject, KubeError> {
+        self.bump();
+        self.inner.create(json)
+    }
+    fn replace(&self, target: ObjRef<'_>, json: &str) -> Result<KubeObject, KubeError> {
+        self.bump();
+        self.inner.replace(target, json)
+    }
+    fn delete(&self, target: ObjRef<'_>, precondition_uid: Option<&str>) -> Result<(), KubeError> {
+        self.bump();
+        self.inner.delete(target, precondition_uid)
+    }
+}
+
+fn cronjob_ref<'a>(namespace: &'a str, name: &'a str) -> ObjRef<'a> {
+    ObjRef {
+        api_version: "batch/v1",
+        kind: "CronJob",
+        namespace: Some(namespace),
+        name,
+    }
+}
+
+fn ensure_namespace(kube: &dyn Kube, namespace: &str) -> Result<(), KubeError> {
+    let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+    match kube.create(&body.to_string()) {
+        Ok(_) | Err(KubeError::Conflict(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The Lease, while this host holds it.
+struct Lease<'a> {
+    kube: &'a dyn Kube,
+    settings: &'a Settings,
+    resource_version: String,
+    acquire_time: String,
+    transitions: i64,
+    renewed_at: i64,
+}
+
+fn lease_body(
+    settings: &Settings,
+    acquire_time: &str,
+    renew_ms: i64,
+    transitions: i64,
+    resource_version: Option<&str>,
+) -> String {
+    let mut metadata = json!({"name": LEASE_NAME, "namespace": settings.namespace});
+    if let Some(rv) = resource_version {
+        metadata["resourceVersion"] = json!(rv);
+    }
+    json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": metadata,
+        "spec": {
+            "holderIdentity": settings.instance_id,
+            "leaseDurationSeconds": settings.lease_duration_ms / 1000,
+            "acquireTime": acquire_time,
+            "renewTime": time::micro_time(renew_ms),
+            "leaseTransitions": transitions,
+        },
+    })
+    .to_string()
+}
+
+impl<'a> Lease<'a> {
+    fn target(settings: &'a Settings) -> ObjRef<'a> {
+        ObjRef {
+            api_version: "coordination.k8s.io/v1",
+            kind: "Lease",
+            namespace: Some(&settings.namespace),
+            name: LEASE_NAME,
+        }
+    }
+
+    /// Acquires or renews the Lease. `Ok(Err(holder))` when another host holds it.
+    fn acquire(
+        kube: &'a dyn Kube,
+        settings: &'a Settings,
+        now: i64,
+    ) -> Result<Result<Lease<'a>, String>, KubeError> {
+        let current = match kube.get(Self::target(settings)) {
+            Ok(obj) => obj,
+            Err(KubeError::NotFound(_)) => {
+                ensure_namespace(kube, &settings.namespace)?;
+                let acquire = time::micro_time(now);
+                return match kube.create(&lease_body(settings, &acquire, now, 0, None)) {
+                    Ok(obj) => Ok(Ok(Lease {
+                        kube,
+                        settings,
+                        resource_version: obj.resource_version,
+                        acquire_time: acquire,
+                        transitions: 0,
+                        renewed_at: now,
+                    })),
+                    Err(KubeError::Conflict(_)) => Ok(Err("another host (just created)".into())),
+                    Err(e) => Err(e),
+                };
+            }
+            Err(e) => return Err(e),
+        };
+        let v: Json = serde_json::from_str(&current.json).unwrap_or(Json::Null);
+        let spec = &v["spec"];
+        let holder = spec["holderIdentity"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let duration_ms = spec["leaseDurationSeconds"].as_i64().unwrap_or(15) * 1000;
+        let renewed = spec["renewTime"]
+            .as_str()
+            .and_then(time::parse_rfc3339)
+            .unwrap_or(0);
+        let transitions = spec["leaseTransitions"].as_i64().unwrap_or(0);
+        let mine = holder == settings.instance_id;
+        if !mine && !holder.is_empty() && renewed + duration_ms > now {
+            return Ok(Err(holder));
+        }
+        let (acquire, transitions) = if mine {
+            (
+                spec["acquireTime"]
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| time::micro_time(now)),
+                transitions,
+            )
+        } else {
+            (time::micro_time(now), transitions + 1)
+        };
+        let body = lease_body(
+            settings,
+            &acquire,
+            now,
+            transitions,
+            Some(&current.resource_version),
+        );
+        match kube.replace(Self::target(settings), &body) {
+            Ok(obj) => Ok(Ok(Lease {
+                kube,
+                settings,
+                resource_version: obj.resource_version,
+                acquire_time: acquire,
+                transitions,
+                renewed_at: now,
+            })),
+            Err(KubeError::Conflict(_)) => Ok(Err(if holder.is_empty() {
+                "another host (raced)".into()
+            } else {
+                holder
+            })),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Renews when due; `Err` when the Lease was lost (the pass must stop).
+    fn keep(&mut self, now: i64) -> Result<(), String> {
+        if now - self.renewed_at < self.settings.lease_renew_ms {
+            return Ok(());
+        }
+        let body = lease_body(
+            self.settings,
+            &self.acquire_time,
+            now,
+            self.transitions,
+            Some(&self.resource_version),
+        );
+        match self.kube.replace(Self::target(self.settings), &body) {
+            Ok(obj) => {
+                self.resource_version = obj.resource_version;
+                self.renewed_at = now;
+                Ok(())
+            }
+            Err(e) => Err(format!("lost the lease while renewing it: {e}")),
+        }
+    }
+}
+
+struct Desired {
+    team: String,
+    job_name: String,
+    job_version: String,
+    spec: Spec,
+    hash: String,
+}
+
+struct Actual {
+    team: String,
+    job_name: String,
+    cronjob_name: String,
+    cronjob_uid: String,
+    resource_version: String,
+    hash: String,
+    applied_at: i64,
+}
+
+struct SyncState {
+    attempts: i64,
+    next_attempt_at: i64,
+    parked_hash: Option<String>,
+}
+
+struct Live {
+    name: String,
+    uid: String,
+    resource_version: String,
+    annotation_hash: Option<String>,
+    /// The fingerprint of the live spec, or the annotation when the object is unchanged since
+    /// it was applied.
+    live_hash: Option<String>,
+}
+
+#[derive(Default)]
+struct Item {
+    desired: Option<Desired>,
+    actual: Option<Actual>,
+    state: Option<SyncState>,
+    live: Vec<Live>,
+}
+
+impl Item {
+    fn label(&self, uid: &str) -> String {
+        if let Some(d) = &self.desired {
+            return format!("{}/{}", d.team, d.job_name);
+        }
+        if let Some(a) = &self.actual {
+            return format!("{}/{}", a.team, a.job_name);
+        }
+        match self.live.first() {
+            Some(l) => format!("cronjob {}", l.name),
+            None => uid.to_string(),
+        }
+    }
+}
+
+/// What one item needs.
+enum Plan {
+    /// Nothing to do.
+    Nothing,
+    /// Backing off until `next_attempt_at`.
+    BackingOff,
+    /// Parked on this desired hash.
+    Parked,
+    /// Create the CronJob (after deleting `extra` stale ones).
+    Create,
+    /// Replace live CronJob `index`.
+    Update(usize),
+    /// Record live CronJob `index` in the actual row.
+    Record(usize),
+    /// Delete every CronJob of the item, then the actual row.
+    Delete,
+}
+
+fn expected_name(d: &Desired) -> String {
+    model::cronjob_name(&d.team, &d.job_name)
+}
+
+/// Decides what `item` needs at `now`. The match is exhaustive over desired × live × actual.
+fn decide(item: &Item, now: i64) -> Plan {
+    if let Some(s) = &item.state {
+        if let (Some(parked), Some(d)) = (&s.parked_hash, &item.desired)
+            && parked == &d.hash
+        {
+            return Plan::Parked;
+        }
+        if s.next_attempt_at > now {
+            return Plan::BackingOff;
+        }
+    }
+    let Some(d) = &item.desired else {
+        // No desired state: whatever is left in Kubernetes or in the actual table goes.
+        return if item.live.is_empty() && item.actual.is_none() {
+            Plan::Nothing
+        } else {
+            Plan::Delete
+        };
+    };
+    let name = expected_name(d);
+    let Some(index) = item.live.iter().position(|l| l.name == name) else {
+        return Plan::Create;
+    };
+    let live = &item.live[index];
+    let spec_matches = live.annotation_hash.as_deref() == Some(d.hash.as_str())
+        && live.live_hash.as_deref() == Some(d.hash.as_str());
+    if !spec_matches {
+        return Plan::Update(index);
+    }
+    match &item.actual {
+        Some(a)
+            if a.hash == d.hash
+                && a.cronjob_uid == live.uid
+                && a.resource_version == live.resource_version
+                && item.live.len() == 1 =>
+        {
+            Plan::Nothing
+        }
+        _ => Plan::Record(index),
+    }
+}
+
+const SQL_PAGE: i64 = 5000;
+
+fn load(host: &dyn Host) -> Result<BTreeMap<String, Item>, String> {
+    let mut items: BTreeMap<String, Item> = BTreeMap::new();
+    let mut after = String::new();
+    loop {
+        let rows = host
+            .query(
+                "SELECT job_uid, team, job_name, job_version, image, schedule, enabled, resources, spec_hash \
+                 FROM desired_data_job_deployment WHERE job_uid > $1 ORDER BY job_uid LIMIT $2",
+                &[after.clone().into(), SQL_PAGE.into()],
+            )
+            .map_err(|e| format!("reading desired deployments: {e}"))?;
+        let n = rows.len();
+        for r in rows {
+            let t = |i: usize| r.get(i).map(Value::text).unwrap_or_default().to_string();
+            let resources = serde_json::from_str::<Json>(&t(7))
+                .ok()
+                .and_then(|v| Resources::from_vdk(&v).ok())
+                .unwrap_or_default();
+            let uid = t(0);
+            after.clone_from(&uid);
+            items.entry(uid).or_default().desired = Some(Desired {
+                team: t(1),
+                job_name: t(2),
+                job_version: t(3),
+                spec: Spec {
+                    image: t(4),
+                    schedule: t(5),
+                    enabled: r.get(6).is_some_and(Value::as_bool),
+                    resources,
+                },
+                hash: t(8),
+            });
+        }
+        if i64::try_from(n).unwrap_or(0) < SQL_PAGE {
+            break;
+        }
+    }
+    after.clear();
+    loop {
+        let rows = host
+            .query(
+                "SELECT job_uid, team, job_name, cronjob_name, cronjob_uid, resource_version, spec_hash, applied_at \
+                 FROM actual_data_job_deployment WHERE job_uid > $1 ORDER BY job_uid LIMIT $2",
+                &[after.clone().into(), SQL_PAGE.into()],
+            )
+            .map_err(|e| format!("reading actual deployments: {e}"))?;
+        let n = rows.len();
+        for r in rows {
+            let t = |i: usize| r.get(i).map(Value::text).unwrap_or_default().to_string();
+            let uid = t(0);
+            after.clone_from(&uid);
+            items.entry(uid).or_default().actual = Some(Actual {
+                team: t(1),
+                job_name: t(2),
+                cronjob_name: t(3),
+                cronjob_uid: t(4),
+                resource_version: t(5),
+                hash: t(6),
+                applied_at: r.get(7).and_then(Value::int).unwrap_or(0),
+            });
+        }
+        if i64::try_from(n).unwrap_or(0) < SQL_PAGE {
+            break;
+        }
+    }
+    let rows = host
+        .query(
+            "SELECT job_uid, attempts, next_attempt_at, parked_hash FROM data_job_sync_state",
+            &[],
+        )
+        .map_err(|e| format!("reading the sync state: {e}"))?;
+    for r in rows {
+        let uid = r.first().map(Value::text).unwrap_or_default().to_string();
+        items.entry(uid).or_default().state = Some(SyncState {
+            attempts: r.get(1).and_then(Value::int).unwrap_or(0),
+            next_attempt_at: r.get(2).and_then(Value::int).unwrap_or(0),
+            parked_hash: r.get(3).and_then(Value::opt_text).map(str::to_string),
+        });
+    }
+    Ok(items)
+}
+
+/// Runs one tick: takes or renews the Lease, and runs a pass when this host holds it. The
+/// report is logged and stored (the last `reports_kept`). `Err` only when the pass could not
+/// start or had to stop (database unreadable, cluster unreachable, Lease lost).
+pub fn tick(host: &dyn Host) -> Result<Tick, String> {
+    let settings = Settings::load(host);
+    let started = host.now_ms();
+    let client = host
+        .kube(Identity::Privileged)
+        .map_err(|e| format!("cannot open the privileged Kubernetes client: {e}"))?;
+    let kube = Counted {
+        inner: client.as_ref(),
+        calls: Cell::new(0),
+    };
+    let mut lease = match Lease::acquire(&kube, &settings, started)
+        .map_err(|e| format!("cannot read or take the lease: {e}"))?
+    {
+        Ok(lease) => lease,
+        Err(holder) => return Ok(Tick::NotLeader { holder }),
+    };
+    let mut report = Report {
+        holder: settings.instance_id.clone(),
+        started_at: time::rfc3339(started),
+        ..Report::default()
+    };
+    let result = pass(host, &settings, &kube, &mut lease, &mut report);
+    report.kube_requests = kube.calls.get();
+    report.duration_ms = u64::try_from(host.now_ms() - started).unwrap_or(0);
+    result?;
+    host.log(
+        if report.failed.is_empty() { Level::Info } else { Level::Warn },
+        &format!(
+            "data-jobs sync pass: examined {}, created {}, updated {}, deleted {}, recorded {}, forgotten {}, failed {}, backing off {}, parked {}, deferred {}, {} Kubernetes requests, {} ms",
+            report.examined,
+            report.created,
+            report.updated,
+            report.deleted,
+            report.recorded,
+            report.forgotten,
+            report.failed.len(),
+            report.backing_off,
+            report.parked,
+            report.deferred,
+            report.kube_requests,
+            report.duration_ms
+        ),
+    );
+    store_report(host, &settings, started, &report);
+    Ok(Tick::Ran(report))
+}
+
+fn store_report(host: &dyn Host, settings: &Settings, started: i64, report: &Report) {
+    let text = serde_json::to_string(report).unwrap_or_default();
+    let stored = host.batch(&[
+        (
+            "INSERT INTO data_job_sync_report (id, started_at, holder, report) VALUES ($1, $2, $3, $4)",
+            vec![
+                host.new_uuid().into(),
+                started.into(),
+                settings.instance_id.clone().into(),
+                text.into(),
+            ],
+        ),
+        (
+            "DELETE FROM data_job_sync_report WHERE id NOT IN \
+             (SELECT id FROM data_job_sync_report ORDER BY started_at DESC LIMIT $1)",
+            vec![settings.reports_kept.into()],
+        ),
+    ]);
+    if let Err(e) = stored {
+        host.log(Level::Warn, &format!("cannot store the pass report: {e}"));
+    }
+}
+
+struct Pass<'a> {
+    host: &'a dyn Host,
+    settings: &'a Settings,
+    kube: &'a dyn Kube,
+    now: i64,
+    writes: u32,
+}
+
+enum Step {
+    Done,
+    Failed(KubeError),
+}
+
+fn pass(
+    host: &dyn Host,
+    settings: &Settings,
+    kube: &dyn Kube,
+    lease: &mut Lease<'_>,
+    report: &mut Report,
+) -> Result<(), String> {
+    let mut items = load(host)?;
+    let mut orphans: Vec<Live> = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = match kube.list(
+            "batch/v1",
+            "CronJob",
+            &settings.namespace,
+            model::MANAGED_SELECTOR,
+            settings.page_size,
+            token.as_deref(),
+        ) {
+            Ok(p) => p,
+            // The namespace does not exist yet (the Lease creates it): nothing is deployed.
+            Err(KubeError::NotFound(_)) => Page::default(),
+            Err(e) => return Err(format!("listing the managed CronJobs failed: {e}")),
+        };
+        for obj in page.items {
+            let annotation_hash = obj.annotation(model::HASH_ANNOTATION).map(str::to_string);
+            match obj.label(model::JOB_UID_LABEL).map(str::to_string) {
+                Some(uid) => {
+                    let item = items.entry(uid).or_default();
+                    let unchanged = item.actual.as_ref().is_some_and(|a| {
+                        a.cronjob_uid == obj.uid && a.resource_version == obj.resource_version
+                    });
+                    let live_hash = if unchanged {
+                        annotation_hash.clone()
+                    } else {
+                        model::live_fingerprint(&obj.json)
+                    };
+                    item.live.push(Live {
+                        name: obj.name,
+                        uid: obj.uid,
+                        resource_version: obj.resource_version,
+                        annotation_hash,
+                        live_hash,
+                    });
+                }
+                None => orphans.push(Live {
+                    name: obj.name,
+                    uid: obj.uid,
+                    resource_version: obj.resource_version,
+                    annotation_hash,
+                    live_hash: None,
+                }),
+            }
+        }
+        lease.keep(host.now_ms())?;
+        match page.continue_token {
+            Some(t) if !t.is_empty() => token = Some(t),
+            _ => break,
+        }
+    }
+    items.retain(|_, item| {
+        item.desired.is_some()
+            || item.actual.is_some()
+            || !item.live.is_empty()
+            || item.state.is_some()
+    });
+
+    let mut p = Pass {
+        host,
+        settings,
+        kube,
+        now: host.now_ms(),
+        writes: 0,
+    };
+    report.examined = u32::try_from(
+        items
+            .values()
+            .filter(|i| i.desired.is_some() || i.actual.is_some() || !i.live.is_empty())
+            .count()
+            + orphans.len(),
+    )
+    .unwrap_or(u32::MAX);
+
+    // Orphans: labelled as ours but naming no job.
+    for o in &orphans {
+        if p.writes >= settings.max_changes {
+            report.deferred += 1;
+            continue;
+        }
+        match p.delete_cronjob(&o.name, &o.uid) {
+            Ok(true) => report.deleted += 1,
+            Ok(false) => {}
+            Err(e) => report.failed.push(Failure {
+                item: format!("cronjob {}", o.name),
+                reason: e.to_string(),
+                parked: false,
+            }),
+        }
+    }
+
+    // Deletions first, so re-created jobs find their CronJob name free.
+    let mut plans: Vec<(&String, &Item, Plan)> = items
+        .iter()
+        .map(|(uid, item)| (uid, item, decide(item, p.now)))
+        .collect();
+    plans.sort_by_key(|(_, _, plan)| match plan {
+        Plan::Delete => 0,
+        _ => 1,
+    });
+    let mut since_checkpoint = 0;
+    for (uid, item, plan) in &plans {
+        let writes = match plan {
+            Plan::Nothing => {
+                if item.desired.is_none() && item.actual.is_none() && item.live.is_empty() {
+                    // Stale state of an item that no longer exists.
+                    p.clear_state(uid, item);
+                }
+                continue;
+            }
+            Plan::BackingOff => {
+                report.backing_off += 1;
+                continue;
+            }
+            Plan::Parked => {
+                report.parked += 1;
+                continue;
+            }
+            Plan::Record(_) => 0,
+            Plan::Create | Plan::Update(_) => 1,
+            Plan::Delete => u32::try_from(item.live.len().max(1)).unwrap_or(1),
+        };
+        if writes > 0 && p.writes >= settings.max_changes {
+            report.deferred += 1;
+            continue;
+        }
+        let step = match plan {
+            Plan::Create => p.create(uid, item, report),
+            Plan::Update(i) => p.update(uid, item, *i, report),
+            Plan::Record(i) => p.record(uid, item, *i, report),
+            Plan::Delete => p.delete(uid, item, report),
+            Plan::Nothing | Plan::BackingOff | Plan::Parked => Step::Done,
+        };
+        match step {
+            Step::Done => p.clear_state(uid, item),
+            Step::Failed(e) => p.fail(uid, item, e, report),
+        }
+        since_checkpoint += 1;
+        if since_checkpoint >= 50 {
+            since_checkpoint = 0;
+            lease.keep(host.now_ms())?;
+        }
+    }
+    Ok(())
+}
+
+impl Pass<'_> {
+    /// Deletes CronJob `name` if its uid is still `uid`. `Ok(true)` when this call deleted it,
+    /// `Ok(false)` when it was already gone or replaced by another object of the same name.
+    fn delete_cronjob(&mut self, name: &str, uid: &str) -> Result<bool, KubeError> {
+        self.writes += 1;
+        match self
+            .kube
+            .delete(cronjob_ref(&self.settings.namespace, name), Some(uid))
+        {
+            Ok(()) => Ok(true),
+            Err(KubeError::NotFound(_) | KubeError::Conflict(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn create(&mut self, uid: &str, item: &Item, report: &mut Report) -> Step {
+        let Some(d) = &item.desired else {
+            return Step::Done;
+        };
+        let name = expected_name(d);
+        // Labelled CronJobs of this job under another name (a renamed scheme) go first.
+        for l in item.live.iter().filter(|l| l.name != name) {
+            match self.delete_cronjob(&l.name, &l.uid) {
+                Ok(true) => report.deleted += 1,
+                Ok(false) => {}
+                Err(e) => return Step::Failed(e),
+            }
+        }
+        let body = model::render_cronjob(&CronJobParams {
+            namespace: &self.settings.namespace,
+            team: &d.team,
+            job_name: &d.job_name,
+            job_uid: uid,
+            spec: &d.spec,
+            hash: &d.hash,
+            resource_version: None,
+        });
+        self.writes += 1;
+        let created = match self.kube.create(&body) {
+            Err(KubeError::NotFound(_)) => {
+                if let Err(e) = ensure_namespace(self.kube, &self.settings.namespace) {
+                    return Step::Failed(e);
+                }
+                self.kube.create(&body)
+            }
+            other => other,
+        };
+        match created {
+            Ok(obj) => {
+                report.created += 1;
+                self.write_actual(
+                    uid,
+                    d,
+                    &obj.name,
+                    &obj.uid,
+                    &obj.resource_version,
+                    None,
+                    report,
+                )
+            }
+            Err(e) => Step::Failed(e),
+        }
+    }
+
+    fn update(&mut self, uid: &str, item: &Item, index: usize, report: &mut Report) -> Step {
+        let (Some(d), Some(live)) = (&item.desired, item.live.get(index)) else {
+            return Step::Done;
+        };
+        let body = model::render_cronjob(&CronJobParams {
+            namespace: &self.settings.namespace,
+            team: &d.team,
+            job_name: &d.job_name,
+            job_uid: uid,
+            spec: &d.spec,
+            hash: &d.hash,
+            resource_version: Some(&live.resource_version),
+        });
+        self.writes += 1;
+        match self
+            .kube
+            .replace(cronjob_ref(&self.settings.namespace, &live.name), &body)
+        {
+            Ok(obj) => {
+                report.updated += 1;
+                self.write_actual(
+                    uid,
+                    d,
+                    &obj.name,
+                    &obj.uid,
+                    &obj.resource_version,
+                    None,
+                    report,
+                )
+            }
+            Err(e) => Step::Failed(e),
+        }
+    }
+
+    fn record(&mut self, uid: &str, item: &Item, index: usize, report: &mut Report) -> Step {
+        let (Some(d), Some(live)) = (&item.desired, item.live.get(index)) else {
+            return Step::Done;
+        };
+        for l in item.live.iter().filter(|l| l.name != live.name) {
+            match self.delete_cronjob(&l.name, &l.uid) {
+                Ok(true) => report.deleted += 1,
+                Ok(false) => {}
+                Err(e) => return Step::Failed(e),
+            }
+        }
+        report.recorded += 1;
+        let applied_at = item
+            .actual
+            .as_ref()
+            .filter(|a| a.hash == d.hash && a.cronjob_uid == live.uid)
+            .map(|a| a.applied_at);
+        self.write_actual(
+            uid,
+            d,
+            &live.name,
+            &live.uid,
+            &live.resource_version,
+            applied_at,
+            report,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_actual(
+        &mut self,
+        uid: &str,
+        d: &Desired,
+        cronjob_name: &str,
+        cronjob_uid: &str,
+        resource_version: &str,
+        applied_at: Option<i64>,
+        report: &mut Report,
+    ) -> Step {
+        let written = self.host.execute(
+            "INSERT INTO actual_data_job_deployment \
+             (job_uid, team, job_name, job_version, image, schedule, enabled, resources, spec_hash, cronjob_name, cronjob_uid, resource_version, applied_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+             ON CONFLICT (job_uid) DO UPDATE SET team = excluded.team, job_name = excluded.job_name, \
+             job_version = excluded.job_version, image = excluded.image, schedule = excluded.schedule, \
+             enabled = excluded.enabled, resources = excluded.resources, spec_hash = excluded.spec_hash, \
+             cronjob_name = excluded.cronjob_name, cronjob_uid = excluded.cronjob_uid, \
+             resource_version = excluded.resource_version, applied_at = excluded.applied_at",
+            &[
+                uid.into(),
+                d.team.clone().into(),
+                d.job_name.clone().into(),
+                d.job_version.clone().into(),
+                d.spec.image.clone().into(),
+                d.spec.schedule.clone().into(),
+                d.spec.enabled.into(),
+                d.spec.resources.to_vdk().to_string().into(),
+                d.hash.clone().into(),
+                cronjob_name.into(),
+                cronjob_uid.into(),
+                resource_version.into(),
+                applied_at.unwrap_or(self.now).into(),
+            ],
+        );
+        match written {
+            Ok(_) => Step::Done,
+            Err(e) => {
+                // The CronJob is right; the next pass adopts it and writes the row.
+                report.failed.push(Failure {
+                    item: format!("{}/{}", d.team, d.job_name),
+                    reason: format!("recording the actual deployment failed: {e}"),
+                    parked: false,
+                });
+                Step::Done
+            }
+        }
+    }
+
+    fn delete(&mut self, uid: &str, item: &Item, report: &mut Report) -> Step {
+        for l in &item.live {
+            match self.delete_cronjob(&l.name, &l.uid) {
+                Ok(true) => report.deleted += 1,
+                Ok(false) => {}
+                Err(e) => return Step::Failed(e),
+            }
+        }
+        if let Some(a) = &item.actual
+            && !item.live.iter().any(|l| l.uid == a.cronjob_uid)
+        {
+            // Not in the LIST: already gone (a crash after the delete) or the LIST was stale.
+            match self.delete_cronjob(&a.cronjob_name, &a.cronjob_uid) {
+                Ok(true) => report.deleted += 1,
+                Ok(false) => {}
+                Err(e) => return Step::Failed(e),
+            }
+        }
+        if item.actual.is_some() {
+            let done = self.host.batch(&[
+                (
+                    "DELETE FROM actual_data_job_deployment WHERE job_uid = $1",
+                    vec![uid.into()],
+                ),
+                (
+                    "UPDATE data_job_deletion SET completed_at = $2 WHERE job_uid = $1 AND completed_at IS NULL",
+                    vec![uid.into(), self.now.into()],
+                ),
+            ]);
+            match done {
+                Ok(_) => report.forgotten += 1,
+                Err(e) => {
+                    return Step::Failed(KubeError::Unavailable(format!(
+                        "the CronJob is gone but the actual row could not be deleted: {e}"
+                    )));
+                }
+            }
+        } else {
+            let _ = self.host.execute(
+                "UPDATE data_job_deletion SET completed_at = $2 WHERE job_uid = $1 AND completed_at IS NULL",
+                &[uid.into(), self.now.into()],
+            );
+        }
+        Step::Done
+    }
+
+    fn clear_state(&self, uid: &str, item: &Item) {
+        if item.state.is_some()
+            && let Err(e) = self.host.execute(
+                "DELETE FROM data_job_sync_state WHERE job_uid = $1",
+                &[uid.into()],
+            )
+        {
+            self.host.log(
+                Level::Warn,
+                &format!("cannot clear the sync state of {uid}: {e}"),
+            );
+        }
+    }
+
+    fn fail(&self, uid: &str, item: &Item, e: KubeError, report: &mut Report) {
+        let parked_hash = match (&e, &item.desired) {
+            (KubeError::Invalid(_), Some(d)) => Some(d.hash.clone()),
+            _ => None,
+        };
+        let attempts = item.state.as_ref().map_or(0, |s| s.attempts) + 1;
+        let shift = u32::try_from((attempts - 1).clamp(0, 20)).unwrap_or(20);
+        let backoff = self
+            .settings
+            .backoff_base_ms
+            .saturating_mul(1i64 << shift)
+            .min(self.settings.backoff_max_ms);
+        let reason = e.to_string();
+        report.failed.push(Failure {
+            item: item.label(uid),
+            reason: reason.clone(),
+            parked: parked_hash.is_some(),
+        });
+        let saved = self.host.execute(
+            "INSERT INTO data_job_sync_state (job_uid, attempts, next_attempt_at, parked_hash, last_error) \
+             VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (job_uid) DO UPDATE SET attempts = excluded.attempts, \
+             next_attempt_at = excluded.next_attempt_at, parked_hash = excluded.parked_hash, \
+             last_error = excluded.last_error",
+            &[
+                uid.into(),
+                attempts.into(),
+                (self.now + backoff).into(),
+                parked_hash.map_or(Value::Null, Value::Text),
+                reason.into(),
+            ],
+        );
+        if let Err(e) = saved {
+            self.host.log(
+                Level::Warn,
+                &format!("cannot record the backoff of {uid}: {e}"),
+            );
+        }
+    }
+}
