@@ -737,8 +737,8 @@ fn prepare_update(
         let ns_pending =
             def.is_namespace() && !string_list(&result["spec"]["finalizers"]).is_empty();
         if !ns_pending {
-            // Store the final state for the event, then remove.
-            return Ok(Change::Remove);
+            // The final state (without finalizers) goes into the DELETED event.
+            return Ok(Change::RemoveWith(result));
         }
     }
     Ok(Change::Put(result))
@@ -770,29 +770,18 @@ fn run_update(
             return Err(ApiError::not_found(&def.group, &def.plural, name));
         };
         let change = prepare_update(def, cur, candidate, sub)?;
-        let removed = matches!(change, Change::Remove);
+        let removed = matches!(change, Change::RemoveWith(_));
         if dry_run {
             final_value = Some(match change {
-                Change::Put(v) => v,
+                Change::Put(v) | Change::RemoveWith(v) => v,
                 _ => cur.value.clone(),
             });
             return Ok((Change::Keep, removed));
-        }
-        if removed {
-            // Record the finalizer-free state in the removal event.
-            if let Change::Put(v) = prepare_final(def, cur) {
-                final_value = Some(v);
-            }
         }
         Ok((change, removed))
     })?;
     let obj = match (dry_run, obj, final_value) {
         (true, _, Some(v)) => Obj::new(v, 0),
-        (false, Some(o), Some(v)) if removed => {
-            let mut v = v;
-            v["metadata"]["resourceVersion"] = json!(o.rv.to_string());
-            Obj::new(v, o.rv)
-        }
         (_, Some(o), _) => o,
         _ => return Err(ApiError::internal("update stored nothing")),
     };
@@ -804,14 +793,6 @@ fn run_update(
         },
         created,
     ))
-}
-
-fn prepare_final(_def: &ResourceDef, cur: &Obj) -> Change {
-    let mut v = cur.value.clone();
-    if let Some(m) = v["metadata"].as_object_mut() {
-        m.remove("finalizers");
-    }
-    Change::Put(v)
 }
 
 /// PUT. Returns the outcome and whether the object was created.
@@ -1077,7 +1058,7 @@ pub fn remove_finalizer(store: &Store, def: &ResourceDef, ns: &str, name: &str, 
         }
         let ns_pending = def.is_namespace() && !string_list(&v["spec"]["finalizers"]).is_empty();
         if left.is_empty() && cur.deleting() && !ns_pending {
-            return Ok((Change::Remove, true));
+            return Ok((Change::RemoveWith(v), true));
         }
         Ok((Change::Put(v), true))
     });
@@ -1104,7 +1085,7 @@ pub fn finalize_namespace(store: &Store, def: &ResourceDef, name: &str) -> bool 
             .collect();
         set_in(&mut v, &["spec", "finalizers"], json!(left));
         if left.is_empty() && cur.finalizers().is_empty() {
-            return Ok((Change::Remove, true));
+            return Ok((Change::RemoveWith(v), true));
         }
         Ok((Change::Put(v), true))
     });

@@ -87,6 +87,8 @@ pub struct Event {
 pub enum Change {
     Put(Value),
     Remove,
+    /// Remove, reporting this final state (e.g. without finalizers) in the DELETED event.
+    RemoveWith(Value),
     Keep,
 }
 
@@ -429,11 +431,14 @@ impl Store {
                     .insert((ns.to_string(), name.to_string()), obj.clone());
                 (et, obj)
             }
-            Change::Remove => {
+            change @ (Change::Remove | Change::RemoveWith(_)) => {
                 let Some(c) = &cur else {
                     return Ok((None, extra));
                 };
-                let mut value = c.value.clone();
+                let mut value = match change {
+                    Change::RemoveWith(v) => v,
+                    _ => c.value.clone(),
+                };
                 set_rv(&mut value, rv);
                 let obj = Obj::new(value, rv);
                 self.persist(key, ns, name, None, rv)?;

@@ -1571,3 +1571,46 @@ async fn foreground_deletion_does_not_wait_for_non_blocking_dependents() {
     .await;
     c.shutdown().await;
 }
+
+#[tokio::test]
+async fn removing_the_last_finalizer_emits_deleted_with_the_final_state() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("finwatch").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    api.create(
+        &PostParams::default(),
+        &cm_with(
+            json!({"name": "f", "labels": {"lethe-test": "yes"}, "finalizers": ["a.test/one"]}),
+        ),
+    )
+    .await
+    .unwrap();
+    api.delete("f", &DeleteParams::default()).await.unwrap();
+    let rv = api
+        .get("f")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    api.patch(
+        "f",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(10), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    match stream.try_next().await.unwrap() {
+        Some(WatchEvent::Deleted(o)) => {
+            assert!(o.metadata.deletion_timestamp.is_some());
+            assert!(o.metadata.finalizers.unwrap_or_default().is_empty());
+        }
+        other => panic!("expected DELETED, got {other:?}"),
+    }
+    c.shutdown().await;
+}
