@@ -268,7 +268,17 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
     bootstrap(&store)?;
     let store = Arc::new(store);
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
-    let addr = listener.local_addr()?;
+    let bound = listener.local_addr()?;
+    // Clients cannot connect to 0.0.0.0 / [::]: advertise loopback instead.
+    let addr = match bound.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::from(([127, 0, 0, 1], bound.port()))
+        }
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, bound.port()))
+        }
+        _ => bound,
+    };
     let tls = if config.tls {
         Some(tls::generate()?)
     } else {

@@ -168,10 +168,13 @@ pub async fn handle(
             )));
         }
     }
-    Ok(match serve(&shared, req).await {
+    let method = req.method().clone();
+    let resp = match serve(&shared, req).await {
         Ok(r) => r,
         Err(e) => error_response(&e),
-    })
+    };
+    tracing::debug!(%method, %path, status = resp.status().as_u16(), "request");
+    Ok(resp)
 }
 
 async fn read_body(req: Request<Incoming>) -> Result<(HeaderMap, Bytes), ApiError> {

@@ -23,8 +23,11 @@ pub fn generate() -> anyhow::Result<Generated> {
     let ca_cert = ca_params.self_signed(&ca_key)?;
 
     let key = KeyPair::generate()?;
-    let mut params =
-        CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])?;
+    let mut params = CertificateParams::new(vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ])?;
     params
         .distinguished_name
         .push(DnType::CommonName, "lethe-apiserver");
