@@ -141,16 +141,28 @@ fn base_url(settings: &Settings, req: &Request) -> String {
     if !settings.base_url.is_empty() {
         return settings.base_url.clone();
     }
-    match req.header("host") {
-        Some(h)
-            if !h.is_empty()
-                && h.bytes().all(|c| {
-                    c.is_ascii_alphanumeric() || matches!(c, b'.' | b':' | b'-' | b'[' | b']')
-                }) =>
-        {
-            format!("http://{h}")
-        }
-        _ => String::new(),
+    // Spin's `spin-full-url` carries scheme and authority; a bare `Host` is the fallback.
+    let from_full_url = req.header("spin-full-url").and_then(|u| {
+        let (scheme, rest) = u.split_once("://")?;
+        let authority = rest.split('/').next()?;
+        Some((scheme.to_string(), authority.to_string()))
+    });
+    let (scheme, authority) = match from_full_url {
+        Some(pair) => pair,
+        None => (
+            "http".to_string(),
+            req.header("host").unwrap_or_default().to_string(),
+        ),
+    };
+    let safe = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b':' | b'-' | b'[' | b']'))
+    };
+    if matches!(scheme.as_str(), "http" | "https") && safe(&authority) {
+        format!("{scheme}://{authority}")
+    } else {
+        String::new()
     }
 }
 

@@ -7,7 +7,8 @@
 //! - [`grants`]: the import check that refuses ungranted capabilities at start;
 //! - [`caps`]: the capabilities (`log`, `config`, `sql`, `kube`);
 //! - [`trigger`]: HTTP and cron triggers;
-//! - [`app`]: wiring it all together for `lethe up`.
+//! - [`app`]: wiring it all together for `lethe up`;
+//! - [`sync`]: `lethe sync --once`, one reconciler pass outside the schedule.
 
 pub mod app;
 pub mod caps;
@@ -16,6 +17,7 @@ pub mod kubernetes_manifests;
 pub mod manifest;
 pub mod migrations;
 pub mod runtime;
+pub mod sync;
 pub mod trigger;
 
 /// Where the build script put the wasm32-wasip2 components of this tree.

@@ -23,6 +23,36 @@ enum Command {
     Up(UpArgs),
     /// Run only the embedded Kubernetes API server.
     Cluster(ClusterArgs),
+    /// Run the manifest's reconcilers once, on the same database and cluster as `lethe up`.
+    Sync(SyncArgs),
+}
+
+#[derive(clap::Args)]
+struct SyncArgs {
+    /// Run one pass and exit (the only mode: the periodic sync is `lethe up`'s cron trigger).
+    #[arg(long, required = true)]
+    once: bool,
+    /// The Spin v2 manifest.
+    #[arg(long, default_value = "spin.toml")]
+    manifest: PathBuf,
+    /// The data dir of `lethe up` (database, embedded cluster).
+    #[arg(long, default_value = ".lethe", env = "LETHE_DATA_DIR")]
+    data_dir: PathBuf,
+    /// Database URL (`postgres://…` or `sqlite:<path>`); SQLite in the data dir when absent.
+    #[arg(long, env = "LETHE_DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+    /// Use this kubeconfig instead of the embedded cluster.
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Only this component (default: every component exporting lethe:platform/reconciler).
+    #[arg(long)]
+    component: Option<String>,
+    /// The Lease holder identity (default `<hostname>-sync`).
+    #[arg(long)]
+    instance_id: Option<String>,
+    /// Print the reports as JSON lines instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -92,6 +122,7 @@ fn run() -> anyhow::Result<()> {
         match cli.command {
             Command::Up(args) => up(args).await,
             Command::Cluster(args) => cluster(args).await,
+            Command::Sync(args) => sync(args).await,
         }
     })
 }
@@ -114,6 +145,34 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     wait_for_signal().await;
     tracing::info!("shutting down");
     app.shutdown().await;
+    Ok(())
+}
+
+async fn sync(args: SyncArgs) -> anyhow::Result<()> {
+    let _ = args.once;
+    let outcomes = lethe::sync::run_once(lethe::sync::SyncOptions {
+        manifest: args.manifest,
+        data_dir: args.data_dir,
+        database_url: args.database_url,
+        kubeconfig: args.kubeconfig,
+        component: args.component,
+        instance_id: args.instance_id,
+        progress: !args.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    })
+    .await?;
+    let mut failed = Vec::new();
+    for outcome in outcomes {
+        match outcome.result {
+            Ok(report) if args.json => {
+                println!("{}", lethe::sync::report_json(&outcome.component, &report))
+            }
+            Ok(report) => print!("{}", lethe::sync::report_text(&outcome.component, &report)),
+            Err(e) => failed.push(format!("{}: {e:#}", outcome.component)),
+        }
+    }
+    if !failed.is_empty() {
+        anyhow::bail!("no pass ran for {}", failed.join("; "));
+    }
     Ok(())
 }
 

@@ -1,0 +1,293 @@
+//! `lethe sync --once`: one reconciler pass on the same database and cluster as `lethe up` with
+//! the same data dir, outside the cron schedule.
+//!
+//! The cluster: `--kubeconfig` when given; else the embedded cluster of a running `lethe up`
+//! (its `<data-dir>/cluster/kubeconfig`, when the server it names answers); else the embedded
+//! cluster is started on the data dir for the duration of the pass (it persists there, so the
+//! next `lethe up` sees the result).
+//!
+//! Each component that exports `lethe:platform/reconciler` (or only `--component`) runs one pass
+//! in a fresh instance, under a spinner, and its report is printed. The host identity
+//! (`lethe_instance_id`) is `--instance-id`, by default `<hostname>-sync`, so consecutive
+//! `sync --once` runs count as one Lease holder; a pass is refused while another host (a
+//! `lethe up` with a cron trigger) holds the Lease.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+
+use crate::caps::{self, CapabilityEnv};
+use crate::manifest::{self, Capability};
+use crate::runtime::Runtime;
+use crate::trigger::reconcile::{Reconciler, Report};
+
+/// Options of `lethe sync --once`.
+#[derive(Debug, Clone)]
+pub struct SyncOptions {
+    /// The Spin v2 manifest.
+    pub manifest: PathBuf,
+    /// The data dir shared with `lethe up`.
+    pub data_dir: PathBuf,
+    /// Database URL; SQLite in the data dir when absent (as `lethe up`).
+    pub database_url: Option<String>,
+    /// A kubeconfig instead of the embedded cluster.
+    pub kubeconfig: Option<PathBuf>,
+    /// Only this component.
+    pub component: Option<String>,
+    /// The Lease holder identity.
+    pub instance_id: Option<String>,
+    /// Show the spinner (on a terminal).
+    pub progress: bool,
+}
+
+/// The outcome of one component's pass.
+pub struct PassOutcome {
+    /// The component id.
+    pub component: String,
+    /// The report, or why no pass ran.
+    pub result: anyhow::Result<Report>,
+}
+
+/// Runs one pass of every selected reconciler and returns their outcomes.
+pub async fn run_once(opts: SyncOptions) -> anyhow::Result<Vec<PassOutcome>> {
+    std::fs::create_dir_all(&opts.data_dir)
+        .with_context(|| format!("cannot create data dir {}", opts.data_dir.display()))?;
+    let manifest = manifest::load(&opts.manifest)?;
+    caps::config::check_required(&manifest)?;
+    let needs = |c: Capability| manifest.components.values().any(|d| d.grants.allows(c));
+
+    let database = if needs(Capability::Sql) {
+        let url = opts
+            .database_url
+            .clone()
+            .or_else(|| {
+                caps::config::app_variable(&manifest, "database_url").filter(|u| !u.is_empty())
+            })
+            .unwrap_or_else(|| format!("sqlite:{}", opts.data_dir.join("lethe.db").display()));
+        let db = lethe_sql::Database::open(&url).await.with_context(|| {
+            format!(
+                "cannot open the database ({})",
+                crate::app::redact_url(&url)
+            )
+        })?;
+        for (id, decl) in &manifest.components {
+            if let Some(dir) = &decl.grants.migrations {
+                db.migrate(&crate::migrations::load(id, dir)?)
+                    .await
+                    .with_context(|| format!("applying the migrations of component `{id}`"))?;
+            }
+        }
+        Some(db)
+    } else {
+        None
+    };
+
+    let (cluster, embedded) = if needs(Capability::Kube) {
+        let (c, e) = connect(&opts).await?;
+        (Some(c), e)
+    } else {
+        (None, None)
+    };
+
+    let instance_id = opts.instance_id.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "lethe".to_string());
+        format!("{host}-sync")
+    });
+    let mut envs = BTreeMap::new();
+    for (id, decl) in &manifest.components {
+        let mut config = caps::config::resolve(&manifest, decl)?;
+        config.insert(
+            caps::config::INSTANCE_ID_KEY.to_string(),
+            instance_id.clone(),
+        );
+        envs.insert(
+            id.clone(),
+            Arc::new(CapabilityEnv {
+                component_id: Arc::from(id.as_str()),
+                grants: decl.grants.clone(),
+                config,
+                database: decl
+                    .grants
+                    .allows(Capability::Sql)
+                    .then(|| database.clone())
+                    .flatten(),
+                cluster: decl
+                    .grants
+                    .allows(Capability::Kube)
+                    .then(|| cluster.clone())
+                    .flatten(),
+            }),
+        );
+    }
+    let runtime = Runtime::new(&manifest, Some(&opts.data_dir.join("cache")), envs)?;
+
+    let mut selected = Vec::new();
+    for component in runtime.components() {
+        if opts
+            .component
+            .as_deref()
+            .is_some_and(|c| c != &*component.id)
+        {
+            continue;
+        }
+        match Reconciler::new(component.clone()) {
+            Ok(r) => selected.push((component.id.to_string(), r)),
+            Err(e) if opts.component.is_some() => return Err(e),
+            Err(_) => {}
+        }
+    }
+    if selected.is_empty() {
+        match &opts.component {
+            Some(c) => bail!("the manifest has no component `{c}`"),
+            None => bail!("no component of the manifest exports lethe:platform/reconciler"),
+        }
+    }
+
+    let mut outcomes = Vec::new();
+    for (id, reconciler) in selected {
+        let spinner = spinner(&id, opts.progress);
+        let result = reconciler.run_once(&runtime).await;
+        if let Some(s) = spinner {
+            match &result {
+                Ok(r) => s.finish_with_message(format!("{id}: pass done in {} ms", r.duration_ms)),
+                Err(e) => s.abandon_with_message(format!("{id}: {e:#}")),
+            }
+        }
+        outcomes.push(PassOutcome {
+            component: id,
+            result,
+        });
+    }
+    drop(runtime);
+    if let Some(server) = embedded {
+        server.shutdown().await;
+    }
+    Ok(outcomes)
+}
+
+fn spinner(component: &str, enabled: bool) -> Option<indicatif::ProgressBar> {
+    if !enabled {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed_precise}]")
+    {
+        bar.set_style(style);
+    }
+    bar.set_message(format!("{component}: reconciling"));
+    bar.enable_steady_tick(Duration::from_millis(100));
+    Some(bar)
+}
+
+async fn connect(
+    opts: &SyncOptions,
+) -> anyhow::Result<(
+    lethe_kube::Cluster,
+    Option<lethe_apiserver::RunningApiServer>,
+)> {
+    if let Some(path) = &opts.kubeconfig {
+        return Ok((
+            lethe_kube::Cluster::from_kubeconfig(path, Default::default()).await?,
+            None,
+        ));
+    }
+    let dir = opts.data_dir.join("cluster");
+    let kubeconfig = dir.join("kubeconfig");
+    if server_answers(&kubeconfig).await {
+        tracing::info!(
+            "using the embedded cluster of the running lethe (kubeconfig {})",
+            kubeconfig.display()
+        );
+        return Ok((
+            lethe_kube::Cluster::from_kubeconfig(&kubeconfig, Default::default()).await?,
+            None,
+        ));
+    }
+    tracing::info!(
+        "no running embedded cluster; starting it on {}",
+        dir.display()
+    );
+    let server = lethe_apiserver::start(lethe_apiserver::ApiServerConfig {
+        data_dir: Some(dir),
+        ..Default::default()
+    })
+    .await
+    .context("cannot start the embedded cluster")?;
+    let path = server
+        .kubeconfig_path()
+        .context("the embedded cluster wrote no kubeconfig")?
+        .to_path_buf();
+    let cluster = lethe_kube::Cluster::from_kubeconfig(&path, Default::default()).await?;
+    Ok((cluster, Some(server)))
+}
+
+/// Whether the `server:` of `kubeconfig` accepts a TCP connection.
+async fn server_answers(kubeconfig: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(kubeconfig) else {
+        return false;
+    };
+    let Some(server) = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server:").map(str::trim))
+    else {
+        return false;
+    };
+    let authority = server
+        .trim_start_matches("https://")
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    matches!(
+        tokio::time::timeout(
+            Duration::from_secs(2),
+            tokio::net::TcpStream::connect(authority)
+        )
+        .await,
+        Ok(Ok(_))
+    )
+}
+
+/// The report as JSON (for `--json`).
+pub fn report_json(component: &str, report: &Report) -> serde_json::Value {
+    serde_json::json!({
+        "component": component,
+        "examined": report.examined,
+        "created": report.created,
+        "updated": report.updated,
+        "deleted": report.deleted,
+        "failed": report.failed.iter().map(|f| serde_json::json!({
+            "item": f.item, "reason": f.reason, "parked": f.parked,
+        })).collect::<Vec<_>>(),
+        "duration_ms": report.duration_ms,
+    })
+}
+
+/// The report as text.
+pub fn report_text(component: &str, report: &Report) -> String {
+    let mut out = format!(
+        "{component}: examined {}, created {}, updated {}, deleted {}, failed {} ({} ms)\n",
+        report.examined,
+        report.created,
+        report.updated,
+        report.deleted,
+        report.failed.len(),
+        report.duration_ms
+    );
+    for f in &report.failed {
+        out.push_str(&format!(
+            "  {} {}: {}\n",
+            if f.parked { "parked " } else { "failed " },
+            f.item,
+            f.reason
+        ));
+    }
+    out
+}
