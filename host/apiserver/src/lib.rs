@@ -27,6 +27,7 @@ mod ops;
 mod patch;
 mod proto;
 mod resources;
+mod schema;
 mod selector;
 mod server;
 mod status;

@@ -471,7 +471,24 @@ fn prepare_create(
     crate::defaults::apply(def, &mut body);
     crate::defaults::validate(def, &body)?;
     validate_labels(def, &body)?;
+    check_schema(def, &mut body)?;
     Ok(body)
+}
+
+/// Prunes, defaults and validates a custom resource against its CRD schema.
+fn check_schema(def: &ResourceDef, v: &mut Value) -> Result<(), ApiError> {
+    let Some(schema) = &def.schema else {
+        return Ok(());
+    };
+    let causes = crate::schema::apply(schema, v);
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let name = v["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    Err(ApiError::invalid(&def.group, &def.kind, &name, causes))
 }
 
 pub const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
@@ -667,6 +684,7 @@ fn prepare_update(
         crate::defaults::validate(def, &result)?;
         validate_labels(def, &result)?;
     }
+    check_schema(def, &mut result)?;
     if def.is_crd() && sub == Sub::Main {
         for (field, path) in [
             ("spec.group", &["spec", "group"][..]),

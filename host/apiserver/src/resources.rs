@@ -32,6 +32,8 @@ pub struct ResourceDef {
     pub custom: bool,
     /// PUT of a missing object creates it (Leases, RBAC objects, Events).
     pub create_on_update: bool,
+    /// The CRD version's `openAPIV3Schema` (custom resources only).
+    pub schema: Option<Arc<Value>>,
     /// Every served version (for CRs), used to accept requests for any of them.
     pub storage_key: String,
 }
@@ -111,6 +113,7 @@ fn def(
             plural,
             "leases" | "events" | "roles" | "clusterroles" | "rolebindings" | "clusterrolebindings"
         ),
+        schema: None,
         storage_key: format!("{group}/{plural}"),
     }
 }
@@ -414,6 +417,9 @@ pub fn defs_from_crd(crd: &Value) -> Vec<Arc<ResourceDef>> {
                 virtual_create_only: false,
                 custom: true,
                 create_on_update: false,
+                schema: v["schema"]["openAPIV3Schema"]
+                    .is_object()
+                    .then(|| Arc::new(v["schema"]["openAPIV3Schema"].clone())),
                 storage_key: format!("{group}/{plural}"),
             }));
         }

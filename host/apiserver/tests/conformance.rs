@@ -1614,3 +1614,75 @@ async fn removing_the_last_finalizer_emits_deleted_with_the_final_state() {
     }
     c.shutdown().await;
 }
+
+#[tokio::test]
+async fn custom_resources_are_pruned_defaulted_and_validated_by_the_crd_schema() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("schema").await;
+    let s = suffix();
+    let group = format!("s{s}.lethe.test");
+    let plural = format!("shape{s}s");
+    let kind = format!("Shape{s}");
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group, "scope": "Namespaced",
+            "names": {"plural": plural, "kind": kind},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "required": ["sides"], "properties": {
+                        "sides": {"type": "integer"},
+                        "color": {"type": "string", "default": "blue", "enum": ["blue", "red"]},
+                    }},
+                }}},
+            }],
+        },
+    }))
+    .unwrap();
+    Api::<CustomResourceDefinition>::all(c.client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", &kind), &plural);
+    let api: Api<DynamicObject> = Api::namespaced_with(c.client.clone(), &ns, &ar);
+    let created = eventually(10, || {
+        let api = api.clone();
+        let obj = widget(
+            &ar,
+            "sq",
+            json!({"spec": {"sides": 4, "unknown": "x"}, "extra": 1}),
+        );
+        async move { api.create(&PostParams::default(), &obj).await.ok() }
+    })
+    .await;
+    assert_eq!(created.data["spec"], json!({"sides": 4, "color": "blue"}));
+    assert!(created.data.get("extra").is_none());
+    let e = status_of(
+        api.create(
+            &PostParams::default(),
+            &widget(
+                &ar,
+                "bad",
+                json!({"spec": {"sides": "four", "color": "green"}}),
+            ),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    let fields: Vec<String> = e
+        .details
+        .unwrap()
+        .causes
+        .into_iter()
+        .map(|c| c.field)
+        .collect();
+    assert!(fields.contains(&"spec.sides".to_string()), "{fields:?}");
+    assert!(fields.contains(&"spec.color".to_string()), "{fields:?}");
+    Api::<CustomResourceDefinition>::all(c.client.clone())
+        .delete(&format!("{plural}.{group}"), &DeleteParams::default())
+        .await
+        .unwrap();
+    c.shutdown().await;
+}

@@ -1,0 +1,239 @@
+//! Structural-schema handling for custom resources, as the real API server does with a CRD's
+//! `openAPIV3Schema`: unknown fields are pruned (unless `x-kubernetes-preserve-unknown-fields`),
+//! `default`s are applied, and types, `required` and `enum` are validated.
+
+use crate::status::Cause;
+use serde_json::{Value, json};
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn type_ok(want: &str, v: &Value) -> bool {
+    match want {
+        "object" => v.is_object(),
+        "array" => v.is_array(),
+        "string" => v.is_string(),
+        "boolean" => v.is_boolean(),
+        "integer" => type_name(v) == "integer",
+        "number" => v.is_number(),
+        _ => true,
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn preserve(schema: &Value) -> bool {
+    schema["x-kubernetes-preserve-unknown-fields"].as_bool() == Some(true)
+}
+
+fn walk(schema: &Value, v: &mut Value, path: &str, causes: &mut Vec<Cause>) {
+    if v.is_null() {
+        if schema["nullable"].as_bool() != Some(true) && schema.get("default").is_some() {
+            *v = schema["default"].clone();
+        }
+        return;
+    }
+    if schema["x-kubernetes-int-or-string"].as_bool() == Some(true) {
+        if !(v.is_string() || type_name(v) == "integer") {
+            causes.push(Cause {
+                reason: "FieldValueInvalid",
+                message: format!(
+                    "Invalid value: {}: {path} in body must be of type integer,string: {}",
+                    json!(type_name(v)),
+                    json!(type_name(v))
+                ),
+                field: path.into(),
+            });
+        }
+        return;
+    }
+    if let Some(want) = schema["type"].as_str()
+        && !type_ok(want, v)
+    {
+        causes.push(Cause {
+            reason: "FieldValueTypeInvalid",
+            message: format!(
+                "Invalid value: {}: {path} in body must be of type {want}: {}",
+                json!(type_name(v)),
+                json!(type_name(v))
+            ),
+            field: path.into(),
+        });
+        return;
+    }
+    if let Some(options) = schema["enum"].as_array()
+        && !options.contains(v)
+    {
+        let supported: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+        causes.push(Cause {
+            reason: "FieldValueNotSupported",
+            message: format!(
+                "Unsupported value: {v}: supported values: {}",
+                supported.join(", ")
+            ),
+            field: path.into(),
+        });
+    }
+    match v {
+        Value::Object(m) => {
+            let props = schema["properties"].as_object();
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            let embedded = schema["x-kubernetes-embedded-resource"].as_bool() == Some(true);
+            if props.is_some() || additional.is_some() || !preserve(schema) {
+                m.retain(|k, _| {
+                    props.is_some_and(|p| p.contains_key(k))
+                        || additional.is_some()
+                        || preserve(schema)
+                        || (embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
+                });
+            }
+            if let Some(p) = props {
+                for (k, s) in p {
+                    if !m.contains_key(k)
+                        && let Some(d) = s.get("default")
+                    {
+                        m.insert(k.clone(), d.clone());
+                    }
+                }
+                for (k, val) in m.iter_mut() {
+                    if let Some(s) = p.get(k) {
+                        walk(s, val, &join(path, k), causes);
+                    } else if let Some(a) = additional {
+                        walk(a, val, &join(path, k), causes);
+                    }
+                }
+            } else if let Some(a) = additional {
+                for (k, val) in m.iter_mut() {
+                    walk(a, val, &join(path, k), causes);
+                }
+            }
+            if let Some(req) = schema["required"].as_array() {
+                for r in req.iter().filter_map(Value::as_str) {
+                    if !m.contains_key(r) {
+                        causes.push(Cause {
+                            reason: "FieldValueRequired",
+                            message: "Required value".into(),
+                            field: join(path, r),
+                        });
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items").filter(|s| s.is_object()) {
+                for (i, item) in items.iter_mut().enumerate() {
+                    walk(s, item, &format!("{path}[{i}]"), causes);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Prunes, defaults and validates a custom resource against its version's schema. The
+/// top-level `apiVersion`, `kind` and `metadata` are left alone. Returns the validation causes.
+pub fn apply(schema: &Value, obj: &mut Value) -> Vec<Cause> {
+    let mut causes = vec![];
+    let Some(m) = obj.as_object_mut() else {
+        return causes;
+    };
+    let props = schema["properties"].as_object();
+    let keep_all = preserve(schema) || props.is_none();
+    m.retain(|k, _| {
+        matches!(k.as_str(), "apiVersion" | "kind" | "metadata")
+            || keep_all
+            || props.is_some_and(|p| p.contains_key(k))
+    });
+    if let Some(p) = props {
+        for (k, s) in p {
+            if matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                continue;
+            }
+            if !m.contains_key(k)
+                && let Some(d) = s.get("default")
+            {
+                m.insert(k.clone(), d.clone());
+            }
+            if let Some(val) = m.get_mut(k) {
+                walk(s, val, k, &mut causes);
+            }
+        }
+    }
+    if let Some(req) = schema["required"].as_array() {
+        for r in req.iter().filter_map(Value::as_str) {
+            if !m.contains_key(r) {
+                causes.push(Cause {
+                    reason: "FieldValueRequired",
+                    message: "Required value".into(),
+                    field: r.into(),
+                });
+            }
+        }
+    }
+    causes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "required": ["size"],
+                    "properties": {
+                        "size": {"type": "integer"},
+                        "mode": {"type": "string", "enum": ["a", "b"], "default": "a"},
+                        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    },
+                },
+                "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}},
+            },
+        })
+    }
+
+    #[test]
+    fn prunes_unknown_fields_and_applies_defaults() {
+        let mut o = json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n"}, "extra": 1,
+                           "spec": {"size": 2, "unknown": true, "labels": {"a": "b"}, "free": {"any": {"thing": 1}}}});
+        let causes = apply(&schema(), &mut o);
+        assert!(causes.is_empty(), "{causes:?}");
+        assert_eq!(
+            o,
+            json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n"},
+                             "spec": {"size": 2, "mode": "a", "labels": {"a": "b"}, "free": {"any": {"thing": 1}}}})
+        );
+    }
+
+    #[test]
+    fn reports_type_required_and_enum_errors() {
+        let mut o = json!({"spec": {"mode": "c", "labels": {"a": 1}}, "status": {"ready": "yes"}});
+        let fields: Vec<String> = apply(&schema(), &mut o)
+            .into_iter()
+            .map(|c| c.field)
+            .collect();
+        assert!(fields.contains(&"spec.size".to_string()), "{fields:?}");
+        assert!(fields.contains(&"spec.mode".to_string()), "{fields:?}");
+        assert!(fields.contains(&"spec.labels.a".to_string()), "{fields:?}");
+        assert!(fields.contains(&"status.ready".to_string()), "{fields:?}");
+    }
+}
