@@ -620,9 +620,10 @@ async fn resource_request(
         path: String::new(),
     };
     if !authorize(store, user, &attrs) {
+        // As the real server: the subresource shows in the reason, not in the prefix.
         return Err(ApiError::forbidden(
             &def.group,
-            &attrs.resource_with_sub(),
+            &def.plural,
             &t.name,
             &attrs.forbidden_reason(&user.name),
         ));
