@@ -81,7 +81,8 @@ fn resource_route(
     }
 }
 
-fn base_url(settings: &Settings, req: &Request) -> String {
+/// The external base URL for links: configured, or the scheme and authority the request came to.
+pub fn base_url(settings: &Settings, req: &Request) -> String {
     if let Some(url) = &settings.external_url {
         return url.clone();
     }

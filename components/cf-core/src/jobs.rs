@@ -225,6 +225,28 @@ pub fn job_status(
     }
 }
 
+/// Answers `GET /v3/jobs/{guid}` (the guid is the route's last path segment).
+pub fn handle(kube: &dyn Kube, env: &dyn Env, req: &lethe_guest::Request) -> lethe_guest::Response {
+    let settings = match Settings::from_env(env) {
+        Ok(s) => s,
+        Err(e) => {
+            env.log(lethe_guest::env::Level::Error, &e);
+            return lethe_guest::cf::unknown_error();
+        }
+    };
+    if req.method != "GET" {
+        return HttpError::method_not_allowed().into_response();
+    }
+    let guid = req.route_param("guid").map(str::to_string).unwrap_or_else(|| {
+        req.path.trim_end_matches('/').rsplit('/').next().unwrap_or_default().to_string()
+    });
+    let result = access::caller(req).and_then(|caller| job_status(kube, env, &settings, &guid, &caller));
+    match result {
+        Ok(job) => lethe_guest::Response::json(200, &job.to_json(&crate::api::base_url(&settings, req))),
+        Err(e) => e.into_response(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -40,6 +40,14 @@ pub trait Backoff {
     fn succeeded(&self, key: &str);
 }
 
+/// How long to wait before retrying an object that failed `attempts` times in a row:
+/// exponential from 1 s, capped at 5 minutes, with up to 25% jitter from `jitter` (0..=255) so
+/// that objects failing together do not retry together.
+pub fn backoff_delay_ms(attempts: u32, jitter: u8) -> i64 {
+    let base = 1000i64.saturating_mul(1i64 << attempts.saturating_sub(1).min(20)).min(300_000);
+    base + base * i64::from(jitter) / 1024
+}
+
 /// What one pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
@@ -267,5 +275,19 @@ fn cleanup(
             Ok(Outcome::Done)
         }
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::backoff_delay_ms;
+
+    #[test]
+    fn backoff_grows_exponentially_and_is_capped() {
+        assert_eq!(backoff_delay_ms(1, 0), 1000);
+        assert_eq!(backoff_delay_ms(2, 0), 2000);
+        assert_eq!(backoff_delay_ms(5, 0), 16_000);
+        assert_eq!(backoff_delay_ms(40, 0), 300_000);
+        assert!(backoff_delay_ms(3, 255) < 4000 * 5 / 4 + 1);
     }
 }

@@ -74,6 +74,11 @@ impl App {
         let (cluster, embedded) =
             if needs(Capability::Kube) || matches!(opts.cluster, ClusterSource::Embedded) {
                 let (cluster, embedded) = connect_cluster(&opts).await?;
+                if embedded.is_some() {
+                    for path in &manifest.settings.kubernetes_manifests {
+                        crate::kubernetes_manifests::apply_file(&cluster, path).await?;
+                    }
+                }
                 (Some(cluster), embedded)
             } else {
                 (None, None)
@@ -205,6 +210,8 @@ async fn connect_cluster(
             let server = lethe_apiserver::start(lethe_apiserver::ApiServerConfig {
                 data_dir: Some(opts.data_dir.join("cluster")),
                 listen: opts.cluster_listen,
+                // kubectl sends bearer tokens only over TLS.
+                tls: true,
                 ..Default::default()
             })
             .await

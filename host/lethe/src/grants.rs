@@ -46,6 +46,8 @@ pub fn classify(name: &str) -> Import {
         let interface = rest.split('@').next().unwrap_or(rest);
         return match Capability::from_interface(interface) {
             Some(c) => Import::Lethe(c),
+            // Types only (CF errors, jobs), shared by the handler interfaces: nothing to grant.
+            None if interface == "types" => Import::Sandboxed,
             None => Import::Other,
         };
     }
@@ -94,6 +96,7 @@ mod tests {
             Import::Lethe(Capability::Kube)
         );
         assert_eq!(classify("lethe:platform/unknown@0.1.0"), Import::Other);
+        assert_eq!(classify("lethe:platform/types@0.1.0"), Import::Sandboxed);
         assert_eq!(classify("wasi:io/streams@0.2.6"), Import::Sandboxed);
         assert_eq!(classify("wasi:http/types@0.2.12"), Import::Sandboxed);
         assert_eq!(classify("wasi:http/outgoing-handler@0.2.12"), Import::Other);

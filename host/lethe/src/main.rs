@@ -88,9 +88,9 @@ struct ClusterArgs {
     /// Address to serve the Kubernetes API on.
     #[arg(long, default_value = "127.0.0.1:6443")]
     listen: SocketAddr,
-    /// Serve HTTPS with a generated self-signed CA.
+    /// Serve plain HTTP instead of HTTPS with a generated CA (kubectl then sends no tokens).
     #[arg(long)]
-    tls: bool,
+    plain_http: bool,
 }
 
 fn main() -> std::process::ExitCode {
@@ -180,7 +180,7 @@ async fn cluster(args: ClusterArgs) -> anyhow::Result<()> {
     let server = lethe_apiserver::start(lethe_apiserver::ApiServerConfig {
         data_dir: Some(args.data_dir.join("cluster")),
         listen: args.listen,
-        tls: args.tls,
+        tls: !args.plain_http,
         ..Default::default()
     })
     .await?;

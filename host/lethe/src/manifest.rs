@@ -39,6 +39,10 @@ pub struct AppSettings {
     pub memory_limit_mb: u64,
     /// Most instances alive at once (sizes the pooling allocator).
     pub max_instances: u32,
+    /// Kubernetes objects (JSON files, one object or a `v1` `List`) that `lethe up` applies to
+    /// the embedded cluster at start: the application's CRDs, namespaces and roles. For another
+    /// cluster, apply them with `kubectl apply -f`.
+    pub kubernetes_manifests: Vec<PathBuf>,
 }
 
 impl Default for AppSettings {
@@ -47,6 +51,7 @@ impl Default for AppSettings {
             timeout_ms: 30_000,
             memory_limit_mb: 64,
             max_instances: 128,
+            kubernetes_manifests: Vec::new(),
         }
     }
 }
@@ -275,13 +280,16 @@ pub fn parse(text: &str, base_dir: &Path) -> anyhow::Result<Manifest> {
         &raw.application.authors,
     );
     let _ = (&raw.application.targets, &raw.application.trigger);
-    let settings = match raw.application.tool.get("lethe") {
+    let mut settings: AppSettings = match raw.application.tool.get("lethe") {
         Some(v) => v
             .clone()
             .try_into()
             .context("in [application.tool.lethe]")?,
         None => AppSettings::default(),
     };
+    for path in &mut settings.kubernetes_manifests {
+        *path = base_dir.join(&path);
+    }
     for name in raw.variables.keys() {
         check_variable_name(name)?;
     }

@@ -5,8 +5,12 @@ use std::path::Path;
 
 use anyhow::{Context as _, bail};
 
-/// Reads the migrations of `component` from `dir`. Each is named `<component>/<file stem>` so that
-/// components' migrations never collide in the shared migrations table.
+/// Most migrations one component may have.
+pub const MAX_PER_COMPONENT: i64 = 10_000;
+
+/// Reads the migrations of `component` from `dir`. Components share one migrations table, so
+/// each component gets its own range of versions (derived from its id, stable across runs) and
+/// each migration is named `<component>/<file stem>`.
 pub fn load(component: &str, dir: &Path) -> anyhow::Result<Vec<lethe_sql::Migration>> {
     let mut found = Vec::new();
     let entries = std::fs::read_dir(dir)
@@ -28,6 +32,9 @@ pub fn load(component: &str, dir: &Path) -> anyhow::Result<Vec<lethe_sql::Migrat
             .with_context(|| format!("migration `{stem}` must start with a number"))?;
         let sql = std::fs::read_to_string(&path)
             .with_context(|| format!("cannot read {}", path.display()))?;
+        if !(0..MAX_PER_COMPONENT).contains(&number) {
+            bail!("migration `{stem}`: numbers run from 0 to {}", MAX_PER_COMPONENT - 1);
+        }
         found.push((number, format!("{component}/{stem}"), sql));
     }
     found.sort_by_key(|(n, _, _)| *n);
@@ -41,10 +48,21 @@ pub fn load(component: &str, dir: &Path) -> anyhow::Result<Vec<lethe_sql::Migrat
             );
         }
     }
+    let base = component_range(component);
     Ok(found
         .into_iter()
-        .map(|(version, name, sql)| lethe_sql::Migration { version, name, sql })
+        .map(|(number, name, sql)| lethe_sql::Migration { version: base + number, name, sql })
         .collect())
+}
+
+/// The first version of `component`'s range: FNV-1a of its id, times [`MAX_PER_COMPONENT`].
+fn component_range(component: &str) -> i64 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in component.bytes() {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    i64::from(hash & 0x7fff_ffff) * MAX_PER_COMPONENT
 }
 
 #[cfg(test)]
@@ -60,7 +78,9 @@ mod tests {
         let m = load("smoke", dir.path()).expect("load");
         let names: Vec<_> = m.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(names, ["smoke/0002_a", "smoke/0010_b"]);
-        assert_eq!(m[0].version, 2);
+        assert_eq!(m[1].version - m[0].version, 8, "numbers keep their order and distance");
+        let other = load("other", dir.path()).expect("load");
+        assert_ne!(other[0].version, m[0].version, "components get distinct version ranges");
     }
 
     #[test]

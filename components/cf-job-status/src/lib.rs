@@ -1,0 +1,69 @@
+//! The `cf-job-status` component: `GET /v3/jobs/{guid}` over `wasi:http/incoming-handler`, and the
+//! `lethe:platform/job-status` export. A job's state is derived from the live resource (see
+//! [`cf_core::jobs`]).
+
+#[cfg(target_arch = "wasm32")]
+mod wasm {
+    use cf_core::config::Settings;
+    use lethe_guest::host::Host;
+    use lethe_guest::kube::Identity;
+
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "lethe:platform/job-status-handler",
+        with: {
+            "lethe:platform/kube@0.1.0": lethe_guest::host::bindings::lethe::platform::kube,
+            "lethe:platform/sql@0.1.0": lethe_guest::host::bindings::lethe::platform::sql,
+            "lethe:platform/log@0.1.0": lethe_guest::host::bindings::lethe::platform::log,
+            "lethe:platform/config@0.1.0": lethe_guest::host::bindings::lethe::platform::config,
+            "lethe:platform/types@0.1.0": generate,
+        },
+    });
+
+    use exports::lethe::platform::job_status::Guest;
+    use lethe::platform::types::{CfError, HttpError, Job, JobState};
+
+    struct CfJobStatus;
+
+    impl wasip2::exports::http::incoming_handler::Guest for CfJobStatus {
+        fn handle(request: wasip2::http::types::IncomingRequest, out: wasip2::http::types::ResponseOutparam) {
+            lethe_guest::wasi_http::serve(request, out, |req| {
+                let host = Host::default();
+                cf_core::jobs::handle(&host, &host, &req)
+            });
+        }
+    }
+
+    impl Guest for CfJobStatus {
+        fn get(job_guid: String, caller_token: String) -> Result<Job, HttpError> {
+            let host = Host::default();
+            let settings = Settings::from_env(&host).map_err(|e| to_wit(cf_core::errors::HttpError::unavailable(e)))?;
+            let job = cf_core::jobs::job_status(&host, &host, &settings, &job_guid, &Identity::Caller(caller_token))
+                .map_err(to_wit)?;
+            Ok(Job {
+                guid: job.guid.render(),
+                operation: job.guid.operation(),
+                state: match job.state {
+                    cf_core::jobs::JobState::Processing => JobState::Processing,
+                    cf_core::jobs::JobState::Complete => JobState::Complete,
+                    cf_core::jobs::JobState::Failed => JobState::Failed,
+                },
+                errors: job.errors.into_iter().map(to_wit_error).collect(),
+                warnings: Vec::new(),
+                created_at: job.created_at,
+                updated_at: job.updated_at,
+            })
+        }
+    }
+
+    fn to_wit_error(c: lethe_guest::cf::CfError) -> CfError {
+        CfError { code: c.code, title: c.title, detail: c.detail }
+    }
+
+    fn to_wit(e: cf_core::errors::HttpError) -> HttpError {
+        HttpError { status: e.status, errors: e.errors.into_iter().map(to_wit_error).collect() }
+    }
+
+    wasip2::http::proxy::export!(CfJobStatus);
+    export!(CfJobStatus);
+}

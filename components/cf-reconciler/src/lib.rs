@@ -1,0 +1,172 @@
+//! The `cf-reconciler` component: finalizes orgs and spaces being deleted (see
+//! [`cf_core::reconcile`]). It runs on every tick of its `[[trigger.cron]]`, on demand over HTTP
+//! (`POST` to its route, as a caller who may list orgs), and through the
+//! `lethe:platform/reconciler` export. Per-object backoff lives in SQL, so it survives restarts
+//! and is shared by every host.
+
+#[cfg(target_arch = "wasm32")]
+mod wasm {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+
+    use cf_core::config::{NamespaceRule, Settings};
+    use cf_core::reconcile::{Backoff, Report, backoff_delay_ms, pass};
+    use lethe_guest::env::{Env, Level};
+    use lethe_guest::host::Host;
+    use lethe_guest::host::bindings::lethe::platform::sql::{self, Value};
+    use lethe_guest::kube::{Kube, KubeError, ListOptions};
+    use lethe_guest::{Request, Response};
+    use serde_json::json;
+
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "lethe:platform/scheduled-reconciler",
+        with: {
+            "lethe:platform/kube@0.1.0": lethe_guest::host::bindings::lethe::platform::kube,
+            "lethe:platform/sql@0.1.0": lethe_guest::host::bindings::lethe::platform::sql,
+            "lethe:platform/log@0.1.0": lethe_guest::host::bindings::lethe::platform::log,
+            "lethe:platform/config@0.1.0": lethe_guest::host::bindings::lethe::platform::config,
+            "spin:cron/cron-types@3.0.0": generate,
+        },
+    });
+
+    use exports::lethe::platform::reconciler::{self, ItemFailure};
+
+    /// Backoff rows read once per pass; failures and successes are written through.
+    struct SqlBackoff {
+        rows: RefCell<HashMap<String, (u32, i64)>>,
+        host: Host,
+    }
+
+    impl SqlBackoff {
+        fn load(host: Host) -> Result<Self, String> {
+            let rows = sql::query("SELECT object_key, attempts, next_attempt_ms FROM cf_reconcile_backoff", &[])
+                .map_err(|e| format!("reading backoff state: {e:?}"))?;
+            let mut map = HashMap::new();
+            for row in rows.rows {
+                if let [Value::Text(key), Value::Integer(attempts), Value::Integer(next)] = row.as_slice() {
+                    map.insert(key.clone(), (u32::try_from(*attempts).unwrap_or(u32::MAX), *next));
+                }
+            }
+            Ok(SqlBackoff { rows: RefCell::new(map), host })
+        }
+    }
+
+    impl Backoff for SqlBackoff {
+        fn due(&self, key: &str, now_ms: i64) -> bool {
+            self.rows.borrow().get(key).is_none_or(|(_, next)| now_ms >= *next)
+        }
+
+        fn failed(&self, key: &str, now_ms: i64, reason: &str) {
+            let attempts = self.rows.borrow().get(key).map_or(0, |(a, _)| *a).saturating_add(1);
+            let jitter = self.host.random_bytes(1).first().copied().unwrap_or(0);
+            let next = now_ms + backoff_delay_ms(attempts, jitter);
+            self.rows.borrow_mut().insert(key.to_string(), (attempts, next));
+            let result = sql::execute(
+                "INSERT INTO cf_reconcile_backoff (object_key, attempts, next_attempt_ms, last_error) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (object_key) DO UPDATE SET \
+                 attempts = excluded.attempts, next_attempt_ms = excluded.next_attempt_ms, last_error = excluded.last_error",
+                &[Value::Text(key.into()), Value::Integer(attempts.into()), Value::Integer(next), Value::Text(reason.into())],
+            );
+            if let Err(e) = result {
+                self.host.log(Level::Warn, &format!("cannot record backoff of {key}: {e:?}"));
+            }
+        }
+
+        fn succeeded(&self, key: &str) {
+            if self.rows.borrow_mut().remove(key).is_some() {
+                if let Err(e) = sql::execute("DELETE FROM cf_reconcile_backoff WHERE object_key = $1", &[Value::Text(key.into())]) {
+                    self.host.log(Level::Warn, &format!("cannot clear backoff of {key}: {e:?}"));
+                }
+            }
+        }
+    }
+
+    fn run_pass() -> Result<Report, String> {
+        let host = Host::default();
+        let settings = Settings::from_env(&host)?;
+        let backoff = SqlBackoff::load(Host::default())?;
+        let report = pass(&host, &host, &settings, &backoff);
+        if report.created + report.updated + report.deleted > 0 || !report.failed.is_empty() {
+            host.log(Level::Info, &format!("cf reconcile pass: {report:?}"));
+        }
+        Ok(report)
+    }
+
+    struct CfReconciler;
+
+    impl reconciler::Guest for CfReconciler {
+        fn reconcile() -> Result<reconciler::Report, String> {
+            let r = run_pass()?;
+            Ok(reconciler::Report {
+                examined: r.examined,
+                created: r.created,
+                updated: r.updated,
+                deleted: r.deleted,
+                failed: r.failed.into_iter().map(|(item, reason)| ItemFailure { item, reason, parked: false }).collect(),
+                duration_ms: r.duration_ms,
+            })
+        }
+    }
+
+    impl Guest for CfReconciler {
+        fn handle_cron_event(_metadata: spin::cron::cron_types::Metadata) -> Result<(), spin::cron::cron_types::Error> {
+            run_pass().map(|_| ()).map_err(spin::cron::cron_types::Error::Other)
+        }
+    }
+
+    impl wasip2::exports::http::incoming_handler::Guest for CfReconciler {
+        fn handle(request: wasip2::http::types::IncomingRequest, out: wasip2::http::types::ResponseOutparam) {
+            lethe_guest::wasi_http::serve(request, out, on_demand);
+        }
+    }
+
+    /// `POST` runs a pass now and answers with its report. Only callers who may list every org
+    /// (CF admins) may ask.
+    fn on_demand(req: Request) -> Response {
+        if req.method != "POST" {
+            return cf_core::errors::HttpError::method_not_allowed().into_response();
+        }
+        let caller = match cf_core::access::caller(&req) {
+            Ok(c) => c,
+            Err(e) => return e.into_response(),
+        };
+        let host = Host::default();
+        let settings = match Settings::from_env(&host) {
+            Ok(s) => s,
+            Err(_) => return lethe_guest::cf::unknown_error(),
+        };
+        let root = settings
+            .resource_type("org")
+            .and_then(|t| match &t.namespace {
+                NamespaceRule::Fixed(ns) => Some((t.api_version.clone(), t.kind.clone(), ns.clone())),
+                NamespaceRule::Any => None,
+            });
+        if let Some((api_version, kind, ns)) = root {
+            let options = ListOptions { limit: Some(1), ..Default::default() };
+            match host.list(&caller, &api_version, &kind, Some(&ns), &options) {
+                Ok(_) => {}
+                Err(KubeError::Unauthorized(_)) => return cf_core::errors::HttpError::invalid_token().into_response(),
+                Err(_) => return cf_core::errors::HttpError::not_authorized().into_response(),
+            }
+        }
+        match run_pass() {
+            Ok(r) => Response::json(
+                200,
+                &json!({
+                    "examined": r.examined,
+                    "created": r.created,
+                    "updated": r.updated,
+                    "deleted": r.deleted,
+                    "backing_off": r.backing_off,
+                    "failed": r.failed.iter().map(|(item, reason)| json!({"item": item, "reason": reason})).collect::<Vec<_>>(),
+                    "duration_ms": r.duration_ms,
+                }),
+            ),
+            Err(e) => cf_core::errors::HttpError::unavailable(e).into_response(),
+        }
+    }
+
+    wasip2::http::proxy::export!(CfReconciler);
+    export!(CfReconciler);
+}
