@@ -139,6 +139,7 @@ fn check_identity(
             "the body of the request was not a JSON object",
         ));
     }
+    check_meta_types(body)?;
     if let Some(k) = body["kind"].as_str()
         && !k.is_empty()
         && k != def.kind
@@ -410,6 +411,75 @@ fn validate_labels(def: &ResourceDef, v: &Value) -> Result<(), ApiError> {
     }
 }
 
+/// Rejects metadata that a typed client could not decode (as the real server's decoder does).
+fn check_meta_types(v: &Value) -> Result<(), ApiError> {
+    let meta = &v["metadata"];
+    let bad = |field: &str, go_type: &str, found: &Value| {
+        let json_type = match found {
+            Value::String(_) => "string",
+            Value::Number(_) => "number",
+            Value::Bool(_) => "bool",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+            Value::Null => "null",
+        };
+        Err(ApiError::bad_request(format!(
+            "json: cannot unmarshal {json_type} into Go struct field {field} of type {go_type}"
+        )))
+    };
+    match meta {
+        Value::Null | Value::Object(_) => {}
+        other => return bad("metadata", "v1.ObjectMeta", other),
+    }
+    for f in [
+        "name",
+        "generateName",
+        "namespace",
+        "uid",
+        "resourceVersion",
+    ] {
+        match &meta[f] {
+            Value::Null | Value::String(_) => {}
+            other => return bad(&format!("ObjectMeta.metadata.{f}"), "string", other),
+        }
+    }
+    for f in ["labels", "annotations"] {
+        match &meta[f] {
+            Value::Null => {}
+            Value::Object(m) if m.values().all(Value::is_string) => {}
+            other => {
+                return bad(
+                    &format!("ObjectMeta.metadata.{f}"),
+                    "map[string]string",
+                    other,
+                );
+            }
+        }
+    }
+    match &meta["finalizers"] {
+        Value::Null => {}
+        Value::Array(a) if a.iter().all(Value::is_string) => {}
+        other => return bad("ObjectMeta.metadata.finalizers", "[]string", other),
+    }
+    match &meta["ownerReferences"] {
+        Value::Null => {}
+        Value::Array(a)
+            if a.iter().all(|r| {
+                ["apiVersion", "kind", "name", "uid"]
+                    .iter()
+                    .all(|k| r[*k].is_string())
+            }) => {}
+        other => {
+            return bad(
+                "ObjectMeta.metadata.ownerReferences",
+                "[]v1.OwnerReference",
+                other,
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Builds the object to store for a create.
 fn prepare_create(
     def: &ResourceDef,
@@ -589,6 +659,7 @@ fn prepare_update(
             "the body of the request was not a JSON object",
         ));
     }
+    check_meta_types(&new)?;
     let mut result = match sub {
         Sub::Status => {
             let mut r = cur.value.clone();

@@ -1,0 +1,241 @@
+//! Bad requests get `Status` errors (never a panic or a dropped connection).
+
+mod common;
+
+use common::raw_request;
+use lethe_apiserver::{ApiServerConfig, start};
+use serde_json::json;
+
+#[tokio::test]
+async fn malformed_requests_get_4xx_status_bodies_and_the_server_survives() {
+    let s = start(ApiServerConfig::default()).await.unwrap();
+    let t = Some(s.admin_token());
+    let url = s.url();
+    let cm = "/api/v1/namespaces/default/configmaps";
+    let ok = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "target"}})
+        .to_string();
+    assert_eq!(
+        raw_request(url, "POST", cm, t, Some(&ok))
+            .await
+            .unwrap()
+            .status,
+        201
+    );
+    let target = format!("{cm}/target");
+    let cases: Vec<(&str, String, Option<String>, u16)> = vec![
+        ("POST", cm.to_string(), Some("{not json".into()), 400),
+        ("POST", cm.to_string(), Some("[1,2,3]".into()), 400),
+        ("POST", cm.to_string(), Some("\"string\"".into()), 400),
+        (
+            "POST",
+            cm.to_string(),
+            Some(json!({"kind": "Secret", "metadata": {"name": "x"}}).to_string()),
+            400,
+        ),
+        (
+            "POST",
+            cm.to_string(),
+            Some(json!({"metadata": "nope"}).to_string()),
+            400,
+        ),
+        (
+            "POST",
+            cm.to_string(),
+            Some(json!({"metadata": {"name": "x", "namespace": "other"}}).to_string()),
+            400,
+        ),
+        (
+            "POST",
+            cm.to_string(),
+            Some(json!({"metadata": {"name": "x", "labels": "bad"}}).to_string()),
+            400,
+        ),
+        (
+            "PUT",
+            target.clone(),
+            Some(json!({"metadata": {"name": "other"}}).to_string()),
+            400,
+        ),
+        ("PUT", target.clone(), Some("null".into()), 400),
+        ("GET", format!("{cm}?limit=abc"), None, 400),
+        ("GET", format!("{cm}?limit=1&continue=garbage"), None, 400),
+        ("GET", format!("{cm}?labelSelector=a%20in%20b"), None, 400),
+        ("GET", format!("{cm}?fieldSelector=nonsense"), None, 400),
+        (
+            "GET",
+            format!("{cm}?watch=true&resourceVersion=abc"),
+            None,
+            400,
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/nothings".into(),
+            None,
+            404,
+        ),
+        ("GET", "/apis/nope.example.com/v1/things".into(), None, 404),
+        ("GET", format!("{target}/status"), None, 404),
+        ("GET", format!("{target}/a/b/c"), None, 404),
+        ("POST", target.clone(), Some(ok.clone()), 405),
+        ("DELETE", target.clone(), Some("{bad".into()), 400),
+        (
+            "DELETE",
+            target.clone(),
+            Some(json!({"propagationPolicy": "Sideways"}).to_string()),
+            422,
+        ),
+        (
+            "GET",
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews".into(),
+            None,
+            405,
+        ),
+        (
+            "POST",
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews".into(),
+            Some("{}".into()),
+            422,
+        ),
+        ("GET", "/openapi/v2".into(), None, 404),
+        ("GET", "/openapi/v3/apis/nope/v1".into(), None, 404),
+        ("PUT", "/lethe/faults".into(), Some("{bad".into()), 400),
+        ("GET", "/lethe/unknown".into(), None, 404),
+    ];
+    for (method, path, body, want) in cases {
+        let r = raw_request(url, method, &path, t, body.as_deref())
+            .await
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        assert_eq!(
+            r.status,
+            want,
+            "{method} {path} {body:?}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        if want >= 400 {
+            let v = r.json();
+            assert_eq!(
+                (v["kind"].as_str(), v["status"].as_str()),
+                (Some("Status"), Some("Failure")),
+                "{v}"
+            );
+            assert_eq!(v["code"].as_u64(), Some(want as u64));
+        }
+    }
+    // Patches that cannot apply.
+    let patch = |ct: &'static str, body: &'static str| {
+        let url = url.to_string();
+        let target = target.clone();
+        let token = s.admin_token().to_string();
+        async move { patch_request(&url, &target, &token, ct, body).await }
+    };
+    assert_eq!(
+        patch(
+            "application/json-patch+json",
+            r#"[{"op":"replace","path":"","value":1}]"#
+        )
+        .await,
+        400
+    );
+    assert_eq!(
+        patch(
+            "application/json-patch+json",
+            r#"[{"op":"remove","path":"/nope"}]"#
+        )
+        .await,
+        422
+    );
+    assert_eq!(
+        patch("application/json-patch+json", r#"{"op":"add"}"#).await,
+        422
+    );
+    assert_eq!(
+        patch(
+            "application/json-patch+json",
+            r#"[{"op":"frobnicate","path":"/a"}]"#
+        )
+        .await,
+        422
+    );
+    assert_eq!(patch("application/merge-patch+json", r#"[1]"#).await, 400);
+    assert_eq!(
+        patch(
+            "application/merge-patch+json",
+            r#"{"metadata":{"name":"renamed"}}"#
+        )
+        .await,
+        400
+    );
+    assert_eq!(patch("text/plain", r#"{}"#).await, 415);
+    assert_eq!(
+        patch(
+            "application/merge-patch+json",
+            r#"{"metadata":{"resourceVersion":"1"}}"#
+        )
+        .await,
+        409
+    );
+    assert_eq!(
+        patch(
+            "application/strategic-merge-patch+json",
+            r#"{"data":{"$patch":"delete"}}"#
+        )
+        .await,
+        200
+    );
+    // Protobuf junk.
+    let r = raw_proto(url, cm, s.admin_token(), b"k8s\x00\x0a\xff\xff").await;
+    assert_eq!(r, 415);
+    let r = raw_proto(url, cm, s.admin_token(), b"garbage").await;
+    assert_eq!(r, 415);
+    // Still serving.
+    assert_eq!(
+        raw_request(url, "GET", &target, t, None)
+            .await
+            .unwrap()
+            .status,
+        200
+    );
+    s.shutdown().await;
+}
+
+async fn patch_request(url: &str, path: &str, token: &str, ct: &str, body: &str) -> u16 {
+    raw_with_content_type(url, "PATCH", path, token, ct, body.as_bytes()).await
+}
+
+async fn raw_proto(url: &str, path: &str, token: &str, body: &[u8]) -> u16 {
+    raw_with_content_type(
+        url,
+        "POST",
+        path,
+        token,
+        "application/vnd.kubernetes.protobuf",
+        body,
+    )
+    .await
+}
+
+async fn raw_with_content_type(
+    url: &str,
+    method: &str,
+    path: &str,
+    token: &str,
+    ct: &str,
+    body: &[u8],
+) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = url.trim_start_matches("http://");
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Type: {ct}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(body).await.unwrap();
+    let mut buf = vec![];
+    s.read_to_end(&mut buf).await.unwrap();
+    let text = String::from_utf8_lossy(&buf);
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
