@@ -62,6 +62,70 @@ impl Lethe {
         let data_dir = tempfile::tempdir().expect("tempdir");
         let manifest_path = data_dir.path().join("spin.toml");
         std::fs::write(&manifest_path, manifest).expect("write manifest");
+        Self::spawn(data_dir, &manifest_path, extra_args, env)
+    }
+
+    /// Runs `lethe up` on the repository's own `spin.toml` (the real application), with the
+    /// embedded cluster's token file seeded with `users` (`token, user, groups`) first.
+    pub fn up_app(users: &[(&str, &str, &[&str])], env: &[(&str, &str)]) -> Lethe {
+        let data_dir = tempfile::tempdir().expect("tempdir");
+        let cluster_dir = data_dir.path().join("data/cluster");
+        std::fs::create_dir_all(&cluster_dir).expect("cluster dir");
+        let lines: Vec<String> = users
+            .iter()
+            .map(|(token, user, groups)| format!("{token},{user},{user},\"{}\"", groups.join(",")))
+            .collect();
+        std::fs::write(cluster_dir.join("tokens.csv"), lines.join("\n") + "\n")
+            .expect("tokens.csv");
+        let manifest = repo_root().join("spin.toml");
+        match Self::spawn(data_dir, &manifest, &[], env) {
+            Ok(l) => l,
+            Err(f) => panic!("lethe up failed ({}):\n{}", f.status, f.log),
+        }
+    }
+
+    /// The embedded cluster's admin kubeconfig.
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.data_dir.path().join("data/cluster/kubeconfig")
+    }
+
+    /// The admin token of the embedded cluster.
+    pub fn admin_token(&self) -> String {
+        let text = std::fs::read_to_string(self.kubeconfig()).expect("kubeconfig");
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix("token:"))
+            .map(|t| t.trim().trim_matches('"').to_string())
+            .expect("token in kubeconfig")
+    }
+
+    /// Runs `kubectl` against the embedded cluster as its admin; returns (success, stdout, stderr).
+    pub fn kubectl(&self, args: &[&str]) -> (bool, String, String) {
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .args(args)
+            .output()
+            .expect("run kubectl");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Like [`Lethe::kubectl`], panicking with kubectl's output on failure.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let (ok, stdout, stderr) = self.kubectl(args);
+        assert!(ok, "kubectl {args:?} failed:\n{stderr}");
+        stdout
+    }
+
+    fn spawn(
+        data_dir: tempfile::TempDir,
+        manifest_path: &Path,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Lethe, StartFailure> {
         let mut cmd = Command::new(lethe_bin());
         cmd.arg("up")
             .arg("--manifest")
@@ -84,7 +148,7 @@ impl Lethe {
         let (tx, rx) = std::sync::mpsc::channel();
         let log_writer = log.clone();
         std::thread::spawn(move || {
-            let mut tx = Some(tx);
+            let tx = Some(tx);
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 let url = line
                     .split("lethe listening on ")
@@ -121,6 +185,11 @@ impl Lethe {
                 );
             }
         }
+    }
+
+    /// The process id of the `lethe up` process.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Everything logged so far.

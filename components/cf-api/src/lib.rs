@@ -25,7 +25,10 @@ mod wasm {
     struct CfApi;
 
     impl wasip2::exports::http::incoming_handler::Guest for CfApi {
-        fn handle(request: wasip2::http::types::IncomingRequest, out: wasip2::http::types::ResponseOutparam) {
+        fn handle(
+            request: wasip2::http::types::IncomingRequest,
+            out: wasip2::http::types::ResponseOutparam,
+        ) {
             lethe_guest::wasi_http::serve(request, out, |req| {
                 let host = Host::default();
                 cf_core::api::handle(&host, &host, &req)
@@ -36,18 +39,34 @@ mod wasm {
     impl Guest for CfApi {
         fn delete(request: DeletionRequest) -> Result<String, HttpError> {
             let host = Host::default();
-            let settings = Settings::from_env(&host).map_err(|e| to_wit(cf_core::errors::HttpError::unavailable(e)))?;
+            let settings = Settings::from_env(&host)
+                .map_err(|e| to_wit(cf_core::errors::HttpError::unavailable(e)))?;
             let caller = Identity::Caller(request.caller_token);
-            cf_core::deletion::delete(&host, &host, &settings, &request.resource_type, &request.guid, &caller)
-                .map(|job| job.render())
-                .map_err(to_wit)
+            cf_core::deletion::delete(
+                &host,
+                &host,
+                &settings,
+                &request.resource_type,
+                &request.guid,
+                &caller,
+            )
+            .map(|job| job.render())
+            .map_err(to_wit)
         }
     }
 
     fn to_wit(e: cf_core::errors::HttpError) -> HttpError {
         HttpError {
             status: e.status,
-            errors: e.errors.into_iter().map(|c| CfError { code: c.code, title: c.title, detail: c.detail }).collect(),
+            errors: e
+                .errors
+                .into_iter()
+                .map(|c| CfError {
+                    code: c.code,
+                    title: c.title,
+                    detail: c.detail,
+                })
+                .collect(),
         }
     }
 

@@ -44,7 +44,9 @@ pub trait Backoff {
 /// exponential from 1 s, capped at 5 minutes, with up to 25% jitter from `jitter` (0..=255) so
 /// that objects failing together do not retry together.
 pub fn backoff_delay_ms(attempts: u32, jitter: u8) -> i64 {
-    let base = 1000i64.saturating_mul(1i64 << attempts.saturating_sub(1).min(20)).min(300_000);
+    let base = 1000i64
+        .saturating_mul(1i64 << attempts.saturating_sub(1).min(20))
+        .min(300_000);
     base + base * i64::from(jitter) / 1024
 }
 

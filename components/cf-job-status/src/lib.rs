@@ -26,7 +26,10 @@ mod wasm {
     struct CfJobStatus;
 
     impl wasip2::exports::http::incoming_handler::Guest for CfJobStatus {
-        fn handle(request: wasip2::http::types::IncomingRequest, out: wasip2::http::types::ResponseOutparam) {
+        fn handle(
+            request: wasip2::http::types::IncomingRequest,
+            out: wasip2::http::types::ResponseOutparam,
+        ) {
             lethe_guest::wasi_http::serve(request, out, |req| {
                 let host = Host::default();
                 cf_core::jobs::handle(&host, &host, &req)
@@ -37,9 +40,16 @@ mod wasm {
     impl Guest for CfJobStatus {
         fn get(job_guid: String, caller_token: String) -> Result<Job, HttpError> {
             let host = Host::default();
-            let settings = Settings::from_env(&host).map_err(|e| to_wit(cf_core::errors::HttpError::unavailable(e)))?;
-            let job = cf_core::jobs::job_status(&host, &host, &settings, &job_guid, &Identity::Caller(caller_token))
-                .map_err(to_wit)?;
+            let settings = Settings::from_env(&host)
+                .map_err(|e| to_wit(cf_core::errors::HttpError::unavailable(e)))?;
+            let job = cf_core::jobs::job_status(
+                &host,
+                &host,
+                &settings,
+                &job_guid,
+                &Identity::Caller(caller_token),
+            )
+            .map_err(to_wit)?;
             Ok(Job {
                 guid: job.guid.render(),
                 operation: job.guid.operation(),
@@ -57,11 +67,18 @@ mod wasm {
     }
 
     fn to_wit_error(c: lethe_guest::cf::CfError) -> CfError {
-        CfError { code: c.code, title: c.title, detail: c.detail }
+        CfError {
+            code: c.code,
+            title: c.title,
+            detail: c.detail,
+        }
     }
 
     fn to_wit(e: cf_core::errors::HttpError) -> HttpError {
-        HttpError { status: e.status, errors: e.errors.into_iter().map(to_wit_error).collect() }
+        HttpError {
+            status: e.status,
+            errors: e.errors.into_iter().map(to_wit_error).collect(),
+        }
     }
 
     wasip2::http::proxy::export!(CfJobStatus);

@@ -40,43 +40,81 @@ mod wasm {
 
     impl SqlBackoff {
         fn load(host: Host) -> Result<Self, String> {
-            let rows = sql::query("SELECT object_key, attempts, next_attempt_ms FROM cf_reconcile_backoff", &[])
-                .map_err(|e| format!("reading backoff state: {e:?}"))?;
+            let rows = sql::query(
+                "SELECT object_key, attempts, next_attempt_ms FROM cf_reconcile_backoff",
+                &[],
+            )
+            .map_err(|e| format!("reading backoff state: {e:?}"))?;
             let mut map = HashMap::new();
             for row in rows.rows {
-                if let [Value::Text(key), Value::Integer(attempts), Value::Integer(next)] = row.as_slice() {
-                    map.insert(key.clone(), (u32::try_from(*attempts).unwrap_or(u32::MAX), *next));
+                if let [
+                    Value::Text(key),
+                    Value::Integer(attempts),
+                    Value::Integer(next),
+                ] = row.as_slice()
+                {
+                    map.insert(
+                        key.clone(),
+                        (u32::try_from(*attempts).unwrap_or(u32::MAX), *next),
+                    );
                 }
             }
-            Ok(SqlBackoff { rows: RefCell::new(map), host })
+            Ok(SqlBackoff {
+                rows: RefCell::new(map),
+                host,
+            })
         }
     }
 
     impl Backoff for SqlBackoff {
         fn due(&self, key: &str, now_ms: i64) -> bool {
-            self.rows.borrow().get(key).is_none_or(|(_, next)| now_ms >= *next)
+            self.rows
+                .borrow()
+                .get(key)
+                .is_none_or(|(_, next)| now_ms >= *next)
         }
 
         fn failed(&self, key: &str, now_ms: i64, reason: &str) {
-            let attempts = self.rows.borrow().get(key).map_or(0, |(a, _)| *a).saturating_add(1);
+            let attempts = self
+                .rows
+                .borrow()
+                .get(key)
+                .map_or(0, |(a, _)| *a)
+                .saturating_add(1);
             let jitter = self.host.random_bytes(1).first().copied().unwrap_or(0);
             let next = now_ms + backoff_delay_ms(attempts, jitter);
-            self.rows.borrow_mut().insert(key.to_string(), (attempts, next));
+            self.rows
+                .borrow_mut()
+                .insert(key.to_string(), (attempts, next));
             let result = sql::execute(
                 "INSERT INTO cf_reconcile_backoff (object_key, attempts, next_attempt_ms, last_error) \
                  VALUES ($1, $2, $3, $4) ON CONFLICT (object_key) DO UPDATE SET \
                  attempts = excluded.attempts, next_attempt_ms = excluded.next_attempt_ms, last_error = excluded.last_error",
-                &[Value::Text(key.into()), Value::Integer(attempts.into()), Value::Integer(next), Value::Text(reason.into())],
+                &[
+                    Value::Text(key.into()),
+                    Value::Integer(attempts.into()),
+                    Value::Integer(next),
+                    Value::Text(reason.into()),
+                ],
             );
             if let Err(e) = result {
-                self.host.log(Level::Warn, &format!("cannot record backoff of {key}: {e:?}"));
+                self.host.log(
+                    Level::Warn,
+                    &format!("cannot record backoff of {key}: {e:?}"),
+                );
             }
         }
 
         fn succeeded(&self, key: &str) {
             if self.rows.borrow_mut().remove(key).is_some() {
-                if let Err(e) = sql::execute("DELETE FROM cf_reconcile_backoff WHERE object_key = $1", &[Value::Text(key.into())]) {
-                    self.host.log(Level::Warn, &format!("cannot clear backoff of {key}: {e:?}"));
+                if let Err(e) = sql::execute(
+                    "DELETE FROM cf_reconcile_backoff WHERE object_key = $1",
+                    &[Value::Text(key.into())],
+                ) {
+                    self.host.log(
+                        Level::Warn,
+                        &format!("cannot clear backoff of {key}: {e:?}"),
+                    );
                 }
             }
         }
@@ -103,20 +141,35 @@ mod wasm {
                 created: r.created,
                 updated: r.updated,
                 deleted: r.deleted,
-                failed: r.failed.into_iter().map(|(item, reason)| ItemFailure { item, reason, parked: false }).collect(),
+                failed: r
+                    .failed
+                    .into_iter()
+                    .map(|(item, reason)| ItemFailure {
+                        item,
+                        reason,
+                        parked: false,
+                    })
+                    .collect(),
                 duration_ms: r.duration_ms,
             })
         }
     }
 
     impl Guest for CfReconciler {
-        fn handle_cron_event(_metadata: spin::cron::cron_types::Metadata) -> Result<(), spin::cron::cron_types::Error> {
-            run_pass().map(|_| ()).map_err(spin::cron::cron_types::Error::Other)
+        fn handle_cron_event(
+            _metadata: spin::cron::cron_types::Metadata,
+        ) -> Result<(), spin::cron::cron_types::Error> {
+            run_pass()
+                .map(|_| ())
+                .map_err(spin::cron::cron_types::Error::Other)
         }
     }
 
     impl wasip2::exports::http::incoming_handler::Guest for CfReconciler {
-        fn handle(request: wasip2::http::types::IncomingRequest, out: wasip2::http::types::ResponseOutparam) {
+        fn handle(
+            request: wasip2::http::types::IncomingRequest,
+            out: wasip2::http::types::ResponseOutparam,
+        ) {
             lethe_guest::wasi_http::serve(request, out, on_demand);
         }
     }
@@ -139,14 +192,21 @@ mod wasm {
         let root = settings
             .resource_type("org")
             .and_then(|t| match &t.namespace {
-                NamespaceRule::Fixed(ns) => Some((t.api_version.clone(), t.kind.clone(), ns.clone())),
+                NamespaceRule::Fixed(ns) => {
+                    Some((t.api_version.clone(), t.kind.clone(), ns.clone()))
+                }
                 NamespaceRule::Any => None,
             });
         if let Some((api_version, kind, ns)) = root {
-            let options = ListOptions { limit: Some(1), ..Default::default() };
+            let options = ListOptions {
+                limit: Some(1),
+                ..Default::default()
+            };
             match host.list(&caller, &api_version, &kind, Some(&ns), &options) {
                 Ok(_) => {}
-                Err(KubeError::Unauthorized(_)) => return cf_core::errors::HttpError::invalid_token().into_response(),
+                Err(KubeError::Unauthorized(_)) => {
+                    return cf_core::errors::HttpError::invalid_token().into_response();
+                }
                 Err(_) => return cf_core::errors::HttpError::not_authorized().into_response(),
             }
         }

@@ -88,7 +88,10 @@ impl App {
         let mut envs = BTreeMap::new();
         for (id, decl) in &manifest.components {
             let mut config = caps::config::resolve(&manifest, decl)?;
-            config.insert(caps::config::INSTANCE_ID_KEY.to_string(), instance_id.clone());
+            config.insert(
+                caps::config::INSTANCE_ID_KEY.to_string(),
+                instance_id.clone(),
+            );
             let env = CapabilityEnv {
                 component_id: Arc::from(id.as_str()),
                 grants: decl.grants.clone(),
@@ -261,7 +264,11 @@ fn instance_id() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "lethe".to_string());
-    format!("{host}-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple())
+    format!(
+        "{host}-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    )
 }
 
 /// `url` with any password replaced, for logs.

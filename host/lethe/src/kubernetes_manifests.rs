@@ -9,11 +9,14 @@ use lethe_kube::{Cluster, KubeError, ObjectRef};
 
 /// Applies every object in the JSON file at `path` (one object, or a `v1` `List`).
 pub async fn apply_file(cluster: &Cluster, path: &Path) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let value: serde_json::Value =
         serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
     for object in objects(value) {
-        apply(cluster, object).await.with_context(|| format!("applying {}", path.display()))?;
+        apply(cluster, object)
+            .await
+            .with_context(|| format!("applying {}", path.display()))?;
     }
     Ok(())
 }
@@ -28,13 +31,21 @@ fn objects(value: serde_json::Value) -> Vec<serde_json::Value> {
 }
 
 async fn apply(cluster: &Cluster, mut object: serde_json::Value) -> anyhow::Result<()> {
-    let field = |o: &serde_json::Value, p: &str| o.pointer(p).and_then(|v| v.as_str()).map(str::to_string);
-    let (Some(api_version), Some(kind), Some(name)) =
-        (field(&object, "/apiVersion"), field(&object, "/kind"), field(&object, "/metadata/name"))
-    else {
+    let field =
+        |o: &serde_json::Value, p: &str| o.pointer(p).and_then(|v| v.as_str()).map(str::to_string);
+    let (Some(api_version), Some(kind), Some(name)) = (
+        field(&object, "/apiVersion"),
+        field(&object, "/kind"),
+        field(&object, "/metadata/name"),
+    ) else {
         bail!("an object lacks apiVersion, kind or metadata.name");
     };
-    let target = ObjectRef { api_version, kind, namespace: field(&object, "/metadata/namespace"), name };
+    let target = ObjectRef {
+        api_version,
+        kind,
+        namespace: field(&object, "/metadata/namespace"),
+        name,
+    };
     let client = cluster.privileged();
     match client.create(&object.to_string()).await {
         Ok(_) => {

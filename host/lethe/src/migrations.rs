@@ -33,7 +33,10 @@ pub fn load(component: &str, dir: &Path) -> anyhow::Result<Vec<lethe_sql::Migrat
         let sql = std::fs::read_to_string(&path)
             .with_context(|| format!("cannot read {}", path.display()))?;
         if !(0..MAX_PER_COMPONENT).contains(&number) {
-            bail!("migration `{stem}`: numbers run from 0 to {}", MAX_PER_COMPONENT - 1);
+            bail!(
+                "migration `{stem}`: numbers run from 0 to {}",
+                MAX_PER_COMPONENT - 1
+            );
         }
         found.push((number, format!("{component}/{stem}"), sql));
     }
@@ -51,7 +54,11 @@ pub fn load(component: &str, dir: &Path) -> anyhow::Result<Vec<lethe_sql::Migrat
     let base = component_range(component);
     Ok(found
         .into_iter()
-        .map(|(number, name, sql)| lethe_sql::Migration { version: base + number, name, sql })
+        .map(|(number, name, sql)| lethe_sql::Migration {
+            version: base + number,
+            name,
+            sql,
+        })
         .collect())
 }
 
@@ -78,9 +85,16 @@ mod tests {
         let m = load("smoke", dir.path()).expect("load");
         let names: Vec<_> = m.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(names, ["smoke/0002_a", "smoke/0010_b"]);
-        assert_eq!(m[1].version - m[0].version, 8, "numbers keep their order and distance");
+        assert_eq!(
+            m[1].version - m[0].version,
+            8,
+            "numbers keep their order and distance"
+        );
         let other = load("other", dir.path()).expect("load");
-        assert_ne!(other[0].version, m[0].version, "components get distinct version ranges");
+        assert_ne!(
+            other[0].version, m[0].version,
+            "components get distinct version ranges"
+        );
     }
 
     #[test]

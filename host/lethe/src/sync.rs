@@ -215,6 +215,8 @@ async fn connect(
     );
     let server = lethe_apiserver::start(lethe_apiserver::ApiServerConfig {
         data_dir: Some(dir),
+        // As `lethe up` serves it, so kubectl sends tokens with the kubeconfig it writes.
+        tls: true,
         ..Default::default()
     })
     .await

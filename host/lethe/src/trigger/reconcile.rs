@@ -34,8 +34,10 @@ impl Reconciler {
     /// Prepares calls to `component`'s reconciler export.
     pub fn new(component: Arc<LoadedComponent>) -> anyhow::Result<Reconciler> {
         let pre = bindings::ReconcilerHandlerPre::new(component.pre.clone()).map_err(|e| {
-            anyhow::Error::from(e)
-                .context(format!("component `{}` does not export lethe:platform/reconciler", component.id))
+            anyhow::Error::from(e).context(format!(
+                "component `{}` does not export lethe:platform/reconciler",
+                component.id
+            ))
         })?;
         Ok(Reconciler { component, pre })
     }
@@ -45,13 +47,24 @@ impl Reconciler {
         let mut store = self.component.new_store(runtime.engine());
         let run = async {
             let instance = self.pre.instantiate_async(&mut store).await?;
-            instance.lethe_platform_reconciler().call_reconcile(&mut store).await
+            instance
+                .lethe_platform_reconciler()
+                .call_reconcile(&mut store)
+                .await
         };
         let timeout = self.component.limits.timeout + std::time::Duration::from_millis(250);
         let result = tokio::time::timeout(timeout, run)
             .await
-            .map_err(|_| anyhow::anyhow!("component `{}` exceeded its time limit", self.component.id))?
-            .map_err(|e| anyhow::anyhow!("component `{}` {}", self.component.id, super::describe_failure(&e)))?;
+            .map_err(|_| {
+                anyhow::anyhow!("component `{}` exceeded its time limit", self.component.id)
+            })?
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "component `{}` {}",
+                    self.component.id,
+                    super::describe_failure(&e)
+                )
+            })?;
         result
             .map_err(anyhow::Error::msg)
             .with_context(|| format!("component `{}` could not run a pass", self.component.id))

@@ -1,0 +1,521 @@
+//! End to end: the Cloud Foundry V3 deletion jobs of the first seed, through `lethe up` on the
+//! repository's `spin.toml` against the embedded cluster, with `kubectl` as a second, real client.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value as Json;
+use support::{Answer, Lethe, request};
+
+const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-0123456789";
+const EVE: &str = "eve-token-0123456789";
+
+fn start(env: &[(&str, &str)]) -> Lethe {
+    Lethe::up_app(
+        &[(ALICE, "alice", &[]), (BOB, "bob", &[]), (EVE, "eve", &[])],
+        env,
+    )
+}
+
+fn call(
+    lethe: &Lethe,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> Answer {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", a.as_str())).collect();
+    let url = if path.starts_with("http") {
+        path.to_string()
+    } else {
+        format!("{}{path}", lethe.url)
+    };
+    request(method, &url, body, &headers)
+}
+
+fn create_org(lethe: &Lethe, name: &str) -> String {
+    let admin = lethe.admin_token();
+    let r = call(
+        lethe,
+        "POST",
+        "/v3/organizations",
+        Some(&admin),
+        Some(&format!(r#"{{"name":"{name}"}}"#)),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    r.json()["guid"].as_str().expect("guid").to_string()
+}
+
+fn create_space(lethe: &Lethe, org: &str, name: &str) -> String {
+    let admin = lethe.admin_token();
+    let body = format!(
+        r#"{{"name":"{name}","relationships":{{"organization":{{"data":{{"guid":"{org}"}}}}}}}}"#
+    );
+    let r = call(lethe, "POST", "/v3/spaces", Some(&admin), Some(&body));
+    assert_eq!(r.status, 201, "{}", r.body);
+    r.json()["guid"].as_str().expect("guid").to_string()
+}
+
+fn bind(lethe: &Lethe, namespace: &str, role: &str, user: &str) {
+    lethe.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        &format!("{user}-{role}"),
+        "-n",
+        namespace,
+        &format!("--clusterrole=lethe-cf-{role}"),
+        &format!("--user={user}"),
+    ]);
+}
+
+fn add_foreign_finalizer(lethe: &Lethe, org: &str) {
+    lethe.kubectl_ok(&[
+        "patch",
+        "orgs.cf.lethe.dev",
+        org,
+        "-n",
+        "cf",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/metadata/finalizers/-","value":"example.com/stuck"}]"#,
+    ]);
+}
+
+fn job_state(lethe: &Lethe, location: &str, token: &str) -> (u16, Json) {
+    let r = call(lethe, "GET", location, Some(token), None);
+    let body = r.json();
+    (r.status, body)
+}
+
+fn delete_org(lethe: &Lethe, org: &str, token: &str) -> String {
+    let r = call(
+        lethe,
+        "DELETE",
+        &format!("/v3/organizations/{org}"),
+        Some(token),
+        None,
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert!(r.body.is_empty(), "202 has an empty body");
+    let location = r.header("location").expect("Location").to_string();
+    assert_eq!(location, format!("{}/v3/jobs/org.delete~{org}", lethe.url));
+    location
+}
+
+fn wait_for_state(
+    lethe: &Lethe,
+    location: &str,
+    token: &str,
+    state: &str,
+    within: Duration,
+) -> Json {
+    let deadline = Instant::now() + within;
+    loop {
+        let (status, body) = job_state(lethe, location, token);
+        assert_eq!(status, 200, "{body}");
+        if body["state"] == state || Instant::now() > deadline {
+            assert_eq!(body["state"], state, "waiting for {state}: {body}");
+            return body;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn cf_cli_like_poller_deletes_an_org_with_spaces_to_complete_and_everything_is_gone() {
+    let lethe = start(&[]);
+    let admin = lethe.admin_token();
+    let org = create_org(&lethe, "poller-org");
+    let spaces = [
+        create_space(&lethe, &org, "s1"),
+        create_space(&lethe, &org, "s2"),
+    ];
+    lethe.kubectl_ok(&["get", "namespace", &org]);
+    let location = delete_org(&lethe, &org, &admin);
+    // Like `cf delete-org`: poll the Location, fail on any error or FAILED.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut states = Vec::new();
+    loop {
+        let (status, body) = job_state(&lethe, &location, &admin);
+        assert_eq!(status, 200, "poll failed: {body}");
+        let state = body["state"].as_str().expect("state").to_string();
+        assert_ne!(state, "FAILED", "{body}");
+        assert_eq!(body["operation"], "org.delete");
+        assert_eq!(body["guid"], format!("org.delete~{org}"));
+        assert_eq!(body["links"]["self"]["href"], location);
+        assert!(body["errors"].as_array().is_some_and(Vec::is_empty));
+        states.push(state.clone());
+        if state == "COMPLETE" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not COMPLETE within 60 s: {states:?}\n{}",
+            lethe.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(
+        states[0], "PROCESSING",
+        "the first poll sees the deletion in progress"
+    );
+    let (found, _, stderr) = lethe.kubectl(&["get", "orgs.cf.lethe.dev", &org, "-n", "cf"]);
+    assert!(!found && stderr.contains("NotFound"), "org gone: {stderr}");
+    for space in &spaces {
+        let (found, _, stderr) = lethe.kubectl(&["get", "spaces.cf.lethe.dev", space, "-n", &org]);
+        assert!(
+            !found && stderr.contains("NotFound"),
+            "space gone: {stderr}"
+        );
+        let (found, _, _) = lethe.kubectl(&["get", "namespace", space]);
+        assert!(!found, "space namespace {space} gone");
+    }
+    let (found, _, _) = lethe.kubectl(&["get", "namespace", &org]);
+    assert!(!found, "org namespace gone");
+}
+
+#[test]
+fn first_poll_after_delete_is_processing_even_when_reads_are_stale() {
+    let lethe = start(&[]);
+    let admin = lethe.admin_token();
+    let org = create_org(&lethe, "stale-org");
+    add_foreign_finalizer(&lethe, &org);
+    let faults = lethe.data_dir.path().join("faults.json");
+    std::fs::write(&faults, r#"{"stale_read_ms": 1500}"#).expect("write faults");
+    lethe.kubectl_ok(&[
+        "replace",
+        "--raw",
+        "/lethe/faults",
+        "-f",
+        faults.to_str().expect("utf-8 path"),
+    ]);
+    let location = delete_org(&lethe, &org, &admin);
+    let (status, body) = job_state(&lethe, &location, &admin);
+    assert_eq!(status, 200, "never 404 on the first poll: {body}");
+    assert_eq!(body["state"], "PROCESSING");
+}
+
+#[test]
+fn org_job_stays_processing_when_the_callers_role_bindings_are_already_gone() {
+    let lethe = start(&[]);
+    let admin = lethe.admin_token();
+    let org = create_org(&lethe, "early-org");
+    bind(&lethe, &org, "organization-user", "bob");
+    add_foreign_finalizer(&lethe, &org);
+    let location = delete_org(&lethe, &org, &admin);
+    // The cascade removes bob's role binding while the org is still terminating.
+    lethe.kubectl_ok(&[
+        "delete",
+        "rolebinding",
+        "bob-organization-user",
+        "-n",
+        &org,
+        "--wait=false",
+    ]);
+    std::thread::sleep(Duration::from_secs(2));
+    let (status, body) = job_state(&lethe, &location, BOB);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["state"], "PROCESSING",
+        "completion comes from the org record itself"
+    );
+    lethe.kubectl_ok(&["get", "orgs.cf.lethe.dev", &org, "-n", "cf"]);
+}
+
+#[test]
+fn stuck_finalizer_gives_processing_then_failed_at_the_timeout_then_complete_once_removed() {
+    let lethe = start(&[("LETHE_VAR_DELETION_TIMEOUT_SECONDS", "4")]);
+    let admin = lethe.admin_token();
+    let org = create_org(&lethe, "stuck-org");
+    add_foreign_finalizer(&lethe, &org);
+    let location = delete_org(&lethe, &org, &admin);
+    assert_eq!(
+        job_state(&lethe, &location, &admin).1["state"],
+        "PROCESSING"
+    );
+    let failed = wait_for_state(&lethe, &location, &admin, "FAILED", Duration::from_secs(20));
+    assert_eq!(failed["errors"][0]["code"], 10008);
+    assert_eq!(failed["errors"][0]["title"], "CF-UnprocessableEntity");
+    assert_eq!(
+        failed["errors"][0]["detail"],
+        format!("org deletion timed out, check the remaining \"{org}\" resource")
+    );
+    // Our own cleanup has finished by now; only the foreign finalizer holds the org.
+    let finalizers = lethe.kubectl_ok(&[
+        "get",
+        "orgs.cf.lethe.dev",
+        &org,
+        "-n",
+        "cf",
+        "-o",
+        "jsonpath={.metadata.finalizers}",
+    ]);
+    assert_eq!(finalizers.trim(), r#"["example.com/stuck"]"#);
+    lethe.kubectl_ok(&[
+        "patch",
+        "orgs.cf.lethe.dev",
+        &org,
+        "-n",
+        "cf",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    wait_for_state(
+        &lethe,
+        &location,
+        &admin,
+        "COMPLETE",
+        Duration::from_secs(10),
+    );
+}
+
+#[test]
+fn user_with_no_role_gets_404_on_delete_and_complete_on_the_job() {
+    let lethe = start(&[]);
+    let org = create_org(&lethe, "eve-org");
+    let r = call(
+        &lethe,
+        "DELETE",
+        &format!("/v3/organizations/{org}"),
+        Some(EVE),
+        None,
+    );
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert_eq!(r.cf_code(), 10010);
+    assert_eq!(r.json()["errors"][0]["title"], "CF-ResourceNotFound");
+    let (status, body) = job_state(&lethe, &format!("/v3/jobs/org.delete~{org}"), EVE);
+    assert_eq!(status, 200);
+    assert_eq!(body["state"], "COMPLETE");
+    lethe.kubectl_ok(&["get", "orgs.cf.lethe.dev", &org, "-n", "cf"]);
+}
+
+#[test]
+fn permissions_follow_cloud_controller() {
+    let lethe = start(&[]);
+    let org = create_org(&lethe, "perm-org");
+    let space = create_space(&lethe, &org, "perm-space");
+    bind(&lethe, &org, "organization-manager", "alice");
+    bind(&lethe, &org, "organization-user", "bob");
+    // An org manager sees the org but may not delete it: 403 CF-NotAuthorized.
+    let r = call(
+        &lethe,
+        "DELETE",
+        &format!("/v3/organizations/{org}"),
+        Some(ALICE),
+        None,
+    );
+    assert_eq!((r.status, r.cf_code()), (403, 10003), "{}", r.body);
+    // An org user may not delete a space; an org manager may.
+    let r = call(
+        &lethe,
+        "DELETE",
+        &format!("/v3/spaces/{space}"),
+        Some(BOB),
+        None,
+    );
+    assert_eq!((r.status, r.cf_code()), (403, 10003), "{}", r.body);
+    let r = call(
+        &lethe,
+        "DELETE",
+        &format!("/v3/spaces/{space}"),
+        Some(ALICE),
+        None,
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let location = r.header("location").expect("Location").to_string();
+    assert!(location.ends_with(&format!("/v3/jobs/space.delete~{space}")));
+    wait_for_state(
+        &lethe,
+        &location,
+        ALICE,
+        "COMPLETE",
+        Duration::from_secs(30),
+    );
+    let (found, _, _) = lethe.kubectl(&["get", "namespace", &space]);
+    assert!(!found, "the space's namespace is gone");
+    // Listing: bob sees his org only; eve sees none.
+    create_org(&lethe, "other-org");
+    let r = call(&lethe, "GET", "/v3/organizations", Some(BOB), None);
+    assert_eq!(r.json()["pagination"]["total_results"], 1, "{}", r.body);
+    let r = call(&lethe, "GET", "/v3/organizations", Some(EVE), None);
+    assert_eq!(r.json()["pagination"]["total_results"], 0, "{}", r.body);
+    let r = call(
+        &lethe,
+        "GET",
+        &format!("/v3/organizations/{org}"),
+        Some(EVE),
+        None,
+    );
+    assert_eq!(r.status, 404);
+}
+
+#[test]
+fn missing_and_bad_tokens_are_401_with_the_right_codes() {
+    let lethe = start(&[]);
+    let org = create_org(&lethe, "auth-org");
+    let r = call(
+        &lethe,
+        "DELETE",
+        &format!("/v3/organizations/{org}"),
+        None,
+        None,
+    );
+    assert_eq!((r.status, r.cf_code()), (401, 10002));
+    assert_eq!(r.json()["errors"][0]["title"], "CF-NotAuthenticated");
+    let r = call(
+        &lethe,
+        "DELETE",
+        &format!("/v3/organizations/{org}"),
+        Some("not-a-real-token"),
+        None,
+    );
+    assert_eq!((r.status, r.cf_code()), (401, 1000));
+    assert_eq!(r.json()["errors"][0]["title"], "CF-InvalidAuthToken");
+    let r = call(
+        &lethe,
+        "GET",
+        &format!("/v3/jobs/org.delete~{org}"),
+        Some("not-a-real-token"),
+        None,
+    );
+    assert_eq!((r.status, r.cf_code()), (401, 1000));
+    assert!(
+        !lethe.log().contains("not-a-real-token"),
+        "tokens never appear in logs"
+    );
+    assert!(
+        !lethe.log().contains(&lethe.admin_token()),
+        "tokens never appear in logs"
+    );
+}
+
+#[test]
+fn bad_input_gets_4xx_with_the_envelope() {
+    let lethe = start(&[]);
+    let admin = lethe.admin_token();
+    let org = create_org(&lethe, "input-org");
+    let long = "a".repeat(5000);
+    let cases: Vec<(&str, String, Option<&str>, u16, i64)> = vec![
+        ("GET", "/v3/jobs/org.delete".into(), None, 404, 10010),
+        ("GET", "/v3/jobs/org.delete~".into(), None, 404, 10010),
+        ("GET", "/v3/jobs/org.purge~abc".into(), None, 404, 10010),
+        ("GET", "/v3/jobs/app.delete~abc".into(), None, 404, 10010),
+        (
+            "GET",
+            "/v3/jobs/org.delete~NOT_A_GUID".into(),
+            None,
+            404,
+            10010,
+        ),
+        (
+            "GET",
+            format!("/v3/jobs/org.delete~{org}%00"),
+            None,
+            404,
+            10010,
+        ),
+        ("GET", format!("/v3/jobs/{long}"), None, 404, 10010),
+        (
+            "DELETE",
+            "/v3/organizations/not..a..guid".into(),
+            None,
+            404,
+            10010,
+        ),
+        (
+            "DELETE",
+            format!("/v3/organizations/{long}"),
+            None,
+            404,
+            10010,
+        ),
+        ("GET", "/v3/organizations/a/b/c".into(), None, 404, 10010),
+        (
+            "POST",
+            "/v3/organizations".into(),
+            Some("{not json"),
+            400,
+            1001,
+        ),
+        ("POST", "/v3/organizations".into(), Some("[1,2]"), 400, 1001),
+        (
+            "POST",
+            "/v3/organizations".into(),
+            Some(r#"{"name": ""}"#),
+            422,
+            10008,
+        ),
+        (
+            "POST",
+            "/v3/spaces".into(),
+            Some(r#"{"name": "s"}"#),
+            422,
+            10008,
+        ),
+        (
+            "POST",
+            "/v3/organizations".into(),
+            Some(r#"{"name": "input-org"}"#),
+            422,
+            10008,
+        ),
+        (
+            "GET",
+            "/v3/organizations?per_page=abc".into(),
+            None,
+            400,
+            10005,
+        ),
+    ];
+    for (method, path, body, status, code) in cases {
+        let r = call(&lethe, method, &path, Some(&admin), body);
+        assert_eq!(r.status, status, "{method} {path}: {}", r.body);
+        assert_eq!(r.cf_code(), code, "{method} {path}: {}", r.body);
+    }
+    let r = call(
+        &lethe,
+        "GET",
+        "/v3/jobs/org.delete~Not-A-Guid",
+        Some(&admin),
+        None,
+    );
+    assert_eq!(
+        r.json()["errors"][0]["detail"],
+        "Job not found. Ensure it exists and you have access to it."
+    );
+}
+
+#[test]
+fn visible_org_that_is_not_being_deleted_has_no_job() {
+    let lethe = start(&[("LETHE_VAR_JOB_REREAD_MS", "300")]);
+    let admin = lethe.admin_token();
+    let org = create_org(&lethe, "alive-org");
+    let r = call(
+        &lethe,
+        "GET",
+        &format!("/v3/jobs/org.delete~{org}"),
+        Some(&admin),
+        None,
+    );
+    assert_eq!((r.status, r.cf_code()), (404, 10010), "{}", r.body);
+}
+
+#[test]
+fn root_and_v3_links_use_the_external_url() {
+    let lethe = start(&[("LETHE_VAR_EXTERNAL_URL", "https://api.example.test")]);
+    let root = call(&lethe, "GET", "/", None, None);
+    assert_eq!(root.status, 200);
+    assert_eq!(
+        root.json()["links"]["cloud_controller_v3"]["href"],
+        "https://api.example.test/v3"
+    );
+    let v3 = call(&lethe, "GET", "/v3", None, None);
+    assert_eq!(
+        v3.json()["links"]["organizations"]["href"],
+        "https://api.example.test/v3/organizations"
+    );
+}
