@@ -378,42 +378,53 @@ pub fn default_rbac() -> Vec<(&'static str, Value)> {
         "jobs/status",
         "leases"
     ]);
+    let agg = |to: &str| format!("rbac.authorization.k8s.io/aggregate-to-{to}");
+    let role = |name: &str, labels: Value, body: Value| {
+        let mut v = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": labels},
+        });
+        if let (Some(m), Value::Object(b)) = (v.as_object_mut(), body) {
+            m.extend(b);
+        }
+        ("clusterroles", v)
+    };
+    let boot = "kubernetes.io/bootstrapping";
+    let aggregated = |to: &str| json!({"aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {agg(to): "true"}}]}, "rules": []});
     vec![
-        (
-            "clusterroles",
-            json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-                "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}],
-            }),
+        role(
+            "cluster-admin",
+            json!({boot: "rbac-defaults"}),
+            json!({"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}]}),
         ),
-        (
-            "clusterroles",
-            json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                "metadata": {"name": "admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-                "rules": [
-                    {"apiGroups": ns_groups, "resources": ns_resources, "verbs": write},
-                    {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": write},
-                    {"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]},
-                ],
-            }),
+        role(
+            "system:aggregate-to-admin",
+            json!({boot: "rbac-defaults", agg("admin"): "true"}),
+            json!({"rules": [
+                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": write},
+                {"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]},
+            ]}),
         ),
-        (
-            "clusterroles",
-            json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                "metadata": {"name": "edit", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-                "rules": [{"apiGroups": ns_groups, "resources": ns_resources, "verbs": write}],
-            }),
+        role(
+            "system:aggregate-to-edit",
+            json!({boot: "rbac-defaults", agg("admin"): "true", agg("edit"): "true"}),
+            json!({"rules": [{"apiGroups": ns_groups, "resources": ns_resources, "verbs": write}]}),
         ),
-        (
-            "clusterroles",
-            json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                "metadata": {"name": "view", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-                "rules": [{"apiGroups": ns_groups, "resources": ["configmaps", "serviceaccounts", "events", "cronjobs", "cronjobs/status", "jobs", "jobs/status", "leases"], "verbs": read}],
-            }),
+        role(
+            "system:aggregate-to-view",
+            json!({boot: "rbac-defaults", agg("admin"): "true", agg("edit"): "true", agg("view"): "true"}),
+            json!({"rules": [{"apiGroups": ns_groups, "resources": ["configmaps", "serviceaccounts", "events", "cronjobs", "cronjobs/status", "jobs", "jobs/status", "leases"], "verbs": read}]}),
+        ),
+        role("admin", json!({boot: "rbac-defaults"}), aggregated("admin")),
+        role(
+            "edit",
+            json!({boot: "rbac-defaults", agg("admin"): "true"}),
+            aggregated("edit"),
+        ),
+        role(
+            "view",
+            json!({boot: "rbac-defaults", agg("edit"): "true"}),
+            aggregated("view"),
         ),
         (
             "clusterrolebindings",

@@ -76,7 +76,7 @@ fn delete_all(store: &Store, items: &[Item]) -> bool {
 
 /// One pass over everything pending. Returns true when it changed something.
 pub fn pass(store: &Store) -> bool {
-    let mut changed = false;
+    let mut changed = aggregate(store);
     let (deleting, owned): (Vec<Item>, Vec<Item>) = store.read(|inner| {
         (
             inner
@@ -219,6 +219,73 @@ fn strip_owner(store: &Store, d: &Item, owner_uid: &str) -> bool {
         Ok((Change::Put(v), true))
     });
     matches!(res, Ok((_, true)))
+}
+
+fn selector_matches(sel: &Value, labels: &Value) -> bool {
+    let label = |k: &str| labels.get(k).and_then(Value::as_str);
+    let labels_ok = sel["matchLabels"]
+        .as_object()
+        .is_none_or(|m| m.iter().all(|(k, v)| label(k) == v.as_str()));
+    let exprs_ok = sel["matchExpressions"].as_array().is_none_or(|es| {
+        es.iter().all(|e| {
+            let key = e["key"].as_str().unwrap_or_default();
+            let values: Vec<&str> = e["values"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            match e["operator"].as_str() {
+                Some("In") => label(key).is_some_and(|v| values.contains(&v)),
+                Some("NotIn") => !label(key).is_some_and(|v| values.contains(&v)),
+                Some("Exists") => label(key).is_some(),
+                Some("DoesNotExist") => label(key).is_none(),
+                _ => false,
+            }
+        })
+    });
+    labels_ok && exprs_ok
+}
+
+/// The ClusterRole aggregation controller: a role with an `aggregationRule` gets the union of
+/// the rules of the cluster roles its selectors match. Returns true when it changed something.
+pub fn aggregate(store: &Store) -> bool {
+    const KEY: &str = "rbac.authorization.k8s.io/clusterroles";
+    let roles: Vec<Arc<Obj>> =
+        store.read(|inner| inner.entries(KEY).map(|(_, o)| o.clone()).collect());
+    let Some(def) = store.read(|inner| def_for_key(inner, KEY)) else {
+        return false;
+    };
+    let mut changed = false;
+    for r in &roles {
+        let Some(selectors) = r.value["aggregationRule"]["clusterRoleSelectors"].as_array() else {
+            continue;
+        };
+        let name = r.meta_str("name").to_string();
+        let mut rules: Vec<Value> = vec![];
+        for other in roles.iter().filter(|o| o.meta_str("name") != name) {
+            let labels = &other.value["metadata"]["labels"];
+            if !selectors.iter().any(|s| selector_matches(s, labels)) {
+                continue;
+            }
+            for rule in other.value["rules"].as_array().into_iter().flatten() {
+                if !rules.contains(rule) {
+                    rules.push(rule.clone());
+                }
+            }
+        }
+        if r.value["rules"].as_array() == Some(&rules) {
+            continue;
+        }
+        let res = store.mutate(def.key(), "", &name, |cur, _| {
+            let Some(cur) = cur else {
+                return Ok((Change::Keep, false));
+            };
+            let mut v = cur.value.clone();
+            v["rules"] = Value::Array(rules);
+            Ok((Change::Put(v), true))
+        });
+        changed |= matches!(res, Ok((_, true)));
+    }
+    changed
 }
 
 /// Runs the controllers until the task is aborted.

@@ -221,6 +221,12 @@ fn bootstrap(store: &store::Store) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("bootstrap {plural} {name}: {e}"))?;
         }
     }
+    // Fill the aggregated roles (admin, edit, view) before serving.
+    for _ in 0..5 {
+        if !controller::aggregate(store) {
+            break;
+        }
+    }
     Ok(())
 }
 
