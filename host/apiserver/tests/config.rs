@@ -78,3 +78,24 @@ async fn the_data_dir_holds_the_database_tokens_and_kubeconfig() {
     }
     s.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_server_handle_is_send_and_sync_and_start_can_be_spawned() {
+    fn assert_send_sync<T: Send + Sync>(_: &T) {}
+    let s = tokio::spawn(start(ApiServerConfig::default()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_send_sync(&s);
+    let shared = std::sync::Arc::new(s);
+    let url = tokio::spawn({
+        let shared = shared.clone();
+        async move { shared.url().to_string() }
+    })
+    .await
+    .unwrap();
+    assert!(url.starts_with("http://"));
+    if let Ok(s) = std::sync::Arc::try_unwrap(shared) {
+        s.shutdown().await;
+    }
+}
