@@ -1,21 +1,35 @@
 //! `lethe-apiserver`: an embedded, Kubernetes-API-compatible server.
 //!
 //! It serves the parts of the Kubernetes REST API that lethe uses, well enough that `kubectl`
-//! and the `kube` crate cannot tell it from a real kube-apiserver: discovery (legacy and a
-//! minimal OpenAPI v3), Namespaces, ConfigMaps, Secrets, CronJobs, Jobs, Leases, RBAC objects,
-//! CustomResourceDefinitions and the custom resources they define (with a status subresource),
-//! and access reviews. Objects get uid, a cluster-wide resourceVersion, generation and
-//! timestamps; finalizers, deletionTimestamp, delete preconditions, propagation policies with
-//! a small garbage collector, and namespace deletion behave like the real server. Lists support
-//! label/field selectors and limit/continue; watches replay from a ring of recent events and
-//! answer 410 Gone once a version has been compacted away.
+//! (v1.32) and the `kube` crate cannot tell it from a real kube-apiserver:
 //!
-//! Requests are authenticated with a `--token-auth-file` style CSV and authorized with RBAC
-//! (`system:masters` may do everything); impersonation headers are honoured. State lives in
-//! memory (BTreeMap indexes) and is written through to SQLite when a data directory is given.
-//! Faults (latency, error rates, dropped connections, stale reads) can be injected for tests,
-//! by configuration or at runtime through the admin-only `/lethe/faults` endpoint
-//! (`POST /lethe/compact` drops the watch history, like an etcd compaction).
+//! - discovery (`/version`, `/api`, `/apis`, legacy resource lists) and a minimal OpenAPI v3
+//!   document (enough for kubectl's server-side field validation check, so `kubectl apply` needs
+//!   no `--validate=false`), and server-side Table printing for `kubectl get`;
+//! - Namespaces, ConfigMaps, Secrets, ServiceAccounts, Events, CronJobs and Jobs (with the real
+//!   server's defaults and validation), Leases, RBAC objects (with ClusterRole aggregation),
+//!   CustomResourceDefinitions and the custom resources they define (status subresource,
+//!   structural-schema pruning, defaults and validation), and access reviews
+//!   (`kubectl auth can-i`, `kubectl auth whoami`);
+//! - object semantics: uid, one cluster-wide resourceVersion counter, generation, finalizers and
+//!   deletionTimestamp, delete preconditions, Background/Foreground/Orphan propagation with a
+//!   garbage collector, namespace deletion, `Status` errors shaped like the real server's;
+//! - lists with label/field selectors and limit/continue; watches that replay from a ring of
+//!   recent events, report selector transitions, send bookmarks, and answer 410 Gone once a
+//!   version has been compacted away;
+//! - token authentication from a `--token-auth-file` style CSV, RBAC authorization
+//!   (`system:masters` may do everything) and impersonation.
+//!
+//! Request bodies are JSON; kubectl's protobuf bodies are decoded for the kinds its typed
+//! clients send (`kubectl create namespace|configmap|secret|role|rolebinding…`, `auth can-i`).
+//! kubectl only sends bearer tokens over TLS, so serve HTTPS (`tls: true`) for kubectl; the
+//! `kube` crate works over both.
+//!
+//! State lives in memory (BTreeMap indexes) and is written through to SQLite when a data
+//! directory is given. Faults (latency, error rates, dropped connections, stale reads) can be
+//! injected for tests, by configuration or at runtime through the admin-only `/lethe/faults`
+//! endpoint (`GET`/`PUT` a [`FaultConfig`] as JSON); `POST /lethe/compact` drops the watch
+//! history, like an etcd compaction.
 //!
 //! Start it with [`start`]; the returned [`RunningApiServer`] knows its URL, admin token and
 //! kubeconfig.

@@ -259,6 +259,11 @@ fn time(b: &[u8], micro: bool) -> Result<Value, String> {
             }
         }
     }
+    // Go's zero time (0001-01-01T00:00:00Z) is `null` in JSON.
+    const GO_ZERO_TIME: i64 = -62_135_596_800;
+    if secs == GO_ZERO_TIME && nanos == 0 {
+        return Ok(Value::Null);
+    }
     let t = chrono::DateTime::from_timestamp(secs, nanos as u32).ok_or("invalid time")?;
     Ok(json!(if micro {
         t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
@@ -308,10 +313,16 @@ fn message(b: &[u8], schema: Schema) -> Result<Map<String, Value>, String> {
                 m.insert(name, json!(v != 0));
             }
             (T::Time, Raw::Bytes(x)) => {
-                m.insert(name, time(x, false)?);
+                let t = time(x, false)?;
+                if !t.is_null() {
+                    m.insert(name, t);
+                }
             }
             (T::MicroTime, Raw::Bytes(x)) => {
-                m.insert(name, time(x, true)?);
+                let t = time(x, true)?;
+                if !t.is_null() {
+                    m.insert(name, t);
+                }
             }
             (T::Msg(s), Raw::Bytes(x)) => {
                 m.insert(name, Value::Object(message(x, s)?));

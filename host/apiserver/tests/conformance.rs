@@ -1729,3 +1729,67 @@ async fn aggregated_cluster_roles_pick_up_labelled_rules() {
     assert_eq!(e.code, 403, "view does not allow create");
     c.shutdown().await;
 }
+
+#[tokio::test]
+async fn delete_collection_removes_the_selected_objects() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("dc").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    for (n, team) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        api.create(&PostParams::default(), &cm(n, json!({"team": team})))
+            .await
+            .unwrap();
+    }
+    api.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("team=x"),
+    )
+    .await
+    .unwrap();
+    let left: Vec<String> = api
+        .list(&ours())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name)
+        .collect();
+    assert_eq!(left, ["c"]);
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_namespace_finalize_subresource_releases_a_terminating_namespace() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("fz").await;
+    let nss: Api<Namespace> = Api::all(c.client.clone());
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    api.create(
+        &PostParams::default(),
+        &cm_with(
+            json!({"name": "held", "labels": {"lethe-test": "yes"}, "finalizers": ["a.test/hold"]}),
+        ),
+    )
+    .await
+    .unwrap();
+    nss.delete(&ns, &DeleteParams::default()).await.unwrap();
+    let mut n = nss.get(&ns).await.unwrap();
+    assert_eq!(
+        n.status.as_ref().unwrap().phase.as_deref(),
+        Some("Terminating")
+    );
+    n.spec.as_mut().unwrap().finalizers = Some(vec![]);
+    let body = serde_json::to_vec(&n).unwrap();
+    let req = http::Request::put(format!("/api/v1/namespaces/{ns}/finalize"))
+        .header("content-type", "application/json")
+        .body(body)
+        .unwrap();
+    let _: Value = c.client.request(req).await.unwrap();
+    eventually(20, || {
+        let nss = nss.clone();
+        let ns = ns.clone();
+        async move { nss.get_opt(&ns).await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+    c.shutdown().await;
+}
