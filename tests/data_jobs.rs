@@ -1,0 +1,1110 @@
+//! End-to-end tests of the data-jobs control plane: the real `lethe up` serving the data-jobs
+//! component against its embedded cluster, passes driven deterministically with
+//! `lethe sync --once`, and the cluster inspected over its REST API with the admin token.
+//!
+//! Every scenario runs on SQLite and on PostgreSQL (`LETHE_TEST_POSTGRES_URL`; skipped visibly
+//! when unset, failed under CI).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value as Json, json};
+use support::{Answer, Lethe, request};
+
+/// Where the database lives.
+#[derive(Clone)]
+enum Backend {
+    Sqlite,
+    Postgres(String),
+}
+
+fn manifest(cron: Option<&str>, variables: &str) -> String {
+    let cron = cron
+        .map(|expr| {
+            format!("[[trigger.cron]]\ncron_expression = \"{expr}\"\ncomponent = \"data-jobs\"\n")
+        })
+        .unwrap_or_default();
+    format!(
+        r#"
+spin_manifest_version = 2
+
+[application]
+name = "data-jobs-test"
+
+[[trigger.http]]
+route = "/data-jobs/..."
+component = "data-jobs"
+
+[[trigger.http]]
+route = "/v3/jobs/:guid"
+component = "data-jobs"
+
+{cron}
+
+[component.data-jobs]
+source = "{wasm}"
+variables = {{ namespace = "data-jobs", backoff_base_ms = "300", deletion_timeout_seconds = "120"{variables} }}
+
+[component.data-jobs.tool.lethe]
+capabilities = ["sql", "kube", "log", "config"]
+kube_identities = ["caller", "privileged"]
+migrations = "{migrations}"
+timeout_ms = 60000
+memory_limit_mb = 128
+"#,
+        wasm = support::component("data_jobs").display(),
+        migrations = support::repo_root()
+            .join("components/data-jobs/migrations")
+            .display(),
+    )
+}
+
+/// One `lethe up` (no cron: passes run only when a test says so), its database and cluster.
+struct World {
+    lethe: Lethe,
+    backend: Backend,
+    token: String,
+    kubeconfig: PathBuf,
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(f)
+}
+
+/// Runs `kubectl --kubeconfig <kubeconfig> <args>` (stdin: `input`); its stdout as JSON (`null`
+/// when empty), or its error output.
+fn kubectl(kubeconfig: &Path, args: &[&str], input: Option<Json>) -> Result<Json, String> {
+    use std::io::Write as _;
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl is installed");
+    if let Some(mut stdin) = child.stdin.take() {
+        if let Some(input) = input {
+            stdin
+                .write_all(input.to_string().as_bytes())
+                .expect("write stdin");
+        }
+    }
+    let out = child.wait_with_output().expect("kubectl output");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    if !out.status.success() {
+        return Err(format!(
+            "kubectl {args:?}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    if stdout.trim().is_empty() {
+        return Ok(Json::Null);
+    }
+    Ok(serde_json::from_str(&stdout).unwrap_or(Json::String(stdout)))
+}
+
+fn kubeconfig_server_and_token(path: &Path) -> (String, String) {
+    let text = std::fs::read_to_string(path).expect("kubeconfig");
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(name).map(|v| v.trim().to_string()))
+            .unwrap_or_else(|| panic!("no {name} in kubeconfig"))
+    };
+    (field("server:"), field("token:"))
+}
+
+impl World {
+    fn start(backend: &Backend) -> World {
+        World::start_with(backend, "")
+    }
+
+    fn start_with(backend: &Backend, variables: &str) -> World {
+        let args: Vec<&str> = match backend {
+            Backend::Sqlite => vec![],
+            Backend::Postgres(url) => vec!["--database-url", url],
+        };
+        let lethe = Lethe::up(&manifest(None, variables), &args);
+        let kubeconfig = lethe.data_dir.path().join("data/cluster/kubeconfig");
+        let (_, token) = kubeconfig_server_and_token(&kubeconfig);
+        World {
+            lethe,
+            backend: backend.clone(),
+            token,
+            kubeconfig,
+        }
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.lethe.data_dir.path().join("data")
+    }
+
+    fn database_url(&self) -> String {
+        match &self.backend {
+            Backend::Sqlite => format!("sqlite:{}", self.data_dir().join("lethe.db").display()),
+            Backend::Postgres(url) => url.clone(),
+        }
+    }
+
+    /// `lethe sync --once --json`: the report, or the error output when no pass ran.
+    fn try_sync(&self) -> Result<Json, String> {
+        let out = Command::new(support::lethe_bin())
+            .arg("sync")
+            .arg("--once")
+            .arg("--json")
+            .arg("--manifest")
+            .arg(self.lethe.data_dir.path().join("spin.toml"))
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .arg("--database-url")
+            .arg(self.database_url())
+            .env_remove("KUBECONFIG")
+            .env("LETHE_LOG", "warn")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run lethe sync");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            return Err(format!(
+                "{}{}",
+                stdout,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        serde_json::from_str(stdout.trim()).map_err(|e| format!("{e}: {stdout}"))
+    }
+
+    fn sync(&self) -> Json {
+        self.try_sync()
+            .unwrap_or_else(|e| panic!("lethe sync --once failed: {e}"))
+    }
+
+    fn api(&self, method: &str, path: &str, body: Option<Json>) -> Answer {
+        let auth = format!("Bearer {}", self.token);
+        let body = body.map(|b| b.to_string());
+        request(
+            method,
+            &format!("{}{path}", self.lethe.url),
+            body.as_deref(),
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+            ],
+        )
+    }
+
+    /// The CronJobs in the data-jobs namespace.
+    fn cronjobs(&self) -> Vec<Json> {
+        let out = kubectl(
+            &self.kubeconfig,
+            &["get", "cronjobs", "-n", "data-jobs", "-o", "json"],
+            None,
+        )
+        .expect("kubectl get cronjobs");
+        out["items"].as_array().cloned().unwrap_or_default()
+    }
+
+    fn create_cronjob(&self, body: Json) -> Json {
+        kubectl(
+            &self.kubeconfig,
+            &["create", "-o", "json", "-f", "-"],
+            Some(body),
+        )
+        .expect("kubectl create")
+    }
+
+    fn delete_cronjob(&self, name: &str) {
+        kubectl(
+            &self.kubeconfig,
+            &["delete", "cronjob", "-n", "data-jobs", name],
+            None,
+        )
+        .expect("kubectl delete");
+    }
+
+    fn patch_cronjob(&self, name: &str, patch: Json) {
+        let patch = patch.to_string();
+        kubectl(
+            &self.kubeconfig,
+            &[
+                "patch",
+                "cronjob",
+                "-n",
+                "data-jobs",
+                name,
+                "--type",
+                "merge",
+                "-p",
+                &patch,
+            ],
+            None,
+        )
+        .expect("kubectl patch");
+    }
+
+    fn set_faults(&self, faults: Json) {
+        kubectl(
+            &self.kubeconfig,
+            &["create", "--raw", "/lethe/faults", "-f", "-"],
+            Some(faults),
+        )
+        .expect("set faults");
+    }
+
+    fn sql(&self, statement: &str, params: &[lethe_sql::Value]) -> Vec<Vec<lethe_sql::Value>> {
+        let url = self.database_url();
+        block_on(async {
+            let db = lethe_sql::Database::open(&url)
+                .await
+                .expect("open database");
+            if statement
+                .trim_start()
+                .to_ascii_uppercase()
+                .starts_with("SELECT")
+            {
+                db.query(statement, params).await.expect("query").rows
+            } else {
+                db.execute(statement, params).await.expect("execute");
+                Vec::new()
+            }
+        })
+    }
+
+    fn count(&self, table: &str, job_uid: &str) -> usize {
+        let column = if table == "data_job" {
+            "uid"
+        } else {
+            "job_uid"
+        };
+        self.sql(
+            &format!("SELECT 1 FROM {table} WHERE {column} = $1"),
+            &[lethe_sql::Value::Text(job_uid.into())],
+        )
+        .len()
+    }
+
+    /// Creates a job and sets its deployment; returns the job's uid.
+    fn deploy(&self, team: &str, job: &str, deployment: Json) -> String {
+        let created = self.api(
+            "POST",
+            &format!("/data-jobs/for-team/{team}/jobs"),
+            Some(json!({
+                "job_name": job,
+                "team": team,
+                "description": "test job",
+                "config": { "schedule": { "schedule_cron": "*/5 * * * *" } },
+            })),
+        );
+        assert_eq!(created.status, 201, "{}", created.body);
+        let uid = created.json()["uid"].as_str().expect("uid").to_string();
+        let deployed = self.api(
+            "POST",
+            &format!("/data-jobs/for-team/{team}/jobs/{job}/deployments"),
+            Some(deployment),
+        );
+        assert_eq!(deployed.status, 202, "{}", deployed.body);
+        uid
+    }
+
+    fn job_state(&self, location: &str) -> Json {
+        let a = self.api("GET", location, None);
+        assert_eq!(a.status, 200, "{}", a.body);
+        a.json()
+    }
+}
+
+fn labelled(cronjobs: &[Json], uid: &str) -> Vec<Json> {
+    cronjobs
+        .iter()
+        .filter(|c| c["metadata"]["labels"]["lethe.dev/data-job-uid"] == uid)
+        .cloned()
+        .collect()
+}
+
+/// The path of a `Location` header (the base URL is the test server's).
+fn location_path(a: &Answer) -> String {
+    let loc = a.header("location").expect("Location header");
+    let path = loc.find("/v3/jobs/").map(|i| &loc[i..]).unwrap_or(loc);
+    path.to_string()
+}
+
+/// Declares `<name>_on_sqlite` and `<name>_on_postgres` for a scenario `fn(&Backend)`.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name(&super::Backend::Sqlite);
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[test]
+                fn $name() {
+                    let test = concat!(stringify!($name), "_on_postgres");
+                    let Some(url) = super::support::postgres_url_or_skip(test) else {
+                        return;
+                    };
+                    let db = super::support::fresh_postgres_database(&url, "lethe_data_jobs");
+                    super::$name(&super::Backend::Postgres(db));
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    api_rejects_bad_input_with_the_envelope_and_never_500,
+    deletion_while_sync_is_stopped_is_carried_out_by_the_next_pass,
+    crash_between_cronjob_delete_and_row_delete_converges_on_the_next_pass,
+    crash_between_cronjob_create_and_actual_write_converges_without_a_duplicate,
+    job_recreated_under_the_same_name_replaces_the_old_cronjob_and_keeps_the_new_one,
+    orphaned_labelled_cronjobs_are_swept_and_unlabelled_ones_left_alone,
+    hand_edited_cronjob_is_restored,
+    transient_failures_back_off_per_item_and_a_5xx_storm_is_retried,
+    invalid_spec_is_parked_until_the_desired_spec_changes,
+    deleting_a_data_job_row_leaves_its_actual_row,
+    two_hosts_run_one_leader_and_the_other_takes_over_within_the_lease,
+);
+
+fn api_rejects_bad_input_with_the_envelope_and_never_500(backend: &Backend) {
+    let w = World::start(backend);
+    let url = format!("{}/data-jobs/for-team/alpha/jobs", w.lethe.url);
+    let none = request("GET", &url, None, &[]);
+    assert_eq!((none.status, none.cf_code()), (401, 10002));
+    let bad = request(
+        "GET",
+        &url,
+        None,
+        &[("authorization", "Bearer not-a-token")],
+    );
+    assert_eq!((bad.status, bad.cf_code()), (401, 1000));
+
+    let post = |body: &str| {
+        let auth = format!("Bearer {}", w.token);
+        request("POST", &url, Some(body), &[("authorization", &auth)])
+    };
+    let malformed = post("{not json");
+    assert_eq!((malformed.status, malformed.cf_code()), (400, 1001));
+    let bad_name = post(r#"{"job_name": "Bad Name"}"#);
+    assert_eq!((bad_name.status, bad_name.cf_code()), (422, 10008));
+    let bad_schedule =
+        post(r#"{"job_name": "j", "config": {"schedule": {"schedule_cron": "61 * * * *"}}}"#);
+    assert_eq!((bad_schedule.status, bad_schedule.cf_code()), (422, 10008));
+    let wrong_team = post(r#"{"job_name": "j", "team": "beta"}"#);
+    assert_eq!(wrong_team.status, 422);
+
+    w.deploy("alpha", "ingest", json!({"job_version": "v1"}));
+    let dup = post(r#"{"job_name": "ingest"}"#);
+    assert_eq!((dup.status, dup.cf_code()), (409, 10016));
+    let bad_image = w.api(
+        "POST",
+        "/data-jobs/for-team/alpha/jobs/ingest/deployments",
+        Some(json!({"image": "Not An Image"})),
+    );
+    assert_eq!(bad_image.status, 422, "{}", bad_image.body);
+    let bad_resources = w.api(
+        "POST",
+        "/data-jobs/for-team/alpha/jobs/ingest/deployments",
+        Some(json!({"resources": {"cpu_limit": "lots"}})),
+    );
+    assert_eq!(bad_resources.status, 422, "{}", bad_resources.body);
+    let unknown = w.api("GET", "/data-jobs/for-team/alpha/jobs/nope", None);
+    assert_eq!((unknown.status, unknown.cf_code()), (404, 10010));
+    let unknown_deploy = w.api(
+        "DELETE",
+        "/data-jobs/for-team/alpha/jobs/nope/deployments/production",
+        None,
+    );
+    assert_eq!(unknown_deploy.status, 404);
+    let not_production = w.api(
+        "GET",
+        "/data-jobs/for-team/alpha/jobs/ingest/deployments/staging",
+        None,
+    );
+    assert_eq!(not_production.status, 404);
+    for guid in [
+        "data_job.delete~not-a-uuid",
+        "org.delete~0b8e6a54-5a4f-4c1e-9d3f-1b2c3d4e5f60",
+        "data_job.delete~0b8e6a54-5a4f-4c1e-9d3f-1b2c3d4e5f60",
+    ] {
+        let a = w.api("GET", &format!("/v3/jobs/{guid}"), None);
+        assert_eq!((a.status, a.cf_code()), (404, 10010), "{guid}");
+        assert_eq!(
+            a.json()["errors"][0]["detail"],
+            "Job not found. Ensure it exists and you have access to it."
+        );
+    }
+    let listed = w.api("GET", "/data-jobs/for-team/alpha/jobs", None);
+    assert_eq!(listed.status, 200);
+    assert_eq!(listed.json()[0]["job_name"], "ingest");
+}
+
+fn deletion_while_sync_is_stopped_is_carried_out_by_the_next_pass(backend: &Backend) {
+    let w = World::start(backend);
+    let uid = w.deploy("alpha", "ingest", json!({"job_version": "v1"}));
+    assert!(w.cronjobs().is_empty(), "the API alone writes no CronJob");
+    let first = w.sync();
+    assert_eq!(first["created"], 1, "{first}");
+    let live = labelled(&w.cronjobs(), &uid);
+    assert_eq!(live.len(), 1);
+    assert_eq!(
+        live[0]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.local/data-jobs/alpha/ingest:v1"
+    );
+
+    // The sync is stopped: the deletion is only recorded.
+    let deleted = w.api(
+        "DELETE",
+        "/data-jobs/for-team/alpha/jobs/ingest/deployments/production",
+        None,
+    );
+    assert_eq!(deleted.status, 202, "{}", deleted.body);
+    let location = location_path(&deleted);
+    assert_eq!(location, format!("/v3/jobs/deployment.delete~{uid}"));
+    let job = w.job_state(&location);
+    assert_eq!(job["state"], "PROCESSING");
+    assert_eq!(job["operation"], "deployment.delete");
+    // Reads show the window: desired gone, actual still there.
+    let view = w.api(
+        "GET",
+        "/data-jobs/for-team/alpha/jobs/ingest/deployments/production",
+        None,
+    );
+    assert_eq!(view.status, 200, "{}", view.body);
+    assert_eq!(view.json()["desired"], Json::Null);
+    assert_eq!(view.json()["sync"]["state"], "deleting");
+    assert!(view.json()["actual"]["cronjob"]["uid"].is_string());
+    assert_eq!(labelled(&w.cronjobs(), &uid).len(), 1);
+
+    let pass = w.sync();
+    assert_eq!(pass["deleted"], 1, "{pass}");
+    assert!(labelled(&w.cronjobs(), &uid).is_empty());
+    assert_eq!(w.count("actual_data_job_deployment", &uid), 0);
+    assert_eq!(w.job_state(&location)["state"], "COMPLETE");
+    let gone = w.api(
+        "GET",
+        "/data-jobs/for-team/alpha/jobs/ingest/deployments/production",
+        None,
+    );
+    assert_eq!(gone.status, 404);
+
+    // A whole job: deleted with its desired row, the actual row left as the tombstone.
+    let uid2 = w.deploy("alpha", "report", json!({"job_version": "v7"}));
+    w.sync();
+    let deleted = w.api("DELETE", "/data-jobs/for-team/alpha/jobs/report", None);
+    assert_eq!(deleted.status, 202, "{}", deleted.body);
+    let location = location_path(&deleted);
+    assert_eq!(location, format!("/v3/jobs/data_job.delete~{uid2}"));
+    assert_eq!(w.count("data_job", &uid2), 0);
+    assert_eq!(w.count("desired_data_job_deployment", &uid2), 0);
+    assert_eq!(w.count("actual_data_job_deployment", &uid2), 1);
+    assert_eq!(w.job_state(&location)["state"], "PROCESSING");
+    assert_eq!(
+        w.api("GET", "/data-jobs/for-team/alpha/jobs/report", None)
+            .status,
+        404
+    );
+    let pass = w.sync();
+    assert_eq!(pass["deleted"], 1, "{pass}");
+    assert!(labelled(&w.cronjobs(), &uid2).is_empty());
+    assert_eq!(w.count("actual_data_job_deployment", &uid2), 0);
+    assert_eq!(w.job_state(&location)["state"], "COMPLETE");
+}
+
+fn crash_between_cronjob_delete_and_row_delete_converges_on_the_next_pass(backend: &Backend) {
+    let w = World::start(backend);
+    let uid = w.deploy("alpha", "ingest", json!({"job_version": "v1"}));
+    w.sync();
+    let name = labelled(&w.cronjobs(), &uid)[0]["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    let deleted = w.api(
+        "DELETE",
+        "/data-jobs/for-team/alpha/jobs/ingest/deployments/production",
+        None,
+    );
+    let location = location_path(&deleted);
+    // The first half of a pass that crashed: the CronJob is deleted, the actual row is not.
+    w.delete_cronjob(&name);
+    assert_eq!(w.count("actual_data_job_deployment", &uid), 1);
+    assert_eq!(w.job_state(&location)["state"], "PROCESSING");
+
+    let pass = w.sync();
+    assert_eq!(pass["failed"], json!([]), "{pass}");
+    assert_eq!(pass["deleted"], 0, "the CronJob was already gone: {pass}");
+    assert_eq!(w.count("actual_data_job_deployment", &uid), 0);
+    assert!(w.cronjobs().is_empty());
+    assert_eq!(w.job_state(&location)["state"], "COMPLETE");
+}
+
+fn crash_between_cronjob_create_and_actual_write_converges_without_a_duplicate(backend: &Backend) {
+    let w = World::start(backend);
+    let uid = w.deploy("alpha", "ingest", json!({"job_version": "v1"}));
+    w.sync();
+    let before = labelled(&w.cronjobs(), &uid);
+    assert_eq!(before.len(), 1);
+    // The pass crashed after the create: no actual row was written.
+    w.sql(
+        "DELETE FROM actual_data_job_deployment WHERE job_uid = $1",
+        &[lethe_sql::Value::Text(uid.clone())],
+    );
+
+    let pass = w.sync();
+    assert_eq!(pass["failed"], json!([]), "{pass}");
+    assert_eq!(
+        (pass["created"].clone(), pass["updated"].clone()),
+        (json!(0), json!(0)),
+        "{pass}"
+    );
+    let after = labelled(&w.cronjobs(), &uid);
+    assert_eq!(after.len(), 1, "no duplicate");
+    assert_eq!(
+        after[0]["metadata"]["uid"], before[0]["metadata"]["uid"],
+        "adopted, not re-created"
+    );
+    let rows = w.sql(
+        "SELECT cronjob_uid FROM actual_data_job_deployment WHERE job_uid = $1",
+        &[lethe_sql::Value::Text(uid.clone())],
+    );
+    assert_eq!(
+        rows,
+        vec![vec![lethe_sql::Value::Text(
+            before[0]["metadata"]["uid"].as_str().expect("uid").into()
+        )]]
+    );
+    // Converged: the next pass does nothing.
+    let quiet = w.sync();
+    assert_eq!(
+        (
+            quiet["created"].clone(),
+            quiet["updated"].clone(),
+            quiet["deleted"].clone()
+        ),
+        (json!(0), json!(0), json!(0)),
+        "{quiet}"
+    );
+}
+
+fn job_recreated_under_the_same_name_replaces_the_old_cronjob_and_keeps_the_new_one(
+    backend: &Backend,
+) {
+    let w = World::start(backend);
+    let old = w.deploy("alpha", "ingest", json!({"job_version": "v1"}));
+    w.sync();
+    let old_cronjob = labelled(&w.cronjobs(), &old)[0].clone();
+    let deleted = w.api("DELETE", "/data-jobs/for-team/alpha/jobs/ingest", None);
+    assert_eq!(deleted.status, 202);
+    let location = location_path(&deleted);
+    // Re-created at once, before any pass.
+    let new = w.deploy("alpha", "ingest", json!({"job_version": "v2"}));
+    assert_ne!(old, new);
+
+    let pass = w.sync();
+    assert_eq!(pass["failed"], json!([]), "{pass}");
+    assert_eq!(
+        (pass["deleted"].clone(), pass["created"].clone()),
+        (json!(1), json!(1)),
+        "{pass}"
+    );
+    let all = w.cronjobs();
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(
+        all[0]["metadata"]["labels"]["lethe.dev/data-job-uid"],
+        new.as_str()
+    );
+    assert_eq!(
+        all[0]["metadata"]["name"], old_cronjob["metadata"]["name"],
+        "same name"
+    );
+    assert_ne!(all[0]["metadata"]["uid"], old_cronjob["metadata"]["uid"]);
+    assert_eq!(
+        all[0]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.local/data-jobs/alpha/ingest:v2"
+    );
+    assert_eq!(w.job_state(&location)["state"], "COMPLETE");
+    assert_eq!(w.count("actual_data_job_deployment", &old), 0);
+
+    // A stale tombstone of the old job (as if its row delete had been lost) must never hit the
+    // new CronJob: the delete carries the old uid as precondition.
+    w.sql(
+        "INSERT INTO actual_data_job_deployment (job_uid, team, job_name, job_version, image, schedule, enabled, resources, spec_hash, cronjob_name, cronjob_uid, resource_version, applied_at) \
+         VALUES ($1, 'alpha', 'ingest', 'v1', 'x', '* * * * *', TRUE, '{}', 'h', $2, $3, '1', 0)",
+        &[
+            lethe_sql::Value::Text(old.clone()),
+            lethe_sql::Value::Text(old_cronjob["metadata"]["name"].as_str().expect("name").into()),
+            lethe_sql::Value::Text(old_cronjob["metadata"]["uid"].as_str().expect("uid").into()),
+        ],
+    );
+    let again = w.sync();
+    assert_eq!(again["failed"], json!([]), "{again}");
+    let all = w.cronjobs();
+    assert_eq!(all.len(), 1);
+    assert_eq!(
+        all[0]["metadata"]["labels"]["lethe.dev/data-job-uid"],
+        new.as_str()
+    );
+    assert_eq!(w.count("actual_data_job_deployment", &old), 0);
+    assert_eq!(w.count("actual_data_job_deployment", &new), 1);
+}
+
+fn foreign_cronjob(name: &str, labels: Json) -> Json {
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": { "name": name, "namespace": "data-jobs", "labels": labels },
+        "spec": {
+            "schedule": "0 * * * *",
+            "jobTemplate": { "spec": { "template": { "spec": {
+                "restartPolicy": "OnFailure",
+                "containers": [{ "name": "c", "image": "busybox" }],
+            } } } },
+        },
+    })
+}
+
+fn orphaned_labelled_cronjobs_are_swept_and_unlabelled_ones_left_alone(backend: &Backend) {
+    let w = World::start(backend);
+    let uid = w.deploy("alpha", "ingest", json!({"job_version": "v1"}));
+    w.sync();
+    w.create_cronjob(foreign_cronjob(
+        "orphan-no-uid",
+        json!({"app.kubernetes.io/managed-by": "lethe"}),
+    ));
+    w.create_cronjob(foreign_cronjob(
+        "orphan-unknown-job",
+        json!({"app.kubernetes.io/managed-by": "lethe", "lethe.dev/data-job-uid": "0b8e6a54-5a4f-4c1e-9d3f-1b2c3d4e5f60"}),
+    ));
+    w.create_cronjob(foreign_cronjob("not-ours", json!({"app": "other"})));
+
+    let pass = w.sync();
+    assert_eq!(pass["deleted"], 2, "{pass}");
+    assert_eq!(pass["failed"], json!([]), "{pass}");
+    let mut names: Vec<String> = w
+        .cronjobs()
+        .iter()
+        .map(|c| {
+            c["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.contains(&"not-ours".to_string()));
+    assert_eq!(labelled(&w.cronjobs(), &uid).len(), 1);
+}
+
+fn hand_edited_cronjob_is_restored(backend: &Backend) {
+    let w = World::start(backend);
+    let uid = w.deploy(
+        "alpha",
+        "ingest",
+        json!({"job_version": "v1", "schedule": {"schedule_cron": "*/10 * * * *"}, "resources": {"cpu_request": "250m", "memory_limit": "512Mi"}}),
+    );
+    w.sync();
+    let name = labelled(&w.cronjobs(), &uid)[0]["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    // Someone edits the schedule and suspends it by hand (the hash annotation is untouched).
+    w.patch_cronjob(
+        &name,
+        json!({"spec": {"schedule": "0 0 * * *", "suspend": true}}),
+    );
+
+    let pass = w.sync();
+    assert_eq!(pass["updated"], 1, "{pass}");
+    let restored = labelled(&w.cronjobs(), &uid);
+    assert_eq!(restored[0]["spec"]["schedule"], "*/10 * * * *");
+    assert_eq!(restored[0]["spec"]["suspend"], false);
+    assert_eq!(
+        restored[0]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["resources"],
+        json!({"requests": {"cpu": "250m"}, "limits": {"memory": "512Mi"}})
+    );
+    let quiet = w.sync();
+    assert_eq!(quiet["updated"], 0, "restored state is stable: {quiet}");
+}
+
+fn transient_failures_back_off_per_item_and_a_5xx_storm_is_retried(backend: &Backend) {
+    let w = World::start(backend);
+    // Learn the CronJob name of `ingest`, then free it again.
+    let uid = w.deploy("alpha", "ingest", json!({"job_version": "v1"}));
+    w.sync();
+    let name = labelled(&w.cronjobs(), &uid)[0]["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    w.api(
+        "DELETE",
+        "/data-jobs/for-team/alpha/jobs/ingest/deployments/production",
+        None,
+    );
+    w.sync();
+    assert!(w.cronjobs().is_empty());
+
+    // A foreign CronJob squats on the name: the create conflicts (transient), the item backs off,
+    // the other item is deployed in the same pass.
+    w.create_cronjob(foreign_cronjob(&name, json!({"app": "squatter"})));
+    let redeployed = w.api(
+        "POST",
+        "/data-jobs/for-team/alpha/jobs/ingest/deployments",
+        Some(json!({"job_version": "v2"})),
+    );
+    assert_eq!(redeployed.status, 202);
+    let other = w.deploy("alpha", "other", json!({"job_version": "v1"}));
+    let pass = w.sync();
+    assert_eq!(pass["created"], 1, "{pass}");
+    let failed = pass["failed"].as_array().expect("failed");
+    assert_eq!(failed.len(), 1, "{pass}");
+    assert_eq!(failed[0]["item"], "alpha/ingest");
+    assert_eq!(failed[0]["parked"], false);
+    assert_eq!(labelled(&w.cronjobs(), &other).len(), 1);
+    let state = w.sql(
+        "SELECT attempts FROM data_job_sync_state WHERE job_uid = $1",
+        &[lethe_sql::Value::Text(uid.clone())],
+    );
+    assert_eq!(state, vec![vec![lethe_sql::Value::Integer(1)]]);
+    // Immediately after, the item is backing off: not retried.
+    let reports = w.api("GET", "/data-jobs/sync/reports?limit=1", None);
+    assert_eq!(reports.status, 200);
+    let quick = w.sync();
+    let stored = w.api("GET", "/data-jobs/sync/reports?limit=1", None).json();
+    if quick["failed"] == json!([]) {
+        assert_eq!(stored[0]["backing_off"], 1, "{stored}");
+    }
+
+    // A 5xx storm: no pass can even read the Lease; nothing is written.
+    w.delete_cronjob(&name);
+    w.set_faults(json!({"error_rate": 1.0, "error_status": 503}));
+    let stormy = w.try_sync();
+    assert!(
+        stormy.is_err(),
+        "a pass ran through a total outage: {stormy:?}"
+    );
+    w.set_faults(json!({"error_rate": 0.0}));
+    // After the storm and the backoff, the next passes converge.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        std::thread::sleep(Duration::from_millis(400));
+        let pass = w.sync();
+        if labelled(&w.cronjobs(), &uid).len() == 1 {
+            assert_eq!(pass["failed"], json!([]), "{pass}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "did not converge after the storm: {pass}"
+        );
+    }
+    assert_eq!(
+        w.count("data_job_sync_state", &uid),
+        0,
+        "success clears the backoff"
+    );
+    assert_eq!(w.cronjobs().len(), 2);
+}
+
+fn invalid_spec_is_parked_until_the_desired_spec_changes(backend: &Backend) {
+    let w = World::start(backend);
+    let uid = w.deploy("alpha", "ingest", json!({"job_version": "v1"}));
+    // A desired row the cluster rejects (422), as an older API version might have written it.
+    w.sql(
+        "UPDATE desired_data_job_deployment SET schedule = 'every minute', spec_hash = 'bad-spec' WHERE job_uid = $1",
+        &[lethe_sql::Value::Text(uid.clone())],
+    );
+    let first = w.sync();
+    let failed = first["failed"].as_array().expect("failed");
+    assert_eq!(failed.len(), 1, "{first}");
+    assert_eq!(failed[0]["parked"], true, "{first}");
+    assert!(w.cronjobs().is_empty());
+
+    // Parked: later passes do not retry it, however long we wait.
+    std::thread::sleep(Duration::from_millis(700));
+    let second = w.sync();
+    assert_eq!(second["failed"], json!([]), "{second}");
+    assert_eq!(second["created"], 0);
+    let stored = w.api("GET", "/data-jobs/sync/reports?limit=1", None).json();
+    assert_eq!(stored[0]["parked"], 1, "{stored}");
+    let view = w
+        .api(
+            "GET",
+            "/data-jobs/for-team/alpha/jobs/ingest/deployments/production",
+            None,
+        )
+        .json();
+    assert_eq!(view["sync"]["error"]["parked"], true, "{view}");
+
+    // A spec change un-parks it.
+    let fixed = w.api(
+        "POST",
+        "/data-jobs/for-team/alpha/jobs/ingest/deployments",
+        Some(json!({"schedule": {"schedule_cron": "*/15 * * * *"}})),
+    );
+    assert_eq!(fixed.status, 202, "{}", fixed.body);
+    let third = w.sync();
+    assert_eq!(third["created"], 1, "{third}");
+    assert_eq!(
+        labelled(&w.cronjobs(), &uid)[0]["spec"]["schedule"],
+        "*/15 * * * *"
+    );
+}
+
+fn deleting_a_data_job_row_leaves_its_actual_row(backend: &Backend) {
+    let w = World::start(backend);
+    let uid = w.deploy("alpha", "ingest", json!({"job_version": "v1"}));
+    w.sync();
+    // Straight in SQL, bypassing the API: no foreign key from actual to data_job, no cascade.
+    w.sql(
+        "DELETE FROM desired_data_job_deployment WHERE job_uid = $1",
+        &[lethe_sql::Value::Text(uid.clone())],
+    );
+    w.sql(
+        "DELETE FROM data_job WHERE uid = $1",
+        &[lethe_sql::Value::Text(uid.clone())],
+    );
+    assert_eq!(w.count("data_job", &uid), 0);
+    assert_eq!(
+        w.count("actual_data_job_deployment", &uid),
+        1,
+        "the tombstone stays"
+    );
+    let pass = w.sync();
+    assert_eq!(pass["deleted"], 1, "{pass}");
+    assert_eq!(w.count("actual_data_job_deployment", &uid), 0);
+    assert!(w.cronjobs().is_empty());
+}
+
+/// A standalone `lethe cluster`, so that killing one lethe host does not take the cluster.
+struct StandaloneCluster {
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+}
+
+impl StandaloneCluster {
+    fn start() -> StandaloneCluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("free port")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let child = Command::new(support::lethe_bin())
+            .args([
+                "cluster",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--data-dir",
+            ])
+            .arg(dir.path())
+            .env("LETHE_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn lethe cluster");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !dir.path().join("cluster/kubeconfig").exists()
+            || std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+        {
+            assert!(Instant::now() < deadline, "lethe cluster did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        StandaloneCluster { child, dir }
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("cluster/kubeconfig")
+    }
+}
+
+impl Drop for StandaloneCluster {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn lease_holder(kubeconfig: &Path) -> Option<String> {
+    let lease = kubectl(
+        kubeconfig,
+        &[
+            "get",
+            "lease",
+            "-n",
+            "data-jobs",
+            "data-jobs-sync",
+            "-o",
+            "json",
+        ],
+        None,
+    )
+    .ok()?;
+    Some(
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
+
+fn two_hosts_run_one_leader_and_the_other_takes_over_within_the_lease(backend: &Backend) {
+    let cluster = StandaloneCluster::start();
+    let (_, token) = kubeconfig_server_and_token(&cluster.kubeconfig());
+    let shared_db = tempfile::tempdir().expect("tempdir");
+    let db_url = match backend {
+        Backend::Sqlite => format!("sqlite:{}", shared_db.path().join("shared.db").display()),
+        Backend::Postgres(url) => url.clone(),
+    };
+    let lease_vars = r#", lease_duration_seconds = "6", lease_renew_seconds = "1""#;
+    let kubeconfig = cluster.kubeconfig().display().to_string();
+    let args = [
+        "--database-url",
+        db_url.as_str(),
+        "--kubeconfig",
+        kubeconfig.as_str(),
+    ];
+    let mut a = Lethe::up(&manifest(Some("* * * * * *"), lease_vars), &args);
+    let mut b = Lethe::up(&manifest(Some("* * * * * *"), lease_vars), &args);
+
+    // A job, so that passes have work to show.
+    let auth = format!("Bearer {token}");
+    let created = request(
+        "POST",
+        &format!("{}/data-jobs/for-team/alpha/jobs", a.url),
+        Some(r#"{"job_name": "ingest", "config": {"schedule": {"schedule_cron": "*/5 * * * *"}}}"#),
+        &[("authorization", &auth)],
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    let deployed = request(
+        "POST",
+        &format!("{}/data-jobs/for-team/alpha/jobs/ingest/deployments", b.url),
+        Some(r#"{"job_version": "v1"}"#),
+        &[("authorization", &auth)],
+    );
+    assert_eq!(deployed.status, 202, "{}", deployed.body);
+
+    // Wait for a leader, then watch: the holder does not change while it lives.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let leader = loop {
+        if let Some(h) = lease_holder(&cluster.kubeconfig()).filter(|h| !h.is_empty()) {
+            break h;
+        }
+        assert!(Instant::now() < deadline, "no host took the lease");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(
+            lease_holder(&cluster.kubeconfig()).as_deref(),
+            Some(leader.as_str())
+        );
+    }
+    let reports = |url: &str| {
+        request(
+            "GET",
+            &format!("{url}/data-jobs/sync/reports?limit=100"),
+            None,
+            &[("authorization", &auth)],
+        )
+        .json()
+    };
+    let before = reports(&a.url);
+    let holders: std::collections::BTreeSet<String> = before
+        .as_array()
+        .expect("reports")
+        .iter()
+        .map(|r| r["holder"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(holders.len(), 1, "only the leader ran passes: {holders:?}");
+    assert!(holders.contains(&leader));
+
+    // Kill the leader (whichever it is); the other takes over within the lease time.
+    let (leader_host, survivor) = if lethe_instance_of(&a, &leader) {
+        (&mut a, b.url.clone())
+    } else {
+        (&mut b, a.url.clone())
+    };
+    leader_host.stop();
+    let stopped = Instant::now();
+    let new_leader = loop {
+        if let Some(h) = lease_holder(&cluster.kubeconfig()).filter(|h| *h != leader) {
+            break h;
+        }
+        assert!(
+            stopped.elapsed() < Duration::from_secs(6 + 3),
+            "no takeover within the lease time (6 s) plus one tick"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let takeover = stopped.elapsed();
+    assert!(!new_leader.is_empty());
+    std::thread::sleep(Duration::from_millis(1500));
+    let after = reports(&survivor);
+    assert!(
+        after
+            .as_array()
+            .expect("reports")
+            .iter()
+            .any(|r| r["holder"] == new_leader.as_str()),
+        "the new leader ran passes"
+    );
+    // Passes of different holders never overlapped in time.
+    let mut spans: Vec<(String, i64, i64)> = after
+        .as_array()
+        .expect("reports")
+        .iter()
+        .filter_map(|r| {
+            let start = parse_rfc3339_seconds(r["started_at"].as_str()?)? * 1000;
+            Some((
+                r["holder"].as_str()?.to_string(),
+                start,
+                start + r["duration_ms"].as_i64()?,
+            ))
+        })
+        .collect();
+    spans.sort_by_key(|s| s.1);
+    for pair in spans.windows(2) {
+        if pair[0].0 != pair[1].0 {
+            // Seconds precision on start times: allow the rounding.
+            assert!(
+                pair[1].1 + 1000 >= pair[0].2,
+                "overlapping passes: {pair:?}"
+            );
+        }
+    }
+    eprintln!("takeover after {takeover:?}");
+}
+
+/// Whether `instance` (`<hostname>-<pid>-<uuid>`) is the instance id of `lethe`'s process.
+fn lethe_instance_of(lethe: &Lethe, instance: &str) -> bool {
+    instance.rsplit('-').nth(1) == Some(lethe.pid().to_string().as_str())
+}
+
+fn parse_rfc3339_seconds(s: &str) -> Option<i64> {
+    // `YYYY-MM-DDTHH:MM:SSZ`, UTC.
+    let (date, time) = s.trim_end_matches('Z').split_once('T')?;
+    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let mut t = time.split(':').map(|p| p.parse::<i64>().ok());
+    let (h, mi, sec) = (t.next()??, t.next()??, t.next()??);
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + h * 3600 + mi * 60 + sec)
+}
