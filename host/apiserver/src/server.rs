@@ -509,16 +509,73 @@ fn crd_values(store: &Store) -> Vec<Value> {
     })
 }
 
-/// Server-side printing of Tables (with the CRD, for custom resources).
+/// Alternative representations a client can ask for with `Accept`.
 #[derive(Clone)]
-struct Printer {
-    crd: Option<Value>,
+enum Printer {
+    /// Server-side printing (with the CRD, for custom resources' printer columns).
+    Table { crd: Option<Value> },
+    /// `PartialObjectMetadata` (metadata-only clients).
+    Metadata,
+}
+
+fn partial_metadata(o: &Obj) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": o.value["metadata"].clone(),
+    })
 }
 
 impl Printer {
+    fn from_accept(store: &Store, def: &ResourceDef, accept: &str) -> Option<Printer> {
+        let first = accept.split(',').next().unwrap_or_default();
+        if first.contains("as=PartialObjectMetadata") {
+            return Some(Printer::Metadata);
+        }
+        if !crate::table::wanted(accept) {
+            return None;
+        }
+        let crd = if def.custom {
+            store
+                .get(CRD_KEY, "", &format!("{}.{}", def.plural, def.group), false)
+                .map(|o| o.value.clone())
+        } else {
+            None
+        };
+        Some(Printer::Table { crd })
+    }
+
+    /// One object.
+    fn one(&self, def: &ResourceDef, o: &Arc<Obj>) -> Value {
+        match self {
+            Printer::Table { crd } => {
+                crate::table::render(def, crd.as_ref(), o.rv, std::slice::from_ref(o), None)
+            }
+            Printer::Metadata => partial_metadata(o),
+        }
+    }
+
     fn encode(&self, def: &ResourceDef, o: &Arc<Obj>) -> Bytes {
-        let t = crate::table::render(def, self.crd.as_ref(), o.rv, std::slice::from_ref(o), None);
-        Bytes::from(serde_json::to_vec(&t).unwrap_or_default())
+        Bytes::from(serde_json::to_vec(&self.one(def, o)).unwrap_or_default())
+    }
+
+    /// A list.
+    fn many(&self, def: &ResourceDef, rv: u64, items: &[Arc<Obj>], cont: Option<&str>) -> Value {
+        match self {
+            Printer::Table { crd } => crate::table::render(def, crd.as_ref(), rv, items, cont),
+            Printer::Metadata => {
+                let mut meta = json!({"resourceVersion": rv.to_string()});
+                if let Some(c) = cont {
+                    meta["continue"] = json!(c);
+                }
+                json!({
+                    "kind": "PartialObjectMetadataList",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": meta,
+                    "items": items.iter().map(|o| partial_metadata(o)).collect::<Vec<_>>(),
+                })
+            }
+        }
     }
 }
 
@@ -630,33 +687,18 @@ async fn resource_request(
     }
     let ns = t.namespace.as_str();
     let name = t.name.as_str();
-    let wants_table = req
+    let printer = req
         .headers()
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(crate::table::wanted);
-    let printer = if wants_table {
-        let crd = if def.custom {
-            store
-                .get(CRD_KEY, "", &format!("{}.{}", def.plural, def.group), false)
-                .map(|o| o.value.clone())
-        } else {
-            None
-        };
-        Some(Printer { crd })
-    } else {
-        None
-    };
+        .and_then(|accept| Printer::from_accept(store, &def, accept));
     match verb {
         "get" => {
             let obj = store
                 .get(def.key(), ns, name, true)
                 .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
             if let Some(p) = &printer {
-                return Ok(respond_value(
-                    200,
-                    &crate::table::render(&def, p.crd.as_ref(), obj.rv, &[obj], None),
-                ));
+                return Ok(respond_value(200, &p.one(&def, &obj)));
             }
             Ok(respond(200, obj_bytes(&def, &obj)))
         }
@@ -910,7 +952,7 @@ fn list(
     if let Some(p) = printer {
         return Ok(respond_value(
             200,
-            &crate::table::render(def, p.crd.as_ref(), list_rv, &items, cont.as_deref()),
+            &p.many(def, list_rv, &items, cont.as_deref()),
         ));
     }
     Ok(respond(

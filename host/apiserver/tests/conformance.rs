@@ -1793,3 +1793,32 @@ async fn the_namespace_finalize_subresource_releases_a_terminating_namespace() {
     .await;
     c.shutdown().await;
 }
+
+#[tokio::test]
+async fn metadata_only_get_list_and_watch() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("meta").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    api.create(&PostParams::default(), &cm("m1", json!({})))
+        .await
+        .unwrap();
+    let m = api.get_metadata("m1").await.unwrap();
+    assert_eq!(m.metadata.name.as_deref(), Some("m1"));
+    assert_eq!(m.types.unwrap().kind, "PartialObjectMetadata");
+    let l = api.list_metadata(&ours()).await.unwrap();
+    assert_eq!(l.items.len(), 1);
+    let rv = l.metadata.resource_version.unwrap();
+    api.create(&PostParams::default(), &cm("m2", json!({})))
+        .await
+        .unwrap();
+    let mut w = api
+        .watch_metadata(&WatchParams::default().timeout(10), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    match w.try_next().await.unwrap() {
+        Some(WatchEvent::Added(o)) => assert_eq!(o.metadata.name.as_deref(), Some("m2")),
+        other => panic!("expected ADDED, got {other:?}"),
+    }
+    c.shutdown().await;
+}
