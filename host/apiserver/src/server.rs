@@ -44,7 +44,13 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn set_faults(&self, f: FaultConfig) {
+    pub fn set_faults(&self, mut f: FaultConfig) {
+        // Only 429, 500 and 503 are meaningful injected errors; anything else becomes 500.
+        if !matches!(f.error_status, 429 | 500 | 503) {
+            f.error_status = 500;
+        }
+        f.error_rate = f.error_rate.clamp(0.0, 1.0);
+        f.drop_rate = f.drop_rate.clamp(0.0, 1.0);
         let active = f.latency_ms > 0 || f.error_rate > 0.0 || f.drop_rate > 0.0;
         self.store
             .stale_ms
