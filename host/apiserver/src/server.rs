@@ -740,6 +740,16 @@ async fn resource_request(
                 .to_string();
             let pt = PatchType::from_content_type(&ct)
                 .ok_or_else(|| ApiError::unsupported_media_type(&ct))?;
+            if def.custom && pt == PatchType::Strategic {
+                // As the real server: custom resources have no strategic-merge metadata.
+                return Err(ApiError::new(
+                    415,
+                    "UnsupportedMediaType",
+                    format!(
+                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {ct:?})"
+                    ),
+                ));
+            }
             let body = parse_json(&body)?;
             let (out, created) =
                 ops::patch(store, &def, ns, name, pt, &body, sub, query.dry_run())?;

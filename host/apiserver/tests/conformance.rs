@@ -1822,3 +1822,37 @@ async fn metadata_only_get_list_and_watch() {
     }
     c.shutdown().await;
 }
+
+#[tokio::test]
+async fn strategic_merge_patch_is_refused_for_custom_resources() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("smpcr").await;
+    let ar = make_crd(&c, true).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(c.client.clone(), &ns, &ar);
+    api.create(
+        &PostParams::default(),
+        &widget(&ar, "w", json!({"spec": {"a": 1}})),
+    )
+    .await
+    .unwrap();
+    let e = status_of(
+        api.patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"a": 2}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (415, "UnsupportedMediaType"));
+    let ok = api
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"a": 2}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ok.data["spec"]["a"], 2);
+    c.shutdown().await;
+}
