@@ -7,7 +7,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
+
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;

@@ -1,0 +1,158 @@
+//! Throughput and latency of `GET /v3/jobs/{guid}` through the host against the embedded cluster,
+//! side by side in one run with a bare GET of the same object from the same cluster.
+//!
+//! Run: `cargo run --release -p lethe --example bench_jobs -- [seconds] [concurrency]`
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Empty};
+use hyper_util::rt::TokioIo;
+use lethe_kube::{Cluster, ObjectRef};
+use tokio::net::TcpStream;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(10);
+    let concurrency: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(4);
+    let dir = tempfile::tempdir()?;
+    let app = lethe::app::App::start(lethe::app::UpOptions {
+        manifest: std::path::Path::new(lethe::REPO_ROOT).join("spin.toml"),
+        listen: "127.0.0.1:0".parse()?,
+        data_dir: dir.path().join("data"),
+        database_url: None,
+        cluster: lethe::app::ClusterSource::Embedded,
+        cluster_listen: "127.0.0.1:0".parse()?,
+    })
+    .await?;
+    let kubeconfig = dir.path().join("data/cluster/kubeconfig");
+    let token = std::fs::read_to_string(&kubeconfig)?
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token:").map(|t| t.trim().trim_matches('"').to_string()))
+        .ok_or_else(|| anyhow::anyhow!("no token in the kubeconfig"))?;
+    let cluster = Cluster::from_kubeconfig(&kubeconfig, Default::default()).await?;
+
+    // An org whose deletion is in progress (a foreign finalizer holds it), so every poll does
+    // the full PROCESSING path.
+    let org = "0b5e7a4e-1b2c-4d5e-8f90-123456789abc";
+    let client = cluster.privileged();
+    client
+        .create(&serde_json::json!({
+            "apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+            "metadata": {"name": org, "namespace": "cf", "finalizers": ["cf.lethe.dev/cleanup", "bench/hold"]},
+            "spec": {"displayName": "bench"}
+        }).to_string())
+        .await?;
+    let target = ObjectRef { api_version: "cf.lethe.dev/v1alpha1".into(), kind: "Org".into(), namespace: Some("cf".into()), name: org.into() };
+    client.delete(&target, &Default::default()).await?;
+
+    let path = format!("/v3/jobs/org.delete~{org}");
+    let auth = Arc::new(format!("Bearer {token}"));
+    println!("{seconds} s per target, concurrency {concurrency}");
+    let jobs = load_http(app.addr, path.clone(), auth.clone(), seconds, concurrency).await?;
+    let bare = load(seconds, concurrency, {
+        let client = client.clone();
+        let target = target.clone();
+        move || {
+            let client = client.clone();
+            let target = target.clone();
+            async move {
+                client.get(&target).await?;
+                Ok(())
+            }
+        }
+    })
+    .await?;
+    report("GET /v3/jobs/{guid} via lethe (fresh wasm instance per request)", &jobs, seconds);
+    report("bare GET of the Org (kube client, pooled connection)", &bare, seconds);
+    let p50 = |l: &[Duration]| l.get(l.len() / 2).copied().unwrap_or_default().as_secs_f64();
+    println!("job-status p50 / bare GET p50 = {:.2}", p50(&jobs) / p50(&bare).max(1e-9));
+    app.shutdown().await;
+    Ok(())
+}
+
+/// Keep-alive HTTP/1.1 clients polling the job.
+async fn load_http(
+    addr: std::net::SocketAddr,
+    path: String,
+    auth: Arc<String>,
+    seconds: u64,
+    concurrency: usize,
+) -> anyhow::Result<Vec<Duration>> {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (path, auth) = (path.clone(), auth.clone());
+        tasks.push(tokio::spawn(async move {
+            let stream = TcpStream::connect(addr).await?;
+            stream.set_nodelay(true)?;
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+            tokio::spawn(conn);
+            let mut latencies = Vec::new();
+            while Instant::now() < deadline {
+                let req = hyper::Request::get(path.as_str())
+                    .header("host", "bench")
+                    .header("authorization", auth.as_str())
+                    .body(Empty::<Bytes>::new())?;
+                let start = Instant::now();
+                let resp = sender.send_request(req).await?;
+                anyhow::ensure!(resp.status() == 200, "job status answered {}", resp.status());
+                let body = resp.into_body().collect().await?.to_bytes();
+                anyhow::ensure!(body.windows(10).any(|w| w == b"PROCESSING"), "job not PROCESSING");
+                latencies.push(start.elapsed());
+            }
+            anyhow::Ok(latencies)
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    all.sort();
+    Ok(all)
+}
+
+async fn load<F, Fut>(seconds: u64, concurrency: usize, op: F) -> anyhow::Result<Vec<Duration>>
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
+{
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let op = op.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            while Instant::now() < deadline {
+                let start = Instant::now();
+                op().await?;
+                latencies.push(start.elapsed());
+            }
+            anyhow::Ok(latencies)
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    all.sort();
+    Ok(all)
+}
+
+fn report(name: &str, latencies: &[Duration], seconds: u64) {
+    let pick = |q: f64| {
+        latencies
+            .get(((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or_default()
+    };
+    println!(
+        "{name}: {:.0} req/s, p50 {:.2} ms, p99 {:.2} ms ({} requests)",
+        latencies.len() as f64 / seconds as f64,
+        pick(0.50).as_secs_f64() * 1e3,
+        pick(0.99).as_secs_f64() * 1e3,
+        latencies.len()
+    );
+}
