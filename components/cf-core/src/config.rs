@@ -163,3 +163,60 @@ pub fn default_types(root_namespace: &str) -> Vec<(String, ResourceType)> {
         ),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Values(Vec<(&'static str, &'static str)>);
+
+    impl Env for Values {
+        fn now_ms(&self) -> i64 {
+            0
+        }
+        fn sleep_ms(&self, _ms: u64) {}
+        fn config(&self, key: &str) -> Option<String> {
+            self.0
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.to_string())
+        }
+        fn log(&self, _level: lethe_guest::env::Level, _message: &str) {}
+        fn random_bytes(&self, n: usize) -> Vec<u8> {
+            vec![0; n]
+        }
+    }
+
+    /// The Korifi mapping shown in the README.
+    const KORIFI: &str = r#"{"org":   {"api_version": "korifi.cloudfoundry.org/v1alpha1", "kind": "CFOrg",
+           "namespace": {"fixed": "cf"}, "display": "Organization", "timeout_seconds": 120,
+           "visibility": {"list_in_own_namespace": {"api_version": "korifi.cloudfoundry.org/v1alpha1", "kind": "CFSpace"}},
+           "children": [["korifi.cloudfoundry.org/v1alpha1", "CFSpace"]]},
+ "space": {"api_version": "korifi.cloudfoundry.org/v1alpha1", "kind": "CFSpace",
+           "namespace": "any", "display": "Space", "visibility": "get"}}"#;
+
+    #[test]
+    fn job_types_can_point_at_korifi_crds() {
+        let s = Settings::from_env(&Values(vec![
+            ("job_types", KORIFI),
+            ("deletion_timeout_seconds", "30"),
+        ]))
+        .expect("valid");
+        let org = s.resource_type("org").expect("org");
+        assert_eq!(org.kind, "CFOrg");
+        assert_eq!(org.namespace, NamespaceRule::Fixed("cf".into()));
+        assert_eq!(s.timeout_ms(org), 120_000);
+        let space = s.resource_type("space").expect("space");
+        assert_eq!(space.visibility, Visibility::Get);
+        assert_eq!(s.timeout_ms(space), 30_000);
+    }
+
+    #[test]
+    fn malformed_settings_are_errors_not_defaults() {
+        assert!(Settings::from_env(&Values(vec![("job_types", "{")])).is_err());
+        assert!(Settings::from_env(&Values(vec![("deletion_timeout_seconds", "soon")])).is_err());
+        let defaults = Settings::from_env(&Values(vec![])).expect("defaults");
+        assert_eq!(defaults.deletion_timeout_seconds, 120);
+        assert_eq!(defaults.root_namespace, "cf");
+    }
+}
