@@ -368,6 +368,8 @@ pub fn default_rbac() -> Vec<(&'static str, Value)> {
     ]);
     let ns_groups = json!(["", "batch", "coordination.k8s.io"]);
     let ns_resources = json!([
+        "pods",
+        "services",
         "configmaps",
         "secrets",
         "serviceaccounts",
@@ -413,7 +415,7 @@ pub fn default_rbac() -> Vec<(&'static str, Value)> {
         role(
             "system:aggregate-to-view",
             json!({boot: "rbac-defaults", agg("admin"): "true", agg("edit"): "true", agg("view"): "true"}),
-            json!({"rules": [{"apiGroups": ns_groups, "resources": ["configmaps", "serviceaccounts", "events", "cronjobs", "cronjobs/status", "jobs", "jobs/status", "leases"], "verbs": read}]}),
+            json!({"rules": [{"apiGroups": ns_groups, "resources": ["pods", "services", "configmaps", "serviceaccounts", "events", "cronjobs", "cronjobs/status", "jobs", "jobs/status", "leases"], "verbs": read}]}),
         ),
         role("admin", json!({boot: "rbac-defaults"}), aggregated("admin")),
         role(
