@@ -522,9 +522,22 @@ async fn namespace_deletion_removes_contents_then_the_namespace() {
     .await;
     let held = api.get("held").await.unwrap();
     assert!(held.metadata.deletion_timestamp.is_some());
+    let waiting = eventually(20, || {
+        let nss = nss.clone();
+        let ns = ns.clone();
+        async move {
+            let n = nss.get(&ns).await.ok()?;
+            let conds = n.status?.conditions?;
+            let c = conds
+                .into_iter()
+                .find(|c| c.type_ == "NamespaceFinalizersRemaining")?;
+            (c.status == "True").then_some(c)
+        }
+    })
+    .await;
     assert!(
-        nss.get(&ns).await.is_ok(),
-        "the namespace waits for its contents"
+        waiting.message.unwrap_or_default().contains("a.test/hold"),
+        "the condition names the finalizer holding the namespace"
     );
     api.patch(
         "held",
