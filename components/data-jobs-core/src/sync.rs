@@ -95,6 +95,10 @@ pub struct Report {
     pub failed: Vec<Failure>,
     /// Kubernetes requests made (Lease included).
     pub kube_requests: u32,
+    /// Milliseconds spent reading the desired, actual and backoff rows.
+    pub load_ms: u64,
+    /// Milliseconds spent listing the managed CronJobs.
+    pub list_ms: u64,
     /// Wall time in milliseconds.
     pub duration_ms: u64,
 }
@@ -624,7 +628,10 @@ fn pass(
     lease: &mut Lease<'_>,
     report: &mut Report,
 ) -> Result<(), String> {
+    let t0 = host.now_ms();
     let mut items = load(host)?;
+    let t1 = host.now_ms();
+    report.load_ms = u64::try_from(t1 - t0).unwrap_or(0);
     let mut orphans: Vec<Live> = Vec::new();
     let mut token: Option<String> = None;
     loop {
@@ -677,6 +684,7 @@ fn pass(
             _ => break,
         }
     }
+    report.list_ms = u64::try_from(host.now_ms() - t1).unwrap_or(0);
     items.retain(|_, item| {
         item.desired.is_some()
             || item.actual.is_some()
@@ -1046,5 +1054,146 @@ impl Pass<'_> {
                 &format!("cannot record the backoff of {uid}: {e}"),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn desired(hash: &str) -> Desired {
+        Desired {
+            team: "t".into(),
+            job_name: "job".into(),
+            job_version: "v1".into(),
+            spec: Spec {
+                image: "busybox".into(),
+                schedule: "* * * * *".into(),
+                enabled: true,
+                resources: Resources::default(),
+            },
+            hash: hash.into(),
+        }
+    }
+
+    fn live(name: &str, uid: &str, rv: &str, hash: &str) -> Live {
+        Live {
+            name: name.into(),
+            uid: uid.into(),
+            resource_version: rv.into(),
+            annotation_hash: Some(hash.into()),
+            live_hash: Some(hash.into()),
+        }
+    }
+
+    fn actual(uid: &str, rv: &str, hash: &str) -> Actual {
+        Actual {
+            team: "t".into(),
+            job_name: "job".into(),
+            cronjob_name: model::cronjob_name("t", "job"),
+            cronjob_uid: uid.into(),
+            resource_version: rv.into(),
+            hash: hash.into(),
+            applied_at: 0,
+        }
+    }
+
+    fn name() -> String {
+        model::cronjob_name("t", "job")
+    }
+
+    #[test]
+    fn desired_without_cronjob_is_created() {
+        let item = Item {
+            desired: Some(desired("h")),
+            ..Item::default()
+        };
+        assert!(matches!(decide(&item, 0), Plan::Create));
+    }
+
+    #[test]
+    fn labelled_cronjob_without_actual_row_is_adopted_not_recreated() {
+        let item = Item {
+            desired: Some(desired("h")),
+            live: vec![live(&name(), "c1", "5", "h")],
+            ..Item::default()
+        };
+        assert!(matches!(decide(&item, 0), Plan::Record(0)));
+    }
+
+    #[test]
+    fn hash_or_live_spec_drift_is_updated() {
+        let mut edited = live(&name(), "c1", "6", "h");
+        edited.live_hash = Some("other".into());
+        let item = Item {
+            desired: Some(desired("h")),
+            actual: Some(actual("c1", "5", "h")),
+            live: vec![edited],
+            ..Item::default()
+        };
+        assert!(matches!(decide(&item, 0), Plan::Update(0)));
+        let item = Item {
+            desired: Some(desired("h2")),
+            actual: Some(actual("c1", "5", "h")),
+            live: vec![live(&name(), "c1", "5", "h")],
+            ..Item::default()
+        };
+        assert!(matches!(decide(&item, 0), Plan::Update(0)));
+    }
+
+    #[test]
+    fn converged_item_needs_nothing() {
+        let item = Item {
+            desired: Some(desired("h")),
+            actual: Some(actual("c1", "5", "h")),
+            live: vec![live(&name(), "c1", "5", "h")],
+            ..Item::default()
+        };
+        assert!(matches!(decide(&item, 0), Plan::Nothing));
+    }
+
+    #[test]
+    fn no_desired_with_actual_or_cronjob_is_deleted() {
+        let tombstone = Item {
+            actual: Some(actual("c1", "5", "h")),
+            ..Item::default()
+        };
+        assert!(matches!(decide(&tombstone, 0), Plan::Delete));
+        let orphan = Item {
+            live: vec![live("x", "c9", "1", "h")],
+            ..Item::default()
+        };
+        assert!(matches!(decide(&orphan, 0), Plan::Delete));
+        assert!(matches!(decide(&Item::default(), 0), Plan::Nothing));
+    }
+
+    #[test]
+    fn backoff_and_parking_skip_the_item() {
+        let backing_off = Item {
+            desired: Some(desired("h")),
+            state: Some(SyncState {
+                attempts: 1,
+                next_attempt_at: 100,
+                parked_hash: None,
+            }),
+            ..Item::default()
+        };
+        assert!(matches!(decide(&backing_off, 50), Plan::BackingOff));
+        assert!(matches!(decide(&backing_off, 150), Plan::Create));
+        let parked = Item {
+            desired: Some(desired("h")),
+            state: Some(SyncState {
+                attempts: 1,
+                next_attempt_at: 0,
+                parked_hash: Some("h".into()),
+            }),
+            ..Item::default()
+        };
+        assert!(matches!(decide(&parked, 1_000_000), Plan::Parked));
+        let respec = Item {
+            desired: Some(desired("h2")),
+            ..parked
+        };
+        assert!(matches!(decide(&respec, 1_000_000), Plan::Create));
     }
 }

@@ -83,7 +83,10 @@ async fn main() -> anyhow::Result<()> {
         ..Default::default()
     })
     .await?;
-    let kubeconfig = server.kubeconfig_path().context("kubeconfig")?.to_path_buf();
+    let kubeconfig = server
+        .kubeconfig_path()
+        .context("kubeconfig")?
+        .to_path_buf();
     let cluster = lethe_kube::Cluster::from_kubeconfig(&kubeconfig, Default::default()).await?;
     let client = Arc::new(cluster.privileged());
     client
@@ -151,7 +154,12 @@ async fn main() -> anyhow::Result<()> {
                 resource_version: None,
             });
             let obj = client.create(&body).await?;
-            anyhow::Ok((i, obj.target.name, obj.metadata.uid, obj.metadata.resource_version))
+            anyhow::Ok((
+                i,
+                obj.target.name,
+                obj.metadata.uid,
+                obj.metadata.resource_version,
+            ))
         });
         while tasks.len() > 256 {
             if let Some(done) = tasks.join_next().await {
@@ -206,7 +214,10 @@ async fn main() -> anyhow::Result<()> {
         changed += statements.len();
         db.batch(&statements).await?;
     }
-    eprintln!("  steady state with {changed} changed at {:?}", started.elapsed());
+    eprintln!(
+        "  steady state with {changed} changed at {:?}",
+        started.elapsed()
+    );
 
     let manifest = dir.path().join("spin.toml");
     std::fs::write(
@@ -225,7 +236,9 @@ migrations = "{migrations}"
 timeout_ms = 600000
 memory_limit_mb = 1024
 "#,
-            wasm = PathBuf::from(lethe::COMPONENTS_DIR).join("data_jobs.wasm").display(),
+            wasm = PathBuf::from(lethe::COMPONENTS_DIR)
+                .join("data_jobs.wasm")
+                .display(),
             migrations = repo.join("components/data-jobs/migrations").display(),
         ),
     )?;
