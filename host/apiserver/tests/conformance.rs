@@ -1869,3 +1869,78 @@ async fn strategic_merge_patch_is_refused_for_custom_resources() {
     assert_eq!(ok.data["spec"]["a"], 2);
     c.shutdown().await;
 }
+
+#[tokio::test]
+async fn concurrent_read_modify_write_with_conflict_retries_loses_no_update() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("race").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let mut counter = cm("counter", json!({}));
+    counter.data = Some([("n".to_string(), "0".to_string())].into());
+    api.create(&PostParams::default(), &counter).await.unwrap();
+    let workers = 8;
+    let increments = 10;
+    let mut tasks = vec![];
+    for _ in 0..workers {
+        let api = api.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut conflicts = 0;
+            for _ in 0..increments {
+                loop {
+                    let mut cur = api.get("counter").await.unwrap();
+                    let data = cur.data.get_or_insert_default();
+                    let n: u64 = data["n"].parse().unwrap();
+                    data.insert("n".into(), (n + 1).to_string());
+                    match api.replace("counter", &PostParams::default(), &cur).await {
+                        Ok(_) => break,
+                        Err(kube::Error::Api(s)) if s.code == 409 => conflicts += 1,
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+            conflicts
+        }));
+    }
+    let mut conflicts = 0;
+    for t in tasks {
+        conflicts += t.await.unwrap();
+    }
+    let n = api.get("counter").await.unwrap().data.unwrap()["n"].clone();
+    assert_eq!(
+        n,
+        (workers * increments).to_string(),
+        "after {conflicts} conflicts"
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn resource_versions_come_from_one_increasing_counter_across_kinds() {
+    use k8s_openapi::api::core::v1::Secret;
+    let c = TestCluster::new().await;
+    let ns = c.namespace("rv").await;
+    let cms: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(c.client.clone(), &ns);
+    let rv = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| -> u64 {
+        m.resource_version.as_deref().unwrap().parse().unwrap()
+    };
+    let a = cms
+        .create(&PostParams::default(), &cm("a", json!({})))
+        .await
+        .unwrap();
+    let s: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "s"}, "stringData": {"k": "v"}}))
+            .unwrap();
+    let b = secrets.create(&PostParams::default(), &s).await.unwrap();
+    let c2 = cms
+        .create(&PostParams::default(), &cm("c", json!({})))
+        .await
+        .unwrap();
+    assert!(rv(&a.metadata) < rv(&b.metadata) && rv(&b.metadata) < rv(&c2.metadata));
+    assert_eq!(
+        b.data.unwrap()["k"].0,
+        b"v".to_vec(),
+        "stringData is folded into data"
+    );
+    c.shutdown().await;
+}
