@@ -301,7 +301,15 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
         _ => bound,
     };
     let tls = if config.tls {
-        Some(tls::generate()?)
+        let key_file = config.data_dir.as_ref().map(|d| d.join("ca.key"));
+        let existing = key_file
+            .as_ref()
+            .and_then(|f| std::fs::read_to_string(f).ok());
+        let generated = tls::generate(existing.as_deref())?;
+        if let (Some(f), None) = (&key_file, &existing) {
+            write_private(f, &generated.ca_key_pem)?;
+        }
+        Some(generated)
     } else {
         None
     };

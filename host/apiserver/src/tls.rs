@@ -4,12 +4,19 @@ use std::sync::Arc;
 
 pub struct Generated {
     pub ca_pem: String,
+    /// The CA's private key (PEM), to keep the CA stable across restarts.
+    pub ca_key_pem: String,
     pub acceptor: tokio_rustls::TlsAcceptor,
 }
 
-pub fn generate() -> anyhow::Result<Generated> {
+/// Generates the CA (reusing `ca_key_pem` when given, so that kubeconfigs that trust the CA
+/// stay valid across restarts) and a fresh server certificate signed by it.
+pub fn generate(ca_key_pem: Option<&str>) -> anyhow::Result<Generated> {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
-    let ca_key = KeyPair::generate()?;
+    let ca_key = match ca_key_pem {
+        Some(pem) => KeyPair::from_pem(pem)?,
+        None => KeyPair::generate()?,
+    };
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params
         .distinguished_name
@@ -46,6 +53,7 @@ pub fn generate() -> anyhow::Result<Generated> {
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Generated {
         ca_pem: ca_cert.pem(),
+        ca_key_pem: ca_key.serialize_pem(),
         acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
     })
 }

@@ -131,3 +131,34 @@ async fn a_restart_keeps_objects_counter_and_tokens() {
     }
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_tls_ca_survives_a_restart_so_old_kubeconfigs_keep_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = || ApiServerConfig {
+        data_dir: Some(dir.path().to_path_buf()),
+        tls: true,
+        ..Default::default()
+    };
+    let first = start(cfg()).await.unwrap();
+    let old_yaml = first.kubeconfig_yaml();
+    let port = first.url().rsplit(':').next().unwrap().to_string();
+    first.shutdown().await;
+    let second = start(ApiServerConfig {
+        listen: format!("127.0.0.1:{port}").parse().unwrap(),
+        ..cfg()
+    })
+    .await
+    .unwrap();
+    let client = kube::Client::try_from(config_from_yaml(&old_yaml).await).unwrap();
+    let nss = Api::<Namespace>::all(client)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(
+        nss.items
+            .iter()
+            .any(|n| n.metadata.name.as_deref() == Some("default"))
+    );
+    second.shutdown().await;
+}
