@@ -95,20 +95,9 @@ pub fn visible(
 }
 
 /// Fails with 401 `CF-InvalidAuthToken` unless the cluster accepts the caller's token.
-pub fn authenticate(
-    kube: &dyn Kube,
-    caller: &Identity,
-    root_namespace: &str,
-) -> Result<(), HttpError> {
-    // Any authenticated request answers 200 or 403; only an unknown token gives 401.
-    let options = ListOptions {
-        limit: Some(1),
-        ..Default::default()
-    };
-    match kube.list(caller, "v1", "Namespace", None, &options) {
-        Ok(_) | Err(KubeError::Forbidden(_)) | Err(KubeError::NotFound(_)) => Ok(()),
-        Err(e) => Err(HttpError::from_kube(e, root_namespace)),
-    }
+pub fn authenticate(kube: &dyn Kube, caller: &Identity) -> Result<(), HttpError> {
+    kube.authenticate(caller)
+        .map_err(|e| HttpError::from_kube(e, "Unknown request"))
 }
 
 #[cfg(test)]

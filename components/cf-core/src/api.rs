@@ -56,10 +56,10 @@ fn resource_route(
         .resource_type(type_name)
         .ok_or_else(|| HttpError::not_found("Unknown request"))?;
     match (method, rest) {
-        ("GET", []) => list(kube, settings, base, req, &caller, type_name, t),
+        ("GET", []) => list(kube, base, req, &caller, type_name, t),
         ("POST", []) => create(kube, env, settings, base, req, &caller, type_name, t),
         ("GET", [guid]) => {
-            access::authenticate(kube, &caller, &settings.root_namespace)?;
+            access::authenticate(kube, &caller)?;
             let not_found = format!("{} not found", t.display);
             let object = access::locate(kube, t, guid)
                 .map_err(|e| HttpError::from_kube(e, &not_found))?
@@ -247,7 +247,6 @@ fn sees_everything(
 
 fn list(
     kube: &dyn Kube,
-    settings: &Settings,
     base: &str,
     req: &Request,
     caller: &Identity,
@@ -255,7 +254,7 @@ fn list(
     t: &ResourceType,
 ) -> Result<Response, HttpError> {
     let query = parse_query(req, type_name)?;
-    access::authenticate(kube, caller, &settings.root_namespace)?;
+    access::authenticate(kube, caller)?;
     let kube_err = |e| HttpError::from_kube(e, "Unknown request");
     let admin = sees_everything(kube, caller, t).map_err(kube_err)?;
     let mut matching = Vec::new();
@@ -375,7 +374,7 @@ fn create(
         Some(_) => return Err(HttpError::unprocessable("Name must be a string")),
         None => return Err(HttpError::unprocessable("Name can't be blank")),
     };
-    access::authenticate(kube, caller, &settings.root_namespace)?;
+    access::authenticate(kube, caller)?;
     let kube_err = |e| HttpError::from_kube(e, "Unknown request");
     let guid = new_guid(env);
     let (namespace, spec, labels, display) = if type_name == "org" {

@@ -27,7 +27,7 @@ pub fn delete(
         .resource_type(type_name)
         .ok_or_else(|| HttpError::not_found(format!("{type_name} not found")))?;
     let not_found = format!("{} not found", t.display);
-    access::authenticate(kube, caller, &settings.root_namespace)?;
+    access::authenticate(kube, caller)?;
     let object = access::locate(kube, t, guid)
         .map_err(|e| HttpError::from_kube(e, &not_found))?
         .ok_or_else(|| HttpError::not_found(&not_found))?;

@@ -174,6 +174,15 @@ fn key_ref(r: &ObjectRef) -> Key {
 }
 
 impl Kube for Fake {
+    fn authenticate(&self, id: &Identity) -> Result<(), KubeError> {
+        match id {
+            Identity::Caller(token) if token == "bad" => {
+                Err(KubeError::Unauthorized("Unauthorized".into()))
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError> {
         self.calls.set(self.calls.get() + 1);
         self.check(id, "get", &target.kind, target.namespace.as_deref())?;

@@ -200,7 +200,7 @@ pub fn job_status(
         Some(t) if guid.verb == "delete" => t,
         _ => return Err(HttpError::job_not_found()),
     };
-    access::authenticate(kube, caller, &settings.root_namespace)?;
+    access::authenticate(kube, caller)?;
     let deadline = env.now_ms() + i64::try_from(settings.job_reread_ms).unwrap_or(i64::MAX);
     loop {
         let now = env.now_ms();

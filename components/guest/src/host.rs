@@ -74,6 +74,10 @@ fn from_error(e: wit::Error) -> KubeError {
 }
 
 impl Kube for Host {
+    fn authenticate(&self, id: &Identity) -> Result<(), KubeError> {
+        self.client(id)?.authenticate().map_err(from_error)
+    }
+
     fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError> {
         from_object(self.client(id)?.get(&to_ref(target)).map_err(from_error)?)
     }

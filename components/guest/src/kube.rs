@@ -171,6 +171,9 @@ impl std::fmt::Display for KubeError {
 
 /// The Kubernetes calls component logic makes.
 pub trait Kube {
+    /// Checks that the cluster accepts `id`'s credentials (`Unauthorized` if not); the host may
+    /// answer from a short-lived cache.
+    fn authenticate(&self, id: &Identity) -> Result<(), KubeError>;
     /// Reads one object.
     fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError>;
     /// Lists one page.

@@ -31,7 +31,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kube::core::Request;
 use kube::core::params::{DeleteParams, GetParams, ListParams, PostParams, Preconditions};
@@ -52,7 +52,12 @@ use transport::Safety;
 struct CallerClient {
     client: kube::Client,
     created: Instant,
+    /// When the API server last accepted this token (see [`KubeClient::authenticate`]).
+    authenticated: Option<Instant>,
 }
+
+/// How long a successful [`KubeClient::authenticate`] is remembered for the same token.
+pub const AUTHENTICATION_TTL: Duration = Duration::from_secs(10);
 
 struct ClusterInner {
     /// The configuration clients are derived from (kube's own retries disabled).
@@ -161,14 +166,18 @@ impl Cluster {
     /// An empty (or blank) token fails with [`KubeError::Unauthorized`], a token that cannot be
     /// an HTTP header value too. This does not check grants: the host does, before calling.
     pub fn client(&self, identity: &Identity) -> Result<KubeClient> {
-        let client = match identity {
-            Identity::Privileged => self.inner.privileged.clone(),
-            Identity::Caller(token) => self.caller_client(token)?,
+        let (client, token_key) = match identity {
+            Identity::Privileged => (self.inner.privileged.clone(), None),
+            Identity::Caller(token) => {
+                let client = self.caller_client(token)?;
+                (client, Some(Sha256::digest(token.as_bytes()).into()))
+            }
         };
         Ok(KubeClient {
             cluster: self.clone(),
             client,
             privileged: matches!(identity, Identity::Privileged),
+            token_key,
         })
     }
 
@@ -178,6 +187,7 @@ impl Cluster {
             cluster: self.clone(),
             client: self.inner.privileged.clone(),
             privileged: true,
+            token_key: None,
         }
     }
 
@@ -244,6 +254,7 @@ impl Cluster {
             CallerClient {
                 client: client.clone(),
                 created: Instant::now(),
+                authenticated: None,
             },
         );
         Ok(client)
@@ -270,6 +281,8 @@ pub struct KubeClient {
     cluster: Cluster,
     client: kube::Client,
     privileged: bool,
+    /// SHA-256 of a caller's token, keying the caller-client cache.
+    token_key: Option<[u8; 32]>,
 }
 
 impl std::fmt::Debug for KubeClient {
@@ -299,7 +312,52 @@ fn body_text(body: Vec<u8>) -> Result<String> {
 }
 
 impl KubeClient {
-    /// Whether this client runs as the host's identity.
+    /// Checks that the API server accepts this client's credentials: `Ok` for the privileged
+    /// identity, `Unauthorized` for a caller token it rejects. A caller token accepted within the
+    /// last [`AUTHENTICATION_TTL`] is not checked again, so calling this on every request costs
+    /// one API call per token per TTL. (Only acceptance is cached: a rejected token is checked
+    /// every time, and every other call still carries the token to the API server.)
+    pub async fn authenticate(&self) -> Result<()> {
+        let Some(key) = self.token_key else {
+            return Ok(());
+        };
+        let recently = {
+            let cache = self
+                .cluster
+                .inner
+                .callers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            cache
+                .get(&key)
+                .and_then(|c| c.authenticated)
+                .is_some_and(|at| at.elapsed() < AUTHENTICATION_TTL)
+        };
+        if recently {
+            return Ok(());
+        }
+        // Any authenticated identity gets 200 or 403 here; only an unknown token gets 401.
+        let options = ListOptions {
+            limit: Some(1),
+            ..Default::default()
+        };
+        match self.list("v1", "Namespace", None, &options).await {
+            Ok(_) | Err(KubeError::Forbidden(_)) => {}
+            Err(e) => return Err(e),
+        }
+        let mut cache = self
+            .cluster
+            .inner
+            .callers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = cache.get_mut(&key) {
+            entry.authenticated = Some(Instant::now());
+        }
+        Ok(())
+    }
+
+    /// Whether this client runs as the host's own identity.
     pub fn is_privileged(&self) -> bool {
         self.privileged
     }

@@ -896,3 +896,77 @@ current-context: fake
         lethe_kube::Cluster::from_kubeconfig(&dir.path().join("nope"), Default::default()).await;
     assert!(matches!(missing, Err(KubeError::Unavailable(_))));
 }
+
+#[tokio::test]
+async fn authenticate_checks_a_caller_token_once_per_ttl_and_never_caches_rejection() {
+    let fake = FakeApi::start().await;
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "NamespaceList", "metadata": {"resourceVersion": "1"}, "items": []});
+    fake.script(
+        "GET",
+        "/api/v1/namespaces",
+        vec![Reply::Json(200, list.to_string())],
+    );
+    let cluster = fake.cluster(fast(2));
+    cluster
+        .client(&Identity::Privileged)
+        .unwrap()
+        .authenticate()
+        .await
+        .unwrap();
+    assert_eq!(
+        fake.count("GET", "/api/v1/namespaces"),
+        0,
+        "the host's own identity needs no check"
+    );
+    let caller = cluster
+        .client(&Identity::Caller("good-token".into()))
+        .unwrap();
+    caller.authenticate().await.unwrap();
+    cluster
+        .client(&Identity::Caller("good-token".into()))
+        .unwrap()
+        .authenticate()
+        .await
+        .unwrap();
+    assert_eq!(
+        fake.count("GET", "/api/v1/namespaces"),
+        1,
+        "a recent acceptance is remembered"
+    );
+    // A caller who may not list namespaces is still authenticated (403 is not 401).
+    fake.script(
+        "GET",
+        "/api/v1/namespaces",
+        vec![Reply::Json(403, status_body(403, "Forbidden", "no"))],
+    );
+    cluster
+        .client(&Identity::Caller("other-token".into()))
+        .unwrap()
+        .authenticate()
+        .await
+        .unwrap();
+    fake.script(
+        "GET",
+        "/api/v1/namespaces",
+        vec![Reply::Json(
+            401,
+            status_body(401, "Unauthorized", "Unauthorized"),
+        )],
+    );
+    let bad = cluster
+        .client(&Identity::Caller("bad-token".into()))
+        .unwrap();
+    assert!(matches!(
+        bad.authenticate().await,
+        Err(KubeError::Unauthorized(_))
+    ));
+    assert!(matches!(
+        bad.authenticate().await,
+        Err(KubeError::Unauthorized(_))
+    ));
+    assert_eq!(
+        fake.count("GET", "/api/v1/namespaces"),
+        4,
+        "rejections are checked every time"
+    );
+}

@@ -58,6 +58,14 @@ impl HostClient for CapsView<'_> {
         }
     }
 
+    async fn authenticate(
+        &mut self,
+        client: Resource<ClientHandle>,
+    ) -> wasmtime::Result<Result<(), Error>> {
+        let client = self.table.get(&client)?;
+        Ok(client.authenticate().await.map_err(from_error))
+    }
+
     async fn get(
         &mut self,
         client: Resource<ClientHandle>,
