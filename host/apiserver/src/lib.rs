@@ -219,7 +219,7 @@ fn bootstrap(store: &store::Store) -> anyhow::Result<()> {
                 &ns_def,
                 "",
                 serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-                false,
+                ops::WriteOpts::default(),
             )
             .map_err(|e| anyhow::anyhow!("bootstrap namespace {ns}: {e}"))?;
         }
@@ -231,7 +231,7 @@ fn bootstrap(store: &store::Store) -> anyhow::Result<()> {
             .unwrap_or_default()
             .to_string();
         if store.get(def.key(), "", &name, false).is_none() {
-            ops::create(store, &def, "", obj, false)
+            ops::create(store, &def, "", obj, ops::WriteOpts::default())
                 .map_err(|e| anyhow::anyhow!("bootstrap {plural} {name}: {e}"))?;
         }
     }

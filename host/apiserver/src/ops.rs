@@ -486,6 +486,7 @@ fn prepare_create(
     ns: &str,
     mut body: Value,
     inner: &Inner,
+    strict: bool,
 ) -> Result<Value, ApiError> {
     let name = body["metadata"]["name"]
         .as_str()
@@ -541,16 +542,28 @@ fn prepare_create(
     crate::defaults::apply(def, &mut body);
     crate::defaults::validate(def, &body)?;
     validate_labels(def, &body)?;
-    check_schema(def, &mut body)?;
+    check_schema(def, &mut body, strict)?;
     Ok(body)
 }
 
 /// Prunes, defaults and validates a custom resource against its CRD schema.
-fn check_schema(def: &ResourceDef, v: &mut Value) -> Result<(), ApiError> {
+fn check_schema(def: &ResourceDef, v: &mut Value, strict: bool) -> Result<(), ApiError> {
     let Some(schema) = &def.schema else {
         return Ok(());
     };
-    let causes = crate::schema::apply(schema, v);
+    let (causes, pruned) = crate::schema::apply(schema, v);
+    if strict && !pruned.is_empty() {
+        let unknown: Vec<String> = pruned
+            .iter()
+            .map(|p| format!("unknown field {}", json!(p)))
+            .collect();
+        return Err(ApiError::bad_request(format!(
+            "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
+            unknown.join(", "),
+            kind = def.kind,
+            version = def.version,
+        )));
+    }
     if causes.is_empty() {
         return Ok(());
     }
@@ -563,13 +576,22 @@ fn check_schema(def: &ResourceDef, v: &mut Value) -> Result<(), ApiError> {
 
 pub const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
 
+/// How a write is carried out.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOpts {
+    /// `dryRun=All`: validate and compute, store nothing.
+    pub dry_run: bool,
+    /// `fieldValidation=Strict`: unknown fields of custom resources are an error, not pruned.
+    pub strict: bool,
+}
+
 /// Creates an object. Returns it as stored.
 pub fn create(
     store: &Store,
     def: &ResourceDef,
     ns: &str,
     mut body: Value,
-    dry_run: bool,
+    w: WriteOpts,
 ) -> Result<Arc<Obj>, ApiError> {
     check_identity(def, ns, None, &mut body)?;
     let mut name = body["metadata"]["name"]
@@ -589,8 +611,8 @@ pub fn create(
         if cur.is_some() {
             return Err(ApiError::already_exists(&def.group, &def.plural, &name));
         }
-        let v = prepare_create(def, ns, body, inner)?;
-        if dry_run {
+        let v = prepare_create(def, ns, body, inner, w.strict)?;
+        if w.dry_run {
             Ok((Change::Keep, Some(v)))
         } else {
             Ok((Change::Put(v.clone()), None))
@@ -646,6 +668,7 @@ fn prepare_update(
     cur: &Obj,
     mut new: Value,
     sub: Sub,
+    strict: bool,
 ) -> Result<Change, ApiError> {
     let name = cur.meta_str("name").to_string();
     if let Some(rv) = new["metadata"]["resourceVersion"].as_str()
@@ -755,7 +778,7 @@ fn prepare_update(
         crate::defaults::validate(def, &result)?;
         validate_labels(def, &result)?;
     }
-    check_schema(def, &mut result)?;
+    check_schema(def, &mut result, strict)?;
     if def.is_crd() && sub == Sub::Main {
         for (field, path) in [
             ("spec.group", &["spec", "group"][..]),
@@ -838,10 +861,11 @@ fn run_update(
     def: &ResourceDef,
     ns: &str,
     name: &str,
-    dry_run: bool,
+    w: WriteOpts,
     compute: impl FnOnce(Option<&Arc<Obj>>, &Inner) -> Result<(Value, bool), ApiError>,
     sub: Sub,
 ) -> Result<(Outcome, bool), ApiError> {
+    let dry_run = w.dry_run;
     let ns_key = if def.namespaced { ns } else { "" };
     let mut created = false;
     let mut final_value: Option<Value> = None;
@@ -858,7 +882,7 @@ fn run_update(
         let Some(cur) = cur else {
             return Err(ApiError::not_found(&def.group, &def.plural, name));
         };
-        let change = prepare_update(def, cur, candidate, sub)?;
+        let change = prepare_update(def, cur, candidate, sub, w.strict)?;
         let removed = matches!(change, Change::RemoveWith(_));
         if dry_run {
             final_value = Some(match change {
@@ -892,7 +916,7 @@ pub fn update(
     name: &str,
     mut body: Value,
     sub: Sub,
-    dry_run: bool,
+    w: WriteOpts,
 ) -> Result<(Outcome, bool), ApiError> {
     check_identity(def, ns, Some(name), &mut body)?;
     if sub == Sub::Main {
@@ -903,10 +927,10 @@ pub fn update(
         def,
         ns,
         name,
-        dry_run,
+        w,
         |cur, inner| {
             if cur.is_none() && def.create_on_update && sub == Sub::Main {
-                return Ok((prepare_create(def, ns, body, inner)?, true));
+                return Ok((prepare_create(def, ns, body, inner, w.strict)?, true));
             }
             Ok((body, false))
         },
@@ -947,7 +971,7 @@ pub fn patch(
     pt: PatchType,
     body: &Value,
     sub: Sub,
-    dry_run: bool,
+    w: WriteOpts,
 ) -> Result<(Outcome, bool), ApiError> {
     let invalid_patch = |msg: String| {
         ApiError::invalid(
@@ -971,14 +995,14 @@ pub fn patch(
         def,
         ns,
         name,
-        dry_run,
+        w,
         |cur, inner| {
             let Some(cur) = cur else {
                 if pt == PatchType::Apply && sub == Sub::Main {
                     let mut b = body.clone();
                     check_identity(def, ns, Some(name), &mut b)?;
                     validate_name(def, name)?;
-                    return Ok((prepare_create(def, ns, b, inner)?, true));
+                    return Ok((prepare_create(def, ns, b, inner, w.strict)?, true));
                 }
                 return Err(ApiError::not_found(&def.group, &def.plural, name));
             };

@@ -41,7 +41,13 @@ fn preserve(schema: &Value) -> bool {
     schema["x-kubernetes-preserve-unknown-fields"].as_bool() == Some(true)
 }
 
-fn walk(schema: &Value, v: &mut Value, path: &str, causes: &mut Vec<Cause>) {
+fn walk(
+    schema: &Value,
+    v: &mut Value,
+    path: &str,
+    causes: &mut Vec<Cause>,
+    pruned: &mut Vec<String>,
+) {
     if v.is_null() {
         if schema["nullable"].as_bool() != Some(true) && schema.get("default").is_some() {
             *v = schema["default"].clone();
@@ -96,10 +102,14 @@ fn walk(schema: &Value, v: &mut Value, path: &str, causes: &mut Vec<Cause>) {
             let embedded = schema["x-kubernetes-embedded-resource"].as_bool() == Some(true);
             if props.is_some() || additional.is_some() || !preserve(schema) {
                 m.retain(|k, _| {
-                    props.is_some_and(|p| p.contains_key(k))
+                    let keep = props.is_some_and(|p| p.contains_key(k))
                         || additional.is_some()
                         || preserve(schema)
-                        || (embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
+                        || (embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
+                    if !keep {
+                        pruned.push(join(path, k));
+                    }
+                    keep
                 });
             }
             if let Some(p) = props {
@@ -112,14 +122,14 @@ fn walk(schema: &Value, v: &mut Value, path: &str, causes: &mut Vec<Cause>) {
                 }
                 for (k, val) in m.iter_mut() {
                     if let Some(s) = p.get(k) {
-                        walk(s, val, &join(path, k), causes);
+                        walk(s, val, &join(path, k), causes, pruned);
                     } else if let Some(a) = additional {
-                        walk(a, val, &join(path, k), causes);
+                        walk(a, val, &join(path, k), causes, pruned);
                     }
                 }
             } else if let Some(a) = additional {
                 for (k, val) in m.iter_mut() {
-                    walk(a, val, &join(path, k), causes);
+                    walk(a, val, &join(path, k), causes, pruned);
                 }
             }
             if let Some(req) = schema["required"].as_array() {
@@ -137,7 +147,7 @@ fn walk(schema: &Value, v: &mut Value, path: &str, causes: &mut Vec<Cause>) {
         Value::Array(items) => {
             if let Some(s) = schema.get("items").filter(|s| s.is_object()) {
                 for (i, item) in items.iter_mut().enumerate() {
-                    walk(s, item, &format!("{path}[{i}]"), causes);
+                    walk(s, item, &format!("{path}[{i}]"), causes, pruned);
                 }
             }
         }
@@ -146,18 +156,24 @@ fn walk(schema: &Value, v: &mut Value, path: &str, causes: &mut Vec<Cause>) {
 }
 
 /// Prunes, defaults and validates a custom resource against its version's schema. The
-/// top-level `apiVersion`, `kind` and `metadata` are left alone. Returns the validation causes.
-pub fn apply(schema: &Value, obj: &mut Value) -> Vec<Cause> {
+/// top-level `apiVersion`, `kind` and `metadata` are left alone. Returns the validation causes
+/// and the paths of the pruned fields.
+pub fn apply(schema: &Value, obj: &mut Value) -> (Vec<Cause>, Vec<String>) {
     let mut causes = vec![];
+    let mut pruned = vec![];
     let Some(m) = obj.as_object_mut() else {
-        return causes;
+        return (causes, pruned);
     };
     let props = schema["properties"].as_object();
     let keep_all = preserve(schema) || props.is_none();
     m.retain(|k, _| {
-        matches!(k.as_str(), "apiVersion" | "kind" | "metadata")
+        let keep = matches!(k.as_str(), "apiVersion" | "kind" | "metadata")
             || keep_all
-            || props.is_some_and(|p| p.contains_key(k))
+            || props.is_some_and(|p| p.contains_key(k));
+        if !keep {
+            pruned.push(k.clone());
+        }
+        keep
     });
     if let Some(p) = props {
         for (k, s) in p {
@@ -170,7 +186,7 @@ pub fn apply(schema: &Value, obj: &mut Value) -> Vec<Cause> {
                 m.insert(k.clone(), d.clone());
             }
             if let Some(val) = m.get_mut(k) {
-                walk(s, val, k, &mut causes);
+                walk(s, val, k, &mut causes, &mut pruned);
             }
         }
     }
@@ -185,7 +201,7 @@ pub fn apply(schema: &Value, obj: &mut Value) -> Vec<Cause> {
             }
         }
     }
-    causes
+    (causes, pruned)
 }
 
 #[cfg(test)]
@@ -215,8 +231,9 @@ mod tests {
     fn prunes_unknown_fields_and_applies_defaults() {
         let mut o = json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n"}, "extra": 1,
                            "spec": {"size": 2, "unknown": true, "labels": {"a": "b"}, "free": {"any": {"thing": 1}}}});
-        let causes = apply(&schema(), &mut o);
+        let (causes, pruned) = apply(&schema(), &mut o);
         assert!(causes.is_empty(), "{causes:?}");
+        assert_eq!(pruned, ["extra", "spec.unknown"]);
         assert_eq!(
             o,
             json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n"},
@@ -228,6 +245,7 @@ mod tests {
     fn reports_type_required_and_enum_errors() {
         let mut o = json!({"spec": {"mode": "c", "labels": {"a": 1}}, "status": {"ready": "yes"}});
         let fields: Vec<String> = apply(&schema(), &mut o)
+            .0
             .into_iter()
             .map(|c| c.field)
             .collect();

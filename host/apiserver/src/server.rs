@@ -128,6 +128,13 @@ impl Query {
     fn dry_run(&self) -> bool {
         self.0.iter().any(|(k, v)| k == "dryRun" && v == "All")
     }
+
+    fn write_opts(&self) -> ops::WriteOpts {
+        ops::WriteOpts {
+            dry_run: self.dry_run(),
+            strict: self.get("fieldValidation") == Some("Strict"),
+        }
+    }
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -719,13 +726,13 @@ async fn resource_request(
             if def.virtual_create_only {
                 return review(shared, user, &def, ns, body);
             }
-            let obj = ops::create(store, &def, ns, body, query.dry_run())?;
+            let obj = ops::create(store, &def, ns, body, query.write_opts())?;
             Ok(respond(201, obj_bytes(&def, &obj)))
         }
         "update" => {
             let (headers, body) = read_body(req).await?;
             let body = decode_body(&headers, &body)?;
-            let (out, created) = ops::update(store, &def, ns, name, body, sub, query.dry_run())?;
+            let (out, created) = ops::update(store, &def, ns, name, body, sub, query.write_opts())?;
             Ok(respond(
                 if created { 201 } else { 200 },
                 obj_bytes(&def, out.obj()),
@@ -752,7 +759,7 @@ async fn resource_request(
             }
             let body = parse_json(&body)?;
             let (out, created) =
-                ops::patch(store, &def, ns, name, pt, &body, sub, query.dry_run())?;
+                ops::patch(store, &def, ns, name, pt, &body, sub, query.write_opts())?;
             Ok(respond(
                 if created { 201 } else { 200 },
                 obj_bytes(&def, out.obj()),

@@ -619,3 +619,79 @@ async fn kubectl_auth_whoami_and_can_i_list_describe_a_token_user() {
     assert!(cm_line.contains("[get list]"), "{cm_line}");
     k.shutdown().await;
 }
+
+#[tokio::test]
+async fn kubectl_rejects_unknown_custom_resource_fields_with_strict_validation() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let s = suffix();
+    let group = format!("v{s}.lethe.test");
+    let plural = format!("strict{s}s");
+    let kind = format!("Strict{s}");
+    let crd = format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {plural}.{group}
+spec:
+  group: {group}
+  scope: Cluster
+  names: {{plural: {plural}, kind: {kind}}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {{type: integer}}
+"#
+    );
+    k.ok(&["apply", "-f", "-"], Some(&crd)).await;
+    k.ok(
+        &[
+            "wait",
+            "--for",
+            "condition=established",
+            &format!("crd/{plural}.{group}"),
+            "--timeout=20s",
+        ],
+        None,
+    )
+    .await;
+    let bad = format!(
+        "apiVersion: {group}/v1\nkind: {kind}\nmetadata: {{name: s1}}\nspec: {{size: 1, colour: red}}\n"
+    );
+    let o = k.run(&["apply", "-f", "-"], Some(&bad)).await;
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr
+            .contains(r#"strict decoding error: unknown field "spec.colour""#),
+        "{}",
+        o.stderr
+    );
+    let o = k
+        .run(&["apply", "--validate=false", "-f", "-"], Some(&bad))
+        .await;
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let spec = k
+        .ok(&["get", &plural, "s1", "-o", "jsonpath={.spec}"], None)
+        .await;
+    assert_eq!(spec, r#"{"size":1}"#, "pruned without strict validation");
+    k.ok(
+        &[
+            "delete",
+            "crd",
+            &format!("{plural}.{group}"),
+            "--wait=false",
+        ],
+        None,
+    )
+    .await;
+    k.shutdown().await;
+}
