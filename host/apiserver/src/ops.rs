@@ -280,6 +280,22 @@ fn validate_crd(crd: &Value, name: &str) -> Result<(), ApiError> {
                     field: "spec.versions".into(),
                 });
             }
+            for (i, ver) in v.iter().enumerate() {
+                let schema = &ver["schema"]["openAPIV3Schema"];
+                if !schema.is_object() {
+                    causes.push(Cause {
+                        reason: "FieldValueRequired",
+                        message: "Required value: schemas are required".into(),
+                        field: format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                    });
+                } else if schema["type"].as_str().is_none_or(str::is_empty) {
+                    causes.push(Cause {
+                        reason: "FieldValueRequired",
+                        message: "Required value: must not be empty at the root".into(),
+                        field: format!("spec.versions[{i}].schema.openAPIV3Schema.type"),
+                    });
+                }
+            }
         }
         _ => causes.push(Cause {
             reason: "FieldValueRequired",
