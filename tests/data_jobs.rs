@@ -374,6 +374,7 @@ on_both_backends!(
     transient_failures_back_off_per_item_and_a_5xx_storm_is_retried,
     invalid_spec_is_parked_until_the_desired_spec_changes,
     deleting_a_data_job_row_leaves_its_actual_row,
+    redeploying_after_a_deployment_delete_supersedes_the_deletion,
     two_hosts_run_one_leader_and_the_other_takes_over_within_the_lease,
 );
 
@@ -885,6 +886,41 @@ fn deleting_a_data_job_row_leaves_its_actual_row(backend: &Backend) {
     assert_eq!(pass["deleted"], 1, "{pass}");
     assert_eq!(w.count("actual_data_job_deployment", &uid), 0);
     assert!(w.cronjobs().is_empty());
+}
+
+fn redeploying_after_a_deployment_delete_supersedes_the_deletion(backend: &Backend) {
+    let w = World::start(backend);
+    let uid = w.deploy("alpha", "ingest", json!({"job_version": "v1"}));
+    w.sync();
+    let before = labelled(&w.cronjobs(), &uid);
+    let deleted = w.api(
+        "DELETE",
+        "/data-jobs/for-team/alpha/jobs/ingest/deployments/production",
+        None,
+    );
+    let location = location_path(&deleted);
+    assert_eq!(w.job_state(&location)["state"], "PROCESSING");
+    let again = w.api(
+        "POST",
+        "/data-jobs/for-team/alpha/jobs/ingest/deployments",
+        Some(json!({"job_version": "v2"})),
+    );
+    assert_eq!(again.status, 202, "{}", again.body);
+    let job = w.job_state(&location);
+    assert_eq!(job["state"], "COMPLETE", "{job}");
+    assert_eq!(job["warnings"].as_array().map(Vec::len), Some(1), "{job}");
+    let pass = w.sync();
+    assert_eq!(
+        (pass["deleted"].clone(), pass["updated"].clone()),
+        (json!(0), json!(1)),
+        "{pass}"
+    );
+    let after = labelled(&w.cronjobs(), &uid);
+    assert_eq!(after.len(), 1);
+    assert_eq!(
+        after[0]["metadata"]["uid"], before[0]["metadata"]["uid"],
+        "updated in place"
+    );
 }
 
 /// A standalone `lethe cluster`, so that killing one lethe host does not take the cluster.

@@ -12,7 +12,8 @@
 //! | yes                                 | yes           | PROCESSING |
 //! | yes                                 | no            | FAILED (10008 CF-UnprocessableEntity) |
 //!
-//! A FAILED job turns COMPLETE once the reconciler has removed both.
+//! A FAILED job turns COMPLETE once the reconciler has removed both. A `deployment.delete` whose
+//! deployment was set again afterwards is COMPLETE with a warning (the deletion was superseded).
 //!
 //! A shared job-status component can call [`job_status`] with its own [`Sql`] and [`Kube`]
 //! implementations; [`is_data_job_guid`] tells it which GUIDs to delegate.
@@ -98,7 +99,7 @@ pub struct JobView {
     pub state: JobState,
     /// Why a FAILED job failed.
     pub errors: Vec<CfError>,
-    /// Always empty.
+    /// Why a COMPLETE job did less than asked (a deployment set again after its deletion).
     pub warnings: Vec<String>,
     /// RFC 3339: when the deletion was requested.
     pub created_at: String,
@@ -217,6 +218,33 @@ pub fn job_status(
     };
     let requested_at = row.first().and_then(Value::int).unwrap_or(now_ms);
     let completed_at = row.get(1).and_then(Value::int);
+
+    // A deployment set again after its deletion was requested supersedes the deletion: its
+    // CronJob is updated in place, never removed, so waiting for it to go would only end FAILED.
+    if operation == Operation::DeploymentDelete {
+        let redeployed = sql
+            .query(
+                "SELECT updated_at FROM desired_data_job_deployment WHERE job_uid = $1",
+                &[Value::from(uid)],
+            )
+            .map_err(sql_unavailable)?
+            .first()
+            .and_then(|r| r.first().and_then(Value::int))
+            .filter(|updated| *updated >= requested_at);
+        if let Some(updated) = redeployed {
+            return Ok(JobView {
+                guid: guid.to_string(),
+                operation: operation.as_str().to_string(),
+                state: JobState::Complete,
+                errors: Vec::new(),
+                warnings: vec![
+                    "The deployment was set again after this deletion was requested; it was not removed.".into(),
+                ],
+                created_at: time::rfc3339(requested_at),
+                updated_at: time::rfc3339(updated),
+            });
+        }
+    }
 
     let actual_left = !sql
         .query(
