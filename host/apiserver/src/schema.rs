@@ -95,6 +95,55 @@ fn walk(
             field: path.into(),
         });
     }
+    let mut limit = |failed: bool, msg: String| {
+        if failed {
+            causes.push(Cause {
+                reason: "FieldValueInvalid",
+                message: format!("Invalid value: {v}: {path} in body {msg}"),
+                field: path.into(),
+            });
+        }
+    };
+    if let Value::String(text) = &*v {
+        let n = text.chars().count() as u64;
+        if let Some(min) = schema["minLength"].as_u64() {
+            limit(n < min, format!("should be at least {min} chars long"));
+        }
+        if let Some(max) = schema["maxLength"].as_u64() {
+            limit(n > max, format!("should be at most {max} chars long"));
+        }
+    }
+    if let Some(x) = v.as_f64() {
+        if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
+            let exclusive = schema["exclusiveMinimum"].as_bool() == Some(true);
+            let failed = if exclusive { x <= min } else { x < min };
+            let op = if exclusive {
+                "greater than"
+            } else {
+                "greater than or equal to"
+            };
+            limit(failed, format!("should be {op} {}", schema["minimum"]));
+        }
+        if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
+            let exclusive = schema["exclusiveMaximum"].as_bool() == Some(true);
+            let failed = if exclusive { x >= max } else { x > max };
+            let op = if exclusive {
+                "less than"
+            } else {
+                "less than or equal to"
+            };
+            limit(failed, format!("should be {op} {}", schema["maximum"]));
+        }
+    }
+    if let Value::Array(items) = &*v {
+        let n = items.len() as u64;
+        if let Some(min) = schema["minItems"].as_u64() {
+            limit(n < min, format!("should have at least {min} items"));
+        }
+        if let Some(max) = schema["maxItems"].as_u64() {
+            limit(n > max, format!("should have at most {max} items"));
+        }
+    }
     match v {
         Value::Object(m) => {
             let props = schema["properties"].as_object();
@@ -238,6 +287,40 @@ mod tests {
             o,
             json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n"},
                              "spec": {"size": 2, "mode": "a", "labels": {"a": "b"}, "free": {"any": {"thing": 1}}}})
+        );
+    }
+
+    #[test]
+    fn reports_length_and_range_errors() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "name": {"type": "string", "minLength": 1, "maxLength": 3},
+            "n": {"type": "integer", "minimum": 1, "maximum": 5},
+            "xs": {"type": "array", "maxItems": 1, "items": {"type": "string"}},
+        }}}});
+        let mut ok = json!({"spec": {"name": "abc", "n": 5, "xs": ["a"]}});
+        assert!(apply(&schema, &mut ok).0.is_empty());
+        let mut bad = json!({"spec": {"name": "", "n": 0, "xs": ["a", "b"]}});
+        let msgs: Vec<String> = apply(&schema, &mut bad)
+            .0
+            .into_iter()
+            .map(|c| c.message)
+            .collect();
+        assert!(
+            msgs.contains(
+                &"Invalid value: \"\": spec.name in body should be at least 1 chars long"
+                    .to_string()
+            ),
+            "{msgs:?}"
+        );
+        assert!(
+            msgs.iter()
+                .any(|m| m.contains("spec.n in body should be greater than or equal to 1")),
+            "{msgs:?}"
+        );
+        assert!(
+            msgs.iter()
+                .any(|m| m.contains("spec.xs in body should have at most 1 items")),
+            "{msgs:?}"
         );
     }
 
