@@ -310,7 +310,7 @@ fn header_values(headers: &HeaderMap, name: &str) -> Vec<String> {
 }
 
 /// Authenticates the caller and applies impersonation.
-fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<UserInfo, ApiError> {
+fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<Arc<UserInfo>, ApiError> {
     let token = bearer(headers).ok_or_else(ApiError::unauthorized)?;
     let user = shared
         .tokens
@@ -321,7 +321,7 @@ fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<UserInfo, ApiErr
         .next();
     let imp_groups = header_values(headers, "impersonate-group");
     if imp_user.is_none() && imp_groups.is_empty() {
-        return Ok((*user).clone());
+        return Ok(user);
     }
     let Some(target) = imp_user else {
         return Err(ApiError::bad_request(format!(
@@ -378,14 +378,14 @@ fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<UserInfo, ApiErr
     if target != "system:anonymous" && !groups.iter().any(|g| g == "system:authenticated") {
         groups.push("system:authenticated".into());
     }
-    Ok(UserInfo {
+    Ok(Arc::new(UserInfo {
         name: target,
         uid: header_values(headers, "impersonate-uid")
             .into_iter()
             .next()
             .unwrap_or_default(),
         groups,
-    })
+    }))
 }
 
 fn all_defs(store: &Store) -> Vec<Arc<ResourceDef>> {
