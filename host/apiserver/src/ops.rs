@@ -1071,6 +1071,14 @@ pub fn delete(
     name: &str,
     opts: &DeleteOpts,
 ) -> Result<Deleted, ApiError> {
+    if def.is_namespace() && matches!(name, "default" | "kube-system" | "kube-public") {
+        return Err(ApiError::forbidden(
+            "",
+            "namespaces",
+            name,
+            "this namespace may not be deleted",
+        ));
+    }
     let ns_key = if def.namespaced { ns } else { "" };
     let mut dry: Option<(Value, bool)> = None;
     let (obj, pending) = store.mutate(def.key(), ns_key, name, |cur, _inner| {

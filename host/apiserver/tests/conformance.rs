@@ -1944,3 +1944,20 @@ async fn resource_versions_come_from_one_increasing_counter_across_kinds() {
     );
     c.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_default_namespace_may_not_be_deleted() {
+    let c = TestCluster::new().await;
+    let nss: Api<Namespace> = Api::all(c.client.clone());
+    let e = status_of(
+        nss.delete("default", &DeleteParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"));
+    assert_eq!(
+        e.message,
+        "namespaces \"default\" is forbidden: this namespace may not be deleted"
+    );
+    c.shutdown().await;
+}
