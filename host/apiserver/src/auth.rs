@@ -79,8 +79,26 @@ pub fn parse_token_line(line: &str) -> Option<(String, UserInfo)> {
     ))
 }
 
+/// Quotes a CSV field when it needs it.
+fn csv_field(f: &str) -> String {
+    if f.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", f.replace('"', "\"\"").replace(['\n', '\r'], " "))
+    } else {
+        f.to_string()
+    }
+}
+
 pub fn format_token_line(token: &str, user: &str, uid: &str, groups: &[&str]) -> String {
-    format!("{token},{user},{uid},\"{}\"\n", groups.join(","))
+    format!(
+        "{},{},{},\"{}\"\n",
+        csv_field(token),
+        csv_field(user),
+        csv_field(uid),
+        groups
+            .join(",")
+            .replace('"', "\"\"")
+            .replace(['\n', '\r'], " ")
+    )
 }
 
 impl Tokens {
@@ -452,6 +470,15 @@ mod tests {
         assert_eq!(u.name, "alice");
         assert_eq!(u.groups, vec!["dev", "ops", "system:authenticated"]);
         assert!(parse_token_line("# comment").is_none());
+    }
+
+    #[test]
+    fn token_lines_round_trip_awkward_names() {
+        let line = format_token_line("t,1", "o\"neil, jr", "u1", &["a", "b"]);
+        let (t, u) = parse_token_line(&line).unwrap();
+        assert_eq!(t, "t,1");
+        assert_eq!(u.name, "o\"neil, jr");
+        assert_eq!(u.groups, vec!["a", "b", "system:authenticated"]);
     }
 
     #[test]
