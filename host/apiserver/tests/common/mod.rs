@@ -111,6 +111,21 @@ impl TestCluster {
     }
 }
 
+/// Asks the server to compact its watch history (`POST /lethe/compact`, admin only). Real
+/// clusters answer 404 and compact on their own; that is fine.
+/// Returns whether the server compacted.
+pub async fn compact(c: &TestCluster) -> bool {
+    let req = http::Request::post("/lethe/compact")
+        .body(Vec::new())
+        .expect("request");
+    let res = c.client.request_text(req).await;
+    if c.server.is_some() {
+        res.expect("the embedded server compacts");
+        return true;
+    }
+    res.is_ok()
+}
+
 /// The `Status` of a failed kube call.
 pub fn api_error(e: kube::Error) -> kube::core::Status {
     match e {
