@@ -145,11 +145,18 @@ fn check_identity(
         && k != def.kind
     {
         return Err(ApiError::bad_request(format!(
-            "the API version in the data ({}) does not match the expected API version ({})",
-            body["apiVersion"].as_str().unwrap_or_default(),
+            "the kind in the data ({k}) does not match the expected kind ({})",
+            def.kind
+        )));
+    }
+    if let Some(av) = body["apiVersion"].as_str()
+        && !av.is_empty()
+        && av != def.api_version()
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({av}) does not match the expected API version ({})",
             def.api_version()
-        ))
-        .with_message_kind(k, &def.kind));
+        )));
     }
     body["kind"] = json!(def.kind);
     body["apiVersion"] = json!(def.api_version());
@@ -179,14 +186,6 @@ fn check_identity(
         }
     }
     Ok(())
-}
-
-impl ApiError {
-    fn with_message_kind(mut self, got: &str, want: &str) -> Self {
-        self.message =
-            format!("the kind in the data ({got}) does not match the expected kind ({want})");
-        self
-    }
 }
 
 /// Checks that a namespace exists and accepts new content.

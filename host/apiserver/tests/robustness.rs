@@ -57,6 +57,15 @@ async fn malformed_requests_get_4xx_status_bodies_and_the_server_survives() {
             400,
         ),
         ("PUT", target.clone(), Some("null".into()), 400),
+        (
+            "POST",
+            cm.to_string(),
+            Some(
+                json!({"apiVersion": "v2", "kind": "ConfigMap", "metadata": {"name": "x"}})
+                    .to_string(),
+            ),
+            400,
+        ),
         ("GET", format!("{cm}?limit=abc"), None, 400),
         ("GET", format!("{cm}?limit=1&continue=garbage"), None, 400),
         ("GET", format!("{cm}?labelSelector=a%20in%20b"), None, 400),
