@@ -558,6 +558,7 @@ fn prepare_create(
     crate::defaults::validate(def, &body)?;
     validate_labels(def, &body)?;
     check_schema(def, &mut body, strict)?;
+    warn_finalizers(&body);
     Ok(body)
 }
 
@@ -567,6 +568,11 @@ fn check_schema(def: &ResourceDef, v: &mut Value, strict: bool) -> Result<(), Ap
         return Ok(());
     };
     let (causes, pruned) = crate::schema::apply(schema, v);
+    if !strict {
+        for p in &pruned {
+            warn(format!("unknown field {}", json!(p)));
+        }
+    }
     if strict && !pruned.is_empty() {
         let unknown: Vec<String> = pruned
             .iter()
@@ -590,6 +596,32 @@ fn check_schema(def: &ResourceDef, v: &mut Value, strict: bool) -> Result<(), Ap
 }
 
 pub const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+thread_local! {
+    static WARNINGS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Records a warning for the current request (sent as a `Warning` header, which kubectl prints).
+fn warn(msg: String) {
+    WARNINGS.with(|w| w.borrow_mut().push(msg));
+}
+
+/// Takes the warnings recorded on this thread. Operations are synchronous, so calling this
+/// right after one (without an `.await` in between) yields exactly that operation's warnings.
+pub fn take_warnings() -> Vec<String> {
+    WARNINGS.with(|w| std::mem::take(&mut *w.borrow_mut()))
+}
+
+fn warn_finalizers(v: &Value) {
+    for f in string_list(&v["metadata"]["finalizers"]) {
+        if !f.contains('/') && f != "kubernetes" && f != "orphan" && f != "foregroundDeletion" {
+            warn(format!(
+                "metadata.finalizers: {}: prefer a domain-qualified finalizer name including a path (/) to avoid accidental conflicts with other finalizer writers",
+                json!(f)
+            ));
+        }
+    }
+}
 
 /// How a write is carried out.
 #[derive(Debug, Clone, Copy, Default)]
@@ -794,6 +826,9 @@ fn prepare_update(
         validate_labels(def, &result)?;
     }
     check_schema(def, &mut result, strict)?;
+    if string_list(&result["metadata"]["finalizers"]) != cur.finalizers() {
+        warn_finalizers(&result);
+    }
     if def.is_crd() && sub == Sub::Main {
         for (field, path) in [
             ("spec.group", &["spec", "group"][..]),

@@ -182,10 +182,18 @@ pub async fn handle(
         }
     }
     let method = req.method().clone();
-    let resp = match serve(&shared, req).await {
+    // Warnings are collected per thread by the (synchronous) object operations; start clean.
+    ops::take_warnings();
+    let mut resp = match serve(&shared, req).await {
         Ok(r) => r,
         Err(e) => error_response(&e),
     };
+    for w in ops::take_warnings() {
+        let text = format!("299 - {}", json!(w));
+        if let Ok(v) = header::HeaderValue::from_str(&text) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
     tracing::debug!(%method, %path, status = resp.status().as_u16(), "request");
     Ok(resp)
 }

@@ -695,3 +695,41 @@ spec:
     .await;
     k.shutdown().await;
 }
+
+#[tokio::test]
+async fn kubectl_shows_server_warnings_for_unqualified_finalizers() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ns = format!("kwarn-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    let cm = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: w\n  namespace: {ns}\n  finalizers: [plainname]\n"
+    );
+    let o = k.run(&["apply", "-f", "-"], Some(&cm)).await;
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stderr.contains(
+            "Warning: metadata.finalizers: \"plainname\": prefer a domain-qualified finalizer name"
+        ),
+        "{}",
+        o.stderr
+    );
+    k.ok(
+        &[
+            "patch",
+            "configmap",
+            "w",
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ],
+        None,
+    )
+    .await;
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
