@@ -289,7 +289,16 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> bool {
         return true;
     }
     if !a.resource_request && a.verb == "get" && discovery_path(&a.path) {
-        return true;
+        // Discovery for every authenticated user; health and version for anyone.
+        let public = matches!(
+            a.path.trim_end_matches('/'),
+            "/healthz" | "/livez" | "/readyz" | "/version"
+        ) || ["/healthz/", "/livez/", "/readyz/"]
+            .iter()
+            .any(|p| a.path.starts_with(p));
+        if public || user.groups.iter().any(|g| g == "system:authenticated") {
+            return true;
+        }
     }
     if a.resource_request
         && a.verb == "create"

@@ -248,3 +248,21 @@ async fn raw_with_content_type(
         .and_then(|c| c.parse().ok())
         .unwrap_or(0)
 }
+
+#[tokio::test]
+async fn health_and_version_are_public_but_nothing_else_is() {
+    let s = start(ApiServerConfig::default()).await.unwrap();
+    for path in ["/healthz", "/readyz", "/livez", "/version"] {
+        let r = raw_request(s.url(), "GET", path, None, None).await.unwrap();
+        assert_eq!(r.status, 200, "{path}");
+    }
+    for path in ["/api", "/apis", "/api/v1/namespaces", "/openapi/v3"] {
+        let r = raw_request(s.url(), "GET", path, None, None).await.unwrap();
+        assert_eq!(r.status, 401, "{path}");
+    }
+    let r = raw_request(s.url(), "GET", "/healthz", Some("wrong-token"), None)
+        .await
+        .unwrap();
+    assert_eq!(r.status, 401, "a bad token is never anonymous");
+    s.shutdown().await;
+}
