@@ -28,6 +28,11 @@ impl Kubectl {
         }
         let cache = tempfile::tempdir().unwrap();
         if let Some(k) = std::env::var_os("KUBECONFIG") {
+            let text = std::fs::read_to_string(&k).unwrap_or_default();
+            if text.contains("server: http://") {
+                eprintln!("skipped: kubectl sends bearer tokens only over HTTPS");
+                return None;
+            }
             return Some(Kubectl {
                 kubeconfig: PathBuf::from(k),
                 cache,
