@@ -3,7 +3,8 @@
 //! It serves the parts of the Kubernetes REST API that lethe uses, well enough that `kubectl`
 //! (v1.32) and the `kube` crate cannot tell it from a real kube-apiserver:
 //!
-//! - discovery (`/version`, `/api`, `/apis`, legacy resource lists) and a minimal OpenAPI v3
+//! - discovery (`/version`, `/api`, `/apis`, aggregated `apidiscovery.k8s.io/v2` and the legacy
+//!   resource lists) and a minimal OpenAPI v3
 //!   document (enough for kubectl's server-side field validation check, so `kubectl apply` needs
 //!   no `--validate=false`), and server-side Table printing for `kubectl get`;
 //! - Namespaces, ConfigMaps, Secrets, ServiceAccounts, Events, CronJobs and Jobs (with the real

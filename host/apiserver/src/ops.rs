@@ -614,7 +614,11 @@ pub fn take_warnings() -> Vec<String> {
 
 fn warn_finalizers(v: &Value) {
     for f in string_list(&v["metadata"]["finalizers"]) {
-        if !f.contains('/') && f != "kubernetes" && f != "orphan" && f != "foregroundDeletion" {
+        let standard = matches!(
+            f.as_str(),
+            "kubernetes" | "orphan" | "foregroundDeletion" | CRD_CLEANUP
+        );
+        if !f.contains('/') && !standard {
             warn(format!(
                 "metadata.finalizers: {}: prefer a domain-qualified finalizer name including a path (/) to avoid accidental conflicts with other finalizer writers",
                 json!(f)

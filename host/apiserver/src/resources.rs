@@ -663,3 +663,69 @@ pub fn openapi_v3_doc(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> 
         "components": {"schemas": {}},
     }))
 }
+
+fn aggregated_resource(d: &ResourceDef) -> Value {
+    let gvk = json!({"group": d.group, "version": d.version, "kind": d.kind});
+    let mut r = json!({
+        "resource": d.plural,
+        "responseKind": gvk,
+        "scope": if d.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": d.singular,
+        "verbs": d.verbs(),
+    });
+    if !d.short_names.is_empty() {
+        r["shortNames"] = json!(d.short_names);
+    }
+    if !d.categories.is_empty() {
+        r["categories"] = json!(d.categories);
+    }
+    let mut subs = vec![];
+    if d.status_subresource {
+        subs.push(json!({"subresource": "status", "responseKind": gvk, "verbs": ["get", "patch", "update"]}));
+    }
+    if d.is_namespace() {
+        subs.push(json!({"subresource": "finalize", "responseKind": gvk, "verbs": ["update"]}));
+    }
+    if !subs.is_empty() {
+        r["subresources"] = Value::Array(subs);
+    }
+    r
+}
+
+/// Aggregated discovery (`apidiscovery.k8s.io/v2` `APIGroupDiscoveryList`) for `/api`
+/// (`core`) or `/apis` (every named group, preferred version first).
+pub fn aggregated_discovery(
+    core: bool,
+    defs: &[Arc<ResourceDef>],
+    groups: &[GroupInfo],
+    api_version: &str,
+) -> Value {
+    let version_entry = |group: &str, version: &str| {
+        let resources: Vec<Value> = defs
+            .iter()
+            .filter(|d| d.group == group && d.version == version)
+            .map(|d| aggregated_resource(d))
+            .collect();
+        json!({"version": version, "resources": resources, "freshness": "Current"})
+    };
+    let items: Vec<Value> = if core {
+        vec![
+            json!({"metadata": {"creationTimestamp": null}, "versions": [version_entry("", "v1")]}),
+        ]
+    } else {
+        groups
+            .iter()
+            .map(|g| {
+                let versions: Vec<Value> =
+                    g.versions.iter().map(|v| version_entry(&g.name, v)).collect();
+                json!({"metadata": {"name": g.name, "creationTimestamp": null}, "versions": versions})
+            })
+            .collect()
+    };
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": api_version,
+        "metadata": {},
+        "items": items,
+    })
+}

@@ -485,6 +485,26 @@ async fn serve(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>
         return Err(ApiError::path_not_found());
     }
     let store = &shared.store;
+    // Aggregated discovery, which kubectl asks for first (it falls back to the legacy form).
+    if let ["api"] | ["apis"] = s.as_slice()
+        && let Some(version) = aggregated_discovery_version(req.headers())
+    {
+        let crds = crd_values(store);
+        let groups = resources::groups(&store.custom_defs(), &crds);
+        let body = resources::aggregated_discovery(
+            s.as_slice() == ["api"],
+            &all_defs(store),
+            &groups,
+            &format!("apidiscovery.k8s.io/{version}"),
+        );
+        let mut r = respond_value(200, &body);
+        if let Ok(ct) = header::HeaderValue::from_str(&format!(
+            "application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
+        )) {
+            r.headers_mut().insert(header::CONTENT_TYPE, ct);
+        }
+        return Ok(r);
+    }
     let body = match s.as_slice() {
         [] => {
             json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3", "/readyz", "/version"]})
@@ -543,6 +563,30 @@ async fn serve(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>
         _ => return Err(ApiError::path_not_found()),
     };
     Ok(respond_value(200, &body))
+}
+
+/// The aggregated-discovery version (`v2` or `v2beta1`) the client prefers, if it asked for one
+/// before any plain `application/json`.
+fn aggregated_discovery_version(headers: &HeaderMap) -> Option<&'static str> {
+    let accept = headers.get(header::ACCEPT)?.to_str().ok()?;
+    for media in accept.split(',') {
+        let params: Vec<&str> = media.split(';').map(str::trim).collect();
+        if !params.contains(&"as=APIGroupDiscoveryList")
+            || !params.contains(&"g=apidiscovery.k8s.io")
+        {
+            if params.first() == Some(&"application/json") || params.first() == Some(&"*/*") {
+                return None;
+            }
+            continue;
+        }
+        if params.contains(&"v=v2") {
+            return Some("v2");
+        }
+        if params.contains(&"v=v2beta1") {
+            return Some("v2beta1");
+        }
+    }
+    None
 }
 
 fn crd_values(store: &Store) -> Vec<Value> {

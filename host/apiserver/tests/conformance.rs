@@ -1942,3 +1942,32 @@ async fn the_default_namespace_may_not_be_deleted() {
     );
     c.shutdown().await;
 }
+
+#[tokio::test]
+async fn aggregated_discovery_lists_groups_and_resources() {
+    let c = TestCluster::new().await;
+    let ar = make_crd(&c, true).await;
+    let d = kube::discovery::Discovery::new(c.client.clone())
+        .run_aggregated()
+        .await
+        .unwrap();
+    let mut kinds = vec![];
+    for g in d.groups() {
+        for (r, _) in g.recommended_resources() {
+            kinds.push(format!("{}/{}", r.group, r.kind));
+        }
+    }
+    for want in [
+        "/ConfigMap",
+        "/Namespace",
+        "batch/CronJob",
+        "coordination.k8s.io/Lease",
+        &format!("{}/{}", ar.group, ar.kind),
+    ] {
+        assert!(
+            kinds.iter().any(|k| k == want),
+            "{want} missing from {kinds:?}"
+        );
+    }
+    c.shutdown().await;
+}
