@@ -66,6 +66,10 @@ fn merge_key_for(items: &[Value]) -> Option<&'static str> {
 /// and the directives `$patch`, `$setElementOrder/…`, `$deleteFromPrimitiveList/…` and
 /// `$retainKeys` are honoured; other lists are replaced.
 pub fn strategic_merge(target: &mut Value, patch: &Value) {
+    smp(target, patch, "");
+}
+
+fn smp(target: &mut Value, patch: &Value, path: &str) {
     let Value::Object(p) = patch else {
         *target = patch.clone();
         return;
@@ -101,10 +105,27 @@ pub fn strategic_merge(target: &mut Value, patch: &Value) {
             t.remove(k);
             continue;
         }
+        let child = if path.is_empty() {
+            k.clone()
+        } else {
+            format!("{path}.{k}")
+        };
         match (t.get_mut(k), v) {
+            // metadata.finalizers has patchStrategy "merge": a union of primitives.
+            (Some(Value::Array(cur)), Value::Array(items)) if child == "metadata.finalizers" => {
+                for item in items {
+                    if !cur.contains(item) {
+                        cur.push(item.clone());
+                    }
+                }
+            }
             (Some(Value::Array(cur)), Value::Array(items)) => {
-                let key =
-                    merge_key_for(items).filter(|mk| cur.iter().all(|c| c.get(*mk).is_some()));
+                let key = if child == "metadata.ownerReferences" {
+                    Some("uid")
+                } else {
+                    merge_key_for(items)
+                }
+                .filter(|mk| cur.iter().all(|c| c.get(*mk).is_some()));
                 match key {
                     Some(mk) => {
                         for item in items {
@@ -117,7 +138,7 @@ pub fn strategic_merge(target: &mut Value, patch: &Value) {
                                     cur.remove(i);
                                 }
                                 (None, true) => {}
-                                (Some(i), false) => strategic_merge(&mut cur[i], item),
+                                (Some(i), false) => smp(&mut cur[i], item, &child),
                                 (None, false) => {
                                     let mut n = item.clone();
                                     strip_directives(&mut n);
@@ -147,7 +168,7 @@ pub fn strategic_merge(target: &mut Value, patch: &Value) {
                 }
             }
             (Some(existing @ Value::Object(_)), Value::Object(_)) => {
-                strategic_merge(existing, v);
+                smp(existing, v, &child);
                 if existing.is_null() {
                     t.remove(k);
                 }
@@ -373,6 +394,24 @@ mod tests {
             .is_err()
         );
         assert!(json_patch(&mut d, &json!([{"op": "remove", "path": "/nope"}])).is_err());
+    }
+
+    #[test]
+    fn strategic_merge_unions_finalizers_but_replaces_other_primitive_lists() {
+        let mut d = json!({"metadata": {"finalizers": ["a"]}, "spec": {"finalizers": ["x"], "args": ["1"]}});
+        strategic_merge(
+            &mut d,
+            &json!({"metadata": {"finalizers": ["b"]}, "spec": {"finalizers": ["y"], "args": ["2"]}}),
+        );
+        assert_eq!(
+            d,
+            json!({"metadata": {"finalizers": ["a", "b"]}, "spec": {"finalizers": ["y"], "args": ["2"]}})
+        );
+        strategic_merge(
+            &mut d,
+            &json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}}),
+        );
+        assert_eq!(d["metadata"]["finalizers"], json!(["b"]));
     }
 
     #[test]
