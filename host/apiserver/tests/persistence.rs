@@ -162,3 +162,51 @@ async fn the_tls_ca_survives_a_restart_so_old_kubeconfigs_keep_working() {
     );
     second.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_namespace_terminating_at_shutdown_finishes_after_a_restart() {
+    use kube::api::{DeleteParams, Patch, PatchParams};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = || ApiServerConfig {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
+    let c = TestCluster::embedded(cfg()).await;
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "doomed"}})).unwrap();
+    let nss = Api::<Namespace>::all(c.client.clone());
+    nss.create(&PostParams::default(), &ns).await.unwrap();
+    let cm: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "held", "finalizers": ["a.test/hold"]}}),
+    )
+    .unwrap();
+    Api::<ConfigMap>::namespaced(c.client.clone(), "doomed")
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    nss.delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    c.shutdown().await;
+
+    let c = TestCluster::embedded(cfg()).await;
+    let nss = Api::<Namespace>::all(c.client.clone());
+    let n = nss.get("doomed").await.unwrap();
+    assert_eq!(n.status.unwrap().phase.as_deref(), Some("Terminating"));
+    Api::<ConfigMap>::namespaced(c.client.clone(), "doomed")
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while nss.get_opt("doomed").await.unwrap().is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the namespace was not finalized"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    c.shutdown().await;
+}
