@@ -319,18 +319,8 @@ impl Store {
             (None, Some(n)) => std::ops::Bound::Included((n.to_string(), String::new())),
             (None, None) => std::ops::Bound::Unbounded,
         };
-        let mut out = vec![];
-        let mut more = false;
-        let mut push = |o: &Arc<Obj>, out: &mut Vec<Arc<Obj>>| -> bool {
-            if keep(o) {
-                if out.len() >= max {
-                    return false;
-                }
-                out.push(o.clone());
-            }
-            true
-        };
-        match overrides {
+        // Collect the candidates under the lock; filter them (selectors can be slow) after.
+        let candidates: Vec<Arc<Obj>> = match overrides {
             Some(ov) if !ov.is_empty() => {
                 // Merge the stale versions into the live view.
                 let mut view: BTreeMap<(String, String), Arc<Obj>> = map
@@ -355,23 +345,24 @@ impl Store {
                         }
                     }
                 }
-                for o in view.values() {
-                    if !push(o, &mut out) {
-                        more = true;
-                        break;
-                    }
-                }
+                view.into_values().collect()
             }
-            _ => {
-                for ((n, _), o) in map.range((lower, std::ops::Bound::Unbounded)) {
-                    if ns.is_some_and(|x| x != n) {
-                        break;
-                    }
-                    if !push(o, &mut out) {
-                        more = true;
-                        break;
-                    }
+            _ => map
+                .range((lower, std::ops::Bound::Unbounded))
+                .take_while(|((n, _), _)| ns.is_none_or(|x| x == n))
+                .map(|(_, o)| o.clone())
+                .collect(),
+        };
+        drop(inner);
+        let mut out = vec![];
+        let mut more = false;
+        for o in candidates {
+            if keep(&o) {
+                if out.len() >= max {
+                    more = true;
+                    break;
                 }
+                out.push(o);
             }
         }
         (rv, out, more)
