@@ -249,7 +249,15 @@ fn bootstrap(store: &store::Store) -> anyhow::Result<()> {
 pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> {
     let (store, tokens, admin_token, temp_dir) = match &config.data_dir {
         Some(dir) => {
-            std::fs::create_dir_all(dir)?;
+            if !dir.exists() {
+                std::fs::create_dir_all(dir)?;
+                // It holds the admin token and the CA key.
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+                }
+            }
             let store = store::Store::open(Some(&dir.join("cluster.db")))?;
             let token_file = dir.join("tokens.csv");
             let content = std::fs::read_to_string(&token_file).unwrap_or_default();
