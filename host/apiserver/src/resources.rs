@@ -656,11 +656,40 @@ pub fn openapi_v3_doc(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> 
     if !any {
         return None;
     }
+    // Custom resources carry their CRD schema, so that `kubectl explain` works for them.
+    let mut schemas = serde_json::Map::new();
+    for d in defs
+        .iter()
+        .filter(|d| d.group == group && d.version == version)
+    {
+        if let Some(schema) = &d.schema {
+            let mut sch = (**schema).clone();
+            if let Some(m) = sch.as_object_mut() {
+                m.insert(
+                    "x-kubernetes-group-version-kind".into(),
+                    json!([{"group": d.group, "version": d.version, "kind": d.kind}]),
+                );
+                let props = m.entry("properties").or_insert_with(|| json!({}));
+                if let Some(p) = props.as_object_mut() {
+                    p.entry("apiVersion").or_insert_with(|| json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."}));
+                    p.entry("kind").or_insert_with(|| json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents."}));
+                    p.entry("metadata").or_insert_with(
+                        || json!({"type": "object", "description": "Standard object's metadata."}),
+                    );
+                }
+            }
+            let reversed: Vec<&str> = d.group.split('.').rev().collect();
+            schemas.insert(
+                format!("{}.{}.{}", reversed.join("."), d.version, d.kind),
+                sch,
+            );
+        }
+    }
     Some(json!({
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": "v1.32.0"},
         "paths": Value::Object(paths),
-        "components": {"schemas": {}},
+        "components": {"schemas": Value::Object(schemas)},
     }))
 }
 

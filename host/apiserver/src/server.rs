@@ -555,6 +555,32 @@ async fn serve(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>
             }
             resources::resource_list(g, v, &defs)
         }
+        ["openapi", "v2"] => {
+            // An empty Swagger 2.0 document: kubectl's client-side validation (used for `List`
+            // files) then skips kinds it has no schema for, as it does on a real cluster for
+            // custom resources without one.
+            let wants_proto = req
+                .headers()
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|a| a.contains("protobuf"));
+            if wants_proto {
+                let mut r = Response::new(full(openapi_v2_protobuf()));
+                r.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    header::HeaderValue::from_static(
+                        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+                    ),
+                );
+                return Ok(r);
+            }
+            json!({
+                "swagger": "2.0",
+                "info": {"title": "Kubernetes", "version": "v1.32.0"},
+                "paths": {},
+                "definitions": {},
+            })
+        }
         ["openapi", "v3"] => resources::openapi_v3_index(&all_defs(store), store.current_rv()),
         ["openapi", "v3", "api", v] => resources::openapi_v3_doc("", v, &all_defs(store))
             .ok_or_else(ApiError::path_not_found)?,
@@ -563,6 +589,18 @@ async fn serve(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>
         _ => return Err(ApiError::path_not_found()),
     };
     Ok(respond_value(200, &body))
+}
+
+/// The protobuf (gnostic `openapi_v2.Document`) form of an empty Swagger 2.0 document:
+/// `swagger: "2.0"` (field 1) and `info: {title: "Kubernetes", version: "v1.32.0"}` (field 2).
+fn openapi_v2_protobuf() -> Bytes {
+    fn field(num: u8, payload: &[u8]) -> Vec<u8> {
+        let mut out = vec![(num << 3) | 2, payload.len() as u8];
+        out.extend_from_slice(payload);
+        out
+    }
+    let info = [field(1, b"Kubernetes"), field(2, b"v1.32.0")].concat();
+    Bytes::from([field(1, b"2.0"), field(2, &info)].concat())
 }
 
 /// The aggregated-discovery version (`v2` or `v2beta1`) the client prefers, if it asked for one

@@ -738,3 +738,67 @@ async fn kubectl_shows_server_warnings_for_unqualified_finalizers() {
         .await;
     k.shutdown().await;
 }
+
+#[tokio::test]
+async fn kubectl_applies_a_list_file_and_explains_custom_resources() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let s = suffix();
+    let group = format!("l{s}.lethe.test");
+    let plural = format!("item{s}s");
+    let kind = format!("Item{s}");
+    let list = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("kl-{s}")}},
+            {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+             "metadata": {"name": format!("{plural}.{group}")},
+             "spec": {"group": group, "scope": "Namespaced",
+                      "names": {"plural": plural, "kind": kind},
+                      "versions": [{"name": "v1", "served": true, "storage": true,
+                                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                                        "spec": {"type": "object", "properties": {
+                                            "displayName": {"type": "string", "description": "The name people see."}}}}}}}]}},
+        ],
+    });
+    let out = k.ok(&["apply", "-f", "-"], Some(&list.to_string())).await;
+    assert!(out.contains(&format!("namespace/kl-{s} created")), "{out}");
+    assert!(
+        out.contains("customresourcedefinition.apiextensions.k8s.io"),
+        "{out}"
+    );
+    k.ok(
+        &[
+            "wait",
+            "--for",
+            "condition=established",
+            &format!("crd/{plural}.{group}"),
+            "--timeout=20s",
+        ],
+        None,
+    )
+    .await;
+    let explained = k.ok(&["explain", &format!("{plural}.spec")], None).await;
+    assert!(
+        explained.contains("displayName") && explained.contains("The name people see."),
+        "{explained}"
+    );
+    k.ok(
+        &[
+            "delete",
+            "crd",
+            &format!("{plural}.{group}"),
+            "--wait=false",
+        ],
+        None,
+    )
+    .await;
+    k.ok(
+        &["delete", "namespace", &format!("kl-{s}"), "--wait=false"],
+        None,
+    )
+    .await;
+    k.shutdown().await;
+}

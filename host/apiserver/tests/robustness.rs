@@ -105,7 +105,7 @@ async fn malformed_requests_get_4xx_status_bodies_and_the_server_survives() {
             Some("{}".into()),
             422,
         ),
-        ("GET", "/openapi/v2".into(), None, 404),
+        ("GET", "/openapi/v3/api/v2".into(), None, 404),
         ("GET", "/openapi/v3/apis/nope/v1".into(), None, 404),
         ("PUT", "/lethe/faults".into(), Some("{bad".into()), 400),
         ("GET", "/lethe/unknown".into(), None, 404),
