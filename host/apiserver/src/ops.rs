@@ -356,8 +356,27 @@ fn crd_defaults(v: &mut Value, old_status: Option<&Value>) {
     });
 }
 
-fn secret_defaults(v: &mut Value) {
+/// Folds `stringData` into `data`, defaults `type`, and rejects `data` that is not base64 (as
+/// the real server's decoder does).
+fn secret_defaults(v: &mut Value) -> Result<(), ApiError> {
     use base64::Engine;
+    if let Some(data) = v.get("data").filter(|d| !d.is_null()) {
+        let Some(m) = data.as_object() else {
+            return Err(ApiError::bad_request(
+                "Secret in version \"v1\" cannot be handled as a Secret: json: cannot unmarshal data into Go struct field Secret.data of type map[string][]uint8",
+            ));
+        };
+        for (k, val) in m {
+            let ok = val
+                .as_str()
+                .is_some_and(|s| base64::engine::general_purpose::STANDARD.decode(s).is_ok());
+            if !ok {
+                return Err(ApiError::bad_request(format!(
+                    "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data in data.{k}"
+                )));
+            }
+        }
+    }
     if let Some(sd) = v.get("stringData").and_then(Value::as_object).cloned() {
         if !v["data"].is_object() {
             v["data"] = json!({});
@@ -373,6 +392,7 @@ fn secret_defaults(v: &mut Value) {
     if v["type"].as_str().is_none_or(str::is_empty) {
         v["type"] = json!("Opaque");
     }
+    Ok(())
 }
 
 fn is_qualified_name(s: &str) -> bool {
@@ -552,7 +572,7 @@ fn prepare_create(
         crd_defaults(&mut body, None);
     }
     if def.group.is_empty() && def.plural == "secrets" {
-        secret_defaults(&mut body);
+        secret_defaults(&mut body)?;
     }
     crate::defaults::apply(def, &mut body);
     crate::defaults::validate(def, &body)?;
@@ -773,7 +793,7 @@ fn prepare_update(
                 new["spec"] = cur.value["spec"].clone();
             }
             if def.group.is_empty() && def.plural == "secrets" {
-                secret_defaults(&mut new);
+                secret_defaults(&mut new)?;
             }
             new
         }

@@ -66,6 +66,12 @@ async fn malformed_requests_get_4xx_status_bodies_and_the_server_survives() {
             ),
             400,
         ),
+        (
+            "POST",
+            "/api/v1/namespaces/default/secrets".into(),
+            Some(json!({"metadata": {"name": "s"}, "data": {"k": "not base64!"}}).to_string()),
+            400,
+        ),
         ("GET", format!("{cm}?limit=abc"), None, 400),
         ("GET", format!("{cm}?limit=1&continue=garbage"), None, 400),
         ("GET", format!("{cm}?labelSelector=a%20in%20b"), None, 400),
