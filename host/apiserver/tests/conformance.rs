@@ -1773,6 +1773,8 @@ async fn the_namespace_finalize_subresource_releases_a_terminating_namespace() {
         Some("Terminating")
     );
     n.spec.as_mut().unwrap().finalizers = Some(vec![]);
+    // Unconditional: the namespace controller keeps updating the status meanwhile.
+    n.metadata.resource_version = None;
     let body = serde_json::to_vec(&n).unwrap();
     let req = http::Request::put(format!("/api/v1/namespaces/{ns}/finalize"))
         .header("content-type", "application/json")
