@@ -12,9 +12,12 @@
 //! - [`api`]: the HTTP API (`/data-jobs/for-team/...`, `/data-jobs/sync/reports`, `/v3/jobs/...`);
 //! - [`status`]: deletion-job status, for this component and for a shared job-status component;
 //! - [`sync`]: the reconciler pass and its leader lease;
-//! - [`model`]: validation, spec hashing and the CronJob rendering.
+//! - [`model`]: validation, spec hashing and the CronJob rendering;
+//! - `guest` (wasm32 only): `guest::WasmHost`, the host's imports behind [`Host`].
 
 pub mod api;
+#[cfg(target_arch = "wasm32")]
+pub mod guest;
 pub mod model;
 pub mod status;
 pub mod sync;
