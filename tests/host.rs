@@ -228,3 +228,43 @@ fn compiled_components_are_cached_in_the_data_dir() {
         cache.display()
     );
 }
+
+#[test]
+fn cron_tick_over_its_time_limit_is_stopped_and_logged_and_host_keeps_serving() {
+    // smoke's `handle-cron-event` (an `async func`) loops forever when `cron_tick = "spin"`.
+    let manifest = manifest(SMOKE_CAPS, Some("* * * * * *"))
+        .replace(
+            r#"greeting = "{{ greeting }} world" }"#,
+            r#"greeting = "{{ greeting }} world", cron_tick = "spin" }"#,
+        )
+        .replace(
+            "[component.smoke.tool.lethe]\n",
+            "[component.smoke.tool.lethe]\ntimeout_ms = 400\n",
+        );
+    assert!(manifest.contains(r#"cron_tick = "spin""#) && manifest.contains("timeout_ms = 400"));
+    let lethe = Lethe::up(&manifest, &[]);
+    let logged = |lethe: &Lethe| {
+        lethe
+            .log()
+            .lines()
+            .filter(|l| l.contains("cron tick at") && l.contains("exceeded its time limit"))
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while logged(&lethe) < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        logged(&lethe) >= 2,
+        "every runaway tick is stopped and logged, and the next one still runs:\n{}",
+        lethe.log()
+    );
+    let greeting = get(&format!("{}/smoke/greeting", lethe.url));
+    assert_eq!(greeting.status, 200, "the host keeps serving HTTP");
+    let ticks = get(&format!("{}/smoke/ticks", lethe.url));
+    assert_eq!(
+        ticks.json()["count"],
+        0,
+        "no runaway tick got to record itself"
+    );
+}

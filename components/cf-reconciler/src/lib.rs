@@ -156,7 +156,7 @@ mod wasm {
     }
 
     impl Guest for CfReconciler {
-        fn handle_cron_event(
+        async fn handle_cron_event(
             _metadata: spin::cron::cron_types::Metadata,
         ) -> Result<(), spin::cron::cron_types::Error> {
             run_pass()

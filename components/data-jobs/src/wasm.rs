@@ -61,7 +61,7 @@ impl reconciler::Guest for DataJobs {
 }
 
 impl Guest for DataJobs {
-    fn handle_cron_event(
+    async fn handle_cron_event(
         _metadata: spin::cron::cron_types::Metadata,
     ) -> Result<(), spin::cron::cron_types::Error> {
         match data_jobs_core::sync::tick(&WasmHost) {

@@ -70,9 +70,19 @@ impl wasip2::exports::http::incoming_handler::Guest for Smoke {
 }
 
 impl Guest for Smoke {
-    fn handle_cron_event(
+    /// `spin:cron`'s export is an `async func`; the body is synchronous.
+    ///
+    /// For the host's containment tests, the configuration value `cron_tick = "spin"` makes a
+    /// tick loop forever instead (the host's time limit must stop it).
+    async fn handle_cron_event(
         metadata: spin::cron::cron_types::Metadata,
     ) -> Result<(), spin::cron::cron_types::Error> {
+        if config::get("cron_tick").is_ok_and(|v| v == "spin") {
+            let mut n: u64 = 0;
+            loop {
+                n = std::hint::black_box(n.wrapping_add(1));
+            }
+        }
         crate::record_tick(&Host, metadata.timestamp)
             .map_err(|e| spin::cron::cron_types::Error::Other(format!("{e:?}")))
     }

@@ -262,6 +262,11 @@ fn memory_limit_mb(manifest: &Manifest, decl: &ComponentDecl) -> u64 {
 fn build_engine(max_memory_mb: u64, max_instances: u32) -> anyhow::Result<Engine> {
     let mut config = Config::new();
     config.wasm_component_model(true);
+    // Spin's `handle-cron-event` is an `async func`: cron components lift it with the async ABI,
+    // which needs component-model-async (and so the store's concurrency support, on by default
+    // with that crate feature). With it, every `call_async` (the HTTP trigger's included) runs as
+    // a concurrent task of its store; sync-lifted exports behave as before.
+    config.wasm_component_model_async(true);
     config.epoch_interruption(true);
     config.parallel_compilation(true);
     let mut pool = PoolingAllocationConfig::default();

@@ -1,5 +1,14 @@
 //! The cron trigger: Spin's `[[trigger.cron]]` (six fields, seconds first, UTC), calling the
 //! component's root export `handle-cron-event` from `spin:cron@3.0.0` in a fresh instance per tick.
+//!
+//! Spin declares that export an `async func`, and components built against our WIT export it
+//! lifted with the component model's async ABI, so the engine has component-model-async (see
+//! `runtime::build_engine`). A tick calls the export through `TypedFunc::call_async`, which on
+//! such an engine runs the call as a concurrent task of the store and waits for it to finish:
+//! that works for the async-lifted export and equally for a component built against the older
+//! plain-`func` signature (the type check compares parameters and results only), so both are
+//! accepted. The store's epoch deadline still traps a tick that runs too long, and a tokio
+//! timeout backs it up.
 
 use std::str::FromStr as _;
 use std::sync::Arc;
@@ -78,9 +87,14 @@ impl CronJob {
         let timestamp = u64::try_from(at.timestamp()).unwrap_or(0);
         let run = async {
             let instance = self.pre.instantiate_async(&mut store).await?;
-            instance
-                .call_handle_cron_event(&mut store, Metadata { timestamp })
-                .await
+            // Not `call_handle_cron_event`: for an `async func` that needs an `Accessor` from
+            // `run_concurrent`. `call_async` does the same for one call, and also accepts a
+            // sync-lifted export.
+            let (result,) = instance
+                .func_handle_cron_event()
+                .call_async(&mut store, (Metadata { timestamp },))
+                .await?;
+            Ok::<_, wasmtime::Error>(result)
         };
         let result = match tokio::time::timeout(
             timeout + std::time::Duration::from_millis(250),
