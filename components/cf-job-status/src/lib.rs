@@ -5,6 +5,10 @@
 #[cfg(target_arch = "wasm32")]
 mod wasm {
     use cf_core::config::Settings;
+    use data_jobs_core::guest::WasmHost;
+    use data_jobs_core::{
+        Host as DataHost, Sql as DataSql, SqlError as DataSqlError, Value as DataValue,
+    };
     use lethe_guest::host::Host;
     use lethe_guest::kube::Identity;
 
@@ -31,6 +35,10 @@ mod wasm {
             out: wasip2::http::types::ResponseOutparam,
         ) {
             lethe_guest::wasi_http::serve(request, out, |req| {
+                let guid = req.route_param("guid").unwrap_or_default();
+                if data_jobs_core::status::is_data_job_guid(guid) {
+                    return data_jobs_core::api::handle(&DataJobsHost(WasmHost), &req);
+                }
                 let host = Host::default();
                 cf_core::jobs::handle(&host, &host, &req)
             });
@@ -63,6 +71,59 @@ mod wasm {
                 created_at: job.created_at,
                 updated_at: job.updated_at,
             })
+        }
+    }
+
+    /// The data-jobs logic as this component runs it: `deployment.delete~` and `data_job.delete~`
+    /// jobs are answered by [`data_jobs_core`], which reads `namespace`,
+    /// `deletion_timeout_seconds` and `base_url`; here those are the variables
+    /// `data_jobs_namespace`, `data_jobs_deletion_timeout_seconds` and `external_url`, so they
+    /// cannot be confused with the CF settings of the same short names.
+    struct DataJobsHost(WasmHost);
+
+    impl DataSql for DataJobsHost {
+        fn query(
+            &self,
+            sql: &str,
+            params: &[DataValue],
+        ) -> Result<Vec<Vec<DataValue>>, DataSqlError> {
+            self.0.query(sql, params)
+        }
+        fn execute(&self, sql: &str, params: &[DataValue]) -> Result<u64, DataSqlError> {
+            self.0.execute(sql, params)
+        }
+        fn batch(
+            &self,
+            statements: &[data_jobs_core::Statement],
+        ) -> Result<Vec<u64>, DataSqlError> {
+            self.0.batch(statements)
+        }
+    }
+
+    impl DataHost for DataJobsHost {
+        fn kube(
+            &self,
+            identity: data_jobs_core::Identity<'_>,
+        ) -> Result<Box<dyn data_jobs_core::Kube + '_>, data_jobs_core::KubeError> {
+            self.0.kube(identity)
+        }
+        fn config(&self, key: &str) -> Option<String> {
+            let key = match key {
+                "namespace" => "data_jobs_namespace",
+                "deletion_timeout_seconds" => "data_jobs_deletion_timeout_seconds",
+                "base_url" => "external_url",
+                other => other,
+            };
+            self.0.config(key)
+        }
+        fn now_ms(&self) -> i64 {
+            self.0.now_ms()
+        }
+        fn new_uuid(&self) -> String {
+            self.0.new_uuid()
+        }
+        fn log(&self, level: data_jobs_core::Level, message: &str) {
+            self.0.log(level, message)
         }
     }
 
