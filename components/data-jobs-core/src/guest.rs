@@ -93,6 +93,7 @@ fn from_object(o: kube::Object) -> KubeObject {
         name: o.target.name,
         uid: o.metadata.uid,
         resource_version: o.metadata.resource_version,
+        generation: o.metadata.generation,
         labels: o.metadata.labels,
         annotations: o.metadata.annotations,
         json: o.json,

@@ -150,6 +150,8 @@ pub struct KubeObject {
     pub uid: String,
     /// metadata.resourceVersion.
     pub resource_version: String,
+    /// metadata.generation (changes only with the spec).
+    pub generation: Option<i64>,
     /// metadata.labels.
     pub labels: Vec<(String, String)>,
     /// metadata.annotations.

@@ -343,8 +343,19 @@ struct Actual {
     cronjob_name: String,
     cronjob_uid: String,
     resource_version: String,
+    generation: Option<i64>,
     hash: String,
     applied_at: i64,
+}
+
+impl Actual {
+    /// Whether the live CronJob is the one recorded, unchanged since: same uid, and the same
+    /// generation (spec unchanged; status updates do not count) or resourceVersion.
+    fn recorded(&self, uid: &str, resource_version: &str, generation: Option<i64>) -> bool {
+        self.cronjob_uid == uid
+            && (self.resource_version == resource_version
+                || (self.generation.is_some() && self.generation == generation))
+    }
 }
 
 struct SyncState {
@@ -357,6 +368,7 @@ struct Live {
     name: String,
     uid: String,
     resource_version: String,
+    generation: Option<i64>,
     annotation_hash: Option<String>,
     /// The fingerprint of the live spec, or the annotation when the object is unchanged since
     /// it was applied.
@@ -441,8 +453,7 @@ fn decide(item: &Item, now: i64) -> Plan {
     match &item.actual {
         Some(a)
             if a.hash == d.hash
-                && a.cronjob_uid == live.uid
-                && a.resource_version == live.resource_version
+                && a.recorded(&live.uid, &live.resource_version, live.generation)
                 && item.live.len() == 1 =>
         {
             Plan::Nothing
@@ -494,7 +505,7 @@ fn load(host: &dyn Host) -> Result<BTreeMap<String, Item>, String> {
     loop {
         let rows = host
             .query(
-                "SELECT job_uid, team, job_name, cronjob_name, cronjob_uid, resource_version, spec_hash, applied_at \
+                "SELECT job_uid, team, job_name, cronjob_name, cronjob_uid, resource_version, spec_hash, applied_at, generation \
                  FROM actual_data_job_deployment WHERE job_uid > $1 ORDER BY job_uid LIMIT $2",
                 &[after.clone().into(), SQL_PAGE.into()],
             )
@@ -510,6 +521,7 @@ fn load(host: &dyn Host) -> Result<BTreeMap<String, Item>, String> {
                 cronjob_name: t(3),
                 cronjob_uid: t(4),
                 resource_version: t(5),
+                generation: r.get(8).and_then(Value::int),
                 hash: t(6),
                 applied_at: r.get(7).and_then(Value::int).unwrap_or(0),
             });
@@ -616,6 +628,14 @@ struct Pass<'a> {
     writes: u32,
 }
 
+/// The CronJob an actual row records.
+struct Recorded<'a> {
+    name: &'a str,
+    uid: &'a str,
+    resource_version: &'a str,
+    generation: Option<i64>,
+}
+
 enum Step {
     Done,
     Failed(KubeError),
@@ -654,7 +674,7 @@ fn pass(
                 Some(uid) => {
                     let item = items.entry(uid).or_default();
                     let unchanged = item.actual.as_ref().is_some_and(|a| {
-                        a.cronjob_uid == obj.uid && a.resource_version == obj.resource_version
+                        a.recorded(&obj.uid, &obj.resource_version, obj.generation)
                     });
                     let live_hash = if unchanged {
                         annotation_hash.clone()
@@ -665,6 +685,7 @@ fn pass(
                         name: obj.name,
                         uid: obj.uid,
                         resource_version: obj.resource_version,
+                        generation: obj.generation,
                         annotation_hash,
                         live_hash,
                     });
@@ -673,6 +694,7 @@ fn pass(
                     name: obj.name,
                     uid: obj.uid,
                     resource_version: obj.resource_version,
+                    generation: obj.generation,
                     annotation_hash,
                     live_hash: None,
                 }),
@@ -833,9 +855,12 @@ impl Pass<'_> {
                 self.write_actual(
                     uid,
                     d,
-                    &obj.name,
-                    &obj.uid,
-                    &obj.resource_version,
+                    Recorded {
+                        name: &obj.name,
+                        uid: &obj.uid,
+                        resource_version: &obj.resource_version,
+                        generation: obj.generation,
+                    },
                     None,
                     report,
                 )
@@ -867,9 +892,12 @@ impl Pass<'_> {
                 self.write_actual(
                     uid,
                     d,
-                    &obj.name,
-                    &obj.uid,
-                    &obj.resource_version,
+                    Recorded {
+                        name: &obj.name,
+                        uid: &obj.uid,
+                        resource_version: &obj.resource_version,
+                        generation: obj.generation,
+                    },
                     None,
                     report,
                 )
@@ -898,34 +926,35 @@ impl Pass<'_> {
         self.write_actual(
             uid,
             d,
-            &live.name,
-            &live.uid,
-            &live.resource_version,
+            Recorded {
+                name: &live.name,
+                uid: &live.uid,
+                resource_version: &live.resource_version,
+                generation: live.generation,
+            },
             applied_at,
             report,
         )
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn write_actual(
         &mut self,
         uid: &str,
         d: &Desired,
-        cronjob_name: &str,
-        cronjob_uid: &str,
-        resource_version: &str,
+        cronjob: Recorded<'_>,
         applied_at: Option<i64>,
         report: &mut Report,
     ) -> Step {
         let written = self.host.execute(
             "INSERT INTO actual_data_job_deployment \
-             (job_uid, team, job_name, job_version, image, schedule, enabled, resources, spec_hash, cronjob_name, cronjob_uid, resource_version, applied_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+             (job_uid, team, job_name, job_version, image, schedule, enabled, resources, spec_hash, cronjob_name, cronjob_uid, resource_version, applied_at, generation) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
              ON CONFLICT (job_uid) DO UPDATE SET team = excluded.team, job_name = excluded.job_name, \
              job_version = excluded.job_version, image = excluded.image, schedule = excluded.schedule, \
              enabled = excluded.enabled, resources = excluded.resources, spec_hash = excluded.spec_hash, \
              cronjob_name = excluded.cronjob_name, cronjob_uid = excluded.cronjob_uid, \
-             resource_version = excluded.resource_version, applied_at = excluded.applied_at",
+             resource_version = excluded.resource_version, applied_at = excluded.applied_at, \
+             generation = excluded.generation",
             &[
                 uid.into(),
                 d.team.clone().into(),
@@ -936,10 +965,11 @@ impl Pass<'_> {
                 d.spec.enabled.into(),
                 d.spec.resources.to_vdk().to_string().into(),
                 d.hash.clone().into(),
-                cronjob_name.into(),
-                cronjob_uid.into(),
-                resource_version.into(),
+                cronjob.name.into(),
+                cronjob.uid.into(),
+                cronjob.resource_version.into(),
                 applied_at.unwrap_or(self.now).into(),
+                cronjob.generation.map_or(Value::Null, Value::Int),
             ],
         );
         match written {
@@ -1081,6 +1111,7 @@ mod tests {
             name: name.into(),
             uid: uid.into(),
             resource_version: rv.into(),
+            generation: Some(1),
             annotation_hash: Some(hash.into()),
             live_hash: Some(hash.into()),
         }
@@ -1093,6 +1124,7 @@ mod tests {
             cronjob_name: model::cronjob_name("t", "job"),
             cronjob_uid: uid.into(),
             resource_version: rv.into(),
+            generation: Some(1),
             hash: hash.into(),
             applied_at: 0,
         }
@@ -1139,6 +1171,18 @@ mod tests {
             ..Item::default()
         };
         assert!(matches!(decide(&item, 0), Plan::Update(0)));
+    }
+
+    #[test]
+    fn status_only_changes_keep_the_item_converged() {
+        // A controller's status write changes the resourceVersion, not the generation.
+        let item = Item {
+            desired: Some(desired("h")),
+            actual: Some(actual("c1", "5", "h")),
+            live: vec![live(&name(), "c1", "9", "h")],
+            ..Item::default()
+        };
+        assert!(matches!(decide(&item, 0), Plan::Nothing));
     }
 
     #[test]

@@ -136,6 +136,7 @@ async fn main() -> anyhow::Result<()> {
     // Seed: the CronJobs a previous pass would have written, 32 creates in flight.
     let semaphore = Arc::new(tokio::sync::Semaphore::new(32));
     let mut tasks = tokio::task::JoinSet::new();
+    let mut created = Vec::with_capacity(args.jobs);
     for i in 0..args.jobs {
         let permit = semaphore.clone().acquire_owned().await?;
         let client = client.clone();
@@ -163,11 +164,10 @@ async fn main() -> anyhow::Result<()> {
         });
         while tasks.len() > 256 {
             if let Some(done) = tasks.join_next().await {
-                let _ = done??;
+                created.push(done??);
             }
         }
     }
-    let mut created = Vec::with_capacity(args.jobs);
     while let Some(done) = tasks.join_next().await {
         created.push(done??);
     }
@@ -297,12 +297,14 @@ memory_limit_mb = 1024
     run("measured pass (1% changed)")?;
     let rows = db
         .query(
-            "SELECT report FROM data_job_sync_report ORDER BY started_at DESC LIMIT 1",
+            "SELECT report FROM data_job_sync_report ORDER BY started_at",
             &[],
         )
         .await?;
-    if let Some(Value::Text(r)) = rows.rows.first().and_then(|r| r.first()) {
-        println!("stored report: {r}");
+    for row in &rows.rows {
+        if let Some(Value::Text(r)) = row.first() {
+            println!("stored report: {r}");
+        }
     }
     run("no-change pass")?;
     server.shutdown().await;
