@@ -35,8 +35,9 @@
 //! - Kubernetes first, then SQL: a crash between the two leaves a state the next pass converges
 //!   from (a labelled CronJob without an actual row is adopted, an actual row without a CronJob is
 //!   deleted with 404 counted as done).
-//! - The live spec is re-fingerprinted only when its resourceVersion differs from the actual
-//!   row's, so an unchanged CronJob costs no JSON parsing.
+//! - The live spec is re-fingerprinted only when the CronJob's generation (it changes with the
+//!   spec only) and resourceVersion both differ from the actual row's, so an unchanged CronJob, or
+//!   one whose status alone changed, costs no JSON parsing and no write.
 //! - Concurrency is bounded: a component is single-threaded, and at most `max_changes_per_pass`
 //!   Kubernetes writes are made per pass; the rest are deferred to the next pass.
 //! - Requests per pass: one Lease read and write, the LIST pages, one request per change.
