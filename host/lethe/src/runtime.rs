@@ -103,9 +103,17 @@ pub struct LoadedComponent {
     pub env: Arc<CapabilityEnv>,
 }
 
-/// The engine and every component of an application.
+/// The engines and every component of an application.
+///
+/// Two engines: components are compiled for the plain one when they can be, and for one with
+/// component-model-async (concurrency support) only when they need it, i.e. when they lift an
+/// export with the async ABI, as Spin's `handle-cron-event` (`async func`) is. Concurrency support
+/// adds per-call bookkeeping (a task per call and per host call) to every call in its stores, so
+/// components that do not need it (HTTP-only ones) keep the cheaper calls. Each engine has its own
+/// pooling allocator sized by `max_instances`; the second is built only if some component needs it.
 pub struct Runtime {
     engine: Engine,
+    async_engine: Option<Engine>,
     components: BTreeMap<String, Arc<LoadedComponent>>,
     epoch_ticker: Option<std::thread::JoinHandle<()>>,
     stop_ticker: Arc<std::sync::atomic::AtomicBool>,
@@ -125,17 +133,30 @@ impl Runtime {
             .map(|c| memory_limit_mb(manifest, c))
             .max()
             .unwrap_or(manifest.settings.memory_limit_mb);
-        let engine = build_engine(max_memory, manifest.settings.max_instances)?;
-        let mut linker: Linker<InstanceState> = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-        crate::caps::add_to_linker(&mut linker)?;
+        let engine = build_engine(max_memory, manifest.settings.max_instances, false)?;
+        let linker = new_linker(&engine)?;
+        let mut async_engine: Option<(Engine, Linker<InstanceState>)> = None;
 
         let mut components = BTreeMap::new();
         for (id, decl) in &manifest.components {
-            let component = compile(&engine, &decl.source, cache_dir)
-                .with_context(|| format!("component `{id}`"))?;
-            grants::check(id, &decl.grants, &component, &engine)?;
+            // A component that uses component-model-async fails validation on the plain engine.
+            let (component, engine, linker) = match compile(&engine, &decl.source, cache_dir) {
+                Ok(component) => (component, &engine, &linker),
+                Err(_) => {
+                    if async_engine.is_none() {
+                        let e = build_engine(max_memory, manifest.settings.max_instances, true)?;
+                        let l = new_linker(&e)?;
+                        async_engine = Some((e, l));
+                    }
+                    let Some((e, l)) = async_engine.as_ref() else {
+                        unreachable!("built above")
+                    };
+                    let component = compile(e, &decl.source, cache_dir)
+                        .with_context(|| format!("component `{id}`"))?;
+                    (component, e, l)
+                }
+            };
+            grants::check(id, &decl.grants, &component, engine)?;
             let pre = linker.instantiate_pre(&component).map_err(|e| {
                 anyhow::Error::from(e).context(format!(
                     "component `{id}` imports something lethe cannot supply"
@@ -165,29 +186,41 @@ impl Runtime {
             );
         }
 
+        let async_engine = async_engine.map(|(e, _)| e);
         let stop_ticker = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let ticker_engine = engine.clone();
+        let ticker_engines: Vec<Engine> = std::iter::once(engine.clone())
+            .chain(async_engine.clone())
+            .collect();
         let stop = stop_ticker.clone();
         let epoch_ticker = std::thread::Builder::new()
             .name("lethe-epoch".into())
             .spawn(move || {
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     std::thread::sleep(EPOCH_TICK);
-                    ticker_engine.increment_epoch();
+                    for e in &ticker_engines {
+                        e.increment_epoch();
+                    }
                 }
             })
             .context("cannot start the epoch ticker")?;
         Ok(Runtime {
             engine,
+            async_engine,
             components,
             epoch_ticker: Some(epoch_ticker),
             stop_ticker,
         })
     }
 
-    /// The engine.
+    /// The plain engine (without component-model-async). A component's own engine is
+    /// [`LoadedComponent::engine`].
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// The engine with component-model-async, if some component needed it.
+    pub fn async_engine(&self) -> Option<&Engine> {
+        self.async_engine.as_ref()
     }
 
     /// The component with `id`.
@@ -212,7 +245,7 @@ impl Runtime {
             .with_context(|| format!("no component `{id}`"))?;
         let start = std::time::Instant::now();
         for _ in 0..iterations {
-            let mut store = component.new_store(&self.engine);
+            let mut store = component.new_store();
             component.pre.instantiate_async(&mut store).await?;
         }
         Ok(start.elapsed() / iterations.max(1))
@@ -230,8 +263,14 @@ impl Drop for Runtime {
 }
 
 impl LoadedComponent {
+    /// The engine this component was compiled for (see [`Runtime`]).
+    pub fn engine(&self) -> &Engine {
+        self.pre.component().engine()
+    }
+
     /// A fresh store for one request or tick, with this component's limits and capabilities.
-    pub fn new_store(&self, engine: &Engine) -> Store<InstanceState> {
+    pub fn new_store(&self) -> Store<InstanceState> {
+        let engine = self.engine();
         let state = InstanceState {
             table: ResourceTable::new(),
             // No preopens, no environment, no network: components get only their grants.
@@ -259,14 +298,28 @@ fn memory_limit_mb(manifest: &Manifest, decl: &ComponentDecl) -> u64 {
         .unwrap_or(manifest.settings.memory_limit_mb)
 }
 
-fn build_engine(max_memory_mb: u64, max_instances: u32) -> anyhow::Result<Engine> {
+/// Everything lethe supplies to components, for `engine`.
+fn new_linker(engine: &Engine) -> anyhow::Result<Linker<InstanceState>> {
+    let mut linker: Linker<InstanceState> = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    crate::caps::add_to_linker(&mut linker)?;
+    Ok(linker)
+}
+
+/// An engine; `concurrency` enables component-model-async, which components lifting an export
+/// with the async ABI (Spin's `handle-cron-event` is an `async func`) need. With it, every
+/// `call_async` in the engine's stores runs as a concurrent task of its store (sync-lifted exports
+/// included), which costs a little on every call and host call; hence a separate engine.
+fn build_engine(
+    max_memory_mb: u64,
+    max_instances: u32,
+    concurrency: bool,
+) -> anyhow::Result<Engine> {
     let mut config = Config::new();
     config.wasm_component_model(true);
-    // Spin's `handle-cron-event` is an `async func`: cron components lift it with the async ABI,
-    // which needs component-model-async (and so the store's concurrency support, on by default
-    // with that crate feature). With it, every `call_async` (the HTTP trigger's included) runs as
-    // a concurrent task of its store; sync-lifted exports behave as before.
-    config.wasm_component_model_async(true);
+    config.concurrency_support(concurrency);
+    config.wasm_component_model_async(concurrency);
     config.epoch_interruption(true);
     config.parallel_compilation(true);
     let mut pool = PoolingAllocationConfig::default();

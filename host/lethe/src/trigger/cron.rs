@@ -2,13 +2,13 @@
 //! component's root export `handle-cron-event` from `spin:cron@3.0.0` in a fresh instance per tick.
 //!
 //! Spin declares that export an `async func`, and components built against our WIT export it
-//! lifted with the component model's async ABI, so the engine has component-model-async (see
-//! `runtime::build_engine`). A tick calls the export through `TypedFunc::call_async`, which on
-//! such an engine runs the call as a concurrent task of the store and waits for it to finish:
-//! that works for the async-lifted export and equally for a component built against the older
-//! plain-`func` signature (the type check compares parameters and results only), so both are
-//! accepted. The store's epoch deadline still traps a tick that runs too long, and a tokio
-//! timeout backs it up.
+//! lifted with the component model's async ABI, so they are compiled for the runtime's engine
+//! with component-model-async (see `runtime::Runtime`). A tick calls the export through
+//! `TypedFunc::call_async`, which on that engine runs the call as a concurrent task of the store
+//! and waits for it to finish. A component built against the older plain-`func` signature is
+//! accepted too (the type check compares parameters and results only): it lands on the plain
+//! engine, where `call_async` calls it on a fiber as before. Either way the store's epoch
+//! deadline traps a tick that runs too long, and a tokio timeout backs it up.
 
 use std::str::FromStr as _;
 use std::sync::Arc;
@@ -81,8 +81,8 @@ impl CronJob {
 
     /// Runs one tick now, in a fresh instance. Errors are the component's failure or its
     /// `error` result.
-    pub async fn tick(&self, runtime: &Runtime, at: DateTime<Utc>) -> wasmtime::Result<()> {
-        let mut store = self.component.new_store(runtime.engine());
+    pub async fn tick(&self, _runtime: &Runtime, at: DateTime<Utc>) -> wasmtime::Result<()> {
+        let mut store = self.component.new_store();
         let timeout = self.component.limits.timeout;
         let timestamp = u64::try_from(at.timestamp()).unwrap_or(0);
         let run = async {

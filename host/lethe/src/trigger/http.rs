@@ -264,12 +264,12 @@ pub async fn handle(
 }
 
 async fn invoke(
-    runtime: &Runtime,
+    _runtime: &Runtime,
     target: &HttpComponent,
     req: hyper::Request<Incoming>,
 ) -> wasmtime::Result<hyper::Response<HyperOutgoingBody>> {
     let component = &target.component;
-    let mut store = component.new_store(runtime.engine());
+    let mut store = component.new_store();
     let (sender, receiver) = tokio::sync::oneshot::channel();
     let incoming = store
         .data_mut()

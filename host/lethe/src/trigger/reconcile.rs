@@ -43,8 +43,8 @@ impl Reconciler {
     }
 
     /// Runs one pass in a fresh instance, within the component's time limit.
-    pub async fn run_once(&self, runtime: &Runtime) -> anyhow::Result<Report> {
-        let mut store = self.component.new_store(runtime.engine());
+    pub async fn run_once(&self, _runtime: &Runtime) -> anyhow::Result<Report> {
+        let mut store = self.component.new_store();
         let run = async {
             let instance = self.pre.instantiate_async(&mut store).await?;
             instance
