@@ -30,7 +30,11 @@ async fn main() -> anyhow::Result<()> {
     let kubeconfig = dir.path().join("data/cluster/kubeconfig");
     let token = std::fs::read_to_string(&kubeconfig)?
         .lines()
-        .find_map(|l| l.trim().strip_prefix("token:").map(|t| t.trim().trim_matches('"').to_string()))
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("token:")
+                .map(|t| t.trim().trim_matches('"').to_string())
+        })
         .ok_or_else(|| anyhow::anyhow!("no token in the kubeconfig"))?;
     let cluster = Cluster::from_kubeconfig(&kubeconfig, Default::default()).await?;
 
@@ -45,7 +49,12 @@ async fn main() -> anyhow::Result<()> {
             "spec": {"displayName": "bench"}
         }).to_string())
         .await?;
-    let target = ObjectRef { api_version: "cf.lethe.dev/v1alpha1".into(), kind: "Org".into(), namespace: Some("cf".into()), name: org.into() };
+    let target = ObjectRef {
+        api_version: "cf.lethe.dev/v1alpha1".into(),
+        kind: "Org".into(),
+        namespace: Some("cf".into()),
+        name: org.into(),
+    };
     client.delete(&target, &Default::default()).await?;
 
     let path = format!("/v3/jobs/org.delete~{org}");
@@ -65,10 +74,26 @@ async fn main() -> anyhow::Result<()> {
         }
     })
     .await?;
-    report("GET /v3/jobs/{guid} via lethe (fresh wasm instance per request)", &jobs, seconds);
-    report("bare GET of the Org (kube client, pooled connection)", &bare, seconds);
-    let p50 = |l: &[Duration]| l.get(l.len() / 2).copied().unwrap_or_default().as_secs_f64();
-    println!("job-status p50 / bare GET p50 = {:.2}", p50(&jobs) / p50(&bare).max(1e-9));
+    report(
+        "GET /v3/jobs/{guid} via lethe (fresh wasm instance per request)",
+        &jobs,
+        seconds,
+    );
+    report(
+        "bare GET of the Org (kube client, pooled connection)",
+        &bare,
+        seconds,
+    );
+    let p50 = |l: &[Duration]| {
+        l.get(l.len() / 2)
+            .copied()
+            .unwrap_or_default()
+            .as_secs_f64()
+    };
+    println!(
+        "job-status p50 / bare GET p50 = {:.2}",
+        p50(&jobs) / p50(&bare).max(1e-9)
+    );
     app.shutdown().await;
     Ok(())
 }
@@ -88,7 +113,8 @@ async fn load_http(
         tasks.push(tokio::spawn(async move {
             let stream = TcpStream::connect(addr).await?;
             stream.set_nodelay(true)?;
-            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+            let (mut sender, conn) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
             tokio::spawn(conn);
             let mut latencies = Vec::new();
             while Instant::now() < deadline {
@@ -98,9 +124,16 @@ async fn load_http(
                     .body(Empty::<Bytes>::new())?;
                 let start = Instant::now();
                 let resp = sender.send_request(req).await?;
-                anyhow::ensure!(resp.status() == 200, "job status answered {}", resp.status());
+                anyhow::ensure!(
+                    resp.status() == 200,
+                    "job status answered {}",
+                    resp.status()
+                );
                 let body = resp.into_body().collect().await?.to_bytes();
-                anyhow::ensure!(body.windows(10).any(|w| w == b"PROCESSING"), "job not PROCESSING");
+                anyhow::ensure!(
+                    body.windows(10).any(|w| w == b"PROCESSING"),
+                    "job not PROCESSING"
+                );
                 latencies.push(start.elapsed());
             }
             anyhow::Ok(latencies)
