@@ -737,6 +737,30 @@ fn hand_edited_cronjob_is_restored(backend: &Backend) {
     );
     let quiet = w.sync();
     assert_eq!(quiet["updated"], 0, "restored state is stable: {quiet}");
+
+    // A controller writing status changes the resourceVersion, not the spec or generation: no
+    // re-read, no write.
+    kubectl(
+        &w.kubeconfig,
+        &[
+            "patch",
+            "cronjob",
+            "-n",
+            "data-jobs",
+            &name,
+            "--subresource=status",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"status":{"lastScheduleTime":"2026-01-01T00:00:00Z"}}"#,
+        ],
+        None,
+    )
+    .expect("status patch");
+    let after_status = w.sync();
+    assert_eq!(after_status["updated"], 0, "{after_status}");
+    let stored = w.api("GET", "/data-jobs/sync/reports?limit=1", None).json();
+    assert_eq!(stored[0]["recorded"], 0, "{stored}");
 }
 
 fn transient_failures_back_off_per_item_and_a_5xx_storm_is_retried(backend: &Backend) {
