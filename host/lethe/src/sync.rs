@@ -154,7 +154,8 @@ pub async fn run_once(opts: SyncOptions) -> anyhow::Result<Vec<PassOutcome>> {
         let result = reconciler.run_once(&runtime).await;
         if let Some(s) = spinner {
             match &result {
-                Ok(r) => s.finish_with_message(format!("{id}: pass done in {} ms", r.duration_ms)),
+                // The report is printed next; the spinner line would only repeat it.
+                Ok(_) => s.finish_and_clear(),
                 Err(e) => s.abandon_with_message(format!("{id}: {e:#}")),
             }
         }
