@@ -376,6 +376,7 @@ on_both_backends!(
     deleting_a_data_job_row_leaves_its_actual_row,
     redeploying_after_a_deployment_delete_supersedes_the_deletion,
     two_hosts_run_one_leader_and_the_other_takes_over_within_the_lease,
+    shipped_app_runs_data_jobs_on_its_cron_and_answers_their_jobs_under_v3_jobs,
 );
 
 fn api_rejects_bad_input_with_the_envelope_and_never_500(backend: &Backend) {
@@ -945,6 +946,95 @@ fn redeploying_after_a_deployment_delete_supersedes_the_deletion(backend: &Backe
         after[0]["metadata"]["uid"], before[0]["metadata"]["uid"],
         "updated in place"
     );
+}
+
+fn shipped_app_runs_data_jobs_on_its_cron_and_answers_their_jobs_under_v3_jobs(backend: &Backend) {
+    let env: Vec<(&str, &str)> = match backend {
+        Backend::Sqlite => vec![],
+        Backend::Postgres(url) => vec![("LETHE_VAR_DATABASE_URL", url.as_str())],
+    };
+    let lethe = Lethe::up_app(&[], &env);
+    if matches!(backend, Backend::Postgres(_)) {
+        assert!(
+            lethe.wait_for_log("sql   postgres", Duration::from_secs(5)),
+            "{}",
+            lethe.log()
+        );
+    }
+    let auth = format!("Bearer {}", lethe.admin_token());
+    let call = |method: &str, path: &str, body: Option<&str>| {
+        let url = if path.starts_with("http") {
+            path.to_string()
+        } else {
+            format!("{}{path}", lethe.url)
+        };
+        request(method, &url, body, &[("authorization", auth.as_str())])
+    };
+    let created = call(
+        "POST",
+        "/data-jobs/for-team/alpha/jobs",
+        Some(r#"{"job_name": "ingest", "config": {"schedule": {"schedule_cron": "*/5 * * * *"}}}"#),
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    let uid = created.json()["uid"].as_str().expect("uid").to_string();
+    let deployed = call(
+        "POST",
+        "/data-jobs/for-team/alpha/jobs/ingest/deployments",
+        Some(r#"{"job_version": "v1"}"#),
+    );
+    assert_eq!(deployed.status, 202, "{}", deployed.body);
+
+    // The cron trigger (every 5 s) deploys it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while labelled(&cronjobs_of(&lethe.kubeconfig()), &uid).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the cron pass did not deploy the job"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+
+    let deleted = call("DELETE", "/data-jobs/for-team/alpha/jobs/ingest", None);
+    assert_eq!(deleted.status, 202, "{}", deleted.body);
+    let location = deleted.header("location").expect("Location").to_string();
+    assert!(
+        location.starts_with("http://")
+            && location.ends_with(&format!("/v3/jobs/data_job.delete~{uid}")),
+        "{location}"
+    );
+    // Served by the CF job-status component, which delegates data-jobs GUIDs.
+    let first = call("GET", &location, None);
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert!(
+        matches!(
+            first.json()["state"].as_str(),
+            Some("PROCESSING" | "COMPLETE")
+        ),
+        "{}",
+        first.body
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let job = call("GET", &location, None);
+        if job.json()["state"] == "COMPLETE" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never COMPLETE: {}", job.body);
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(labelled(&cronjobs_of(&lethe.kubeconfig()), &uid).is_empty());
+    let malformed = call("GET", "/v3/jobs/data_job.delete~nonsense", None);
+    assert_eq!((malformed.status, malformed.cf_code()), (404, 10010));
+}
+
+fn cronjobs_of(kubeconfig: &Path) -> Vec<Json> {
+    kubectl(
+        kubeconfig,
+        &["get", "cronjobs", "-n", "data-jobs", "-o", "json"],
+        None,
+    )
+    .map(|v| v["items"].as_array().cloned().unwrap_or_default())
+    .unwrap_or_default()
 }
 
 /// A standalone `lethe cluster`, so that killing one lethe host does not take the cluster.
