@@ -377,4 +377,6 @@ impl Settings {
 }
 
 #[cfg(test)]
+mod fake;
+#[cfg(test)]
 mod tests;

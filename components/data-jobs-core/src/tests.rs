@@ -128,3 +128,196 @@ fn uuids_are_version_4() {
     assert!(valid_uuid(&u), "{u}");
     assert_eq!(&u[14..15], "4");
 }
+
+mod flows {
+    use serde_json::{Value as Json, json};
+
+    use crate::fake::{FakeHost, FakeKube, FakeSql};
+    use crate::sync::{Tick, tick};
+    use crate::{Kube as _, Request};
+
+    fn world() -> (FakeSql, FakeKube) {
+        let kube = FakeKube::default();
+        kube.tokens.borrow_mut().push("t".into());
+        (FakeSql::migrated(), kube)
+    }
+
+    fn call(host: &FakeHost<'_>, method: &str, path: &str, body: Option<Json>) -> (u16, Json) {
+        let req = Request {
+            method: method.into(),
+            path: path.into(),
+            headers: vec![("authorization".into(), b"Bearer t".to_vec())],
+            body: body.map(|b| b.to_string().into_bytes()).unwrap_or_default(),
+            ..Default::default()
+        };
+        let r = crate::api::handle(host, &req);
+        (r.status, r.json_body().unwrap_or(Json::Null))
+    }
+
+    fn deploy(host: &FakeHost<'_>, job: &str) -> String {
+        let (status, body) = call(
+            host,
+            "POST",
+            "/data-jobs/for-team/t/jobs",
+            Some(json!({"job_name": job, "config": {"schedule": {"schedule_cron": "0 * * * *"}}})),
+        );
+        assert_eq!(status, 201, "{body}");
+        let (status, body) = call(
+            host,
+            "POST",
+            &format!("/data-jobs/for-team/t/jobs/{job}/deployments"),
+            Some(json!({"job_version": "v1"})),
+        );
+        assert_eq!(status, 202, "{body}");
+        body["desired"]["spec_hash"]
+            .as_str()
+            .expect("hash")
+            .to_string();
+        let (_, job) = call(
+            host,
+            "GET",
+            &format!("/data-jobs/for-team/t/jobs/{job}"),
+            None,
+        );
+        job["uid"].as_str().expect("uid").to_string()
+    }
+
+    fn ran(t: Tick) -> crate::sync::Report {
+        match t {
+            Tick::Ran(r) => r,
+            Tick::NotLeader { holder } => panic!("not the leader ({holder})"),
+        }
+    }
+
+    #[test]
+    fn a_deleted_job_is_removed_by_the_next_pass_and_its_job_completes() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        let uid = deploy(&host, "ingest");
+        assert_eq!(ran(tick(&host).expect("pass")).created, 1);
+        let (status, _) = call(&host, "DELETE", "/data-jobs/for-team/t/jobs/ingest", None);
+        assert_eq!(status, 202);
+        let guid = format!("/v3/jobs/data_job.delete~{uid}");
+        assert_eq!(call(&host, "GET", &guid, None).1["state"], "PROCESSING");
+        let report = ran(tick(&host).expect("pass"));
+        assert_eq!((report.deleted, report.forgotten), (1, 1));
+        assert!(kube.all("CronJob").is_empty());
+        assert_eq!(call(&host, "GET", &guid, None).1["state"], "COMPLETE");
+    }
+
+    #[test]
+    fn an_unfinished_deletion_turns_failed_after_the_timeout() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        let uid = deploy(&host, "ingest");
+        tick(&host).expect("pass");
+        call(
+            &host,
+            "DELETE",
+            "/data-jobs/for-team/t/jobs/ingest/deployments/production",
+            None,
+        );
+        let guid = format!("/v3/jobs/deployment.delete~{uid}");
+        host.advance(121_000);
+        let (status, job) = call(&host, "GET", &guid, None);
+        assert_eq!(status, 200);
+        assert_eq!(job["state"], "FAILED");
+        assert_eq!(job["errors"][0]["code"], 10008);
+        tick(&host).expect("pass");
+        assert_eq!(call(&host, "GET", &guid, None).1["state"], "COMPLETE");
+    }
+
+    #[test]
+    fn a_second_host_runs_only_once_the_lease_expired() {
+        let (sql, kube) = world();
+        let a = FakeHost::new(&sql, &kube, "a");
+        let b = FakeHost::new(&sql, &kube, "b");
+        deploy(&a, "ingest");
+        ran(tick(&a).expect("a leads"));
+        assert_eq!(
+            tick(&b).expect("b ticks"),
+            Tick::NotLeader { holder: "a".into() }
+        );
+        b.advance(14_000);
+        assert!(matches!(tick(&b).expect("b ticks"), Tick::NotLeader { .. }));
+        b.advance(2_000);
+        let report = ran(tick(&b).expect("b takes over"));
+        assert_eq!(report.holder, "b");
+        assert!(matches!(tick(&a).expect("a ticks"), Tick::NotLeader { .. }));
+    }
+
+    #[test]
+    fn failing_writes_back_off_then_recover() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        deploy(&host, "ingest");
+        tick(&host).expect("lease first");
+        let name = kube.all("CronJob")[0].name.clone();
+        (&kube)
+            .delete(
+                crate::ObjRef {
+                    api_version: "batch/v1",
+                    kind: "CronJob",
+                    namespace: Some("data-jobs"),
+                    name: &name,
+                },
+                None,
+            )
+            .expect("delete by hand");
+        kube.fail_writes.set(true);
+        let failing = ran(tick(&host).expect("pass"));
+        assert_eq!(failing.failed.len(), 1);
+        assert!(!failing.failed[0].parked);
+        let waiting = ran(tick(&host).expect("pass"));
+        assert_eq!((waiting.backing_off, waiting.failed.len()), (1, 0));
+        kube.fail_writes.set(false);
+        host.advance(1_500);
+        let recovered = ran(tick(&host).expect("pass"));
+        assert_eq!(recovered.created, 1);
+        assert_eq!(kube.all("CronJob").len(), 1);
+    }
+
+    #[test]
+    fn every_page_of_the_list_is_visited_and_a_converged_pass_writes_nothing() {
+        let (sql, kube) = world();
+        let mut host = FakeHost::new(&sql, &kube, "a");
+        host.config.insert("page_size".into(), "2".into());
+        for i in 0..5 {
+            deploy(&host, &format!("job-{i}"));
+        }
+        assert_eq!(ran(tick(&host).expect("pass")).created, 5);
+        let quiet = ran(tick(&host).expect("pass"));
+        assert_eq!(
+            (quiet.examined, quiet.created, quiet.updated, quiet.recorded),
+            (5, 0, 0, 0)
+        );
+        // Lease get + replace, and three pages of two.
+        assert_eq!(quiet.kube_requests, 2 + 3);
+    }
+
+    #[test]
+    fn a_rejected_spec_is_parked_until_it_changes() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        let uid = deploy(&host, "ingest");
+        use crate::Sql as _;
+        sql.execute(
+            "UPDATE desired_data_job_deployment SET schedule = 'bad', spec_hash = 'x' WHERE job_uid = $1",
+            &[uid.clone().into()],
+        )
+        .expect("corrupt the spec");
+        let first = ran(tick(&host).expect("pass"));
+        assert!(first.failed[0].parked);
+        host.advance(10_000_000);
+        let later = ran(tick(&host).expect("pass"));
+        assert_eq!((later.parked, later.failed.len()), (1, 0));
+        let (status, _) = call(
+            &host,
+            "POST",
+            "/data-jobs/for-team/t/jobs/ingest/deployments",
+            Some(json!({"schedule": "5 * * * *"})),
+        );
+        assert_eq!(status, 202);
+        assert_eq!(ran(tick(&host).expect("pass")).created, 1);
+    }
+}
