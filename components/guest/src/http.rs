@@ -97,7 +97,7 @@ pub fn percent_decode(s: &str) -> Option<String> {
 pub struct Response {
     /// HTTP status code.
     pub status: u16,
-    /// Headers to send; `content-length` is added by the transport.
+    /// Headers to send; `content-length` is added when the response is sent.
     pub headers: Vec<(String, String)>,
     /// The body bytes.
     pub body: Vec<u8>,

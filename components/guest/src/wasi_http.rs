@@ -75,11 +75,19 @@ fn read_request(request: &IncomingRequest) -> Result<Request, Response> {
 }
 
 fn send(out: ResponseOutparam, response: Response) {
-    let headers: Vec<(String, Vec<u8>)> = response
+    let mut headers: Vec<(String, Vec<u8>)> = response
         .headers
         .iter()
         .map(|(n, v)| (n.to_ascii_lowercase(), v.as_bytes().to_vec()))
         .collect();
+    // The whole body is known: say its length, so the server need not chunk it (one write
+    // instead of a chunk per flush and a terminator).
+    if !headers.iter().any(|(n, _)| n == "content-length") {
+        headers.push((
+            "content-length".into(),
+            response.body.len().to_string().into_bytes(),
+        ));
+    }
     // Header names we produce are static and valid; a rejected set falls back to no headers
     // rather than leaving the caller without a response.
     let fields = Fields::from_list(&headers).unwrap_or_else(|_| Fields::new());

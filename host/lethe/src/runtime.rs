@@ -337,7 +337,8 @@ fn build_engine(
         .linear_memory_keep_resident(1 << 20)
         .table_keep_resident(64 << 10)
         .async_stack_keep_resident(128 << 10)
-        .decommit_batch_size(16);
+        .decommit_batch_size(16)
+        .pagemap_scan(wasmtime::Enabled::Auto);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     Ok(Engine::new(&config)?)
 }
