@@ -66,7 +66,7 @@ impl App {
 
         let needs = |c: Capability| manifest.components.values().any(|d| d.grants.allows(c));
         let database = if needs(Capability::Sql) {
-            Some(open_database(&manifest, &opts).await?)
+            Some(open_database(&manifest, opts.database_url.as_deref(), &opts.data_dir).await?)
         } else {
             None
         };
@@ -84,31 +84,12 @@ impl App {
                 (None, None)
             };
 
-        let instance_id = instance_id();
-        let mut envs = BTreeMap::new();
-        for (id, decl) in &manifest.components {
-            let mut config = caps::config::resolve(&manifest, decl)?;
-            config.insert(
-                caps::config::INSTANCE_ID_KEY.to_string(),
-                instance_id.clone(),
-            );
-            let env = CapabilityEnv {
-                component_id: Arc::from(id.as_str()),
-                grants: decl.grants.clone(),
-                config,
-                database: decl
-                    .grants
-                    .allows(Capability::Sql)
-                    .then(|| database.clone())
-                    .flatten(),
-                cluster: decl
-                    .grants
-                    .allows(Capability::Kube)
-                    .then(|| cluster.clone())
-                    .flatten(),
-            };
-            envs.insert(id.clone(), Arc::new(env));
-        }
+        let envs = capability_envs(
+            &manifest,
+            database.as_ref(),
+            cluster.as_ref(),
+            &instance_id(),
+        )?;
 
         let cache_dir = opts.data_dir.join("cache");
         let runtime = Arc::new(Runtime::new(&manifest, Some(&cache_dir), envs)?);
@@ -172,15 +153,17 @@ impl App {
     }
 }
 
-async fn open_database(
+/// Opens the application's database — `database_url`, else the manifest variable
+/// `database_url`, else SQLite in `data_dir` — and applies every component's migrations.
+pub(crate) async fn open_database(
     manifest: &Manifest,
-    opts: &UpOptions,
+    database_url: Option<&str>,
+    data_dir: &std::path::Path,
 ) -> anyhow::Result<lethe_sql::Database> {
-    let url = opts
-        .database_url
-        .clone()
+    let url = database_url
+        .map(str::to_string)
         .or_else(|| caps::config::app_variable(manifest, "database_url").filter(|u| !u.is_empty()))
-        .unwrap_or_else(|| format!("sqlite:{}", opts.data_dir.join("lethe.db").display()));
+        .unwrap_or_else(|| format!("sqlite:{}", data_dir.join("lethe.db").display()));
     let db = lethe_sql::Database::open(&url)
         .await
         .with_context(|| format!("cannot open the database ({})", redact_url(&url)))?;
@@ -193,6 +176,37 @@ async fn open_database(
         }
     }
     Ok(db)
+}
+
+/// Each component's capability environment: its grants, its resolved configuration (plus the
+/// host's `lethe_instance_id`), and the database and cluster if it is granted them.
+pub(crate) fn capability_envs(
+    manifest: &Manifest,
+    database: Option<&lethe_sql::Database>,
+    cluster: Option<&lethe_kube::Cluster>,
+    instance_id: &str,
+) -> anyhow::Result<BTreeMap<String, Arc<CapabilityEnv>>> {
+    let mut envs = BTreeMap::new();
+    for (id, decl) in &manifest.components {
+        let mut config = caps::config::resolve(manifest, decl)?;
+        config.insert(
+            caps::config::INSTANCE_ID_KEY.to_string(),
+            instance_id.to_string(),
+        );
+        let env = CapabilityEnv {
+            component_id: Arc::from(id.as_str()),
+            grants: decl.grants.clone(),
+            config,
+            database: database
+                .filter(|_| decl.grants.allows(Capability::Sql))
+                .cloned(),
+            cluster: cluster
+                .filter(|_| decl.grants.allows(Capability::Kube))
+                .cloned(),
+        };
+        envs.insert(id.clone(), Arc::new(env));
+    }
+    Ok(envs)
 }
 
 async fn connect_cluster(

@@ -12,14 +12,12 @@
 //! `sync --once` runs count as one Lease holder; a pass is refused while another host (a
 //! `lethe up` with a cron trigger) holds the Lease.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 
-use crate::caps::{self, CapabilityEnv};
+use crate::caps;
 use crate::manifest::{self, Capability};
 use crate::runtime::Runtime;
 use crate::trigger::reconcile::{Reconciler, Report};
@@ -60,27 +58,10 @@ pub async fn run_once(opts: SyncOptions) -> anyhow::Result<Vec<PassOutcome>> {
     let needs = |c: Capability| manifest.components.values().any(|d| d.grants.allows(c));
 
     let database = if needs(Capability::Sql) {
-        let url = opts
-            .database_url
-            .clone()
-            .or_else(|| {
-                caps::config::app_variable(&manifest, "database_url").filter(|u| !u.is_empty())
-            })
-            .unwrap_or_else(|| format!("sqlite:{}", opts.data_dir.join("lethe.db").display()));
-        let db = lethe_sql::Database::open(&url).await.with_context(|| {
-            format!(
-                "cannot open the database ({})",
-                crate::app::redact_url(&url)
-            )
-        })?;
-        for (id, decl) in &manifest.components {
-            if let Some(dir) = &decl.grants.migrations {
-                db.migrate(&crate::migrations::load(id, dir)?)
-                    .await
-                    .with_context(|| format!("applying the migrations of component `{id}`"))?;
-            }
-        }
-        Some(db)
+        Some(
+            crate::app::open_database(&manifest, opts.database_url.as_deref(), &opts.data_dir)
+                .await?,
+        )
     } else {
         None
     };
@@ -98,32 +79,8 @@ pub async fn run_once(opts: SyncOptions) -> anyhow::Result<Vec<PassOutcome>> {
             .unwrap_or_else(|_| "lethe".to_string());
         format!("{host}-sync")
     });
-    let mut envs = BTreeMap::new();
-    for (id, decl) in &manifest.components {
-        let mut config = caps::config::resolve(&manifest, decl)?;
-        config.insert(
-            caps::config::INSTANCE_ID_KEY.to_string(),
-            instance_id.clone(),
-        );
-        envs.insert(
-            id.clone(),
-            Arc::new(CapabilityEnv {
-                component_id: Arc::from(id.as_str()),
-                grants: decl.grants.clone(),
-                config,
-                database: decl
-                    .grants
-                    .allows(Capability::Sql)
-                    .then(|| database.clone())
-                    .flatten(),
-                cluster: decl
-                    .grants
-                    .allows(Capability::Kube)
-                    .then(|| cluster.clone())
-                    .flatten(),
-            }),
-        );
-    }
+    let envs =
+        crate::app::capability_envs(&manifest, database.as_ref(), cluster.as_ref(), &instance_id)?;
     let runtime = Runtime::new(&manifest, Some(&opts.data_dir.join("cache")), envs)?;
 
     let mut selected = Vec::new();
