@@ -525,16 +525,43 @@ fn data_job_deletions_are_answered_by_the_shared_jobs_endpoint() {
     let lethe = start(&[]);
     let admin = lethe.admin_token();
     let body = r#"{"job_name": "ingest", "team": "alpha", "config": {"schedule": {"schedule_cron": "*/5 * * * *"}}}"#;
-    let created = call(&lethe, "POST", "/data-jobs/for-team/alpha/jobs", Some(&admin), Some(body));
+    let created = call(
+        &lethe,
+        "POST",
+        "/data-jobs/for-team/alpha/jobs",
+        Some(&admin),
+        Some(body),
+    );
     assert_eq!(created.status, 201, "{}", created.body);
     let uid = created.json()["uid"].as_str().expect("uid").to_string();
-    let deleted = call(&lethe, "DELETE", "/data-jobs/for-team/alpha/jobs/ingest", Some(&admin), None);
+    let deleted = call(
+        &lethe,
+        "DELETE",
+        "/data-jobs/for-team/alpha/jobs/ingest",
+        Some(&admin),
+        None,
+    );
     assert_eq!(deleted.status, 202, "{}", deleted.body);
     let location = deleted.header("location").expect("Location").to_string();
-    assert!(location.ends_with(&format!("/v3/jobs/data_job.delete~{uid}")), "{location}");
+    assert!(
+        location.ends_with(&format!("/v3/jobs/data_job.delete~{uid}")),
+        "{location}"
+    );
     // /v3/jobs/:guid is the CF job-status component's route; it delegates data-jobs GUIDs.
-    let job = wait_for_state(&lethe, &location, &admin, "COMPLETE", Duration::from_secs(30));
+    let job = wait_for_state(
+        &lethe,
+        &location,
+        &admin,
+        "COMPLETE",
+        Duration::from_secs(30),
+    );
     assert_eq!(job["operation"], "data_job.delete");
-    let malformed = call(&lethe, "GET", "/v3/jobs/data_job.delete~not-a-uuid", Some(&admin), None);
+    let malformed = call(
+        &lethe,
+        "GET",
+        "/v3/jobs/data_job.delete~not-a-uuid",
+        Some(&admin),
+        None,
+    );
     assert_eq!((malformed.status, malformed.cf_code()), (404, 10010));
 }
