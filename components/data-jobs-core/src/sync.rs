@@ -576,8 +576,16 @@ pub fn tick(host: &dyn Host) -> Result<Tick, String> {
     report.kube_requests = kube.calls.get();
     report.duration_ms = u64::try_from(host.now_ms() - started).unwrap_or(0);
     result?;
+    // A pass that changed nothing is routine: keep it out of the default (info) log.
+    let changed =
+        report.created + report.updated + report.deleted + report.recorded + report.forgotten > 0;
+    let level = match (report.failed.is_empty(), changed) {
+        (false, _) => Level::Warn,
+        (true, true) => Level::Info,
+        (true, false) => Level::Debug,
+    };
     host.log(
-        if report.failed.is_empty() { Level::Info } else { Level::Warn },
+        level,
         &format!(
             "data-jobs sync pass: examined {}, created {}, updated {}, deleted {}, recorded {}, forgotten {}, failed {}, backing off {}, parked {}, deferred {}, {} Kubernetes requests, {} ms",
             report.examined,
