@@ -47,6 +47,9 @@ mod wasm {
 
     impl Guest for CfJobStatus {
         fn get(job_guid: String, caller_token: String) -> Result<Job, HttpError> {
+            if data_jobs_core::status::is_data_job_guid(&job_guid) {
+                return data_job(&job_guid, &caller_token);
+            }
             let host = Host::default();
             let settings = Settings::from_env(&host)
                 .map_err(|e| to_wit(cf_core::errors::HttpError::unavailable(e)))?;
@@ -72,6 +75,65 @@ mod wasm {
                 updated_at: job.updated_at,
             })
         }
+    }
+
+    /// A data-jobs deletion job through the same code path as `GET /v3/jobs/{guid}` (the caller's
+    /// token is checked there), read back from its JSON.
+    fn data_job(job_guid: &str, caller_token: &str) -> Result<Job, HttpError> {
+        let req = lethe_guest::Request {
+            method: "GET".into(),
+            path: format!("/v3/jobs/{job_guid}"),
+            headers: vec![(
+                "authorization".into(),
+                format!("Bearer {caller_token}").into_bytes(),
+            )],
+            ..Default::default()
+        };
+        let resp = data_jobs_core::api::handle(&DataJobsHost(WasmHost), &req);
+        let body = resp.json_body().unwrap_or_default();
+        let text = |key: &str| body[key].as_str().unwrap_or_default().to_string();
+        let errors = |v: &serde_json::Value| -> Vec<CfError> {
+            v.as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|e| CfError {
+                            code: e["code"]
+                                .as_u64()
+                                .and_then(|c| u32::try_from(c).ok())
+                                .unwrap_or(10001),
+                            title: e["title"].as_str().unwrap_or_default().to_string(),
+                            detail: e["detail"].as_str().unwrap_or_default().to_string(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        if resp.status != 200 {
+            return Err(HttpError {
+                status: resp.status,
+                errors: errors(&body["errors"]),
+            });
+        }
+        Ok(Job {
+            guid: text("guid"),
+            operation: text("operation"),
+            state: match body["state"].as_str() {
+                Some("COMPLETE") => JobState::Complete,
+                Some("FAILED") => JobState::Failed,
+                _ => JobState::Processing,
+            },
+            errors: errors(&body["errors"]),
+            warnings: body["warnings"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|w| w.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            created_at: text("created_at"),
+            updated_at: text("updated_at"),
+        })
     }
 
     /// The data-jobs logic as this component runs it: `deployment.delete~` and `data_job.delete~`
