@@ -24,6 +24,25 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(lethe::REPO_ROOT)
 }
 
+/// The cluster the scenario tests should use instead of the embedded one (`KUBECONFIG`).
+pub fn external_kubeconfig() -> Option<PathBuf> {
+    std::env::var_os("KUBECONFIG")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// `true` (after printing why) when a test needs the embedded cluster's token file for its users
+/// but `KUBECONFIG` points elsewhere; set `LETHE_TEST_USERS_EXIST=1` once the users exist there.
+pub fn skip_without_test_users(test: &str) -> bool {
+    if external_kubeconfig().is_some() && std::env::var_os("LETHE_TEST_USERS_EXIST").is_none() {
+        eprintln!(
+            "skipping {test}: it needs the test users' tokens, which exist only in the embedded cluster (set LETHE_TEST_USERS_EXIST=1 when they exist in KUBECONFIG's cluster)"
+        );
+        return true;
+    }
+    false
+}
+
 /// A `lethe up` process, stopped with SIGTERM when dropped.
 pub struct Lethe {
     child: Child,
@@ -67,7 +86,31 @@ impl Lethe {
 
     /// Runs `lethe up` on the repository's own `spin.toml` (the real application), with the
     /// embedded cluster's token file seeded with `users` (`token, user, groups`) first.
+    ///
+    /// When `KUBECONFIG` is set, the cluster is that one instead: its CRDs and roles are applied
+    /// with `kubectl apply`, `users` must already exist there, and the admin token is taken from
+    /// `LETHE_TEST_ADMIN_TOKEN` (or the kubeconfig's token).
     pub fn up_app(users: &[(&str, &str, &[&str])], env: &[(&str, &str)]) -> Lethe {
+        if let Some(kubeconfig) = external_kubeconfig() {
+            let applied = Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["apply", "-f"])
+                .arg(repo_root().join("components/cf-core/kubernetes"))
+                .status()
+                .expect("run kubectl");
+            assert!(
+                applied.success(),
+                "kubectl apply of the CF CRDs and roles failed"
+            );
+            let data_dir = tempfile::tempdir().expect("tempdir");
+            let manifest = repo_root().join("spin.toml");
+            let kubeconfig = kubeconfig.to_string_lossy().into_owned();
+            return match Self::spawn(data_dir, &manifest, &["--kubeconfig", &kubeconfig], env) {
+                Ok(l) => l,
+                Err(f) => panic!("lethe up failed ({}):\n{}", f.status, f.log),
+            };
+        }
         let data_dir = tempfile::tempdir().expect("tempdir");
         let cluster_dir = data_dir.path().join("data/cluster");
         std::fs::create_dir_all(&cluster_dir).expect("cluster dir");
@@ -84,13 +127,18 @@ impl Lethe {
         }
     }
 
-    /// The embedded cluster's admin kubeconfig.
+    /// The admin kubeconfig: `KUBECONFIG` when set, else the embedded cluster's.
     pub fn kubeconfig(&self) -> PathBuf {
-        self.data_dir.path().join("data/cluster/kubeconfig")
+        external_kubeconfig()
+            .unwrap_or_else(|| self.data_dir.path().join("data/cluster/kubeconfig"))
     }
 
-    /// The admin token of the embedded cluster.
+    /// A token of the cluster's administrator: `LETHE_TEST_ADMIN_TOKEN`, else the token in
+    /// [`Lethe::kubeconfig`].
     pub fn admin_token(&self) -> String {
+        if let Ok(token) = std::env::var("LETHE_TEST_ADMIN_TOKEN") {
+            return token;
+        }
         let text = std::fs::read_to_string(self.kubeconfig()).expect("kubeconfig");
         text.lines()
             .find_map(|l| l.trim().strip_prefix("token:"))
