@@ -308,6 +308,8 @@ pub struct FakeHost<'a> {
     pub now: Cell<i64>,
     /// Component variables.
     pub config: BTreeMap<String, String>,
+    /// The last `(done, total)` progress report.
+    pub progress: Cell<(u64, u64)>,
     uuids: Cell<u64>,
 }
 
@@ -322,6 +324,7 @@ impl<'a> FakeHost<'a> {
             kube,
             now: Cell::new(1_000_000),
             config,
+            progress: Cell::new((0, 0)),
             uuids: Cell::new(u64::from(instance.len() as u32) << 32),
         }
     }
@@ -368,4 +371,8 @@ impl Host for FakeHost<'_> {
     }
 
     fn log(&self, _level: Level, _message: &str) {}
+
+    fn progress(&self, done: u64, total: u64) {
+        self.progress.set((done, total));
+    }
 }

@@ -206,4 +206,8 @@ impl Host for WasmHost {
         };
         log::write(level, message);
     }
+
+    fn progress(&self, done: u64, total: u64) {
+        log::progress(done, total);
+    }
 }

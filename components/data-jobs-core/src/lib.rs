@@ -289,6 +289,9 @@ pub trait Host: Sql {
     fn new_uuid(&self) -> String;
     /// Writes a log line. Never pass tokens.
     fn log(&self, level: Level, message: &str);
+    /// Reports that `done` of `total` items of a pass are handled (hosts may show a progress
+    /// bar); does nothing unless the host implements it.
+    fn progress(&self, _done: u64, _total: u64) {}
 }
 
 /// Formats 16 random bytes as a version-4 UUID.

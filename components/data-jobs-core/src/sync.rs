@@ -710,6 +710,9 @@ fn pass(
             }
         }
         lease.keep(host.now_ms())?;
+        // While listing, the total is what is known so far: rows loaded and CronJobs seen.
+        let seen = items.len() + orphans.len();
+        host.progress(0, u64::try_from(seen).unwrap_or(u64::MAX));
         match page.continue_token {
             Some(t) if !t.is_empty() => token = Some(t),
             _ => break,
@@ -766,7 +769,11 @@ fn pass(
         _ => 1,
     });
     let mut since_checkpoint = 0;
-    for (uid, item, plan) in &plans {
+    let total = u64::try_from(plans.len()).unwrap_or(u64::MAX);
+    for (index, (uid, item, plan)) in plans.iter().enumerate() {
+        if index % 256 == 0 {
+            host.progress(u64::try_from(index).unwrap_or(u64::MAX), total);
+        }
         let writes = match plan {
             Plan::Nothing => {
                 if item.desired.is_none() && item.actual.is_none() && item.live.is_empty() {
@@ -808,6 +815,7 @@ fn pass(
             lease.keep(host.now_ms())?;
         }
     }
+    host.progress(total, total);
     Ok(())
 }
 

@@ -187,6 +187,21 @@ mod flows {
     }
 
     #[test]
+    fn a_pass_reports_its_progress_to_the_end() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        for job in ["one", "two", "three"] {
+            deploy(&host, job);
+        }
+        assert_eq!(ran(tick(&host).expect("pass")).created, 3);
+        assert_eq!(
+            host.progress.get(),
+            (3, 3),
+            "the last report says every item is done"
+        );
+    }
+
+    #[test]
     fn a_deleted_job_is_removed_by_the_next_pass_and_its_job_completes() {
         let (sql, kube) = world();
         let host = FakeHost::new(&sql, &kube, "a");

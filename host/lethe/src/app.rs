@@ -89,6 +89,7 @@ impl App {
             database.as_ref(),
             cluster.as_ref(),
             &instance_id(),
+            None,
         )?;
 
         let cache_dir = opts.data_dir.join("cache");
@@ -185,6 +186,7 @@ pub(crate) fn capability_envs(
     database: Option<&lethe_sql::Database>,
     cluster: Option<&lethe_kube::Cluster>,
     instance_id: &str,
+    progress: Option<&Arc<caps::Progress>>,
 ) -> anyhow::Result<BTreeMap<String, Arc<CapabilityEnv>>> {
     let mut envs = BTreeMap::new();
     for (id, decl) in &manifest.components {
@@ -203,6 +205,7 @@ pub(crate) fn capability_envs(
             cluster: cluster
                 .filter(|_| decl.grants.allows(Capability::Kube))
                 .cloned(),
+            progress: progress.cloned(),
         };
         envs.insert(id.clone(), Arc::new(env));
     }

@@ -7,12 +7,15 @@
 //! next `lethe up` sees the result).
 //!
 //! Each component that exports `lethe:platform/reconciler` (or only `--component`) runs one pass
-//! in a fresh instance, under a spinner, and its report is printed. The host identity
+//! in a fresh instance, under a progress bar fed by the component's `log.progress` reports, and its
+//! report is printed. The host identity
 //! (`lethe_instance_id`) is `--instance-id`, by default `<hostname>-sync`, so consecutive
 //! `sync --once` runs count as one Lease holder; a pass is refused while another host (a
 //! `lethe up` with a cron trigger) holds the Lease.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -37,7 +40,7 @@ pub struct SyncOptions {
     pub component: Option<String>,
     /// The Lease holder identity.
     pub instance_id: Option<String>,
-    /// Show the spinner (on a terminal).
+    /// Show the progress bar (on a terminal).
     pub progress: bool,
 }
 
@@ -79,8 +82,15 @@ pub async fn run_once(opts: SyncOptions) -> anyhow::Result<Vec<PassOutcome>> {
             .unwrap_or_else(|_| "lethe".to_string());
         format!("{host}-sync")
     });
-    let envs =
-        crate::app::capability_envs(&manifest, database.as_ref(), cluster.as_ref(), &instance_id)?;
+    // Components report `done of total` through `log.progress`; the bar shows the latest.
+    let progress = Arc::new(caps::Progress::default());
+    let envs = crate::app::capability_envs(
+        &manifest,
+        database.as_ref(),
+        cluster.as_ref(),
+        &instance_id,
+        Some(&progress),
+    )?;
     let runtime = Runtime::new(&manifest, Some(&opts.data_dir.join("cache")), envs)?;
 
     let mut selected = Vec::new();
@@ -107,11 +117,32 @@ pub async fn run_once(opts: SyncOptions) -> anyhow::Result<Vec<PassOutcome>> {
 
     let mut outcomes = Vec::new();
     for (id, reconciler) in selected {
-        let spinner = spinner(&id, opts.progress);
-        let result = reconciler.run_once(&runtime).await;
-        if let Some(s) = spinner {
+        progress.done.store(0, Ordering::Relaxed);
+        progress.total.store(0, Ordering::Relaxed);
+        let bar = progress_bar(&id, opts.progress);
+        let result = match &bar {
+            Some(bar) => {
+                let run = reconciler.run_once(&runtime);
+                tokio::pin!(run);
+                let mut tick = tokio::time::interval(Duration::from_millis(100));
+                loop {
+                    tokio::select! {
+                        result = &mut run => break result,
+                        _ = tick.tick() => {
+                            let total = progress.total.load(Ordering::Relaxed);
+                            if total > 0 {
+                                bar.set_length(total);
+                                bar.set_position(progress.done.load(Ordering::Relaxed));
+                            }
+                        }
+                    }
+                }
+            }
+            None => reconciler.run_once(&runtime).await,
+        };
+        if let Some(s) = bar {
             match &result {
-                // The report is printed next; the spinner line would only repeat it.
+                // The report is printed next; the bar would only repeat it.
                 Ok(_) => s.finish_and_clear(),
                 Err(e) => s.abandon_with_message(format!("{id}: {e:#}")),
             }
@@ -128,15 +159,17 @@ pub async fn run_once(opts: SyncOptions) -> anyhow::Result<Vec<PassOutcome>> {
     Ok(outcomes)
 }
 
-fn spinner(component: &str, enabled: bool) -> Option<indicatif::ProgressBar> {
+/// A bar of `done/total` items as the component reports them (a spinner until the first
+/// report), with the elapsed time.
+fn progress_bar(component: &str, enabled: bool) -> Option<indicatif::ProgressBar> {
     if !enabled {
         return None;
     }
-    let bar = indicatif::ProgressBar::new_spinner();
-    if let Ok(style) =
-        indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed_precise}]")
-    {
-        bar.set_style(style);
+    let bar = indicatif::ProgressBar::new(0);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{spinner} {msg} [{bar:30}] {pos}/{len} items [{elapsed_precise}]",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
     }
     bar.set_message(format!("{component}: reconciling"));
     bar.enable_steady_tick(Duration::from_millis(100));

@@ -19,6 +19,15 @@ impl Host for CapsView<'_> {
         }
         Ok(())
     }
+
+    async fn progress(&mut self, done: u64, total: u64) -> wasmtime::Result<()> {
+        if let Some(p) = &self.env.progress {
+            p.total.store(total, std::sync::atomic::Ordering::Relaxed);
+            p.done
+                .store(done.min(total), std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(())
+    }
 }
 
 fn truncate(s: &str, max: usize) -> &str {

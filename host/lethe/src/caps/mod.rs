@@ -45,6 +45,17 @@ pub struct CapabilityEnv {
     pub database: Option<lethe_sql::Database>,
     /// The cluster, when `kube` is granted.
     pub cluster: Option<lethe_kube::Cluster>,
+    /// Where `log.progress` reports go, when someone is watching (`lethe sync --once`).
+    pub progress: Option<Arc<Progress>>,
+}
+
+/// The latest `log.progress` report of a component: `done` of `total`.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Items done.
+    pub done: std::sync::atomic::AtomicU64,
+    /// Items in all.
+    pub total: std::sync::atomic::AtomicU64,
 }
 
 /// The per-instance capability state: a handle on the component's environment.
