@@ -28,20 +28,25 @@ pub trait Env {
     fn random_bytes(&self, n: usize) -> Vec<u8>;
 }
 
-/// Parses an RFC 3339 UTC timestamp (`2023-06-30T20:58:24Z`, fractional seconds allowed) into
-/// milliseconds since the epoch.
+/// Parses an RFC 3339 timestamp — `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, the forms
+/// Kubernetes writes (`Time`, `MicroTime`) — into milliseconds since the epoch.
 pub fn parse_rfc3339_ms(s: &str) -> Option<i64> {
     let b = s.as_bytes();
     if b.len() < 20
         || b[4] != b'-'
         || b[7] != b'-'
-        || (b[10] != b'T' && b[10] != b't')
+        || !matches!(b[10], b'T' | b't')
         || b[13] != b':'
         || b[16] != b':'
     {
         return None;
     }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let t = s.get(r)?;
+        t.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| t.parse().ok())?
+    };
     let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
     if !(1..=12).contains(&month)
@@ -63,24 +68,48 @@ pub fn parse_rfc3339_ms(s: &str) -> Option<i64> {
         millis = padded.parse::<i64>().ok()?;
         rest = &frac[digits..];
     }
-    if rest != "Z" && rest != "z" && rest != "+00:00" {
-        return None;
-    }
+    let offset_minutes = match rest {
+        "Z" | "z" => 0,
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
+            let (oh, om) = (num(s.len() - 5..s.len() - 3)?, num(s.len() - 2..s.len())?);
+            let sign = if o.starts_with('-') { -1 } else { 1 };
+            sign * (oh * 60 + om)
+        }
+        _ => return None,
+    };
     let days = days_from_civil(year, month, day);
-    Some(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + millis)
+    Some(((days * 24 + hour) * 60 + minute - offset_minutes) * 60_000 + second * 1000 + millis)
 }
 
-/// Formats milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ`.
+/// Formats milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (seconds precision, as Cloud
+/// Controller renders times).
 pub fn format_rfc3339(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
+    let (y, m, d, hh, mm, ss, _) = split(ms);
+    format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
+}
+
+/// Formats milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.ffffffZ` (Kubernetes
+/// `MicroTime`, as in Lease times).
+pub fn format_micro_time(ms: i64) -> String {
+    let (y, m, d, hh, mm, ss, frac) = split(ms);
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        "{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}.{:06}Z",
+        frac * 1000
+    )
+}
+
+fn split(ms: i64) -> (i64, i64, i64, i64, i64, i64, i64) {
+    let secs = ms.div_euclid(1000);
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let rem = secs.rem_euclid(86_400);
+    (
+        y,
+        m,
+        d,
         rem / 3600,
         rem / 60 % 60,
-        rem % 60
+        rem % 60,
+        ms.rem_euclid(1000),
     )
 }
 
@@ -121,6 +150,12 @@ mod tests {
             parse_rfc3339_ms("2024-02-29T00:00:00.5Z"),
             Some(1_709_164_800_500)
         );
+        assert_eq!(parse_rfc3339_ms("2023-06-30T22:58:24+02:00"), Some(ms));
+        assert_eq!(format_micro_time(ms + 123), "2023-06-30T20:58:24.123000Z");
+        assert_eq!(
+            parse_rfc3339_ms(&format_micro_time(ms + 123)),
+            Some(ms + 123)
+        );
     }
 
     #[test]
@@ -129,7 +164,8 @@ mod tests {
             "",
             "2023-06-30",
             "2023-13-01T00:00:00Z",
-            "2023-06-30T20:58:24+02:00",
+            "2023-06-30T20:58:24",
+            "2023-06-30T20:58:24+2:00",
             "2023-06-30T20:58:24.Z",
         ] {
             assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
