@@ -72,27 +72,7 @@ pub fn parse_job_guid(s: &str) -> Option<JobGuid> {
     })
 }
 
-/// A job's state, as Cloud Controller spells it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobState {
-    /// Still running.
-    Processing,
-    /// Done.
-    Complete,
-    /// Cannot finish.
-    Failed,
-}
-
-impl JobState {
-    /// `PROCESSING`, `COMPLETE` or `FAILED`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Processing => "PROCESSING",
-            JobState::Complete => "COMPLETE",
-            JobState::Failed => "FAILED",
-        }
-    }
-}
+pub use lethe_guest::cf::JobState;
 
 /// A job as `GET /v3/jobs/{guid}` renders it.
 #[derive(Debug, Clone, PartialEq, Eq)]

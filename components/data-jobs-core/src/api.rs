@@ -132,7 +132,7 @@ fn authenticate(host: &dyn Host, settings: &Settings, token: &str) -> Result<(),
 }
 
 fn auth_error(e: &KubeError) -> HttpError {
-    HttpError::from_auth(e).unwrap_or_else(|| {
+    status::auth_error(e).unwrap_or_else(|| {
         HttpError::unavailable("The cluster that authenticates callers is not available")
     })
 }

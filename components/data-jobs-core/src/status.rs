@@ -66,27 +66,7 @@ pub fn is_data_job_guid(guid: &str) -> bool {
     guid.starts_with("deployment.delete~") || guid.starts_with("data_job.delete~")
 }
 
-/// A job's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobState {
-    /// Still running.
-    Processing,
-    /// Done.
-    Complete,
-    /// Past the timeout and not done.
-    Failed,
-}
-
-impl JobState {
-    /// `PROCESSING`, `COMPLETE` or `FAILED`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Processing => "PROCESSING",
-            JobState::Complete => "COMPLETE",
-            JobState::Failed => "FAILED",
-        }
-    }
-}
+pub use lethe_guest::cf::{HttpError, JobState};
 
 /// A deletion job, with the fields of the WIT `job` record.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,64 +103,13 @@ impl JobView {
     }
 }
 
-/// An error answer: HTTP status and CF errors.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HttpError {
-    /// HTTP status.
-    pub status: u16,
-    /// The envelope's entries.
-    pub errors: Vec<CfError>,
-}
-
-impl HttpError {
-    fn one(status: u16, code: u32, title: &str, detail: impl Into<String>) -> HttpError {
-        HttpError {
-            status,
-            errors: vec![CfError {
-                code,
-                title: title.into(),
-                detail: detail.into(),
-            }],
-        }
-    }
-
-    /// 404 10010 "Job not found. Ensure it exists and you have access to it."
-    pub fn job_not_found() -> HttpError {
-        HttpError::one(
-            404,
-            10010,
-            "CF-ResourceNotFound",
-            "Job not found. Ensure it exists and you have access to it.",
-        )
-    }
-
-    /// 503 10015: a backend could not be reached, so the state cannot be derived now.
-    pub fn unavailable(detail: impl Into<String>) -> HttpError {
-        HttpError::one(503, 10015, "CF-ServiceUnavailable", detail)
-    }
-
-    /// 401/403 from the cluster for the caller's token.
-    pub fn from_auth(e: &KubeError) -> Option<HttpError> {
-        match e {
-            KubeError::Unauthorized(_) => Some(HttpError::one(
-                401,
-                1000,
-                "CF-InvalidAuthToken",
-                "Invalid Auth Token",
-            )),
-            KubeError::Forbidden(_) => Some(HttpError::one(
-                403,
-                10003,
-                "CF-NotAuthorized",
-                "You are not authorized to perform the requested action",
-            )),
-            _ => None,
-        }
-    }
-
-    /// The response carrying this error.
-    pub fn response(&self) -> lethe_guest::Response {
-        lethe_guest::cf::error_response(self.status, &self.errors)
+/// The answer to a token the cluster rejected (401 1000) or an identity it refused (403 10003);
+/// `None` for other failures.
+pub fn auth_error(e: &KubeError) -> Option<HttpError> {
+    match e {
+        KubeError::Unauthorized(_) => Some(HttpError::invalid_token()),
+        KubeError::Forbidden(_) => Some(HttpError::not_authorized()),
+        _ => None,
     }
 }
 
@@ -260,7 +189,7 @@ pub fn job_status(
             // No namespace yet: nothing was ever deployed there.
             Err(KubeError::NotFound(_)) => false,
             Err(e) => {
-                return Err(HttpError::from_auth(&e).unwrap_or_else(|| {
+                return Err(auth_error(&e).unwrap_or_else(|| {
                     HttpError::unavailable(format!("the cluster could not be read: {e}"))
                 }));
             }

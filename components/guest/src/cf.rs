@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use crate::Response;
+use crate::kube::KubeError;
 
 /// One entry of the envelope.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -37,44 +38,174 @@ pub fn error(status: u16, code: u32, title: &str, detail: impl Into<String>) -> 
     )
 }
 
-/// 404 `CF-ResourceNotFound` (10010) for `what`, e.g. "Organization not found".
+// Shorthands for handlers that answer a response directly; each is the `HttpError` of the same
+// name, so codes, titles and wording live in one place.
+
+/// 404 `CF-ResourceNotFound` (10010) with `detail`, e.g. "Organization not found".
 pub fn not_found(detail: impl Into<String>) -> Response {
-    error(404, 10010, "CF-ResourceNotFound", detail)
+    HttpError::not_found(detail).into_response()
 }
 
 /// 400 `CF-MessageParseError` (1001) for a body that is not the expected JSON.
 pub fn message_parse_error(detail: impl Into<String>) -> Response {
-    error(400, 1001, "CF-MessageParseError", detail)
+    HttpError::parse_error(detail).into_response()
 }
 
 /// 422 `CF-UnprocessableEntity` (10008).
 pub fn unprocessable(detail: impl Into<String>) -> Response {
-    error(422, 10008, "CF-UnprocessableEntity", detail)
+    HttpError::unprocessable(detail).into_response()
 }
 
 /// 401 `CF-NotAuthenticated` (10002): no credentials were given.
 pub fn not_authenticated() -> Response {
-    error(401, 10002, "CF-NotAuthenticated", "Authentication error")
+    HttpError::not_authenticated().into_response()
 }
 
 /// 401 `CF-InvalidAuthToken` (1000): the credentials were not accepted.
 pub fn invalid_auth_token() -> Response {
-    error(401, 1000, "CF-InvalidAuthToken", "Invalid Auth Token")
+    HttpError::invalid_token().into_response()
 }
 
 /// 403 `CF-NotAuthorized` (10003).
 pub fn not_authorized() -> Response {
-    error(
-        403,
-        10003,
-        "CF-NotAuthorized",
-        "You are not authorized to perform the requested action",
-    )
+    HttpError::not_authorized().into_response()
 }
 
 /// 500 `UnknownError` (10001).
 pub fn unknown_error() -> Response {
     error(500, 10001, "UnknownError", "An unknown error occurred.")
+}
+
+/// A job's state, as Cloud Controller spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobState {
+    /// Still running.
+    Processing,
+    /// Done.
+    Complete,
+    /// Cannot finish (past its timeout).
+    Failed,
+}
+
+impl JobState {
+    /// `PROCESSING`, `COMPLETE` or `FAILED`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Processing => "PROCESSING",
+            JobState::Complete => "COMPLETE",
+            JobState::Failed => "FAILED",
+        }
+    }
+}
+
+/// The detail of every unknown or malformed job GUID (Cloud Controller's words).
+pub const JOB_NOT_FOUND: &str = "Job not found. Ensure it exists and you have access to it.";
+
+/// An HTTP status with the CF envelope's entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpError {
+    /// The HTTP status.
+    pub status: u16,
+    /// The envelope's entries (never empty).
+    pub errors: Vec<CfError>,
+}
+
+impl HttpError {
+    fn one(status: u16, code: u32, title: &str, detail: impl Into<String>) -> Self {
+        HttpError {
+            status,
+            errors: vec![CfError {
+                code,
+                title: title.into(),
+                detail: detail.into(),
+            }],
+        }
+    }
+
+    /// 404 `CF-ResourceNotFound` (10010).
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::one(404, 10010, "CF-ResourceNotFound", detail)
+    }
+
+    /// 404 for a job GUID that is unknown or malformed.
+    pub fn job_not_found() -> Self {
+        Self::not_found(JOB_NOT_FOUND)
+    }
+
+    /// 401 `CF-NotAuthenticated` (10002): no token.
+    pub fn not_authenticated() -> Self {
+        Self::one(401, 10002, "CF-NotAuthenticated", "Authentication error")
+    }
+
+    /// 401 `CF-InvalidAuthToken` (1000): a token that is malformed or not accepted.
+    pub fn invalid_token() -> Self {
+        Self::one(401, 1000, "CF-InvalidAuthToken", "Invalid Auth Token")
+    }
+
+    /// 403 `CF-NotAuthorized` (10003).
+    pub fn not_authorized() -> Self {
+        Self::one(
+            403,
+            10003,
+            "CF-NotAuthorized",
+            "You are not authorized to perform the requested action",
+        )
+    }
+
+    /// 422 `CF-UnprocessableEntity` (10008).
+    pub fn unprocessable(detail: impl Into<String>) -> Self {
+        Self::one(422, 10008, "CF-UnprocessableEntity", detail)
+    }
+
+    /// 400 `CF-MessageParseError` (1001).
+    pub fn parse_error(detail: impl Into<String>) -> Self {
+        Self::one(400, 1001, "CF-MessageParseError", detail)
+    }
+
+    /// 400 `CF-BadQueryParameter` (10005).
+    pub fn bad_query(detail: impl Into<String>) -> Self {
+        Self::one(400, 10005, "CF-BadQueryParameter", detail)
+    }
+
+    /// 503 `CF-ServiceUnavailable` (10015): Kubernetes could not be reached.
+    pub fn unavailable(detail: impl Into<String>) -> Self {
+        Self::one(503, 10015, "CF-ServiceUnavailable", detail)
+    }
+
+    /// 405 `CF-NotFound`-style method error.
+    pub fn method_not_allowed() -> Self {
+        Self::one(
+            405,
+            10000,
+            "CF-MethodNotAllowed",
+            "The request method is not allowed for this resource",
+        )
+    }
+
+    /// Maps a Kubernetes failure of a call made for the caller. `not_found` is the detail to use
+    /// when the object is missing or hidden.
+    pub fn from_kube(e: KubeError, not_found: &str) -> Self {
+        match e {
+            KubeError::NotFound(_) => Self::not_found(not_found),
+            KubeError::Unauthorized(_) => Self::invalid_token(),
+            KubeError::Forbidden(_) => Self::not_authorized(),
+            KubeError::Invalid(m) => Self::unprocessable(m),
+            KubeError::Conflict(m) => Self::unprocessable(m),
+            KubeError::Gone(m) | KubeError::Unavailable(m) | KubeError::Timeout(m) => {
+                Self::unavailable(m)
+            }
+        }
+    }
+
+    /// The HTTP response.
+    pub fn response(&self) -> Response {
+        error_response(self.status, &self.errors)
+    }
+
+    /// The HTTP response, consuming the error.
+    pub fn into_response(self) -> Response {
+        self.response()
+    }
 }
 
 #[cfg(test)]
