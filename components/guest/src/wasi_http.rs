@@ -1,6 +1,6 @@
 //! Glue between `wasi:http/incoming-handler` and [`Request`]/[`Response`].
 
-use std::io::{Read as _, Write as _};
+use std::io::Read as _;
 
 use wasip2::http::types::{
     Fields, IncomingRequest, Method, OutgoingBody, OutgoingResponse, ResponseOutparam,
@@ -98,14 +98,30 @@ fn send(out: ResponseOutparam, response: Response) {
         return;
     };
     ResponseOutparam::set(out, Ok(outgoing));
-    if let Ok(mut stream) = body.write() {
-        // `blocking_write_and_flush` accepts at most 4096 bytes per call; write in chunks.
-        for chunk in response.body.chunks(4096) {
-            if stream.write_all(chunk).is_err() {
-                break;
-            }
-        }
-        let _ = stream.flush();
+    if let Ok(stream) = body.write() {
+        write_body(&stream, &response.body);
+        // The stream must be gone before the body is finished; finishing delivers what was
+        // written, so no flush (a round trip to the server) is needed first.
+        drop(stream);
     }
     let _ = OutgoingBody::finish(body, None);
+}
+
+/// Writes `bytes` as the stream accepts them, waiting only when it has no room.
+fn write_body(stream: &wasip2::io::streams::OutputStream, mut bytes: &[u8]) {
+    while !bytes.is_empty() {
+        let room = match stream.check_write() {
+            Ok(0) => {
+                stream.subscribe().block();
+                continue;
+            }
+            Ok(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            Err(_) => return,
+        };
+        let (now, rest) = bytes.split_at(room.min(bytes.len()));
+        if stream.write(now).is_err() {
+            return;
+        }
+        bytes = rest;
+    }
 }
