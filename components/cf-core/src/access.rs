@@ -12,7 +12,7 @@ pub fn caller(req: &Request) -> Result<Identity, HttpError> {
     match req.bearer_token() {
         Ok(Some(token)) => Ok(Identity::Caller(token.to_string())),
         Ok(None) => Err(HttpError::not_authenticated()),
-        Err(()) => Err(HttpError::invalid_token()),
+        Err(_) => Err(HttpError::invalid_token()),
     }
 }
 

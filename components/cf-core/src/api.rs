@@ -383,10 +383,8 @@ fn create(
                 "organizations are not configured with a fixed namespace",
             ));
         };
-        if let Some(suspended) = fields.get("suspended") {
-            if !suspended.is_boolean() {
-                return Err(HttpError::unprocessable("Suspended must be a boolean"));
-            }
+        if fields.get("suspended").is_some_and(|s| !s.is_boolean()) {
+            return Err(HttpError::unprocessable("Suspended must be a boolean"));
         }
         let taken = all_of_type(kube, t)
             .map_err(kube_err)?

@@ -39,7 +39,7 @@ pub fn handle(host: &dyn Host, req: &Request) -> Response {
     let token = match req.bearer_token() {
         Ok(Some(t)) => t,
         Ok(None) => return cf::not_authenticated(),
-        Err(()) => return cf::invalid_auth_token(),
+        Err(_) => return cf::invalid_auth_token(),
     };
     if let Err(e) = authenticate(host, &settings, token) {
         return e.response();

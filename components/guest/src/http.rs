@@ -51,20 +51,24 @@ impl Request {
             .collect()
     }
 
-    /// The bearer token of the `Authorization` header: `Ok(None)` when the header is absent,
-    /// `Err(())` when it is present but is not a well-formed bearer credential.
-    pub fn bearer_token(&self) -> Result<Option<&str>, ()> {
+    /// The bearer token of the `Authorization` header: `Ok(None)` when the header is absent, an
+    /// error when it is present but is not a well-formed bearer credential.
+    pub fn bearer_token(&self) -> Result<Option<&str>, MalformedAuthorization> {
         let Some(value) = self.header("authorization") else {
             return Ok(None);
         };
-        let (scheme, token) = value.trim().split_once(' ').ok_or(())?;
+        let (scheme, token) = value.trim().split_once(' ').ok_or(MalformedAuthorization)?;
         let token = token.trim();
         if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.contains(' ') {
-            return Err(());
+            return Err(MalformedAuthorization);
         }
         Ok(Some(token))
     }
 }
+
+/// An `Authorization` header that is not `Bearer <token>` (answered 401 `CF-InvalidAuthToken`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MalformedAuthorization;
 
 /// Decodes `%XX` escapes and `+` (as space); `None` for malformed escapes or non-UTF-8 results.
 pub fn percent_decode(s: &str) -> Option<String> {
@@ -156,9 +160,18 @@ mod tests {
 
     #[test]
     fn malformed_authorization_is_an_error() {
-        assert_eq!(with_auth("Basic abc").bearer_token(), Err(()));
-        assert_eq!(with_auth("Bearer").bearer_token(), Err(()));
-        assert_eq!(with_auth("Bearer a b").bearer_token(), Err(()));
+        assert_eq!(
+            with_auth("Basic abc").bearer_token(),
+            Err(MalformedAuthorization)
+        );
+        assert_eq!(
+            with_auth("Bearer").bearer_token(),
+            Err(MalformedAuthorization)
+        );
+        assert_eq!(
+            with_auth("Bearer a b").bearer_token(),
+            Err(MalformedAuthorization)
+        );
     }
 
     #[test]

@@ -22,10 +22,10 @@ pub async fn apply_file(cluster: &Cluster, path: &Path) -> anyhow::Result<()> {
 }
 
 fn objects(value: serde_json::Value) -> Vec<serde_json::Value> {
-    if value.get("kind").and_then(|k| k.as_str()) == Some("List") {
-        if let Some(serde_json::Value::Array(items)) = value.get("items") {
-            return items.clone();
-        }
+    if value.get("kind").and_then(|k| k.as_str()) == Some("List")
+        && let Some(serde_json::Value::Array(items)) = value.get("items")
+    {
+        return items.clone();
     }
     vec![value]
 }
