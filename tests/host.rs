@@ -268,3 +268,35 @@ fn cron_tick_over_its_time_limit_is_stopped_and_logged_and_host_keeps_serving() 
         "no runaway tick got to record itself"
     );
 }
+
+#[test]
+fn embedded_cluster_faults_can_be_configured_at_start() {
+    let faults = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(faults.path(), r#"{"stale_read_ms": 1234}"#).expect("write faults");
+    let path = faults.path().to_string_lossy().into_owned();
+    let lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &["--cluster-faults", &path]);
+    let active = lethe.kubectl_ok(&["get", "--raw", "/lethe/faults"]);
+    let active: serde_json::Value = serde_json::from_str(&active).expect("fault JSON");
+    assert_eq!(active["stale_read_ms"], 1234, "{active}");
+    assert_eq!(active["error_rate"], 0.0);
+}
+
+#[test]
+fn malformed_cluster_fault_file_refuses_to_start() {
+    let faults = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(faults.path(), "{not json").expect("write faults");
+    let path = faults.path().to_string_lossy().into_owned();
+    let failure = match Lethe::try_up(
+        &manifest(SMOKE_CAPS, None),
+        &["--cluster-faults", &path],
+        &[],
+    ) {
+        Ok(_) => panic!("a malformed fault file must stop lethe up"),
+        Err(f) => f,
+    };
+    assert!(
+        failure.log.contains("is not a fault configuration"),
+        "{}",
+        failure.log
+    );
+}

@@ -43,6 +43,7 @@ async fn main() -> anyhow::Result<()> {
         database_url: None,
         cluster: lethe::app::ClusterSource::Kubeconfig(dir.path().join("unused-kubeconfig")),
         cluster_listen: "127.0.0.1:0".parse()?,
+        cluster_faults: Default::default(),
     })
     .await?;
     let native = start_native().await?;

@@ -25,6 +25,7 @@ async fn main() -> anyhow::Result<()> {
         database_url: None,
         cluster: lethe::app::ClusterSource::Embedded,
         cluster_listen: "127.0.0.1:0".parse()?,
+        cluster_faults: Default::default(),
     })
     .await?;
     let kubeconfig = dir.path().join("data/cluster/kubeconfig");

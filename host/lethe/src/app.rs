@@ -42,6 +42,9 @@ pub struct UpOptions {
     pub cluster: ClusterSource,
     /// Address of the embedded cluster (port 0 picks a free port).
     pub cluster_listen: SocketAddr,
+    /// Faults the embedded cluster injects from the start (off by default; tests and chaos
+    /// drills). They can be changed later through its admin-only `/lethe/faults`.
+    pub cluster_faults: lethe_apiserver::FaultConfig,
 }
 
 /// A running application.
@@ -232,7 +235,7 @@ async fn connect_cluster(
                 listen: opts.cluster_listen,
                 // kubectl sends bearer tokens only over TLS.
                 tls: true,
-                ..Default::default()
+                faults: opts.cluster_faults.clone(),
             })
             .await
             .context("cannot start the embedded cluster")?;

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use lethe::app::{App, ClusterSource, UpOptions};
 
@@ -78,6 +79,10 @@ struct UpArgs {
     /// Address of the embedded cluster.
     #[arg(long, default_value = "127.0.0.1:0")]
     cluster_listen: SocketAddr,
+    /// A JSON file of faults for the embedded cluster to inject from the start (latency_ms,
+    /// error_rate, error_status, retry_after_seconds, drop_rate, stale_read_ms).
+    #[arg(long)]
+    cluster_faults: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -91,6 +96,9 @@ struct ClusterArgs {
     /// Serve plain HTTP instead of HTTPS with a generated CA (kubectl then sends no tokens).
     #[arg(long)]
     plain_http: bool,
+    /// A JSON file of faults to inject from the start (see `lethe up --cluster-faults`).
+    #[arg(long)]
+    faults: Option<PathBuf>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -140,6 +148,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         database_url: args.database_url,
         cluster,
         cluster_listen: args.cluster_listen,
+        cluster_faults: read_faults(args.cluster_faults.as_deref())?,
     })
     .await?;
     wait_for_signal().await;
@@ -181,7 +190,7 @@ async fn cluster(args: ClusterArgs) -> anyhow::Result<()> {
         data_dir: Some(args.data_dir.join("cluster")),
         listen: args.listen,
         tls: !args.plain_http,
-        ..Default::default()
+        faults: read_faults(args.faults.as_deref())?,
     })
     .await?;
     tracing::info!("Kubernetes API at {}", server.url());
@@ -191,6 +200,17 @@ async fn cluster(args: ClusterArgs) -> anyhow::Result<()> {
     wait_for_signal().await;
     server.shutdown().await;
     Ok(())
+}
+
+/// The fault configuration in the JSON file at `path`, or none.
+fn read_faults(path: Option<&std::path::Path>) -> anyhow::Result<lethe_apiserver::FaultConfig> {
+    let Some(path) = path else {
+        return Ok(Default::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the fault configuration {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a fault configuration", path.display()))
 }
 
 async fn wait_for_signal() {
