@@ -645,6 +645,18 @@ struct Recorded<'a> {
     generation: Option<i64>,
 }
 
+impl<'a> Recorded<'a> {
+    /// What the API server returned for a CronJob just written.
+    fn of(obj: &'a KubeObject) -> Self {
+        Recorded {
+            name: &obj.name,
+            uid: &obj.uid,
+            resource_version: &obj.resource_version,
+            generation: obj.generation,
+        }
+    }
+}
+
 enum Step {
     Done,
     Failed(KubeError),
@@ -869,18 +881,7 @@ impl Pass<'_> {
         match created {
             Ok(obj) => {
                 report.created += 1;
-                self.write_actual(
-                    uid,
-                    d,
-                    Recorded {
-                        name: &obj.name,
-                        uid: &obj.uid,
-                        resource_version: &obj.resource_version,
-                        generation: obj.generation,
-                    },
-                    None,
-                    report,
-                )
+                self.write_actual(uid, d, Recorded::of(&obj), None, report)
             }
             Err(e) => Step::Failed(e),
         }
@@ -906,18 +907,7 @@ impl Pass<'_> {
         {
             Ok(obj) => {
                 report.updated += 1;
-                self.write_actual(
-                    uid,
-                    d,
-                    Recorded {
-                        name: &obj.name,
-                        uid: &obj.uid,
-                        resource_version: &obj.resource_version,
-                        generation: obj.generation,
-                    },
-                    None,
-                    report,
-                )
+                self.write_actual(uid, d, Recorded::of(&obj), None, report)
             }
             Err(e) => Step::Failed(e),
         }

@@ -125,14 +125,15 @@ impl App {
             embedded.as_ref(),
         );
         let mut tasks = Vec::new();
-        let (r, rt, rx) = (router.clone(), runtime.clone(), shutdown_rx.clone());
+        // The runtime (engines, epoch ticker) lives as long as the App, which the tasks end before.
+        let (r, rx) = (router.clone(), shutdown_rx.clone());
         tasks.push(tokio::spawn(async move {
-            if let Err(e) = http::serve(listener, r, rt, rx).await {
+            if let Err(e) = http::serve(listener, r, rx).await {
                 tracing::error!("HTTP server stopped: {e:#}");
             }
         }));
         for job in cron_jobs {
-            tasks.push(tokio::spawn(job.run(runtime.clone(), shutdown_rx.clone())));
+            tasks.push(tokio::spawn(job.run(shutdown_rx.clone())));
         }
         Ok(App {
             addr,

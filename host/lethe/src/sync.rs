@@ -122,7 +122,7 @@ pub async fn run_once(opts: SyncOptions) -> anyhow::Result<Vec<PassOutcome>> {
         let bar = progress_bar(&id, opts.progress);
         let result = match &bar {
             Some(bar) => {
-                let run = reconciler.run_once(&runtime);
+                let run = reconciler.run_once();
                 tokio::pin!(run);
                 let mut tick = tokio::time::interval(Duration::from_millis(100));
                 loop {
@@ -138,7 +138,7 @@ pub async fn run_once(opts: SyncOptions) -> anyhow::Result<Vec<PassOutcome>> {
                     }
                 }
             }
-            None => reconciler.run_once(&runtime).await,
+            None => reconciler.run_once().await,
         };
         if let Some(s) = bar {
             match &result {

@@ -17,7 +17,7 @@ use anyhow::{Context as _, bail};
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 
-use crate::runtime::{InstanceState, LoadedComponent, Runtime};
+use crate::runtime::{InstanceState, LoadedComponent};
 
 /// Host-side bindings of Spin's cron world.
 pub mod bindings {
@@ -81,7 +81,7 @@ impl CronJob {
 
     /// Runs one tick now, in a fresh instance. Errors are the component's failure or its
     /// `error` result.
-    pub async fn tick(&self, _runtime: &Runtime, at: DateTime<Utc>) -> wasmtime::Result<()> {
+    pub async fn tick(&self, at: DateTime<Utc>) -> wasmtime::Result<()> {
         let mut store = self.component.new_store();
         let timeout = self.component.limits.timeout;
         let timestamp = u64::try_from(at.timestamp()).unwrap_or(0);
@@ -114,7 +114,7 @@ impl CronJob {
 
     /// Ticks on schedule until `shutdown` turns true. A tick that is still running when the
     /// next one is due delays it (ticks of one trigger never overlap).
-    pub async fn run(self: Arc<Self>, runtime: Arc<Runtime>, mut shutdown: watch::Receiver<bool>) {
+    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         loop {
             let Some(next) = self.schedule.upcoming(Utc).next() else {
                 tracing::info!(
@@ -129,7 +129,7 @@ impl CronJob {
                 _ = tokio::time::sleep(wait) => {}
                 _ = shutdown.changed() => return,
             }
-            match self.tick(&runtime, next).await {
+            match self.tick(next).await {
                 Ok(()) => {
                     tracing::debug!(component = self.component_id(), "cron tick at {next} done")
                 }

@@ -186,7 +186,6 @@ impl Router {
 pub async fn serve(
     listener: TcpListener,
     router: Arc<Router>,
-    runtime: Arc<Runtime>,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -204,11 +203,9 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let router = router.clone();
-        let runtime = runtime.clone();
         let service = service_fn(move |req| {
             let router = router.clone();
-            let runtime = runtime.clone();
-            async move { Ok::<_, Infallible>(handle(&router, &runtime, client_addr, req).await) }
+            async move { Ok::<_, Infallible>(handle(&router, client_addr, req).await) }
         });
         let conn = http1::Builder::new()
             .keep_alive(true)
@@ -230,7 +227,6 @@ pub async fn serve(
 /// Answers one request: route, instantiate, call, and turn any failure into a 500 envelope.
 pub async fn handle(
     router: &Router,
-    runtime: &Runtime,
     client_addr: SocketAddr,
     mut req: hyper::Request<Incoming>,
 ) -> hyper::Response<HyperOutgoingBody> {
@@ -254,7 +250,7 @@ pub async fn handle(
     }
     set_spin_headers(&mut req, route, &matched, client_addr);
     let id = target.component.id.clone();
-    match invoke(runtime, target, req).await {
+    match invoke(target, req).await {
         Ok(resp) => resp,
         Err(e) => {
             tracing::error!(component = %id, path = %path, "component {}", super::describe_failure(&e));
@@ -264,7 +260,6 @@ pub async fn handle(
 }
 
 async fn invoke(
-    _runtime: &Runtime,
     target: &HttpComponent,
     req: hyper::Request<Incoming>,
 ) -> wasmtime::Result<hyper::Response<HyperOutgoingBody>> {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
-use crate::runtime::{InstanceState, LoadedComponent, Runtime};
+use crate::runtime::{InstanceState, LoadedComponent};
 
 /// Host-side bindings of the reconciler world; the capability imports reuse [`crate::caps`].
 pub mod bindings {
@@ -43,7 +43,7 @@ impl Reconciler {
     }
 
     /// Runs one pass in a fresh instance, within the component's time limit.
-    pub async fn run_once(&self, _runtime: &Runtime) -> anyhow::Result<Report> {
+    pub async fn run_once(&self) -> anyhow::Result<Report> {
         let mut store = self.component.new_store();
         let run = async {
             let instance = self.pre.instantiate_async(&mut store).await?;
