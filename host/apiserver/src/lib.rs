@@ -23,7 +23,8 @@
 //!   (`system:masters` may do everything) and impersonation.
 //!
 //! Request bodies are JSON; kubectl's protobuf bodies are decoded for the kinds its typed
-//! clients send (`kubectl create namespace|configmap|secret|role|rolebinding…`, `auth can-i`).
+//! clients send (`kubectl create namespace|configmap|secret|role|rolebinding…`,
+//! `kubectl create job|cronjob|service…`, `auth can-i`).
 //! kubectl only sends bearer tokens over TLS, so serve HTTPS (`tls: true`) for kubectl; the
 //! `kube` crate works over both.
 //!

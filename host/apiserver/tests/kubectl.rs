@@ -802,3 +802,181 @@ async fn kubectl_applies_a_list_file_and_explains_custom_resources() {
     .await;
     k.shutdown().await;
 }
+
+async fn get_json(k: &Kubectl, kind: &str, name: &str, ns: &str) -> serde_json::Value {
+    let out = k
+        .ok(&["get", kind, name, "-n", ns, "-o", "json"], None)
+        .await;
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{kind}/{name}: {e}: {out}"))
+}
+
+#[tokio::test]
+async fn kubectl_creates_cronjobs_and_jobs_from_protobuf_bodies() {
+    use serde_json::json;
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ns = format!("kpj-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    let out = k
+        .ok(
+            &[
+                "create",
+                "cronjob",
+                "cj1",
+                "-n",
+                &ns,
+                "--image=busybox",
+                "--schedule=*/1 * * * *",
+                "--",
+                "echo",
+                "hi",
+            ],
+            None,
+        )
+        .await;
+    assert!(out.contains("cronjob.batch/cj1 created"), "{out}");
+    let cj = get_json(&k, "cronjob", "cj1", &ns).await;
+    assert_eq!(cj["spec"]["schedule"], json!("*/1 * * * *"));
+    assert_eq!(cj["spec"]["jobTemplate"]["metadata"]["name"], json!("cj1"));
+    let tpl = &cj["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    assert_eq!(tpl["restartPolicy"], json!("OnFailure"));
+    assert_eq!(
+        tpl["containers"],
+        json!([{
+            "name": "cj1",
+            "image": "busybox",
+            "command": ["echo", "hi"],
+            "resources": {},
+            "imagePullPolicy": "Always",
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File"
+        }])
+    );
+
+    let out = k
+        .ok(
+            &[
+                "create",
+                "job",
+                "j1",
+                "-n",
+                &ns,
+                "--image=busybox",
+                "--",
+                "echo",
+                "hi",
+            ],
+            None,
+        )
+        .await;
+    assert!(out.contains("job.batch/j1 created"), "{out}");
+    let j1 = get_json(&k, "job", "j1", &ns).await;
+    let pod = &j1["spec"]["template"]["spec"];
+    assert_eq!(pod["restartPolicy"], json!("Never"));
+    assert_eq!(pod["containers"][0]["name"], json!("j1"));
+    assert_eq!(pod["containers"][0]["image"], json!("busybox"));
+    assert_eq!(pod["containers"][0]["command"], json!(["echo", "hi"]));
+    assert_eq!(j1["spec"]["backoffLimit"], json!(6));
+    assert!(j1["metadata"].get("ownerReferences").is_none(), "{j1}");
+
+    let out = k
+        .ok(
+            &["create", "job", "j2", "-n", &ns, "--from=cronjob/cj1"],
+            None,
+        )
+        .await;
+    assert!(out.contains("job.batch/j2 created"), "{out}");
+    let j2 = get_json(&k, "job", "j2", &ns).await;
+    assert_eq!(
+        j2["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"],
+        json!("manual")
+    );
+    assert_eq!(
+        j2["metadata"]["ownerReferences"],
+        json!([{
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "name": "cj1",
+            "uid": cj["metadata"]["uid"],
+            "controller": true
+        }]),
+        "kubectl leaves blockOwnerDeletion unset here"
+    );
+    // The whole template is copied from the CronJob, server defaults included.
+    let pod = &j2["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"], tpl["containers"]);
+    for key in [
+        "restartPolicy",
+        "dnsPolicy",
+        "schedulerName",
+        "securityContext",
+        "terminationGracePeriodSeconds",
+    ] {
+        assert_eq!(pod[key], tpl[key], "{key}");
+    }
+    let meta = &j2["spec"]["template"]["metadata"];
+    assert_eq!(meta["labels"]["job-name"], json!("j2"));
+    assert!(
+        meta["creationTimestamp"].is_null(),
+        "a zero time is null, not the epoch: {meta}"
+    );
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
+
+#[tokio::test]
+async fn kubectl_creates_services_from_protobuf_bodies() {
+    use serde_json::json;
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ns = format!("kps-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    let cases: [(&[&str], &str); 5] = [
+        (&["clusterip", "s1", "--tcp=80:8080"], "s1"),
+        (&["clusterip", "s2", "--clusterip=None"], "s2"),
+        (
+            &["nodeport", "s3", "--tcp=5678:8080", "--node-port=30080"],
+            "s3",
+        ),
+        (&["loadbalancer", "s4", "--tcp=443:https"], "s4"),
+        (
+            &["externalname", "s5", "--external-name=db.example.com"],
+            "s5",
+        ),
+    ];
+    for (args, name) in cases {
+        let mut argv = vec!["create", "service"];
+        argv.extend_from_slice(args);
+        argv.extend_from_slice(&["-n", &ns]);
+        let out = k.ok(&argv, None).await;
+        assert!(out.contains(&format!("service/{name} created")), "{out}");
+    }
+    let s1 = get_json(&k, "service", "s1", &ns).await;
+    assert_eq!(s1["spec"]["type"], json!("ClusterIP"));
+    assert_eq!(s1["spec"]["selector"], json!({"app": "s1"}));
+    assert_eq!(
+        s1["spec"]["ports"],
+        json!([{"name": "80-8080", "protocol": "TCP", "port": 80, "targetPort": 8080}])
+    );
+    let s2 = get_json(&k, "service", "s2", &ns).await;
+    assert_eq!(s2["spec"]["clusterIP"], json!("None"));
+    let s3 = get_json(&k, "service", "s3", &ns).await;
+    assert_eq!(s3["spec"]["type"], json!("NodePort"));
+    assert_eq!(
+        s3["spec"]["ports"],
+        json!([{"name": "5678-8080", "protocol": "TCP", "port": 5678, "targetPort": 8080, "nodePort": 30080}])
+    );
+    let s4 = get_json(&k, "service", "s4", &ns).await;
+    assert_eq!(s4["spec"]["type"], json!("LoadBalancer"));
+    assert_eq!(s4["spec"]["ports"][0]["port"], json!(443));
+    assert_eq!(s4["spec"]["ports"][0]["targetPort"], json!("https"));
+    let s5 = get_json(&k, "service", "s5", &ns).await;
+    assert_eq!(s5["spec"]["type"], json!("ExternalName"));
+    assert_eq!(s5["spec"]["externalName"], json!("db.example.com"));
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
