@@ -187,8 +187,8 @@ fn cf_cli_like_poller_deletes_an_org_with_spaces_to_complete_and_everything_is_g
 fn first_poll_after_delete_is_processing_even_when_reads_are_stale() {
     if support::external_kubeconfig().is_some() {
         eprintln!(
-            "skipping {}: fault injection exists only in the embedded cluster",
-            "first_poll_after_delete_is_processing_even_when_reads_are_stale"
+            "skipping first_poll_after_delete_is_processing_even_when_reads_are_stale: \
+             fault injection exists only in the embedded cluster"
         );
         return;
     }

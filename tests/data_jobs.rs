@@ -91,12 +91,12 @@ fn kubectl(kubeconfig: &Path, args: &[&str], input: Option<Json>) -> Result<Json
         .stderr(Stdio::piped())
         .spawn()
         .expect("kubectl is installed");
-    if let Some(mut stdin) = child.stdin.take() {
-        if let Some(input) = input {
-            stdin
-                .write_all(input.to_string().as_bytes())
-                .expect("write stdin");
-        }
+    if let Some(mut stdin) = child.stdin.take()
+        && let Some(input) = input
+    {
+        stdin
+            .write_all(input.to_string().as_bytes())
+            .expect("write stdin");
     }
     let out = child.wait_with_output().expect("kubectl output");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();

@@ -208,6 +208,25 @@ fn component_over_its_memory_limit_gives_500_and_host_keeps_serving() {
 }
 
 #[test]
+fn a_body_larger_than_the_host_buffers_streams_whole() {
+    // 4 MiB cannot be buffered before the head is sent: the instance must keep running (and
+    // writing) after its response has gone to the client.
+    let lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &[]);
+    for _ in 0..3 {
+        let r = get(&format!("{}/misbehave/flood", lethe.url));
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body.len(), misbehave::FLOOD_BYTES);
+        assert!(r.body.bytes().all(|b| b == b'x'));
+        let length = r.headers.iter().find(|(n, _)| n == "content-length");
+        assert_eq!(
+            length.map(|(_, v)| v.as_str()),
+            Some(misbehave::FLOOD_BYTES.to_string().as_str())
+        );
+    }
+    assert_eq!(get(&format!("{}/misbehave/ok", lethe.url)).status, 200);
+}
+
+#[test]
 fn sigterm_shuts_down_gracefully() {
     let mut lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &[]);
     assert_eq!(get(&format!("{}/misbehave/ok", lethe.url)).status, 200);

@@ -177,7 +177,7 @@ impl Lethe {
         let mut cmd = Command::new(lethe_bin());
         cmd.arg("up")
             .arg("--manifest")
-            .arg(&manifest_path)
+            .arg(manifest_path)
             .args(["--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir.path().join("data"))
             .args(extra_args)

@@ -47,7 +47,10 @@ fn read_request(request: &IncomingRequest) -> Result<Request, Response> {
         .map(|(name, value)| (name.to_ascii_lowercase(), value))
         .collect();
     let mut body = Vec::new();
-    if let Ok(incoming) = request.consume() {
+    // A GET or HEAD body has no defined meaning (RFC 9110 §9.3.1-2): it is not read, which saves
+    // the four host calls that consuming an empty body costs on every poll.
+    let bodiless = matches!(method.as_str(), "GET" | "HEAD");
+    if !bodiless && let Ok(incoming) = request.consume() {
         if let Ok(stream) = incoming.stream() {
             let mut limited = stream.take(MAX_BODY as u64 + 1);
             if limited.read_to_end(&mut body).is_err() {
@@ -97,14 +100,47 @@ fn send(out: ResponseOutparam, response: Response) {
         ResponseOutparam::set(out, Ok(outgoing));
         return;
     };
-    ResponseOutparam::set(out, Ok(outgoing));
-    if let Ok(stream) = body.write() {
-        write_body(&stream, &response.body);
+    let Ok(stream) = body.write() else {
+        ResponseOutparam::set(out, Ok(outgoing));
+        let _ = OutgoingBody::finish(body, None);
+        return;
+    };
+    // Whatever the stream takes now is buffered before the head is handed over, and a body that
+    // fits whole is finished first: the server then holds a complete response and writes head and
+    // body together, instead of the head alone and the body after another wake-up. A larger body
+    // cannot wait for room before `set`, since room appears only once the server has the response.
+    let rest = write_available(&stream, &response.body);
+    if rest.is_empty() {
         // The stream must be gone before the body is finished; finishing delivers what was
         // written, so no flush (a round trip to the server) is needed first.
         drop(stream);
+        let _ = OutgoingBody::finish(body, None);
+        ResponseOutparam::set(out, Ok(outgoing));
+        return;
     }
+    ResponseOutparam::set(out, Ok(outgoing));
+    write_body(&stream, rest);
+    drop(stream);
     let _ = OutgoingBody::finish(body, None);
+}
+
+/// Writes as much of `bytes` as the stream accepts without waiting; returns the rest.
+fn write_available<'a>(
+    stream: &wasip2::io::streams::OutputStream,
+    mut bytes: &'a [u8],
+) -> &'a [u8] {
+    while !bytes.is_empty() {
+        let room = match stream.check_write() {
+            Ok(0) | Err(_) => break,
+            Ok(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        };
+        let (now, rest) = bytes.split_at(room.min(bytes.len()));
+        if stream.write(now).is_err() {
+            break;
+        }
+        bytes = rest;
+    }
+    bytes
 }
 
 /// Writes `bytes` as the stream accepts them, waiting only when it has no room.

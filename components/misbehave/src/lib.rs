@@ -1,7 +1,8 @@
 //! A component that misbehaves on purpose, for the host's containment tests.
 //!
 //! `GET .../ok` answers 200; `.../trap` panics (a trap); `.../spin` loops forever (stopped by the
-//! epoch deadline); `.../hog` allocates until the memory limit stops it.
+//! epoch deadline); `.../hog` allocates until the memory limit stops it; `.../flood` answers a
+//! body larger than a host buffers before sending the response head, so the body must stream.
 
 use lethe_guest::{Request, Response};
 
@@ -16,7 +17,12 @@ pub enum Misdeed {
     Spin,
     /// Exhaust memory.
     Hog,
+    /// Answer [`FLOOD_BYTES`] of body.
+    Flood,
 }
+
+/// The size of the `flood` body: 4 MiB, more than wasmtime-wasi-http buffers (one 1 MiB chunk).
+pub const FLOOD_BYTES: usize = 4 << 20;
 
 /// Picks the misdeed from the last path segment.
 pub fn misdeed(req: &Request) -> Option<Misdeed> {
@@ -25,6 +31,7 @@ pub fn misdeed(req: &Request) -> Option<Misdeed> {
         "trap" => Some(Misdeed::Trap),
         "spin" => Some(Misdeed::Spin),
         "hog" => Some(Misdeed::Hog),
+        "flood" => Some(Misdeed::Flood),
         _ => None,
     }
 }
@@ -46,6 +53,11 @@ pub fn perform(req: &Request) -> Response {
                 hoard.push(std::hint::black_box(vec![1u8; 1 << 20]));
             }
         }
+        Some(Misdeed::Flood) => Response {
+            status: 200,
+            headers: vec![("content-type".into(), "application/octet-stream".into())],
+            body: vec![b'x'; FLOOD_BYTES],
+        },
         None => lethe_guest::cf::not_found("unknown misdeed"),
     }
 }
@@ -83,6 +95,7 @@ mod tests {
         assert_eq!(misdeed(&at("/misbehave/spin/")), Some(Misdeed::Spin));
         assert_eq!(misdeed(&at("/misbehave/hog")), Some(Misdeed::Hog));
         assert_eq!(misdeed(&at("/misbehave/ok")), Some(Misdeed::Behave));
+        assert_eq!(misdeed(&at("/misbehave/flood")), Some(Misdeed::Flood));
         assert_eq!(misdeed(&at("/misbehave/other")), None);
     }
 

@@ -25,3 +25,10 @@ pub const COMPONENTS_DIR: &str = env!("LETHE_COMPONENTS_DIR");
 
 /// The root of the source tree this binary was built from (for locating `spin.toml` in tests).
 pub const REPO_ROOT: &str = env!("LETHE_REPO_ROOT");
+
+/// Every request allocates and frees a store, an instance's host state and its HTTP messages, often
+/// on different worker threads; glibc's allocator spent about 8 % of the request path there
+/// (BENCHMARKS.md). Declared in the library so the binary, its benchmarks and its tests all run on
+/// the allocator the binary ships with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -141,6 +141,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         (None, true) => ClusterSource::InCluster,
         (None, false) => ClusterSource::Embedded,
     };
+    let signal = ShutdownSignal::listen();
     let app = App::start(UpOptions {
         manifest: args.manifest,
         listen: args.listen,
@@ -151,7 +152,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         cluster_faults: read_faults(args.cluster_faults.as_deref())?,
     })
     .await?;
-    wait_for_signal().await;
+    signal.wait().await;
     tracing::info!("shutting down");
     app.shutdown().await;
     Ok(())
@@ -186,6 +187,7 @@ async fn sync(args: SyncArgs) -> anyhow::Result<()> {
 }
 
 async fn cluster(args: ClusterArgs) -> anyhow::Result<()> {
+    let signal = ShutdownSignal::listen();
     let server = lethe_apiserver::start(lethe_apiserver::ApiServerConfig {
         data_dir: Some(args.data_dir.join("cluster")),
         listen: args.listen,
@@ -197,7 +199,7 @@ async fn cluster(args: ClusterArgs) -> anyhow::Result<()> {
     if let Some(path) = server.kubeconfig_path() {
         tracing::info!("kubeconfig (admin): {}", path.display());
     }
-    wait_for_signal().await;
+    signal.wait().await;
     server.shutdown().await;
     Ok(())
 }
@@ -213,24 +215,46 @@ fn read_faults(path: Option<&std::path::Path>) -> anyhow::Result<lethe_apiserver
         .with_context(|| format!("{} is not a fault configuration", path.display()))
 }
 
-async fn wait_for_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// SIGINT or SIGTERM, listened for from the moment it is created: a signal that arrives while
+/// the host is still starting (or right after its start-up log) is not lost to the default
+/// action, which would kill the process without a graceful shutdown.
+struct ShutdownSignal {
     #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
+    term: Option<tokio::signal::unix::Signal>,
+    interrupt: std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send>>,
+}
+
+impl ShutdownSignal {
+    fn listen() -> ShutdownSignal {
+        // `ctrl_c` installs its handler on first poll; poll it once now so SIGINT is caught too.
+        let mut interrupt: std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>> =
+            Box::pin(tokio::signal::ctrl_c());
+        let waker = futures::task::noop_waker();
+        let _ = interrupt
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(&waker));
+        ShutdownSignal {
+            #[cfg(unix)]
+            term: match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => Some(s),
                 Err(e) => {
                     tracing::warn!("cannot listen for SIGTERM: {e}");
-                    let _ = ctrl_c.await;
-                    return;
+                    None
                 }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+            },
+            interrupt,
         }
     }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+
+    async fn wait(mut self) {
+        #[cfg(unix)]
+        if let Some(term) = self.term.as_mut() {
+            tokio::select! {
+                _ = &mut self.interrupt => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+        let _ = self.interrupt.await;
+    }
 }

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use wasmtime_wasi_http::WasiHttpView as _;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
-use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
+use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::runtime::{InstanceState, LoadedComponent, Runtime};
@@ -31,6 +31,9 @@ pub struct Route {
     segments: Vec<Segment>,
     wildcard: bool,
     text: String,
+    /// `spin-raw-component-route` and `spin-component-route`, the same for every request.
+    raw_header: Option<HeaderValue>,
+    component_header: Option<HeaderValue>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +84,8 @@ impl Route {
             segments,
             wildcard,
             text: text.to_string(),
+            raw_header: header_value(text),
+            component_header: header_value(text.strip_suffix("/...").unwrap_or(text)),
         })
     }
 
@@ -265,7 +270,7 @@ async fn invoke(
 ) -> wasmtime::Result<hyper::Response<HyperOutgoingBody>> {
     let component = &target.component;
     let mut store = component.new_store();
-    let (sender, receiver) = tokio::sync::oneshot::channel();
+    let (sender, mut receiver) = tokio::sync::oneshot::channel();
     let incoming = store
         .data_mut()
         .http()
@@ -273,10 +278,8 @@ async fn invoke(
     let out = store.data_mut().http().new_response_outparam(sender)?;
     let pre = target.pre.clone();
     let timeout = component.limits.timeout;
-    // The instance runs in its own task so that it can keep streaming the body after the
-    // response head is returned; the wall-clock timeout backs up the epoch deadline for time
-    // spent in host calls.
-    let task = tokio::spawn(async move {
+    // The wall-clock timeout backs up the epoch deadline for time spent in host calls.
+    let mut run = Box::pin(async move {
         let run = async {
             let proxy = pre.instantiate_async(&mut store).await?;
             proxy
@@ -289,15 +292,39 @@ async fn invoke(
             Err(_) => Err(wasmtime::Error::new(wasmtime::Trap::Interrupt)),
         }
     });
-    match receiver.await {
-        Ok(Ok(resp)) => Ok(resp),
-        Ok(Err(code)) => wasmtime::bail!("the component answered with a wasi:http error: {code:?}"),
-        Err(_) => match task.await {
-            Ok(Ok(())) => wasmtime::bail!("the component returned without setting a response"),
-            Ok(Err(e)) => Err(e),
-            Err(join) => wasmtime::bail!("the component task failed: {join}"),
+    // The instance runs in this task while it can: most components finish their whole response
+    // before returning. One that is still running when its response head arrives (it streams a
+    // body larger than the channel holds) moves to a task of its own, since the body can only
+    // drain once the head is returned to hyper.
+    let outcome = tokio::select! {
+        biased;
+        outcome = &mut run => outcome,
+        Ok(head) = &mut receiver => {
+            tokio::spawn(async move {
+                if let Err(e) = run.await {
+                    tracing::warn!("component failed while streaming its response: {}", super::describe_failure(&e));
+                }
+            });
+            return response_or_error(head);
+        }
+        // An outparam dropped unset disables the second branch; the instance's outcome says why.
+    };
+    match receiver.try_recv() {
+        Ok(head) => response_or_error(head),
+        Err(_) => match outcome {
+            Ok(()) => wasmtime::bail!("the component returned without setting a response"),
+            Err(e) => Err(e),
         },
     }
+}
+
+/// What the component passed to `response-outparam.set`.
+fn response_or_error(
+    head: Result<hyper::Response<HyperOutgoingBody>, ErrorCode>,
+) -> wasmtime::Result<hyper::Response<HyperOutgoingBody>> {
+    head.map_err(|code| {
+        wasmtime::format_err!("the component answered with a wasi:http error: {code:?}")
+    })
 }
 
 /// Adds Spin's routing headers (dropping any a client sent, so they cannot be spoofed).
@@ -318,12 +345,7 @@ fn set_spin_headers<B>(
             .map(|p| p.as_str())
             .unwrap_or("/")
     );
-    let matched = req
-        .uri()
-        .path()
-        .strip_suffix(&m.path_info)
-        .unwrap_or("")
-        .to_string();
+    let matched = header_value(req.uri().path().strip_suffix(&m.path_info).unwrap_or(""));
     let headers = req.headers_mut();
     let spoofed: Vec<HeaderName> = headers
         .keys()
@@ -333,29 +355,28 @@ fn set_spin_headers<B>(
     for name in spoofed {
         headers.remove(name);
     }
-    let component_route = route
-        .as_str()
-        .strip_suffix("/...")
-        .unwrap_or(route.as_str())
-        .to_string();
-    let mut set = |name: String, value: &str| {
-        if let (Ok(n), Ok(v)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
-            headers.insert(n, v);
+    let mut set = |name: &'static str, value: Option<HeaderValue>| {
+        if let Some(v) = value {
+            headers.insert(HeaderName::from_static(name), v);
         }
     };
-    set("spin-full-url".into(), &full_url);
-    set("spin-path-info".into(), &m.path_info);
-    set("spin-matched-route".into(), &matched);
-    set("spin-base-path".into(), "/");
-    set("spin-raw-component-route".into(), route.as_str());
-    set("spin-component-route".into(), &component_route);
-    set("spin-client-addr".into(), &client.to_string());
+    set("spin-full-url", header_value(&full_url));
+    set("spin-path-info", header_value(&m.path_info));
+    set("spin-matched-route", matched);
+    set("spin-base-path", Some(HeaderValue::from_static("/")));
+    set("spin-raw-component-route", route.raw_header.clone());
+    set("spin-component-route", route.component_header.clone());
+    set("spin-client-addr", header_value(&client.to_string()));
     for (name, value) in &m.params {
-        set(
-            format!("spin-path-match-{}", name.to_ascii_lowercase()),
-            value,
-        );
+        let name = HeaderName::try_from(format!("spin-path-match-{}", name.to_ascii_lowercase()));
+        if let (Ok(n), Some(v)) = (name, header_value(value)) {
+            headers.insert(n, v);
+        }
     }
+}
+
+fn header_value(text: &str) -> Option<HeaderValue> {
+    HeaderValue::from_str(text).ok()
 }
 
 /// A CF V3 error envelope response.
