@@ -1,5 +1,7 @@
 //! Throughput and latency of `GET /v3/jobs/{guid}` through the host against the embedded cluster,
-//! side by side in one run with a bare GET of the same object from the same cluster.
+//! side by side in one run with a bare GET of the same object from the same cluster, and with the
+//! floor of any design that serves the poll over HTTP: a native hyper handler that does nothing
+//! but the same GET with the same client and answers a constant.
 //!
 //! Run: `cargo run --release -p lethe --example bench_jobs -- [seconds] [concurrency]`
 
@@ -58,10 +60,12 @@ async fn main() -> anyhow::Result<()> {
     };
     client.delete(&target, &Default::default()).await?;
 
+    let floor_addr = start_floor(client.clone(), target.clone()).await?;
     let path = format!("/v3/jobs/org.delete~{org}");
     let auth = Arc::new(format!("Bearer {token}"));
     println!("{seconds} s per target, concurrency {concurrency}");
     let jobs = load_http(app.addr, path.clone(), auth.clone(), seconds, concurrency).await?;
+    let floor = load_http(floor_addr, path.clone(), auth.clone(), seconds, concurrency).await?;
     let bare = load(seconds, concurrency, {
         let client = client.clone();
         let target = target.clone();
@@ -81,6 +85,11 @@ async fn main() -> anyhow::Result<()> {
         seconds,
     );
     report(
+        "floor: native hyper handler doing only the same GET",
+        &floor,
+        seconds,
+    );
+    report(
         "bare GET of the Org (kube client, pooled connection)",
         &bare,
         seconds,
@@ -92,11 +101,49 @@ async fn main() -> anyhow::Result<()> {
             .as_secs_f64()
     };
     println!(
-        "job-status p50 / bare GET p50 = {:.2}",
-        p50(&jobs) / p50(&bare).max(1e-9)
+        "job-status p50 / bare GET p50 = {:.2}; floor p50 / bare GET p50 = {:.2}",
+        p50(&jobs) / p50(&bare).max(1e-9),
+        p50(&floor) / p50(&bare).max(1e-9)
     );
     app.shutdown().await;
     Ok(())
+}
+
+/// A plain hyper server whose every request does the privileged GET of `target` and answers a
+/// constant `PROCESSING` job: the least any HTTP-served job status can cost.
+async fn start_floor(
+    client: lethe_kube::KubeClient,
+    target: ObjectRef,
+) -> anyhow::Result<std::net::SocketAddr> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let _ = stream.set_nodelay(true);
+            let (client, target) = (client.clone(), target.clone());
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |_req| {
+                    let (client, target) = (client.clone(), target.clone());
+                    async move {
+                        let status = match client.get(&target).await {
+                            Ok(_) => 200,
+                            Err(_) => 500,
+                        };
+                        let mut resp = hyper::Response::new(http_body_util::Full::new(
+                            Bytes::from_static(br#"{"state":"PROCESSING"}"#),
+                        ));
+                        *resp.status_mut() =
+                            hyper::StatusCode::from_u16(status).unwrap_or_default();
+                        Ok::<_, std::convert::Infallible>(resp)
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    Ok(addr)
 }
 
 /// Keep-alive HTTP/1.1 clients polling the job.
