@@ -1,0 +1,588 @@
+//! `lethe:platform/kube` over the Kubernetes REST API, written against a [`Transport`] so that
+//! everything but the HTTP exchange itself runs (and is tested) natively.
+//!
+//! The semantics are the lethe host's (`host/kube`): discovery resolves kinds, the same paths
+//! and error cases, the same retry rules ([`retry`]), and the same parsing ([`parse`]).
+
+pub mod discovery;
+pub mod error;
+pub mod parse;
+pub mod retry;
+pub mod url;
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::rc::Rc;
+use std::time::Duration;
+
+use serde_json::Value as Json;
+
+use crate::bindings::exports::lethe::platform::kube::{
+    DeleteOptions, DeleteOutcome, Error, Identity, ListOptions, Object, ObjectList, ObjectRef,
+    PatchKind, PropagationPolicy,
+};
+use discovery::{DiscoveryCache, Resolved};
+use error::{bad_request, forbidden, unauthorized};
+use retry::{Answer, Attempt, MAX_ATTEMPTS, Safety, Verdict};
+use url::{ClusterUrl, Scheme, URL_ENV, check_segment, group_version_path, split_api_version};
+
+/// The environment variable holding the privileged identity's bearer token.
+pub const TOKEN_ENV: &str = "LETHE_KUBE_TOKEN";
+
+/// How long an accepted token is not checked again by [`Client::authenticate`], as on the host.
+pub const AUTHENTICATION_TTL: Duration = Duration::from_secs(10);
+
+/// The largest answer body read; past it the server (or a proxy) is misbehaving, and reading on
+/// would only exhaust the instance's memory.
+pub const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+
+const JSON: &str = "application/json";
+
+/// An HTTP method the client uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// GET.
+    Get,
+    /// POST.
+    Post,
+    /// PUT.
+    Put,
+    /// PATCH.
+    Patch,
+    /// DELETE.
+    Delete,
+}
+
+/// One request, complete with its headers. `Debug` hides the `Authorization` value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Request {
+    /// The method.
+    pub method: Method,
+    /// The cluster URL's scheme.
+    pub scheme: Scheme,
+    /// The cluster URL's authority.
+    pub authority: String,
+    /// The path (with the cluster URL's prefix) and query.
+    pub path_with_query: String,
+    /// Header names (lower case) and values.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The body, when the method has one.
+    pub body: Option<Vec<u8>>,
+}
+
+impl Request {
+    /// The value of header `name`.
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
+impl fmt::Debug for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let headers: Vec<(&str, String)> = self
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                let shown = if n == "authorization" {
+                    "<redacted>".to_owned()
+                } else {
+                    String::from_utf8_lossy(v).into_owned()
+                };
+                (n.as_str(), shown)
+            })
+            .collect();
+        f.debug_struct("Request")
+            .field("method", &self.method)
+            .field("path_with_query", &self.path_with_query)
+            .field("headers", &headers)
+            .field("body_len", &self.body.as_ref().map(Vec::len))
+            .finish()
+    }
+}
+
+/// What the client needs from its environment: one HTTP exchange, sleeping, randomness, a
+/// monotonic clock. On wasm this is `wasi:http`, `wasi:clocks` and `wasi:random`.
+pub trait Transport {
+    /// Sends `request` once and reads the whole answer.
+    fn send(&self, request: &Request) -> Attempt;
+    /// Sleeps for `delay`.
+    fn sleep(&self, delay: Duration);
+    /// A random number, for backoff jitter.
+    fn random(&self) -> u64;
+    /// Monotonic time since an arbitrary origin.
+    fn now(&self) -> Duration;
+}
+
+/// Whether `token` can travel in `Authorization: Bearer <token>`: visible ASCII (and tabs)
+/// only, as an HTTP header value must be. A newline could otherwise smuggle a header.
+fn header_safe(token: &str) -> bool {
+    token
+        .bytes()
+        .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
+}
+
+/// The cluster and bearer token a client for `identity` uses, from `env`.
+///
+/// A blank or malformed caller token is `unauthorized` (as on the host). The privileged identity
+/// exists only when `LETHE_KUBE_TOKEN` is set, else it is `forbidden`: a component was given no
+/// such identity. A missing or unusable `LETHE_KUBE_URL` is `unavailable`. No message repeats a
+/// token.
+pub fn credentials(
+    identity: &Identity,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(ClusterUrl, String), Error> {
+    let token = match identity {
+        Identity::Caller(token) => {
+            if token.trim().is_empty() {
+                return Err(unauthorized("empty bearer token"));
+            }
+            if !header_safe(token) {
+                return Err(unauthorized("malformed bearer token"));
+            }
+            token.clone()
+        }
+        Identity::Privileged => {
+            // Trimmed: a token pasted from a file often keeps its newline.
+            let token = env(TOKEN_ENV)
+                .map(|t| t.trim().to_owned())
+                .filter(|t| !t.is_empty())
+                .ok_or_else(|| {
+                    forbidden(format!(
+                        "no privileged identity is configured: set {TOKEN_ENV} to the bearer token the adapter acts with"
+                    ))
+                })?;
+            if !header_safe(&token) {
+                return Err(forbidden(format!(
+                    "{TOKEN_ENV} is not a usable bearer token"
+                )));
+            }
+            token
+        }
+    };
+    let text = env(URL_ENV).filter(|u| !u.trim().is_empty()).ok_or_else(|| {
+        Error::Unavailable(format!(
+            "no Kubernetes cluster is configured: set {URL_ENV} to the API server's URL (http:// or https://)"
+        ))
+    })?;
+    let url = ClusterUrl::parse(&text)
+        .map_err(|m| Error::Unavailable(format!("cannot use the Kubernetes cluster URL: {m}")))?;
+    Ok((url, token))
+}
+
+/// The body of a delete: `DeleteOptions` with the propagation policy and preconditions.
+pub fn delete_options_body(options: &DeleteOptions) -> Vec<u8> {
+    let mut body = serde_json::Map::new();
+    body.insert("apiVersion".into(), "v1".into());
+    body.insert("kind".into(), "DeleteOptions".into());
+    if let Some(policy) = options.propagation_policy {
+        let policy = match policy {
+            PropagationPolicy::Background => "Background",
+            PropagationPolicy::Foreground => "Foreground",
+            PropagationPolicy::Orphan => "Orphan",
+        };
+        body.insert("propagationPolicy".into(), policy.into());
+    }
+    let mut preconditions = serde_json::Map::new();
+    if let Some(uid) = &options.precondition_uid {
+        preconditions.insert("uid".into(), uid.as_str().into());
+    }
+    if let Some(rv) = &options.precondition_resource_version {
+        preconditions.insert("resourceVersion".into(), rv.as_str().into());
+    }
+    if !preconditions.is_empty() {
+        body.insert("preconditions".into(), preconditions.into());
+    }
+    Json::Object(body).to_string().into_bytes()
+}
+
+/// The request `Content-Type` of a patch kind.
+pub fn patch_content_type(kind: PatchKind) -> &'static str {
+    match kind {
+        PatchKind::Merge => "application/merge-patch+json",
+        PatchKind::Json => "application/json-patch+json",
+        PatchKind::StrategicMerge => "application/strategic-merge-patch+json",
+    }
+}
+
+/// Checks a patch body and decides whether it may be repeated: merge and strategic-merge
+/// patches are idempotent; a JSON patch only when a `test` operation guards it.
+pub fn patch_safety(kind: PatchKind, patch: &str) -> Result<Safety, Error> {
+    let body: Json = serde_json::from_str(patch)
+        .map_err(|e| bad_request(format!("the patch is not valid JSON: {e}")))?;
+    match kind {
+        PatchKind::Merge | PatchKind::StrategicMerge => {
+            if !body.is_object() {
+                return Err(bad_request("a merge patch must be a JSON object"));
+            }
+            Ok(Safety::Repeatable)
+        }
+        PatchKind::Json => {
+            let ops = body
+                .as_array()
+                .ok_or_else(|| bad_request("a JSON patch must be an array of operations"))?;
+            let mut guarded = false;
+            for op in ops {
+                match op.get("op").and_then(Json::as_str) {
+                    Some("test") => guarded = true,
+                    Some(_) => {}
+                    None => {
+                        return Err(bad_request("every JSON patch operation needs an \"op\""));
+                    }
+                }
+            }
+            Ok(if guarded {
+                Safety::Repeatable
+            } else {
+                Safety::Unsafe
+            })
+        }
+    }
+}
+
+/// Checks a replace body and decides whether it may be repeated: only when its
+/// metadata.resourceVersion makes a stale repeat fail with a conflict.
+pub fn replace_safety(json: &str) -> Result<Safety, Error> {
+    let body: Json = serde_json::from_str(json)
+        .map_err(|e| bad_request(format!("the object is not valid JSON: {e}")))?;
+    if !body.is_object() {
+        return Err(bad_request("the object must be a JSON object"));
+    }
+    let guarded = body
+        .pointer("/metadata/resourceVersion")
+        .and_then(Json::as_str)
+        .is_some_and(|rv| !rv.is_empty());
+    Ok(if guarded {
+        Safety::Repeatable
+    } else {
+        Safety::Unsafe
+    })
+}
+
+fn body_text(body: Vec<u8>) -> Result<String, Error> {
+    String::from_utf8(body)
+        .map_err(|e| Error::Unavailable(format!("the API server answered with invalid UTF-8: {e}")))
+}
+
+/// A connection to the cluster under one bearer token. `Debug` shows no token.
+pub struct Client<T> {
+    transport: T,
+    url: ClusterUrl,
+    token: String,
+    discovery: Rc<RefCell<DiscoveryCache>>,
+    authenticated_at: Cell<Option<Duration>>,
+}
+
+impl<T> fmt::Debug for Client<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Transport> Client<T> {
+    /// A client of `url` with `token`, sharing `discovery` with the instance's other clients
+    /// (what a kind resolves to does not depend on who asks).
+    pub fn new(
+        transport: T,
+        url: ClusterUrl,
+        token: String,
+        discovery: Rc<RefCell<DiscoveryCache>>,
+    ) -> Self {
+        Client {
+            transport,
+            url,
+            token,
+            discovery,
+            authenticated_at: Cell::new(None),
+        }
+    }
+
+    fn request(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<(&str, Vec<u8>)>,
+    ) -> Request {
+        let mut headers = vec![
+            (
+                "authorization".to_owned(),
+                format!("Bearer {}", self.token).into_bytes(),
+            ),
+            ("accept".to_owned(), JSON.as_bytes().to_vec()),
+            (
+                "user-agent".to_owned(),
+                concat!("lethe-wasi-adapter/", env!("CARGO_PKG_VERSION"))
+                    .as_bytes()
+                    .to_vec(),
+            ),
+        ];
+        let body = body.map(|(content_type, bytes)| {
+            headers.push(("content-type".to_owned(), content_type.as_bytes().to_vec()));
+            headers.push((
+                "content-length".to_owned(),
+                bytes.len().to_string().into_bytes(),
+            ));
+            bytes
+        });
+        Request {
+            method,
+            scheme: self.url.scheme,
+            authority: self.url.authority.clone(),
+            path_with_query: format!("{}{path_and_query}", self.url.prefix),
+            headers,
+            body,
+        }
+    }
+
+    /// Sends a request under the retry policy for `safety`.
+    fn call(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<(&str, Vec<u8>)>,
+        safety: Safety,
+    ) -> Result<Answer, Error> {
+        let request = self.request(method, path_and_query, body);
+        let mut attempt = 1;
+        loop {
+            match retry::judge(self.transport.send(&request), safety) {
+                Verdict::Done(answer) => return Ok(answer),
+                Verdict::Fail(error) => return Err(error),
+                Verdict::Retry { error, retry_after } => {
+                    if attempt >= MAX_ATTEMPTS {
+                        return Err(retry::exhausted(error, attempt));
+                    }
+                    let delay = retry::delay(attempt, retry_after, self.transport.random());
+                    self.transport.sleep(delay);
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    fn call_text(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<(&str, Vec<u8>)>,
+        safety: Safety,
+    ) -> Result<String, Error> {
+        body_text(self.call(method, path_and_query, body, safety)?.body)
+    }
+
+    /// Resolves a kind, asking discovery (with this client's token) on a cache miss.
+    pub fn resolve(&self, api_version: &str, kind: &str) -> Result<Resolved, Error> {
+        if let Some(hit) = self.discovery.borrow().get(api_version, kind) {
+            return Ok(hit);
+        }
+        if kind.is_empty() {
+            return Err(bad_request("empty kind"));
+        }
+        let (group, version) = split_api_version(api_version)?;
+        let path = group_version_path(group, version);
+        let answer = self
+            .call(Method::Get, &path, None, Safety::Repeatable)
+            .map_err(|e| match e {
+                Error::NotFound(_) => discovery::version_not_served(api_version),
+                other => other,
+            })?;
+        let kinds = discovery::parse(api_version, group, version, &answer.body)?;
+        self.discovery.borrow_mut().fill(&kinds);
+        kinds
+            .into_iter()
+            .find(|r| r.kind == kind)
+            .ok_or_else(|| discovery::kind_not_served(api_version, kind))
+    }
+
+    /// Resolves the target's kind and checks its name and (for namespaced kinds, required)
+    /// namespace.
+    fn locate<'a>(&self, target: &'a ObjectRef) -> Result<(Resolved, Option<&'a str>), Error> {
+        let resolved = self.resolve(&target.api_version, &target.kind)?;
+        check_segment("name", &target.name)?;
+        let namespace = if resolved.namespaced {
+            let ns = target.namespace.as_deref().ok_or_else(|| {
+                bad_request(format!(
+                    "{} {} is namespaced: a namespace is required",
+                    target.api_version, target.kind
+                ))
+            })?;
+            check_segment("namespace", ns)?;
+            Some(ns)
+        } else {
+            None
+        };
+        Ok((resolved, namespace))
+    }
+
+    /// Checks that the API server accepts this client's token with a `SelfSubjectReview`.
+    ///
+    /// Only 401 fails: a 403 still proves the token authenticated. A server without the
+    /// review API (before Kubernetes 1.28) is asked the host's way, a one-item namespace list.
+    /// Success is remembered for [`AUTHENTICATION_TTL`].
+    pub fn authenticate(&self) -> Result<(), Error> {
+        let now = self.transport.now();
+        if self
+            .authenticated_at
+            .get()
+            .is_some_and(|at| now.saturating_sub(at) < AUTHENTICATION_TTL)
+        {
+            return Ok(());
+        }
+        let review = br#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#;
+        // The review is not stored, so repeating it is harmless.
+        let outcome = self.call(
+            Method::Post,
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            Some((JSON, review.to_vec())),
+            Safety::Repeatable,
+        );
+        match outcome {
+            Ok(_) | Err(Error::Forbidden(_)) => {}
+            Err(Error::NotFound(_)) => {
+                let one = ListOptions {
+                    label_selector: None,
+                    field_selector: None,
+                    limit: Some(1),
+                    continue_token: None,
+                };
+                match self.list("v1", "Namespace", None, &one) {
+                    Ok(_) | Err(Error::Forbidden(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        self.authenticated_at.set(Some(self.transport.now()));
+        Ok(())
+    }
+
+    /// Reads one object.
+    pub fn get(&self, target: &ObjectRef) -> Result<Object, Error> {
+        let (resolved, namespace) = self.locate(target)?;
+        let path = resolved.object_path(namespace, &target.name, None);
+        let text = self.call_text(Method::Get, &path, None, Safety::Repeatable)?;
+        parse::object(text, &resolved.api_version, &resolved.kind)
+    }
+
+    /// Lists one page of a kind, in `namespace` or (with `None`) across all namespaces.
+    pub fn list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<ObjectList, Error> {
+        let resolved = self.resolve(api_version, kind)?;
+        if let Some(ns) = namespace {
+            check_segment("namespace", ns)?;
+        }
+        let path = format!(
+            "{}{}",
+            resolved.collection_path(namespace),
+            url::list_query(options)
+        );
+        let text = self.call_text(Method::Get, &path, None, Safety::Repeatable)?;
+        parse::list(&text, &resolved.api_version, &resolved.kind)
+    }
+
+    /// Creates an object from its JSON; where it goes is read from the body. Never repeated
+    /// once it may have reached the server.
+    pub fn create(&self, json: &str) -> Result<Object, Error> {
+        let body: Json = serde_json::from_str(json)
+            .map_err(|e| bad_request(format!("the object is not valid JSON: {e}")))?;
+        let field = |key: &str| body.get(key).and_then(Json::as_str).unwrap_or_default();
+        let (api_version, kind) = (field("apiVersion"), field("kind"));
+        if api_version.is_empty() || kind.is_empty() {
+            return Err(bad_request("the object needs apiVersion and kind"));
+        }
+        let resolved = self.resolve(api_version, kind)?;
+        let namespace = body.pointer("/metadata/namespace").and_then(Json::as_str);
+        let namespace = if resolved.namespaced {
+            let ns = namespace.ok_or_else(|| {
+                bad_request(format!(
+                    "{api_version} {kind} is namespaced: metadata.namespace is required"
+                ))
+            })?;
+            check_segment("namespace", ns)?;
+            Some(ns)
+        } else {
+            None
+        };
+        let path = resolved.collection_path(namespace);
+        let text = self.call_text(
+            Method::Post,
+            &path,
+            Some((JSON, json.as_bytes().to_vec())),
+            Safety::Unsafe,
+        )?;
+        parse::object(text, &resolved.api_version, &resolved.kind)
+    }
+
+    /// Replaces an object (PUT); repeated only when the body's resourceVersion guards it.
+    pub fn replace(&self, target: &ObjectRef, json: &str) -> Result<Object, Error> {
+        let safety = replace_safety(json)?;
+        let (resolved, namespace) = self.locate(target)?;
+        let path = resolved.object_path(namespace, &target.name, None);
+        let text = self.call_text(
+            Method::Put,
+            &path,
+            Some((JSON, json.as_bytes().to_vec())),
+            safety,
+        )?;
+        parse::object(text, &resolved.api_version, &resolved.kind)
+    }
+
+    /// Patches an object, or its subresource (`status`).
+    pub fn patch(
+        &self,
+        target: &ObjectRef,
+        kind: PatchKind,
+        patch: &str,
+        subresource: Option<&str>,
+    ) -> Result<Object, Error> {
+        let safety = patch_safety(kind, patch)?;
+        if let Some(sub) = subresource {
+            check_segment("subresource", sub)?;
+        }
+        let (resolved, namespace) = self.locate(target)?;
+        let path = resolved.object_path(namespace, &target.name, subresource);
+        let text = self.call_text(
+            Method::Patch,
+            &path,
+            Some((patch_content_type(kind), patch.as_bytes().to_vec())),
+            safety,
+        )?;
+        parse::object(text, &resolved.api_version, &resolved.kind)
+    }
+
+    /// Deletes an object: `pending` with the served object while finalizers hold it, else
+    /// `deleted`. Deletes are repeated like reads (a repeat after a lost answer may report
+    /// `not-found`, which callers treat as done).
+    pub fn delete(
+        &self,
+        target: &ObjectRef,
+        options: &DeleteOptions,
+    ) -> Result<DeleteOutcome, Error> {
+        let (resolved, namespace) = self.locate(target)?;
+        let path = resolved.object_path(namespace, &target.name, None);
+        let text = self.call_text(
+            Method::Delete,
+            &path,
+            Some((JSON, delete_options_body(options))),
+            Safety::Repeatable,
+        )?;
+        Ok(
+            match parse::deleted(text, &resolved.api_version, &resolved.kind)? {
+                Some(object) => DeleteOutcome::Pending(object),
+                None => DeleteOutcome::Deleted,
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

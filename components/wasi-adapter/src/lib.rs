@@ -1,0 +1,35 @@
+//! The `wasi-adapter` component: lethe's `kube`, `log` and `config` capabilities implemented with
+//! standard WASI only, for hosts that lack them (Spin, `wasmtime serve`, any WASI 0.2 host with
+//! `wasi:http`).
+//!
+//! Composed into a handler (with `wac`), it satisfies the handler's `lethe:platform` imports, so
+//! the composed binary imports nothing but `wasi:*`:
+//!
+//! * **kube**: the Kubernetes REST API over `wasi:http/outgoing-handler`. The cluster is
+//!   `LETHE_KUBE_URL`; the privileged identity's bearer token is `LETHE_KUBE_TOKEN`. Semantics
+//!   (discovery, paths, retries, error cases, delete outcomes, metadata parsing) mirror the lethe
+//!   host's own implementation (`host/kube`), so a component behaves the same on either host.
+//! * **log**: one line per call on stderr, `[level] message`.
+//! * **config**: environment variables `LETHE_VAR_<KEY>`, the names of lethe's own overrides.
+//!
+//! Everything that does not need WASI is plain Rust in [`config`], [`log`] and [`kube`], unit
+//! tested natively; the WASI calls themselves sit in a private module compiled only for wasm32.
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod kube;
+pub mod log;
+#[cfg(target_arch = "wasm32")]
+mod wasi;
+
+/// Bindings of the `lethe:platform/wasi-adapter` world. Generated for every target, because the
+/// native logic speaks the WIT types directly and so needs no conversion layer of its own.
+#[allow(missing_docs)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "lethe:platform/wasi-adapter",
+        additional_derives: [PartialEq, Eq],
+    });
+}
