@@ -1,6 +1,10 @@
 //! Builds the handler components for wasm32-wasip2, so that building or testing the host always
 //! runs against components built from the same tree. They land in `target/wasm/wasm32-wasip2/wasm/`,
 //! the paths `spin.toml` names.
+//!
+//! Then it composes every handler whose lethe imports the `wasi-adapter` component can supply
+//! (`kube`, `log`, `config`) with that adapter, into `…/wasm/foreign/`: the same handler as one
+//! binary that imports only standard WASI, for Spin, `wasmtime serve` or any other host.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -64,6 +68,71 @@ fn main() {
     if !status.success() {
         panic!("building the wasm32-wasip2 components failed (see the cargo output above)");
     }
+    if let Err(e) = compose_for_foreign_hosts(&out_dir) {
+        panic!("composing the components with the wasi adapter failed: {e:#}");
+    }
+}
+
+/// The `lethe:platform` interfaces the adapter exports, and `types`, which holds only types (a
+/// host need not supply it).
+const ADAPTED: [&str; 4] = ["kube", "log", "config", "types"];
+
+/// Writes `foreign/<name>.wasm` for every component that can be adapted.
+fn compose_for_foreign_hosts(out_dir: &Path) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let adapter_path = out_dir.join("wasi_adapter.wasm");
+    let adapter = std::fs::read(&adapter_path)
+        .with_context(|| format!("cannot read {}", adapter_path.display()))?;
+    let foreign = out_dir.join("foreign");
+    std::fs::create_dir_all(&foreign)?;
+    for entry in std::fs::read_dir(out_dir)?.flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "wasm") || path == adapter_path {
+            continue;
+        }
+        let Some(file_name) = path.file_name() else {
+            continue;
+        };
+        let target = foreign.join(file_name);
+        let handler = std::fs::read(&path)?;
+        match compose(&adapter, &handler).with_context(|| format!("{}", path.display()))? {
+            Some(composed) => std::fs::write(&target, composed)?,
+            // Nothing to adapt, or a capability (`sql`) no adapter supplies: no foreign build,
+            // and none left over from an earlier one.
+            None => {
+                let _ = std::fs::remove_file(&target);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `handler` with its `kube`, `log` and `config` imports satisfied by `adapter`, or `None` when it
+/// imports no lethe capability or one the adapter lacks.
+fn compose(adapter: &[u8], handler: &[u8]) -> anyhow::Result<Option<Vec<u8>>> {
+    use wac_graph::{CompositionGraph, EncodeOptions, types::Package};
+    let mut graph = CompositionGraph::new();
+    let socket = Package::from_bytes("lethe:handler", None, handler.to_vec(), graph.types_mut())?;
+    let capabilities: Vec<String> = graph.types()[socket.ty()]
+        .imports
+        .keys()
+        .filter_map(|name| name.strip_prefix("lethe:platform/"))
+        .map(|name| name.split('@').next().unwrap_or(name).to_string())
+        .collect();
+    let needs_adapting = capabilities.iter().any(|c| c != "types");
+    if !needs_adapting || capabilities.iter().any(|c| !ADAPTED.contains(&c.as_str())) {
+        return Ok(None);
+    }
+    let socket = graph.register_package(socket)?;
+    let plug = Package::from_bytes(
+        "lethe:wasi-adapter",
+        None,
+        adapter.to_vec(),
+        graph.types_mut(),
+    )?;
+    let plug = graph.register_package(plug)?;
+    wac_graph::plug(&mut graph, vec![plug], socket)?;
+    Ok(Some(graph.encode(EncodeOptions::default())?))
 }
 
 /// Whether the standard library for the wasm target is installed in rustc's sysroot.
