@@ -18,13 +18,14 @@
 #![warn(missing_docs)]
 
 pub mod config;
+mod convert;
 pub mod kube;
 pub mod log;
 #[cfg(target_arch = "wasm32")]
 mod wasi;
 
-/// Bindings of the `lethe:platform/wasi-adapter` world. Generated for every target, because the
-/// native logic speaks the WIT types directly and so needs no conversion layer of its own.
+/// Bindings of the `lethe:platform/wasi-adapter` world. Generated for every target, so that the
+/// conversions between the WIT types and the shared model are tested natively too.
 #[allow(missing_docs)]
 pub mod bindings {
     wit_bindgen::generate!({

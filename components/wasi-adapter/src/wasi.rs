@@ -77,7 +77,7 @@ struct KubeClient(Client<WasiHttp>);
 
 impl wit::GuestClient for KubeClient {
     fn open(identity: wit::Identity) -> Result<wit::Client, wit::Error> {
-        let (url, token) = crate::kube::credentials(&identity, env)?;
+        let (url, token) = crate::kube::credentials(&identity.into(), env)?;
         let discovery = DISCOVERY.with(Rc::clone);
         Ok(wit::Client::new(KubeClient(Client::new(
             WasiHttp, url, token, discovery,
@@ -85,11 +85,11 @@ impl wit::GuestClient for KubeClient {
     }
 
     fn authenticate(&self) -> Result<(), wit::Error> {
-        self.0.authenticate()
+        Ok(self.0.authenticate()?)
     }
 
     fn get(&self, target: wit::ObjectRef) -> Result<wit::Object, wit::Error> {
-        self.0.get(&target)
+        Ok(self.0.get(&target.into())?.into())
     }
 
     fn list(
@@ -99,16 +99,18 @@ impl wit::GuestClient for KubeClient {
         namespace: Option<String>,
         options: wit::ListOptions,
     ) -> Result<wit::ObjectList, wit::Error> {
-        self.0
-            .list(&api_version, &kind, namespace.as_deref(), &options)
+        let list = self
+            .0
+            .list(&api_version, &kind, namespace.as_deref(), &options.into())?;
+        Ok(list.into())
     }
 
     fn create(&self, json: String) -> Result<wit::Object, wit::Error> {
-        self.0.create(&json)
+        Ok(self.0.create(&json)?.into())
     }
 
     fn replace(&self, target: wit::ObjectRef, json: String) -> Result<wit::Object, wit::Error> {
-        self.0.replace(&target, &json)
+        Ok(self.0.replace(&target.into(), &json)?.into())
     }
 
     fn patch(
@@ -118,7 +120,10 @@ impl wit::GuestClient for KubeClient {
         patch: String,
         subresource: Option<String>,
     ) -> Result<wit::Object, wit::Error> {
-        self.0.patch(&target, kind, &patch, subresource.as_deref())
+        let object = self
+            .0
+            .patch(&target.into(), kind.into(), &patch, subresource.as_deref())?;
+        Ok(object.into())
     }
 
     fn delete(
@@ -126,7 +131,7 @@ impl wit::GuestClient for KubeClient {
         target: wit::ObjectRef,
         options: wit::DeleteOptions,
     ) -> Result<wit::DeleteOutcome, wit::Error> {
-        self.0.delete(&target, &options)
+        Ok(self.0.delete(&target.into(), &options.into())?.into())
     }
 }
 

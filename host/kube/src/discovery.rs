@@ -7,6 +7,7 @@ use std::sync::{PoisonError, RwLock};
 use kube::core::ApiResource;
 use serde::Deserialize;
 
+use crate::check_segment;
 use crate::config::RetryPolicy;
 use crate::error::{KubeError, Result};
 use crate::transport::{self, Safety};
@@ -65,21 +66,6 @@ fn not_found(message: String) -> KubeError {
         reason: "NotFound".into(),
         message,
     })
-}
-
-/// Checks one segment of an API path (group, version, namespace, name, subresource).
-pub(crate) fn check_segment(what: &str, value: &str) -> Result<()> {
-    let bad = value.is_empty()
-        || value == "."
-        || value == ".."
-        || value.chars().any(|c| {
-            c.is_whitespace() || c.is_control() || matches!(c, '/' | '?' | '#' | '%' | '\\')
-        });
-    if bad {
-        Err(KubeError::bad_request(format!("invalid {what} {value:?}")))
-    } else {
-        Ok(())
-    }
 }
 
 impl DiscoveryCache {

@@ -22,10 +22,10 @@
 
 mod config;
 mod discovery;
-mod error;
-mod parse;
 mod transport;
-mod types;
+
+// The model, errors and parsing are shared with the wasi-adapter component.
+use lethe_kube_model::{check_segment, error, parse, types};
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -45,7 +45,7 @@ pub use types::{
     PatchKind, PropagationPolicy, Status,
 };
 
-use discovery::{DiscoveryCache, Resolved, check_segment};
+use discovery::{DiscoveryCache, Resolved};
 use transport::Safety;
 
 /// A cached caller client.

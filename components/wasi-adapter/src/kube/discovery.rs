@@ -7,9 +7,9 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
-use crate::bindings::exports::lethe::platform::kube::Error;
 use crate::kube::error::not_found;
 use crate::kube::url::{encode, group_version_path};
+use lethe_kube_model::KubeError as Error;
 
 /// A resolved kind.
 #[derive(Debug, Clone, PartialEq, Eq)]

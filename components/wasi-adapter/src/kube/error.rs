@@ -1,6 +1,7 @@
-//! Building `kube.error` values, with the same case for the same failure as the lethe host.
+//! Errors the adapter decides itself (no server involved). The status mapping for server answers
+//! is the host's own, [`KubeError::from_status`].
 
-use crate::bindings::exports::lethe::platform::kube::{Error, Status};
+use lethe_kube_model::{KubeError as Error, Status};
 
 /// A `Status` the adapter reports itself (no server involved).
 pub fn status(code: u16, reason: &str, message: impl Into<String>) -> Status {
@@ -9,32 +10,6 @@ pub fn status(code: u16, reason: &str, message: impl Into<String>) -> Status {
         reason: reason.to_owned(),
         message: message.into(),
     }
-}
-
-/// The error for an HTTP failure status and its `Status`.
-///
-/// 404 not-found, 409 conflict, 403 forbidden, 401 unauthorized, 410 gone, 504 timeout, 429 and
-/// other 5xx unavailable, and every other status invalid (a 405 or 415 is a request the server
-/// will never accept, so retrying cannot help).
-pub fn from_status(status: Status) -> Error {
-    match status.code {
-        404 => Error::NotFound(status),
-        409 => Error::Conflict(status),
-        403 => Error::Forbidden(status),
-        401 => Error::Unauthorized(status),
-        410 => Error::Gone(status),
-        504 => Error::Timeout(format!("{} ({})", status.message, status.reason)),
-        429 | 500..=599 => Error::Unavailable(format!(
-            "{} {}: {}",
-            status.code, status.reason, status.message
-        )),
-        _ => Error::Invalid(status),
-    }
-}
-
-/// An `invalid` (400 BadRequest) for a request refused before it was sent.
-pub fn bad_request(message: impl Into<String>) -> Error {
-    Error::Invalid(status(400, "BadRequest", message))
 }
 
 /// A `not-found` (404) the adapter decides itself, e.g. a kind discovery does not know.
@@ -55,6 +30,11 @@ pub fn forbidden(message: impl Into<String>) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lethe_kube_model::KubeError;
+
+    fn from_status(status: Status) -> Error {
+        KubeError::from_status(status)
+    }
 
     #[test]
     fn statuses_map_to_the_hosts_cases() {

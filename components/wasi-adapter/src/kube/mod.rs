@@ -2,11 +2,11 @@
 //! everything but the HTTP exchange itself runs (and is tested) natively.
 //!
 //! The semantics are the lethe host's (`host/kube`): discovery resolves kinds, the same paths
-//! and error cases, the same retry rules ([`retry`]), and the same parsing ([`parse`]).
+//! and error cases, the same retry rules ([`retry`]), and the same data model and parsing
+//! ([`lethe_kube_model`], shared with the host).
 
 pub mod discovery;
 pub mod error;
-pub mod parse;
 pub mod retry;
 pub mod url;
 
@@ -17,14 +17,15 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 
-use crate::bindings::exports::lethe::platform::kube::{
-    DeleteOptions, DeleteOutcome, Error, Identity, ListOptions, Object, ObjectList, ObjectRef,
-    PatchKind, PropagationPolicy,
-};
 use discovery::{DiscoveryCache, Resolved};
-use error::{bad_request, forbidden, unauthorized};
+use error::{forbidden, unauthorized};
+use lethe_kube_model::{
+    DeleteOptions, DeleteOutcome, Identity, KubeError as Error, ListOptions, Object, ObjectList,
+    ObjectRef, PatchKind, PropagationPolicy,
+};
+use lethe_kube_model::{check_segment, parse};
 use retry::{Answer, Attempt, MAX_ATTEMPTS, Safety, Verdict};
-use url::{ClusterUrl, Scheme, URL_ENV, check_segment, group_version_path, split_api_version};
+use url::{ClusterUrl, Scheme, URL_ENV, group_version_path, split_api_version};
 
 /// The environment variable holding the privileged identity's bearer token.
 pub const TOKEN_ENV: &str = "LETHE_KUBE_TOKEN";
@@ -211,25 +212,27 @@ pub fn patch_content_type(kind: PatchKind) -> &'static str {
 /// patches are idempotent; a JSON patch only when a `test` operation guards it.
 pub fn patch_safety(kind: PatchKind, patch: &str) -> Result<Safety, Error> {
     let body: Json = serde_json::from_str(patch)
-        .map_err(|e| bad_request(format!("the patch is not valid JSON: {e}")))?;
+        .map_err(|e| Error::bad_request(format!("the patch is not valid JSON: {e}")))?;
     match kind {
         PatchKind::Merge | PatchKind::StrategicMerge => {
             if !body.is_object() {
-                return Err(bad_request("a merge patch must be a JSON object"));
+                return Err(Error::bad_request("a merge patch must be a JSON object"));
             }
             Ok(Safety::Repeatable)
         }
         PatchKind::Json => {
             let ops = body
                 .as_array()
-                .ok_or_else(|| bad_request("a JSON patch must be an array of operations"))?;
+                .ok_or_else(|| Error::bad_request("a JSON patch must be an array of operations"))?;
             let mut guarded = false;
             for op in ops {
                 match op.get("op").and_then(Json::as_str) {
                     Some("test") => guarded = true,
                     Some(_) => {}
                     None => {
-                        return Err(bad_request("every JSON patch operation needs an \"op\""));
+                        return Err(Error::bad_request(
+                            "every JSON patch operation needs an \"op\"",
+                        ));
                     }
                 }
             }
@@ -246,9 +249,9 @@ pub fn patch_safety(kind: PatchKind, patch: &str) -> Result<Safety, Error> {
 /// metadata.resourceVersion makes a stale repeat fail with a conflict.
 pub fn replace_safety(json: &str) -> Result<Safety, Error> {
     let body: Json = serde_json::from_str(json)
-        .map_err(|e| bad_request(format!("the object is not valid JSON: {e}")))?;
+        .map_err(|e| Error::bad_request(format!("the object is not valid JSON: {e}")))?;
     if !body.is_object() {
-        return Err(bad_request("the object must be a JSON object"));
+        return Err(Error::bad_request("the object must be a JSON object"));
     }
     let guarded = body
         .pointer("/metadata/resourceVersion")
@@ -380,7 +383,7 @@ impl<T: Transport> Client<T> {
             return Ok(hit);
         }
         if kind.is_empty() {
-            return Err(bad_request("empty kind"));
+            return Err(Error::bad_request("empty kind"));
         }
         let (group, version) = split_api_version(api_version)?;
         let path = group_version_path(group, version);
@@ -405,7 +408,7 @@ impl<T: Transport> Client<T> {
         check_segment("name", &target.name)?;
         let namespace = if resolved.namespaced {
             let ns = target.namespace.as_deref().ok_or_else(|| {
-                bad_request(format!(
+                Error::bad_request(format!(
                     "{} {} is namespaced: a namespace is required",
                     target.api_version, target.kind
                 ))
@@ -493,17 +496,17 @@ impl<T: Transport> Client<T> {
     /// once it may have reached the server.
     pub fn create(&self, json: &str) -> Result<Object, Error> {
         let body: Json = serde_json::from_str(json)
-            .map_err(|e| bad_request(format!("the object is not valid JSON: {e}")))?;
+            .map_err(|e| Error::bad_request(format!("the object is not valid JSON: {e}")))?;
         let field = |key: &str| body.get(key).and_then(Json::as_str).unwrap_or_default();
         let (api_version, kind) = (field("apiVersion"), field("kind"));
         if api_version.is_empty() || kind.is_empty() {
-            return Err(bad_request("the object needs apiVersion and kind"));
+            return Err(Error::bad_request("the object needs apiVersion and kind"));
         }
         let resolved = self.resolve(api_version, kind)?;
         let namespace = body.pointer("/metadata/namespace").and_then(Json::as_str);
         let namespace = if resolved.namespaced {
             let ns = namespace.ok_or_else(|| {
-                bad_request(format!(
+                Error::bad_request(format!(
                     "{api_version} {kind} is namespaced: metadata.namespace is required"
                 ))
             })?;

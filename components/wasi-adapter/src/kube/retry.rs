@@ -10,9 +10,8 @@ use std::time::Duration;
 
 use wasip2::http::types::ErrorCode;
 
-use crate::bindings::exports::lethe::platform::kube::Error;
-use crate::kube::error::from_status;
 use crate::kube::parse;
+use lethe_kube_model::KubeError as Error;
 
 /// Attempts per call, the first included.
 pub const MAX_ATTEMPTS: u32 = 4;
@@ -138,11 +137,11 @@ pub fn judge(attempt: Attempt, safety: Safety) -> Verdict {
             match code {
                 // The server refused before doing anything, so even a create may be repeated.
                 429 => Verdict::Retry {
-                    error: from_status(status),
+                    error: Error::from_status(status),
                     retry_after,
                 },
                 500..=599 if repeatable => Verdict::Retry {
-                    error: from_status(status),
+                    error: Error::from_status(status),
                     retry_after,
                 },
                 500..=599 => {
@@ -156,7 +155,7 @@ pub fn judge(attempt: Attempt, safety: Safety) -> Verdict {
                         Error::Unavailable(message)
                     })
                 }
-                _ => Verdict::Fail(from_status(status)),
+                _ => Verdict::Fail(Error::from_status(status)),
             }
         }
         Attempt::Transport(TransportError {

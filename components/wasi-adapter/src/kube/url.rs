@@ -4,8 +4,8 @@
 //! are also checked the way the lethe host checks them: a segment that could change the path's
 //! meaning (`/`, `..`, `?`) is a bad request, not something to escape and hope.
 
-use crate::bindings::exports::lethe::platform::kube::{Error, ListOptions};
-use crate::kube::error::bad_request;
+use lethe_kube_model::check_segment;
+use lethe_kube_model::{KubeError as Error, ListOptions};
 
 /// The environment variable naming the cluster.
 pub const URL_ENV: &str = "LETHE_KUBE_URL";
@@ -84,23 +84,6 @@ pub fn encode(value: &str) -> String {
         }
     }
     out
-}
-
-/// Checks one segment of an API path (group, version, namespace, name, subresource), as the
-/// host does: empty, `.`, `..`, and values with `/ ? # % \`, whitespace or control characters
-/// are refused.
-pub fn check_segment(what: &str, value: &str) -> Result<(), Error> {
-    let bad = value.is_empty()
-        || value == "."
-        || value == ".."
-        || value.chars().any(|c| {
-            c.is_whitespace() || c.is_control() || matches!(c, '/' | '?' | '#' | '%' | '\\')
-        });
-    if bad {
-        Err(bad_request(format!("invalid {what} {value:?}")))
-    } else {
-        Ok(())
-    }
 }
 
 /// Splits an apiVersion into group (empty for the core group) and version, checking both.

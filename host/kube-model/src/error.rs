@@ -71,7 +71,7 @@ impl KubeError {
     }
 
     /// A local `Invalid` (400 BadRequest) for a request rejected before it was sent.
-    pub(crate) fn bad_request(message: impl Into<String>) -> KubeError {
+    pub fn bad_request(message: impl Into<String>) -> KubeError {
         KubeError::Invalid(Status {
             code: 400,
             reason: "BadRequest".into(),
