@@ -322,6 +322,10 @@ fn build_engine(
     config.wasm_component_model_async(concurrency);
     config.epoch_interruption(true);
     config.parallel_compilation(true);
+    // `perf` sees JIT code as anonymous memory; a perf map names each component function.
+    if std::env::var("LETHE_PROFILE").is_ok_and(|v| v == "perfmap") {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     let mut pool = PoolingAllocationConfig::default();
     let max_memory =
         usize::try_from(max_memory_mb * 1024 * 1024).context("memory limit too large")?;
