@@ -389,3 +389,94 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 pub fn get(url: &str) -> Answer {
     request("GET", url, None, &[])
 }
+
+/// Sends `bytes` exactly as given over a fresh connection to the server of `url` (an
+/// `http://host:port` URL), and reads until the server closes the connection, so the request
+/// should say `Connection: close`. For what an HTTP client refuses to send: raw bytes in the path,
+/// invalid UTF-8, lying lengths, bodies on GET. The bytes are written from another thread, so a
+/// server that answers before reading the whole body is seen answering; `half_close` shuts the
+/// write side down after the last byte. `None` when the server closed without answering.
+pub fn raw_request(url: &str, bytes: Vec<u8>, half_close: bool) -> Option<Answer> {
+    use std::io::{Read as _, Write as _};
+    let authority = url.strip_prefix("http://").expect("an http:// URL");
+    let authority = authority.split('/').next().unwrap_or(authority);
+    let stream = std::net::TcpStream::connect(authority).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("read timeout");
+    let mut writer = stream.try_clone().expect("clone stream");
+    let written = std::thread::spawn(move || {
+        // A server that answers early closes the connection under the writer; that is expected.
+        let _ = writer.write_all(&bytes);
+        if half_close {
+            let _ = writer.shutdown(std::net::Shutdown::Write);
+        }
+    });
+    let mut received = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut reader = &stream;
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => received.extend_from_slice(&buf[..n]),
+        }
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    let _ = written.join();
+    parse_raw_answer(&received)
+}
+
+/// The last final (non-1xx) response in `bytes`; its body de-chunked when chunked.
+fn parse_raw_answer(mut bytes: &[u8]) -> Option<Answer> {
+    loop {
+        let end = bytes.windows(4).position(|w| w == b"\r\n\r\n")?;
+        let head = String::from_utf8_lossy(&bytes[..end]).into_owned();
+        let rest = &bytes[end + 4..];
+        let mut lines = head.split("\r\n");
+        let status: u16 = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        if (100..200).contains(&status) {
+            bytes = rest;
+            continue;
+        }
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        };
+        let body = if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+            dechunk(rest)
+        } else {
+            match header("content-length").and_then(|v| v.parse::<usize>().ok()) {
+                Some(n) => rest[..n.min(rest.len())].to_vec(),
+                None => rest.to_vec(),
+            }
+        };
+        return Some(Answer {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        });
+    }
+}
+
+fn dechunk(mut bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = bytes.windows(2).position(|w| w == b"\r\n") {
+        let size = std::str::from_utf8(&bytes[..eol])
+            .ok()
+            .and_then(|s| usize::from_str_radix(s.split(';').next().unwrap_or("").trim(), 16).ok());
+        let Some(size) = size.filter(|n| *n > 0) else {
+            break;
+        };
+        let start = eol + 2;
+        let end = (start + size).min(bytes.len());
+        out.extend_from_slice(&bytes[start..end]);
+        bytes = bytes.get(end + 2..).unwrap_or(&[]);
+    }
+    out
+}

@@ -160,24 +160,40 @@ struct Query {
     organization_guids: Option<Vec<String>>,
     page: usize,
     per_page: usize,
+    order: Order,
+    descending: bool,
+}
+
+/// What `order_by` sorts on (Cloud Controller's values; `updated_at` is `created_at` here,
+/// since the rendered resources are never updated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Order {
+    CreatedAt,
+    Name,
 }
 
 fn parse_query(req: &Request, type_name: &str) -> Result<Query, HttpError> {
+    let pairs = req.query_pairs().map_err(|_| {
+        HttpError::bad_query("The query parameter is invalid: it has a malformed percent-encoding")
+    })?;
     let mut allowed = vec!["names", "guids", "page", "per_page", "order_by"];
     if type_name == "space" {
         allowed.push("organization_guids");
     }
-    for pair in req.query.split('&').filter(|p| !p.is_empty()) {
-        let key = pair.split('=').next().unwrap_or_default();
-        let key = lethe_guest::http::percent_decode(key).unwrap_or_default();
-        if !allowed.contains(&key.as_str()) {
-            return Err(HttpError::bad_query(format!(
-                "The query parameter is invalid: {key}"
-            )));
-        }
+    if let Some((key, _)) = pairs.iter().find(|(k, _)| !allowed.contains(&k.as_str())) {
+        return Err(HttpError::bad_query(format!(
+            "The query parameter is invalid: {key}"
+        )));
     }
+    let values = |name: &str| -> Vec<&str> {
+        pairs
+            .iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    };
     let list = |name: &str| -> Option<Vec<String>> {
-        let values = req.query_values(name);
+        let values = values(name);
         (!values.is_empty()).then(|| {
             values
                 .iter()
@@ -187,7 +203,7 @@ fn parse_query(req: &Request, type_name: &str) -> Result<Query, HttpError> {
         })
     };
     let number = |name: &str, default: usize, max: usize| -> Result<usize, HttpError> {
-        match req.query_values(name).last() {
+        match values(name).last() {
             None => Ok(default),
             Some(v) => match v.parse::<usize>() {
                 Ok(n) if (1..=max).contains(&n) => Ok(n),
@@ -197,12 +213,33 @@ fn parse_query(req: &Request, type_name: &str) -> Result<Query, HttpError> {
             },
         }
     };
+    let (order, descending) = match values("order_by").last().copied() {
+        None => (Order::CreatedAt, false),
+        Some(v) => {
+            let (field, descending) = match v.strip_prefix('-') {
+                Some(field) => (field, true),
+                None => (v, false),
+            };
+            let order = match field {
+                "created_at" | "updated_at" => Order::CreatedAt,
+                "name" => Order::Name,
+                _ => {
+                    return Err(HttpError::bad_query(
+                        "The query parameter is invalid: Order by can only be: 'created_at', 'updated_at', 'name'",
+                    ));
+                }
+            };
+            (order, descending)
+        }
+    };
     Ok(Query {
         names: list("names"),
         guids: list("guids"),
         organization_guids: list("organization_guids"),
         page: number("page", 1, 1_000_000)?,
         per_page: number("per_page", 50, 5000)?,
+        order,
+        descending,
     })
 }
 
@@ -253,8 +290,10 @@ fn list(
     type_name: &str,
     t: &ResourceType,
 ) -> Result<Response, HttpError> {
-    let query = parse_query(req, type_name)?;
+    // Cloud Controller authenticates before it validates: a bad token is 401 whatever else is
+    // wrong with the request.
     access::authenticate(kube, caller)?;
+    let query = parse_query(req, type_name)?;
     let kube_err = |e| HttpError::from_kube(e, "Unknown request");
     let admin = sees_everything(kube, caller, t).map_err(kube_err)?;
     let mut matching = Vec::new();
@@ -278,9 +317,18 @@ fn list(
         }
     }
     matching.sort_by(|a, b| {
-        a.creation_timestamp
-            .cmp(&b.creation_timestamp)
-            .then(a.target.name.cmp(&b.target.name))
+        let by_field = match query.order {
+            Order::CreatedAt => a.creation_timestamp.cmp(&b.creation_timestamp),
+            Order::Name => a
+                .str_at("/spec/displayName")
+                .cmp(&b.str_at("/spec/displayName")),
+        };
+        let ordering = by_field.then(a.target.name.cmp(&b.target.name));
+        if query.descending {
+            ordering.reverse()
+        } else {
+            ordering
+        }
     });
     let total = matching.len();
     let total_pages = total.div_ceil(query.per_page).max(1);
@@ -352,6 +400,8 @@ fn create(
     type_name: &str,
     t: &ResourceType,
 ) -> Result<Response, HttpError> {
+    // As for lists: a bad token is 401 before the body is looked at.
+    access::authenticate(kube, caller)?;
     let body: Json = serde_json::from_slice(&req.body)
         .map_err(|e| HttpError::parse_error(format!("Request invalid due to parse error: {e}")))?;
     let Some(fields) = body.as_object() else {
@@ -359,6 +409,7 @@ fn create(
             "Request invalid due to parse error: the body must be a JSON object",
         ));
     };
+    check_fields(type_name, fields)?;
     let name = match fields.get("name") {
         Some(Json::String(n)) if !n.is_empty() && n.chars().count() <= 255 => n.clone(),
         Some(Json::String(n)) if n.is_empty() => {
@@ -374,7 +425,6 @@ fn create(
         Some(_) => return Err(HttpError::unprocessable("Name must be a string")),
         None => return Err(HttpError::unprocessable("Name can't be blank")),
     };
-    access::authenticate(kube, caller)?;
     let kube_err = |e| HttpError::from_kube(e, "Unknown request");
     let guid = new_guid(env);
     let (namespace, spec, labels, display) = if type_name == "org" {
@@ -471,6 +521,47 @@ fn create(
         );
     }
     Ok(Response::json(201, &render(base, type_name, &created)))
+}
+
+/// Refuses, as Cloud Controller does, fields a create does not take, and metadata it cannot keep:
+/// labels and annotations are not stored, so accepting them would lose them.
+fn check_fields(type_name: &str, fields: &serde_json::Map<String, Json>) -> Result<(), HttpError> {
+    let known: &[&str] = if type_name == "org" {
+        &["name", "suspended", "metadata"]
+    } else {
+        &["name", "relationships", "metadata"]
+    };
+    let unknown: Vec<String> = fields
+        .keys()
+        .filter(|k| !known.contains(&k.as_str()))
+        .take(10)
+        .map(|k| format!("'{}'", k.chars().take(64).collect::<String>()))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(HttpError::unprocessable(format!(
+            "Unknown field(s): {}",
+            unknown.join(", ")
+        )));
+    }
+    let empty = |v: &Json| v.is_null() || v.as_object().is_some_and(|o| o.is_empty());
+    match fields.get("metadata") {
+        None | Some(Json::Null) => Ok(()),
+        Some(Json::Object(m)) => {
+            if m.keys().any(|k| k != "labels" && k != "annotations") {
+                return Err(HttpError::unprocessable(
+                    "Metadata has unknown field(s): only labels and annotations are allowed",
+                ));
+            }
+            if m.values().all(empty) {
+                Ok(())
+            } else {
+                Err(HttpError::unprocessable(
+                    "Metadata labels and annotations are not supported",
+                ))
+            }
+        }
+        Some(_) => Err(HttpError::unprocessable("Metadata must be an object")),
+    }
 }
 
 fn fixed_namespace(t: &ResourceType) -> Option<&str> {

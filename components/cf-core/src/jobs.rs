@@ -175,12 +175,13 @@ pub fn job_status(
     job_guid: &str,
     caller: &Identity,
 ) -> Result<Job, HttpError> {
+    // A bad token is 401 whatever the GUID, as in Cloud Controller.
+    access::authenticate(kube, caller)?;
     let guid = parse_job_guid(job_guid).ok_or_else(HttpError::job_not_found)?;
     let t = match settings.resource_type(&guid.resource_type) {
         Some(t) if guid.verb == "delete" => t,
         _ => return Err(HttpError::job_not_found()),
     };
-    access::authenticate(kube, caller)?;
     let deadline = env.now_ms() + i64::try_from(settings.job_reread_ms).unwrap_or(i64::MAX);
     loop {
         let now = env.now_ms();

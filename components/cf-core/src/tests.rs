@@ -379,3 +379,169 @@ fn org_users_see_only_their_orgs() {
     assert_eq!(body["pagination"]["total_results"], 1);
     assert_eq!(body["resources"][0]["guid"], ORG);
 }
+
+#[test]
+fn malformed_escapes_and_unknown_order_by_are_bad_query_parameters() {
+    let (fake, _) = setup();
+    for query in [
+        "names=%ff",
+        "names=%zz",
+        "guids=a%",
+        "per_page=%ff",
+        "page=%zz",
+        "%ff=1",
+        "order_by=garbage",
+        "order_by=",
+        "order_by=--name",
+        "order_by=name%00",
+    ] {
+        let r = api::handle(
+            &fake,
+            &fake,
+            &api_request(
+                "GET",
+                &format!("/v3/organizations?{query}"),
+                Some("admin"),
+                "",
+            ),
+        );
+        let body = r.json_body().expect("envelope");
+        assert_eq!(
+            (r.status, body["errors"][0]["code"].as_i64()),
+            (400, Some(10005)),
+            "{query}: {body}"
+        );
+    }
+}
+
+#[test]
+fn order_by_sorts_by_name_or_creation_either_way() {
+    let (fake, _) = setup();
+    for (guid, name, created) in [
+        (
+            "b0000000-0000-4000-8000-000000000001",
+            "b",
+            "2026-01-01T00:00:01Z",
+        ),
+        (
+            "c0000000-0000-4000-8000-000000000002",
+            "a",
+            "2026-01-01T00:00:02Z",
+        ),
+    ] {
+        fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+            "metadata": {"name": guid, "namespace": "cf", "creationTimestamp": created},
+            "spec": {"displayName": name}}));
+    }
+    let names = |query: &str| -> Vec<String> {
+        let r = api::handle(
+            &fake,
+            &fake,
+            &api_request(
+                "GET",
+                &format!("/v3/organizations?names=a,b&{query}"),
+                Some("admin"),
+                "",
+            ),
+        );
+        assert_eq!(r.status, 200, "{query}: {:?}", r.json_body());
+        r.json_body().expect("json")["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .map(|o| o["name"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(names(""), ["b", "a"]);
+    assert_eq!(names("order_by=created_at"), ["b", "a"]);
+    assert_eq!(names("order_by=-updated_at"), ["a", "b"]);
+    assert_eq!(names("order_by=name"), ["a", "b"]);
+    assert_eq!(names("order_by=-name"), ["b", "a"]);
+}
+
+#[test]
+fn a_bad_token_is_401_before_the_body_query_or_guid_is_looked_at() {
+    let (fake, settings) = setup();
+    for req in [
+        api_request("POST", "/v3/organizations", Some("bad"), "{not json"),
+        api_request("POST", "/v3/organizations", Some("bad"), r#"{"name": ""}"#),
+        api_request("POST", "/v3/spaces", Some("bad"), r#"{"name": "s"}"#),
+        api_request("GET", "/v3/organizations?per_page=0", Some("bad"), ""),
+        api_request("GET", "/v3/spaces?bogus=%ff", Some("bad"), ""),
+    ] {
+        let r = api::handle(&fake, &fake, &req);
+        let body = r.json_body().expect("envelope");
+        assert_eq!(
+            (r.status, body["errors"][0]["code"].as_i64()),
+            (401, Some(1000)),
+            "{} {}?{}",
+            req.method,
+            req.path,
+            req.query
+        );
+    }
+    let e = job(&fake, &settings, "not-a-job", "bad").expect_err("bad token");
+    assert_eq!((e.status, e.errors[0].code), (401, 1000));
+}
+
+#[test]
+fn unknown_fields_and_metadata_that_would_be_lost_are_422() {
+    let (fake, _) = setup();
+    let in_org = |extra: &str| {
+        format!(
+            r#"{{"name":"t","relationships":{{"organization":{{"data":{{"guid":"{ORG}"}}}}}}{extra}}}"#
+        )
+    };
+    for (path, body) in [
+        ("/v3/organizations", r#"{"name":"n","bogus":1}"#.to_string()),
+        (
+            "/v3/organizations",
+            r#"{"name":"n","relationships":{}}"#.to_string(),
+        ),
+        (
+            "/v3/organizations",
+            r#"{"name":"n","metadata":{"labels":{"a":"b"}}}"#.to_string(),
+        ),
+        (
+            "/v3/organizations",
+            r#"{"name":"n","metadata":{"owner":"x"}}"#.to_string(),
+        ),
+        (
+            "/v3/organizations",
+            r#"{"name":"n","metadata":[]}"#.to_string(),
+        ),
+        ("/v3/spaces", in_org(r#","suspended":true"#)),
+        (
+            "/v3/spaces",
+            in_org(r#","metadata":{"annotations":{"a":"b"}}"#),
+        ),
+    ] {
+        let r = api::handle(
+            &fake,
+            &fake,
+            &api_request("POST", path, Some("admin"), &body),
+        );
+        let json = r.json_body().expect("envelope");
+        assert_eq!(
+            (r.status, json["errors"][0]["code"].as_i64()),
+            (422, Some(10008)),
+            "{path} {body}: {json}"
+        );
+    }
+    let r = api::handle(
+        &fake,
+        &fake,
+        &api_request(
+            "POST",
+            "/v3/organizations",
+            Some("admin"),
+            r#"{"name":"n","metadata":{"labels":{},"annotations":null}}"#,
+        ),
+    );
+    assert_eq!(
+        r.status,
+        201,
+        "empty metadata loses nothing: {:?}",
+        r.json_body()
+    );
+}

@@ -261,7 +261,15 @@ impl Ctx<'_> {
     }
 
     fn reports(&self, req: &Request) -> Answer {
-        let limit = match req.query_values("limit").first() {
+        let Ok(limits) = req.query_values("limit") else {
+            return Ok(cf::error(
+                400,
+                10005,
+                "CF-BadQueryParameter",
+                "the query string has a malformed percent-encoding",
+            ));
+        };
+        let limit = match limits.first() {
             None => 10,
             Some(l) => match l.parse::<i64>() {
                 Ok(n) if (1..=100).contains(&n) => n,
@@ -322,6 +330,12 @@ impl Ctx<'_> {
         if description.len() > 4000 {
             return Ok(cf::unprocessable(
                 "description is longer than 4000 characters",
+            ));
+        }
+        // PostgreSQL cannot store NUL in text (SQLite can): refused alike on both.
+        if description.contains('\0') {
+            return Ok(cf::unprocessable(
+                "description must not contain NUL characters",
             ));
         }
         let schedule = match m.get("config") {

@@ -187,6 +187,52 @@ mod flows {
     }
 
     #[test]
+    fn a_malformed_reports_query_is_a_bad_query_parameter_not_the_default() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        for (query, status) in [
+            ("limit=%ff", 400),
+            ("limit=%zz", 400),
+            ("%ff=1&limit=5", 400),
+            ("limit=0", 400),
+            ("limit=%35", 200),
+        ] {
+            let req = Request {
+                method: "GET".into(),
+                path: "/data-jobs/sync/reports".into(),
+                query: query.into(),
+                headers: vec![("authorization".into(), b"Bearer t".to_vec())],
+                ..Default::default()
+            };
+            let r = crate::api::handle(&host, &req);
+            let body = r.json_body().unwrap_or(Json::Null);
+            assert_eq!(r.status, status, "{query}: {body}");
+            if status == 400 {
+                assert_eq!(body["errors"][0]["code"], 10005, "{query}: {body}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_description_with_nul_is_422_on_every_database() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        let (status, body) = call(
+            &host,
+            "POST",
+            "/data-jobs/for-team/t/jobs",
+            Some(json!({"job_name": "nul", "description": "a\u{0}b"})),
+        );
+        assert_eq!(
+            (status, &body["errors"][0]["code"]),
+            (422, &json!(10008)),
+            "{body}"
+        );
+        let (status, _) = call(&host, "GET", "/data-jobs/for-team/t/jobs/nul", None);
+        assert_eq!(status, 404, "nothing was stored");
+    }
+
+    #[test]
     fn a_pass_reports_its_progress_to_the_end() {
         let (sql, kube) = world();
         let host = FakeHost::new(&sql, &kube, "a");

@@ -40,23 +40,46 @@ impl Request {
         self.header(&format!("spin-path-match-{name}"))
     }
 
-    /// The decoded values of query parameter `name`, in order.
-    pub fn query_values(&self, name: &str) -> Vec<String> {
+    /// The query's `(name, value)` pairs, decoded, in order (empty pairs skipped). A query with
+    /// any escape that is malformed or does not decode to UTF-8 is refused whole: reading the
+    /// rest would silently drop a filter or a page size the caller asked for.
+    pub fn query_pairs(&self) -> Result<Vec<(String, String)>, MalformedQuery> {
         self.query
             .split('&')
-            .filter_map(|pair| {
+            .filter(|pair| !pair.is_empty())
+            .map(|pair| {
                 let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-                (percent_decode(k).as_deref() == Some(name)).then(|| percent_decode(v))?
+                match (percent_decode(k), percent_decode(v)) {
+                    (Some(k), Some(v)) => Ok((k, v)),
+                    _ => Err(MalformedQuery),
+                }
             })
             .collect()
     }
 
+    /// The decoded values of query parameter `name`, in order; `Err` as for
+    /// [`Request::query_pairs`].
+    pub fn query_values(&self, name: &str) -> Result<Vec<String>, MalformedQuery> {
+        Ok(self
+            .query_pairs()?
+            .into_iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v)
+            .collect())
+    }
+
     /// The bearer token of the `Authorization` header: `Ok(None)` when the header is absent, an
-    /// error when it is present but is not a well-formed bearer credential.
+    /// error when it is present but is not a well-formed bearer credential (including one that
+    /// is not UTF-8, which is a bad credential, not a missing one).
     pub fn bearer_token(&self) -> Result<Option<&str>, MalformedAuthorization> {
-        let Some(value) = self.header("authorization") else {
+        let Some((_, raw)) = self
+            .headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+        else {
             return Ok(None);
         };
+        let value = std::str::from_utf8(raw).map_err(|_| MalformedAuthorization)?;
         let (scheme, token) = value.trim().split_once(' ').ok_or(MalformedAuthorization)?;
         let token = token.trim();
         if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.contains(' ') {
@@ -69,6 +92,11 @@ impl Request {
 /// An `Authorization` header that is not `Bearer <token>` (answered 401 `CF-InvalidAuthToken`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MalformedAuthorization;
+
+/// A query string with a malformed or non-UTF-8 `%XX` escape (answered 400
+/// `CF-BadQueryParameter`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MalformedQuery;
 
 /// Decodes `%XX` escapes and `+` (as space); `None` for malformed escapes or non-UTF-8 results.
 pub fn percent_decode(s: &str) -> Option<String> {
@@ -177,21 +205,48 @@ mod tests {
     #[test]
     fn query_values_are_decoded_and_repeated() {
         let r = Request {
-            query: "names=a%20b&x=1&names=c+d".into(),
+            query: "names=a%20b&x=1&&names=c+d&%6Eames=e".into(),
             ..Default::default()
         };
-        assert_eq!(r.query_values("names"), vec!["a b", "c d"]);
-        assert!(r.query_values("missing").is_empty());
+        assert_eq!(
+            r.query_values("names"),
+            Ok(vec!["a b".to_string(), "c d".into(), "e".into()])
+        );
+        assert_eq!(r.query_values("missing"), Ok(Vec::new()));
+        assert_eq!(
+            r.query_pairs().map(|p| p.len()),
+            Ok(4),
+            "empty pairs are skipped"
+        );
     }
 
     #[test]
-    fn malformed_percent_escapes_are_dropped() {
+    fn malformed_percent_escapes_make_the_whole_query_malformed() {
         assert_eq!(percent_decode("%zz"), None);
         assert_eq!(percent_decode("%4"), None);
+        assert_eq!(percent_decode("%ff"), None, "not UTF-8");
+        for query in [
+            "names=%zz",
+            "names=a%",
+            "per_page=%ff",
+            "%ff=1",
+            "x=1&names=%ed%a0%80",
+        ] {
+            let r = Request {
+                query: query.into(),
+                ..Default::default()
+            };
+            assert_eq!(r.query_pairs(), Err(MalformedQuery), "{query}");
+            assert_eq!(r.query_values("names"), Err(MalformedQuery), "{query}");
+        }
+    }
+
+    #[test]
+    fn an_authorization_header_that_is_not_utf8_is_malformed_not_missing() {
         let r = Request {
-            query: "names=%zz".into(),
+            headers: vec![("authorization".into(), b"Bearer \xff\xfe".to_vec())],
             ..Default::default()
         };
-        assert!(r.query_values("names").is_empty());
+        assert_eq!(r.bearer_token(), Err(MalformedAuthorization));
     }
 }

@@ -33,7 +33,9 @@ fn read_request(request: &IncomingRequest) -> Result<Request, Response> {
         Method::Options => "OPTIONS".to_string(),
         Method::Trace => "TRACE".to_string(),
         Method::Patch => "PATCH".to_string(),
-        Method::Other(m) => m.to_ascii_uppercase(),
+        // Methods are case-sensitive (RFC 9110 §9.1): upper-casing would make `delete`, which a
+        // proxy passes on as an unknown method, act as DELETE.
+        Method::Other(m) => m,
     };
     let path_with_query = request.path_with_query().unwrap_or_else(|| "/".to_string());
     let (path, query) = match path_with_query.split_once('?') {

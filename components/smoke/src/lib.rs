@@ -119,6 +119,13 @@ fn put_note(caps: &dyn Capabilities, name: &str, body: &[u8]) -> Result<Response
     let Ok(text) = std::str::from_utf8(body) else {
         return Ok(cf::message_parse_error("The note must be UTF-8 text"));
     };
+    // PostgreSQL cannot store NUL in text (SQLite can): refusing it here gives the same answer on
+    // both, instead of a database error the caller could do nothing about.
+    if text.contains('\0') {
+        return Ok(cf::unprocessable(
+            "The note must not contain NUL characters",
+        ));
+    }
     let existed = !caps
         .query(
             "SELECT 1 FROM smoke_note WHERE name = $1",

@@ -160,3 +160,14 @@ fn greeting_comes_from_configuration() {
         "hello from config"
     );
 }
+
+#[test]
+fn a_note_with_nul_is_refused_before_it_reaches_sql() {
+    let host = FakeHost {
+        fail: true,
+        ..Default::default()
+    };
+    let r = handle(&host, &request("PUT", "/notes/a", "x\u{0}y"));
+    assert_eq!(r.status, 422);
+    assert_eq!(r.json_body().expect("envelope")["errors"][0]["code"], 10008);
+}

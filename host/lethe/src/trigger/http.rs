@@ -207,10 +207,13 @@ pub async fn serve(
             _ = shutdown.changed() => break,
         };
         let _ = stream.set_nodelay(true);
+        let Ok(local_addr) = stream.local_addr() else {
+            continue;
+        };
         let router = router.clone();
         let service = service_fn(move |req| {
             let router = router.clone();
-            async move { Ok::<_, Infallible>(handle(&router, client_addr, req).await) }
+            async move { Ok::<_, Infallible>(handle(&router, client_addr, local_addr, req).await) }
         });
         let conn = http1::Builder::new()
             .keep_alive(true)
@@ -229,12 +232,19 @@ pub async fn serve(
     Ok(())
 }
 
-/// Answers one request: route, instantiate, call, and turn any failure into a 500 envelope.
+/// Answers one request: route, instantiate, call, and turn any failure into an envelope (see
+/// [`failure_response`]).
+/// `local_addr` is where the request came in (the authority of an HTTP/1.0 request without
+/// `Host`).
 pub async fn handle(
     router: &Router,
     client_addr: SocketAddr,
+    local_addr: SocketAddr,
     mut req: hyper::Request<Incoming>,
 ) -> hyper::Response<HyperOutgoingBody> {
+    if let Err(detail) = ensure_authority(&mut req, local_addr) {
+        return envelope(400, 10004, "CF-InvalidRequest", detail);
+    }
     let path = req.uri().path().to_string();
     let Some((route, target, matched)) = router.route(&path) else {
         return envelope(404, 10000, "CF-NotFound", "Unknown request");
@@ -258,10 +268,35 @@ pub async fn handle(
     match invoke(target, req).await {
         Ok(resp) => resp,
         Err(e) => {
-            tracing::error!(component = %id, path = %path, "component {}", super::describe_failure(&e));
-            envelope(500, 10001, "UnknownError", "An unknown error occurred.")
+            let resp = failure_response(&e);
+            if resp.status() == 503 {
+                tracing::warn!(component = %id, path = %path, "component not run: {e}");
+            } else {
+                tracing::error!(component = %id, path = %path, "component {}", super::describe_failure(&e));
+            }
+            resp
         }
     }
+}
+
+/// The answer when a component could not answer itself. Every instance being busy (held, for
+/// example, by clients sending their bodies slowly) says nothing against the request, so it is
+/// 503 with `Retry-After`, not the 500 of a component that failed.
+fn failure_response(e: &wasmtime::Error) -> hyper::Response<HyperOutgoingBody> {
+    if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+        .is_some()
+    {
+        let mut resp = envelope(
+            503,
+            10015,
+            "CF-ServiceUnavailable",
+            "The server is busy; try again shortly",
+        );
+        resp.headers_mut()
+            .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return resp;
+    }
+    envelope(500, 10001, "UnknownError", "An unknown error occurred.")
 }
 
 async fn invoke(
@@ -325,6 +360,42 @@ fn response_or_error(
     head.map_err(|code| {
         wasmtime::format_err!("the component answered with a wasi:http error: {code:?}")
     })
+}
+
+/// Makes sure the request has the authority wasi:http gives every incoming request (taken from
+/// the target, else from `Host`), or says why it is malformed: RFC 9112 §3.2 wants exactly one
+/// `Host` on an HTTP/1.1 request whose target has no authority, and a `Host` that is not a host
+/// and port cannot be one. An HTTP/1.0 request may lack `Host`; it gets the address it came in on.
+fn ensure_authority<B>(
+    req: &mut hyper::Request<B>,
+    local_addr: SocketAddr,
+) -> Result<(), &'static str> {
+    if req.uri().authority().is_some() {
+        return Ok(());
+    }
+    let mut hosts = req.headers().get_all(hyper::header::HOST).iter();
+    match (hosts.next(), hosts.next()) {
+        (Some(_), Some(_)) => Err("The request has more than one Host header"),
+        (Some(host), None) => {
+            // Empty is what RFC 9112 has clients send when the target URI has no authority.
+            let valid = host.is_empty()
+                || host
+                    .to_str()
+                    .is_ok_and(|h| h.parse::<hyper::http::uri::Authority>().is_ok());
+            if valid {
+                Ok(())
+            } else {
+                Err("The Host header is not a valid host and port")
+            }
+        }
+        (None, _) if req.version() <= hyper::Version::HTTP_10 => {
+            if let Some(value) = header_value(&local_addr.to_string()) {
+                req.headers_mut().insert(hyper::header::HOST, value);
+            }
+            Ok(())
+        }
+        (None, _) => Err("The request has no Host header"),
+    }
 }
 
 /// Adds Spin's routing headers (dropping any a client sent, so they cannot be spoofed).
@@ -448,6 +519,85 @@ mod tests {
         assert!(Route::parse("v3").is_err());
         assert!(Route::parse("/a/.../b").is_err());
         assert!(Route::parse("/a/:").is_err());
+    }
+
+    fn with_host(version: hyper::Version, hosts: &[&[u8]]) -> hyper::Request<()> {
+        let mut req = hyper::Request::builder()
+            .version(version)
+            .uri("/v3")
+            .body(())
+            .expect("request");
+        for h in hosts {
+            req.headers_mut().append(
+                hyper::header::HOST,
+                HeaderValue::from_bytes(h).expect("header value"),
+            );
+        }
+        req
+    }
+
+    #[test]
+    fn requests_without_a_usable_authority_are_refused_or_given_one() {
+        let local: SocketAddr = "127.0.0.1:3000".parse().expect("addr");
+        let v11 = hyper::Version::HTTP_11;
+        for good in [&b"api.example:8080"[..], b"127.0.0.1", b"[::1]:3000", b""] {
+            assert_eq!(
+                ensure_authority(&mut with_host(v11, &[good]), local),
+                Ok(()),
+                "{good:?}"
+            );
+        }
+        for bad in [
+            &b"\xc3\xbf"[..],
+            b"a\"b<script>",
+            b"evil.example/../x",
+            b"a b",
+        ] {
+            assert!(
+                ensure_authority(&mut with_host(v11, &[bad]), local).is_err(),
+                "{bad:?}"
+            );
+        }
+        assert!(ensure_authority(&mut with_host(v11, &[]), local).is_err());
+        assert!(ensure_authority(&mut with_host(v11, &[b"a", b"a"]), local).is_err());
+        let mut old = with_host(hyper::Version::HTTP_10, &[]);
+        assert_eq!(ensure_authority(&mut old, local), Ok(()));
+        assert_eq!(
+            old.headers().get(hyper::header::HOST).map(|h| h.as_bytes()),
+            Some(&b"127.0.0.1:3000"[..])
+        );
+        let mut absolute = hyper::Request::builder()
+            .uri("http://api.example/v3")
+            .body(())
+            .expect("request");
+        assert_eq!(ensure_authority(&mut absolute, local), Ok(()));
+    }
+
+    #[test]
+    fn no_free_instance_is_503_with_retry_after_and_other_failures_are_500() {
+        let mut pool = wasmtime::PoolingAllocationConfig::default();
+        pool.total_core_instances(1)
+            .total_memories(1)
+            .total_tables(1)
+            .max_memory_size(1 << 16);
+        let mut config = wasmtime::Config::new();
+        config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+        let engine = wasmtime::Engine::new(&config).expect("engine");
+        let module = wasmtime::Module::new(&engine, b"\0asm\x01\0\0\0").expect("empty module");
+        let mut first = wasmtime::Store::new(&engine, ());
+        let _held = wasmtime::Instance::new(&mut first, &module, &[]).expect("first instance");
+        let mut second = wasmtime::Store::new(&engine, ());
+        let busy = wasmtime::Instance::new(&mut second, &module, &[]).expect_err("pool exhausted");
+        let resp = failure_response(&busy);
+        assert_eq!(resp.status(), 503);
+        assert_eq!(
+            resp.headers()
+                .get(hyper::header::RETRY_AFTER)
+                .map(|v| v.as_bytes()),
+            Some(&b"1"[..])
+        );
+        let trap = wasmtime::Error::new(wasmtime::Trap::Interrupt);
+        assert_eq!(failure_response(&trap).status(), 500);
     }
 
     #[test]
