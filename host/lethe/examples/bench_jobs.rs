@@ -3,7 +3,9 @@
 //! floor of any design that serves the poll over HTTP: a native hyper handler that does nothing
 //! but the same GET with the same client and answers a constant.
 //!
-//! Run: `cargo run --release -p lethe --example bench_jobs -- [seconds] [concurrency]`
+//! Run: `cargo run --release -p lethe --example bench_jobs -- [seconds] [concurrency] [rounds]`
+//! The three targets take turns for `rounds` rounds, so drift in the machine's speed falls on
+//! all of them alike; latencies are pooled over the rounds, and each round's ratios are printed.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,6 +21,7 @@ async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(10);
     let concurrency: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(4);
+    let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3).max(1);
     let dir = tempfile::tempdir()?;
     let app = lethe::app::App::start(lethe::app::UpOptions {
         manifest: std::path::Path::new(lethe::REPO_ROOT).join("spin.toml"),
@@ -63,22 +66,46 @@ async fn main() -> anyhow::Result<()> {
     let floor_addr = start_floor(client.clone(), target.clone()).await?;
     let path = format!("/v3/jobs/org.delete~{org}");
     let auth = Arc::new(format!("Bearer {token}"));
-    println!("{seconds} s per target, concurrency {concurrency}");
-    let jobs = load_http(app.addr, path.clone(), auth.clone(), seconds, concurrency).await?;
-    let floor = load_http(floor_addr, path.clone(), auth.clone(), seconds, concurrency).await?;
-    let bare = load(seconds, concurrency, {
-        let client = client.clone();
-        let target = target.clone();
-        move || {
+    println!("{rounds} rounds of {seconds} s per target, concurrency {concurrency}");
+    let p50 = |l: &[Duration]| {
+        let mut sorted = l.to_vec();
+        sorted.sort();
+        sorted
+            .get(sorted.len() / 2)
+            .copied()
+            .unwrap_or_default()
+            .as_secs_f64()
+    };
+    let (mut jobs, mut floor, mut bare) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 1..=rounds {
+        let j = load_http(app.addr, path.clone(), auth.clone(), seconds, concurrency).await?;
+        let f = load_http(floor_addr, path.clone(), auth.clone(), seconds, concurrency).await?;
+        let b = load(seconds, concurrency, {
             let client = client.clone();
             let target = target.clone();
-            async move {
-                client.get(&target).await?;
-                Ok(())
+            move || {
+                let client = client.clone();
+                let target = target.clone();
+                async move {
+                    client.get(&target).await?;
+                    Ok(())
+                }
             }
-        }
-    })
-    .await?;
+        })
+        .await?;
+        println!(
+            "round {round}: job-status p50 / bare GET p50 = {:.2}; floor p50 / bare GET p50 = {:.2}",
+            p50(&j) / p50(&b).max(1e-9),
+            p50(&f) / p50(&b).max(1e-9)
+        );
+        jobs.extend(j);
+        floor.extend(f);
+        bare.extend(b);
+    }
+    jobs.sort();
+    floor.sort();
+    bare.sort();
+    let seconds = seconds * rounds as u64;
     report(
         "GET /v3/jobs/{guid} via lethe (fresh wasm instance per request)",
         &jobs,
@@ -94,14 +121,8 @@ async fn main() -> anyhow::Result<()> {
         &bare,
         seconds,
     );
-    let p50 = |l: &[Duration]| {
-        l.get(l.len() / 2)
-            .copied()
-            .unwrap_or_default()
-            .as_secs_f64()
-    };
     println!(
-        "job-status p50 / bare GET p50 = {:.2}; floor p50 / bare GET p50 = {:.2}",
+        "all rounds: job-status p50 / bare GET p50 = {:.2}; floor p50 / bare GET p50 = {:.2}",
         p50(&jobs) / p50(&bare).max(1e-9),
         p50(&floor) / p50(&bare).max(1e-9)
     );
@@ -191,7 +212,6 @@ async fn load_http(
     for t in tasks {
         all.extend(t.await??);
     }
-    all.sort();
     Ok(all)
 }
 
@@ -218,7 +238,6 @@ where
     for t in tasks {
         all.extend(t.await??);
     }
-    all.sort();
     Ok(all)
 }
 
