@@ -267,6 +267,8 @@ struct World {
     org_name: String,
     space: String,
     job_uid: String,
+    /// The org names before the table: an external cluster (`KUBECONFIG`) may hold others.
+    orgs_before: Vec<String>,
 }
 
 fn call(lethe: &Lethe, method: &str, path: &str, token: &str, body: Option<&str>) -> Answer {
@@ -333,6 +335,7 @@ fn setup() -> World {
         Some(r#"{"job_version": "v1"}"#),
     );
     assert_eq!(r.status, 202, "{}", r.body);
+    let orgs_before = org_names(&lethe, &admin);
     World {
         lethe,
         admin,
@@ -340,7 +343,20 @@ fn setup() -> World {
         org_name,
         space,
         job_uid,
+        orgs_before,
     }
+}
+
+fn org_names(lethe: &Lethe, admin: &str) -> Vec<String> {
+    let r = call(lethe, "GET", "/v3/organizations?per_page=5000", admin, None);
+    r.json()["resources"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|o| o["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A route, an admin request that gets past authentication, and what the admin gets.
@@ -1922,23 +1938,9 @@ fn check_nothing_lost(w: &World, failures: &mut Vec<String>) {
         r.status == 200 && r.json()["desired"]["job_version"] == "v1",
         format!("the deployment is intact: {} {}", r.status, r.body),
     );
-    let r = call(
-        &w.lethe,
-        "GET",
-        "/v3/organizations?per_page=5000",
-        &w.admin,
-        None,
-    );
-    let names: Vec<String> = r.json()["resources"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|o| o["name"].as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
+    let names = org_names(&w.lethe, &w.admin);
     check(
-        names.iter().all(|n| n == &w.org_name),
+        names.iter().all(|n| w.orgs_before.contains(n)),
         format!("no hostile request created an org: {names:?}"),
     );
 }
@@ -2124,7 +2126,10 @@ fn hostile_requests_get_documented_4xx_envelopes_and_the_host_keeps_serving() {
     size_cases(&w, &mut cases);
     header_cases(&w, &mut cases);
     smoke_cases(&mut cases);
-    nobody_cases(&w, &mut cases);
+    // The no-role user's token exists only in the embedded cluster's token file.
+    if !support::skip_without_test_users("the no-role cases of the hostile-request table") {
+        nobody_cases(&w, &mut cases);
+    }
     method_cases(&w, &mut cases);
     let authority = w.lethe.url.trim_start_matches("http://").to_string();
     let probe = Case::new("GET", "/v3").bytes(&authority);

@@ -2,6 +2,10 @@
 //! time with the `wasi-adapter` component (`kube` over `wasi:http`, `log` to stderr, `config` from
 //! the environment) runs in a plain wasmtime host that links only WASI 0.2 and `wasi:http`, as
 //! `wasmtime serve` and Spin do, against the embedded cluster over plain HTTP.
+//!
+//! Unlike the other scenario tests this one ignores `KUBECONFIG`: outgoing `wasi:http` requests
+//! trust only the public web roots, which neither the embedded cluster's generated CA nor a typical
+//! cluster's private CA is, so the test serves its own cluster without TLS.
 
 use std::path::PathBuf;
 
