@@ -19,7 +19,15 @@
 #![warn(missing_docs)]
 
 mod config;
-mod dialect;
+/// The shared portable dialect, with its rule's refusal as this crate's error.
+mod dialect {
+    pub(crate) use lethe_sql_dialect::{is_read_only, to_sqlite};
+
+    pub(crate) fn reject_transaction_control(sql: &str) -> Result<(), crate::SqlError> {
+        lethe_sql_dialect::reject_transaction_control(sql)
+            .map_err(|m| crate::SqlError::InvalidStatement(m.into()))
+    }
+}
 mod error;
 mod pgtls;
 mod pgtypes;

@@ -1,4 +1,6 @@
-//! The portable dialect: placeholder rewriting and read-only detection.
+//! The portable SQL dialect of `lethe:platform/sql`: placeholder rewriting, read-only detection
+//! and the transaction-control rule. Shared by the host's `lethe-sql` and the component that
+//! supplies `sql` over Spin's SQLite, so a statement means the same on every host. No I/O.
 //!
 //! Components write `$1`…`$n`. PostgreSQL understands them natively; SQLite gets them rewritten
 //! to `?1`…`?n`, which bind by the same numbers. The lexer skips string literals (including
@@ -150,7 +152,7 @@ fn tokens(sql: &str) -> Vec<Token> {
 
 /// Rewrites `$N` placeholders to SQLite's `?N`, leaving literals, quoted identifiers and
 /// comments untouched. Returns the input unchanged (borrowed) when it has no placeholder.
-pub(crate) fn to_sqlite(sql: &str) -> Cow<'_, str> {
+pub fn to_sqlite(sql: &str) -> Cow<'_, str> {
     let toks = tokens(sql);
     if !toks.iter().any(|t| matches!(t, Token::Placeholder(..))) {
         return Cow::Borrowed(sql);
@@ -171,7 +173,7 @@ pub(crate) fn to_sqlite(sql: &str) -> Cow<'_, str> {
 /// Whether `sql` is certainly a read, so that replaying it after a lost connection cannot apply
 /// anything twice. Conservative: a `WITH` that mentions a data-modifying keyword, `SELECT … INTO`,
 /// or anything not starting with `SELECT`/`VALUES`/`TABLE`/`SHOW`/`WITH` counts as a write.
-pub(crate) fn is_read_only(sql: &str) -> bool {
+pub fn is_read_only(sql: &str) -> bool {
     let words: Vec<String> = tokens(sql)
         .into_iter()
         .filter_map(|t| match t {
@@ -195,9 +197,14 @@ pub(crate) fn is_read_only(sql: &str) -> bool {
     ) && !modifies
 }
 
+/// The message of an `invalid-statement` for transaction control in a single statement.
+pub const TRANSACTION_CONTROL: &str =
+    "transaction control is not allowed in a statement; use batch or a transaction";
+
 /// Rejects transaction control (`BEGIN`, `COMMIT`, `SAVEPOINT`, …) in a single statement:
 /// transactions go through `batch` or `begin`, so a pooled connection is never left inside one.
-pub(crate) fn reject_transaction_control(sql: &str) -> Result<(), crate::SqlError> {
+/// The error is [`TRANSACTION_CONTROL`], for an `invalid-statement`.
+pub fn reject_transaction_control(sql: &str) -> Result<(), &'static str> {
     let first = tokens(sql).into_iter().find_map(|t| match t {
         Token::Word(s, e) => Some(sql[s..e].to_ascii_uppercase()),
         _ => None,
@@ -205,9 +212,7 @@ pub(crate) fn reject_transaction_control(sql: &str) -> Result<(), crate::SqlErro
     match first.as_deref() {
         Some(
             "BEGIN" | "START" | "COMMIT" | "END" | "ROLLBACK" | "ABORT" | "SAVEPOINT" | "RELEASE",
-        ) => Err(crate::SqlError::InvalidStatement(
-            "transaction control is not allowed in a statement; use batch or a transaction".into(),
-        )),
+        ) => Err(TRANSACTION_CONTROL),
         _ => Ok(()),
     }
 }
