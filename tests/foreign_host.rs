@@ -1,29 +1,127 @@
-//! The same handler in a host that has none of lethe's capabilities: `cf-api` composed at build
-//! time with the `wasi-adapter` component (`kube` over `wasi:http`, `log` to stderr, `config` from
-//! the environment) runs in a plain wasmtime host that links only WASI 0.2 and `wasi:http`, as
-//! `wasmtime serve` and Spin do, against the embedded cluster over plain HTTP.
+//! The same handlers in hosts that have none of lethe's capabilities:
+//!
+//! * `cf-api` composed at build time with the `wasi-adapter` component (`kube` over `wasi:http`,
+//!   `log` to stderr, `config` from the environment) runs in a plain wasmtime host that links only
+//!   WASI 0.2 and `wasi:http`, as `wasmtime serve` does, against the embedded cluster over plain
+//!   HTTP;
+//! * `smoke` composed with that adapter and the `spin-sqlite-adapter` (`sql` over Spin's SQLite)
+//!   runs in a host that adds only `spin:sqlite`, implemented here the way Spin does (one SQLite
+//!   database, statements prepared and stepped with their `?N` parameters), with Spin's routing
+//!   headers and its migrations applied first, as `spin up --sqlite @file` would.
 //!
 //! Unlike the other scenario tests this one ignores `KUBECONFIG`: outgoing `wasi:http` requests
 //! trust only the public web roots, which neither the embedded cluster's generated CA nor a typical
 //! cluster's private CA is, so the test serves its own cluster without TLS.
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use serde_json::Value as Json;
-use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
 use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-/// A host's per-request state with nothing but WASI and `wasi:http`.
+/// A host's per-request state: WASI and `wasi:http`, plus Spin's SQLite when the host has it.
 struct Plain {
     table: ResourceTable,
     wasi: WasiCtx,
     http: WasiHttpCtx,
+    sqlite: Option<Database>,
+}
+
+/// The application's one SQLite database, shared by every request as Spin shares it.
+type Database = Arc<Mutex<rusqlite::Connection>>;
+
+/// Host bindings of `spin:sqlite`, from the adapter world that imports it.
+mod spin {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "lethe:platform/spin-sqlite-adapter",
+        imports: { default: trappable },
+        with: { "spin:sqlite/sqlite.connection": super::SpinConnection },
+    });
+}
+
+use spin::spin::sqlite::sqlite as spin_sqlite;
+
+/// An open `spin:sqlite` connection (the database lives in [`Plain::sqlite`]).
+pub struct SpinConnection;
+
+impl spin_sqlite::Host for Plain {}
+
+impl spin_sqlite::HostConnection for Plain {
+    fn open(
+        &mut self,
+        database: String,
+    ) -> wasmtime::Result<Result<Resource<SpinConnection>, spin_sqlite::Error>> {
+        if database != "default" || self.sqlite.is_none() {
+            return Ok(Err(spin_sqlite::Error::NoSuchDatabase));
+        }
+        Ok(Ok(self.table.push(SpinConnection)?))
+    }
+
+    fn execute(
+        &mut self,
+        _connection: Resource<SpinConnection>,
+        statement: String,
+        parameters: Vec<spin_sqlite::Value>,
+    ) -> wasmtime::Result<Result<spin_sqlite::QueryResult, spin_sqlite::Error>> {
+        let Some(db) = &self.sqlite else {
+            return Ok(Err(spin_sqlite::Error::InvalidConnection));
+        };
+        let db = db
+            .lock()
+            .map_err(|_| wasmtime::format_err!("database lock poisoned"))?;
+        Ok(run_statement(&db, &statement, parameters)
+            .map_err(|e| spin_sqlite::Error::Io(e.to_string())))
+    }
+
+    fn drop(&mut self, connection: Resource<SpinConnection>) -> wasmtime::Result<()> {
+        self.table.delete(connection)?;
+        Ok(())
+    }
+}
+
+fn run_statement(
+    db: &rusqlite::Connection,
+    statement: &str,
+    parameters: Vec<spin_sqlite::Value>,
+) -> rusqlite::Result<spin_sqlite::QueryResult> {
+    use rusqlite::types::{Value as Sql, ValueRef};
+    use spin_sqlite::Value as V;
+    let mut stmt = db.prepare(statement)?;
+    let columns: Vec<String> = stmt.column_names().iter().map(|c| c.to_string()).collect();
+    let params: Vec<Sql> = parameters
+        .into_iter()
+        .map(|v| match v {
+            V::Integer(i) => Sql::Integer(i),
+            V::Real(f) => Sql::Real(f),
+            V::Text(t) => Sql::Text(t),
+            V::Blob(b) => Sql::Blob(b),
+            V::Null => Sql::Null,
+        })
+        .collect();
+    let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        let mut values = Vec::with_capacity(columns.len());
+        for i in 0..columns.len() {
+            values.push(match row.get_ref(i)? {
+                ValueRef::Null => V::Null,
+                ValueRef::Integer(i) => V::Integer(i),
+                ValueRef::Real(f) => V::Real(f),
+                ValueRef::Text(t) => V::Text(String::from_utf8_lossy(t).into_owned()),
+                ValueRef::Blob(b) => V::Blob(b.to_vec()),
+            });
+        }
+        out.push(spin_sqlite::RowResult { values });
+    }
+    Ok(spin_sqlite::QueryResult { columns, rows: out })
 }
 
 impl WasiView for Plain {
@@ -45,11 +143,13 @@ impl WasiHttpView for Plain {
     }
 }
 
-/// What `wasmtime serve --env K=V … component.wasm` amounts to, minus the socket.
+/// What `wasmtime serve --env K=V … component.wasm` amounts to, minus the socket; with a
+/// database, what Spin supplies too.
 struct PlainHost {
     engine: Engine,
     pre: ProxyPre<Plain>,
     env: Vec<(String, String)>,
+    sqlite: Option<Database>,
 }
 
 struct Answer {
@@ -65,14 +165,26 @@ impl Answer {
 }
 
 impl PlainHost {
-    fn new(component: &std::path::Path, env: Vec<(String, String)>) -> anyhow::Result<PlainHost> {
+    fn new(
+        component: &std::path::Path,
+        env: Vec<(String, String)>,
+        sqlite: Option<Database>,
+    ) -> anyhow::Result<PlainHost> {
         let engine = Engine::new(Config::new().wasm_component_model(true))?;
         let component = Component::from_file(&engine, component)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+        if sqlite.is_some() {
+            spin_sqlite::add_to_linker::<Plain, HasSelf<Plain>>(&mut linker, |s| s)?;
+        }
         let pre = ProxyPre::new(linker.instantiate_pre(&component)?)?;
-        Ok(PlainHost { engine, pre, env })
+        Ok(PlainHost {
+            engine,
+            pre,
+            env,
+            sqlite,
+        })
     }
 
     async fn call(
@@ -81,6 +193,17 @@ impl PlainHost {
         path: &str,
         token: Option<&str>,
         body: Option<&str>,
+    ) -> anyhow::Result<Answer> {
+        self.call_with(method, path, token, body, &[]).await
+    }
+
+    async fn call_with(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&str>,
+        headers: &[(&str, &str)],
     ) -> anyhow::Result<Answer> {
         let mut wasi = WasiCtx::builder();
         wasi.inherit_stderr();
@@ -93,6 +216,7 @@ impl PlainHost {
                 table: ResourceTable::new(),
                 wasi: wasi.build(),
                 http: WasiHttpCtx::new(),
+                sqlite: self.sqlite.clone(),
             },
         );
         let mut req = hyper::Request::builder()
@@ -104,6 +228,9 @@ impl PlainHost {
         }
         if body.is_some() {
             req = req.header("content-type", "application/json");
+        }
+        for (name, value) in headers {
+            req = req.header(*name, *value);
         }
         let req = req.body(Full::new(Bytes::from(body.unwrap_or_default().to_string())))?;
         let (sender, receiver) = tokio::sync::oneshot::channel();
@@ -144,31 +271,121 @@ fn composed(name: &str) -> PathBuf {
         .join(format!("{name}.wasm"))
 }
 
-#[test]
-fn only_handlers_the_adapter_can_serve_are_composed() {
+/// The imports of a composed handler, by name.
+fn imports_of(name: &str) -> Vec<String> {
     let engine = Engine::new(Config::new().wasm_component_model(true)).expect("engine");
-    let component = Component::from_file(&engine, composed("cf_api"))
-        .expect("cf-api imports kube, log and config only, so it is composed");
-    let imports: Vec<String> = component
+    let component = Component::from_file(&engine, composed(name))
+        .unwrap_or_else(|e| panic!("{name} is composed: {e:#}"));
+    component
         .component_type()
         .imports(&engine)
         .map(|(name, _)| name.to_string())
-        .collect();
+        .collect()
+}
+
+#[test]
+fn composed_handlers_import_only_wasi_and_spin_sqlite() {
     // `lethe:platform/types` holds only types, which a host need not supply.
-    let foreign: Vec<&String> = imports
-        .iter()
-        .filter(|name| !name.starts_with("wasi:") && !name.starts_with("lethe:platform/types@"))
-        .collect();
-    assert!(foreign.is_empty(), "non-WASI imports left: {foreign:?}");
+    let lethe = |i: &&String| i.starts_with("lethe:") && !i.starts_with("lethe:platform/types@");
+    let cf_api = imports_of("cf_api");
     assert!(
-        imports
+        cf_api
+            .iter()
+            .all(|i| i.starts_with("wasi:") || i.starts_with("lethe:platform/types@")),
+        "cf-api needs nothing but WASI: {cf_api:?}"
+    );
+    assert!(
+        cf_api
             .iter()
             .any(|i| i.starts_with("wasi:http/outgoing-handler@"))
     );
-    // These import `sql`, which no adapter supplies.
     for name in ["cf_job_status", "cf_reconciler", "data_jobs", "smoke"] {
-        assert!(!composed(name).exists(), "{name} must not be composed");
+        let imports = imports_of(name);
+        assert!(
+            !imports.iter().any(|i| lethe(&i)),
+            "{name} has no lethe import left: {imports:?}"
+        );
+        assert!(
+            imports.iter().any(|i| i == "spin:sqlite/sqlite@3.0.0"),
+            "{name}'s sql comes from Spin's SQLite: {imports:?}"
+        );
     }
+    // misbehave imports no lethe capability, so it runs anywhere as it is.
+    assert!(!composed("misbehave").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_composed_with_both_adapters_runs_on_spin_sqlite() {
+    let db = rusqlite::Connection::open_in_memory().expect("sqlite");
+    // What `spin up --sqlite @components/smoke/migrations/…` does before serving.
+    let migrations = PathBuf::from(lethe::REPO_ROOT).join("components/smoke/migrations");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&migrations)
+        .expect("migrations")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    for file in files {
+        db.execute_batch(&std::fs::read_to_string(&file).expect("migration"))
+            .expect("migration applies");
+    }
+    let db: Database = Arc::new(Mutex::new(db));
+    let host = PlainHost::new(
+        &composed("smoke"),
+        vec![("LETHE_VAR_GREETING".into(), "hello from Spin".into())],
+        Some(db.clone()),
+    )
+    .expect("the composed smoke links against WASI, wasi:http and spin:sqlite alone");
+    // Spin's routing headers for the route `/smoke/...`.
+    let call = |method: &'static str, info: &'static str, body: Option<&'static str>| {
+        let host = &host;
+        async move {
+            let path = format!("/smoke{info}");
+            let headers = [
+                ("spin-path-info", info),
+                ("spin-matched-route", "/smoke"),
+                ("spin-component-route", "/smoke"),
+                ("spin-raw-component-route", "/smoke/..."),
+                ("spin-base-path", "/"),
+            ];
+            host.call_with(method, &path, None, body, &headers)
+                .await
+                .expect("call")
+        }
+    };
+
+    let greeting = call("GET", "/greeting", None).await;
+    assert_eq!(greeting.status, 200, "{}", greeting.body);
+    assert_eq!(greeting.json()["greeting"], "hello from Spin");
+
+    let created = call("PUT", "/notes/first", Some("one")).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let replaced = call("PUT", "/notes/first", Some("uno")).await;
+    assert_eq!(
+        replaced.status, 200,
+        "an upsert that changed a row: {}",
+        replaced.body
+    );
+    let read = call("GET", "/notes/first", None).await;
+    assert_eq!(read.status, 200, "{}", read.body);
+    assert!(read.body.contains("uno"), "{}", read.body);
+    let listed = call("GET", "/notes", None).await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert!(listed.body.contains("first"), "{}", listed.body);
+    let missing = call("GET", "/notes/nothing", None).await;
+    assert_eq!(missing.status, 404, "{}", missing.body);
+
+    // The rows are in Spin's database, where the adapter put them.
+    let stored: String = db
+        .lock()
+        .expect("db")
+        .query_row(
+            "SELECT body FROM smoke_note WHERE name = 'first'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("row");
+    assert_eq!(stored, "uno");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -205,6 +422,7 @@ async fn cf_api_composed_with_the_adapter_runs_in_a_host_without_lethe_capabilit
             ("LETHE_KUBE_TOKEN".into(), admin.clone()),
             ("LETHE_VAR_CF_ROOT_NAMESPACE".into(), "cf".into()),
         ],
+        None,
     )
     .expect("the composed component links against WASI and wasi:http alone");
 

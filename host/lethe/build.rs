@@ -2,9 +2,11 @@
 //! runs against components built from the same tree. They land in `target/wasm/wasm32-wasip2/wasm/`,
 //! the paths `spin.toml` names.
 //!
-//! Then it composes every handler whose lethe imports the `wasi-adapter` component can supply
-//! (`kube`, `log`, `config`) with that adapter, into `…/wasm/foreign/`: the same handler as one
-//! binary that imports only standard WASI, for Spin, `wasmtime serve` or any other host.
+//! Then it composes every handler whose lethe imports the adapter components supply with those
+//! adapters, into `…/wasm/foreign/`: `wasi-adapter` (`kube`, `log`, `config` over standard WASI)
+//! and `spin-sqlite-adapter` (`sql` over Spin's SQLite). A handler without `sql` then imports only
+//! standard WASI (Spin, `wasmtime serve`, any WASI 0.2 host); one with `sql` also imports
+//! `spin:sqlite` (Spin).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -69,36 +71,42 @@ fn main() {
         panic!("building the wasm32-wasip2 components failed (see the cargo output above)");
     }
     if let Err(e) = compose_for_foreign_hosts(&out_dir) {
-        panic!("composing the components with the wasi adapter failed: {e:#}");
+        panic!("composing the components with the adapters failed: {e:#}");
     }
 }
 
-/// The `lethe:platform` interfaces the adapter exports, and `types`, which holds only types (a
-/// host need not supply it).
-const ADAPTED: [&str; 4] = ["kube", "log", "config", "types"];
+/// The adapter components and the `lethe:platform` interfaces each one exports.
+const ADAPTERS: [(&str, &[&str]); 2] = [
+    ("wasi_adapter.wasm", &["kube", "log", "config"]),
+    ("spin_sqlite_adapter.wasm", &["sql"]),
+];
 
-/// Writes `foreign/<name>.wasm` for every component that can be adapted.
+/// Writes `foreign/<name>.wasm` for every handler whose lethe imports the adapters supply.
 fn compose_for_foreign_hosts(out_dir: &Path) -> anyhow::Result<()> {
     use anyhow::Context as _;
-    let adapter_path = out_dir.join("wasi_adapter.wasm");
-    let adapter = std::fs::read(&adapter_path)
-        .with_context(|| format!("cannot read {}", adapter_path.display()))?;
+    let mut adapters = Vec::new();
+    for (file, exports) in ADAPTERS {
+        let path = out_dir.join(file);
+        let bytes =
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        adapters.push((file, exports, bytes));
+    }
     let foreign = out_dir.join("foreign");
     std::fs::create_dir_all(&foreign)?;
     for entry in std::fs::read_dir(out_dir)?.flatten() {
         let path = entry.path();
-        if path.extension().is_none_or(|e| e != "wasm") || path == adapter_path {
-            continue;
-        }
-        let Some(file_name) = path.file_name() else {
+        let Some(file_name) = path.file_name().and_then(|n| n.to_str()) else {
             continue;
         };
+        if !file_name.ends_with(".wasm") || ADAPTERS.iter().any(|(a, _)| *a == file_name) {
+            continue;
+        }
         let target = foreign.join(file_name);
         let handler = std::fs::read(&path)?;
-        match compose(&adapter, &handler).with_context(|| format!("{}", path.display()))? {
+        match compose(&adapters, &handler).with_context(|| format!("{}", path.display()))? {
             Some(composed) => std::fs::write(&target, composed)?,
-            // Nothing to adapt, or a capability (`sql`) no adapter supplies: no foreign build,
-            // and none left over from an earlier one.
+            // Nothing to adapt, or a capability no adapter supplies: no foreign build, and none
+            // left over from an earlier one.
             None => {
                 let _ = std::fs::remove_file(&target);
             }
@@ -107,9 +115,13 @@ fn compose_for_foreign_hosts(out_dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `handler` with its `kube`, `log` and `config` imports satisfied by `adapter`, or `None` when it
-/// imports no lethe capability or one the adapter lacks.
-fn compose(adapter: &[u8], handler: &[u8]) -> anyhow::Result<Option<Vec<u8>>> {
+/// `handler` with its `lethe:platform` imports satisfied by the adapters that export them, or
+/// `None` when it imports no lethe capability or one no adapter supplies. `types` holds only
+/// types, which a host need not supply.
+fn compose(
+    adapters: &[(&str, &[&str], Vec<u8>)],
+    handler: &[u8],
+) -> anyhow::Result<Option<Vec<u8>>> {
     use wac_graph::{CompositionGraph, EncodeOptions, types::Package};
     let mut graph = CompositionGraph::new();
     let socket = Package::from_bytes("lethe:handler", None, handler.to_vec(), graph.types_mut())?;
@@ -118,20 +130,26 @@ fn compose(adapter: &[u8], handler: &[u8]) -> anyhow::Result<Option<Vec<u8>>> {
         .keys()
         .filter_map(|name| name.strip_prefix("lethe:platform/"))
         .map(|name| name.split('@').next().unwrap_or(name).to_string())
+        .filter(|name| name != "types")
         .collect();
-    let needs_adapting = capabilities.iter().any(|c| c != "types");
-    if !needs_adapting || capabilities.iter().any(|c| !ADAPTED.contains(&c.as_str())) {
+    let supplied = |c: &String| {
+        adapters
+            .iter()
+            .any(|(_, exports, _)| exports.contains(&c.as_str()))
+    };
+    if capabilities.is_empty() || !capabilities.iter().all(supplied) {
         return Ok(None);
     }
     let socket = graph.register_package(socket)?;
-    let plug = Package::from_bytes(
-        "lethe:wasi-adapter",
-        None,
-        adapter.to_vec(),
-        graph.types_mut(),
-    )?;
-    let plug = graph.register_package(plug)?;
-    wac_graph::plug(&mut graph, vec![plug], socket)?;
+    let mut plugs = Vec::new();
+    for (file, exports, bytes) in adapters {
+        if capabilities.iter().any(|c| exports.contains(&c.as_str())) {
+            let name = format!("lethe:{}", file.trim_end_matches(".wasm").replace('_', "-"));
+            let plug = Package::from_bytes(&name, None, bytes.clone(), graph.types_mut())?;
+            plugs.push(graph.register_package(plug)?);
+        }
+    }
+    wac_graph::plug(&mut graph, plugs, socket)?;
     Ok(Some(graph.encode(EncodeOptions::default())?))
 }
 
