@@ -507,9 +507,12 @@ fn guarded(w: &World) -> Vec<Guarded> {
     ]
 }
 
+/// A label, the `Authorization` value (none: no header), and the answers it may get.
+type AuthVariant = (&'static str, Option<Vec<u8>>, Vec<Want>);
+
 fn auth_cases(w: &World, cases: &mut Vec<Case>) {
     let huge = |n: usize| format!("Bearer {}", "x".repeat(n)).into_bytes();
-    let variants: Vec<(&str, Option<Vec<u8>>, Vec<Want>)> = vec![
+    let variants: Vec<AuthVariant> = vec![
         ("none", None, vec![NO_TOKEN]),
         ("empty", Some(Vec::new()), vec![NO_TOKEN, BAD_TOKEN]),
         ("scheme only", Some(b"Bearer".to_vec()), vec![BAD_TOKEN]),
