@@ -40,6 +40,7 @@
 mod auth;
 mod controller;
 mod defaults;
+mod openapi;
 mod ops;
 mod patch;
 mod proto;

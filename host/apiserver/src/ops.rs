@@ -582,12 +582,16 @@ fn prepare_create(
     Ok(body)
 }
 
-/// Prunes, defaults and validates a custom resource against its CRD schema.
+/// Prunes, defaults and validates a custom resource against its CRD schema; drops the fields a
+/// built-in kind does not have, as the real server's decoding does.
 fn check_schema(def: &ResourceDef, v: &mut Value, strict: bool) -> Result<(), ApiError> {
-    let Some(schema) = &def.schema else {
-        return Ok(());
+    let (causes, pruned) = match &def.schema {
+        Some(schema) => crate::schema::apply(schema, v),
+        None => (
+            Vec::new(),
+            crate::openapi::prune_unknown(&def.group, &def.version, &def.kind, v),
+        ),
     };
-    let (causes, pruned) = crate::schema::apply(schema, v);
     if !strict {
         for p in &pruned {
             warn(format!("unknown field {}", json!(p)));

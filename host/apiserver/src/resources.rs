@@ -656,8 +656,9 @@ pub fn openapi_v3_doc(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> 
     if !any {
         return None;
     }
-    // Custom resources carry their CRD schema, so that `kubectl explain` works for them.
-    let mut schemas = serde_json::Map::new();
+    // Built-in kinds carry the Kubernetes API's schemas and custom resources their CRD schema, so
+    // that `kubectl explain` works for both.
+    let mut schemas = crate::openapi::schemas(group, version);
     for d in defs
         .iter()
         .filter(|d| d.group == group && d.version == version)

@@ -980,3 +980,50 @@ async fn kubectl_creates_services_from_protobuf_bodies() {
         .await;
     k.shutdown().await;
 }
+
+#[tokio::test]
+async fn kubectl_explains_built_in_kinds_and_built_ins_drop_unknown_fields() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let explained = k
+        .ok(
+            &[
+                "explain",
+                "cronjob.spec.jobTemplate.spec.template.spec.containers.image",
+            ],
+            None,
+        )
+        .await;
+    assert!(
+        explained.contains("KIND:       CronJob") && explained.contains("Container image name"),
+        "{explained}"
+    );
+    let lease = k.ok(&["explain", "lease.spec"], None).await;
+    assert!(lease.contains("holderIdentity"), "{lease}");
+
+    let ns = format!("ku-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    let bad = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: odd, namespace: {ns}}}\ndata: {{a: b}}\ncolour: red\n"
+    );
+    // kubectl asks for strict field validation by default, as against a real API server.
+    let o = k.run(&["apply", "-f", "-"], Some(&bad)).await;
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr
+            .contains(r#"strict decoding error: unknown field "colour""#),
+        "{}",
+        o.stderr
+    );
+    let o = k
+        .run(&["apply", "--validate=false", "-f", "-"], Some(&bad))
+        .await;
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let stored = get_json(&k, "configmap", "odd", &ns).await;
+    assert!(stored.get("colour").is_none(), "dropped: {stored}");
+    assert_eq!(stored["data"]["a"], "b");
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
