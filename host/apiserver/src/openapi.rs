@@ -21,16 +21,16 @@ fn add<T: schemars::JsonSchema>(generator: &mut SchemaGenerator) -> String {
 }
 
 /// `(group, version)` → the `components.schemas` of that group version's document.
-fn all() -> &'static BTreeMap<(&'static str, &'static str), Map<String, Value>> {
-    static SCHEMAS: OnceLock<BTreeMap<(&'static str, &'static str), Map<String, Value>>> =
-        OnceLock::new();
+type Documents = BTreeMap<(&'static str, &'static str), Map<String, Value>>;
+
+/// Registers a group version's kinds with a generator; returns `(kind, schema name)` pairs.
+type Kinds = fn(&mut SchemaGenerator) -> Vec<(&'static str, String)>;
+
+fn all() -> &'static Documents {
+    static SCHEMAS: OnceLock<Documents> = OnceLock::new();
     SCHEMAS.get_or_init(|| {
         let mut docs = BTreeMap::new();
-        let groups: [(
-            &str,
-            &str,
-            fn(&mut SchemaGenerator) -> Vec<(&'static str, String)>,
-        ); 7] = [
+        let groups: [(&str, &str, Kinds); 7] = [
             ("", "v1", |g| {
                 vec![
                     ("Namespace", add::<core::Namespace>(g)),
