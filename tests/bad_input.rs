@@ -2090,8 +2090,9 @@ fn held_requests(w: &World, failures: &mut Vec<String>) {
         .collect();
     std::thread::sleep(std::time::Duration::from_millis(500));
     for path in ["/v3", "/smoke/notes"] {
+        // Bodies are read before an instance is taken, so held bodies hold no instance.
         let mut c = Case::new("GET", path).label("while 140 requests are held");
-        c.want = vec![Want::Ok(200), Want::Cf(503, 10015)];
+        c.want = vec![Want::Ok(200)];
         let answer = raw_request(&w.lethe.url, c.bytes(&authority), false);
         if let Some(why) = judge(&c, answer.as_ref()) {
             failures.push(format!("{}: {why}", c.describe()));

@@ -25,6 +25,10 @@ use crate::runtime::{InstanceState, LoadedComponent, Runtime};
 /// Largest request body the host forwards; larger ones get 413 before any component runs.
 pub const MAX_REQUEST_BODY: u64 = 8 * 1024 * 1024;
 
+/// How long a client may take to send its request body. The body is read before an instance is
+/// taken from the pool, so a slow client holds a connection, never an instance.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// A route in Spin's syntax.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
@@ -264,6 +268,10 @@ pub async fn handle(
         );
     }
     set_spin_headers(&mut req, route, &matched, client_addr);
+    let req = match read_body(req, BODY_TIMEOUT).await {
+        Ok(req) => req,
+        Err(resp) => return resp,
+    };
     let id = target.component.id.clone();
     match invoke(target, req).await {
         Ok(resp) => resp,
@@ -279,9 +287,47 @@ pub async fn handle(
     }
 }
 
-/// The answer when a component could not answer itself. Every instance being busy (held, for
-/// example, by clients sending their bodies slowly) says nothing against the request, so it is
-/// 503 with `Retry-After`, not the 500 of a component that failed.
+/// The whole request, its body read within `timeout` and [`MAX_REQUEST_BODY`] (which a chunked
+/// body, having no `content-length`, can only be held to here), or the answer why not.
+async fn read_body<B>(
+    req: hyper::Request<B>,
+    timeout: Duration,
+) -> Result<hyper::Request<Full<Bytes>>, hyper::Response<HyperOutgoingBody>>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (parts, body) = req.into_parts();
+    let limited = http_body_util::Limited::new(body, MAX_REQUEST_BODY as usize);
+    match tokio::time::timeout(timeout, limited.collect()).await {
+        Ok(Ok(collected)) => Ok(hyper::Request::from_parts(
+            parts,
+            Full::new(collected.to_bytes()),
+        )),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(envelope(
+            413,
+            10001,
+            "CF-RequestEntityTooLarge",
+            "The request body is too large",
+        )),
+        Ok(Err(_)) => Err(envelope(
+            400,
+            1001,
+            "CF-MessageParseError",
+            "The request body could not be read",
+        )),
+        Err(_) => Err(envelope(
+            408,
+            10004,
+            "CF-InvalidRequest",
+            "The request body was not received in time",
+        )),
+    }
+}
+
+/// The answer when a component could not answer itself. Every instance being busy (many slow
+/// or long requests at once) says nothing against the request, so it is 503 with `Retry-After`,
+/// not the 500 of a component that failed.
 fn failure_response(e: &wasmtime::Error) -> hyper::Response<HyperOutgoingBody> {
     if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
         .is_some()
@@ -301,7 +347,7 @@ fn failure_response(e: &wasmtime::Error) -> hyper::Response<HyperOutgoingBody> {
 
 async fn invoke(
     target: &HttpComponent,
-    req: hyper::Request<Incoming>,
+    req: hyper::Request<Full<Bytes>>,
 ) -> wasmtime::Result<hyper::Response<HyperOutgoingBody>> {
     let component = &target.component;
     let mut store = component.new_store();
@@ -534,6 +580,30 @@ mod tests {
             );
         }
         req
+    }
+
+    #[tokio::test]
+    async fn bodies_are_read_whole_or_refused_before_any_instance() {
+        let whole = hyper::Request::new(Full::new(Bytes::from_static(b"{}")));
+        let read = read_body(whole, BODY_TIMEOUT).await.expect("read");
+        let bytes = read.into_body().collect().await.expect("body").to_bytes();
+        assert_eq!(&bytes[..], b"{}");
+
+        let chunks = vec![Ok::<_, std::io::Error>(hyper::body::Frame::data(
+            Bytes::from(vec![b'x'; MAX_REQUEST_BODY as usize + 1]),
+        ))];
+        let huge = hyper::Request::new(http_body_util::StreamBody::new(futures::stream::iter(
+            chunks,
+        )));
+        let refused = read_body(huge, BODY_TIMEOUT).await.expect_err("too large");
+        assert_eq!(refused.status(), 413);
+
+        let never = futures::stream::pending::<Result<hyper::body::Frame<Bytes>, std::io::Error>>();
+        let slow = hyper::Request::new(http_body_util::StreamBody::new(never));
+        let refused = read_body(slow, Duration::from_secs(1))
+            .await
+            .expect_err("timeout");
+        assert_eq!(refused.status(), 408);
     }
 
     #[test]
