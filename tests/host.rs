@@ -227,6 +227,34 @@ fn a_body_larger_than_the_host_buffers_streams_whole() {
 }
 
 #[test]
+fn a_request_whose_client_goes_away_still_runs_to_the_end() {
+    use std::io::Write as _;
+    let lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &[]);
+    let authority = lethe.url.trim_start_matches("http://").to_string();
+    for i in 0..5 {
+        let body = format!("left behind {i}");
+        let request = format!(
+            "PUT /smoke/notes/gone-{i} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut stream = std::net::TcpStream::connect(&authority).expect("connect");
+        stream.write_all(request.as_bytes()).expect("send");
+        // Gone before any answer: hyper abandons the request, the instance must not stop halfway.
+        drop(stream);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let note = get(&format!("{}/smoke/notes/gone-{i}", lethe.url));
+            if note.status == 200 {
+                assert_eq!(note.json()["body"], body.as_str());
+                break;
+            }
+            assert!(Instant::now() < deadline, "note {i} never stored: {}", note.body);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
 fn sigterm_shuts_down_gracefully() {
     let mut lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &[]);
     assert_eq!(get(&format!("{}/misbehave/ok", lethe.url)).status, 200);

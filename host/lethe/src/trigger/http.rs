@@ -360,7 +360,7 @@ async fn invoke(
     let pre = target.pre.clone();
     let timeout = component.limits.timeout;
     // The wall-clock timeout backs up the epoch deadline for time spent in host calls.
-    let mut run = Box::pin(async move {
+    let mut run = Unfinished(Some(Box::pin(async move {
         let run = async {
             let proxy = pre.instantiate_async(&mut store).await?;
             proxy
@@ -372,30 +372,69 @@ async fn invoke(
             Ok(result) => result,
             Err(_) => Err(wasmtime::Error::new(wasmtime::Trap::Interrupt)),
         }
-    });
+    })));
     // The instance runs in this task while it can: most components finish their whole response
     // before returning. One that is still running when its response head arrives (it streams a
     // body larger than the channel holds) moves to a task of its own, since the body can only
     // drain once the head is returned to hyper.
     let outcome = tokio::select! {
         biased;
-        outcome = &mut run => outcome,
+        outcome = run.poll() => outcome,
         Ok(head) = &mut receiver => {
-            tokio::spawn(async move {
-                if let Err(e) = run.await {
-                    tracing::warn!("component failed while streaming its response: {}", super::describe_failure(&e));
-                }
-            });
+            run.finish_elsewhere();
             return response_or_error(head);
         }
         // An outparam dropped unset disables the second branch; the instance's outcome says why.
     };
+    run.0 = None;
     match receiver.try_recv() {
         Ok(head) => response_or_error(head),
         Err(_) => match outcome {
             Ok(()) => wasmtime::bail!("the component returned without setting a response"),
             Err(e) => Err(e),
         },
+    }
+}
+
+type InstanceRun =
+    std::pin::Pin<Box<dyn std::future::Future<Output = wasmtime::Result<()>> + Send>>;
+
+/// An instance's run that has not finished. If the request is abandoned (the client went away
+/// and hyper dropped it) the run finishes in a task of its own rather than stopping wherever it
+/// was: a component is never cut off between two of its writes by a client's disconnect.
+struct Unfinished(Option<InstanceRun>);
+
+impl Unfinished {
+    /// Runs the instance until it finishes; must not be called again afterwards.
+    async fn poll(&mut self) -> wasmtime::Result<()> {
+        match self.0.as_mut() {
+            Some(run) => run.await,
+            None => Ok(()),
+        }
+    }
+
+    /// Lets the instance finish in a task of its own.
+    fn finish_elsewhere(&mut self) {
+        let Some(run) = self.0.take() else {
+            return;
+        };
+        // Outside a runtime (the process is shutting down) there is nothing left to finish on.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(e) = run.await {
+                    tracing::warn!(
+                        "component failed after its response head was sent: {}",
+                        super::describe_failure(&e)
+                    );
+                }
+            });
+        }
+    }
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        self.finish_elsewhere();
     }
 }
 
