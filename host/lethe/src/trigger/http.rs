@@ -219,8 +219,11 @@ pub async fn serve(
             let router = router.clone();
             async move { Ok::<_, Infallible>(handle(&router, client_addr, local_addr, req).await) }
         });
+        // A client that closes its side after sending a whole request still gets that request
+        // carried out (half-close is how such a client says it is done sending).
         let conn = http1::Builder::new()
             .keep_alive(true)
+            .half_close(true)
             .serve_connection(TokioIo::new(stream), service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
