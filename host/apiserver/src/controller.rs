@@ -74,9 +74,42 @@ fn delete_all(store: &Store, items: &[Item]) -> bool {
     changed
 }
 
+/// The service-account controller's part: every active namespace gets a `default`
+/// ServiceAccount, as a real cluster's controller manager gives it and clients expect.
+fn default_service_accounts(store: &Store) -> bool {
+    let Some(sa) = builtins()
+        .iter()
+        .find(|d| d.group.is_empty() && d.plural == "serviceaccounts")
+    else {
+        return false;
+    };
+    let missing: Vec<String> = store.read(|inner| {
+        inner
+            .entries(NS_KEY)
+            .filter(|(_, o)| !o.deleting())
+            .map(|((_, name), _)| name.clone())
+            .filter(|ns| inner.get(sa.key(), ns, "default").is_none())
+            .collect()
+    });
+    let mut changed = false;
+    for ns in missing {
+        let body = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "default", "namespace": ns},
+        });
+        // A namespace that began terminating since the scan refuses it, as it should.
+        if ops::create(store, sa, &ns, body, ops::WriteOpts::default()).is_ok() {
+            changed = true;
+        }
+    }
+    changed
+}
+
 /// One pass over everything pending. Returns true when it changed something.
 pub fn pass(store: &Store) -> bool {
     let mut changed = aggregate(store);
+    changed |= default_service_accounts(store);
     let (deleting, owned): (Vec<Item>, Vec<Item>) = store.read(|inner| {
         (
             inner

@@ -1027,3 +1027,38 @@ async fn kubectl_explains_built_in_kinds_and_built_ins_drop_unknown_fields() {
         .await;
     k.shutdown().await;
 }
+
+#[tokio::test]
+async fn every_new_namespace_gets_a_default_service_account() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ns = format!("ksa-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    // The service-account controller acts on its own schedule, as a real one does.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let o = k
+            .run(
+                &["get", "serviceaccount", "default", "-n", &ns, "-o", "name"],
+                None,
+            )
+            .await;
+        if o.code == 0 {
+            assert_eq!(o.stdout.trim(), "serviceaccount/default");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no default ServiceAccount: {}",
+            o.stderr
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    k.ok(
+        &["delete", "namespace", &ns, "--wait=true", "--timeout=20s"],
+        None,
+    )
+    .await;
+    k.shutdown().await;
+}
