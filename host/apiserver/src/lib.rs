@@ -22,8 +22,10 @@
 //! - lists with label/field selectors and limit/continue; watches that replay from a ring of
 //!   recent events, report selector transitions, send bookmarks, and answer 410 Gone once a
 //!   version has been compacted away;
-//! - token authentication from a `--token-auth-file` style CSV, RBAC authorization
-//!   (`system:masters` may do everything) and impersonation.
+//! - token authentication from a `--token-auth-file` style CSV and from TokenRequests
+//!   (`kubectl create token`, short-lived service-account tokens; every namespace gets its
+//!   `default` ServiceAccount), RBAC authorization (`system:masters` may do everything) and
+//!   impersonation.
 //!
 //! Request bodies are JSON; kubectl's protobuf bodies are decoded for the kinds its typed
 //! clients send (`kubectl create namespace|configmap|secret|role|rolebinding…`,

@@ -162,6 +162,28 @@ const LEASE: Schema = &[
     ),
 ];
 const SELF_SUBJECT_REVIEW: Schema = &[(1, "metadata", T::Msg(OBJECT_META))];
+/// `kubectl create token`'s body (authentication/v1 TokenRequest).
+const TOKEN_REQUEST: Schema = &[
+    (1, "metadata", T::Msg(OBJECT_META)),
+    (
+        2,
+        "spec",
+        T::Msg(&[
+            (1, "audiences", T::RepStr),
+            (4, "expirationSeconds", T::Int),
+            (
+                3,
+                "boundObjectRef",
+                T::Msg(&[
+                    (1, "kind", T::Str),
+                    (2, "apiVersion", T::Str),
+                    (3, "name", T::Str),
+                    (4, "uid", T::Str),
+                ]),
+            ),
+        ]),
+    ),
+];
 const SELF_SUBJECT_RULES_REVIEW: Schema = &[
     (1, "metadata", T::Msg(OBJECT_META)),
     (2, "spec", T::Msg(&[(1, "namespace", T::Str)])),
@@ -1123,6 +1145,7 @@ fn schema_for(kind: &str) -> Option<Schema> {
         "SelfSubjectReview" => SELF_SUBJECT_REVIEW,
         "SelfSubjectRulesReview" => SELF_SUBJECT_RULES_REVIEW,
         "DeleteOptions" => DELETE_OPTIONS,
+        "TokenRequest" => TOKEN_REQUEST,
         "Pod" => POD,
         "Service" => SERVICE,
         "Job" => JOB,

@@ -747,6 +747,103 @@ fn parse_target(
     })
 }
 
+/// `POST …/serviceaccounts/<name>/token` (`kubectl create token`): a bearer token that
+/// authenticates as `system:serviceaccount:<namespace>:<name>` until it expires.
+async fn token_request(
+    shared: &Shared,
+    user: &UserInfo,
+    t: &Target,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    let attrs = Attributes {
+        verb: "create".into(),
+        resource_request: true,
+        group: String::new(),
+        resource: "serviceaccounts".into(),
+        subresource: "token".into(),
+        name: t.name.clone(),
+        namespace: t.namespace.clone(),
+        path: String::new(),
+    };
+    if !authorize(&shared.store, user, &attrs) {
+        return Err(ApiError::forbidden(
+            "",
+            "serviceaccounts",
+            &t.name,
+            &attrs.forbidden_reason(&user.name),
+        ));
+    }
+    let (headers, body) = read_body(req).await?;
+    let request = if body.is_empty() {
+        json!({})
+    } else {
+        decode_body(&headers, &body)?
+    };
+    let account = shared
+        .store
+        .get(t.def.key(), &t.namespace, &t.name, false)
+        .ok_or_else(|| ApiError::not_found("", "serviceaccounts", &t.name))?;
+    // As the real server: at least ten minutes, an hour unless asked.
+    let seconds = request["spec"]["expirationSeconds"]
+        .as_i64()
+        .unwrap_or(3600);
+    if seconds < 600 {
+        return Err(ApiError::invalid(
+            "authentication.k8s.io",
+            "TokenRequest",
+            &t.name,
+            vec![crate::status::Cause {
+                reason: "FieldValueInvalid",
+                message: format!(
+                    "Invalid value: {seconds}: may not specify a duration less than 10 minutes"
+                ),
+                field: "spec.expirationSeconds".into(),
+            }],
+        ));
+    }
+    let token = {
+        use rand::Rng;
+        let mut rng = rand::rng();
+        let alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789";
+        (0..48)
+            .map(|_| char::from(alphabet[rng.random_range(0..alphabet.len())]))
+            .collect::<String>()
+    };
+    let now = std::time::SystemTime::now();
+    let expires = now + std::time::Duration::from_secs(seconds.unsigned_abs());
+    let namespace = &t.namespace;
+    shared.tokens.issue(
+        token.clone(),
+        UserInfo {
+            name: format!("system:serviceaccount:{namespace}:{}", t.name),
+            uid: account.uid().to_string(),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{namespace}"),
+                "system:authenticated".into(),
+            ],
+        },
+        expires,
+    );
+    let rfc3339 = |at: std::time::SystemTime| {
+        chrono::DateTime::<chrono::Utc>::from(at).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    };
+    Ok(respond_value(
+        201,
+        &json!({
+            "kind": "TokenRequest",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": t.name, "namespace": namespace, "creationTimestamp": rfc3339(now)},
+            "spec": {
+                "audiences": request["spec"]["audiences"].as_array().cloned().unwrap_or_default(),
+                "expirationSeconds": seconds,
+                "boundObjectRef": request["spec"]["boundObjectRef"].clone(),
+            },
+            "status": {"token": token, "expirationTimestamp": rfc3339(expires)},
+        }),
+    ))
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn resource_request(
     shared: &Shared,
@@ -761,6 +858,14 @@ async fn resource_request(
     let t = parse_target(store, group, version, rest)?;
     let def = t.def.clone();
     let method = req.method().clone();
+    if method == Method::POST
+        && t.sub == "token"
+        && !t.name.is_empty()
+        && def.group.is_empty()
+        && def.plural == "serviceaccounts"
+    {
+        return token_request(shared, user, &t, req).await;
+    }
     let verb = match (&method, t.name.is_empty()) {
         (&Method::GET, true) => {
             if query.flag("watch") {

@@ -1062,3 +1062,97 @@ async fn every_new_namespace_gets_a_default_service_account() {
     .await;
     k.shutdown().await;
 }
+
+#[tokio::test]
+async fn kubectl_create_token_authenticates_as_the_service_account() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ns = format!("ktk-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    k.ok(&["create", "serviceaccount", "robot", "-n", &ns], None)
+        .await;
+    let token = k
+        .ok(&["create", "token", "robot", "-n", &ns], None)
+        .await
+        .trim()
+        .to_string();
+    let whoami = k
+        .ok(&["--token", &token, "auth", "whoami", "-o", "json"], None)
+        .await;
+    let review: serde_json::Value = serde_json::from_str(&whoami).expect("json");
+    assert_eq!(
+        review["status"]["userInfo"]["username"],
+        format!("system:serviceaccount:{ns}:robot")
+    );
+    let groups = review["status"]["userInfo"]["groups"].to_string();
+    assert!(
+        groups.contains(&format!("system:serviceaccounts:{ns}")),
+        "{groups}"
+    );
+    // RBAC binds service accounts by subject kind ServiceAccount.
+    let before = k
+        .run(
+            &[
+                "--token",
+                &token,
+                "auth",
+                "can-i",
+                "list",
+                "configmaps",
+                "-n",
+                &ns,
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(before.stdout.trim(), "no", "{}", before.stderr);
+    k.ok(
+        &[
+            "create",
+            "rolebinding",
+            "robot-view",
+            "-n",
+            &ns,
+            "--clusterrole=view",
+            &format!("--serviceaccount={ns}:robot"),
+        ],
+        None,
+    )
+    .await;
+    let after = k
+        .run(
+            &[
+                "--token",
+                &token,
+                "auth",
+                "can-i",
+                "list",
+                "configmaps",
+                "-n",
+                &ns,
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(after.stdout.trim(), "yes", "{}", after.stderr);
+    // As the real server: no token shorter than ten minutes, none for a missing account.
+    let short = k
+        .run(
+            &["create", "token", "robot", "-n", &ns, "--duration=1m"],
+            None,
+        )
+        .await;
+    assert!(
+        short
+            .stderr
+            .contains("may not specify a duration less than 10 minutes"),
+        "{}",
+        short.stderr
+    );
+    let missing = k.run(&["create", "token", "nobody", "-n", &ns], None).await;
+    assert!(missing.stderr.contains("not found"), "{}", missing.stderr);
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
