@@ -3,7 +3,7 @@
 //!
 //! Composed into a handler (with `wac`), it serves the handler's `lethe:platform/sql` import, so
 //! the handler runs on Spin with the same SQL semantics as on the lethe host's SQLite backend
-//! (`host/sql`): the portable dialect (`$N` placeholders, shared through `lethe-sql-dialect`),
+//! (`host/sql`): the portable dialect (`$N` placeholders, shared through `lethe-sql-model`),
 //! booleans stored as 0/1, the same error cases for the same SQLite failures, all-or-nothing
 //! batches under `BEGIN IMMEDIATE`, and interactive transactions that roll back when dropped.
 //!
@@ -48,41 +48,8 @@ pub const DATABASE: &str = "default";
 /// enforces: the host opens its connections with foreign keys on, and SQLite's default is off.
 pub const CONNECTION_SETUP: &[&str] = &["PRAGMA foreign_keys = ON"];
 
-/// One value of `lethe:platform/sql`, as a parameter or a result column.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    /// SQL NULL.
-    Null,
-    /// A boolean. SQLite has no boolean type: it is bound as the integer 0 or 1 and reads back
-    /// as [`Value::Integer`], as on the host's SQLite backend.
-    Boolean(bool),
-    /// A 64-bit signed integer.
-    Integer(i64),
-    /// A double-precision float.
-    Real(f64),
-    /// UTF-8 text.
-    Text(String),
-    /// Raw bytes.
-    Blob(Vec<u8>),
-}
-
-/// The rows of a `query`, with the column names of the result.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct RowSet {
-    /// Column names, in select-list order.
-    pub columns: Vec<String>,
-    /// Each row has one value per column.
-    pub rows: Vec<Vec<Value>>,
-}
-
-/// One statement of a `batch`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Statement {
-    /// SQL text with `$1`…`$n` placeholders.
-    pub sql: String,
-    /// The values bound to `$1`…`$n`, in order.
-    pub params: Vec<Value>,
-}
+// The values, rows and statements are the host's own (`lethe-sql-model`).
+pub use lethe_sql_model::{RowSet, Statement, Value};
 
 /// Why a `lethe:platform/sql` call failed: the WIT `error` variant, case for case.
 ///
@@ -307,7 +274,7 @@ impl<C: Connection> Shared<C> {
     /// Runs a statement and returns its rows.
     fn rows(&self, sql: &str, params: &[SpinValue]) -> Result<RowSet, SqlError> {
         let result = self.send(sql, params);
-        if !lethe_sql_dialect::is_read_only(sql) {
+        if !lethe_sql_model::is_read_only(sql) {
             // `INSERT … RETURNING` through `query` changes the total behind the cache's back.
             self.total_changes.set(None);
         }
@@ -327,7 +294,7 @@ impl<C: Connection> Shared<C> {
 
 /// Refuses transaction control with the dialect's own message, as the host does.
 fn reject_transaction_control(sql: &str) -> Result<(), SqlError> {
-    lethe_sql_dialect::reject_transaction_control(sql)
+    lethe_sql_model::reject_transaction_control(sql)
         .map_err(|m| SqlError::InvalidStatement(m.into()))
 }
 
@@ -335,7 +302,7 @@ fn reject_transaction_control(sql: &str) -> Result<(), SqlError> {
 fn prepare<'s>(sql: &'s str, params: &[Value]) -> Result<(Cow<'s, str>, Vec<SpinValue>), SqlError> {
     reject_transaction_control(sql)?;
     Ok((
-        lethe_sql_dialect::to_sqlite(sql),
+        lethe_sql_model::to_sqlite(sql),
         params.iter().map(to_spin).collect(),
     ))
 }

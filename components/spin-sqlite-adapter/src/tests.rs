@@ -514,7 +514,7 @@ fn a_datatype_mismatch_is_an_invalid_value() {
 #[test]
 fn transaction_control_is_refused_before_anything_is_sent() {
     let f = Fixture::memory().with_table();
-    let refused = SqlError::InvalidStatement(lethe_sql_dialect::TRANSACTION_CONTROL.into());
+    let refused = SqlError::InvalidStatement(lethe_sql_model::TRANSACTION_CONTROL.into());
     let sent = f.sent().len();
     assert_eq!(f.adapter.query("BEGIN", &[]), Err(refused.clone()));
     assert_eq!(
@@ -716,7 +716,7 @@ fn an_error_finishes_the_transaction_and_rolls_it_back() {
     assert_eq!(
         tx.execute("COMMIT", &[]),
         Err(SqlError::InvalidStatement(
-            lethe_sql_dialect::TRANSACTION_CONTROL.into()
+            lethe_sql_model::TRANSACTION_CONTROL.into()
         ))
     );
     assert!(tx.is_finished());

@@ -21,10 +21,10 @@
 mod config;
 /// The shared portable dialect, with its rule's refusal as this crate's error.
 mod dialect {
-    pub(crate) use lethe_sql_dialect::{is_read_only, to_sqlite};
+    pub(crate) use lethe_sql_model::{is_read_only, to_sqlite};
 
     pub(crate) fn reject_transaction_control(sql: &str) -> Result<(), crate::SqlError> {
-        lethe_sql_dialect::reject_transaction_control(sql)
+        lethe_sql_model::reject_transaction_control(sql)
             .map_err(|m| crate::SqlError::InvalidStatement(m.into()))
     }
 }
@@ -43,7 +43,8 @@ use std::sync::atomic::Ordering;
 
 pub use config::{PostgresConfig, RetryPolicy, SqlConfig, SqliteConfig};
 pub use error::{Result, SqlError};
-pub use value::{Migration, RowSet, Statement, Value};
+pub use lethe_sql_model::{RowSet, Statement, Value};
+pub use value::Migration;
 
 use error::Failure;
 use retry::Counters;

@@ -14,7 +14,7 @@ use bytes::{BufMut, BytesMut};
 use chrono::{DateTime, NaiveDate, NaiveTime, SecondsFormat, TimeDelta};
 use tokio_postgres::types::{Format, FromSql, IsNull, Kind, ToSql, Type, to_sql_checked};
 
-use crate::value::Value;
+use crate::Value;
 
 /// A parameter or column that cannot be converted; becomes [`SqlError::InvalidValue`](crate::SqlError::InvalidValue).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -19,7 +19,7 @@ use crate::dialect;
 use crate::error::{Failure, Result, SqlError};
 use crate::pgtls;
 use crate::pgtypes::{ConversionError, PgOut, PgParam};
-use crate::value::{Migration, RowSet, Statement, Value};
+use crate::{Migration, RowSet, Statement, Value};
 
 /// Key of the advisory lock that serialises migrations across hosts ("lethe_mg").
 const MIGRATION_LOCK_KEY: i64 = 0x6c65_7468_655f_6d67;

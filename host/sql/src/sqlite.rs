@@ -16,7 +16,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::config::SqlConfig;
 use crate::dialect;
 use crate::error::{Failure, Result, SqlError};
-use crate::value::{Migration, RowSet, Statement, Value};
+use crate::{Migration, RowSet, Statement, Value};
 
 /// Where the database lives.
 #[derive(Debug, Clone)]

@@ -1,6 +1,5 @@
 //! The portable SQL dialect of `lethe:platform/sql`: placeholder rewriting, read-only detection
-//! and the transaction-control rule. Shared by the host's `lethe-sql` and the component that
-//! supplies `sql` over Spin's SQLite, so a statement means the same on every host. No I/O.
+//! and the transaction-control rule.
 //!
 //! Components write `$1`…`$n`. PostgreSQL understands them natively; SQLite gets them rewritten
 //! to `?1`…`?n`, which bind by the same numbers. The lexer skips string literals (including
