@@ -35,7 +35,7 @@ mod postgres;
 mod retry;
 mod sqlite;
 pub mod testing;
-mod value;
+mod migration;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -44,7 +44,7 @@ use std::sync::atomic::Ordering;
 pub use config::{PostgresConfig, RetryPolicy, SqlConfig, SqliteConfig};
 pub use error::{Result, SqlError};
 pub use lethe_sql_model::{RowSet, Statement, Value};
-pub use value::Migration;
+pub use migration::Migration;
 
 use error::Failure;
 use retry::Counters;
