@@ -248,7 +248,11 @@ fn a_request_whose_client_goes_away_still_runs_to_the_end() {
                 assert_eq!(note.json()["body"], body.as_str());
                 break;
             }
-            assert!(Instant::now() < deadline, "note {i} never stored: {}", note.body);
+            assert!(
+                Instant::now() < deadline,
+                "note {i} never stored: {}",
+                note.body
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }

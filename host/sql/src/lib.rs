@@ -29,13 +29,13 @@ mod dialect {
     }
 }
 mod error;
+mod migration;
 mod pgtls;
 mod pgtypes;
 mod postgres;
 mod retry;
 mod sqlite;
 pub mod testing;
-mod migration;
 
 use std::path::PathBuf;
 use std::sync::Arc;
