@@ -7,7 +7,8 @@
 //! * [`types`]: the data model of the WIT interface;
 //! * [`error`]: [`KubeError`], one variant per WIT error case, and the status mapping;
 //! * [`parse`]: API server answers into objects, lists, delete outcomes and `Status`es;
-//! * [`check_segment`]: which names, namespaces and API path segments are refused before sending.
+//! * [`check_segment`], [`target_namespace`]: which addresses are refused before sending;
+//! * [`served_kinds`]: what a discovery document says a group version serves.
 
 #![warn(missing_docs)]
 
@@ -38,6 +39,67 @@ pub fn check_segment(what: &str, value: &str) -> Result<()> {
     }
 }
 
+/// Checks `target`'s name and, for a `namespaced` kind, its namespace (which such a kind
+/// requires); returns the namespace its path uses.
+pub fn target_namespace(target: &ObjectRef, namespaced: bool) -> Result<Option<&str>> {
+    check_segment("name", &target.name)?;
+    if !namespaced {
+        return Ok(None);
+    }
+    let ns = target.namespace.as_deref().ok_or_else(|| {
+        KubeError::bad_request(format!(
+            "{} {} is namespaced: a namespace is required",
+            target.api_version, target.kind
+        ))
+    })?;
+    check_segment("namespace", ns)?;
+    Ok(Some(ns))
+}
+
+/// One kind a group version serves, from its discovery document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedKind {
+    /// The kind, e.g. `CronJob`.
+    pub kind: String,
+    /// The resource's plural name, e.g. `cronjobs`.
+    pub plural: String,
+    /// Whether objects of the kind live in namespaces.
+    pub namespaced: bool,
+}
+
+/// The kinds an `APIResourceList` (`/api/v1`, `/apis/<group>/<version>`) serves. Subresources
+/// (`pods/status`) are not kinds of their own and are skipped; a malformed document is
+/// `unavailable`, since the server, not the caller, is at fault.
+pub fn served_kinds(api_version: &str, body: &[u8]) -> Result<Vec<ServedKind>> {
+    #[derive(serde::Deserialize)]
+    struct ResourceList {
+        #[serde(default)]
+        resources: Vec<ResourceEntry>,
+    }
+    #[derive(serde::Deserialize)]
+    struct ResourceEntry {
+        name: String,
+        kind: String,
+        #[serde(default)]
+        namespaced: bool,
+    }
+    let list: ResourceList = serde_json::from_slice(body).map_err(|e| {
+        KubeError::Unavailable(format!(
+            "malformed discovery document for {api_version}: {e}"
+        ))
+    })?;
+    Ok(list
+        .resources
+        .into_iter()
+        .filter(|r| !r.name.contains('/'))
+        .map(|r| ServedKind {
+            kind: r.kind,
+            plural: r.name,
+            namespaced: r.namespaced,
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,5 +118,40 @@ mod tests {
         for good in ["org-1", "cf.lethe.dev", "v1alpha1", "a.b-c_d"] {
             assert!(check_segment("name", good).is_ok(), "{good}");
         }
+    }
+
+    #[test]
+    fn namespaced_targets_need_a_namespace_and_cluster_ones_ignore_it() {
+        let cm = ObjectRef::namespaced("v1", "ConfigMap", "ns", "c");
+        assert_eq!(target_namespace(&cm, true).ok(), Some(Some("ns")));
+        assert_eq!(target_namespace(&cm, false).ok(), Some(None));
+        let no_ns = ObjectRef::cluster("v1", "ConfigMap", "c");
+        assert!(matches!(
+            target_namespace(&no_ns, true),
+            Err(KubeError::Invalid(_))
+        ));
+        let bad = ObjectRef::namespaced("v1", "ConfigMap", "a/b", "c");
+        assert!(target_namespace(&bad, true).is_err());
+    }
+
+    #[test]
+    fn discovery_documents_list_kinds_without_subresources() {
+        let body = br#"{"resources":[{"name":"pods","kind":"Pod","namespaced":true},
+            {"name":"pods/status","kind":"Pod","namespaced":true},
+            {"name":"nodes","kind":"Node"}]}"#;
+        let kinds = served_kinds("v1", body).expect("parses");
+        assert_eq!(kinds.len(), 2);
+        assert_eq!(
+            (kinds[0].plural.as_str(), kinds[0].namespaced),
+            ("pods", true)
+        );
+        assert_eq!(
+            (kinds[1].kind.as_str(), kinds[1].namespaced),
+            ("Node", false)
+        );
+        assert!(matches!(
+            served_kinds("v1", b"<html>"),
+            Err(KubeError::Unavailable(_))
+        ));
     }
 }

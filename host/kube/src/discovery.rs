@@ -5,7 +5,6 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{PoisonError, RwLock};
 
 use kube::core::ApiResource;
-use serde::Deserialize;
 
 use crate::check_segment;
 use crate::config::RetryPolicy;
@@ -37,20 +36,6 @@ impl Resolved {
             _ => format!("{prefix}/{}", r.plural),
         }
     }
-}
-
-#[derive(Deserialize)]
-struct ResourceList {
-    #[serde(default)]
-    resources: Vec<ResourceEntry>,
-}
-
-#[derive(Deserialize)]
-struct ResourceEntry {
-    name: String,
-    kind: String,
-    #[serde(default)]
-    namespaced: bool,
 }
 
 /// The discovery cache. Entries are filled a whole group version at a time and refreshed on a
@@ -117,25 +102,18 @@ impl DiscoveryCache {
             )),
             other => other,
         })?;
-        let list: ResourceList = serde_json::from_slice(&answer.body).map_err(|e| {
-            KubeError::Unavailable(format!(
-                "malformed discovery document for {api_version}: {e}"
-            ))
-        })?;
+        let kinds = lethe_kube_model::served_kinds(api_version, &answer.body)?;
         let mut found = None;
         {
             let mut entries = self.entries.write().unwrap_or_else(PoisonError::into_inner);
-            for r in list.resources {
-                if r.name.contains('/') {
-                    continue; // a subresource such as `pods/status`
-                }
+            for r in kinds {
                 let resolved = Resolved {
                     resource: ApiResource {
                         group: group.to_owned(),
                         version: version.to_owned(),
                         api_version: api_version.to_owned(),
                         kind: r.kind.clone(),
-                        plural: r.name,
+                        plural: r.plural,
                     },
                     namespaced: r.namespaced,
                 };

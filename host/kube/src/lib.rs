@@ -384,19 +384,7 @@ impl KubeClient {
             .cluster
             .resolve(&target.api_version, &target.kind)
             .await?;
-        check_segment("name", &target.name)?;
-        let namespace = if resolved.namespaced {
-            let ns = target.namespace.as_deref().ok_or_else(|| {
-                KubeError::bad_request(format!(
-                    "{} {} is namespaced: a namespace is required",
-                    target.api_version, target.kind
-                ))
-            })?;
-            check_segment("namespace", ns)?;
-            Some(ns)
-        } else {
-            None
-        };
+        let namespace = lethe_kube_model::target_namespace(target, resolved.namespaced)?;
         let path = resolved.collection_path(namespace);
         Ok((resolved, path))
     }

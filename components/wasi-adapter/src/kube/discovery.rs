@@ -5,8 +5,6 @@
 
 use std::collections::HashMap;
 
-use serde::Deserialize;
-
 use crate::kube::error::not_found;
 use crate::kube::url::{encode, group_version_path};
 use lethe_kube_model::KubeError as Error;
@@ -62,44 +60,22 @@ impl Resolved {
     }
 }
 
-#[derive(Deserialize)]
-struct ResourceList {
-    #[serde(default)]
-    resources: Vec<ResourceEntry>,
-}
-
-#[derive(Deserialize)]
-struct ResourceEntry {
-    name: String,
-    kind: String,
-    #[serde(default)]
-    namespaced: bool,
-}
-
-/// Parses an `APIResourceList` into the kinds it serves. Subresources (`pods/status`) are not
-/// kinds of their own and are skipped; a malformed document is `unavailable`, since the server,
-/// not the caller, is at fault.
+/// The kinds a group version's discovery document serves (see
+/// [`lethe_kube_model::served_kinds`]), resolved for this API version.
 pub fn parse(
     api_version: &str,
     group: &str,
     version: &str,
     body: &[u8],
 ) -> Result<Vec<Resolved>, Error> {
-    let list: ResourceList = serde_json::from_slice(body).map_err(|e| {
-        Error::Unavailable(format!(
-            "malformed discovery document for {api_version}: {e}"
-        ))
-    })?;
-    Ok(list
-        .resources
+    Ok(lethe_kube_model::served_kinds(api_version, body)?
         .into_iter()
-        .filter(|r| !r.name.contains('/'))
         .map(|r| Resolved {
             api_version: api_version.to_owned(),
             group: group.to_owned(),
             version: version.to_owned(),
             kind: r.kind,
-            plural: r.name,
+            plural: r.plural,
             namespaced: r.namespaced,
         })
         .collect())

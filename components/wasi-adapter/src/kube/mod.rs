@@ -405,19 +405,7 @@ impl<T: Transport> Client<T> {
     /// namespace.
     fn locate<'a>(&self, target: &'a ObjectRef) -> Result<(Resolved, Option<&'a str>), Error> {
         let resolved = self.resolve(&target.api_version, &target.kind)?;
-        check_segment("name", &target.name)?;
-        let namespace = if resolved.namespaced {
-            let ns = target.namespace.as_deref().ok_or_else(|| {
-                Error::bad_request(format!(
-                    "{} {} is namespaced: a namespace is required",
-                    target.api_version, target.kind
-                ))
-            })?;
-            check_segment("namespace", ns)?;
-            Some(ns)
-        } else {
-            None
-        };
+        let namespace = lethe_kube_model::target_namespace(target, resolved.namespaced)?;
         Ok((resolved, namespace))
     }
 
