@@ -1,7 +1,7 @@
 //! Benchmarks the embedded API server over loopback HTTP/1.1 keep-alive:
 //! creates/s, GET/s, LIST of 10k objects, and watch fan-out to 100 watchers.
 //!
-//! `cargo run --release -p lethe-apiserver --example bench` (set `BENCH_DATA_DIR` to a fresh
+//! `cargo bench -p lethe-apiserver --bench api_requests` (set `BENCH_DATA_DIR` to a fresh
 //! directory to include SQLite write-through).
 
 use bytes::Bytes;

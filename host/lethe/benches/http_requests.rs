@@ -2,7 +2,7 @@
 //! measured side by side with a plain hyper handler doing the same work natively (the
 //! component's own Rust code, compiled for the host).
 //!
-//! Run: `cargo run --release -p lethe --example bench_http -- [seconds] [connections] [rounds]`
+//! Run: `cargo bench -p lethe --bench http_requests -- [seconds] [connections] [rounds]`
 //! The two targets take turns for `rounds` rounds of `seconds` each, so that drift in the
 //! machine's speed (large on a shared VM) falls on both alike. It prints p50/p99 latency and
 //! requests/s for both over all rounds, the ratio of each round and their median, and the cost of
@@ -22,7 +22,8 @@ use tokio::net::{TcpListener, TcpStream};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let mut args = std::env::args().skip(1);
+    // `cargo bench` appends `--bench`; everything else is ours.
+    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     let seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(10);
     let connections: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(8);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5).max(1);

@@ -9,8 +9,7 @@
 //! included) and the child's peak RSS.
 //!
 //! ```text
-//! cargo build --release -p lethe --example bench_data_jobs
-//! target/release/examples/bench_data_jobs [--jobs 100000] [--changed-percent 1] [--database-url URL]
+//! cargo bench -p lethe --bench data_jobs_sync -- [--jobs 100000] [--changed-percent 1] [--database-url URL]
 //! ```
 
 use std::path::PathBuf;
@@ -34,7 +33,8 @@ fn args() -> anyhow::Result<Args> {
         changed_percent: 1,
         database_url: None,
     };
-    let mut it = std::env::args().skip(1);
+    // `cargo bench` appends `--bench`; everything else is ours.
+    let mut it = std::env::args().skip(1).filter(|a| a != "--bench");
     while let Some(a) = it.next() {
         match a.as_str() {
             "--jobs" => out.jobs = it.next().context("--jobs N")?.parse()?,
@@ -242,11 +242,7 @@ memory_limit_mb = 1024
             migrations = repo.join("components/data-jobs/migrations").display(),
         ),
     )?;
-    let lethe_bin = std::env::current_exe()?
-        .parent()
-        .and_then(|p| p.parent())
-        .map(|p| p.join("lethe"))
-        .context("locating the lethe binary")?;
+    let lethe_bin = PathBuf::from(env!("CARGO_BIN_EXE_lethe"));
     let run = |label: &str| -> anyhow::Result<()> {
         let t = Instant::now();
         let mut child = Command::new(&lethe_bin)

@@ -3,7 +3,7 @@
 //! floor of any design that serves the poll over HTTP: a native hyper handler that does nothing
 //! but the same GET with the same client and answers a constant.
 //!
-//! Run: `cargo run --release -p lethe --example bench_jobs -- [seconds] [concurrency] [rounds]`
+//! Run: `cargo bench -p lethe --bench job_status -- [seconds] [concurrency] [rounds]`
 //! The three targets take turns for `rounds` rounds, so drift in the machine's speed falls on
 //! all of them alike; latencies are pooled over the rounds, and each round's ratios are printed.
 
@@ -18,7 +18,8 @@ use tokio::net::TcpStream;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let mut args = std::env::args().skip(1);
+    // `cargo bench` appends `--bench`; everything else is ours.
+    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     let seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(10);
     let concurrency: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(4);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3).max(1);
