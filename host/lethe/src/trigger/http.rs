@@ -29,6 +29,13 @@ pub const MAX_REQUEST_BODY: u64 = 8 * 1024 * 1024;
 /// taken from the pool, so a slow client holds a connection, never an instance.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Most header lines, and most header bytes, a request may carry; more get 431. The HTTP layer
+/// is set to parse well past these, so that a request over them is still read and answered with
+/// the CF envelope; only one past the HTTP layer's own limits gets its bare 431.
+pub const MAX_HEADERS: usize = 100;
+pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+const PARSER_MAX_HEADERS: usize = 4 * MAX_HEADERS;
+
 /// A route in Spin's syntax.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
@@ -224,6 +231,7 @@ pub async fn serve(
         let conn = http1::Builder::new()
             .keep_alive(true)
             .half_close(true)
+            .max_headers(PARSER_MAX_HEADERS)
             .serve_connection(TokioIo::new(stream), service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
@@ -249,6 +257,9 @@ pub async fn handle(
     local_addr: SocketAddr,
     mut req: hyper::Request<Incoming>,
 ) -> hyper::Response<HyperOutgoingBody> {
+    if let Some(resp) = oversized_headers(&req) {
+        return resp;
+    }
     if let Err(detail) = ensure_authority(&mut req, local_addr) {
         return envelope(400, 10004, "CF-InvalidRequest", detail);
     }
@@ -288,6 +299,28 @@ pub async fn handle(
             resp
         }
     }
+}
+
+/// The answer to a request whose headers are over the host's limits, if they are. (A request
+/// target is limited only by the HTTP layer, at 64 KiB: CF filters such as `guids=` are long.)
+fn oversized_headers<B>(req: &hyper::Request<B>) -> Option<hyper::Response<HyperOutgoingBody>> {
+    let headers = req.headers();
+    // Each line as sent: name, `: `, value, CRLF.
+    let header_bytes: usize = headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    if headers.len() > MAX_HEADERS || header_bytes > MAX_HEADER_BYTES {
+        return Some(envelope(
+            431,
+            10004,
+            "CF-InvalidRequest",
+            &format!(
+                "The request headers are too large (at most {MAX_HEADERS} headers and {MAX_HEADER_BYTES} bytes)"
+            ),
+        ));
+    }
+    None
 }
 
 /// The whole request, its body read within `timeout` and [`MAX_REQUEST_BODY`] (which a chunked
@@ -622,6 +655,33 @@ mod tests {
             );
         }
         req
+    }
+
+    #[test]
+    fn headers_over_the_limits_are_refused_with_the_envelope() {
+        let head = |headers: &[(String, String)]| {
+            let mut req = hyper::Request::builder().uri("/v3");
+            for (n, v) in headers {
+                req = req.header(n, v);
+            }
+            req.body(()).expect("request")
+        };
+        let status = |req: &hyper::Request<()>| oversized_headers(req).map(|r| r.status().as_u16());
+
+        let lines = |n: usize, len: usize| -> Vec<(String, String)> {
+            (0..n)
+                .map(|i| (format!("x-{i}"), "v".repeat(len)))
+                .collect()
+        };
+        assert_eq!(status(&head(&lines(MAX_HEADERS, 10))), None);
+        assert_eq!(status(&head(&lines(MAX_HEADERS + 1, 10))), Some(431));
+        assert_eq!(status(&head(&lines(8, 9000))), Some(431));
+
+        let refused = oversized_headers(&head(&lines(MAX_HEADERS + 1, 1))).expect("refused");
+        assert_eq!(
+            refused.headers().get(hyper::header::CONTENT_TYPE),
+            Some(&HeaderValue::from_static("application/json"))
+        );
     }
 
     #[tokio::test]
