@@ -74,42 +74,158 @@ fn delete_all(store: &Store, items: &[Item]) -> bool {
     changed
 }
 
-/// The service-account controller's part: every active namespace gets a `default`
-/// ServiceAccount, as a real cluster's controller manager gives it and clients expect.
-fn default_service_accounts(store: &Store) -> bool {
-    let Some(sa) = builtins()
+/// What the controllers know of the server they run in.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterInfo {
+    /// The CA that signs the serving certificate (PEM); empty when serving plain HTTP, which
+    /// is what a controller manager without a root CA would publish too.
+    pub ca_pem: String,
+    /// The port the server listens on, which the `kubernetes` Service forwards to.
+    pub api_port: u16,
+}
+
+pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
+const DESCRIPTION_ANNOTATION: &str = "kubernetes.io/description";
+const ROOT_CA_DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
+
+fn builtin(plural: &str) -> Option<&'static Arc<ResourceDef>> {
+    builtins()
         .iter()
-        .find(|d| d.group.is_empty() && d.plural == "serviceaccounts")
-    else {
+        .find(|d| d.group.is_empty() && d.plural == plural)
+}
+
+/// What every active namespace gets from the controller manager, and clients expect: the
+/// service-account controller's `default` ServiceAccount and the root-CA publisher's
+/// `kube-root-ca.crt` ConfigMap (recreated when deleted, put back when changed).
+fn namespace_defaults(store: &Store, info: &ClusterInfo) -> bool {
+    let (Some(sa), Some(cm)) = (builtin("serviceaccounts"), builtin("configmaps")) else {
         return false;
     };
-    let missing: Vec<String> = store.read(|inner| {
-        inner
+    let wanted_data = serde_json::json!({"ca.crt": info.ca_pem});
+    let ca_current = |o: &Obj| {
+        o.value["data"] == wanted_data
+            && o.value["metadata"]["annotations"][DESCRIPTION_ANNOTATION]
+                .as_str()
+                .is_some_and(|d| !d.is_empty())
+    };
+    type Work = (Vec<String>, Vec<String>, Vec<(String, Arc<Obj>)>);
+    let (missing_sa, missing_ca, stale_ca): Work = store.read(|inner| {
+        let active: Vec<&String> = inner
             .entries(NS_KEY)
             .filter(|(_, o)| !o.deleting())
-            .map(|((_, name), _)| name.clone())
-            .filter(|ns| inner.get(sa.key(), ns, "default").is_none())
-            .collect()
+            .map(|((_, name), _)| name)
+            .collect();
+        let mut work: Work = Default::default();
+        for ns in active {
+            if inner.get(sa.key(), ns, "default").is_none() {
+                work.0.push(ns.clone());
+            }
+            match inner.get(cm.key(), ns, ROOT_CA_CONFIGMAP) {
+                None => work.1.push(ns.clone()),
+                Some(o) if !ca_current(o) => work.2.push((ns.clone(), o.clone())),
+                Some(_) => {}
+            }
+        }
+        work
     });
     let mut changed = false;
-    for ns in missing {
+    // A namespace that began terminating since the scan refuses these, as it should.
+    for ns in missing_sa {
         let body = serde_json::json!({
             "apiVersion": "v1",
             "kind": "ServiceAccount",
             "metadata": {"name": "default", "namespace": ns},
         });
-        // A namespace that began terminating since the scan refuses it, as it should.
-        if ops::create(store, sa, &ns, body, ops::WriteOpts::default()).is_ok() {
-            changed = true;
-        }
+        changed |= ops::create(store, sa, &ns, body, ops::WriteOpts::default()).is_ok();
+    }
+    for ns in missing_ca {
+        let body = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": ROOT_CA_CONFIGMAP,
+                "namespace": ns,
+                "annotations": {DESCRIPTION_ANNOTATION: ROOT_CA_DESCRIPTION},
+            },
+            "data": wanted_data,
+        });
+        changed |= ops::create(store, cm, &ns, body, ops::WriteOpts::default()).is_ok();
+    }
+    for (ns, o) in stale_ca {
+        let mut v = o.value.clone();
+        v["data"] = wanted_data.clone();
+        ops::set_in(
+            &mut v,
+            &["metadata", "annotations", DESCRIPTION_ANNOTATION],
+            serde_json::json!(ROOT_CA_DESCRIPTION),
+        );
+        let res = ops::update(
+            store,
+            cm,
+            &ns,
+            ROOT_CA_CONFIGMAP,
+            v,
+            ops::Sub::Main,
+            ops::WriteOpts::default(),
+        );
+        changed |= res.is_ok();
     }
     changed
 }
 
+/// The API server's own `default/kubernetes` Service: created when missing, its ports put
+/// back when they differ, as the real server's bootstrap controller does.
+pub fn kubernetes_service(store: &Store, info: &ClusterInfo) -> bool {
+    let Some(svc) = builtin("services") else {
+        return false;
+    };
+    let wanted = crate::service::kubernetes_service(info.api_port);
+    let current = store.get(svc.key(), "default", "kubernetes", false);
+    let result = match current {
+        Some(o) if o.deleting() => return false,
+        Some(o) => {
+            let ports_ok = o.value["spec"]["ports"] == wanted["spec"]["ports"];
+            if ports_ok && o.value["spec"]["type"] == "ClusterIP" {
+                return false;
+            }
+            let mut v = o.value.clone();
+            v["spec"]["ports"] = wanted["spec"]["ports"].clone();
+            v["spec"]["type"] = serde_json::json!("ClusterIP");
+            ops::update(
+                store,
+                svc,
+                "default",
+                "kubernetes",
+                v,
+                ops::Sub::Main,
+                ops::WriteOpts::default(),
+            )
+            .map(|_| ())
+        }
+        None => {
+            let default_active = store
+                .get(NS_KEY, "", "default", false)
+                .is_some_and(|n| !n.deleting());
+            if !default_active {
+                return false;
+            }
+            ops::create(store, svc, "default", wanted, ops::WriteOpts::default()).map(|_| ())
+        }
+    };
+    match result {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!("kubernetes service: {e}");
+            false
+        }
+    }
+}
+
 /// One pass over everything pending. Returns true when it changed something.
-pub fn pass(store: &Store) -> bool {
+pub fn pass(store: &Store, info: &ClusterInfo) -> bool {
     let mut changed = aggregate(store);
-    changed |= default_service_accounts(store);
+    changed |= namespace_defaults(store, info);
+    changed |= kubernetes_service(store, info);
     let (deleting, owned): (Vec<Item>, Vec<Item>) = store.read(|inner| {
         (
             inner
@@ -430,7 +546,7 @@ pub fn aggregate(store: &Store) -> bool {
 }
 
 /// Runs the controllers until the task is aborted.
-pub async fn run(store: Arc<Store>) {
+pub async fn run(store: Arc<Store>, info: ClusterInfo) {
     loop {
         tokio::select! {
             _ = store.notify.notified() => {}
@@ -439,9 +555,57 @@ pub async fn run(store: Arc<Store>) {
         // Let a burst of writes settle before scanning.
         tokio::time::sleep(Duration::from_millis(10)).await;
         for _ in 0..20 {
-            if !pass(&store) {
+            if !pass(&store, &info) {
                 break;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fresh_cluster_has_its_kubernetes_service_and_each_namespace_its_defaults() {
+        let store = Store::open(None).unwrap();
+        // Plain HTTP: no CA to publish, so the bundle is empty, as a controller manager
+        // without a root CA would publish it.
+        let info = ClusterInfo {
+            ca_pem: String::new(),
+            api_port: 6443,
+        };
+        crate::bootstrap(&store, &info).unwrap();
+        let svc = store
+            .get("/services", "default", "kubernetes", false)
+            .unwrap();
+        assert_eq!(svc.value["spec"]["clusterIP"], "10.96.0.1");
+        assert_eq!(svc.value["spec"]["ports"][0]["targetPort"], 6443);
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            let cm = store
+                .get("/configmaps", ns, ROOT_CA_CONFIGMAP, false)
+                .unwrap_or_else(|| panic!("no root CA in {ns}"));
+            assert_eq!(cm.value["data"], serde_json::json!({"ca.crt": ""}));
+            assert!(
+                store
+                    .get("/serviceaccounts", ns, "default", false)
+                    .is_some()
+            );
+        }
+        // A restart on another port points the Service there, keeping its address.
+        let moved = ClusterInfo {
+            ca_pem: "PEM".into(),
+            api_port: 7000,
+        };
+        while pass(&store, &moved) {}
+        let svc = store
+            .get("/services", "default", "kubernetes", false)
+            .unwrap();
+        assert_eq!(svc.value["spec"]["ports"][0]["targetPort"], 7000);
+        assert_eq!(svc.value["spec"]["clusterIP"], "10.96.0.1");
+        let cm = store
+            .get("/configmaps", "default", ROOT_CA_CONFIGMAP, false)
+            .unwrap();
+        assert_eq!(cm.value["data"]["ca.crt"], "PEM");
     }
 }

@@ -13,6 +13,8 @@
 //!   server's defaults and validation; unknown fields are dropped, or refused under strict field
 //!   validation, as the real server's decoding does), Leases, RBAC objects (with ClusterRole
 //!   aggregation),
+//!   Services (the v1 defaults, cluster IPs from 10.96.0.0/12 with `default/kubernetes` at
+//!   10.96.0.1, node ports from 30000-32767; what is taken is read from the stored Services),
 //!   CustomResourceDefinitions and the custom resources they define (status subresource,
 //!   structural-schema pruning, defaults and validation), and access reviews
 //!   (`kubectl auth can-i`, `kubectl auth whoami`);
@@ -24,7 +26,7 @@
 //!   version has been compacted away;
 //! - token authentication from a `--token-auth-file` style CSV and from TokenRequests
 //!   (`kubectl create token`, short-lived service-account tokens; every namespace gets its
-//!   `default` ServiceAccount), RBAC authorization (`system:masters` may do everything) and
+//!   `default` ServiceAccount and `kube-root-ca.crt` ConfigMap), RBAC authorization (`system:masters` may do everything) and
 //!   impersonation.
 //!
 //! Request bodies are JSON; kubectl's protobuf bodies are decoded for the kinds its typed
@@ -53,6 +55,7 @@ mod resources;
 mod schema;
 mod selector;
 mod server;
+mod service;
 mod status;
 mod store;
 mod table;
@@ -211,8 +214,9 @@ fn write_private(path: &Path, content: &str) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Creates the default namespaces and RBAC objects on a fresh store.
-fn bootstrap(store: &store::Store) -> anyhow::Result<()> {
+/// Creates the default namespaces and RBAC objects on a fresh store, and what the controllers
+/// keep in place (the `kubernetes` Service, each namespace's defaults) before serving.
+fn bootstrap(store: &store::Store, info: &controller::ClusterInfo) -> anyhow::Result<()> {
     let find = |plural: &str| {
         resources::builtins()
             .iter()
@@ -247,6 +251,11 @@ fn bootstrap(store: &store::Store) -> anyhow::Result<()> {
     // Fill the aggregated roles (admin, edit, view) before serving.
     for _ in 0..5 {
         if !controller::aggregate(store) {
+            break;
+        }
+    }
+    for _ in 0..5 {
+        if !controller::pass(store, info) {
             break;
         }
     }
@@ -303,8 +312,6 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
             (store, tokens, t, Some(tmp))
         }
     };
-    bootstrap(&store)?;
-    let store = Arc::new(store);
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let bound = listener.local_addr()?;
     // Clients cannot connect to 0.0.0.0 / [::]: advertise loopback instead.
@@ -330,6 +337,12 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
     } else {
         None
     };
+    let cluster_info = controller::ClusterInfo {
+        ca_pem: tls.as_ref().map(|t| t.ca_pem.clone()).unwrap_or_default(),
+        api_port: addr.port(),
+    };
+    bootstrap(&store, &cluster_info)?;
+    let store = Arc::new(store);
     let scheme = if tls.is_some() { "https" } else { "http" };
     let url = format!("{scheme}://{addr}");
     let shared = Arc::new(server::Shared {
@@ -400,7 +413,7 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
             }
         })
     };
-    let controller_task = tokio::spawn(controller::run(store.clone()));
+    let controller_task = tokio::spawn(controller::run(store.clone(), cluster_info));
     tracing::info!(%url, kubeconfig = ?kubeconfig_path, "lethe-apiserver listening");
     Ok(RunningApiServer {
         url,

@@ -574,6 +574,9 @@ fn prepare_create(
     if def.group.is_empty() && def.plural == "secrets" {
         secret_defaults(&mut body)?;
     }
+    if def.key() == crate::service::SERVICES_KEY {
+        crate::service::prepare(&mut body, None, inner)?;
+    }
     crate::defaults::apply(def, &mut body);
     crate::defaults::validate(def, &body)?;
     validate_labels(def, &body)?;
@@ -744,6 +747,7 @@ fn prepare_update(
     mut new: Value,
     sub: Sub,
     strict: bool,
+    inner: &Inner,
 ) -> Result<Change, ApiError> {
     let name = cur.meta_str("name").to_string();
     if let Some(rv) = new["metadata"]["resourceVersion"].as_str()
@@ -849,6 +853,9 @@ fn prepare_update(
         }
     }
     if sub == Sub::Main {
+        if def.key() == crate::service::SERVICES_KEY {
+            crate::service::prepare(&mut result, Some(&cur.value), inner)?;
+        }
         crate::defaults::apply(def, &mut result);
         crate::defaults::validate(def, &result)?;
         validate_labels(def, &result)?;
@@ -960,7 +967,7 @@ fn run_update(
         let Some(cur) = cur else {
             return Err(ApiError::not_found(&def.group, &def.plural, name));
         };
-        let change = prepare_update(def, cur, candidate, sub, w.strict)?;
+        let change = prepare_update(def, cur, candidate, sub, w.strict, inner)?;
         let removed = matches!(change, Change::RemoveWith(_));
         if dry_run {
             final_value = Some(match change {

@@ -111,7 +111,13 @@ fn def(
         custom: false,
         create_on_update: matches!(
             plural,
-            "leases" | "events" | "roles" | "clusterroles" | "rolebindings" | "clusterrolebindings"
+            "leases"
+                | "events"
+                | "services"
+                | "roles"
+                | "clusterroles"
+                | "rolebindings"
+                | "clusterrolebindings"
         ),
         schema: None,
         storage_key: format!("{group}/{plural}"),

@@ -88,6 +88,92 @@ fn col(name: &str, ty: &str, format: &str) -> Value {
     json!({"name": name, "type": ty, "format": format, "description": "", "priority": 0})
 }
 
+/// A column kubectl shows only with `-o wide`.
+fn wide_col(name: &str, ty: &str) -> Value {
+    json!({"name": name, "type": ty, "format": "", "description": "", "priority": 1})
+}
+
+fn non_empty_strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The EXTERNAL-IP cell of a Service, as kubectl's printer makes it (the server prints wide).
+fn service_external_ip(o: &Value) -> String {
+    let external = non_empty_strings(&o["spec"]["externalIPs"]);
+    match o["spec"]["type"].as_str().unwrap_or_default() {
+        "ClusterIP" | "NodePort" if !external.is_empty() => external.join(","),
+        "ClusterIP" | "NodePort" => "<none>".into(),
+        "LoadBalancer" => {
+            let mut all: Vec<String> = o["status"]["loadBalancer"]["ingress"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|i| {
+                    i["ip"]
+                        .as_str()
+                        .filter(|s| !s.is_empty())
+                        .or_else(|| i["hostname"].as_str().filter(|s| !s.is_empty()))
+                        .map(str::to_string)
+                })
+                .collect();
+            all.extend(external);
+            if all.is_empty() {
+                "<pending>".into()
+            } else {
+                all.join(",")
+            }
+        }
+        "ExternalName" => o["spec"]["externalName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        _ => "<unknown>".into(),
+    }
+}
+
+fn service_ports(o: &Value) -> String {
+    let ports: Vec<String> = o["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let port = p["port"].as_i64().unwrap_or(0);
+            let proto = p["protocol"].as_str().unwrap_or_default();
+            match p["nodePort"].as_i64().filter(|n| *n > 0) {
+                Some(n) => format!("{port}:{n}/{proto}"),
+                None => format!("{port}/{proto}"),
+            }
+        })
+        .collect();
+    if ports.is_empty() {
+        "<none>".into()
+    } else {
+        ports.join(",")
+    }
+}
+
+/// `k=v,k2=v2` in key order, or `<none>`, as labels.FormatLabels prints a selector.
+fn format_labels(v: &Value) -> String {
+    let mut pairs: Vec<String> = v
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect();
+    pairs.sort();
+    if pairs.is_empty() {
+        "<none>".into()
+    } else {
+        pairs.join(",")
+    }
+}
+
 fn count(v: &Value) -> usize {
     match v {
         Value::Object(m) => m.len(),
@@ -149,6 +235,15 @@ fn columns(def: &ResourceDef, crd: Option<&Value>) -> Vec<Value> {
             col("Type", "string", ""),
             col("Data", "string", ""),
             age,
+        ],
+        ("", "services") => vec![
+            name,
+            col("Type", "string", ""),
+            col("Cluster-IP", "string", ""),
+            col("External-IP", "string", ""),
+            col("Port(s)", "string", ""),
+            age,
+            wide_col("Selector", "string"),
         ],
         ("batch", "cronjobs") => vec![
             name,
@@ -216,6 +311,20 @@ fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Value> {
         ("", "namespaces") => vec![name, json!(text(&o["status"]["phase"])), a],
         ("", "configmaps") => vec![name, json!(count(&o["data"]) + count(&o["binaryData"])), a],
         ("", "secrets") => vec![name, json!(text(&o["type"])), json!(count(&o["data"])), a],
+        ("", "services") => vec![
+            name,
+            json!(o["spec"]["type"].as_str().unwrap_or_default()),
+            json!(
+                o["spec"]["clusterIPs"][0]
+                    .as_str()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or("<none>")
+            ),
+            json!(service_external_ip(o)),
+            json!(service_ports(o)),
+            a,
+            json!(format_labels(&o["spec"]["selector"])),
+        ],
         ("batch", "cronjobs") => vec![
             name,
             json!(text(&o["spec"]["schedule"])),

@@ -1156,3 +1156,319 @@ async fn kubectl_create_token_authenticates_as_the_service_account() {
         .await;
     k.shutdown().await;
 }
+
+#[tokio::test]
+async fn kubectl_services_get_cluster_ips_and_node_ports_like_a_real_cluster() {
+    use serde_json::json;
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    // Every cluster has the API server's own Service at the first address of the range.
+    let table = k
+        .ok(&["get", "service", "kubernetes", "-n", "default"], None)
+        .await;
+    assert!(
+        table.contains("CLUSTER-IP") && table.contains("10.96.0.1") && table.contains("443/TCP"),
+        "{table}"
+    );
+    let ns = format!("kip-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    k.ok(
+        &[
+            "create",
+            "service",
+            "clusterip",
+            "foo",
+            "--tcp=80:8080",
+            "-n",
+            &ns,
+        ],
+        None,
+    )
+    .await;
+    let foo = get_json(&k, "service", "foo", &ns).await;
+    let ip = foo["spec"]["clusterIP"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(ip.starts_with("10."), "{foo}");
+    assert_eq!(foo["spec"]["clusterIPs"], json!([ip]));
+    assert_eq!(foo["spec"]["ipFamilies"], json!(["IPv4"]));
+    assert_eq!(foo["spec"]["ipFamilyPolicy"], json!("SingleStack"));
+    assert_eq!(foo["spec"]["sessionAffinity"], json!("None"));
+    assert_eq!(foo["spec"]["internalTrafficPolicy"], json!("Cluster"));
+    assert_eq!(foo["status"], json!({"loadBalancer": {}}));
+    let table = k.ok(&["get", "svc", "foo", "-n", &ns], None).await;
+    assert!(
+        table.contains("TYPE") && table.contains("CLUSTER-IP") && table.contains(&ip),
+        "{table}"
+    );
+    assert!(table.contains("80/TCP"), "{table}");
+    let wide = k
+        .ok(&["get", "svc", "foo", "-n", &ns, "-o", "wide"], None)
+        .await;
+    assert!(
+        wide.contains("SELECTOR") && wide.contains("app=foo"),
+        "{wide}"
+    );
+
+    // An address is taken until its Service goes.
+    let clash = k
+        .run(
+            &[
+                "create",
+                "service",
+                "clusterip",
+                "bar",
+                "--tcp=80",
+                "--clusterip",
+                &ip,
+                "-n",
+                &ns,
+            ],
+            None,
+        )
+        .await;
+    assert_ne!(clash.code, 0);
+    assert!(
+        clash.stderr.contains(&format!(
+            "spec.clusterIPs: Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: provided IP is already allocated"
+        )),
+        "{}",
+        clash.stderr
+    );
+    let outside = k
+        .run(
+            &[
+                "create",
+                "service",
+                "clusterip",
+                "baz",
+                "--tcp=80",
+                "--clusterip=192.168.1.1",
+                "-n",
+                &ns,
+            ],
+            None,
+        )
+        .await;
+    assert!(
+        outside.stderr.contains(
+            "provided IP is not in the valid range. The range of valid IPs is 10.96.0.0/12"
+        ),
+        "{}",
+        outside.stderr
+    );
+    let moved = k
+        .run(
+            &[
+                "patch",
+                "service",
+                "foo",
+                "-n",
+                &ns,
+                "-p",
+                r#"{"spec":{"clusterIP":"10.96.0.77"}}"#,
+            ],
+            None,
+        )
+        .await;
+    assert!(
+        moved.stderr.contains("may not change once set"),
+        "{}",
+        moved.stderr
+    );
+    // An update that leaves the address out keeps it.
+    k.ok(
+        &[
+            "patch",
+            "service",
+            "foo",
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"labels":{"x":"y"}}}"#,
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(
+        get_json(&k, "service", "foo", &ns).await["spec"]["clusterIP"],
+        json!(ip)
+    );
+    k.ok(&["delete", "service", "foo", "-n", &ns], None).await;
+    k.ok(
+        &[
+            "create",
+            "service",
+            "clusterip",
+            "bar",
+            "--tcp=80",
+            "--clusterip",
+            &ip,
+            "-n",
+            &ns,
+        ],
+        None,
+    )
+    .await;
+
+    k.ok(
+        &[
+            "create",
+            "service",
+            "nodeport",
+            "np1",
+            "--tcp=80:8080",
+            "--node-port=30123",
+            "-n",
+            &ns,
+        ],
+        None,
+    )
+    .await;
+    let taken = k
+        .run(
+            &[
+                "create",
+                "service",
+                "nodeport",
+                "np2",
+                "--tcp=80:8080",
+                "--node-port=30123",
+                "-n",
+                &ns,
+            ],
+            None,
+        )
+        .await;
+    assert!(
+        taken.stderr.contains(
+            "spec.ports[0].nodePort: Invalid value: 30123: provided port is already allocated"
+        ),
+        "{}",
+        taken.stderr
+    );
+    k.ok(
+        &[
+            "create",
+            "service",
+            "nodeport",
+            "np3",
+            "--tcp=81:8080",
+            "-n",
+            &ns,
+        ],
+        None,
+    )
+    .await;
+    let np3 = get_json(&k, "service", "np3", &ns).await;
+    let node_port = np3["spec"]["ports"][0]["nodePort"].as_i64().unwrap_or(0);
+    assert!((30000..=32767).contains(&node_port), "{np3}");
+    assert_eq!(np3["spec"]["externalTrafficPolicy"], json!("Cluster"));
+    let table = k.ok(&["get", "svc", "np3", "-n", &ns], None).await;
+    assert!(table.contains(&format!("81:{node_port}/TCP")), "{table}");
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
+
+/// Polls `kubectl get … -o json` until `done` accepts the object.
+async fn wait_for_json(
+    k: &Kubectl,
+    args: &[&str],
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let o = k.run(args, None).await;
+        if o.code == 0 {
+            let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("json");
+            if done(&v) {
+                return v;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kubectl {args:?} never got there: {}{}",
+            o.stdout,
+            o.stderr
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn every_namespace_gets_the_root_ca_config_map_back_when_deleted_or_changed() {
+    use base64::Engine;
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ca_b64 = k
+        .ok(
+            &[
+                "config",
+                "view",
+                "--raw",
+                "--minify",
+                "-o",
+                "jsonpath={.clusters[0].cluster.certificate-authority-data}",
+            ],
+            None,
+        )
+        .await;
+    let ca = String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(ca_b64.trim())
+            .expect("base64 CA"),
+    )
+    .expect("PEM");
+    let ns = format!("kca-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    let get = [
+        "get",
+        "configmap",
+        "kube-root-ca.crt",
+        "-n",
+        &ns,
+        "-o",
+        "json",
+    ];
+    let first = wait_for_json(&k, &get, |_| true).await;
+    // A real cluster's CA bundle may hold more than the kubeconfig's CA, never less.
+    let published = first["data"]["ca.crt"].as_str().unwrap_or_default();
+    assert!(published.contains(ca.trim()), "{first}");
+    assert!(
+        first["metadata"]["annotations"]["kubernetes.io/description"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("Contains a CA bundle")),
+        "{first}"
+    );
+    let uid = first["metadata"]["uid"].clone();
+    k.ok(
+        &["delete", "configmap", "kube-root-ca.crt", "-n", &ns],
+        None,
+    )
+    .await;
+    let again = wait_for_json(&k, &get, |v| v["metadata"]["uid"] != uid).await;
+    assert_eq!(again["data"], first["data"]);
+    k.ok(
+        &[
+            "patch",
+            "configmap",
+            "kube-root-ca.crt",
+            "-n",
+            &ns,
+            "--type=merge",
+            "-p",
+            r#"{"data":{"ca.crt":"tampered"}}"#,
+        ],
+        None,
+    )
+    .await;
+    wait_for_json(&k, &get, |v| v["data"] == first["data"]).await;
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
