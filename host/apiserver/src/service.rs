@@ -328,11 +328,13 @@ fn drop_type_dependent_fields(
         }
     }
     let node_ports = |s: &Map<String, Value>| ports_of(s).iter().map(node_port).collect::<Vec<_>>();
-    if needs_node_ports(old) && !needs_node_ports(m) && node_ports(m) == node_ports(old) {
-        if let Some(ports) = m.get_mut("ports").and_then(Value::as_array_mut) {
-            for p in ports.iter_mut().filter_map(Value::as_object_mut) {
-                p.remove("nodePort");
-            }
+    if needs_node_ports(old)
+        && !needs_node_ports(m)
+        && node_ports(m) == node_ports(old)
+        && let Some(ports) = m.get_mut("ports").and_then(Value::as_array_mut)
+    {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            p.remove("nodePort");
         }
     }
     if needs_health_check_port(old)
@@ -1249,7 +1251,7 @@ mod tests {
         assert_eq!(s["clusterIPs"], json!([ip.to_string()]));
         let n = u32::from(ip);
         assert!(
-            n >= CIDR_BASE + 257 && n <= CIDR_BASE + (1 << 20) - 2,
+            (CIDR_BASE + 257..=CIDR_BASE + (1 << 20) - 2).contains(&n),
             "{ip}"
         );
         assert_eq!(v["status"], json!({"loadBalancer": {}}));
