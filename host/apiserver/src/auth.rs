@@ -25,10 +25,6 @@ impl UserInfo {
 pub struct Tokens {
     map: RwLock<HashMap<String, Arc<UserInfo>>>,
     file: Option<PathBuf>,
-    /// Service-account tokens from TokenRequests, valid until their expiry. Kept in memory only:
-    /// they are short-lived, and a restart ends them (a real cluster's signed tokens would
-    /// survive it, which a client only notices as an earlier expiry).
-    issued: RwLock<HashMap<String, (Arc<UserInfo>, std::time::SystemTime)>>,
 }
 
 /// Splits one CSV line, honouring double quotes.
@@ -115,25 +111,11 @@ impl Tokens {
         Tokens {
             map: RwLock::new(map),
             file,
-            issued: RwLock::default(),
         }
     }
 
     pub fn lookup(&self, token: &str) -> Option<Arc<UserInfo>> {
-        if let Some(user) = self.map.read().get(token) {
-            return Some(user.clone());
-        }
-        let issued = self.issued.read();
-        let (user, expires) = issued.get(token)?;
-        (std::time::SystemTime::now() < *expires).then(|| user.clone())
-    }
-
-    /// Issues `token` for `user` until `expires` (a TokenRequest), forgetting expired ones.
-    pub fn issue(&self, token: String, user: UserInfo, expires: std::time::SystemTime) {
-        let now = std::time::SystemTime::now();
-        let mut issued = self.issued.write();
-        issued.retain(|_, (_, e)| *e > now);
-        issued.insert(token, (Arc::new(user), expires));
+        self.map.read().get(token).cloned()
     }
 
     pub fn add(&self, token: &str, user: &str, uid: &str, groups: &[&str]) {
@@ -487,33 +469,6 @@ pub fn default_rbac() -> Vec<(&'static str, Value)> {
 
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn issued_tokens_authenticate_until_they_expire() {
-        let tokens = Tokens::new(None, "");
-        let user = |name: &str| UserInfo {
-            name: name.into(),
-            uid: "u".into(),
-            groups: vec!["system:authenticated".into()],
-        };
-        let now = std::time::SystemTime::now();
-        tokens.issue(
-            "live".into(),
-            user("a"),
-            now + std::time::Duration::from_secs(600),
-        );
-        tokens.issue(
-            "dead".into(),
-            user("b"),
-            now - std::time::Duration::from_secs(1),
-        );
-        assert_eq!(
-            tokens.lookup("live").map(|u| u.name.clone()),
-            Some("a".into())
-        );
-        assert!(tokens.lookup("dead").is_none());
-        assert!(tokens.lookup("unknown").is_none());
-    }
 
     use super::*;
     use serde_json::json;

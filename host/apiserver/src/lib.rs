@@ -25,7 +25,8 @@
 //!   recent events, report selector transitions, send bookmarks, and answer 410 Gone once a
 //!   version has been compacted away;
 //! - token authentication from a `--token-auth-file` style CSV and from TokenRequests
-//!   (`kubectl create token`, short-lived service-account tokens; every namespace gets its
+//!   (`kubectl create token`: service-account JWTs signed with a key kept in the data dir,
+//!   so they outlive a restart, and void once their account is gone; every namespace gets its
 //!   `default` ServiceAccount and `kube-root-ca.crt` ConfigMap), RBAC authorization (`system:masters` may do everything) and
 //!   impersonation.
 //!
@@ -52,6 +53,7 @@ mod ops;
 mod patch;
 mod proto;
 mod resources;
+mod sa_token;
 mod schema;
 mod selector;
 mod server;
@@ -102,7 +104,7 @@ impl Default for FaultConfig {
 #[derive(Debug, Clone)]
 pub struct ApiServerConfig {
     /// None = in-memory (tests); Some(dir) = SQLite file `dir/cluster.db`, token file
-    /// `dir/tokens.csv`, kubeconfig `dir/kubeconfig`.
+    /// `dir/tokens.csv`, kubeconfig `dir/kubeconfig`, service-account signing key `dir/sa.key`.
     pub data_dir: Option<PathBuf>,
     /// Default 127.0.0.1:0 (any free port).
     pub listen: SocketAddr,
@@ -345,9 +347,12 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
     let store = Arc::new(store);
     let scheme = if tls.is_some() { "https" } else { "http" };
     let url = format!("{scheme}://{addr}");
+    let sa_key = config.data_dir.as_ref().map(|d| d.join("sa.key"));
+    let sa_tokens = sa_token::Signer::load_or_generate(sa_key.as_deref())?;
     let shared = Arc::new(server::Shared {
         store: store.clone(),
         tokens,
+        sa_tokens,
         admin_token: admin_token.clone(),
         faults: parking_lot::RwLock::new(FaultConfig::default()),
         faults_active: AtomicBool::new(false),

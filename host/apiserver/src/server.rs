@@ -37,6 +37,7 @@ impl std::error::Error for DropConnection {}
 pub struct Shared {
     pub store: Arc<Store>,
     pub tokens: Tokens,
+    pub sa_tokens: crate::sa_token::Signer,
     pub admin_token: String,
     pub faults: RwLock<FaultConfig>,
     pub faults_active: AtomicBool,
@@ -44,6 +45,20 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The user a bearer token stands for: a static token, else a service-account JWT.
+    pub fn user_for_token(&self, token: &str) -> Option<Arc<UserInfo>> {
+        if let Some(user) = self.tokens.lookup(token) {
+            return Some(user);
+        }
+        if !crate::sa_token::looks_like_jwt(token) {
+            return None;
+        }
+        let now = chrono::Utc::now().timestamp();
+        self.sa_tokens
+            .authenticate(&self.store, token, now)
+            .map(Arc::new)
+    }
+
     pub fn set_faults(&self, mut f: FaultConfig) {
         // Only 429, 500 and 503 are meaningful injected errors; anything else becomes 500.
         if !matches!(f.error_status, 429 | 500 | 503) {
@@ -257,7 +272,7 @@ async fn lethe_endpoint(
         return Err(ApiError::unauthorized());
     };
     if token != shared.admin_token {
-        if shared.tokens.lookup(token).is_none() {
+        if shared.user_for_token(token).is_none() {
             return Err(ApiError::unauthorized());
         }
         return Err(ApiError::new(
@@ -321,8 +336,7 @@ fn header_values(headers: &HeaderMap, name: &str) -> Vec<String> {
 fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<Arc<UserInfo>, ApiError> {
     let token = bearer(headers).ok_or_else(ApiError::unauthorized)?;
     let user = shared
-        .tokens
-        .lookup(token)
+        .user_for_token(token)
         .ok_or_else(ApiError::unauthorized)?;
     let imp_user = header_values(headers, "impersonate-user")
         .into_iter()
@@ -801,33 +815,58 @@ async fn token_request(
             }],
         ));
     }
-    let token = {
-        use rand::Rng;
-        let mut rng = rand::rng();
-        let alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789";
-        (0..48)
-            .map(|_| char::from(alphabet[rng.random_range(0..alphabet.len())]))
-            .collect::<String>()
-    };
-    let now = std::time::SystemTime::now();
-    let expires = now + std::time::Duration::from_secs(seconds.unsigned_abs());
+    if seconds > 1 << 32 {
+        return Err(ApiError::invalid(
+            "authentication.k8s.io",
+            "TokenRequest",
+            &t.name,
+            vec![crate::status::Cause {
+                reason: "FieldValueInvalid",
+                message: format!(
+                    "Invalid value: {seconds}: may not specify a duration larger than 2^32 seconds"
+                ),
+                field: "spec.expirationSeconds".into(),
+            }],
+        ));
+    }
     let namespace = &t.namespace;
-    shared.tokens.issue(
-        token.clone(),
-        UserInfo {
-            name: format!("system:serviceaccount:{namespace}:{}", t.name),
-            uid: account.uid().to_string(),
-            groups: vec![
-                "system:serviceaccounts".into(),
-                format!("system:serviceaccounts:{namespace}"),
-                "system:authenticated".into(),
-            ],
-        },
-        expires,
-    );
-    let rfc3339 = |at: std::time::SystemTime| {
-        chrono::DateTime::<chrono::Utc>::from(at).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    let bound_ref = &request["spec"]["boundObjectRef"];
+    let bound = if bound_ref.is_object() {
+        Some(bound_object(shared, namespace, &t.name, bound_ref)?)
+    } else {
+        None
     };
+    // Without audiences a token is for the API server itself.
+    let mut audiences: Vec<String> = request["spec"]["audiences"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    if audiences.is_empty() {
+        audiences.push(crate::sa_token::ISSUER.to_string());
+    }
+    let now = chrono::Utc::now();
+    let claims = crate::sa_token::claims(
+        namespace,
+        &t.name,
+        account.uid(),
+        &audiences,
+        bound
+            .as_ref()
+            .map(|(claim, name, uid)| (*claim, name.as_str(), uid.as_str())),
+        now.timestamp(),
+        seconds,
+    );
+    let token = shared
+        .sa_tokens
+        .sign(&claims)
+        .map_err(|e| ApiError::internal(format!("failed to sign the token: {e}")))?;
+    let expires = now + chrono::Duration::seconds(seconds);
+    let rfc3339 =
+        |at: chrono::DateTime<chrono::Utc>| at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     Ok(respond_value(
         201,
         &json!({
@@ -835,13 +874,67 @@ async fn token_request(
             "apiVersion": "authentication.k8s.io/v1",
             "metadata": {"name": t.name, "namespace": namespace, "creationTimestamp": rfc3339(now)},
             "spec": {
-                "audiences": request["spec"]["audiences"].as_array().cloned().unwrap_or_default(),
+                "audiences": audiences,
                 "expirationSeconds": seconds,
                 "boundObjectRef": request["spec"]["boundObjectRef"].clone(),
             },
             "status": {"token": token, "expirationTimestamp": rfc3339(expires)},
         }),
     ))
+}
+
+/// Checks a TokenRequest's `boundObjectRef` as the real server does and returns the claim it
+/// becomes: `("pod" | "secret", name, uid)`.
+fn bound_object(
+    shared: &Shared,
+    namespace: &str,
+    account: &str,
+    r: &Value,
+) -> Result<(&'static str, String, String), ApiError> {
+    let kind = r["kind"].as_str().unwrap_or_default();
+    let api_version = r["apiVersion"].as_str().unwrap_or_default();
+    let name = r["name"].as_str().unwrap_or_default();
+    let (claim, key, plural) = match (api_version, kind) {
+        ("v1", "Pod") => ("pod", "/pods", "pods"),
+        ("v1", "Secret") => ("secret", "/secrets", "secrets"),
+        _ => {
+            let gvk = match api_version.split_once('/') {
+                Some((g, v)) => format!("{g}/{v}, Kind={kind}"),
+                None => format!("/{api_version}, Kind={kind}"),
+            };
+            return Err(ApiError::bad_request(format!(
+                "cannot bind token to object of type {gvk}"
+            )));
+        }
+    };
+    let obj = shared
+        .store
+        .get(key, namespace, name, false)
+        .ok_or_else(|| ApiError::not_found("", plural, name))?;
+    if claim == "pod" {
+        let runs_as = obj.value["spec"]["serviceAccountName"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("default");
+        if runs_as != account {
+            return Err(ApiError::bad_request(format!(
+                "cannot bind token for serviceaccount {account:?} to pod running with different serviceaccount name."
+            )));
+        }
+    }
+    if let Some(want) = r["uid"].as_str().filter(|u| !u.is_empty())
+        && want != obj.uid()
+    {
+        return Err(ApiError::conflict(
+            "",
+            kind,
+            name,
+            &format!(
+                "the UID in the bound object reference ({want}) does not match the UID in record. The object might have been deleted and then recreated"
+            ),
+        ));
+    }
+    Ok((claim, name.to_string(), obj.uid().to_string()))
 }
 
 #[allow(clippy::too_many_arguments)]

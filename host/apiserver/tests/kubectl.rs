@@ -1472,3 +1472,118 @@ async fn every_namespace_gets_the_root_ca_config_map_back_when_deleted_or_change
         .await;
     k.shutdown().await;
 }
+
+fn jwt_claims(token: &str) -> serde_json::Value {
+    use base64::Engine;
+    let payload = token.split('.').nth(1).expect("a JWT");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .expect("base64url");
+    serde_json::from_slice(&bytes).expect("claims")
+}
+
+#[tokio::test]
+async fn kubectl_create_token_issues_signed_jwts_bound_to_the_account() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ns = format!("kjw-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    k.ok(&["create", "serviceaccount", "robot", "-n", &ns], None)
+        .await;
+    let sa = get_json(&k, "serviceaccount", "robot", &ns).await;
+    let token = k
+        .ok(&["create", "token", "robot", "-n", &ns], None)
+        .await
+        .trim()
+        .to_string();
+    let claims = jwt_claims(&token);
+    assert_eq!(
+        claims["sub"],
+        serde_json::json!(format!("system:serviceaccount:{ns}:robot"))
+    );
+    assert_eq!(claims["kubernetes.io"]["namespace"], serde_json::json!(ns));
+    assert_eq!(
+        claims["kubernetes.io"]["serviceaccount"]["uid"],
+        sa["metadata"]["uid"]
+    );
+    assert_eq!(
+        claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(),
+        3600
+    );
+    assert!(claims["aud"].as_array().is_some_and(|a| !a.is_empty()));
+    assert!(
+        claims["iss"].is_string() && claims["nbf"].is_i64(),
+        "{claims}"
+    );
+    // A token for another audience is not for the API server.
+    let vault = k
+        .ok(
+            &["create", "token", "robot", "-n", &ns, "--audience=vault"],
+            None,
+        )
+        .await
+        .trim()
+        .to_string();
+    assert_eq!(jwt_claims(&vault)["aud"], serde_json::json!(["vault"]));
+    let refused = k.run(&["--token", &vault, "auth", "whoami"], None).await;
+    assert_ne!(refused.code, 0);
+    assert!(
+        refused.stderr.contains("Unauthorized"),
+        "{}",
+        refused.stderr
+    );
+    // Bound to a Secret: valid while the Secret lives.
+    k.ok(
+        &[
+            "create",
+            "secret",
+            "generic",
+            "anchor",
+            "-n",
+            &ns,
+            "--from-literal=a=b",
+        ],
+        None,
+    )
+    .await;
+    let bound = k
+        .ok(
+            &[
+                "create",
+                "token",
+                "robot",
+                "-n",
+                &ns,
+                "--bound-object-kind=Secret",
+                "--bound-object-name=anchor",
+            ],
+            None,
+        )
+        .await
+        .trim()
+        .to_string();
+    assert_eq!(
+        jwt_claims(&bound)["kubernetes.io"]["secret"]["name"],
+        serde_json::json!("anchor")
+    );
+    k.ok(&["--token", &bound, "auth", "whoami"], None).await;
+    k.ok(&["delete", "secret", "anchor", "-n", &ns], None).await;
+    let orphaned = k.run(&["--token", &bound, "auth", "whoami"], None).await;
+    assert!(
+        orphaned.stderr.contains("Unauthorized"),
+        "{}",
+        orphaned.stderr
+    );
+    // The account deleted and created again: its old tokens are void.
+    k.ok(&["--token", &token, "auth", "whoami"], None).await;
+    k.ok(&["delete", "serviceaccount", "robot", "-n", &ns], None)
+        .await;
+    k.ok(&["create", "serviceaccount", "robot", "-n", &ns], None)
+        .await;
+    let stale = k.run(&["--token", &token, "auth", "whoami"], None).await;
+    assert!(stale.stderr.contains("Unauthorized"), "{}", stale.stderr);
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}

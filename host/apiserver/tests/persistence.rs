@@ -210,3 +210,125 @@ async fn a_namespace_terminating_at_shutdown_finishes_after_a_restart() {
     }
     c.shutdown().await;
 }
+
+/// `kubectl create token`'s request, answered with a signed token.
+async fn request_token(client: &kube::Client, ns: &str, account: &str) -> String {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let body = json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}
+    });
+    let tr: TokenRequest = Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create_subresource("token", account, &PostParams::default(), &body)
+        .await
+        .unwrap();
+    tr.status.and_then(|s| s.token).unwrap()
+}
+
+/// What a bearer token gets from a read it has no RBAC for: 403 when it authenticates.
+async fn answer_for(kubeconfig_yaml: &str, admin: &str, token: &str) -> u16 {
+    let yaml = kubeconfig_yaml.replace(admin, token);
+    let client = kube::Client::try_from(config_from_yaml(&yaml).await).unwrap();
+    match Api::<ConfigMap>::namespaced(client, "default")
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(_) => 200,
+        Err(kube::Error::Api(s)) => s.code,
+        Err(other) => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn service_account_tokens_survive_a_restart_and_die_with_their_account() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kube::api::DeleteParams;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = || ApiServerConfig {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
+    let c = TestCluster::embedded(cfg()).await;
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "robot"}})).unwrap();
+    let sas = Api::<ServiceAccount>::namespaced(c.client.clone(), "default");
+    sas.create(&PostParams::default(), &sa).await.unwrap();
+    let token = request_token(&c.client, "default", "robot").await;
+    assert_eq!(token.split('.').count(), 3, "a JWT");
+    let server = c.server.as_ref().unwrap();
+    let (yaml, admin) = (server.kubeconfig_yaml(), server.admin_token().to_string());
+    assert_eq!(answer_for(&yaml, &admin, &token).await, 403);
+    assert!(dir.path().join("sa.key").exists());
+    c.shutdown().await;
+
+    let c = TestCluster::embedded(cfg()).await;
+    let server = c.server.as_ref().unwrap();
+    let yaml = server.kubeconfig_yaml();
+    assert_eq!(
+        answer_for(&yaml, &admin, &token).await,
+        403,
+        "the token still authenticates after a restart"
+    );
+    // A ServiceAccount deleted and created again under the same name is another account.
+    let sas = Api::<ServiceAccount>::namespaced(c.client.clone(), "default");
+    sas.delete("robot", &DeleteParams::default()).await.unwrap();
+    assert_eq!(answer_for(&yaml, &admin, &token).await, 401);
+    sas.create(&PostParams::default(), &sa).await.unwrap();
+    assert_eq!(answer_for(&yaml, &admin, &token).await, 401);
+    let fresh = request_token(&c.client, "default", "robot").await;
+    assert_eq!(answer_for(&yaml, &admin, &fresh).await, 403);
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn service_allocations_are_read_back_after_a_restart() {
+    use k8s_openapi::api::core::v1::Service;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = || ApiServerConfig {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
+    let svc = |name: &str| -> Service {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"type": "NodePort", "clusterIP": "10.96.5.5",
+                     "ports": [{"port": 80, "nodePort": 30555}]},
+        }))
+        .unwrap()
+    };
+    let c = TestCluster::embedded(cfg()).await;
+    Api::<Service>::namespaced(c.client.clone(), "default")
+        .create(&PostParams::default(), &svc("first"))
+        .await
+        .unwrap();
+    c.shutdown().await;
+
+    let c = TestCluster::embedded(cfg()).await;
+    let services = Api::<Service>::namespaced(c.client.clone(), "default");
+    let e = services
+        .create(&PostParams::default(), &svc("second"))
+        .await
+        .unwrap_err();
+    match e {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 422);
+            assert!(
+                s.message.contains("provided IP is already allocated"),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    services.delete("first", &Default::default()).await.unwrap();
+    services
+        .create(&PostParams::default(), &svc("second"))
+        .await
+        .unwrap();
+    let kubernetes = services.get("kubernetes").await.unwrap();
+    assert_eq!(
+        kubernetes.spec.unwrap().cluster_ip.as_deref(),
+        Some("10.96.0.1")
+    );
+    c.shutdown().await;
+}
