@@ -8,17 +8,18 @@
 //! requests/s for both over all rounds, the ratio of each round and their median, and the cost of
 //! one instantiation with the pooling allocator.
 
+mod support;
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
-
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Empty, Full};
+use http_body_util::Full;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -57,10 +58,18 @@ async fn main() -> anyhow::Result<()> {
         "{rounds} rounds of {seconds} s per target, {connections} keep-alive connections, {} cores",
         std::thread::available_parallelism()?.get()
     );
+    let probe = Arc::new(support::Probe {
+        path: "/ok".into(),
+        headers: Vec::new(),
+        check: |body| {
+            anyhow::ensure!(body == b"\"ok\"", "unexpected body");
+            Ok(())
+        },
+    });
     let (mut wasm, mut plain, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for round in 1..=rounds {
-        let w = load(app.addr, "/ok", seconds, connections).await?;
-        let p = load(native, "/ok", seconds, connections).await?;
+        let w = support::keep_alive_load(app.addr, probe.clone(), seconds, connections).await?;
+        let p = support::keep_alive_load(native, probe.clone(), seconds, connections).await?;
         let ratio = w.len() as f64 / p.len().max(1) as f64;
         println!(
             "round {round}: wasm {:.0} req/s, native {:.0} req/s, {:.0}%",
@@ -75,8 +84,8 @@ async fn main() -> anyhow::Result<()> {
     wasm.sort();
     plain.sort();
     let total = seconds * rounds as u64;
-    report("wasm component (fresh instance per request)", &wasm, total);
-    report("plain hyper handler (native)", &plain, total);
+    support::report("wasm component (fresh instance per request)", &wasm, total);
+    support::report("plain hyper handler (native)", &plain, total);
     ratios.sort_by(f64::total_cmp);
     println!(
         "wasm throughput = {:.0}% of native over all rounds; median round {:.0}%",
@@ -142,57 +151,4 @@ fn native(req: hyper::Request<hyper::body::Incoming>) -> hyper::Response<Full<By
         hyper::header::HeaderValue::from(length),
     );
     resp
-}
-
-/// Runs `connections` keep-alive clients for `seconds`; returns every request's latency.
-async fn load(
-    addr: SocketAddr,
-    path: &'static str,
-    seconds: u64,
-    connections: usize,
-) -> anyhow::Result<Vec<Duration>> {
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    let mut tasks = Vec::new();
-    for _ in 0..connections {
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            let stream = TcpStream::connect(addr).await?;
-            stream.set_nodelay(true)?;
-            let (mut sender, conn) =
-                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-            tokio::spawn(conn);
-            while Instant::now() < deadline {
-                let req = hyper::Request::get(path)
-                    .header("host", "bench")
-                    .body(Empty::<Bytes>::new())?;
-                let start = Instant::now();
-                let resp = sender.send_request(req).await?;
-                anyhow::ensure!(resp.status() == 200, "unexpected status {}", resp.status());
-                resp.into_body().collect().await?;
-                latencies.push(start.elapsed());
-            }
-            anyhow::Ok(latencies)
-        }));
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await??);
-    }
-    Ok(all)
-}
-
-fn report(name: &str, latencies: &[Duration], seconds: u64) {
-    let pick = |q: f64| {
-        latencies
-            .get(((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1)))
-            .copied()
-            .unwrap_or_default()
-    };
-    println!(
-        "{name}: {:.0} req/s, p50 {:.0} µs, p99 {:.0} µs ({} requests)",
-        latencies.len() as f64 / seconds as f64,
-        pick(0.50).as_secs_f64() * 1e6,
-        pick(0.99).as_secs_f64() * 1e6,
-        latencies.len()
-    );
 }

@@ -7,14 +7,14 @@
 //! The three targets take turns for `rounds` rounds, so drift in the machine's speed falls on
 //! all of them alike; latencies are pooled over the rounds, and each round's ratios are printed.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Empty};
 use hyper_util::rt::TokioIo;
 use lethe_kube::{Cluster, ObjectRef};
-use tokio::net::TcpStream;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -65,22 +65,27 @@ async fn main() -> anyhow::Result<()> {
     client.delete(&target, &Default::default()).await?;
 
     let floor_addr = start_floor(client.clone(), target.clone()).await?;
-    let path = format!("/v3/jobs/org.delete~{org}");
-    let auth = Arc::new(format!("Bearer {token}"));
+    let probe = Arc::new(support::Probe {
+        path: format!("/v3/jobs/org.delete~{org}"),
+        headers: vec![("authorization", format!("Bearer {token}"))],
+        check: |body| {
+            anyhow::ensure!(
+                body.windows(10).any(|w| w == b"PROCESSING"),
+                "job not PROCESSING"
+            );
+            Ok(())
+        },
+    });
     println!("{rounds} rounds of {seconds} s per target, concurrency {concurrency}");
     let p50 = |l: &[Duration]| {
         let mut sorted = l.to_vec();
         sorted.sort();
-        sorted
-            .get(sorted.len() / 2)
-            .copied()
-            .unwrap_or_default()
-            .as_secs_f64()
+        support::quantile(&sorted, 0.5).as_secs_f64()
     };
     let (mut jobs, mut floor, mut bare) = (Vec::new(), Vec::new(), Vec::new());
     for round in 1..=rounds {
-        let j = load_http(app.addr, path.clone(), auth.clone(), seconds, concurrency).await?;
-        let f = load_http(floor_addr, path.clone(), auth.clone(), seconds, concurrency).await?;
+        let j = support::keep_alive_load(app.addr, probe.clone(), seconds, concurrency).await?;
+        let f = support::keep_alive_load(floor_addr, probe.clone(), seconds, concurrency).await?;
         let b = load(seconds, concurrency, {
             let client = client.clone();
             let target = target.clone();
@@ -107,17 +112,17 @@ async fn main() -> anyhow::Result<()> {
     floor.sort();
     bare.sort();
     let seconds = seconds * rounds as u64;
-    report(
+    support::report(
         "GET /v3/jobs/{guid} via lethe (fresh wasm instance per request)",
         &jobs,
         seconds,
     );
-    report(
+    support::report(
         "floor: native hyper handler doing only the same GET",
         &floor,
         seconds,
     );
-    report(
+    support::report(
         "bare GET of the Org (kube client, pooled connection)",
         &bare,
         seconds,
@@ -168,54 +173,6 @@ async fn start_floor(
     Ok(addr)
 }
 
-/// Keep-alive HTTP/1.1 clients polling the job.
-async fn load_http(
-    addr: std::net::SocketAddr,
-    path: String,
-    auth: Arc<String>,
-    seconds: u64,
-    concurrency: usize,
-) -> anyhow::Result<Vec<Duration>> {
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    let mut tasks = Vec::new();
-    for _ in 0..concurrency {
-        let (path, auth) = (path.clone(), auth.clone());
-        tasks.push(tokio::spawn(async move {
-            let stream = TcpStream::connect(addr).await?;
-            stream.set_nodelay(true)?;
-            let (mut sender, conn) =
-                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-            tokio::spawn(conn);
-            let mut latencies = Vec::new();
-            while Instant::now() < deadline {
-                let req = hyper::Request::get(path.as_str())
-                    .header("host", "bench")
-                    .header("authorization", auth.as_str())
-                    .body(Empty::<Bytes>::new())?;
-                let start = Instant::now();
-                let resp = sender.send_request(req).await?;
-                anyhow::ensure!(
-                    resp.status() == 200,
-                    "job status answered {}",
-                    resp.status()
-                );
-                let body = resp.into_body().collect().await?.to_bytes();
-                anyhow::ensure!(
-                    body.windows(10).any(|w| w == b"PROCESSING"),
-                    "job not PROCESSING"
-                );
-                latencies.push(start.elapsed());
-            }
-            anyhow::Ok(latencies)
-        }));
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await??);
-    }
-    Ok(all)
-}
-
 async fn load<F, Fut>(seconds: u64, concurrency: usize, op: F) -> anyhow::Result<Vec<Duration>>
 where
     F: Fn() -> Fut + Clone + Send + 'static,
@@ -240,20 +197,4 @@ where
         all.extend(t.await??);
     }
     Ok(all)
-}
-
-fn report(name: &str, latencies: &[Duration], seconds: u64) {
-    let pick = |q: f64| {
-        latencies
-            .get(((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1)))
-            .copied()
-            .unwrap_or_default()
-    };
-    println!(
-        "{name}: {:.0} req/s, p50 {:.2} ms, p99 {:.2} ms ({} requests)",
-        latencies.len() as f64 / seconds as f64,
-        pick(0.50).as_secs_f64() * 1e3,
-        pick(0.99).as_secs_f64() * 1e3,
-        latencies.len()
-    );
 }

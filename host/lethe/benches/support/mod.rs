@@ -1,0 +1,79 @@
+//! The load generator and report the HTTP benchmarks share.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Empty};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+/// What each request of a load run sends, and how its answer is judged.
+pub struct Probe {
+    pub path: String,
+    pub headers: Vec<(&'static str, String)>,
+    /// `Err` for a body that shows the target did not do the work.
+    pub check: fn(&[u8]) -> anyhow::Result<()>,
+}
+
+/// `connections` keep-alive HTTP/1.1 clients sending `probe` to `addr` back to back for
+/// `seconds`; the latency of every request. Any non-200 answer or failed check ends the run.
+pub async fn keep_alive_load(
+    addr: SocketAddr,
+    probe: Arc<Probe>,
+    seconds: u64,
+    connections: usize,
+) -> anyhow::Result<Vec<Duration>> {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for _ in 0..connections {
+        let probe = probe.clone();
+        tasks.push(tokio::spawn(async move {
+            let stream = TcpStream::connect(addr).await?;
+            stream.set_nodelay(true)?;
+            let (mut sender, conn) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+            tokio::spawn(conn);
+            let mut latencies = Vec::new();
+            while Instant::now() < deadline {
+                let mut req = hyper::Request::get(probe.path.as_str()).header("host", "bench");
+                for (name, value) in &probe.headers {
+                    req = req.header(*name, value.as_str());
+                }
+                let req = req.body(Empty::<Bytes>::new())?;
+                let start = Instant::now();
+                let resp = sender.send_request(req).await?;
+                anyhow::ensure!(resp.status() == 200, "unexpected status {}", resp.status());
+                let body = resp.into_body().collect().await?.to_bytes();
+                (probe.check)(&body)?;
+                latencies.push(start.elapsed());
+            }
+            anyhow::Ok(latencies)
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    Ok(all)
+}
+
+/// The `q` quantile of sorted `latencies` (zero when there are none).
+pub fn quantile(latencies: &[Duration], q: f64) -> Duration {
+    latencies
+        .get(((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or_default()
+}
+
+/// Prints requests/s, p50 and p99 of sorted `latencies` gathered over `seconds`.
+pub fn report(name: &str, latencies: &[Duration], seconds: u64) {
+    println!(
+        "{name}: {:.0} req/s, p50 {:.0} µs, p99 {:.0} µs ({} requests)",
+        latencies.len() as f64 / seconds as f64,
+        quantile(latencies, 0.50).as_secs_f64() * 1e6,
+        quantile(latencies, 0.99).as_secs_f64() * 1e6,
+        latencies.len()
+    );
+}
