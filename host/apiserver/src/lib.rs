@@ -62,6 +62,7 @@ mod status;
 mod store;
 mod table;
 mod tls;
+mod validation;
 
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;

@@ -5,6 +5,7 @@ use crate::patch;
 use crate::resources::{CRD_KEY, NS_KEY, NameRule, ResourceDef, crd_preferred_version};
 use crate::status::{ApiError, Cause};
 use crate::store::{Change, Inner, Obj, Store, string_list};
+use crate::validation;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
@@ -12,44 +13,14 @@ pub fn now() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-const SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-const LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-
-fn is_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-'
-}
-
-fn is_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_label)
-}
-
 /// Name validation errors (empty when valid).
 pub fn name_errors(rule: NameRule, name: &str) -> Vec<String> {
-    let mut errs = vec![];
     match rule {
-        NameRule::Subdomain => {
-            if name.len() > 253 {
-                errs.push("must be no more than 253 characters".to_string());
-            }
-            if !is_subdomain(name) {
-                errs.push(SUBDOMAIN_MSG.to_string());
-            }
-        }
-        NameRule::Label => {
-            if name.len() > 63 {
-                errs.push("must be no more than 63 characters".to_string());
-            }
-            if !is_label(name) {
-                errs.push(LABEL_MSG.to_string());
-            }
-        }
+        NameRule::Subdomain => validation::dns1123_subdomain(name),
+        NameRule::Label => validation::dns1123_label(name),
+        NameRule::Dns1035Label => validation::dns1035_label(name),
         NameRule::PathSegment => {
+            let mut errs = vec![];
             if name == "." || name == ".." {
                 errs.push(format!("may not be '{name}'"));
             }
@@ -58,9 +29,9 @@ pub fn name_errors(rule: NameRule, name: &str) -> Vec<String> {
                     errs.push(format!("may not contain '{bad}'"));
                 }
             }
+            errs
         }
     }
-    errs
 }
 
 pub fn validate_name(def: &ResourceDef, name: &str) -> Result<(), ApiError> {
@@ -395,55 +366,17 @@ fn secret_defaults(v: &mut Value) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn is_qualified_name(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-}
-
 /// Label keys and values, as the real server validates them.
 fn validate_labels(def: &ResourceDef, v: &Value) -> Result<(), ApiError> {
     let Some(labels) = v["metadata"]["labels"].as_object() else {
         return Ok(());
     };
-    let name = v["metadata"]["name"].as_str().unwrap_or_default();
-    let mut causes = vec![];
-    for (k, val) in labels {
-        let (prefix, key_name) = match k.split_once('/') {
-            Some((p, n)) => (Some(p), n),
-            None => (None, k.as_str()),
-        };
-        if !is_qualified_name(key_name) || prefix.is_some_and(|p| !is_subdomain(p)) {
-            causes.push(Cause {
-                reason: "FieldValueInvalid",
-                message: format!(
-                    "Invalid value: {}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
-                    json!(k)
-                ),
-                field: "metadata.labels".into(),
-            });
-        }
-        let s = val.as_str().unwrap_or_default();
-        if !val.is_string() || (!s.is_empty() && !is_qualified_name(s)) {
-            causes.push(Cause {
-                reason: "FieldValueInvalid",
-                message: format!(
-                    "Invalid value: {}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
-                    json!(val)
-                ),
-                field: "metadata.labels".into(),
-            });
-        }
-    }
+    let causes = validation::label_causes(labels, "metadata.labels");
     if causes.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(&def.group, &def.kind, name, causes))
+        return Ok(());
     }
+    let name = v["metadata"]["name"].as_str().unwrap_or_default();
+    Err(ApiError::invalid(&def.group, &def.kind, name, causes))
 }
 
 /// Rejects metadata that a typed client could not decode (as the real server's decoder does).

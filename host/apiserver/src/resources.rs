@@ -8,6 +8,8 @@ use std::sync::{Arc, OnceLock};
 pub enum NameRule {
     Subdomain,
     Label,
+    /// Services' names become DNS names that must not look like numbers.
+    Dns1035Label,
     PathSegment,
 }
 
@@ -214,7 +216,7 @@ pub fn builtins() -> &'static [Arc<ResourceDef>] {
                 &["svc"],
                 true,
                 false,
-                Label,
+                Dns1035Label,
             ),
             def(
                 "",

@@ -47,16 +47,11 @@ fn split_top(s: &str) -> Vec<&str> {
 }
 
 fn valid_key(k: &str) -> bool {
-    !k.is_empty()
-        && k.len() <= 317
-        && k.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+    crate::validation::qualified_name(k).is_empty()
 }
 
 fn valid_value(v: &str) -> bool {
-    v.len() <= 63
-        && v.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    crate::validation::label_value(v).is_empty()
 }
 
 fn parse_set(rest: &str) -> Result<Vec<String>, String> {

@@ -7,6 +7,7 @@
 
 use crate::status::{ApiError, Cause};
 use crate::store::Inner;
+use crate::validation;
 use serde_json::{Map, Value, json};
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr};
@@ -860,37 +861,77 @@ fn alloc_cluster_ips(m: &mut Map<String, Value>, taken: &HashSet<u32>) -> Result
     Ok(())
 }
 
-fn is_valid_port_name(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 15
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b.iter().any(u8::is_ascii_lowercase)
-        && !s.contains("--")
-        && !s.starts_with('-')
-        && !s.ends_with('-')
+/// Go's `%#v` of the `core.ServicePort` key the real server uses to find repeated ports, which
+/// is what its Duplicate error prints.
+fn go_port_key(protocol: &str, port: i64) -> String {
+    format!(
+        "core.ServicePort{{Name:\"\", Protocol:{}, AppProtocol:(*string)(nil), Port:{port}, TargetPort:intstr.IntOrString{{Type:0, IntVal:0, StrVal:\"\"}}, NodePort:0}}",
+        json!(protocol)
+    )
 }
 
-fn is_dns_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-'
+/// `validateServicePort`.
+fn port_causes(
+    p: &Value,
+    path: &str,
+    require_name: bool,
+    names: &mut HashSet<String>,
+) -> Vec<Cause> {
+    let mut causes = vec![];
+    let name = p["name"].as_str().unwrap_or_default();
+    if require_name && name.is_empty() {
+        causes.push(required(format!("{path}.name")));
+    } else if !name.is_empty() {
+        causes.extend(validation::invalid_causes(
+            &format!("{path}.name"),
+            &json!(name),
+            validation::dns1123_label(name),
+        ));
+        if !names.insert(name.to_string()) {
+            causes.push(duplicate(format!("{path}.name"), json!(name)));
+        }
+    }
+    let port = p["port"].as_i64().unwrap_or(0);
+    causes.extend(validation::invalid_causes(
+        &format!("{path}.port"),
+        &json!(port),
+        validation::port_num(port),
+    ));
+    let proto = &p["protocol"];
+    if !proto.as_str().is_some_and(|s| PROTOCOLS.contains(&s)) {
+        causes.push(not_supported(format!("{path}.protocol"), proto, PROTOCOLS));
+    }
+    let target = format!("{path}.targetPort");
+    match &p["targetPort"] {
+        Value::Number(n) => {
+            let t = n.as_i64().unwrap_or(0);
+            causes.extend(validation::invalid_causes(
+                &target,
+                &json!(t),
+                validation::port_num(t),
+            ));
+        }
+        Value::String(s) => causes.extend(validation::invalid_causes(
+            &target,
+            &json!(s),
+            validation::port_name(s),
+        )),
+        _ => {}
+    }
+    if let Some(app) = p["appProtocol"].as_str() {
+        causes.extend(validation::invalid_causes(
+            &format!("{path}.appProtocol"),
+            &json!(app),
+            validation::qualified_name(app),
+        ));
+    }
+    causes
 }
-
-const PORT_RANGE_MSG: &str = "must be between 1 and 65535, inclusive";
 
 /// `ValidateService` (the parts a client can meet) plus the update rules for cluster IPs.
 fn validate(m: &Map<String, Value>, old: Option<&Map<String, Value>>) -> Vec<Cause> {
     let mut causes = vec![];
     let ty = spec_type(m);
-    if !TYPES.contains(&ty) {
-        causes.push(not_supported("spec.type", &json!(ty), TYPES));
-    }
     if let Some(old) = old
         && ty != "ExternalName"
         && spec_type(old) != "ExternalName"
@@ -925,6 +966,9 @@ fn validate(m: &Map<String, Value>, old: Option<&Map<String, Value>>) -> Vec<Cau
         }
     }
     let ports = ports_of(m);
+    if ports.is_empty() && !is_headless(m) && ty != "ExternalName" {
+        causes.push(required("spec.ports"));
+    }
     if ty == "ExternalName" {
         if !strings(m.get("clusterIPs")).is_empty() {
             causes.push(forbidden(
@@ -944,71 +988,53 @@ fn validate(m: &Map<String, Value>, old: Option<&Map<String, Value>>) -> Vec<Cau
                 "may not be set for ExternalName services",
             ));
         }
-        let cname = str_of(m, "externalName").trim_end_matches('.');
+        // A trailing dot only marks the name as fully qualified.
+        let cname = str_of(m, "externalName");
+        let cname = cname.strip_suffix('.').unwrap_or(cname);
         if cname.is_empty() {
             causes.push(required("spec.externalName"));
-        } else if !(cname.len() <= 253 && cname.split('.').all(is_dns_label)) {
-            causes.push(invalid(
+        } else {
+            causes.extend(validation::invalid_causes(
                 "spec.externalName",
-                json!(cname),
-                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+                &json!(cname),
+                validation::dns1123_subdomain(cname),
             ));
         }
-    } else {
-        causes.extend(cluster_ip_field_causes(m));
-    }
-    if ports.is_empty() && !is_headless(m) && ty != "ExternalName" {
-        causes.push(required("spec.ports"));
     }
     let mut names = HashSet::new();
     for (i, p) in ports.iter().enumerate() {
-        let path = format!("spec.ports[{i}]");
-        let name = p["name"].as_str().unwrap_or_default();
-        if name.is_empty() {
-            if ports.len() > 1 {
-                causes.push(required(format!("{path}.name")));
-            }
-        } else {
-            if !is_dns_label(name) {
-                causes.push(invalid(
-                    format!("{path}.name"),
-                    json!(name),
-                    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+        causes.extend(port_causes(
+            p,
+            &format!("spec.ports[{i}]"),
+            ports.len() > 1,
+            &mut names,
+        ));
+    }
+    if let Some(selector) = m.get("selector").and_then(Value::as_object) {
+        causes.extend(validation::label_causes(selector, "spec.selector"));
+    }
+    let affinity = str_of(m, "sessionAffinity");
+    if !matches!(affinity, "None" | "ClientIP") {
+        causes.push(not_supported(
+            "spec.sessionAffinity",
+            &json!(affinity),
+            &["ClientIP", "None"],
+        ));
+    }
+    if ty != "ExternalName" {
+        causes.extend(cluster_ip_field_causes(m));
+    }
+    if !TYPES.contains(&ty) {
+        causes.push(not_supported("spec.type", &json!(ty), TYPES));
+    }
+    if ty == "ClusterIP" {
+        for (i, p) in ports.iter().enumerate() {
+            if node_port(p) != 0 {
+                causes.push(forbidden(
+                    format!("spec.ports[{i}].nodePort"),
+                    "may not be used when `type` is 'ClusterIP'",
                 ));
             }
-            if !names.insert(name.to_string()) {
-                causes.push(duplicate(format!("{path}.name"), json!(name)));
-            }
-        }
-        let port = p["port"].as_i64().unwrap_or(0);
-        if !(1..=65535).contains(&port) {
-            causes.push(invalid(format!("{path}.port"), port, PORT_RANGE_MSG));
-        }
-        let proto = &p["protocol"];
-        if !proto.as_str().is_some_and(|s| PROTOCOLS.contains(&s)) {
-            causes.push(not_supported(format!("{path}.protocol"), proto, PROTOCOLS));
-        }
-        match &p["targetPort"] {
-            Value::Number(n) => {
-                let t = n.as_i64().unwrap_or(0);
-                if !(1..=65535).contains(&t) {
-                    causes.push(invalid(format!("{path}.targetPort"), t, PORT_RANGE_MSG));
-                }
-            }
-            Value::String(s) if !is_valid_port_name(s) => {
-                causes.push(invalid(
-                    format!("{path}.targetPort"),
-                    json!(s),
-                    "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
-                ));
-            }
-            _ => {}
-        }
-        if ty == "ClusterIP" && node_port(p) != 0 {
-            causes.push(forbidden(
-                format!("{path}.nodePort"),
-                "may not be used when `type` is 'ClusterIP'",
-            ));
         }
     }
     let mut node_ports = HashSet::new();
@@ -1018,13 +1044,16 @@ fn validate(m: &Map<String, Value>, old: Option<&Map<String, Value>>) -> Vec<Cau
             causes.push(duplicate(format!("spec.ports[{i}].nodePort"), np));
         }
     }
-    let affinity = str_of(m, "sessionAffinity");
-    if !matches!(affinity, "None" | "ClientIP") {
-        causes.push(not_supported(
-            "spec.sessionAffinity",
-            &json!(affinity),
-            &["ClientIP", "None"],
-        ));
+    let mut seen = HashSet::new();
+    for (i, p) in ports.iter().enumerate() {
+        let proto = p["protocol"].as_str().unwrap_or_default();
+        let port = p["port"].as_i64().unwrap_or(0);
+        if !seen.insert((proto, port)) {
+            causes.push(duplicate(
+                format!("spec.ports[{i}]"),
+                go_port_key(proto, port),
+            ));
+        }
     }
     causes
 }
@@ -1072,6 +1101,17 @@ fn decode_error(m: &Map<String, Value>) -> Option<String> {
             }
         }
         Some(other) => return unmarshal(other, "ServiceSpec.spec.ports", "[]v1.ServicePort"),
+    }
+    match m.get("selector") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(sel)) => {
+            if let Some(bad) = sel.values().find(|v| !v.is_string() && !v.is_null()) {
+                return unmarshal(bad, "ServiceSpec.spec.selector", "string");
+            }
+        }
+        Some(other) => {
+            return unmarshal(other, "ServiceSpec.spec.selector", "map[string]string");
+        }
     }
     for key in ["clusterIPs", "ipFamilies"] {
         match m.get(key) {
@@ -1491,12 +1531,12 @@ mod tests {
         assert_eq!(
             fields,
             [
-                "spec.type",
                 "spec.ports[0].name",
                 "spec.ports[0].port",
                 "spec.ports[0].protocol",
                 "spec.ports[0].targetPort",
                 "spec.ports[1].name",
+                "spec.type",
             ]
         );
         let none = prepared(&store, svc("b", json!({})), None).unwrap_err();
@@ -1529,6 +1569,99 @@ mod tests {
         assert!(dual.message.contains(
             "spec.ipFamilyPolicy: Invalid value: \"RequireDualStack\": this cluster is not configured for dual-stack services"
         ));
+    }
+
+    fn message(store: &Store, name: &str, spec: Value) -> String {
+        prepared(store, svc(name, spec), None).unwrap_err().message
+    }
+
+    #[test]
+    fn ports_must_be_distinct_and_well_named() {
+        let store = Store::open(None).unwrap();
+        assert_eq!(
+            message(
+                &store,
+                "dup",
+                json!({"ports": [{"name": "a", "port": 443}, {"name": "b", "port": 443}]})
+            ),
+            "Service \"dup\" is invalid: spec.ports[1]: Duplicate value: core.ServicePort{Name:\"\", Protocol:\"TCP\", AppProtocol:(*string)(nil), Port:443, TargetPort:intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}, NodePort:0}"
+        );
+        // The same number over another protocol is another port.
+        prepared(
+            &store,
+            svc(
+                "dns",
+                json!({"ports": [{"name": "a", "port": 53}, {"name": "b", "port": 53, "protocol": "UDP"}]}),
+            ),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            message(
+                &store,
+                "names",
+                json!({"ports": [{"name": "x", "port": 1}, {"name": "x", "port": 2}, {"port": 3}, {"name": "a.b", "port": 4}]})
+            ),
+            "Service \"names\" is invalid: [spec.ports[1].name: Duplicate value: \"x\", spec.ports[2].name: Required value, spec.ports[3].name: Invalid value: \"a.b\": must not contain dots]"
+        );
+        // A single port needs no name.
+        prepared(&store, svc("one", json!({"ports": [{"port": 80}]})), None).unwrap();
+        assert_eq!(
+            message(
+                &store,
+                "tp",
+                json!({"ports": [{"port": 80, "targetPort": "8080"}, {"name": "b", "port": 81, "targetPort": "a--very-long-name-"}]})
+            ),
+            "Service \"tp\" is invalid: [spec.ports[0].name: Required value, spec.ports[0].targetPort: Invalid value: \"8080\": must contain at least one letter (a-z), spec.ports[1].targetPort: Invalid value: \"a--very-long-name-\": must be no more than 15 characters, spec.ports[1].targetPort: Invalid value: \"a--very-long-name-\": must not contain consecutive hyphens, spec.ports[1].targetPort: Invalid value: \"a--very-long-name-\": must not begin or end with a hyphen]"
+        );
+        assert!(
+            message(
+                &store,
+                "app",
+                json!({"ports": [{"port": 80, "appProtocol": "a/b/c"}]})
+            )
+            .starts_with(
+                "Service \"app\" is invalid: spec.ports[0].appProtocol: Invalid value: \"a/b/c\": a qualified name must consist"
+            )
+        );
+    }
+
+    #[test]
+    fn selectors_are_label_maps() {
+        let store = Store::open(None).unwrap();
+        assert_eq!(
+            message(
+                &store,
+                "sel",
+                json!({"selector": {"app": "-x", "bad key": "ok"}, "ports": [{"port": 80}]})
+            ),
+            "Service \"sel\" is invalid: [spec.selector: Invalid value: \"-x\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?'), spec.selector: Invalid value: \"bad key\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')]"
+        );
+        let err = prepared(
+            &store,
+            svc(
+                "n",
+                json!({"selector": {"app": 1}, "ports": [{"port": 80}]}),
+            ),
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(err.code, 400);
+        assert!(
+            err.message
+                .ends_with("json: cannot unmarshal number into Go struct field ServiceSpec.spec.selector of type string"),
+            "{}",
+            err.message
+        );
+        prepared(
+            &store,
+            svc(
+                "good",
+                json!({"selector": {"app.kubernetes.io/name": "web", "tier": ""}, "ports": [{"port": 80}]}),
+            ),
+            None,
+        )
+        .unwrap();
     }
 
     #[test]

@@ -1587,3 +1587,80 @@ async fn kubectl_create_token_issues_signed_jwts_bound_to_the_account() {
         .await;
     k.shutdown().await;
 }
+
+#[tokio::test]
+async fn kubectl_service_names_ports_and_selectors_are_validated_like_a_real_cluster() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ns = format!("ksv-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    // A Service's name becomes a DNS name, so it must start with a letter (DNS-1035).
+    let o = k
+        .run(
+            &[
+                "create",
+                "service",
+                "clusterip",
+                "1abc",
+                "--tcp=80",
+                "-n",
+                &ns,
+            ],
+            None,
+        )
+        .await;
+    assert_ne!(o.code, 0);
+    assert_eq!(
+        o.stderr.trim(),
+        "error: failed to create ClusterIP service: Service \"1abc\" is invalid: metadata.name: Invalid value: \"1abc\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+    );
+    // Two ports named alike on the same number and protocol: both rules speak.
+    let o = k
+        .run(
+            &[
+                "create",
+                "service",
+                "clusterip",
+                "two-ports",
+                "--tcp=80:80,443,443",
+                "-n",
+                &ns,
+            ],
+            None,
+        )
+        .await;
+    assert_ne!(o.code, 0);
+    assert_eq!(
+        o.stderr.trim(),
+        "error: failed to create ClusterIP service: Service \"two-ports\" is invalid: [spec.ports[2].name: Duplicate value: \"443\", spec.ports[2]: Duplicate value: core.ServicePort{Name:\"\", Protocol:\"TCP\", AppProtocol:(*string)(nil), Port:443, TargetPort:intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}, NodePort:0}]"
+    );
+    k.ok(
+        &[
+            "create",
+            "service",
+            "clusterip",
+            "two-ports",
+            "--tcp=80:80,443:443",
+            "-n",
+            &ns,
+        ],
+        None,
+    )
+    .await;
+    let yaml = format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: sel\n  namespace: {ns}\nspec:\n  selector:\n    app: -web\n  ports:\n  - port: 80\n    name: web\n  - port: 81\n"
+    );
+    let o = k.run(&["create", "-f", "-"], Some(&yaml)).await;
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains(
+            "The Service \"sel\" is invalid: \n* spec.ports[1].name: Required value\n* spec.selector: Invalid value: \"-web\": a valid label must be an empty string or consist of alphanumeric characters"
+        ),
+        "{}",
+        o.stderr
+    );
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
