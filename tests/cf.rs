@@ -183,6 +183,88 @@ fn cf_cli_like_poller_deletes_an_org_with_spaces_to_complete_and_everything_is_g
     assert!(!found, "org namespace gone");
 }
 
+/// A crash in the middle of a deletion loses nothing: the org's deletion is recorded in the
+/// cluster (deletionTimestamp and finalizers), so after a restart the job is still PROCESSING and
+/// the next reconciler passes finish what the crashed process started.
+#[test]
+fn a_crash_in_the_middle_of_an_org_deletion_is_finished_after_the_restart() {
+    let mut lethe = start(&[]);
+    let admin = lethe.admin_token();
+    let org = create_org(&lethe, "crash-org");
+    let held = create_space(&lethe, &org, "held");
+    let free = create_space(&lethe, &org, "free");
+    // Something else in the held space's namespace is still being cleaned up, so that namespace
+    // (and with it the org) cannot finish before the crash.
+    lethe.kubectl_ok(&["create", "configmap", "hold", "-n", &held]);
+    lethe.kubectl_ok(&[
+        "patch",
+        "configmap",
+        "hold",
+        "-n",
+        &held,
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
+    ]);
+    let location = delete_org(&lethe, &org, &admin);
+    let old_url = lethe.url.clone();
+    // Crash once the reconciler is under way: the free space's namespace is gone and the held
+    // one is terminating.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (free_left, _, _) = lethe.kubectl(&["get", "namespace", &free]);
+        let held_ns = lethe.kubectl_ok(&["get", "namespace", &held, "-o", "json"]);
+        let terminating =
+            serde_json::from_str::<Json>(&held_ns).expect("namespace json")["metadata"]
+                .get("deletionTimestamp")
+                .is_some();
+        if !free_left && terminating {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the reconciler did not get under way within 60 s:\n{}",
+            lethe.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    lethe.crash_and_restart();
+    // The restarted host listens on another port here; a real one keeps its address.
+    let location = location.replacen(&old_url, &lethe.url, 1);
+
+    wait_for_state(
+        &lethe,
+        &location,
+        &admin,
+        "PROCESSING",
+        Duration::from_secs(10),
+    );
+    lethe.kubectl_ok(&["get", "orgs.cf.lethe.dev", &org, "-n", "cf"]);
+    lethe.kubectl_ok(&[
+        "patch",
+        "configmap",
+        "hold",
+        "-n",
+        &held,
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    wait_for_state(
+        &lethe,
+        &location,
+        &admin,
+        "COMPLETE",
+        Duration::from_secs(60),
+    );
+    let (found, _, stderr) = lethe.kubectl(&["get", "orgs.cf.lethe.dev", &org, "-n", "cf"]);
+    assert!(!found && stderr.contains("NotFound"), "org gone: {stderr}");
+    for namespace in [&org, &held, &free] {
+        let (found, _, _) = lethe.kubectl(&["get", "namespace", namespace]);
+        assert!(!found, "namespace {namespace} gone");
+    }
+}
+
 #[test]
 fn first_poll_after_delete_is_processing_even_when_reads_are_stale() {
     if support::external_kubeconfig().is_some() {

@@ -51,6 +51,16 @@ pub struct Lethe {
     log: Arc<Mutex<String>>,
     /// The data dir (kept alive for the process's lifetime).
     pub data_dir: tempfile::TempDir,
+    /// How it was started, to start it again the same way.
+    launch: Launch,
+}
+
+/// A `lethe up` command line, apart from the data dir.
+#[derive(Clone)]
+struct Launch {
+    manifest: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 /// The result of a `lethe up` that did not start.
@@ -174,64 +184,37 @@ impl Lethe {
         extra_args: &[&str],
         env: &[(&str, &str)],
     ) -> Result<Lethe, StartFailure> {
-        let mut cmd = Command::new(lethe_bin());
-        cmd.arg("up")
-            .arg("--manifest")
-            .arg(manifest_path)
-            .args(["--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(data_dir.path().join("data"))
-            .args(extra_args)
-            .env("LETHE_LOG", "info")
-            .env_remove("KUBECONFIG")
-            .env_remove("LETHE_DATABASE_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("spawn lethe");
-        let stderr = child.stderr.take().expect("stderr");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let log_writer = log.clone();
-        std::thread::spawn(move || {
-            let tx = Some(tx);
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let url = line
-                    .split("lethe listening on ")
-                    .nth(1)
-                    .and_then(|rest| rest.split_whitespace().next());
-                if let (Some(url), Some(tx)) = (url, tx.as_ref()) {
-                    let _ = tx.send(url.to_string());
-                }
-                let mut l = log_writer.lock().expect("log lock");
-                l.push_str(&line);
-                l.push('\n');
+        let launch = Launch {
+            manifest: manifest_path.to_path_buf(),
+            args: extra_args.iter().map(|a| a.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        let (child, url, log) = launch.run(data_dir.path())?;
+        Ok(Lethe {
+            child,
+            url,
+            log,
+            data_dir,
+            launch,
+        })
+    }
+
+    /// Kills the process without warning (SIGKILL, as a crash or a lost node would) and starts
+    /// it again the same way on the same data dir; returns once it serves HTTP again. The log
+    /// starts afresh.
+    pub fn crash_and_restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        match self.launch.run(self.data_dir.path()) {
+            Ok((child, url, log)) => {
+                self.child = child;
+                self.url = url;
+                self.log = log;
             }
-        });
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if let Ok(url) = rx.recv_timeout(Duration::from_millis(100)) {
-                return Ok(Lethe {
-                    child,
-                    url,
-                    log,
-                    data_dir,
-                });
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                std::thread::sleep(Duration::from_millis(200));
-                let log = log.lock().expect("log lock").clone();
-                return Err(StartFailure { status, log });
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!(
-                    "lethe up did not start within 120 s:\n{}",
-                    log.lock().expect("log lock")
-                );
-            }
+            Err(f) => panic!("lethe up failed after a crash ({}):\n{}", f.status, f.log),
         }
     }
 
@@ -271,6 +254,66 @@ impl Lethe {
         }
         let _ = self.child.kill();
         None
+    }
+}
+
+impl Launch {
+    /// Starts `lethe up` on `data_dir`; the child, its URL and its log once it serves HTTP.
+    fn run(&self, data_dir: &Path) -> Result<(Child, String, Arc<Mutex<String>>), StartFailure> {
+        let mut cmd = Command::new(lethe_bin());
+        cmd.arg("up")
+            .arg("--manifest")
+            .arg(&self.manifest)
+            .args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir.join("data"))
+            .args(&self.args)
+            .env("LETHE_LOG", "info")
+            .env_remove("KUBECONFIG")
+            .env_remove("LETHE_DATABASE_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn lethe");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let log_writer = log.clone();
+        std::thread::spawn(move || {
+            let tx = Some(tx);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let url = line
+                    .split("lethe listening on ")
+                    .nth(1)
+                    .and_then(|rest| rest.split_whitespace().next());
+                if let (Some(url), Some(tx)) = (url, tx.as_ref()) {
+                    let _ = tx.send(url.to_string());
+                }
+                let mut l = log_writer.lock().expect("log lock");
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Ok(url) = rx.recv_timeout(Duration::from_millis(100)) {
+                return Ok((child, url, log));
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                std::thread::sleep(Duration::from_millis(200));
+                let log = log.lock().expect("log lock").clone();
+                return Err(StartFailure { status, log });
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!(
+                    "lethe up did not start within 120 s:\n{}",
+                    log.lock().expect("log lock")
+                );
+            }
+        }
     }
 }
 
