@@ -212,6 +212,11 @@ impl FieldSelector {
         Ok(FieldSelector { reqs })
     }
 
+    /// The field paths the selector names (`metadata.name`, ...).
+    pub fn fields(&self) -> impl Iterator<Item = String> + '_ {
+        self.reqs.iter().map(|(path, _, _)| path.join("."))
+    }
+
     pub fn matches(&self, obj: &Value) -> bool {
         self.reqs.iter().all(|(path, eq, want)| {
             let mut cur = obj;
@@ -228,6 +233,47 @@ impl FieldSelector {
             (have == *want) == *eq
         })
     }
+}
+
+/// Whether the real server lets a list or watch of `group`/`plural` select on `field`: every
+/// kind knows `metadata.name` and (but for Nodes and Namespaces) `metadata.namespace`, a few
+/// register more (the field-label conversion functions of their API group); anything else is
+/// refused with "field label not supported".
+pub fn field_label_supported(group: &str, plural: &str, field: &str) -> bool {
+    let extra: &[&str] = match (group, plural) {
+        ("", "pods") => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.podIPs",
+            "status.nominatedNodeName",
+            "spec.host",
+        ],
+        ("", "nodes") => return matches!(field, "metadata.name" | "spec.unschedulable"),
+        ("", "namespaces") => return matches!(field, "metadata.name" | "status.phase"),
+        ("", "secrets") => &["type"],
+        ("", "services") => &["spec.clusterIP", "spec.type"],
+        ("", "events") => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        ("batch", "jobs") => &["status.successful"],
+        _ => &[],
+    };
+    matches!(field, "metadata.name" | "metadata.namespace") || extra.contains(&field)
 }
 
 #[cfg(test)]
@@ -259,5 +305,26 @@ mod tests {
         assert!(f.matches(&o));
         assert!(!FieldSelector::parse("metadata.name=b").unwrap().matches(&o));
         assert!(FieldSelector::parse("bogus").is_err());
+    }
+
+    #[test]
+    fn field_labels_are_those_the_kind_registers() {
+        assert!(field_label_supported("", "configmaps", "metadata.name"));
+        assert!(field_label_supported(
+            "",
+            "configmaps",
+            "metadata.namespace"
+        ));
+        assert!(!field_label_supported("", "configmaps", "data.x"));
+        assert!(field_label_supported("", "secrets", "type"));
+        assert!(!field_label_supported("", "nodes", "metadata.namespace"));
+        assert!(field_label_supported("", "namespaces", "status.phase"));
+        assert!(field_label_supported("", "events", "involvedObject.name"));
+        assert!(field_label_supported("batch", "jobs", "status.successful"));
+        assert!(!field_label_supported(
+            "batch",
+            "cronjobs",
+            "status.successful"
+        ));
     }
 }

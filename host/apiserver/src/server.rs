@@ -4,7 +4,7 @@ use crate::FaultConfig;
 use crate::auth::{Attributes, Tokens, UserInfo, authorize};
 use crate::ops::{self, DeleteOpts, Deleted, PatchType, Sub};
 use crate::resources::{self, CRD_KEY, ResourceDef, builtins};
-use crate::selector::{FieldSelector, LabelSelector};
+use crate::selector::{FieldSelector, LabelSelector, field_label_supported};
 use crate::status::{ApiError, delete_success};
 use crate::store::{EventType, Obj, Store};
 use base64::Engine;
@@ -1098,7 +1098,7 @@ async fn resource_request(
         "deletecollection" => {
             let (headers, body) = read_body(req).await?;
             let opts = delete_opts(&headers, &body, query)?;
-            let (labels, fields) = selectors(query)?;
+            let (labels, fields) = selectors(&def, query)?;
             let (_, objs, _) = store.list(
                 def.key(),
                 if def.namespaced && !ns.is_empty() {
@@ -1206,11 +1206,22 @@ fn list_bytes(def: &ResourceDef, rv: u64, items: &[Arc<Obj>], cont: Option<&str>
     Bytes::from(out)
 }
 
-fn selectors(query: &Query) -> Result<(LabelSelector, FieldSelector), ApiError> {
+fn selectors(def: &ResourceDef, query: &Query) -> Result<(LabelSelector, FieldSelector), ApiError> {
     let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or_default())
         .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
     let fields = FieldSelector::parse(query.get("fieldSelector").unwrap_or_default())
         .map_err(ApiError::bad_request)?;
+    // Custom resources may declare selectable fields of their own in their CRD, which is not
+    // at hand here: those are let through rather than refused wrongly.
+    if !def.custom
+        && let Some(f) = fields
+            .fields()
+            .find(|f| !field_label_supported(&def.group, &def.plural, f))
+    {
+        return Err(ApiError::bad_request(format!(
+            "field label not supported: {f}"
+        )));
+    }
     Ok((labels, fields))
 }
 
@@ -1238,7 +1249,7 @@ fn list(
     query: &Query,
     printer: Option<&Printer>,
 ) -> Result<Response<Body>, ApiError> {
-    let (labels, fields) = selectors(query)?;
+    let (labels, fields) = selectors(def, query)?;
     let limit = match query.get("limit") {
         Some(l) if !l.is_empty() => l
             .parse::<i64>()
@@ -1358,7 +1369,7 @@ fn watch(
         Some(p) => p.encode(def, o),
         None => obj_bytes(def, o),
     };
-    let (labels, fields) = selectors(query)?;
+    let (labels, fields) = selectors(def, query)?;
     let bookmarks = query.flag("allowWatchBookmarks");
     let send_initial = query.get("sendInitialEvents") == Some("true");
     let timeout = query

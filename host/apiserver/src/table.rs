@@ -174,6 +174,67 @@ fn format_labels(v: &Value) -> String {
     }
 }
 
+fn timestamp(ts: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
+    ts.as_str()
+        .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.with_timezone(&chrono::Utc))
+}
+
+/// A Job's DURATION: empty before it starts, running time until it completes.
+fn job_duration(status: &Value) -> String {
+    let Some(start) = timestamp(&status["startTime"]) else {
+        return String::new();
+    };
+    let end = timestamp(&status["completionTime"]).unwrap_or_else(chrono::Utc::now);
+    human_duration((end - start).num_seconds())
+}
+
+/// The CONTAINERS and IMAGES cells of a pod template, comma separated.
+fn container_cells(pod_spec: &Value) -> (String, String) {
+    let containers = pod_spec["containers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let field = |k: &str| {
+        containers
+            .iter()
+            .map(|c| c[k].as_str().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    (field("name"), field("image"))
+}
+
+/// `metav1.FormatLabelSelector`: requirements sorted by key, `<none>` when there are none.
+fn format_label_selector(sel: &Value) -> String {
+    let mut reqs: Vec<(String, String)> = vec![];
+    for (k, v) in sel["matchLabels"].as_object().into_iter().flatten() {
+        reqs.push((k.clone(), format!("{k}={}", v.as_str().unwrap_or_default())));
+    }
+    for e in sel["matchExpressions"].as_array().into_iter().flatten() {
+        let key = e["key"].as_str().unwrap_or_default().to_string();
+        let mut values = non_empty_strings(&e["values"]);
+        values.sort();
+        let text = match e["operator"].as_str().unwrap_or_default() {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.clone(),
+            "DoesNotExist" => format!("!{key}"),
+            _ => return "<error>".into(),
+        };
+        reqs.push((key, text));
+    }
+    reqs.sort_by(|a, b| a.0.cmp(&b.0));
+    if reqs.is_empty() {
+        "<none>".into()
+    } else {
+        reqs.into_iter()
+            .map(|(_, t)| t)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
 fn count(v: &Value) -> usize {
     match v {
         Value::Object(m) => m.len(),
@@ -245,6 +306,7 @@ fn columns(def: &ResourceDef, crd: Option<&Value>) -> Vec<Value> {
             age,
             wide_col("Selector", "string"),
         ],
+        ("", "serviceaccounts") => vec![name, col("Secrets", "string", ""), age],
         ("batch", "cronjobs") => vec![
             name,
             col("Schedule", "string", ""),
@@ -253,12 +315,19 @@ fn columns(def: &ResourceDef, crd: Option<&Value>) -> Vec<Value> {
             col("Active", "integer", ""),
             col("Last Schedule", "string", ""),
             age,
+            wide_col("Containers", "string"),
+            wide_col("Images", "string"),
+            wide_col("Selector", "string"),
         ],
         ("batch", "jobs") => vec![
             name,
             col("Status", "string", ""),
             col("Completions", "string", ""),
+            col("Duration", "string", ""),
             age,
+            wide_col("Containers", "string"),
+            wide_col("Images", "string"),
+            wide_col("Selector", "string"),
         ],
         ("coordination.k8s.io", "leases") => vec![name, col("Holder", "string", ""), age],
         ("rbac.authorization.k8s.io", "roles" | "clusterroles")
@@ -337,7 +406,11 @@ fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Value> {
                 "<none>".into()
             }),
             a,
-        ],
+        ]
+        .into_iter()
+        .chain(template_cells(&o["spec"]["jobTemplate"]["spec"]))
+        .collect(),
+        ("", "serviceaccounts") => vec![name, json!(count(&o["secrets"])), a],
         ("batch", "jobs") => {
             let conds = o["status"]["conditions"]
                 .as_array()
@@ -352,14 +425,35 @@ fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Value> {
                 "Complete"
             } else if has("Failed") {
                 "Failed"
-            } else if o["spec"]["suspend"].as_bool() == Some(true) {
+            } else if o["metadata"]["deletionTimestamp"].is_string() {
+                "Terminating"
+            } else if has("Suspended") || o["spec"]["suspend"].as_bool() == Some(true) {
+                // No job controller here adds the Suspended condition; spec.suspend stands in.
                 "Suspended"
+            } else if has("FailureTarget") {
+                "FailureTarget"
+            } else if has("SuccessCriteriaMet") {
+                "SuccessCriteriaMet"
             } else {
                 "Running"
             };
             let done = o["status"]["succeeded"].as_i64().unwrap_or(0);
-            let want = o["spec"]["completions"].as_i64().unwrap_or(1);
-            vec![name, json!(status), json!(format!("{done}/{want}")), a]
+            let completions = match o["spec"]["completions"].as_i64() {
+                Some(want) => format!("{done}/{want}"),
+                None => match o["spec"]["parallelism"].as_i64().unwrap_or(0) {
+                    p if p > 1 => format!("{done}/1 of {p}"),
+                    _ => format!("{done}/1"),
+                },
+            };
+            let mut v = vec![
+                name,
+                json!(status),
+                json!(completions),
+                json!(job_duration(&o["status"])),
+                a,
+            ];
+            v.extend(template_cells(&o["spec"]));
+            v
         }
         ("coordination.k8s.io", "leases") => {
             vec![name, json!(text(&o["spec"]["holderIdentity"])), a]
@@ -395,6 +489,16 @@ fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Value> {
         }
         _ => vec![name, a],
     }
+}
+
+/// The wide CONTAINERS, IMAGES and SELECTOR cells of a Job spec.
+fn template_cells(job_spec: &Value) -> [Value; 3] {
+    let (names, images) = container_cells(&job_spec["template"]["spec"]);
+    [
+        json!(names),
+        json!(images),
+        json!(format_label_selector(&job_spec["selector"])),
+    ]
 }
 
 fn row(def: &ResourceDef, crd: Option<&Value>, o: &Obj) -> Value {

@@ -1664,3 +1664,184 @@ async fn kubectl_service_names_ports_and_selectors_are_validated_like_a_real_clu
         .await;
     k.shutdown().await;
 }
+
+#[tokio::test]
+async fn kubectl_get_columns_and_field_selectors_match_a_real_cluster() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ns = format!("kgc-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    k.ok(
+        &[
+            "create",
+            "configmap",
+            "cm1",
+            "--from-literal=a=b",
+            "-n",
+            &ns,
+        ],
+        None,
+    )
+    .await;
+    // Only the fields a kind registers may be selected on; the rest are refused, not ignored.
+    let o = k
+        .run(&["get", "cm", "--field-selector", "x=y", "-n", &ns], None)
+        .await;
+    assert_ne!(o.code, 0);
+    assert_eq!(
+        o.stderr.trim(),
+        "Error from server (BadRequest): Unable to find \"/v1, Resource=configmaps\" that match label selector \"\", field selector \"x=y\": field label not supported: x"
+    );
+    let out = k
+        .ok(
+            &[
+                "get",
+                "cm",
+                "--field-selector",
+                "metadata.name=cm1",
+                "-n",
+                &ns,
+                "-o",
+                "name",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(out.trim(), "configmap/cm1");
+    k.ok(
+        &[
+            "create",
+            "secret",
+            "generic",
+            "s1",
+            "--from-literal=pw=x",
+            "-n",
+            &ns,
+        ],
+        None,
+    )
+    .await;
+    let out = k
+        .ok(
+            &[
+                "get",
+                "secret",
+                "--field-selector",
+                "type=Opaque",
+                "-n",
+                &ns,
+                "-o",
+                "name",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(out.trim(), "secret/s1");
+    let out = k.ok(&["get", "sa", "-n", &ns], None).await;
+    let header: Vec<&str> = out
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, ["NAME", "SECRETS", "AGE"], "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.split_whitespace().take(2).eq(["default", "0"])),
+        "{out}"
+    );
+    k.ok(&["create", "job", "j1", "--image=busybox", "-n", &ns], None)
+        .await;
+    k.ok(
+        &[
+            "create",
+            "cronjob",
+            "c1",
+            "--image=busybox",
+            "--schedule=*/5 * * * *",
+            "-n",
+            &ns,
+        ],
+        None,
+    )
+    .await;
+    let job = get_json(&k, "job", "j1", &ns).await;
+    let uid = job["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let out = k.ok(&["get", "jobs", "-o", "wide", "-n", &ns], None).await;
+    let mut lines = out.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "STATUS",
+            "COMPLETIONS",
+            "DURATION",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ],
+        "{out}"
+    );
+    // Nothing runs the Job, so it has no start time and its DURATION cell is empty.
+    let row: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[..3], ["j1", "Running", "0/1"], "{out}");
+    assert_eq!(
+        row[4..],
+        [
+            "j1",
+            "busybox",
+            &format!("batch.kubernetes.io/controller-uid={uid}")
+        ],
+        "{out}"
+    );
+    let out = k
+        .ok(&["get", "cronjobs", "-o", "wide", "-n", &ns], None)
+        .await;
+    let header: Vec<&str> = out
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "SCHEDULE",
+            "TIMEZONE",
+            "SUSPEND",
+            "ACTIVE",
+            "LAST",
+            "SCHEDULE",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ],
+        "{out}"
+    );
+    let row: Vec<&str> = out
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[row.len() - 3..], ["c1", "busybox", "<none>"], "{out}");
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
