@@ -36,7 +36,7 @@ fn container_defaults(c: &mut Value) {
     }
 }
 
-fn pod_spec_defaults(spec: &mut Value) {
+pub fn pod_spec_defaults(spec: &mut Value) {
     if let Some(m) = spec.as_object_mut() {
         default(m, "restartPolicy", json!("Always"));
         default(m, "terminationGracePeriodSeconds", json!(30));
@@ -63,6 +63,10 @@ fn template_defaults(job_spec: &mut Value) {
 
 /// Applies the defaults of `def`'s kind. `uid` is the object's uid (Jobs use it in selectors).
 pub fn apply(def: &ResourceDef, v: &mut Value) {
+    if def.key() == crate::pod::PODS_KEY {
+        crate::pod::defaults(v);
+        return;
+    }
     if def.group != "batch" {
         return;
     }

@@ -51,6 +51,7 @@ mod defaults;
 mod openapi;
 mod ops;
 mod patch;
+mod pod;
 mod proto;
 mod resources;
 mod sa_token;

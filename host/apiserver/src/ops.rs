@@ -464,6 +464,7 @@ fn prepare_create(
     if def.is_crd() {
         validate_crd(&body, &name)?;
     }
+    let sent_qos = body["status"]["qosClass"].as_str().map(str::to_string);
     if def.status_subresource
         && let Some(m) = body.as_object_mut()
     {
@@ -511,6 +512,10 @@ fn prepare_create(
         crate::service::prepare(&mut body, None, inner)?;
     }
     crate::defaults::apply(def, &mut body);
+    if def.key() == crate::pod::PODS_KEY {
+        crate::pod::admit(&mut body);
+        crate::pod::create_status(&mut body, sent_qos.as_deref());
+    }
     crate::defaults::validate(def, &body)?;
     validate_labels(def, &body)?;
     check_schema(def, &mut body, strict)?;

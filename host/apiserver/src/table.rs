@@ -307,6 +307,29 @@ fn columns(def: &ResourceDef, crd: Option<&Value>) -> Vec<Value> {
             wide_col("Selector", "string"),
         ],
         ("", "serviceaccounts") => vec![name, col("Secrets", "string", ""), age],
+        ("", "pods") => vec![
+            name,
+            col("Ready", "string", ""),
+            col("Status", "string", ""),
+            col("Restarts", "string", ""),
+            age,
+            wide_col("IP", "string"),
+            wide_col("Node", "string"),
+            wide_col("Nominated Node", "string"),
+            wide_col("Readiness Gates", "string"),
+        ],
+        ("", "events") => vec![
+            col("Last Seen", "string", ""),
+            col("Type", "string", ""),
+            col("Reason", "string", ""),
+            col("Object", "string", ""),
+            wide_col("Subobject", "string"),
+            wide_col("Source", "string"),
+            col("Message", "string", ""),
+            wide_col("First Seen", "string"),
+            wide_col("Count", "string"),
+            json!({"name": "Name", "type": "string", "format": "name", "description": "", "priority": 1}),
+        ],
         ("batch", "cronjobs") => vec![
             name,
             col("Schedule", "string", ""),
@@ -411,6 +434,8 @@ fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Value> {
         .chain(template_cells(&o["spec"]["jobTemplate"]["spec"]))
         .collect(),
         ("", "serviceaccounts") => vec![name, json!(count(&o["secrets"])), a],
+        ("", "pods") => pod_cells(o).into_iter().map(Value::String).collect(),
+        ("", "events") => event_cells(o),
         ("batch", "jobs") => {
             let conds = o["status"]["conditions"]
                 .as_array()
@@ -491,6 +516,255 @@ fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Value> {
     }
 }
 
+/// `translateTimestampSince`: the age of a timestamp, `<unknown>` when it is unset.
+fn since(ts: &Value) -> String {
+    age(ts)
+}
+
+fn has_condition(status: &Value, ty: &str) -> bool {
+    status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == ty && c["status"] == "True")
+}
+
+/// The real printer's Pod row: NAME, READY, STATUS, RESTARTS, AGE, then the wide IP, NODE,
+/// NOMINATED NODE and READINESS GATES.
+pub fn pod_cells(o: &Value) -> Vec<String> {
+    let spec = &o["spec"];
+    let status = &o["status"];
+    let arr = |v: &Value| v.as_array().cloned().unwrap_or_default();
+    let init_specs = arr(&spec["initContainers"]);
+    let restartable = |name: &Value| {
+        init_specs
+            .iter()
+            .any(|c| &c["name"] == name && c["restartPolicy"] == "Always")
+    };
+    let total = arr(&spec["containers"]).len()
+        + init_specs
+            .iter()
+            .filter(|c| c["restartPolicy"] == "Always")
+            .count();
+    let mut ready = 0;
+    let phase = status["phase"].as_str().unwrap_or_default();
+    let mut reason = status["reason"]
+        .as_str()
+        .filter(|r| !r.is_empty())
+        .unwrap_or(phase)
+        .to_string();
+    if arr(&status["conditions"])
+        .iter()
+        .any(|c| c["type"] == "PodScheduled" && c["reason"] == "SchedulingGated")
+    {
+        reason = "SchedulingGated".into();
+    }
+    // (count, latest finish of a last termination) over all and over restartable init containers.
+    let mut restarts = 0i64;
+    let mut last: Option<chrono::DateTime<chrono::Utc>> = None;
+    let mut sidecar_restarts = 0i64;
+    let mut sidecar_last: Option<chrono::DateTime<chrono::Utc>> = None;
+    let later = |a: Option<chrono::DateTime<chrono::Utc>>,
+                 b: Option<chrono::DateTime<chrono::Utc>>| {
+        match (a, b) {
+            (Some(x), Some(y)) => Some(x.max(y)),
+            (x, y) => x.or(y),
+        }
+    };
+    let init_statuses = arr(&status["initContainerStatuses"]);
+    let n_init = init_specs.len();
+    let mut initializing = false;
+    for (i, c) in init_statuses.iter().enumerate() {
+        let count = c["restartCount"].as_i64().unwrap_or(0);
+        let finished = timestamp(&c["lastState"]["terminated"]["finishedAt"]);
+        restarts += count;
+        last = later(last, finished);
+        let sidecar = restartable(&c["name"]);
+        if sidecar {
+            sidecar_restarts += count;
+            sidecar_last = later(sidecar_last, finished);
+        }
+        let term = &c["state"]["terminated"];
+        let waiting = c["state"]["waiting"]["reason"].as_str().unwrap_or_default();
+        if term.is_object() && term["exitCode"].as_i64().unwrap_or(0) == 0 {
+            continue;
+        }
+        if sidecar && c["started"].as_bool() == Some(true) {
+            if c["ready"].as_bool() == Some(true) {
+                ready += 1;
+            }
+            continue;
+        }
+        reason = if term.is_object() {
+            match term["reason"].as_str().filter(|r| !r.is_empty()) {
+                Some(r) => format!("Init:{r}"),
+                None => match term["signal"].as_i64().filter(|s| *s != 0) {
+                    Some(sig) => format!("Init:Signal:{sig}"),
+                    None => format!("Init:ExitCode:{}", term["exitCode"].as_i64().unwrap_or(0)),
+                },
+            }
+        } else if !waiting.is_empty() && waiting != "PodInitializing" {
+            format!("Init:{waiting}")
+        } else {
+            format!("Init:{i}/{n_init}")
+        };
+        initializing = true;
+        break;
+    }
+    let initialized = arr(&status["conditions"])
+        .iter()
+        .find(|c| c["type"] == "Initialized")
+        .is_some_and(|c| c["status"] == "True");
+    if !initializing || initialized {
+        restarts = sidecar_restarts;
+        last = sidecar_last;
+        let mut has_running = false;
+        for c in arr(&status["containerStatuses"]).iter().rev() {
+            restarts += c["restartCount"].as_i64().unwrap_or(0);
+            last = later(last, timestamp(&c["lastState"]["terminated"]["finishedAt"]));
+            let state = &c["state"];
+            let waiting = state["waiting"]["reason"].as_str().unwrap_or_default();
+            let term = &state["terminated"];
+            let term_reason = term["reason"].as_str().unwrap_or_default();
+            if state["waiting"].is_object() && !waiting.is_empty() {
+                reason = waiting.to_string();
+            } else if term.is_object() && !term_reason.is_empty() {
+                reason = term_reason.to_string();
+            } else if term.is_object() {
+                reason = match term["signal"].as_i64().filter(|s| *s != 0) {
+                    Some(sig) => format!("Signal:{sig}"),
+                    None => format!("ExitCode:{}", term["exitCode"].as_i64().unwrap_or(0)),
+                };
+            } else if c["ready"].as_bool() == Some(true) && state["running"].is_object() {
+                has_running = true;
+                ready += 1;
+            }
+        }
+        if reason == "Completed" && has_running {
+            reason = if has_condition(status, "Ready") {
+                "Running".into()
+            } else {
+                "NotReady".into()
+            };
+        }
+    }
+    let deleting = o["metadata"]["deletionTimestamp"].is_string();
+    if deleting && status["reason"] == "NodeLost" {
+        reason = "Unknown".into();
+    } else if deleting && !matches!(phase, "Succeeded" | "Failed") {
+        reason = "Terminating".into();
+    }
+    let restarts_cell = match last {
+        Some(t) if restarts != 0 => format!(
+            "{restarts} ({} ago)",
+            human_duration((chrono::Utc::now() - t).num_seconds())
+        ),
+        _ => restarts.to_string(),
+    };
+    let or_none = |v: &Value| {
+        v.as_str()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("<none>")
+            .to_string()
+    };
+    let gates = arr(&spec["readinessGates"]);
+    let gates_cell = if gates.is_empty() {
+        "<none>".to_string()
+    } else {
+        let conds = arr(&status["conditions"]);
+        let true_ones = gates
+            .iter()
+            .filter(|g| {
+                conds
+                    .iter()
+                    .find(|c| c["type"] == g["conditionType"])
+                    .is_some_and(|c| c["status"] == "True")
+            })
+            .count();
+        format!("{true_ones}/{}", gates.len())
+    };
+    vec![
+        o["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        format!("{ready}/{total}"),
+        reason,
+        restarts_cell,
+        age(&o["metadata"]["creationTimestamp"]),
+        or_none(&status["podIPs"][0]["ip"]),
+        or_none(&spec["nodeName"]),
+        or_none(&status["nominatedNodeName"]),
+        gates_cell,
+    ]
+}
+
+/// The conditions the real printer puts on the row of a finished Pod.
+fn pod_row_conditions(o: &Value) -> Option<Value> {
+    match o["status"]["phase"].as_str() {
+        Some("Succeeded") => Some(json!([{"type": "Completed", "status": "True",
+            "reason": "Succeeded", "message": "The pod has completed successfully."}])),
+        Some("Failed") => Some(json!([{"type": "Completed", "status": "True",
+            "reason": "Failed", "message": "The pod failed."}])),
+        _ => None,
+    }
+}
+
+/// The real printer's Event row, wide: LAST SEEN, TYPE, REASON, OBJECT, SUBOBJECT, SOURCE,
+/// MESSAGE, FIRST SEEN, COUNT, NAME.
+pub fn event_cells(o: &Value) -> Vec<Value> {
+    let first = if timestamp(&o["firstTimestamp"]).is_some() {
+        since(&o["firstTimestamp"])
+    } else {
+        since(&o["eventTime"])
+    };
+    let mut last = if timestamp(&o["lastTimestamp"]).is_some() {
+        since(&o["lastTimestamp"])
+    } else {
+        first.clone()
+    };
+    let mut count = o["count"].as_i64().unwrap_or(0);
+    if o["series"].is_object() {
+        last = since(&o["series"]["lastObservedTime"]);
+        count = o["series"]["count"].as_i64().unwrap_or(0);
+    } else if count == 0 {
+        count = 1;
+    }
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let involved = &o["involvedObject"];
+    let kind = s(&involved["kind"]).to_lowercase();
+    let target = match involved["name"].as_str().filter(|n| !n.is_empty()) {
+        Some(n) => format!("{kind}/{n}"),
+        None => kind,
+    };
+    let first_non_empty = |a: &Value, b: &Value| {
+        a.as_str()
+            .filter(|x| !x.is_empty())
+            .or_else(|| b.as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let component = first_non_empty(&o["source"]["component"], &o["reportingComponent"]);
+    let instance = first_non_empty(&o["source"]["host"], &o["reportingInstance"]);
+    let source = match (component.is_empty(), instance.is_empty()) {
+        (true, _) => "<unknown>".to_string(),
+        (false, true) => component,
+        (false, false) => format!("{component}, {instance}"),
+    };
+    vec![
+        json!(last),
+        json!(s(&o["type"])),
+        json!(s(&o["reason"])),
+        json!(target),
+        json!(s(&involved["fieldPath"])),
+        json!(source),
+        json!(s(&o["message"]).trim()),
+        json!(first),
+        json!(count),
+        json!(s(&o["metadata"]["name"])),
+    ]
+}
+
 /// The wide CONTAINERS, IMAGES and SELECTOR cells of a Job spec.
 fn template_cells(job_spec: &Value) -> [Value; 3] {
     let (names, images) = container_cells(&job_spec["template"]["spec"]);
@@ -502,14 +776,21 @@ fn template_cells(job_spec: &Value) -> [Value; 3] {
 }
 
 fn row(def: &ResourceDef, crd: Option<&Value>, o: &Obj) -> Value {
-    json!({
+    let mut r = json!({
         "cells": cells(def, crd, &o.value),
         "object": {
             "kind": "PartialObjectMetadata",
             "apiVersion": "meta.k8s.io/v1",
             "metadata": o.value["metadata"].clone(),
         },
-    })
+    });
+    if def.group.is_empty()
+        && def.plural == "pods"
+        && let Some(c) = pod_row_conditions(&o.value)
+    {
+        r["conditions"] = c;
+    }
+    r
 }
 
 /// A Table of `items`.
@@ -555,5 +836,103 @@ mod tests {
         );
         assert_eq!(json_path(&v, ".spec.n[1]"), Some(&json!(2)));
         assert_eq!(json_path(&v, ".spec.missing"), None);
+    }
+
+    #[test]
+    fn pod_cells_follow_the_real_printer() {
+        let now = chrono::Utc::now();
+        let ago = |s: i64| (now - chrono::Duration::seconds(s)).to_rfc3339();
+        let pending = json!({"metadata": {"name": "p", "creationTimestamp": ago(5)},
+            "spec": {"containers": [{"name": "a"}, {"name": "b"}]},
+            "status": {"phase": "Pending", "qosClass": "BestEffort"}});
+        assert_eq!(
+            pod_cells(&pending),
+            [
+                "p", "0/2", "Pending", "0", "5s", "<none>", "<none>", "<none>", "<none>"
+            ]
+        );
+        let running = json!({"metadata": {"name": "r", "creationTimestamp": ago(600)},
+            "spec": {"containers": [{"name": "a"}, {"name": "b"}], "nodeName": "n1",
+                "readinessGates": [{"conditionType": "x"}]},
+            "status": {"phase": "Running", "podIPs": [{"ip": "10.0.0.5"}],
+                "conditions": [{"type": "x", "status": "True"}],
+                "containerStatuses": [
+                    {"name": "a", "ready": true, "restartCount": 2, "state": {"running": {}},
+                     "lastState": {"terminated": {"finishedAt": ago(90)}}},
+                    {"name": "b", "ready": false, "restartCount": 1,
+                     "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}});
+        assert_eq!(
+            pod_cells(&running),
+            [
+                "r",
+                "1/2",
+                "CrashLoopBackOff",
+                "3 (90s ago)",
+                "10m",
+                "10.0.0.5",
+                "n1",
+                "<none>",
+                "1/1"
+            ]
+        );
+        let init = json!({"metadata": {"name": "i"},
+            "spec": {"initContainers": [{"name": "i1"}, {"name": "side", "restartPolicy": "Always"}],
+                "containers": [{"name": "a"}]},
+            "status": {"phase": "Pending", "initContainerStatuses": [
+                {"name": "i1", "restartCount": 4, "state": {"running": {}}}]}});
+        let c = pod_cells(&init);
+        assert_eq!(c[1..4], ["0/2", "Init:0/2", "4"]);
+        let failed = json!({"metadata": {"name": "f", "deletionTimestamp": ago(1)},
+            "spec": {"containers": [{"name": "a"}]},
+            "status": {"phase": "Running", "containerStatuses": [
+                {"name": "a", "state": {"terminated": {"exitCode": 2}}}]}});
+        assert_eq!(pod_cells(&failed)[2], "Terminating");
+        let exited = json!({"metadata": {"name": "f"}, "spec": {"containers": [{"name": "a"}]},
+            "status": {"phase": "Failed", "containerStatuses": [
+                {"name": "a", "state": {"terminated": {"exitCode": 2, "signal": 0}}}]}});
+        assert_eq!(pod_cells(&exited)[2], "ExitCode:2");
+        assert!(pod_row_conditions(&exited).is_some());
+        let gated = json!({"metadata": {"name": "g"}, "spec": {"containers": [{"name": "a"}]},
+            "status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]}});
+        assert_eq!(pod_cells(&gated)[2], "SchedulingGated");
+    }
+
+    #[test]
+    fn event_cells_follow_the_real_printer() {
+        let now = chrono::Utc::now();
+        let ago = |s: i64| (now - chrono::Duration::seconds(s)).to_rfc3339();
+        let e = json!({"metadata": {"name": "e1"}, "type": "Normal", "reason": "Pulled",
+            "involvedObject": {"kind": "Pod", "name": "web", "fieldPath": "spec.containers{a}"},
+            "source": {"component": "kubelet", "host": "n1"},
+            "message": " done \n", "firstTimestamp": ago(300), "lastTimestamp": ago(30)});
+        assert_eq!(
+            event_cells(&e),
+            vec![
+                json!("30s"),
+                json!("Normal"),
+                json!("Pulled"),
+                json!("pod/web"),
+                json!("spec.containers{a}"),
+                json!("kubelet, n1"),
+                json!("done"),
+                json!("5m"),
+                json!(1),
+                json!("e1")
+            ]
+        );
+        let new_api = json!({"metadata": {"name": "e2"}, "type": "Warning",
+            "involvedObject": {"kind": "Node"}, "reportingComponent": "ctl",
+            "eventTime": ago(10), "series": {"count": 4, "lastObservedTime": ago(3)}});
+        let c = event_cells(&new_api);
+        assert_eq!(c[0], json!("3s"));
+        assert_eq!(c[3], json!("node"));
+        assert_eq!(c[5], json!("ctl"));
+        assert_eq!(c[7], json!("10s"));
+        assert_eq!(c[8], json!(4));
+        let bare = json!({"metadata": {"name": "e3"}, "involvedObject": {}});
+        let c = event_cells(&bare);
+        assert_eq!(c[0], json!("<unknown>"));
+        assert_eq!(c[5], json!("<unknown>"));
     }
 }

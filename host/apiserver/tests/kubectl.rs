@@ -1845,3 +1845,162 @@ async fn kubectl_get_columns_and_field_selectors_match_a_real_cluster() {
         .await;
     k.shutdown().await;
 }
+
+fn words(line: Option<&str>) -> Vec<String> {
+    line.unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test]
+async fn kubectl_shows_new_pods_pending_and_events_like_a_cluster() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ns = format!("kpod-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    let pods = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  namespace: {ns}
+spec:
+  containers:
+  - name: a
+    image: nginx:1.27
+    resources:
+      limits: {{cpu: 100m, memory: 64Mi}}
+  - name: b
+    image: busybox
+    resources:
+      requests: {{cpu: 50m}}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: gold
+  namespace: {ns}
+spec:
+  containers:
+  - name: a
+    image: nginx:1.27
+    resources:
+      limits: {{cpu: "1", memory: 1Gi}}
+"#
+    );
+    k.ok(&["apply", "-f", "-"], Some(&pods)).await;
+    let web = get_json(&k, "pod", "web", &ns).await;
+    assert_eq!(web["status"]["phase"], "Pending", "{web}");
+    assert_eq!(web["status"]["qosClass"], "Burstable", "{web}");
+    assert_eq!(
+        web["spec"]["containers"][0]["resources"]["requests"],
+        serde_json::json!({"cpu": "100m", "memory": "64Mi"}),
+        "{web}"
+    );
+    let gold = get_json(&k, "pod", "gold", &ns).await;
+    assert_eq!(gold["status"]["qosClass"], "Guaranteed", "{gold}");
+
+    let out = k.ok(&["get", "pods", "-n", &ns], None).await;
+    let mut lines = out.lines();
+    assert_eq!(
+        words(lines.next()),
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+        "{out}"
+    );
+    assert_eq!(
+        words(lines.next())[..4],
+        ["gold", "0/1", "Pending", "0"],
+        "{out}"
+    );
+    assert_eq!(
+        words(lines.next())[..4],
+        ["web", "0/2", "Pending", "0"],
+        "{out}"
+    );
+    let out = k
+        .ok(&["get", "pod", "web", "-o", "wide", "-n", &ns], None)
+        .await;
+    let mut lines = out.lines();
+    assert_eq!(
+        words(lines.next()),
+        [
+            "NAME",
+            "READY",
+            "STATUS",
+            "RESTARTS",
+            "AGE",
+            "IP",
+            "NODE",
+            "NOMINATED",
+            "NODE",
+            "READINESS",
+            "GATES"
+        ],
+        "{out}"
+    );
+    let row = words(lines.next());
+    assert_eq!(row[5..], ["<none>", "<none>", "<none>", "<none>"], "{out}");
+
+    let events = format!(
+        r#"apiVersion: v1
+kind: Event
+metadata:
+  name: web.1
+  namespace: {ns}
+involvedObject:
+  kind: Pod
+  name: web
+  namespace: {ns}
+reason: Scheduled
+type: Normal
+message: "Successfully assigned {ns}/web to node-1 "
+source:
+  component: default-scheduler
+firstTimestamp: "2020-01-01T00:00:00Z"
+lastTimestamp: "2020-01-01T00:00:00Z"
+count: 1
+"#
+    );
+    k.ok(&["apply", "-f", "-"], Some(&events)).await;
+    let out = k.ok(&["get", "events", "-n", &ns], None).await;
+    let mut lines = out.lines();
+    assert_eq!(
+        words(lines.next()),
+        ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        "{out}"
+    );
+    let row = words(lines.next());
+    assert_eq!(row[1..4], ["Normal", "Scheduled", "pod/web"], "{out}");
+    assert!(row[0].ends_with('y') || row[0].contains('y'), "{out}");
+    assert_eq!(
+        row[4..].join(" "),
+        format!("Successfully assigned {ns}/web to node-1"),
+        "{out}"
+    );
+    let out = k
+        .ok(&["get", "events", "-o", "wide", "-n", &ns], None)
+        .await;
+    assert_eq!(
+        words(out.lines().next()),
+        [
+            "LAST",
+            "SEEN",
+            "TYPE",
+            "REASON",
+            "OBJECT",
+            "SUBOBJECT",
+            "SOURCE",
+            "MESSAGE",
+            "FIRST",
+            "SEEN",
+            "COUNT",
+            "NAME"
+        ],
+        "{out}"
+    );
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}

@@ -1,0 +1,306 @@
+//! Pods: the defaults the real server's decoding applies to a Pod (beyond the pod-spec ones
+//! shared with templates), and the status its strategy sets on create when nothing schedules
+//! or runs the Pod (`phase: Pending`, the QoS class, the scheduling-gated condition).
+
+use serde_json::{Map, Value, json};
+
+pub const PODS_KEY: &str = "/pods";
+
+/// A `resource.Quantity` in units of 10^-9, enough to compare and add requests and limits.
+pub fn parse_quantity(s: &str) -> Option<i128> {
+    let s = s.trim();
+    let num_end = s
+        .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-')))
+        .unwrap_or(s.len());
+    let (num, suffix) = s.split_at(num_end);
+    let (neg, num) = match num.as_bytes().first() {
+        Some(b'-') => (true, &num[1..]),
+        Some(b'+') => (false, &num[1..]),
+        _ => (false, num),
+    };
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if (int.is_empty() && frac.is_empty())
+        || !int.bytes().all(|c| c.is_ascii_digit())
+        || !frac.bytes().all(|c| c.is_ascii_digit())
+    {
+        return None;
+    }
+    // Mantissa scaled by 10^9 (fractions finer than that are rounded up, as Quantity does).
+    let mut nanos: i128 = 0;
+    for c in int.bytes() {
+        nanos = nanos.checked_mul(10)?.checked_add(i128::from(c - b'0'))?;
+    }
+    nanos = nanos.checked_mul(1_000_000_000)?;
+    let mut scale: i128 = 100_000_000;
+    let mut rest = false;
+    for c in frac.bytes() {
+        if scale == 0 {
+            rest |= c != b'0';
+            continue;
+        }
+        nanos += i128::from(c - b'0') * scale;
+        scale /= 10;
+    }
+    if rest {
+        nanos += 1;
+    }
+    let pow10 = |n: i128, e: i32| -> Option<i128> {
+        if e >= 0 {
+            n.checked_mul(10i128.checked_pow(e as u32)?)
+        } else {
+            let d = 10i128.checked_pow((-e) as u32)?;
+            Some((n + d - 1) / d)
+        }
+    };
+    let v = match suffix {
+        "" => nanos,
+        "n" => pow10(nanos, -9)?,
+        "u" => pow10(nanos, -6)?,
+        "m" => pow10(nanos, -3)?,
+        "k" => pow10(nanos, 3)?,
+        "M" => pow10(nanos, 6)?,
+        "G" => pow10(nanos, 9)?,
+        "T" => pow10(nanos, 12)?,
+        "P" => pow10(nanos, 15)?,
+        "E" => pow10(nanos, 18)?,
+        "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" => {
+            let shift = 10 * (1 + "KMGTPE".find(&suffix[..1])? as u32);
+            nanos.checked_mul(1i128 << shift)?
+        }
+        e if e.starts_with(['e', 'E']) => pow10(nanos, e[1..].parse().ok()?)?,
+        _ => return None,
+    };
+    Some(if neg { -v } else { v })
+}
+
+fn quantity(v: &Value) -> Option<i128> {
+    match v {
+        Value::String(s) => parse_quantity(s),
+        Value::Number(n) => parse_quantity(&n.to_string()),
+        _ => None,
+    }
+}
+
+/// `qos.ComputePodQOS`: Guaranteed when every container limits cpu and memory and the
+/// requests equal the limits, BestEffort when nothing asks for cpu or memory, else Burstable.
+pub fn qos_class(spec: &Value) -> &'static str {
+    let mut requests: std::collections::BTreeMap<&str, i128> = Default::default();
+    let mut limits: std::collections::BTreeMap<&str, i128> = Default::default();
+    let mut guaranteed = true;
+    let containers = ["containers", "initContainers"]
+        .into_iter()
+        .flat_map(|k| spec[k].as_array().cloned().unwrap_or_default());
+    for c in containers {
+        for res in ["cpu", "memory"] {
+            if let Some(q) = quantity(&c["resources"]["requests"][res]).filter(|q| *q > 0) {
+                *requests.entry(res).or_default() += q;
+            }
+        }
+        let mut found = 0;
+        for res in ["cpu", "memory"] {
+            if let Some(q) = quantity(&c["resources"]["limits"][res]).filter(|q| *q > 0) {
+                found += 1;
+                *limits.entry(res).or_default() += q;
+            }
+        }
+        if found < 2 {
+            guaranteed = false;
+        }
+    }
+    if requests.is_empty() && limits.is_empty() {
+        return "BestEffort";
+    }
+    if guaranteed
+        && requests.iter().all(|(k, r)| limits.get(k) == Some(r))
+        && requests.len() == limits.len()
+    {
+        return "Guaranteed";
+    }
+    "Burstable"
+}
+
+fn default(m: &mut Map<String, Value>, key: &str, val: Value) {
+    if m.get(key).is_none_or(Value::is_null) {
+        m.insert(key.to_string(), val);
+    }
+}
+
+/// The defaults a Pod gets on decoding: the pod-spec ones and those a pod template does not
+/// get (`SetDefaults_Pod`).
+pub fn defaults(v: &mut Value) {
+    if let Some(spec) = v.get_mut("spec").filter(|s| s.is_object()) {
+        crate::defaults::pod_spec_defaults(spec);
+    }
+    let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    default(spec, "enableServiceLinks", json!(true));
+    for list in ["containers", "initContainers"] {
+        for c in spec
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            // Limits without requests: the requests default to the limits.
+            let Some(res) = c.get_mut("resources").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            let Some(limits) = res.get("limits").and_then(Value::as_object).cloned() else {
+                continue;
+            };
+            if limits.is_empty() {
+                continue;
+            }
+            let req = res.entry("requests").or_insert_with(|| json!({}));
+            if !req.is_object() {
+                *req = json!({});
+            }
+            if let Some(req) = req.as_object_mut() {
+                for (k, q) in limits {
+                    req.entry(k).or_insert(q);
+                }
+            }
+        }
+    }
+}
+
+/// What a real cluster's admission adds to a new Pod: its service account, priority and the
+/// default toleration seconds for not-ready and unreachable nodes.
+pub fn admit(v: &mut Value) {
+    let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let sa = spec
+        .get("serviceAccountName")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .or_else(|| {
+            spec.get("serviceAccount")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+        })
+        .unwrap_or("default")
+        .to_string();
+    spec.insert("serviceAccountName".into(), json!(sa));
+    spec.insert("serviceAccount".into(), json!(sa));
+    if spec
+        .get("priorityClassName")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        default(spec, "priority", json!(0));
+        default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+    }
+    let tolerations = spec.entry("tolerations").or_insert_with(|| json!([]));
+    if !tolerations.is_array() {
+        *tolerations = json!([]);
+    }
+    if let Some(ts) = tolerations.as_array_mut() {
+        for key in [
+            "node.kubernetes.io/not-ready",
+            "node.kubernetes.io/unreachable",
+        ] {
+            let tolerated = ts.iter().any(|t| {
+                let effect = t["effect"].as_str().unwrap_or_default();
+                let k = t["key"].as_str().unwrap_or_default();
+                (effect.is_empty() || effect == "NoExecute")
+                    && (k == key || (k.is_empty() && t["operator"] == "Exists"))
+            });
+            if !tolerated {
+                ts.push(json!({
+                    "key": key,
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                }));
+            }
+        }
+    }
+}
+
+/// The status a new Pod is stored with (`podStrategy.PrepareForCreate`). `sent_qos` is a
+/// `status.qosClass` the client sent, which the real strategy keeps.
+pub fn create_status(v: &mut Value, sent_qos: Option<&str>) {
+    let qos = sent_qos
+        .filter(|q| !q.is_empty())
+        .map(str::to_string)
+        .unwrap_or_else(|| qos_class(&v["spec"]).to_string());
+    let mut status = json!({"phase": "Pending", "qosClass": qos});
+    if v["spec"]["schedulingGates"]
+        .as_array()
+        .is_some_and(|g| !g.is_empty())
+    {
+        status["conditions"] = json!([{
+            "type": "PodScheduled",
+            "status": "False",
+            "lastProbeTime": null,
+            "lastTransitionTime": null,
+            "reason": "SchedulingGated",
+            "message": "Scheduling is blocked due to non-empty scheduling gates",
+        }]);
+    }
+    v["status"] = status;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_compare_across_units() {
+        assert_eq!(parse_quantity("100m"), parse_quantity("0.1"));
+        assert_eq!(parse_quantity("1Gi"), parse_quantity("1073741824"));
+        assert_eq!(parse_quantity("1k"), parse_quantity("1e3"));
+        assert_eq!(parse_quantity("1.5"), Some(1_500_000_000));
+        assert_eq!(parse_quantity("abc"), None);
+        assert_eq!(parse_quantity("1Xi"), None);
+    }
+
+    #[test]
+    fn qos_classes_like_the_real_server() {
+        let best = json!({"containers": [{"name": "a", "resources": {}}]});
+        assert_eq!(qos_class(&best), "BestEffort");
+        let guaranteed = json!({"containers": [{"resources": {
+            "limits": {"cpu": "100m", "memory": "64Mi"},
+            "requests": {"cpu": "0.1", "memory": "64Mi"}}}]});
+        assert_eq!(qos_class(&guaranteed), "Guaranteed");
+        let burst = json!({"containers": [{"resources": {"requests": {"cpu": "100m"}}}]});
+        assert_eq!(qos_class(&burst), "Burstable");
+        let only_cpu_limit = json!({"containers": [{"resources": {
+            "limits": {"cpu": "1"}, "requests": {"cpu": "1"}}}]});
+        assert_eq!(qos_class(&only_cpu_limit), "Burstable");
+        let zero = json!({"containers": [{"resources": {"requests": {"cpu": "0"}}}]});
+        assert_eq!(qos_class(&zero), "BestEffort");
+        let init_best_effort = json!({
+            "containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"},
+                "requests": {"cpu": "1", "memory": "1Gi"}}}],
+            "initContainers": [{"resources": {}}]});
+        assert_eq!(qos_class(&init_best_effort), "Burstable");
+    }
+
+    #[test]
+    fn new_pods_are_pending_with_defaults() {
+        let mut p = json!({"spec": {"containers": [{"name": "a", "image": "x",
+            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}});
+        defaults(&mut p);
+        admit(&mut p);
+        create_status(&mut p, None);
+        assert_eq!(
+            p["spec"]["containers"][0]["resources"]["requests"],
+            json!({"cpu": "1", "memory": "1Gi"})
+        );
+        assert_eq!(
+            p["status"],
+            json!({"phase": "Pending", "qosClass": "Guaranteed"})
+        );
+        assert_eq!(p["spec"]["serviceAccountName"], "default");
+        assert_eq!(p["spec"]["tolerations"].as_array().map(Vec::len), Some(2));
+        let mut gated = json!({"spec": {"schedulingGates": [{"name": "g"}], "containers": []}});
+        create_status(&mut gated, None);
+        assert_eq!(
+            gated["status"]["conditions"][0]["reason"],
+            "SchedulingGated"
+        );
+    }
+}
