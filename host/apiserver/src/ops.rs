@@ -34,31 +34,58 @@ pub fn name_errors(rule: NameRule, name: &str) -> Vec<String> {
     }
 }
 
-pub fn validate_name(def: &ResourceDef, name: &str) -> Result<(), ApiError> {
-    if name.is_empty() {
-        return Err(ApiError::invalid(
-            &def.group,
-            &def.kind,
-            name,
-            vec![Cause {
-                reason: "FieldValueRequired",
-                message: "Required value: name or generateName is required".into(),
-                field: "metadata.name".into(),
-            }],
-        ));
+/// `maskTrailingDash`: a prefix may end in '-' (the generated suffix follows it). The real
+/// one replaces the last two characters with an 'a', which is reproduced.
+fn mask_trailing_dash(prefix: &str) -> String {
+    match prefix.strip_suffix('-') {
+        Some(rest) if prefix.len() > 1 => {
+            let mut cut = rest.to_string();
+            cut.pop();
+            cut.push('a');
+            cut
+        }
+        _ => prefix.to_string(),
     }
-    let errs = name_errors(def.name_rule, name);
-    if errs.is_empty() {
+}
+
+/// The errors of a `metadata.generateName` checked as a name prefix (reported before the
+/// name's own errors, as the real metadata validation does).
+pub fn generate_name_causes(rule: NameRule, prefix: &str) -> Vec<Cause> {
+    if prefix.is_empty() {
+        return vec![];
+    }
+    let errs = match rule {
+        NameRule::PathSegment => ["/", "%"]
+            .iter()
+            .filter(|bad| prefix.contains(*bad))
+            .map(|bad| format!("may not contain '{bad}'"))
+            .collect(),
+        rule => name_errors(rule, &mask_trailing_dash(prefix)),
+    };
+    validation::invalid_causes("metadata.generateName", &json!(prefix), errs)
+}
+
+/// The errors of `metadata.name` (empty when valid).
+fn name_causes(def: &ResourceDef, name: &str) -> Vec<Cause> {
+    if name.is_empty() {
+        return vec![Cause {
+            reason: "FieldValueRequired",
+            message: "Required value: name or generateName is required".into(),
+            field: "metadata.name".into(),
+        }];
+    }
+    validation::invalid_causes(
+        "metadata.name",
+        &json!(name),
+        name_errors(def.name_rule, name),
+    )
+}
+
+pub fn validate_name(def: &ResourceDef, name: &str) -> Result<(), ApiError> {
+    let causes = name_causes(def, name);
+    if causes.is_empty() {
         return Ok(());
     }
-    let causes = errs
-        .into_iter()
-        .map(|m| Cause {
-            reason: "FieldValueInvalid",
-            message: format!("Invalid value: {}: {m}", json!(name)),
-            field: "metadata.name".into(),
-        })
-        .collect();
     Err(ApiError::invalid(&def.group, &def.kind, name, causes))
 }
 
@@ -614,14 +641,24 @@ pub fn create(
         .as_str()
         .unwrap_or_default()
         .to_string();
-    if name.is_empty()
-        && let Some(g) = body["metadata"]["generateName"].as_str()
-        && !g.is_empty()
-    {
-        name = format!("{g}{}", random_suffix());
+    let generate = body["metadata"]["generateName"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if name.is_empty() && !generate.is_empty() {
+        // The real generator keeps at most 58 bytes of the prefix (63 with the suffix).
+        let mut end = generate.len().min(58);
+        while !generate.is_char_boundary(end) {
+            end -= 1;
+        }
+        name = format!("{}{}", &generate[..end], random_suffix());
         body["metadata"]["name"] = json!(name);
     }
-    validate_name(def, &name)?;
+    let mut causes = generate_name_causes(def.name_rule, &generate);
+    causes.extend(name_causes(def, &name));
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(&def.group, &def.kind, &name, causes));
+    }
     let ns_key = if def.namespaced { ns } else { "" };
     let (obj, computed) = store.mutate(def.key(), ns_key, &name, |cur, inner| {
         if cur.is_some() {
@@ -1247,5 +1284,22 @@ mod tests {
         assert!(!name_errors(NameRule::Label, "a.b").is_empty());
         assert!(name_errors(NameRule::PathSegment, "system:foo").is_empty());
         assert!(!name_errors(NameRule::PathSegment, "a/b").is_empty());
+    }
+
+    #[test]
+    fn generate_names_are_checked_as_prefixes() {
+        assert!(generate_name_causes(NameRule::Subdomain, "web-").is_empty());
+        assert!(generate_name_causes(NameRule::Label, "a-").is_empty());
+        assert_eq!(mask_trailing_dash("ab-"), "aa");
+        assert_eq!(mask_trailing_dash("-"), "-");
+        let c = generate_name_causes(NameRule::Subdomain, "Bad_");
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].field, "metadata.generateName");
+        assert!(
+            c[0].message
+                .starts_with("Invalid value: \"Bad_\": a lowercase RFC 1123 subdomain")
+        );
+        assert_eq!(generate_name_causes(NameRule::PathSegment, "a%").len(), 1);
+        assert!(generate_name_causes(NameRule::PathSegment, "..").is_empty());
     }
 }

@@ -26,126 +26,302 @@ pub struct LabelSelector {
     reqs: Vec<Req>,
 }
 
-/// Splits on commas that are not inside parentheses.
-fn split_top(s: &str) -> Vec<&str> {
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Error,
+    End,
+    ClosePar,
+    Comma,
+    Not,
+    DoubleEq,
+    Eq,
+    Gt,
+    Ident,
+    In,
+    Lt,
+    NotEq,
+    NotIn,
+    OpenPar,
+}
+
+fn symbol(s: &str) -> Option<Tok> {
+    Some(match s {
+        ")" => Tok::ClosePar,
+        "," => Tok::Comma,
+        "!" => Tok::Not,
+        "==" => Tok::DoubleEq,
+        "=" => Tok::Eq,
+        ">" => Tok::Gt,
+        "<" => Tok::Lt,
+        "!=" => Tok::NotEq,
+        "(" => Tok::OpenPar,
+        "in" => Tok::In,
+        "notin" => Tok::NotIn,
+        _ => return None,
+    })
+}
+
+fn is_special(c: u8) -> bool {
+    matches!(c, b'=' | b'!' | b'(' | b')' | b',' | b'>' | b'<')
+}
+
+fn is_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\r' | b'\n')
+}
+
+/// The tokens of a label selector, as apimachinery's lexer makes them (the literal of each).
+fn lex(s: &str) -> Vec<(Tok, String)> {
+    let b = s.as_bytes();
+    let mut i = 0;
     let mut out = vec![];
-    let mut depth = 0i32;
-    let mut start = 0;
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(&s[start..i]);
-                start = i + 1;
+    loop {
+        while i < b.len() && is_space(b[i]) {
+            i += 1;
+        }
+        if i >= b.len() {
+            out.push((Tok::End, String::new()));
+            return out;
+        }
+        if is_special(b[i]) {
+            // The longest run of symbols that is still an operator.
+            let start = i;
+            let mut last: Option<(Tok, usize)> = None;
+            while i < b.len() && is_special(b[i]) {
+                match symbol(&s[start..=i]) {
+                    Some(t) => last = Some((t, i + 1)),
+                    None if last.is_some() => break,
+                    None => {}
+                }
+                i += 1;
             }
-            _ => {}
+            match last {
+                Some((t, end)) => {
+                    i = end;
+                    out.push((t, s[start..end].to_string()));
+                }
+                None => out.push((
+                    Tok::Error,
+                    format!("error expected: keyword found '{}'", &s[start..i]),
+                )),
+            }
+        } else {
+            let start = i;
+            while i < b.len() && !is_special(b[i]) && !is_space(b[i]) {
+                i += 1;
+            }
+            let lit = &s[start..i];
+            let tok = match symbol(lit) {
+                Some(t @ (Tok::In | Tok::NotIn)) => t,
+                _ => Tok::Ident,
+            };
+            out.push((tok, lit.to_string()));
         }
     }
-    out.push(&s[start..]);
-    out
 }
 
-fn valid_key(k: &str) -> bool {
-    crate::validation::qualified_name(k).is_empty()
+/// `field.Invalid(path, value, detail)` as its message reads.
+fn invalid(path: &str, value: &str, detail: &str) -> String {
+    format!(
+        "{path}: Invalid value: {}: {detail}",
+        serde_json::json!(value)
+    )
 }
 
-fn valid_value(v: &str) -> bool {
-    crate::validation::label_value(v).is_empty()
+struct Parser {
+    items: Vec<(Tok, String)>,
+    pos: usize,
 }
 
-fn parse_set(rest: &str) -> Result<Vec<String>, String> {
-    let rest = rest.trim();
-    let inner = rest
-        .strip_prefix('(')
-        .and_then(|r| r.strip_suffix(')'))
-        .ok_or_else(|| format!("expected a parenthesised set, found {rest:?}"))?;
-    let mut vals = vec![];
-    for v in inner.split(',') {
-        let v = v.trim();
-        if !valid_value(v) {
-            return Err(format!("invalid label value: {v:?}"));
+impl Parser {
+    /// The next token; `values` reads `in`/`notin` as identifiers.
+    fn peek(&self, values: bool) -> (Tok, String) {
+        let (t, l) = self.items[self.pos.min(self.items.len() - 1)].clone();
+        match t {
+            Tok::In | Tok::NotIn if values => (Tok::Ident, l),
+            t => (t, l),
         }
-        vals.push(v.to_string());
     }
-    Ok(vals)
+
+    fn next(&mut self, values: bool) -> (Tok, String) {
+        let r = self.peek(values);
+        self.pos += 1;
+        r
+    }
+
+    fn requirement(&mut self) -> Result<Req, String> {
+        let (mut tok, mut key) = self.next(true);
+        let mut not = false;
+        if tok == Tok::Not {
+            not = true;
+            (tok, key) = self.next(true);
+        }
+        if tok != Tok::Ident {
+            return Err(format!("found '{key}', expected: identifier"));
+        }
+        let errs = crate::validation::qualified_name(&key);
+        if !errs.is_empty() {
+            return Err(invalid("<nil>", &key, &errs.join("; ")));
+        }
+        if not || matches!(self.peek(true).0, Tok::End | Tok::Comma) {
+            let op = if not { Op::NotExists } else { Op::Exists };
+            return Ok(Req { key, op });
+        }
+        let (tok, lit) = self.next(false);
+        let values = match tok {
+            Tok::In | Tok::NotIn => self.set()?,
+            Tok::Eq | Tok::DoubleEq | Tok::NotEq | Tok::Gt | Tok::Lt => self.exact()?,
+            _ => {
+                return Err(format!(
+                    "found '{lit}', expected: in, notin, =, ==, !=, gt, lt"
+                ));
+            }
+        };
+        // `NewRequirement`'s checks, reported together.
+        let mut errs = vec![];
+        let mut num = 0;
+        if matches!(tok, Tok::Gt | Tok::Lt) {
+            for (i, v) in values.iter().enumerate() {
+                match v.parse::<i64>() {
+                    Ok(n) => num = n,
+                    Err(_) => errs.push(invalid(
+                        &format!("values[{i}]"),
+                        v,
+                        "for 'Gt', 'Lt' operators, the value must be an integer",
+                    )),
+                }
+            }
+        }
+        for (i, v) in values.iter().enumerate() {
+            let e = crate::validation::label_value(v);
+            if !e.is_empty() {
+                errs.push(invalid(&format!("values[{i}][{key}]"), v, &e.join("; ")));
+            }
+        }
+        let mut seen: Vec<String> = vec![];
+        for e in errs {
+            if !seen.contains(&e) {
+                seen.push(e);
+            }
+        }
+        match seen.len() {
+            0 => {}
+            1 => return Err(seen.remove(0)),
+            _ => return Err(format!("[{}]", seen.join(", "))),
+        }
+        let first = || values.first().cloned().unwrap_or_default();
+        let op = match tok {
+            Tok::In => Op::In(values),
+            Tok::NotIn => Op::NotIn(values),
+            Tok::NotEq => Op::NotEq(first()),
+            Tok::Gt => Op::Gt(num),
+            Tok::Lt => Op::Lt(num),
+            _ => Op::Eq(first()),
+        };
+        Ok(Req { key, op })
+    }
+
+    /// `( v1, v2 )`: a sorted set (empty members allowed).
+    fn set(&mut self) -> Result<Vec<String>, String> {
+        let (tok, lit) = self.next(true);
+        if tok != Tok::OpenPar {
+            return Err(format!("found '{lit}' expected: '('"));
+        }
+        let (tok, lit) = self.peek(true);
+        let mut set = std::collections::BTreeSet::new();
+        match tok {
+            Tok::Ident | Tok::Comma => {
+                loop {
+                    let (t, l) = self.next(true);
+                    match t {
+                        Tok::Ident => {
+                            set.insert(l);
+                            let (t2, l2) = self.peek(true);
+                            match t2 {
+                                Tok::Comma => continue,
+                                Tok::ClosePar => break,
+                                _ => return Err(format!("found '{l2}', expected: ',' or ')'")),
+                            }
+                        }
+                        Tok::Comma => {
+                            if set.is_empty() {
+                                set.insert(String::new());
+                            }
+                            let (t2, _) = self.peek(true);
+                            if t2 == Tok::ClosePar {
+                                set.insert(String::new());
+                                break;
+                            }
+                            if t2 == Tok::Comma {
+                                self.next(true);
+                                set.insert(String::new());
+                            }
+                        }
+                        _ => return Err(format!("found '{l}', expected: ',', or identifier")),
+                    }
+                }
+                if self.next(true).0 != Tok::ClosePar {
+                    return Err(format!("found '{lit}', expected: ')'"));
+                }
+            }
+            Tok::ClosePar => {
+                self.next(true);
+                set.insert(String::new());
+            }
+            _ => return Err(format!("found '{lit}', expected: ',', ')' or identifier")),
+        }
+        Ok(set.into_iter().collect())
+    }
+
+    fn exact(&mut self) -> Result<Vec<String>, String> {
+        if matches!(self.peek(true).0, Tok::End | Tok::Comma) {
+            return Ok(vec![String::new()]);
+        }
+        match self.next(true) {
+            (Tok::Ident, lit) => Ok(vec![lit]),
+            (_, lit) => Err(format!("found '{lit}', expected: identifier")),
+        }
+    }
 }
 
 impl LabelSelector {
+    /// Parses a selector as apimachinery's `labels.Parse` does, failing with its message.
     pub fn parse(s: &str) -> Result<LabelSelector, String> {
+        let mut p = Parser {
+            items: lex(s),
+            pos: 0,
+        };
         let mut reqs = vec![];
-        if s.trim().is_empty() {
-            return Ok(LabelSelector { reqs });
-        }
-        for part in split_top(s) {
-            let p = part.trim();
-            if p.is_empty() {
-                return Err("empty requirement in label selector".into());
+        loop {
+            let (tok, lit) = p.peek(true);
+            match tok {
+                Tok::Ident | Tok::Not => {
+                    let r = p
+                        .requirement()
+                        .map_err(|e| format!("unable to parse requirement: {e}"))?;
+                    reqs.push(r);
+                    let (t, l) = p.next(true);
+                    match t {
+                        Tok::End => break,
+                        Tok::Comma => {
+                            let (t2, l2) = p.peek(true);
+                            if !matches!(t2, Tok::Ident | Tok::Not) {
+                                return Err(format!(
+                                    "found '{l2}', expected: identifier after ','"
+                                ));
+                            }
+                        }
+                        _ => {
+                            return Err(format!("found '{l}', expected: ',' or 'end of string'"));
+                        }
+                    }
+                }
+                Tok::End => break,
+                _ => {
+                    return Err(format!(
+                        "found '{lit}', expected: !, identifier, or 'end of string'"
+                    ));
+                }
             }
-            let req = if let Some(k) = p.strip_prefix('!') {
-                let k = k.trim();
-                Req {
-                    key: k.to_string(),
-                    op: Op::NotExists,
-                }
-            } else if let Some(i) = p.find("!=") {
-                Req {
-                    key: p[..i].trim().to_string(),
-                    op: Op::NotEq(p[i + 2..].trim().to_string()),
-                }
-            } else if let Some(i) = p.find("==") {
-                Req {
-                    key: p[..i].trim().to_string(),
-                    op: Op::Eq(p[i + 2..].trim().to_string()),
-                }
-            } else if let Some(i) = p.find('=') {
-                Req {
-                    key: p[..i].trim().to_string(),
-                    op: Op::Eq(p[i + 1..].trim().to_string()),
-                }
-            } else if let Some(i) = p.find(" notin ").or_else(|| p.find(" notin(")) {
-                Req {
-                    key: p[..i].trim().to_string(),
-                    op: Op::NotIn(parse_set(&p[i + 6..])?),
-                }
-            } else if let Some(i) = p.find(" in ").or_else(|| p.find(" in(")) {
-                Req {
-                    key: p[..i].trim().to_string(),
-                    op: Op::In(parse_set(&p[i + 3..])?),
-                }
-            } else if let Some(i) = p.find('>') {
-                let n = p[i + 1..]
-                    .trim()
-                    .parse()
-                    .map_err(|_| format!("invalid number in {p:?}"))?;
-                Req {
-                    key: p[..i].trim().to_string(),
-                    op: Op::Gt(n),
-                }
-            } else if let Some(i) = p.find('<') {
-                let n = p[i + 1..]
-                    .trim()
-                    .parse()
-                    .map_err(|_| format!("invalid number in {p:?}"))?;
-                Req {
-                    key: p[..i].trim().to_string(),
-                    op: Op::Lt(n),
-                }
-            } else {
-                Req {
-                    key: p.to_string(),
-                    op: Op::Exists,
-                }
-            };
-            if !valid_key(&req.key) {
-                return Err(format!("invalid label key {:?}", req.key));
-            }
-            if let Op::Eq(v) | Op::NotEq(v) = &req.op
-                && !valid_value(v)
-            {
-                return Err(format!("invalid label value: {v:?}"));
-            }
-            reqs.push(req);
         }
         Ok(LabelSelector { reqs })
     }
@@ -294,8 +470,51 @@ mod tests {
         assert_eq!(m("!tier"), Ok(false));
         assert_eq!(m("!missing,app=web"), Ok(true));
         assert_eq!(m("n>3,n<6"), Ok(true));
-        assert!(LabelSelector::parse("app in web").is_err());
-        assert!(LabelSelector::parse("a b=c").is_err());
+        assert_eq!(m("app in (db,)"), Ok(false));
+        assert_eq!(m("missing notin ()"), Ok(true));
+        assert_eq!(m(""), Ok(true));
+        assert_eq!(m("  "), Ok(true));
+        assert_eq!(m("x="), Ok(false));
+        assert_eq!(m("in=x"), Ok(false));
+    }
+
+    #[test]
+    fn label_selector_errors_read_as_the_real_parser_s() {
+        let e = |s: &str| LabelSelector::parse(s).err().unwrap_or_default();
+        assert_eq!(
+            e("a b"),
+            "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"
+        );
+        assert_eq!(
+            e("a in (b"),
+            "unable to parse requirement: found '', expected: ',' or ')'"
+        );
+        assert_eq!(
+            e("app in web"),
+            "unable to parse requirement: found 'web' expected: '('"
+        );
+        assert_eq!(e("a=b=c"), "found '=', expected: ',' or 'end of string'");
+        assert_eq!(e("a,"), "found '', expected: identifier after ','");
+        assert_eq!(e("a,,b"), "found ',', expected: identifier after ','");
+        assert_eq!(
+            e("=a"),
+            "found '=', expected: !, identifier, or 'end of string'"
+        );
+        assert_eq!(
+            e("!"),
+            "unable to parse requirement: found '', expected: identifier"
+        );
+        assert!(e("A$").starts_with(
+            "unable to parse requirement: <nil>: Invalid value: \"A$\": name part must consist of"
+        ));
+        assert!(e("a=b$").starts_with(
+            "unable to parse requirement: values[0][a]: Invalid value: \"b$\": a valid label must"
+        ));
+        assert_eq!(
+            e("n>x"),
+            "unable to parse requirement: values[0]: Invalid value: \"x\": for 'Gt', 'Lt' operators, the value must be an integer"
+        );
+        assert!(e("n<x$").starts_with("unable to parse requirement: [values[0]: Invalid value"));
     }
 
     #[test]

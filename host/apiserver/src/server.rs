@@ -1208,7 +1208,7 @@ fn list_bytes(def: &ResourceDef, rv: u64, items: &[Arc<Obj>], cont: Option<&str>
 
 fn selectors(def: &ResourceDef, query: &Query) -> Result<(LabelSelector, FieldSelector), ApiError> {
     let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or_default())
-        .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+        .map_err(ApiError::bad_request)?;
     let fields = FieldSelector::parse(query.get("fieldSelector").unwrap_or_default())
         .map_err(ApiError::bad_request)?;
     // Custom resources may declare selectable fields of their own in their CRD, which is not

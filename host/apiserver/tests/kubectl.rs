@@ -2004,3 +2004,55 @@ count: 1
         .await;
     k.shutdown().await;
 }
+
+#[tokio::test]
+async fn kubectl_reports_bad_selectors_and_generate_names_like_a_cluster() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ns = format!("ksel-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    for (sel, msg) in [
+        (
+            "a b",
+            "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt",
+        ),
+        (
+            "a in (b",
+            "unable to parse requirement: found '', expected: ',' or ')'",
+        ),
+        ("a=b=c", "found '=', expected: ',' or 'end of string'"),
+    ] {
+        let o = k.run(&["get", "cm", "-n", &ns, "-l", sel], None).await;
+        assert_ne!(o.code, 0, "{sel}: {}", o.stdout);
+        assert!(o.stderr.contains("(BadRequest)"), "{sel}: {}", o.stderr);
+        assert!(o.stderr.trim_end().ends_with(msg), "{sel}: {}", o.stderr);
+    }
+    let bad = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  generateName: Bad_\n  namespace: {ns}\n"
+    );
+    let o = k.run(&["create", "-f", "-"], Some(&bad)).await;
+    assert_ne!(o.code, 0, "{}", o.stdout);
+    assert!(
+        o.stderr.contains(
+            "* metadata.generateName: Invalid value: \"Bad_\": a lowercase RFC 1123 subdomain"
+        ),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains("* metadata.name: Invalid value: \"Bad_"),
+        "{}",
+        o.stderr
+    );
+    let good = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  generateName: ok-\n  namespace: {ns}\n"
+    );
+    let out = k
+        .ok(&["create", "-f", "-", "-o", "name"], Some(&good))
+        .await;
+    assert!(out.trim().starts_with("configmap/ok-"), "{out}");
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
