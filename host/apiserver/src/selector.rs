@@ -452,6 +452,29 @@ pub fn field_label_supported(group: &str, plural: &str, field: &str) -> bool {
     matches!(field, "metadata.name" | "metadata.namespace") || extra.contains(&field)
 }
 
+/// The field labels a CRD version declares in `selectableFields` (each `jsonPath` without its
+/// leading dot), which list and watch of its custom resources may select on.
+pub fn crd_selectable_fields(crd: &Value, version: &str) -> Vec<String> {
+    crd["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["name"].as_str() == Some(version))
+        .flat_map(|v| {
+            v["selectableFields"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|f| {
+            f["jsonPath"]
+                .as_str()
+                .map(|p| p.trim().trim_start_matches('.').to_string())
+        })
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -515,6 +538,27 @@ mod tests {
             "unable to parse requirement: values[0]: Invalid value: \"x\": for 'Gt', 'Lt' operators, the value must be an integer"
         );
         assert!(e("n<x$").starts_with("unable to parse requirement: [values[0]: Invalid value"));
+    }
+
+    #[test]
+    fn crd_versions_declare_selectable_fields() {
+        let crd = json!({"spec": {"versions": [
+            {"name": "v1", "selectableFields": [{"jsonPath": ".spec.color"}, {"jsonPath": ".spec.size"}]},
+            {"name": "v2"}]}});
+        assert_eq!(
+            crd_selectable_fields(&crd, "v1"),
+            ["spec.color", "spec.size"]
+        );
+        assert!(crd_selectable_fields(&crd, "v2").is_empty());
+        let o = json!({"spec": {"color": "red", "size": 3, "on": true}});
+        assert!(FieldSelector::parse("spec.size=3").unwrap().matches(&o));
+        assert!(FieldSelector::parse("spec.on=true").unwrap().matches(&o));
+        assert!(FieldSelector::parse("spec.missing=").unwrap().matches(&o));
+        assert!(
+            FieldSelector::parse("spec.color!=blue")
+                .unwrap()
+                .matches(&o)
+        );
     }
 
     #[test]

@@ -1098,7 +1098,7 @@ async fn resource_request(
         "deletecollection" => {
             let (headers, body) = read_body(req).await?;
             let opts = delete_opts(&headers, &body, query)?;
-            let (labels, fields) = selectors(&def, query)?;
+            let (labels, fields) = selectors(store, &def, query)?;
             let (_, objs, _) = store.list(
                 def.key(),
                 if def.namespaced && !ns.is_empty() {
@@ -1206,18 +1206,34 @@ fn list_bytes(def: &ResourceDef, rv: u64, items: &[Arc<Obj>], cont: Option<&str>
     Bytes::from(out)
 }
 
-fn selectors(def: &ResourceDef, query: &Query) -> Result<(LabelSelector, FieldSelector), ApiError> {
+fn selectors(
+    store: &Store,
+    def: &ResourceDef,
+    query: &Query,
+) -> Result<(LabelSelector, FieldSelector), ApiError> {
     let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or_default())
         .map_err(ApiError::bad_request)?;
     let fields = FieldSelector::parse(query.get("fieldSelector").unwrap_or_default())
         .map_err(ApiError::bad_request)?;
-    // Custom resources may declare selectable fields of their own in their CRD, which is not
-    // at hand here: those are let through rather than refused wrongly.
-    if !def.custom
-        && let Some(f) = fields
-            .fields()
-            .find(|f| !field_label_supported(&def.group, &def.plural, f))
-    {
+    let custom_fields = if def.custom {
+        let crd = store
+            .get(CRD_KEY, "", &format!("{}.{}", def.plural, def.group), false)
+            .map(|o| o.value.clone())
+            .unwrap_or_default();
+        crate::selector::crd_selectable_fields(&crd, &def.version)
+    } else {
+        vec![]
+    };
+    let supported = |f: &str| {
+        if def.custom {
+            f == "metadata.name"
+                || (def.namespaced && f == "metadata.namespace")
+                || custom_fields.iter().any(|c| c == f)
+        } else {
+            field_label_supported(&def.group, &def.plural, f)
+        }
+    };
+    if let Some(f) = fields.fields().find(|f| !supported(f)) {
         return Err(ApiError::bad_request(format!(
             "field label not supported: {f}"
         )));
@@ -1249,7 +1265,7 @@ fn list(
     query: &Query,
     printer: Option<&Printer>,
 ) -> Result<Response<Body>, ApiError> {
-    let (labels, fields) = selectors(def, query)?;
+    let (labels, fields) = selectors(store, def, query)?;
     let limit = match query.get("limit") {
         Some(l) if !l.is_empty() => l
             .parse::<i64>()
@@ -1369,7 +1385,7 @@ fn watch(
         Some(p) => p.encode(def, o),
         None => obj_bytes(def, o),
     };
-    let (labels, fields) = selectors(def, query)?;
+    let (labels, fields) = selectors(store, def, query)?;
     let bookmarks = query.flag("allowWatchBookmarks");
     let send_initial = query.get("sendInitialEvents") == Some("true");
     let timeout = query

@@ -2056,3 +2056,111 @@ async fn kubectl_reports_bad_selectors_and_generate_names_like_a_cluster() {
         .await;
     k.shutdown().await;
 }
+
+#[tokio::test]
+async fn kubectl_selects_custom_resources_on_their_selectable_fields() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let s = suffix();
+    let group = format!("sel{s}.example.com");
+    let ns = format!("kcrsel-{s}");
+    let crd = format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.{group}
+spec:
+  group: {group}
+  scope: Namespaced
+  names: {{plural: gadgets, singular: gadget, kind: Gadget}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    selectableFields:
+    - jsonPath: .spec.color
+    - jsonPath: .spec.size
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              color: {{type: string}}
+              size: {{type: integer}}
+              note: {{type: string}}
+"#
+    );
+    k.ok(&["apply", "-f", "-"], Some(&crd)).await;
+    k.ok(&["create", "namespace", &ns], None).await;
+    let mut objs = String::new();
+    for (name, color, size) in [("g1", "red", 1), ("g2", "blue", 2), ("g3", "red", 3)] {
+        objs.push_str(&format!(
+            "---\napiVersion: {group}/v1\nkind: Gadget\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  color: {color}\n  size: {size}\n  note: x\n"
+        ));
+    }
+    // The CRD's API may take a moment to be served after it is established.
+    let mut o = k.run(&["apply", "-f", "-"], Some(&objs)).await;
+    for _ in 0..20 {
+        if o.code == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        o = k.run(&["apply", "-f", "-"], Some(&objs)).await;
+    }
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let resource = format!("gadgets.{group}");
+    let names = |out: String| -> Vec<String> { out.lines().map(str::to_string).collect() };
+    let get = |sel: &str| {
+        vec![
+            "get".to_string(),
+            resource.clone(),
+            "-n".into(),
+            ns.clone(),
+            "--field-selector".into(),
+            sel.to_string(),
+            "-o".into(),
+            "name".into(),
+        ]
+    };
+    let args = get("spec.color=red");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_eq!(
+        names(k.ok(&args, None).await),
+        [
+            "gadget.".to_string() + &group + "/g1",
+            "gadget.".to_string() + &group + "/g3"
+        ]
+    );
+    let args = get("spec.color=red,spec.size!=1,metadata.name=g3");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_eq!(
+        names(k.ok(&args, None).await),
+        ["gadget.".to_string() + &group + "/g3"]
+    );
+    let args = get(&format!("metadata.namespace={ns},spec.size=2"));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_eq!(
+        names(k.ok(&args, None).await),
+        ["gadget.".to_string() + &group + "/g2"]
+    );
+    let args = get("spec.note=x");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = k.run(&args, None).await;
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains("(BadRequest)")
+            && o.stderr
+                .trim_end()
+                .ends_with("field label not supported: spec.note"),
+        "{}",
+        o.stderr
+    );
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.ok(&["delete", "crd", &resource, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
