@@ -297,10 +297,10 @@ impl Kube for Fake {
         let current = objects
             .get_mut(&key)
             .ok_or_else(|| KubeError::NotFound(target.name.clone()))?;
-        if let Some(uid) = &options.precondition_uid {
-            if current["metadata"]["uid"].as_str() != Some(uid) {
-                return Err(KubeError::Conflict("uid precondition failed".into()));
-            }
+        if let Some(uid) = &options.precondition_uid
+            && current["metadata"]["uid"].as_str() != Some(uid)
+        {
+            return Err(KubeError::Conflict("uid precondition failed".into()));
         }
         let has_finalizers = current["metadata"]["finalizers"]
             .as_array()
@@ -359,10 +359,10 @@ fn json_remove(doc: &mut Json, path: &str) {
     let (parent, last) = split(path);
     match doc.pointer_mut(&parent) {
         Some(Json::Array(a)) => {
-            if let Ok(i) = last.parse::<usize>() {
-                if i < a.len() {
-                    a.remove(i);
-                }
+            if let Ok(i) = last.parse::<usize>()
+                && i < a.len()
+            {
+                a.remove(i);
             }
         }
         Some(Json::Object(o)) => {

@@ -154,7 +154,7 @@ fn visible_org_that_is_not_being_deleted_is_404_after_a_bounded_reread() {
     );
     let waited = fake.now.get() - before;
     assert!(
-        waited >= 2000 && waited < 3000,
+        (2000..3000).contains(&waited),
         "re-read for job_reread_ms, waited {waited}"
     );
 }
