@@ -56,7 +56,6 @@ pub struct Lethe {
 }
 
 /// A `lethe up` command line, apart from the data dir.
-#[derive(Clone)]
 struct Launch {
     manifest: PathBuf,
     args: Vec<String>,
