@@ -199,6 +199,7 @@ fn check_namespace(inner: &Inner, def: &ResourceDef, ns: &str, name: &str) -> Re
             message: "create not allowed while custom resource definition is terminating".into(),
             details: None,
             retry_after: None,
+            continue_token: None,
         });
     }
     if !def.namespaced {
@@ -1132,12 +1133,14 @@ pub fn delete(
         if let Some(uid) = &opts.uid
             && uid != cur.uid()
         {
+            // The real server checks preconditions early, in `rest.BeforeDelete`, and names the
+            // Kind (not the resource) in the Conflict.
             return Err(ApiError::conflict(
                 &def.group,
-                &def.plural,
+                &def.kind,
                 name,
                 &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
                     cur.uid()
                 ),
             ));
@@ -1147,10 +1150,10 @@ pub fn delete(
         {
             return Err(ApiError::conflict(
                 &def.group,
-                &def.plural,
+                &def.kind,
                 name,
                 &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
                     cur.meta_str("resourceVersion")
                 ),
             ));

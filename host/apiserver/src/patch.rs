@@ -345,7 +345,16 @@ pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
             }
             "test" => {
                 let want = op.get("value").ok_or("test without value")?;
-                if get_ptr(doc, &path) != Some(want) {
+                // As evanphx/json-patch (the server's) does: a null value tests that the member
+                // is absent or null, as long as its parent exists.
+                let parent_exists = path
+                    .split_last()
+                    .is_none_or(|(_, parent)| get_ptr(doc, parent).is_some());
+                let ok = match get_ptr(doc, &path) {
+                    None | Some(Value::Null) => want.is_null() && parent_exists,
+                    Some(got) => got == want,
+                };
+                if !ok {
                     return Err(format!(
                         "testing value {} failed",
                         op["path"].as_str().unwrap_or_default()
@@ -368,6 +377,32 @@ mod tests {
         let mut d = json!({"a": 1, "b": {"c": 2, "d": 3}});
         merge_patch(&mut d, &json!({"a": null, "b": {"c": 5}}));
         assert_eq!(d, json!({"b": {"c": 5, "d": 3}}));
+    }
+
+    #[test]
+    fn json_patch_test_of_null_passes_for_a_missing_member() {
+        let mut doc = json!({"metadata": {"name": "a"}});
+        json_patch(
+            &mut doc,
+            &json!([{"op": "test", "path": "/metadata/finalizers", "value": null},
+                    {"op": "add", "path": "/metadata/finalizers", "value": ["f"]}]),
+        )
+        .unwrap();
+        assert_eq!(doc["metadata"]["finalizers"], json!(["f"]));
+        assert!(
+            json_patch(
+                &mut doc,
+                &json!([{"op": "test", "path": "/metadata/finalizers", "value": null}])
+            )
+            .is_err()
+        );
+        assert!(
+            json_patch(
+                &mut doc,
+                &json!([{"op": "test", "path": "/spec/missing", "value": null}])
+            )
+            .is_err()
+        );
     }
 
     #[test]

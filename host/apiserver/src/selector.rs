@@ -327,6 +327,11 @@ impl LabelSelector {
     }
 
     /// Does an object (its `metadata.labels`) match?
+    /// Whether the selector selects everything.
+    pub fn is_empty(&self) -> bool {
+        self.reqs.is_empty()
+    }
+
     pub fn matches(&self, obj: &Value) -> bool {
         if self.reqs.is_empty() {
             return true;
@@ -386,6 +391,11 @@ impl FieldSelector {
             ));
         }
         Ok(FieldSelector { reqs })
+    }
+
+    /// Whether the selector selects everything.
+    pub fn is_empty(&self) -> bool {
+        self.reqs.is_empty()
     }
 
     /// The field paths the selector names (`metadata.name`, ...).

@@ -5,7 +5,7 @@ use crate::auth::{Attributes, Tokens, UserInfo, authorize};
 use crate::ops::{self, DeleteOpts, Deleted, PatchType, Sub};
 use crate::resources::{self, CRD_KEY, ResourceDef, builtins};
 use crate::selector::{FieldSelector, LabelSelector, field_label_supported};
-use crate::status::{ApiError, delete_success};
+use crate::status::{ApiError, Cause, delete_success};
 use crate::store::{EventType, Obj, Store};
 use base64::Engine;
 use bytes::Bytes;
@@ -493,6 +493,7 @@ async fn serve(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>
             message: format!("forbidden: {}", attrs.forbidden_reason(&user.name)),
             details: Some(Box::default()),
             retry_after: None,
+            continue_token: None,
         });
     }
     if req.method() != Method::GET {
@@ -1099,7 +1100,7 @@ async fn resource_request(
             let (headers, body) = read_body(req).await?;
             let opts = delete_opts(&headers, &body, query)?;
             let (labels, fields) = selectors(store, &def, query)?;
-            let (_, objs, _) = store.list(
+            let (_, objs, _, _) = store.list(
                 def.key(),
                 if def.namespaced && !ns.is_empty() {
                     Some(ns)
@@ -1123,7 +1124,7 @@ async fn resource_request(
             }
             Ok(respond(
                 200,
-                list_bytes(&def, store.current_rv(), &items, None),
+                list_bytes(&def, store.current_rv(), &items, None, None),
             ))
         }
         _ => Err(ApiError::method_not_allowed(&def.group, &def.plural)),
@@ -1182,7 +1183,13 @@ fn obj_bytes(def: &ResourceDef, o: &Obj) -> Bytes {
     Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
 }
 
-fn list_bytes(def: &ResourceDef, rv: u64, items: &[Arc<Obj>], cont: Option<&str>) -> Bytes {
+fn list_bytes(
+    def: &ResourceDef,
+    rv: u64,
+    items: &[Arc<Obj>],
+    cont: Option<&str>,
+    remaining: Option<i64>,
+) -> Bytes {
     let mut out = Vec::with_capacity(128 + items.iter().map(|o| o.bytes.len() + 1).sum::<usize>());
     out.extend_from_slice(b"{\"kind\":");
     out.extend_from_slice(json!(format!("{}List", def.kind)).to_string().as_bytes());
@@ -1194,6 +1201,10 @@ fn list_bytes(def: &ResourceDef, rv: u64, items: &[Arc<Obj>], cont: Option<&str>
     if let Some(c) = cont {
         out.extend_from_slice(b",\"continue\":");
         out.extend_from_slice(json!(c).to_string().as_bytes());
+    }
+    if let Some(r) = remaining {
+        out.extend_from_slice(b",\"remainingItemCount\":");
+        out.extend_from_slice(r.to_string().as_bytes());
     }
     out.extend_from_slice(b"},\"items\":[");
     for (i, o) in items.iter().enumerate() {
@@ -1241,22 +1252,170 @@ fn selectors(
     Ok((labels, fields))
 }
 
-fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
-    let v = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{ns}/{name}\u{0}")});
-    base64::engine::general_purpose::URL_SAFE.encode(v.to_string())
+/// A continue token as etcd3 storage writes it: unpadded URL-safe base64 of the JSON
+/// `{"v","rv","start"}`, `start` being the next key relative to the list's prefix plus NUL.
+fn encode_continue(rv: i64, start: &str) -> String {
+    let v = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{start}\u{0}")});
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
 }
 
-fn decode_continue(tok: &str) -> Option<(u64, (String, String))> {
-    let raw = base64::engine::general_purpose::URL_SAFE
-        .decode(tok)
-        .or_else(|_| base64::engine::general_purpose::STANDARD.decode(tok))
-        .ok()?;
-    let v: Value = serde_json::from_slice(&raw).ok()?;
-    let rv = v["rv"].as_u64()?;
-    let start = v["start"].as_str()?.trim_end_matches('\u{0}');
-    let (ns, name) = start.split_once('/')?;
-    Some((rv, (ns.to_string(), name.to_string())))
+/// The key relative to the list's prefix: `ns/name` when listing a namespaced kind across
+/// namespaces, else `name`.
+fn continue_key(def: &ResourceDef, ns_filter: Option<&str>, o: &Obj) -> String {
+    if def.namespaced && ns_filter.is_none() {
+        format!("{}/{}", o.meta_str("namespace"), o.meta_str("name"))
+    } else {
+        o.meta_str("name").to_string()
+    }
 }
+
+/// Decodes a continue token into its resourceVersion (-1: "the latest") and start key,
+/// refusing what `storage.DecodeContinue` refuses (400 "invalid continue token: ...").
+fn decode_continue(
+    tok: &str,
+    def: &ResourceDef,
+    ns_filter: Option<&str>,
+) -> Result<(i64, (String, String)), ApiError> {
+    let invalid = |why: &str| ApiError::bad_request(format!("invalid continue token: {why}"));
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(tok.trim_end_matches('='))
+        .map_err(|e| invalid(&format!("continue key is not valid: {e}")))?;
+    let v: Value = serde_json::from_slice(&raw)
+        .map_err(|e| invalid(&format!("continue key is not valid: {e}")))?;
+    if v["v"].as_str() != Some("meta.k8s.io/v1") {
+        return Err(invalid(&format!(
+            "continue key is not valid: server does not recognize this encoded version {}",
+            v["v"].as_str().unwrap_or_default()
+        )));
+    }
+    let rv = v["rv"].as_i64().unwrap_or(0);
+    if rv == 0 {
+        return Err(invalid(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        ));
+    }
+    let start = v["start"].as_str().unwrap_or_default();
+    if start.is_empty() {
+        return Err(invalid(
+            "continue key is not valid: encoded start key empty",
+        ));
+    }
+    let key = start.trim_end_matches('\u{0}');
+    if key.split('/').any(|seg| seg == ".." || seg == ".") || key.starts_with('/') {
+        return Err(invalid(&format!("continue key is not valid: {start}")));
+    }
+    // The token names the first key to return; `Store::list` wants the last key returned, and
+    // a key followed by NUL sorts right after that key.
+    let pos = if def.namespaced && ns_filter.is_none() {
+        match key.split_once('/') {
+            Some((n, name)) => (n.to_string(), name.to_string()),
+            None => (key.to_string(), String::new()),
+        }
+    } else {
+        (ns_filter.unwrap_or_default().to_string(), key.to_string())
+    };
+    Ok((rv, pos))
+}
+
+/// A query boolean as Go's `strconv.ParseBool` reads it; None when absent or unreadable.
+fn parse_go_bool(v: Option<&str>) -> Option<bool> {
+    match v? {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// `ValidateListOptions` (with the WatchList feature on, as in v1.32): 422 on
+/// `ListOptions.meta.k8s.io ""`.
+fn validate_list_options(query: &Query, watch: bool) -> Result<(), ApiError> {
+    let rv = query.get("resourceVersion").unwrap_or_default();
+    let rv_match = query.get("resourceVersionMatch").unwrap_or_default();
+    let send_initial = query.get("sendInitialEvents").filter(|v| !v.is_empty());
+    let cont = query.get("continue").unwrap_or_default();
+    let forbidden = |field: &str, why: &str| Cause {
+        reason: "FieldValueForbidden",
+        message: format!("Forbidden: {why}"),
+        field: field.into(),
+    };
+    let mut causes = vec![];
+    if watch {
+        if send_initial.is_some() && rv_match != "NotOlderThan" {
+            causes.push(forbidden(
+                "resourceVersionMatch",
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if !rv_match.is_empty() {
+            if send_initial.is_none() {
+                causes.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                ));
+            }
+            if rv_match != "NotOlderThan" {
+                causes.push(Cause {
+                    reason: "FieldValueNotSupported",
+                    message: format!(
+                        "Unsupported value: {}: supported values: \"NotOlderThan\"",
+                        json!(rv_match)
+                    ),
+                    field: "resourceVersionMatch".into(),
+                });
+            }
+            if !cont.is_empty() {
+                causes.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+        }
+    } else {
+        if !rv_match.is_empty() {
+            if rv.is_empty() {
+                causes.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+            if !cont.is_empty() {
+                causes.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+            if rv_match != "Exact" && rv_match != "NotOlderThan" {
+                causes.push(Cause {
+                    reason: "FieldValueNotSupported",
+                    message: format!(
+                        "Unsupported value: {}: supported values: \"Exact\", \"NotOlderThan\", \"\"",
+                        json!(rv_match)
+                    ),
+                    field: "resourceVersionMatch".into(),
+                });
+            }
+            if rv_match == "Exact" && rv == "0" {
+                causes.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                ));
+            }
+        }
+        if send_initial.is_some() {
+            causes.push(forbidden(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for list",
+            ));
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid("meta.k8s.io", "ListOptions", "", causes))
+    }
+}
+
+const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
 fn list(
     store: &Store,
@@ -1265,6 +1424,7 @@ fn list(
     query: &Query,
     printer: Option<&Printer>,
 ) -> Result<Response<Body>, ApiError> {
+    validate_list_options(query, false)?;
     let (labels, fields) = selectors(store, def, query)?;
     let limit = match query.get("limit") {
         Some(l) if !l.is_empty() => l
@@ -1277,25 +1437,30 @@ fn list(
     } else {
         usize::MAX
     };
-    let mut after = None;
-    let mut token_rv = None;
-    if let Some(c) = query.get("continue").filter(|c| !c.is_empty()) {
-        let (rv, start) = decode_continue(c)
-            .ok_or_else(|| ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
-        if store.is_compacted(rv) {
-            return Err(ApiError::expired(
-                "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
-            ));
-        }
-        after = Some(start);
-        token_rv = Some(rv);
-    }
     let ns_filter = if def.namespaced && !ns.is_empty() {
         Some(ns)
     } else {
         None
     };
-    let (rv, items, more) = store.list(
+    let mut after = None;
+    let mut token_rv = None;
+    if let Some(c) = query.get("continue").filter(|c| !c.is_empty()) {
+        let (rv, start) = decode_continue(c, def, ns_filter)?;
+        if rv > 0 && store.is_compacted(rv as u64) {
+            // etcd3 storage offers a token that continues at the latest version.
+            let mut e = ApiError::expired(CONTINUE_EXPIRED);
+            let key = if def.namespaced && ns_filter.is_none() {
+                format!("{}/{}", start.0, start.1)
+            } else {
+                start.1.clone()
+            };
+            e.continue_token = Some(encode_continue(-1, &key));
+            return Err(e);
+        }
+        after = Some(start);
+        token_rv = (rv > 0).then_some(rv as u64);
+    }
+    let (rv, items, more, total) = store.list(
         def.key(),
         ns_filter,
         after.as_ref(),
@@ -1307,19 +1472,25 @@ fn list(
     let cont = if more {
         items
             .last()
-            .map(|o| encode_continue(list_rv, o.meta_str("namespace"), o.meta_str("name")))
+            .map(|o| encode_continue(list_rv as i64, &continue_key(def, ns_filter, o)))
     } else {
         None
     };
+    // Only an unfiltered list knows how many items remain (as etcd3 storage reports it).
+    let remaining = (more && labels.is_empty() && fields.is_empty())
+        .then(|| total.saturating_sub(items.len()) as i64);
     if let Some(p) = printer {
-        return Ok(respond_value(
-            200,
-            &p.many(def, list_rv, &items, cont.as_deref()),
-        ));
+        let mut v = p.many(def, list_rv, &items, cont.as_deref());
+        if let Some(r) = remaining
+            && let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            m.insert("remainingItemCount".into(), json!(r));
+        }
+        return Ok(respond_value(200, &v));
     }
     Ok(respond(
         200,
-        list_bytes(def, list_rv, &items, cont.as_deref()),
+        list_bytes(def, list_rv, &items, cont.as_deref(), remaining),
     ))
 }
 
@@ -1385,9 +1556,14 @@ fn watch(
         Some(p) => p.encode(def, o),
         None => obj_bytes(def, o),
     };
+    validate_list_options(query, true)?;
     let (labels, fields) = selectors(store, def, query)?;
     let bookmarks = query.flag("allowWatchBookmarks");
-    let send_initial = query.get("sendInitialEvents") == Some("true");
+    // sendInitialEvents: Some(true) streams the current state then a bookmark marking its end
+    // (WatchList); Some(false) starts at the given version (or now) without synthetic events;
+    // unset keeps the legacy rule (synthetic ADDED events only for "" and "0").
+    let send_initial_param = parse_go_bool(query.get("sendInitialEvents"));
+    let send_initial = send_initial_param == Some(true);
     let timeout = query
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())
@@ -1406,10 +1582,13 @@ fn watch(
         let fields = fields.clone();
         move |o: &Obj| labels.matches(&o.value) && fields.matches(&o.value)
     };
-    let (mut sub, mut last_rv) = if send_initial || rv_param.is_empty() || rv_param == "0" {
+    let from_now = rv_param.is_empty() || rv_param == "0";
+    let (mut sub, mut last_rv) = if send_initial || from_now {
         let (rv, objs, sub) = store.subscribe_now(def.key(), ns_filter.as_deref());
-        for o in objs.iter().filter(|o| matches(o)) {
-            initial.push(event_line("ADDED", &encode(def, o)));
+        if send_initial_param != Some(false) {
+            for o in objs.iter().filter(|o| matches(o)) {
+                initial.push(event_line("ADDED", &encode(def, o)));
+            }
         }
         if send_initial && bookmarks {
             initial.push(bookmark(def, rv, true));

@@ -19,6 +19,8 @@ pub struct ApiError {
     /// `details`: None leaves the field out (as the real server does for 401).
     pub details: Option<Box<Details>>,
     pub retry_after: Option<u64>,
+    /// `metadata.continue` of the Status: the token a 410 for an expired continue token offers.
+    pub continue_token: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -64,6 +66,7 @@ impl ApiError {
             message: message.into(),
             details: None,
             retry_after: None,
+            continue_token: None,
         }
     }
 
@@ -74,6 +77,7 @@ impl ApiError {
             message: format!("{} \"{}\" not found", qualified(group, resource), name),
             details: details(name, group, resource),
             retry_after: None,
+            continue_token: None,
         }
     }
 
@@ -85,6 +89,7 @@ impl ApiError {
             message: "the server could not find the requested resource".into(),
             details: Some(Box::default()),
             retry_after: None,
+            continue_token: None,
         }
     }
 
@@ -95,6 +100,7 @@ impl ApiError {
             message: format!("{} \"{}\" already exists", qualified(group, resource), name),
             details: details(name, group, resource),
             retry_after: None,
+            continue_token: None,
         }
     }
 
@@ -110,6 +116,7 @@ impl ApiError {
             ),
             details: details(name, group, resource),
             retry_after: None,
+            continue_token: None,
         }
     }
 
@@ -156,6 +163,7 @@ impl ApiError {
                 retry_after_seconds: None,
             })),
             retry_after: None,
+            continue_token: None,
         }
     }
 
@@ -171,6 +179,7 @@ impl ApiError {
             message: format!("{subject} is forbidden: {why}"),
             details: details(name, group, resource),
             retry_after: None,
+            continue_token: None,
         }
     }
 
@@ -181,6 +190,7 @@ impl ApiError {
             message: message.into(),
             details: None,
             retry_after: None,
+            continue_token: None,
         }
     }
 
@@ -199,6 +209,7 @@ impl ApiError {
                 ..Default::default()
             })),
             retry_after: None,
+            continue_token: None,
         }
     }
 
@@ -211,6 +222,7 @@ impl ApiError {
             ),
             details: None,
             retry_after: None,
+            continue_token: None,
         }
     }
 
@@ -266,7 +278,13 @@ impl ApiError {
         let mut m = Map::new();
         m.insert("kind".into(), json!("Status"));
         m.insert("apiVersion".into(), json!("v1"));
-        m.insert("metadata".into(), json!({}));
+        m.insert(
+            "metadata".into(),
+            match &self.continue_token {
+                Some(c) => json!({"continue": c}),
+                None => json!({}),
+            },
+        );
         m.insert("status".into(), json!("Failure"));
         m.insert("message".into(), json!(self.message));
         m.insert("reason".into(), json!(self.reason));

@@ -286,7 +286,8 @@ impl Store {
     }
 
     /// Lists objects of one resource (optionally one namespace) strictly after `after`, in key
-    /// order, up to `max` of them. Returns the current resourceVersion too.
+    /// order, up to `max` of them. Returns the current resourceVersion, whether more matching
+    /// objects follow, and how many objects (matching or not) the range held from `after` on.
     pub fn list(
         &self,
         key: &str,
@@ -295,11 +296,11 @@ impl Store {
         allow_stale: bool,
         mut keep: impl FnMut(&Obj) -> bool,
         max: usize,
-    ) -> (u64, Vec<Arc<Obj>>, bool) {
+    ) -> (u64, Vec<Arc<Obj>>, bool, usize) {
         let inner = self.inner.read();
         let rv = inner.rv;
         let Some(map) = inner.objects.get(key) else {
-            return (rv, vec![], false);
+            return (rv, vec![], false, 0);
         };
         let overrides: Option<Overrides> = match self.stale_window() {
             Some(w) if allow_stale => Some(
@@ -354,6 +355,7 @@ impl Store {
                 .collect(),
         };
         drop(inner);
+        let total = candidates.len();
         let mut out = vec![];
         let mut more = false;
         for o in candidates {
@@ -365,7 +367,7 @@ impl Store {
                 out.push(o);
             }
         }
-        (rv, out, more)
+        (rv, out, more, total)
     }
 
     /// Atomically reads, decides and writes one object. `f` sees the current object and the
@@ -521,7 +523,8 @@ impl Store {
     ) -> Result<(Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>), u64> {
         let inner = self.inner.read();
         if rv < inner.compacted_rv {
-            return Err(inner.compacted_rv + 1);
+            // The oldest version a watch may still start from, as the watch cache reports it.
+            return Err(inner.compacted_rv);
         }
         let start = inner.ring.partition_point(|e| e.rv <= rv);
         let events = inner.ring.range(start..).cloned().collect();

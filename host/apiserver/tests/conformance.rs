@@ -352,11 +352,16 @@ async fn delete_preconditions_on_uid_and_resource_version_conflict_on_mismatch()
     };
     let e = status_of(api.delete("p", &wrong_uid).await.unwrap_err());
     assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
-    assert!(
-        e.message
-            .contains("Precondition failed: UID in precondition"),
-        "{}",
-        e.message
+    assert_eq!(
+        e.message,
+        format!(
+            "Operation cannot be fulfilled on ConfigMap \"p\": the UID in the precondition (00000000-0000-0000-0000-000000000000) does not match the UID in record ({}). The object might have been deleted and then recreated",
+            created.metadata.uid.as_deref().unwrap()
+        )
+    );
+    assert_eq!(
+        e.details.as_ref().map(|d| d.kind.as_str()),
+        Some("ConfigMap")
     );
     let wrong_rv = DeleteParams {
         preconditions: Some(Preconditions {
@@ -367,6 +372,13 @@ async fn delete_preconditions_on_uid_and_resource_version_conflict_on_mismatch()
     };
     let e = status_of(api.delete("p", &wrong_rv).await.unwrap_err());
     assert_eq!(e.code, 409);
+    assert_eq!(
+        e.message,
+        format!(
+            "Operation cannot be fulfilled on ConfigMap \"p\": the ResourceVersion in the precondition (1) does not match the ResourceVersion in record ({}). The object might have been modified",
+            created.metadata.resource_version.as_deref().unwrap()
+        )
+    );
     let right = DeleteParams {
         preconditions: Some(Preconditions {
             uid: created.metadata.uid.clone(),
