@@ -48,6 +48,7 @@
 mod auth;
 mod controller;
 mod defaults;
+mod managed;
 mod openapi;
 mod ops;
 mod patch;

@@ -621,12 +621,16 @@ fn warn_finalizers(v: &Value) {
 }
 
 /// How a write is carried out.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct WriteOpts {
     /// `dryRun=All`: validate and compute, store nothing.
     pub dry_run: bool,
     /// `fieldValidation=Strict`: unknown fields of custom resources are an error, not pruned.
     pub strict: bool,
+    /// `fieldManager` (required for server-side apply).
+    pub field_manager: Option<String>,
+    /// `force`: a server-side apply takes conflicting fields from their managers.
+    pub force: bool,
 }
 
 /// Creates an object. Returns it as stored.
@@ -810,7 +814,22 @@ fn prepare_update(
                 }
             }
         }
-        meta.remove("managedFields");
+        // A write that leaves managedFields out keeps the stored ones; one that sends them
+        // sets them (an empty list clears them).
+        match meta.get("managedFields") {
+            Some(Value::Array(a)) if !a.is_empty() => {}
+            Some(Value::Array(_)) => {
+                meta.remove("managedFields");
+            }
+            _ => match old_meta.get("managedFields") {
+                Some(m) => {
+                    meta.insert("managedFields".into(), m.clone());
+                }
+                None => {
+                    meta.remove("managedFields");
+                }
+            },
+        }
         meta.remove("selfLink");
         if let Some(Value::Array(a)) = meta.get("finalizers")
             && a.is_empty()
@@ -988,7 +1007,7 @@ pub fn update(
         def,
         ns,
         name,
-        w,
+        w.clone(),
         |cur, inner| {
             if cur.is_none() && def.create_on_update && sub == Sub::Main {
                 return Ok((prepare_create(def, ns, body, inner, w.strict)?, true));
@@ -1051,19 +1070,46 @@ pub fn patch(
             "the body of the request was not a JSON object",
         ));
     }
+    let manager = w.field_manager.clone().unwrap_or_default();
+    if pt == PatchType::Apply && manager.is_empty() {
+        return Err(ApiError::invalid(
+            "meta.k8s.io",
+            "PatchOptions",
+            "",
+            vec![Cause {
+                reason: "FieldValueRequired",
+                message: "Required value: is required for apply patch".into(),
+                field: "fieldManager".into(),
+            }],
+        ));
+    }
+    let track = pt == PatchType::Apply && sub == Sub::Main;
+    let force = w.force;
+    let api_version = def.api_version();
     run_update(
         store,
         def,
         ns,
         name,
-        w,
+        w.clone(),
         |cur, inner| {
             let Some(cur) = cur else {
                 if pt == PatchType::Apply && sub == Sub::Main {
                     let mut b = body.clone();
                     check_identity(def, ns, Some(name), &mut b)?;
                     validate_name(def, name)?;
-                    return Ok((prepare_create(def, ns, b, inner, w.strict)?, true));
+                    let mut created = prepare_create(def, ns, b, inner, w.strict)?;
+                    crate::managed::apply(
+                        None,
+                        &mut created,
+                        body,
+                        &manager,
+                        force,
+                        &api_version,
+                        def.status_subresource,
+                        &now(),
+                    )?;
+                    return Ok((created, true));
                 }
                 return Err(ApiError::not_found(&def.group, &def.plural, name));
             };
@@ -1076,7 +1122,19 @@ pub fn patch(
                     if let Some(m) = b["metadata"].as_object_mut() {
                         m.remove("resourceVersion");
                     }
-                    patch::apply_merge(&mut v, &b)
+                    patch::apply_merge(&mut v, &b);
+                    if track {
+                        crate::managed::apply(
+                            Some(&cur.value),
+                            &mut v,
+                            &b,
+                            &manager,
+                            force,
+                            &api_version,
+                            def.status_subresource,
+                            &now(),
+                        )?;
+                    }
                 }
                 PatchType::Json => patch::json_patch(&mut v, body).map_err(invalid_patch)?,
             }

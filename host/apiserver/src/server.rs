@@ -148,6 +148,8 @@ impl Query {
         ops::WriteOpts {
             dry_run: self.dry_run(),
             strict: self.get("fieldValidation") == Some("Strict"),
+            field_manager: self.get("fieldManager").map(str::to_string),
+            force: self.flag("force"),
         }
     }
 }
