@@ -1,6 +1,7 @@
 //! Object operations (create, update, patch, delete) with the real API server's semantics,
 //! independent of HTTP so the controllers can use them too.
 
+use crate::managed::{Scope, Writer};
 use crate::patch;
 use crate::resources::{CRD_KEY, NS_KEY, NameRule, ResourceDef, crd_preferred_version};
 use crate::status::{ApiError, Cause};
@@ -631,6 +632,28 @@ pub struct WriteOpts {
     pub field_manager: Option<String>,
     /// `force`: a server-side apply takes conflicting fields from their managers.
     pub force: bool,
+    /// The manager that other writes record in managedFields (`fieldManager`, else from the
+    /// User-Agent); None for the server's own writes, which are not tracked.
+    pub manager: Option<String>,
+}
+
+impl WriteOpts {
+    fn writer<'a>(&'a self, api_version: &'a str, sub: Sub) -> Option<Writer<'a>> {
+        Some(Writer {
+            manager: self.manager.as_deref()?,
+            api_version,
+            subresource: sub.name(),
+        })
+    }
+}
+
+/// What a write of `sub` may own.
+fn scope(def: &ResourceDef, sub: Sub) -> Scope {
+    match sub {
+        Sub::Status => Scope::StatusOnly,
+        _ if def.status_subresource => Scope::NoStatus,
+        _ => Scope::All,
+    }
 }
 
 /// Creates an object. Returns it as stored.
@@ -669,7 +692,11 @@ pub fn create(
         if cur.is_some() {
             return Err(ApiError::already_exists(&def.group, &def.plural, &name));
         }
-        let v = prepare_create(def, ns, body, inner, w.strict)?;
+        let mut v = prepare_create(def, ns, body, inner, w.strict)?;
+        let api_version = def.api_version();
+        if let Some(writer) = w.writer(&api_version, Sub::Main) {
+            crate::managed::record_create(&mut v, &writer, scope(def, Sub::Main), &now());
+        }
         if w.dry_run {
             Ok((Change::Keep, Some(v)))
         } else {
@@ -689,6 +716,17 @@ pub enum Sub {
     Main,
     Status,
     Finalize,
+}
+
+impl Sub {
+    /// The name recorded in managedFields.
+    fn name(self) -> Option<&'static str> {
+        match self {
+            Sub::Main => None,
+            Sub::Status => Some("status"),
+            Sub::Finalize => Some("finalize"),
+        }
+    }
 }
 
 fn same_except(a: &Value, b: &Value, skip: &[&str]) -> bool {
@@ -753,6 +791,13 @@ fn prepare_update(
                     }
                 }
             }
+            // The entries a server-side apply of the status computed.
+            if let Some(Value::Array(a)) = new["metadata"].get("managedFields")
+                && !a.is_empty()
+                && crate::managed::valid_entries(a)
+            {
+                r["metadata"]["managedFields"] = Value::Array(a.clone());
+            }
             r
         }
         Sub::Finalize => {
@@ -816,10 +861,13 @@ fn prepare_update(
         }
         // A write that leaves managedFields out keeps the stored ones; one that sends them
         // sets them (an empty list clears them).
+        // (An empty list keeps them too; entries that cannot be decoded, such as `[{}]`,
+        // clear them.)
         match meta.get("managedFields") {
-            Some(Value::Array(a)) if !a.is_empty() => {}
-            Some(Value::Array(_)) => {
-                meta.remove("managedFields");
+            Some(Value::Array(a)) if !a.is_empty() => {
+                if !crate::managed::valid_entries(a) {
+                    meta.remove("managedFields");
+                }
             }
             _ => match old_meta.get("managedFields") {
                 Some(m) => {
@@ -946,6 +994,7 @@ fn run_update(
     sub: Sub,
 ) -> Result<(Outcome, bool), ApiError> {
     let dry_run = w.dry_run;
+    let api_version = def.api_version();
     let ns_key = if def.namespaced { ns } else { "" };
     let mut created = false;
     let mut final_value: Option<Value> = None;
@@ -962,7 +1011,12 @@ fn run_update(
         let Some(cur) = cur else {
             return Err(ApiError::not_found(&def.group, &def.plural, name));
         };
-        let change = prepare_update(def, cur, candidate, sub, w.strict, inner)?;
+        let mut change = prepare_update(def, cur, candidate, sub, w.strict, inner)?;
+        if let Change::Put(v) = &mut change
+            && let Some(writer) = w.writer(&api_version, sub)
+        {
+            crate::managed::record_update(&cur.value, v, &writer, scope(def, sub), &now());
+        }
         let removed = matches!(change, Change::RemoveWith(_));
         if dry_run {
             final_value = Some(match change {
@@ -1010,7 +1064,12 @@ pub fn update(
         w.clone(),
         |cur, inner| {
             if cur.is_none() && def.create_on_update && sub == Sub::Main {
-                return Ok((prepare_create(def, ns, body, inner, w.strict)?, true));
+                let mut v = prepare_create(def, ns, body, inner, w.strict)?;
+                let api_version = def.api_version();
+                if let Some(writer) = w.writer(&api_version, Sub::Main) {
+                    crate::managed::record_create(&mut v, &writer, scope(def, sub), &now());
+                }
+                return Ok((v, true));
             }
             Ok((body, false))
         },
@@ -1083,15 +1142,24 @@ pub fn patch(
             }],
         ));
     }
-    let track = pt == PatchType::Apply && sub == Sub::Main;
     let force = w.force;
     let api_version = def.api_version();
+    let applier = Writer {
+        manager: &manager,
+        api_version: &api_version,
+        subresource: sub.name(),
+    };
+    let mut run_opts = w.clone();
+    if pt == PatchType::Apply {
+        // The apply records its own entry.
+        run_opts.manager = None;
+    }
     run_update(
         store,
         def,
         ns,
         name,
-        w.clone(),
+        run_opts,
         |cur, inner| {
             let Some(cur) = cur else {
                 if pt == PatchType::Apply && sub == Sub::Main {
@@ -1103,10 +1171,9 @@ pub fn patch(
                         None,
                         &mut created,
                         body,
-                        &manager,
+                        &applier,
                         force,
-                        &api_version,
-                        def.status_subresource,
+                        scope(def, sub),
                         &now(),
                     )?;
                     return Ok((created, true));
@@ -1123,15 +1190,14 @@ pub fn patch(
                         m.remove("resourceVersion");
                     }
                     patch::apply_merge(&mut v, &b);
-                    if track {
+                    if sub != Sub::Finalize {
                         crate::managed::apply(
                             Some(&cur.value),
                             &mut v,
                             &b,
-                            &manager,
+                            &applier,
                             force,
-                            &api_version,
-                            def.status_subresource,
+                            scope(def, sub),
                             &now(),
                         )?;
                     }

@@ -144,12 +144,19 @@ impl Query {
         self.0.iter().any(|(k, v)| k == "dryRun" && v == "All")
     }
 
-    fn write_opts(&self) -> ops::WriteOpts {
+    /// The options of a write sent with `user_agent`.
+    fn write_opts(&self, user_agent: &str) -> ops::WriteOpts {
+        let field_manager = self.get("fieldManager").map(str::to_string);
+        let manager = match field_manager.as_deref() {
+            Some(m) if !m.is_empty() => m.to_string(),
+            _ => crate::managed::manager_from_user_agent(user_agent),
+        };
         ops::WriteOpts {
             dry_run: self.dry_run(),
             strict: self.get("fieldValidation") == Some("Strict"),
-            field_manager: self.get("fieldManager").map(str::to_string),
+            field_manager,
             force: self.flag("force"),
+            manager: Some(manager),
         }
     }
 }
@@ -1015,6 +1022,12 @@ async fn resource_request(
     }
     let ns = t.namespace.as_str();
     let name = t.name.as_str();
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
     let printer = req
         .headers()
         .get(header::ACCEPT)
@@ -1041,13 +1054,21 @@ async fn resource_request(
             if def.virtual_create_only {
                 return review(shared, user, &def, ns, body);
             }
-            let obj = ops::create(store, &def, ns, body, query.write_opts())?;
+            let obj = ops::create(store, &def, ns, body, query.write_opts(&user_agent))?;
             Ok(respond(201, obj_bytes(&def, &obj)))
         }
         "update" => {
             let (headers, body) = read_body(req).await?;
             let body = decode_body(&headers, &body)?;
-            let (out, created) = ops::update(store, &def, ns, name, body, sub, query.write_opts())?;
+            let (out, created) = ops::update(
+                store,
+                &def,
+                ns,
+                name,
+                body,
+                sub,
+                query.write_opts(&user_agent),
+            )?;
             Ok(respond(
                 if created { 201 } else { 200 },
                 obj_bytes(&def, out.obj()),
@@ -1073,8 +1094,16 @@ async fn resource_request(
                 ));
             }
             let body = parse_json(&body)?;
-            let (out, created) =
-                ops::patch(store, &def, ns, name, pt, &body, sub, query.write_opts())?;
+            let (out, created) = ops::patch(
+                store,
+                &def,
+                ns,
+                name,
+                pt,
+                &body,
+                sub,
+                query.write_opts(&user_agent),
+            )?;
             Ok(respond(
                 if created { 201 } else { 200 },
                 obj_bytes(&def, out.obj()),
