@@ -778,4 +778,34 @@ mod tests {
             )
         );
     }
+
+    #[test]
+    fn status_writes_record_their_subresource_and_only_status() {
+        let mut old = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"x": 1}});
+        record_create(&mut old, &writer("kubectl-run"), Scope::NoStatus, "T1");
+        let mut new = old.clone();
+        new["status"] = json!({"phase": "Running"});
+        new["spec"]["x"] = json!(2);
+        let w = Writer {
+            manager: "kubelet",
+            api_version: "v1",
+            subresource: Some("status"),
+        };
+        record_update(&old, &mut new, &w, Scope::StatusOnly, "T2");
+        let mf = &new["metadata"]["managedFields"];
+        assert_eq!(mf[0]["manager"], "kubectl-run");
+        assert_eq!(mf[0]["fieldsV1"], json!({"f:spec": {".": {}, "f:x": {}}}));
+        assert_eq!(mf[1]["manager"], "kubelet");
+        assert_eq!(mf[1]["subresource"], "status");
+        assert_eq!(
+            mf[1]["fieldsV1"],
+            json!({"f:status": {".": {}, "f:phase": {}}})
+        );
+        // Entries a client cannot have written are refused as a whole.
+        assert!(valid_entries(
+            mf.as_array().map(Vec::as_slice).unwrap_or_default()
+        ));
+        assert!(!valid_entries(&[json!({})]));
+    }
 }

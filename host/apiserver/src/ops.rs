@@ -647,6 +647,15 @@ impl WriteOpts {
     }
 }
 
+/// Records a create in managedFields, at the object's creation time.
+fn record_create(v: &mut Value, writer: &Writer, scope: Scope) {
+    let time = match v["metadata"]["creationTimestamp"].as_str() {
+        Some(t) => t.to_string(),
+        None => now(),
+    };
+    crate::managed::record_create(v, writer, scope, &time);
+}
+
 /// What a write of `sub` may own.
 fn scope(def: &ResourceDef, sub: Sub) -> Scope {
     match sub {
@@ -695,7 +704,7 @@ pub fn create(
         let mut v = prepare_create(def, ns, body, inner, w.strict)?;
         let api_version = def.api_version();
         if let Some(writer) = w.writer(&api_version, Sub::Main) {
-            crate::managed::record_create(&mut v, &writer, scope(def, Sub::Main), &now());
+            record_create(&mut v, &writer, scope(def, Sub::Main));
         }
         if w.dry_run {
             Ok((Change::Keep, Some(v)))
@@ -1067,7 +1076,7 @@ pub fn update(
                 let mut v = prepare_create(def, ns, body, inner, w.strict)?;
                 let api_version = def.api_version();
                 if let Some(writer) = w.writer(&api_version, Sub::Main) {
-                    crate::managed::record_create(&mut v, &writer, scope(def, sub), &now());
+                    record_create(&mut v, &writer, scope(def, sub));
                 }
                 return Ok((v, true));
             }
