@@ -26,11 +26,14 @@ pub fn parse_quantity(s: &str) -> Option<i128> {
         return None;
     }
     // Mantissa scaled by 10^9 (fractions finer than that are rounded up, as Quantity does).
+    // Quantities too large for an i128 saturate (they only need to compare and add).
     let mut nanos: i128 = 0;
     for c in int.bytes() {
-        nanos = nanos.checked_mul(10)?.checked_add(i128::from(c - b'0'))?;
+        nanos = nanos
+            .saturating_mul(10)
+            .saturating_add(i128::from(c - b'0'));
     }
-    nanos = nanos.checked_mul(1_000_000_000)?;
+    nanos = nanos.saturating_mul(1_000_000_000);
     let mut scale: i128 = 100_000_000;
     let mut rest = false;
     for c in frac.bytes() {
@@ -38,36 +41,44 @@ pub fn parse_quantity(s: &str) -> Option<i128> {
             rest |= c != b'0';
             continue;
         }
-        nanos += i128::from(c - b'0') * scale;
+        nanos = nanos.saturating_add(i128::from(c - b'0') * scale);
         scale /= 10;
     }
     if rest {
-        nanos += 1;
+        nanos = nanos.saturating_add(1);
     }
-    let pow10 = |n: i128, e: i32| -> Option<i128> {
-        if e >= 0 {
-            n.checked_mul(10i128.checked_pow(e as u32)?)
-        } else {
-            let d = 10i128.checked_pow((-e) as u32)?;
-            Some((n + d - 1) / d)
+    let pow10 = |n: i128, e: i64| -> i128 {
+        let Ok(abs) = u32::try_from(e.unsigned_abs()) else {
+            return if e >= 0 {
+                n.signum() * i128::MAX
+            } else {
+                n.signum()
+            };
+        };
+        match (e >= 0, 10i128.checked_pow(abs)) {
+            (true, Some(m)) => n.saturating_mul(m),
+            (true, None) => n.signum() * i128::MAX,
+            // Rounded up, as Quantity rounds to nanos.
+            (false, Some(d)) => n / d + i128::from(n % d != 0),
+            (false, None) => n.signum(),
         }
     };
     let v = match suffix {
         "" => nanos,
-        "n" => pow10(nanos, -9)?,
-        "u" => pow10(nanos, -6)?,
-        "m" => pow10(nanos, -3)?,
-        "k" => pow10(nanos, 3)?,
-        "M" => pow10(nanos, 6)?,
-        "G" => pow10(nanos, 9)?,
-        "T" => pow10(nanos, 12)?,
-        "P" => pow10(nanos, 15)?,
-        "E" => pow10(nanos, 18)?,
+        "n" => pow10(nanos, -9),
+        "u" => pow10(nanos, -6),
+        "m" => pow10(nanos, -3),
+        "k" => pow10(nanos, 3),
+        "M" => pow10(nanos, 6),
+        "G" => pow10(nanos, 9),
+        "T" => pow10(nanos, 12),
+        "P" => pow10(nanos, 15),
+        "E" => pow10(nanos, 18),
         "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" => {
             let shift = 10 * (1 + "KMGTPE".find(&suffix[..1])? as u32);
-            nanos.checked_mul(1i128 << shift)?
+            nanos.saturating_mul(1i128 << shift)
         }
-        e if e.starts_with(['e', 'E']) => pow10(nanos, e[1..].parse().ok()?)?,
+        e if e.starts_with(['e', 'E']) => pow10(nanos, e[1..].parse().ok()?),
         _ => return None,
     };
     Some(if neg { -v } else { v })
@@ -93,14 +104,16 @@ pub fn qos_class(spec: &Value) -> &'static str {
     for c in containers {
         for res in ["cpu", "memory"] {
             if let Some(q) = quantity(&c["resources"]["requests"][res]).filter(|q| *q > 0) {
-                *requests.entry(res).or_default() += q;
+                let sum = requests.entry(res).or_default();
+                *sum = sum.saturating_add(q);
             }
         }
         let mut found = 0;
         for res in ["cpu", "memory"] {
             if let Some(q) = quantity(&c["resources"]["limits"][res]).filter(|q| *q > 0) {
                 found += 1;
-                *limits.entry(res).or_default() += q;
+                let sum = limits.entry(res).or_default();
+                *sum = sum.saturating_add(q);
             }
         }
         if found < 2 {
@@ -255,6 +268,28 @@ mod tests {
         assert_eq!(parse_quantity("1.5"), Some(1_500_000_000));
         assert_eq!(parse_quantity("abc"), None);
         assert_eq!(parse_quantity("1Xi"), None);
+    }
+
+    #[test]
+    fn extreme_quantities_saturate_instead_of_overflowing() {
+        // Tiny values round up to a nano, as Quantity does; huge ones saturate.
+        assert_eq!(parse_quantity("1e-2147483648"), Some(1));
+        assert_eq!(parse_quantity("1e-40"), Some(1));
+        assert_eq!(parse_quantity("0e-40"), Some(0));
+        assert_eq!(parse_quantity("1e2147483647"), Some(i128::MAX));
+        assert_eq!(
+            parse_quantity("170141183460469231731687303715.9"),
+            Some(i128::MAX)
+        );
+        assert_eq!(parse_quantity(&"9".repeat(100)), Some(i128::MAX));
+        assert_eq!(
+            parse_quantity("170141183460469231731687303715.884105727n"),
+            Some(170_141_183_460_469_231_731_687_303_716)
+        );
+        let huge = json!({"containers": [
+            {"resources": {"requests": {"cpu": "1e29"}}},
+            {"resources": {"requests": {"cpu": "1e29"}}}]});
+        assert_eq!(qos_class(&huge), "Burstable");
     }
 
     #[test]
