@@ -152,10 +152,6 @@ fn remove(v: &mut Value, p: &FieldPath) {
     }
 }
 
-fn overlaps(a: &FieldPath, b: &FieldPath) -> bool {
-    a.starts_with(b) || b.starts_with(a)
-}
-
 /// How a conflict names a manager: `"name"` for appliers, `"name" using v1` for updaters.
 fn manager_label(e: &Value) -> String {
     let mut name = json!(e["manager"].as_str().unwrap_or_default()).to_string();
@@ -268,17 +264,36 @@ pub fn apply(
         return Err(conflict_error(&conflicts));
     }
     // Forcing takes the conflicting fields away from their owners.
+    let mut lost: std::collections::HashMap<&str, BTreeSet<&FieldPath>> = Default::default();
+    for (m, p) in &conflicts {
+        lost.entry(m.as_str()).or_default().insert(p);
+    }
     for (e, set) in others.iter_mut() {
-        let label = manager_label(e);
+        let Some(lost) = lost.get(manager_label(e).as_str()) else {
+            continue;
+        };
         let before = set.len();
-        set.retain(|owned| !conflicts.iter().any(|(m, c)| *m == label && c == owned));
+        set.retain(|owned| !lost.contains(owned));
         if set.len() != before {
             e["fieldsV1"] = to_fields_v1(set);
         }
     }
-    for p in previous.difference(&applied) {
-        if !others.iter().any(|(_, s)| s.iter().any(|o| overlaps(o, p))) {
-            remove(merged, p);
+    // A field this manager stops applying stays when another manager owns it, a field above
+    // it or one below it.
+    let dropped: Vec<&FieldPath> = previous.difference(&applied).collect();
+    if !dropped.is_empty() {
+        let owned: BTreeSet<&FieldPath> = others.iter().flat_map(|(_, s)| s).collect();
+        let kept = |p: &FieldPath| {
+            (1..=p.len()).any(|n| owned.contains(&p[..n].to_vec()))
+                || owned
+                    .range::<&FieldPath, _>(p..)
+                    .next()
+                    .is_some_and(|o| o.starts_with(p))
+        };
+        for p in dropped {
+            if !kept(p) {
+                remove(merged, p);
+            }
         }
     }
     let mut out: Vec<Value> = others
@@ -702,6 +717,68 @@ mod tests {
         let mut new = cm(json!({"a": "2"}));
         record_update(&old, &mut new, &writer("m"), Scope::All, "T2");
         assert!(new["metadata"].get("managedFields").is_none());
+    }
+
+    #[test]
+    fn large_forced_and_shrinking_applies_stay_linear() {
+        const N: usize = 20_000;
+        let keys = |p: &str| -> Map<String, Value> {
+            (0..N).map(|i| (format!("{p}{i}"), json!("1"))).collect()
+        };
+        let mut data = keys("a");
+        data.extend(keys("b"));
+        let mut live = cm(Value::Object(data.clone()));
+        // The creator owns every key (but not the map itself).
+        let owned: Map<String, Value> =
+            data.keys().map(|k| (format!("f:{k}"), json!({}))).collect();
+        let fields = json!({"f:data": owned});
+        set_entries(
+            &mut live,
+            vec![writer("creator").entry("Update", "T1", fields)],
+        );
+        let started = std::time::Instant::now();
+        // Forcing takes N fields from another manager.
+        let changed: Map<String, Value> = keys("a")
+            .into_iter()
+            .map(|(k, _)| (k, json!("2")))
+            .collect();
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
+            "data": changed});
+        let mut merged = live.clone();
+        merged["data"].as_object_mut().unwrap().extend(changed);
+        apply(
+            Some(&live),
+            &mut merged,
+            &body,
+            &writer("kubectl"),
+            true,
+            Scope::All,
+            "T2",
+        )
+        .map_err(|e| e.message)
+        .unwrap();
+        // Dropping them all while the creator still owns N others.
+        let live = merged.clone();
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}});
+        apply(
+            Some(&live),
+            &mut merged,
+            &body,
+            &writer("kubectl"),
+            false,
+            Scope::All,
+            "T3",
+        )
+        .map_err(|e| e.message)
+        .unwrap();
+        let left = merged["data"].as_object().unwrap();
+        assert_eq!(left.len(), N);
+        assert!(left.keys().all(|k| k.starts_with('b')));
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]
