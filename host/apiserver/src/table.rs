@@ -577,11 +577,11 @@ pub fn pod_cells(o: &Value) -> Vec<String> {
     for (i, c) in init_statuses.iter().enumerate() {
         let count = c["restartCount"].as_i64().unwrap_or(0);
         let finished = timestamp(&c["lastState"]["terminated"]["finishedAt"]);
-        restarts += count;
+        restarts = restarts.saturating_add(count);
         last = later(last, finished);
         let sidecar = restartable(&c["name"]);
         if sidecar {
-            sidecar_restarts += count;
+            sidecar_restarts = sidecar_restarts.saturating_add(count);
             sidecar_last = later(sidecar_last, finished);
         }
         let term = &c["state"]["terminated"];
@@ -620,7 +620,7 @@ pub fn pod_cells(o: &Value) -> Vec<String> {
         last = sidecar_last;
         let mut has_running = false;
         for c in arr(&status["containerStatuses"]).iter().rev() {
-            restarts += c["restartCount"].as_i64().unwrap_or(0);
+            restarts = restarts.saturating_add(c["restartCount"].as_i64().unwrap_or(0));
             last = later(last, timestamp(&c["lastState"]["terminated"]["finishedAt"]));
             let state = &c["state"];
             let waiting = state["waiting"]["reason"].as_str().unwrap_or_default();
@@ -836,6 +836,18 @@ mod tests {
         );
         assert_eq!(json_path(&v, ".spec.n[1]"), Some(&json!(2)));
         assert_eq!(json_path(&v, ".spec.missing"), None);
+    }
+
+    #[test]
+    fn huge_restart_counts_do_not_overflow() {
+        let max = json!({"restartCount": i64::MAX});
+        let sidecar = json!({"name": "s", "restartCount": i64::MAX, "started": true});
+        let pod = json!({"metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "a"}, {"name": "b"}],
+                "initContainers": [{"name": "s", "restartPolicy": "Always"}]},
+            "status": {"containerStatuses": [max, max],
+                "initContainerStatuses": [sidecar, sidecar]}});
+        assert_eq!(pod_cells(&pod)[3], i64::MAX.to_string());
     }
 
     #[test]
