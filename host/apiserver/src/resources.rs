@@ -421,22 +421,8 @@ pub fn defs_from_crd(crd: &Value) -> Vec<Arc<ResourceDef>> {
         .map(str::to_string)
         .unwrap_or_else(|| kind.to_lowercase());
     let namespaced = spec["scope"].as_str() != Some("Cluster");
-    let short: Vec<String> = names["shortNames"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    let categories: Vec<String> = names["categories"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    let short = crate::store::string_list(&names["shortNames"]);
+    let categories = crate::store::string_list(&names["categories"]);
     let mut out = vec![];
     if let Some(versions) = spec["versions"].as_array() {
         for v in versions {

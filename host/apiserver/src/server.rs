@@ -811,30 +811,21 @@ async fn token_request(
     let seconds = request["spec"]["expirationSeconds"]
         .as_i64()
         .unwrap_or(3600);
-    if seconds < 600 {
+    let out_of_range = if seconds < 600 {
+        Some("may not specify a duration less than 10 minutes")
+    } else if seconds > 1 << 32 {
+        Some("may not specify a duration larger than 2^32 seconds")
+    } else {
+        None
+    };
+    if let Some(why) = out_of_range {
         return Err(ApiError::invalid(
             "authentication.k8s.io",
             "TokenRequest",
             &t.name,
             vec![crate::status::Cause {
                 reason: "FieldValueInvalid",
-                message: format!(
-                    "Invalid value: {seconds}: may not specify a duration less than 10 minutes"
-                ),
-                field: "spec.expirationSeconds".into(),
-            }],
-        ));
-    }
-    if seconds > 1 << 32 {
-        return Err(ApiError::invalid(
-            "authentication.k8s.io",
-            "TokenRequest",
-            &t.name,
-            vec![crate::status::Cause {
-                reason: "FieldValueInvalid",
-                message: format!(
-                    "Invalid value: {seconds}: may not specify a duration larger than 2^32 seconds"
-                ),
+                message: format!("Invalid value: {seconds}: {why}"),
                 field: "spec.expirationSeconds".into(),
             }],
         ));
@@ -847,14 +838,7 @@ async fn token_request(
         None
     };
     // Without audiences a token is for the API server itself.
-    let mut audiences: Vec<String> = request["spec"]["audiences"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut audiences = crate::store::string_list(&request["spec"]["audiences"]);
     if audiences.is_empty() {
         audiences.push(crate::sa_token::ISSUER.to_string());
     }
