@@ -84,8 +84,12 @@ async fn main() -> anyhow::Result<()> {
     };
     let (mut jobs, mut floor, mut bare) = (Vec::new(), Vec::new(), Vec::new());
     for round in 1..=rounds {
-        let j = support::keep_alive_load(app.addr, probe.clone(), seconds, concurrency).await?;
-        let f = support::keep_alive_load(floor_addr, probe.clone(), seconds, concurrency).await?;
+        let j = support::keep_alive_load(app.addr, probe.clone(), seconds, concurrency)
+            .await?
+            .latencies;
+        let f = support::keep_alive_load(floor_addr, probe.clone(), seconds, concurrency)
+            .await?
+            .latencies;
         let b = load(seconds, concurrency, {
             let client = client.clone();
             let target = target.clone();

@@ -17,14 +17,47 @@ pub struct Probe {
     pub check: fn(&[u8]) -> anyhow::Result<()>,
 }
 
+/// What one load run measured.
+pub struct Load {
+    /// The latency of every request.
+    pub latencies: Vec<Duration>,
+    /// CPU time (user and system) the whole process spent during the run: the target and the
+    /// load generator together, since both run here. Per request, it varies far less from run
+    /// to run than requests/s on a shared machine, so it shows small changes that throughput
+    /// hides.
+    pub cpu: Duration,
+}
+
+impl Load {
+    /// CPU time per request.
+    pub fn cpu_per_request(&self) -> Duration {
+        self.cpu / u32::try_from(self.latencies.len().max(1)).unwrap_or(u32::MAX)
+    }
+}
+
+/// CPU time (user and system) this process has used so far.
+pub fn process_cpu() -> Duration {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills in the whole struct it is given, and we read it only on success.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) } != 0 {
+        return Duration::ZERO;
+    }
+    let usage = unsafe { usage.assume_init() };
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
 /// `connections` keep-alive HTTP/1.1 clients sending `probe` to `addr` back to back for
-/// `seconds`; the latency of every request. Any non-200 answer or failed check ends the run.
+/// `seconds`. Any non-200 answer or failed check ends the run.
 pub async fn keep_alive_load(
     addr: SocketAddr,
     probe: Arc<Probe>,
     seconds: u64,
     connections: usize,
-) -> anyhow::Result<Vec<Duration>> {
+) -> anyhow::Result<Load> {
+    let cpu_before = process_cpu();
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut tasks = Vec::new();
     for _ in 0..connections {
@@ -52,11 +85,14 @@ pub async fn keep_alive_load(
             anyhow::Ok(latencies)
         }));
     }
-    let mut all = Vec::new();
+    let mut latencies = Vec::new();
     for t in tasks {
-        all.extend(t.await??);
+        latencies.extend(t.await??);
     }
-    Ok(all)
+    Ok(Load {
+        latencies,
+        cpu: process_cpu().saturating_sub(cpu_before),
+    })
 }
 
 /// The `q` quantile of sorted `latencies` (zero when there are none).

@@ -551,6 +551,8 @@ fn set_spin_headers<B>(
     for name in spoofed {
         headers.remove(name);
     }
+    // One growth of the map instead of several as the headers below go in.
+    headers.reserve(7 + m.params.len());
     let mut set = |name: &'static str, value: Option<HeaderValue>| {
         if let Some(v) = value {
             headers.insert(HeaderName::from_static(name), v);
