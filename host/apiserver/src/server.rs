@@ -1027,7 +1027,7 @@ async fn resource_request(
             }
             Ok(respond(200, obj_bytes(&def, &obj)))
         }
-        "list" => list(store, &def, ns, query, printer.as_ref()),
+        "list" => list(store, &def, ns, query, printer.as_ref()).await,
         "watch" => watch(store, &def, ns, query, printer),
         "create" => {
             if def.namespaced && ns.is_empty() && !def.virtual_create_only {
@@ -1115,7 +1115,7 @@ async fn resource_request(
             let (headers, body) = read_body(req).await?;
             let opts = delete_opts(&headers, &body, query)?;
             let (labels, fields) = selectors(store, &def, query)?;
-            let (_, objs, _, _) = store.list(
+            let page = store.list(
                 def.key(),
                 if def.namespaced && !ns.is_empty() {
                     Some(ns)
@@ -1123,12 +1123,13 @@ async fn resource_request(
                     None
                 },
                 None,
+                None,
                 false,
                 |o| labels.matches(&o.value) && fields.matches(&o.value),
                 usize::MAX,
             );
             let mut items = vec![];
-            for o in objs {
+            for o in page.map(|p| p.items).unwrap_or_default() {
                 let oname = o.meta_str("name").to_string();
                 let ons = o.meta_str("namespace").to_string();
                 match ops::delete(store, &def, &ons, &oname, &opts) {
@@ -1432,7 +1433,7 @@ fn validate_list_options(query: &Query, watch: bool) -> Result<(), ApiError> {
 
 const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
-fn list(
+async fn list(
     store: &Store,
     def: &ResourceDef,
     ns: &str,
@@ -1457,33 +1458,80 @@ fn list(
     } else {
         None
     };
+    let rv_param = query.get("resourceVersion").unwrap_or_default();
+    let rv_match = query.get("resourceVersionMatch").unwrap_or_default();
+    let parse_rv = || {
+        rv_param
+            .parse::<u64>()
+            .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv_param}")))
+    };
     let mut after = None;
-    let mut token_rv = None;
+    // The version to list at, as etcd3 storage decides it: a continue token's, or the one asked
+    // for exactly (`resourceVersionMatch=Exact`, or the legacy form: a limit with a version).
+    let mut at = None;
     if let Some(c) = query.get("continue").filter(|c| !c.is_empty()) {
-        let (rv, start) = decode_continue(c, def, ns_filter)?;
-        if rv > 0 && store.is_compacted(rv as u64) {
-            // etcd3 storage offers a token that continues at the latest version.
-            let mut e = ApiError::expired(CONTINUE_EXPIRED);
-            let key = if def.namespaced && ns_filter.is_none() {
-                format!("{}/{}", start.0, start.1)
-            } else {
-                start.1.clone()
-            };
-            e.continue_token = Some(encode_continue(-1, &key));
-            return Err(e);
+        if !rv_param.is_empty() && rv_param != "0" {
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
         }
+        let (rv, start) = decode_continue(c, def, ns_filter)?;
         after = Some(start);
-        token_rv = (rv > 0).then_some(rv as u64);
+        at = (rv > 0).then_some(rv as u64);
+    } else if rv_match == "Exact" || (rv_match.is_empty() && limit > 0 && rv_param != "0") {
+        if !rv_param.is_empty() {
+            at = Some(parse_rv()?);
+        }
+    } else if !rv_param.is_empty() && rv_param != "0" {
+        // "Not older than": served once the store has caught up, as the watch cache waits.
+        let wanted = parse_rv()?;
+        let reached = store.wait_for_rv(wanted, Duration::from_secs(3)).await;
+        if reached < wanted {
+            return Err(ApiError::too_large_resource_version(wanted, reached, 1));
+        }
     }
-    let (rv, items, more, total) = store.list(
+    if let Some(at) = at {
+        let current = store.current_rv();
+        if at > current {
+            return Err(ApiError::too_large_resource_version(at, current, 0));
+        }
+    }
+    let page = store.list(
         def.key(),
         ns_filter,
         after.as_ref(),
+        at,
         true,
         |o| labels.matches(&o.value) && fields.matches(&o.value),
         max,
     );
-    let list_rv = token_rv.unwrap_or(rv);
+    let page = match page {
+        Ok(page) => page,
+        Err(_) if query.get("continue").is_some_and(|c| !c.is_empty()) => {
+            // etcd3 storage offers a token that continues at the latest version.
+            let mut e = ApiError::expired(CONTINUE_EXPIRED);
+            if let Some(start) = &after {
+                let key = if def.namespaced && ns_filter.is_none() {
+                    format!("{}/{}", start.0, start.1)
+                } else {
+                    start.1.clone()
+                };
+                e.continue_token = Some(encode_continue(-1, &key));
+            }
+            return Err(e);
+        }
+        Err(_) => {
+            return Err(ApiError::expired(
+                "The resourceVersion for the provided list is too old.",
+            ));
+        }
+    };
+    let crate::store::ListPage {
+        rv: list_rv,
+        items,
+        more,
+        scanned: total,
+    } = page;
     let cont = if more {
         items
             .last()

@@ -230,6 +230,27 @@ impl ApiError {
         ApiError::new(410, "Expired", message)
     }
 
+    /// A list or watch for a version the store has not reached (504 `Timeout`, as
+    /// `storage.NewTooLargeResourceVersionError` makes it).
+    pub fn too_large_resource_version(wanted: u64, current: u64, retry_seconds: u64) -> Self {
+        let mut e = ApiError::new(
+            504,
+            "Timeout",
+            format!("Timeout: Too large resource version: {wanted}, current: {current}"),
+        );
+        e.details = Some(Box::new(Details {
+            causes: vec![Cause {
+                reason: "ResourceVersionTooLarge",
+                message: "Too large resource version".into(),
+                field: String::new(),
+            }],
+            retry_after_seconds: (retry_seconds > 0).then_some(retry_seconds),
+            ..Default::default()
+        }));
+        e.retry_after = (retry_seconds > 0).then_some(retry_seconds);
+        e
+    }
+
     pub fn too_large() -> Self {
         ApiError::new(
             413,
@@ -303,7 +324,14 @@ impl ApiError {
                 let causes: Vec<Value> = d
                     .causes
                     .iter()
-                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .map(|c| {
+                        // Go leaves an empty `field` out (`omitempty`).
+                        let mut cause = json!({"reason": c.reason, "message": c.message});
+                        if !c.field.is_empty() {
+                            cause["field"] = json!(c.field);
+                        }
+                        cause
+                    })
                     .collect();
                 dm.insert("causes".into(), Value::Array(causes));
             }

@@ -78,7 +78,8 @@ pub struct Event {
     pub key: Arc<str>,
     pub ns: String,
     pub obj: Arc<Obj>,
-    /// The version before a modification (for selector transitions in filtered watches).
+    /// The version before a modification or deletion (for selector transitions in filtered
+    /// watches, and for lists at past versions).
     pub prev: Option<Arc<Obj>>,
     pub rv: u64,
 }
@@ -149,6 +150,34 @@ impl Inner {
         }
         self.custom = custom;
     }
+}
+
+/// One page of a list.
+pub struct ListPage {
+    /// The resourceVersion the list reflects.
+    pub rv: u64,
+    pub items: Vec<Arc<Obj>>,
+    /// Whether more matching objects follow.
+    pub more: bool,
+    /// How many objects (matching or not) the range held from its start on.
+    pub scanned: usize,
+}
+
+/// The objects of `key` (in `ns`) that changed after `at`, each as it was at `at` (None: it did
+/// not exist then), from the event history.
+fn undo_since(inner: &Inner, key: &str, ns: Option<&str>, at: u64) -> Overrides {
+    let start = inner.ring.partition_point(|e| e.rv <= at);
+    let mut before = Overrides::new();
+    for e in inner.ring.range(start..) {
+        if &*e.key != key || ns.is_some_and(|n| n != e.ns) {
+            continue;
+        }
+        // The first change after `at` knows what the object was at `at`.
+        before
+            .entry((e.ns.clone(), e.obj.meta_str("name").to_string()))
+            .or_insert_with(|| e.prev.clone());
+    }
+    before
 }
 
 pub struct Store {
@@ -286,24 +315,32 @@ impl Store {
     }
 
     /// Lists objects of one resource (optionally one namespace) strictly after `after`, in key
-    /// order, up to `max` of them. Returns the current resourceVersion, whether more matching
-    /// objects follow, and how many objects (matching or not) the range held from `after` on.
+    /// order, up to `max` of them that `keep` accepts: as they are now, or as they were at
+    /// resourceVersion `at` (the changes since undone from the event history, as etcd serves a
+    /// list at a past revision). Err(the oldest version still served) when `at` is older.
+    #[allow(clippy::too_many_arguments)]
     pub fn list(
         &self,
         key: &str,
         ns: Option<&str>,
         after: Option<&(String, String)>,
+        at: Option<u64>,
         allow_stale: bool,
         mut keep: impl FnMut(&Obj) -> bool,
         max: usize,
-    ) -> (u64, Vec<Arc<Obj>>, bool, usize) {
+    ) -> Result<ListPage, u64> {
         let inner = self.inner.read();
-        let rv = inner.rv;
-        let Some(map) = inner.objects.get(key) else {
-            return (rv, vec![], false, 0);
-        };
-        let overrides: Option<Overrides> = match self.stale_window() {
-            Some(w) if allow_stale => Some(
+        if let Some(at) = at
+            && at < inner.compacted_rv
+        {
+            return Err(inner.compacted_rv);
+        }
+        let rv = at.unwrap_or(inner.rv);
+        let empty = Entries::new();
+        let map = inner.objects.get(key).unwrap_or(&empty);
+        let overrides: Option<Overrides> = match (at, self.stale_window()) {
+            (Some(at), _) => Some(undo_since(&inner, key, ns, at)),
+            (None, Some(w)) if allow_stale => Some(
                 inner
                     .stale
                     .iter()
@@ -323,7 +360,7 @@ impl Store {
         // Collect the candidates under the lock; filter them (selectors can be slow) after.
         let candidates: Vec<Arc<Obj>> = match overrides {
             Some(ov) if !ov.is_empty() => {
-                // Merge the stale versions into the live view.
+                // Merge the other versions into the live view.
                 let mut view: BTreeMap<(String, String), Arc<Obj>> = map
                     .range((lower.clone(), std::ops::Bound::Unbounded))
                     .take_while(|((n, _), _)| ns.is_none_or(|x| x == n))
@@ -355,19 +392,41 @@ impl Store {
                 .collect(),
         };
         drop(inner);
-        let total = candidates.len();
-        let mut out = vec![];
+        let scanned = candidates.len();
+        let mut items = vec![];
         let mut more = false;
         for o in candidates {
             if keep(&o) {
-                if out.len() >= max {
+                if items.len() >= max {
                     more = true;
                     break;
                 }
-                out.push(o);
+                items.push(o);
             }
         }
-        (rv, out, more, total)
+        Ok(ListPage {
+            rv,
+            items,
+            more,
+            scanned,
+        })
+    }
+
+    /// Waits up to `timeout` for the store to reach resourceVersion `rv`; the version it
+    /// reached.
+    pub async fn wait_for_rv(&self, rv: u64, timeout: Duration) -> u64 {
+        let mut events = self.tx.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let current = self.current_rv();
+            if current >= rv {
+                return current;
+            }
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Err(_) | Ok(Err(broadcast::error::RecvError::Closed)) => return self.current_rv(),
+                Ok(_) => {}
+            }
+        }
     }
 
     /// Atomically reads, decides and writes one object. `f` sees the current object and the
@@ -459,10 +518,10 @@ impl Store {
             key: Arc::from(key),
             ns: ns.to_string(),
             obj: obj.clone(),
-            prev: if event_type == EventType::Modified {
-                cur.clone()
-            } else {
+            prev: if event_type == EventType::Added {
                 None
+            } else {
+                cur.clone()
             },
             rv,
         });
@@ -544,11 +603,6 @@ impl Store {
             None => inner.entries(key).map(|(_, o)| o.clone()).collect(),
         };
         (inner.rv, objs, self.tx.subscribe())
-    }
-
-    /// Whether a version is still in the event history (for continue tokens).
-    pub fn is_compacted(&self, rv: u64) -> bool {
-        rv < self.inner.read().compacted_rv
     }
 
     /// Drops the event history (like an etcd compaction).

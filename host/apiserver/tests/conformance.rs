@@ -674,6 +674,150 @@ async fn list_pagination_with_limit_and_continue() {
     c.shutdown().await;
 }
 
+/// Later pages of a paginated list come from the snapshot the first page was read at, as etcd
+/// serves them: objects created after the first page are absent, deleted ones still there,
+/// changed ones as they were, and every page reports the first page's resourceVersion.
+#[tokio::test]
+async fn continue_pages_come_from_the_first_pages_snapshot() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("snapshot").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    for i in 0..4 {
+        api.create(&PostParams::default(), &cm(&format!("item-{i}"), json!({})))
+            .await
+            .unwrap();
+    }
+    let first = api.list(&ours().limit(1)).await.unwrap();
+    let first_rv = first.metadata.resource_version.clone().unwrap();
+    let mut token = first.metadata.continue_.clone();
+    let mut seen: Vec<ConfigMap> = first.items;
+    // Changes after the first page.
+    api.create(&PostParams::default(), &cm("item-1a", json!({})))
+        .await
+        .unwrap();
+    api.delete("item-2", &DeleteParams::default())
+        .await
+        .unwrap();
+    api.patch(
+        "item-3",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "changed"}})),
+    )
+    .await
+    .unwrap();
+    while let Some(t) = token.filter(|t| !t.is_empty()) {
+        let page = api.list(&ours().limit(1).continue_token(&t)).await.unwrap();
+        assert_eq!(
+            page.metadata.resource_version.as_deref(),
+            Some(first_rv.as_str())
+        );
+        token = page.metadata.continue_.clone();
+        seen.extend(page.items);
+    }
+    let names: Vec<_> = seen
+        .iter()
+        .filter_map(|o| o.metadata.name.as_deref())
+        .collect();
+    assert_eq!(names, ["item-0", "item-1", "item-2", "item-3"]);
+    assert_eq!(seen[3].data.as_ref().unwrap()["k"], "v");
+    // A new list sees the present.
+    let now = api.list(&ours()).await.unwrap();
+    let names: Vec<_> = now
+        .items
+        .iter()
+        .filter_map(|o| o.metadata.name.as_deref())
+        .collect();
+    assert_eq!(names, ["item-0", "item-1", "item-1a", "item-3"]);
+    c.shutdown().await;
+}
+
+/// `resourceVersionMatch=Exact` lists the past; too old is 410, not reached yet is 504; a
+/// continue token cannot be combined with a resourceVersion.
+#[tokio::test]
+async fn an_exact_list_shows_the_past_and_refuses_what_it_cannot_show() {
+    use kube::api::VersionMatch;
+    let c = TestCluster::new().await;
+    let ns = c.namespace("exact").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    api.create(&PostParams::default(), &cm("a", json!({})))
+        .await
+        .unwrap();
+    let then = api.list(&ours()).await.unwrap();
+    let then_rv = then.metadata.resource_version.clone().unwrap();
+    api.create(&PostParams::default(), &cm("b", json!({})))
+        .await
+        .unwrap();
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+    let names = |l: &kube::core::ObjectList<ConfigMap>| -> Vec<String> {
+        l.items
+            .iter()
+            .filter_map(|o| o.metadata.name.clone())
+            .collect()
+    };
+    let past = api
+        .list(&ours().at(&then_rv).matching(VersionMatch::Exact))
+        .await
+        .unwrap();
+    assert_eq!(names(&past), ["a"]);
+    assert_eq!(
+        past.metadata.resource_version.as_deref(),
+        Some(then_rv.as_str())
+    );
+    // The legacy form: a limit with a resourceVersion and no match is exact too.
+    let legacy = api.list(&ours().at(&then_rv).limit(10)).await.unwrap();
+    assert_eq!(names(&legacy), ["a"]);
+    // Without a limit, a resourceVersion only says "not older than": the present.
+    let not_older = api.list(&ours().at(&then_rv)).await.unwrap();
+    assert_eq!(names(&not_older), ["b"]);
+
+    let future: u64 = then_rv.parse::<u64>().unwrap() + 1_000_000_000;
+    let e = status_of(
+        api.list(&ours().at(&future.to_string()).matching(VersionMatch::Exact))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (504, "Timeout"));
+    assert!(
+        e.message.contains("Too large resource version"),
+        "{}",
+        e.message
+    );
+    // "Not older than" a version not reached waits a little for it (as the watch cache does),
+    // then says the same, with a hint to retry.
+    let e = status_of(api.list(&ours().at(&future.to_string())).await.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (504, "Timeout"));
+    assert_eq!(e.details.map(|d| d.retry_after_seconds), Some(1));
+
+    let page = api.list(&ours().limit(1)).await.unwrap();
+    if let Some(token) = page.metadata.continue_.filter(|t| !t.is_empty()) {
+        let e = status_of(
+            api.list(&ours().limit(1).continue_token(&token).at(&then_rv))
+                .await
+                .unwrap_err(),
+        );
+        assert_eq!(e.code, 400);
+        assert!(
+            e.message
+                .contains("specifying resource version is not allowed when using continue"),
+            "{}",
+            e.message
+        );
+    }
+    if common::compact(&c).await {
+        let e = status_of(
+            api.list(&ours().at(&then_rv).matching(VersionMatch::Exact))
+                .await
+                .unwrap_err(),
+        );
+        assert_eq!((e.code, e.reason.as_str()), (410, "Expired"));
+        assert_eq!(
+            e.message,
+            "The resourceVersion for the provided list is too old."
+        );
+    }
+    c.shutdown().await;
+}
+
 #[tokio::test]
 async fn watch_from_a_resource_version_sees_added_modified_deleted() {
     let c = TestCluster::new().await;
