@@ -10,7 +10,7 @@ use crate::errors::HttpError;
 /// one, 401 `CF-InvalidAuthToken` when it is not a bearer token.
 pub fn caller(req: &Request) -> Result<Identity, HttpError> {
     match req.bearer_token() {
-        Ok(Some(token)) => Ok(Identity::Caller(token.to_string())),
+        Ok(Some(token)) => Ok(Identity::Caller(token)),
         Ok(None) => Err(HttpError::not_authenticated()),
         Err(_) => Err(HttpError::invalid_token()),
     }
@@ -119,7 +119,7 @@ mod tests {
         let req = Request::default();
         assert_eq!(caller(&req).expect_err("no token").errors[0].code, 10002);
         let req = Request {
-            headers: vec![("authorization".into(), b"Basic x".to_vec())],
+            headers: vec![("authorization".into(), b"Basic x".to_vec())].into(),
             ..Default::default()
         };
         assert_eq!(caller(&req).expect_err("not bearer").errors[0].code, 1000);

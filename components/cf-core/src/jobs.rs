@@ -218,17 +218,14 @@ pub fn handle(kube: &dyn Kube, env: &dyn Env, req: &lethe_guest::Request) -> let
     if req.method != "GET" {
         return HttpError::method_not_allowed().into_response();
     }
-    let guid = req
-        .route_param("guid")
-        .map(str::to_string)
-        .unwrap_or_else(|| {
-            req.path
-                .trim_end_matches('/')
-                .rsplit('/')
-                .next()
-                .unwrap_or_default()
-                .to_string()
-        });
+    let guid = req.route_param("guid").unwrap_or_else(|| {
+        req.path
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    });
     let result =
         access::caller(req).and_then(|caller| job_status(kube, env, &settings, &guid, &caller));
     match result {

@@ -236,7 +236,7 @@ fn api_request(method: &str, path: &str, token: Option<&str>, body: &str) -> Req
         method: method.into(),
         path: path.into(),
         query: query.into(),
-        headers,
+        headers: headers.into(),
         body: body.as_bytes().to_vec(),
     }
 }

@@ -36,7 +36,7 @@ mod wasm {
         ) {
             lethe_guest::wasi_http::serve(request, out, |req| {
                 let guid = req.route_param("guid").unwrap_or_default();
-                if data_jobs_core::status::is_data_job_guid(guid) {
+                if data_jobs_core::status::is_data_job_guid(&guid) {
                     return data_jobs_core::api::handle(&DataJobsHost(WasmHost), &req);
                 }
                 let host = Host::default();
@@ -86,7 +86,8 @@ mod wasm {
             headers: vec![(
                 "authorization".into(),
                 format!("Bearer {caller_token}").into_bytes(),
-            )],
+            )]
+            .into(),
             ..Default::default()
         };
         let resp = data_jobs_core::api::handle(&DataJobsHost(WasmHost), &req);

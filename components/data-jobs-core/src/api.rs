@@ -41,7 +41,7 @@ pub fn handle(host: &dyn Host, req: &Request) -> Response {
         Ok(None) => return cf::not_authenticated(),
         Err(_) => return cf::invalid_auth_token(),
     };
-    if let Err(e) = authenticate(host, &settings, token) {
+    if let Err(e) = authenticate(host, &settings, &token) {
         return e.response();
     }
     let ctx = Ctx {
@@ -50,7 +50,7 @@ pub fn handle(host: &dyn Host, req: &Request) -> Response {
         base: base_url(&settings, req),
     };
     let result = match (req.method.as_str(), segments.as_slice()) {
-        ("GET", ["v3", "jobs", guid]) => ctx.job(token, guid),
+        ("GET", ["v3", "jobs", guid]) => ctx.job(&token, guid),
         ("GET", ["data-jobs", "sync", "reports"]) => ctx.reports(req),
         ("POST", ["data-jobs", "for-team", team, "jobs"]) => ctx.create_job(team, &req.body),
         ("GET", ["data-jobs", "for-team", team, "jobs"]) => ctx.list_jobs(team),
@@ -149,10 +149,7 @@ fn base_url(settings: &Settings, req: &Request) -> String {
     });
     let (scheme, authority) = match from_full_url {
         Some(pair) => pair,
-        None => (
-            "http".to_string(),
-            req.header("host").unwrap_or_default().to_string(),
-        ),
+        None => ("http".to_string(), req.header("host").unwrap_or_default()),
     };
     let safe = |s: &str| {
         !s.is_empty()

@@ -146,7 +146,7 @@ mod flows {
         let req = Request {
             method: method.into(),
             path: path.into(),
-            headers: vec![("authorization".into(), b"Bearer t".to_vec())],
+            headers: vec![("authorization".into(), b"Bearer t".to_vec())].into(),
             body: body.map(|b| b.to_string().into_bytes()).unwrap_or_default(),
             ..Default::default()
         };
@@ -201,7 +201,7 @@ mod flows {
                 method: "GET".into(),
                 path: "/data-jobs/sync/reports".into(),
                 query: query.into(),
-                headers: vec![("authorization".into(), b"Bearer t".to_vec())],
+                headers: vec![("authorization".into(), b"Bearer t".to_vec())].into(),
                 ..Default::default()
             };
             let r = crate::api::handle(&host, &req);

@@ -1,11 +1,70 @@
 //! A small, owned HTTP request/response model for handlers.
 
+use std::rc::Rc;
+
 use serde::Serialize;
 
 /// Largest request body a component accepts; larger bodies get 413 before any handler runs.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// An incoming request, fully read.
+/// A request's headers: a list, or a lookup into the host's own. Under `wasi:http` a component
+/// asks the host for the headers it reads, one at a time, instead of having every header (the
+/// host's `spin-*` ones included) copied into its memory on each request, which cost more than
+/// a whole trivial handler.
+#[derive(Clone, Default)]
+pub struct Headers(HeaderSource);
+
+/// Gives the first value of a header by its case-insensitive name.
+type FirstValue = dyn Fn(&str) -> Option<Vec<u8>>;
+
+#[derive(Clone)]
+enum HeaderSource {
+    /// Names lower-case, values as received.
+    List(Vec<(String, Vec<u8>)>),
+    Lookup(Rc<FirstValue>),
+}
+
+impl Default for HeaderSource {
+    fn default() -> Self {
+        HeaderSource::List(Vec::new())
+    }
+}
+
+impl Headers {
+    /// Headers answered by `first_value`, which gives the first value of a header by its
+    /// case-insensitive name.
+    pub fn lookup(first_value: impl Fn(&str) -> Option<Vec<u8>> + 'static) -> Headers {
+        Headers(HeaderSource::Lookup(Rc::new(first_value)))
+    }
+
+    /// The first value of header `name` (case-insensitive).
+    pub fn get(&self, name: &str) -> Option<Vec<u8>> {
+        match &self.0 {
+            HeaderSource::List(list) => list
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.clone()),
+            HeaderSource::Lookup(first_value) => first_value(name),
+        }
+    }
+}
+
+impl From<Vec<(String, Vec<u8>)>> for Headers {
+    fn from(list: Vec<(String, Vec<u8>)>) -> Headers {
+        Headers(HeaderSource::List(list))
+    }
+}
+
+impl std::fmt::Debug for Headers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            HeaderSource::List(list) => f.debug_list().entries(list).finish(),
+            HeaderSource::Lookup(_) => f.write_str("<looked up from the host>"),
+        }
+    }
+}
+
+/// An incoming request, its body fully read.
 #[derive(Debug, Clone, Default)]
 pub struct Request {
     /// Upper-case method, e.g. `GET`.
@@ -14,29 +73,29 @@ pub struct Request {
     pub path: String,
     /// The raw query string, without `?` (empty when absent).
     pub query: String,
-    /// Header names are lower-case; values as received.
-    pub headers: Vec<(String, Vec<u8>)>,
+    /// The headers.
+    pub headers: Headers,
     /// The body bytes.
     pub body: Vec<u8>,
 }
 
 impl Request {
     /// The first value of header `name` (case-insensitive), if it is valid UTF-8.
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub fn header(&self, name: &str) -> Option<String> {
         self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+            .get(name)
+            .and_then(|v| String::from_utf8(v).ok())
     }
 
     /// The part of the path below the route the host matched (Spin's `spin-path-info`), or the
     /// whole path when the host did not say.
-    pub fn path_info(&self) -> &str {
-        self.header("spin-path-info").unwrap_or(&self.path)
+    pub fn path_info(&self) -> String {
+        self.header("spin-path-info")
+            .unwrap_or_else(|| self.path.clone())
     }
 
     /// The value the host bound to route parameter `:name` (Spin's `spin-path-match-<name>`).
-    pub fn route_param(&self, name: &str) -> Option<&str> {
+    pub fn route_param(&self, name: &str) -> Option<String> {
         self.header(&format!("spin-path-match-{name}"))
     }
 
@@ -71,21 +130,17 @@ impl Request {
     /// The bearer token of the `Authorization` header: `Ok(None)` when the header is absent, an
     /// error when it is present but is not a well-formed bearer credential (including one that
     /// is not UTF-8, which is a bad credential, not a missing one).
-    pub fn bearer_token(&self) -> Result<Option<&str>, MalformedAuthorization> {
-        let Some((_, raw)) = self
-            .headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case("authorization"))
-        else {
+    pub fn bearer_token(&self) -> Result<Option<String>, MalformedAuthorization> {
+        let Some(raw) = self.headers.get("authorization") else {
             return Ok(None);
         };
-        let value = std::str::from_utf8(raw).map_err(|_| MalformedAuthorization)?;
+        let value = String::from_utf8(raw).map_err(|_| MalformedAuthorization)?;
         let (scheme, token) = value.trim().split_once(' ').ok_or(MalformedAuthorization)?;
         let token = token.trim();
         if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.contains(' ') {
             return Err(MalformedAuthorization);
         }
-        Ok(Some(token))
+        Ok(Some(token.to_string()))
     }
 }
 
@@ -174,15 +229,21 @@ mod tests {
 
     fn with_auth(value: &str) -> Request {
         Request {
-            headers: vec![("authorization".into(), value.as_bytes().to_vec())],
+            headers: vec![("authorization".into(), value.as_bytes().to_vec())].into(),
             ..Default::default()
         }
     }
 
     #[test]
     fn bearer_token_is_parsed_case_insensitively() {
-        assert_eq!(with_auth("Bearer abc").bearer_token(), Ok(Some("abc")));
-        assert_eq!(with_auth("bearer abc").bearer_token(), Ok(Some("abc")));
+        assert_eq!(
+            with_auth("Bearer abc").bearer_token(),
+            Ok(Some("abc".to_string()))
+        );
+        assert_eq!(
+            with_auth("bearer abc").bearer_token(),
+            Ok(Some("abc".to_string()))
+        );
         assert_eq!(Request::default().bearer_token(), Ok(None));
     }
 
@@ -242,9 +303,32 @@ mod tests {
     }
 
     #[test]
+    fn headers_are_found_by_case_insensitive_name_in_a_list_or_asked_for_one_at_a_time() {
+        let list: Headers = vec![("spin-path-info".into(), b"/a".to_vec())].into();
+        assert_eq!(list.get("Spin-Path-Info"), Some(b"/a".to_vec()));
+        assert_eq!(list.get("host"), None);
+
+        let asked = Rc::new(std::cell::RefCell::new(Vec::<String>::new()));
+        let log = asked.clone();
+        let req = Request {
+            path: "/whole".into(),
+            headers: Headers::lookup(move |name| {
+                log.borrow_mut().push(name.to_string());
+                (name == "host").then(|| b"example.test".to_vec())
+            }),
+            ..Default::default()
+        };
+        assert_eq!(req.header("host").as_deref(), Some("example.test"));
+        assert_eq!(req.path_info(), "/whole");
+        assert_eq!(req.bearer_token(), Ok(None));
+        // Only what was read was asked for.
+        assert_eq!(*asked.borrow(), ["host", "spin-path-info", "authorization"]);
+    }
+
+    #[test]
     fn an_authorization_header_that_is_not_utf8_is_malformed_not_missing() {
         let r = Request {
-            headers: vec![("authorization".into(), b"Bearer \xff\xfe".to_vec())],
+            headers: vec![("authorization".into(), b"Bearer \xff\xfe".to_vec())].into(),
             ..Default::default()
         };
         assert_eq!(r.bearer_token(), Err(MalformedAuthorization));

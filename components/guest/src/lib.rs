@@ -13,4 +13,4 @@ pub mod kube;
 #[cfg(target_arch = "wasm32")]
 pub mod wasi_http;
 
-pub use http::{MAX_BODY_BYTES as MAX_BODY, Request, Response};
+pub use http::{Headers, MAX_BODY_BYTES as MAX_BODY, Request, Response};

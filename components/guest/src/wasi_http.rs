@@ -6,7 +6,7 @@ use wasip2::http::types::{
     Fields, IncomingRequest, Method, OutgoingBody, OutgoingResponse, ResponseOutparam,
 };
 
-use crate::{MAX_BODY, Request, Response, cf};
+use crate::{Headers, MAX_BODY, Request, Response, cf};
 
 /// Reads the request, runs `handler`, and sends its response. A body over
 /// [`crate::http::MAX_BODY_BYTES`] is answered with 413 without calling the handler.
@@ -42,12 +42,10 @@ fn read_request(request: &IncomingRequest) -> Result<Request, Response> {
         Some((p, q)) => (p.to_string(), q.to_string()),
         None => (path_with_query, String::new()),
     };
-    let headers = request
-        .headers()
-        .entries()
-        .into_iter()
-        .map(|(name, value)| (name.to_ascii_lowercase(), value))
-        .collect();
+    // Asked for one by one (see `Headers`). The `fields` resource is a child of the request, so
+    // the `Request` holding it must be gone before the request is: `serve` keeps that order.
+    let fields = request.headers();
+    let headers = Headers::lookup(move |name| fields.get(name).into_iter().next());
     let mut body = Vec::new();
     // A GET or HEAD body has no defined meaning (RFC 9110 §9.3.1-2): it is not read, which saves
     // the four host calls that consuming an empty body costs on every poll.

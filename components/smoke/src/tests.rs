@@ -69,7 +69,7 @@ fn request(method: &str, path_info: &str, body: &str) -> Request {
     Request {
         method: method.into(),
         path: format!("/smoke{path_info}"),
-        headers: vec![("spin-path-info".into(), path_info.as_bytes().to_vec())],
+        headers: vec![("spin-path-info".into(), path_info.as_bytes().to_vec())].into(),
         body: body.as_bytes().to_vec(),
         ..Default::default()
     }

@@ -139,15 +139,16 @@ async fn start_native() -> anyhow::Result<SocketAddr> {
 /// `misbehave::perform` and the same response shape (status, headers, `content-length`), behind
 /// a plain hyper handler instead of the host's route → instance → `wasi:http` path.
 fn native(req: hyper::Request<hyper::body::Incoming>) -> hyper::Response<Full<Bytes>> {
+    let (parts, _) = req.into_parts();
+    // Looked up on demand, as the component asks the host for the headers it reads.
+    let headers = parts.headers;
     let request = lethe_guest::Request {
-        method: req.method().as_str().to_ascii_uppercase(),
-        path: req.uri().path().to_string(),
-        query: req.uri().query().unwrap_or_default().to_string(),
-        headers: req
-            .headers()
-            .iter()
-            .map(|(n, v)| (n.as_str().to_ascii_lowercase(), v.as_bytes().to_vec()))
-            .collect(),
+        method: parts.method.as_str().to_ascii_uppercase(),
+        path: parts.uri.path().to_string(),
+        query: parts.uri.query().unwrap_or_default().to_string(),
+        headers: lethe_guest::Headers::lookup(move |name| {
+            headers.get(name).map(|v| v.as_bytes().to_vec())
+        }),
         body: Vec::new(),
     };
     let response = misbehave::perform(&request);

@@ -84,12 +84,8 @@ async fn main() -> anyhow::Result<()> {
     };
     let (mut jobs, mut floor, mut bare) = (Vec::new(), Vec::new(), Vec::new());
     for round in 1..=rounds {
-        let j = support::keep_alive_load(app.addr, probe.clone(), seconds, concurrency)
-            .await?
-            .latencies;
-        let f = support::keep_alive_load(floor_addr, probe.clone(), seconds, concurrency)
-            .await?
-            .latencies;
+        let j = support::keep_alive_load(app.addr, probe.clone(), seconds, concurrency).await?;
+        let f = support::keep_alive_load(floor_addr, probe.clone(), seconds, concurrency).await?;
         let b = load(seconds, concurrency, {
             let client = client.clone();
             let target = target.clone();
@@ -104,12 +100,15 @@ async fn main() -> anyhow::Result<()> {
         })
         .await?;
         println!(
-            "round {round}: job-status p50 / bare GET p50 = {:.2}; floor p50 / bare GET p50 = {:.2}",
-            p50(&j) / p50(&b).max(1e-9),
-            p50(&f) / p50(&b).max(1e-9)
+            "round {round}: job-status p50 / bare GET p50 = {:.2}; floor p50 / bare GET p50 = {:.2}; \
+             process CPU per poll: job status {:.0} µs, floor {:.0} µs",
+            p50(&j.latencies) / p50(&b).max(1e-9),
+            p50(&f.latencies) / p50(&b).max(1e-9),
+            j.cpu_per_request().as_secs_f64() * 1e6,
+            f.cpu_per_request().as_secs_f64() * 1e6,
         );
-        jobs.extend(j);
-        floor.extend(f);
+        jobs.extend(j.latencies);
+        floor.extend(f.latencies);
         bare.extend(b);
     }
     jobs.sort();
