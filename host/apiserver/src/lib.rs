@@ -48,6 +48,7 @@
 mod auth;
 mod controller;
 mod defaults;
+mod events_v1;
 mod managed;
 mod openapi;
 mod ops;

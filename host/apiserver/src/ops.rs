@@ -635,6 +635,9 @@ pub struct WriteOpts {
     /// The manager that other writes record in managedFields (`fieldManager`, else from the
     /// User-Agent); None for the server's own writes, which are not tracked.
     pub manager: Option<String>,
+    /// The shape a patch is written against (`events.k8s.io/v1` for an Event patched through
+    /// that API): the stored object is shown in it, patched, and stored back.
+    pub shape: crate::resources::Shape,
 }
 
 impl WriteOpts {
@@ -1189,7 +1192,8 @@ pub fn patch(
                 }
                 return Err(ApiError::not_found(&def.group, &def.plural, name));
             };
-            let mut v = cur.value.clone();
+            let shown = w.shape.view(&cur.value);
+            let mut v = shown.clone();
             match pt {
                 PatchType::Merge => patch::merge_patch(&mut v, body),
                 PatchType::Strategic => patch::strategic_merge(&mut v, body),
@@ -1201,7 +1205,7 @@ pub fn patch(
                     patch::apply_merge(&mut v, &b);
                     if sub != Sub::Finalize {
                         crate::managed::apply(
-                            Some(&cur.value),
+                            Some(&shown),
                             &mut v,
                             &b,
                             &applier,
@@ -1213,6 +1217,7 @@ pub fn patch(
                 }
                 PatchType::Json => patch::json_patch(&mut v, body).map_err(invalid_patch)?,
             }
+            let v = w.shape.stored(v);
             if v["metadata"]["name"].as_str() != Some(name) {
                 return Err(ApiError::bad_request(format!(
                     "the name of the object ({}) does not match the name on the URL ({name})",

@@ -38,6 +38,36 @@ pub struct ResourceDef {
     pub schema: Option<Arc<Value>>,
     /// Every served version (for CRs), used to accept requests for any of them.
     pub storage_key: String,
+    /// How objects look on the wire compared with how they are stored.
+    pub shape: Shape,
+}
+
+/// The wire shape of a resource whose objects are stored as another kind's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Shape {
+    /// As stored.
+    #[default]
+    Stored,
+    /// `events.k8s.io/v1` Events, stored as core `v1` Events.
+    EventsV1,
+}
+
+impl Shape {
+    /// An object as stored, in this shape.
+    pub fn view(self, stored: &Value) -> Value {
+        match self {
+            Shape::Stored => stored.clone(),
+            Shape::EventsV1 => crate::events_v1::from_core(stored),
+        }
+    }
+
+    /// An object in this shape, as stored.
+    pub fn stored(self, view: Value) -> Value {
+        match self {
+            Shape::Stored => view,
+            Shape::EventsV1 => crate::events_v1::to_core(&view),
+        }
+    }
 }
 
 pub const ALL_VERBS: &[&str] = &[
@@ -123,6 +153,20 @@ fn def(
         ),
         schema: None,
         storage_key: format!("{group}/{plural}"),
+        shape: Shape::Stored,
+    }
+}
+
+/// The definition whose rules (validation, defaults) govern the stored objects of `def`: the core
+/// Event's for `events.k8s.io/v1`, else `def` itself.
+pub fn stored_def(def: &Arc<ResourceDef>) -> Arc<ResourceDef> {
+    match def.shape {
+        Shape::Stored => def.clone(),
+        Shape::EventsV1 => builtins()
+            .iter()
+            .find(|d| d.shape == Shape::Stored && d.key() == def.key())
+            .cloned()
+            .unwrap_or_else(|| def.clone()),
     }
 }
 
@@ -392,6 +436,23 @@ pub fn builtins() -> &'static [Arc<ResourceDef>] {
             PathSegment,
         );
         ssr.virtual_create_only = true;
+        // The same stored Events as core `v1`, in the `events.k8s.io/v1` shape (kube-rs's
+        // event `Recorder` and client-go's new events library write through this API).
+        let mut events_v1 = def(
+            "events.k8s.io",
+            "v1",
+            "events",
+            "event",
+            "Event",
+            true,
+            &["ev"],
+            false,
+            false,
+            Subdomain,
+        );
+        events_v1.storage_key = "/events".into();
+        events_v1.shape = Shape::EventsV1;
+        v.push(events_v1);
         v.push(ssar);
         v.push(sar);
         v.push(lsar);
@@ -453,6 +514,7 @@ pub fn defs_from_crd(crd: &Value) -> Vec<Arc<ResourceDef>> {
                     .is_object()
                     .then(|| Arc::new(v["schema"]["openAPIV3Schema"].clone())),
                 storage_key: format!("{group}/{plural}"),
+                shape: Shape::Stored,
             }));
         }
     }

@@ -3,7 +3,7 @@
 use crate::FaultConfig;
 use crate::auth::{Attributes, Tokens, UserInfo, authorize};
 use crate::ops::{self, DeleteOpts, Deleted, PatchType, Sub};
-use crate::resources::{self, CRD_KEY, ResourceDef, builtins};
+use crate::resources::{self, CRD_KEY, ResourceDef, Shape, builtins};
 use crate::selector::{FieldSelector, LabelSelector, field_label_supported};
 use crate::status::{ApiError, Cause, delete_success};
 use crate::store::{EventType, Obj, Store};
@@ -157,6 +157,7 @@ impl Query {
             field_manager,
             force: self.flag("force"),
             manager: Some(manager),
+            shape: Default::default(),
         }
     }
 }
@@ -1006,6 +1007,10 @@ async fn resource_request(
     }
     let ns = t.namespace.as_str();
     let name = t.name.as_str();
+    // Writes run under the rules of the kind the objects are stored as; answers and errors
+    // speak of the kind asked for.
+    let stored = resources::stored_def(&def);
+    let served = |e: ApiError| as_served(&def, &stored, e);
     let user_agent = req
         .headers()
         .get(header::USER_AGENT)
@@ -1038,21 +1043,31 @@ async fn resource_request(
             if def.virtual_create_only {
                 return review(shared, user, &def, ns, body);
             }
-            let obj = ops::create(store, &def, ns, body, query.write_opts(&user_agent))?;
+            if def.shape == Shape::EventsV1 {
+                let causes = crate::events_v1::create_causes(&body);
+                if !causes.is_empty() {
+                    let name = body["metadata"]["name"].as_str().unwrap_or_default();
+                    return Err(ApiError::invalid(&def.group, &def.kind, name, causes));
+                }
+            }
+            let body = def.shape.stored(body);
+            let obj = ops::create(store, &stored, ns, body, query.write_opts(&user_agent))
+                .map_err(served)?;
             Ok(respond(201, obj_bytes(&def, &obj)))
         }
         "update" => {
             let (headers, body) = read_body(req).await?;
-            let body = decode_body(&headers, &body)?;
+            let body = def.shape.stored(decode_body(&headers, &body)?);
             let (out, created) = ops::update(
                 store,
-                &def,
+                &stored,
                 ns,
                 name,
                 body,
                 sub,
                 query.write_opts(&user_agent),
-            )?;
+            )
+            .map_err(served)?;
             Ok(respond(
                 if created { 201 } else { 200 },
                 obj_bytes(&def, out.obj()),
@@ -1078,16 +1093,10 @@ async fn resource_request(
                 ));
             }
             let body = parse_json(&body)?;
-            let (out, created) = ops::patch(
-                store,
-                &def,
-                ns,
-                name,
-                pt,
-                &body,
-                sub,
-                query.write_opts(&user_agent),
-            )?;
+            let mut opts = query.write_opts(&user_agent);
+            opts.shape = def.shape;
+            let (out, created) =
+                ops::patch(store, &stored, ns, name, pt, &body, sub, opts).map_err(served)?;
             Ok(respond(
                 if created { 201 } else { 200 },
                 obj_bytes(&def, out.obj()),
@@ -1189,8 +1198,43 @@ fn delete_opts(headers: &HeaderMap, body: &[u8], query: &Query) -> Result<Delete
     Ok(opts)
 }
 
-/// The serialized object, with apiVersion rewritten when served under another CR version.
+/// An error of the stored kind's operations as the kind asked for reports it: `events "x" not
+/// found` is `events.events.k8s.io "x" not found` when asked through `events.k8s.io`.
+fn as_served(def: &ResourceDef, stored: &ResourceDef, mut e: ApiError) -> ApiError {
+    if def.group == stored.group {
+        return e;
+    }
+    for (from, to) in [
+        (
+            crate::status::qualified(&stored.group, &stored.plural),
+            crate::status::qualified(&def.group, &def.plural),
+        ),
+        (
+            crate::status::qualified(&stored.group, &stored.kind),
+            crate::status::qualified(&def.group, &def.kind),
+        ),
+    ] {
+        let (from, to) = (format!("{from} \""), format!("{to} \""));
+        if let Some(at) = e.message.find(&from) {
+            e.message.replace_range(at..at + from.len(), &to);
+            break;
+        }
+    }
+    if let Some(d) = e.details.as_mut()
+        && d.group == stored.group
+        && (d.kind == stored.plural || d.kind == stored.kind)
+    {
+        d.group = def.group.clone();
+    }
+    e
+}
+
+/// The serialized object, with apiVersion rewritten when served under another CR version, or
+/// in another shape than stored.
 fn obj_bytes(def: &ResourceDef, o: &Obj) -> Bytes {
+    if def.shape != Shape::Stored {
+        return Bytes::from(serde_json::to_vec(&def.shape.view(&o.value)).unwrap_or_default());
+    }
     if !def.custom || o.value["apiVersion"].as_str() == Some(def.api_version().as_str()) {
         return o.bytes.clone();
     }

@@ -318,7 +318,7 @@ fn columns(def: &ResourceDef, crd: Option<&Value>) -> Vec<Value> {
             wide_col("Nominated Node", "string"),
             wide_col("Readiness Gates", "string"),
         ],
-        ("", "events") => vec![
+        ("", "events") | ("events.k8s.io", "events") => vec![
             col("Last Seen", "string", ""),
             col("Type", "string", ""),
             col("Reason", "string", ""),
@@ -435,7 +435,7 @@ fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Value> {
         .collect(),
         ("", "serviceaccounts") => vec![name, json!(count(&o["secrets"])), a],
         ("", "pods") => pod_cells(o).into_iter().map(Value::String).collect(),
-        ("", "events") => event_cells(o),
+        ("", "events") | ("events.k8s.io", "events") => event_cells(o),
         ("batch", "jobs") => {
             let conds = o["status"]["conditions"]
                 .as_array()

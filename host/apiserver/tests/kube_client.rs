@@ -983,3 +983,120 @@ async fn server_side_apply_tracks_managers_conflicts_and_force() {
     );
     c.shutdown().await;
 }
+
+/// kube-rs's event `Recorder` writes through `events.k8s.io/v1` (create, then a merge patch of
+/// the series for a repeat); the same Events read back through core `v1`, as `kubectl get
+/// events` and `kubectl describe` read them.
+#[tokio::test]
+async fn the_event_recorder_publishes_events_seen_through_both_event_apis() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event as NewEvent;
+    use kube::Resource as _;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+    let c = TestCluster::new().await;
+    let ns = c.namespace("recorder").await;
+    let cms: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let target = cms
+        .create(&PostParams::default(), &cm("watched"))
+        .await
+        .unwrap();
+    let recorder = Recorder::new(
+        c.client.clone(),
+        Reporter {
+            controller: "lethe.test/recorder".into(),
+            instance: Some("recorder-0".into()),
+        },
+    );
+    let event = Event {
+        type_: EventType::Warning,
+        reason: "Drifted".into(),
+        note: Some("the data changed behind our back".into()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    let reference = target.object_ref(&());
+    recorder.publish(&event, &reference).await.unwrap();
+    recorder.publish(&event, &reference).await.unwrap();
+
+    let new_api: Api<NewEvent> = Api::namespaced(c.client.clone(), &ns);
+    let ours =
+        |e: &NewEvent| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("watched");
+    let published: Vec<NewEvent> = new_api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(ours)
+        .collect();
+    assert_eq!(published.len(), 1, "{published:?}");
+    let e = &published[0];
+    assert_eq!(e.reason.as_deref(), Some("Drifted"));
+    assert_eq!(e.note.as_deref(), Some("the data changed behind our back"));
+    assert_eq!(
+        e.reporting_controller.as_deref(),
+        Some("lethe.test/recorder")
+    );
+    assert_eq!(e.series.as_ref().map(|s| s.count), Some(2));
+
+    let core_api: Api<CoreEvent> = Api::namespaced(c.client.clone(), &ns);
+    let core = core_api
+        .get(e.metadata.name.as_deref().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(core.involved_object.uid, target.metadata.uid);
+    assert_eq!(
+        core.message.as_deref(),
+        Some("the data changed behind our back")
+    );
+    assert_eq!(
+        core.reporting_component.as_deref(),
+        Some("lethe.test/recorder")
+    );
+    assert_eq!(core.type_.as_deref(), Some("Warning"));
+    c.shutdown().await;
+}
+
+/// An `events.k8s.io/v1` Event must say who reported what, and when; errors name that API.
+#[tokio::test]
+async fn an_incomplete_new_style_event_is_invalid_and_a_missing_one_not_found() {
+    use k8s_openapi::api::events::v1::Event as NewEvent;
+    let c = TestCluster::new().await;
+    let ns = c.namespace("events-v1").await;
+    let api: Api<NewEvent> = Api::namespaced(c.client.clone(), &ns);
+    let incomplete: NewEvent = serde_json::from_value(json!({
+        "metadata": {"name": "bare"},
+        "type": "Normal",
+    }))
+    .unwrap();
+    let e = api_error(
+        api.create(&PostParams::default(), &incomplete)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert!(
+        e.message
+            .starts_with("Event.events.k8s.io \"bare\" is invalid: ["),
+        "{}",
+        e.message
+    );
+    for field in [
+        "reportingController",
+        "reportingInstance",
+        "action",
+        "reason",
+        "eventTime",
+    ] {
+        assert!(
+            e.message.contains(&format!("{field}: Required value")),
+            "{field}: {}",
+            e.message
+        );
+    }
+    let e = api_error(api.get("absent").await.unwrap_err());
+    assert_eq!(e.code, 404);
+    assert_eq!(e.message, "events.events.k8s.io \"absent\" not found");
+    c.shutdown().await;
+}

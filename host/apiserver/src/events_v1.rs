@@ -1,0 +1,222 @@
+//! `events.k8s.io/v1` Events: another view of the core `v1` Events, as on a real server, where
+//! both APIs read and write the same stored objects (`pkg/apis/events/v1` conversion). Objects
+//! are stored in the core shape; this module converts between the two shapes and applies the
+//! stricter checks the real server makes on an Event created through `events.k8s.io/v1`.
+
+use serde_json::{Map, Value, json};
+
+use crate::status::Cause;
+use crate::validation::{invalid_causes, qualified_name};
+
+pub const API_VERSION: &str = "events.k8s.io/v1";
+
+/// Fields with the same name in both shapes.
+const SHARED: &[&str] = &[
+    "metadata",
+    "reason",
+    "type",
+    "action",
+    "related",
+    "eventTime",
+    "reportingInstance",
+    "series",
+];
+
+/// `(core name, events.k8s.io/v1 name)` of the renamed fields.
+const RENAMED: &[(&str, &str)] = &[
+    ("involvedObject", "regarding"),
+    ("message", "note"),
+    ("reportingComponent", "reportingController"),
+    ("source", "deprecatedSource"),
+    ("firstTimestamp", "deprecatedFirstTimestamp"),
+    ("lastTimestamp", "deprecatedLastTimestamp"),
+    ("count", "deprecatedCount"),
+];
+
+/// The `events.k8s.io/v1` shape of a stored (core) Event.
+pub fn from_core(core: &Value) -> Value {
+    let mut out = Map::new();
+    out.insert("kind".into(), json!("Event"));
+    out.insert("apiVersion".into(), json!(API_VERSION));
+    copy(core, &mut out, SHARED.iter().map(|f| (*f, *f)));
+    copy(core, &mut out, RENAMED.iter().copied());
+    // Empty deprecated fields are left out, as the conversion of the zero values leaves them.
+    for f in ["deprecatedSource", "deprecatedCount"] {
+        if out
+            .get(f)
+            .is_some_and(|v| v.as_object().is_some_and(Map::is_empty) || v.as_i64() == Some(0))
+        {
+            out.remove(f);
+        }
+    }
+    Value::Object(out)
+}
+
+/// The stored (core) shape of an `events.k8s.io/v1` Event.
+pub fn to_core(v1: &Value) -> Value {
+    let mut out = Map::new();
+    out.insert("kind".into(), json!("Event"));
+    out.insert("apiVersion".into(), json!("v1"));
+    copy(v1, &mut out, SHARED.iter().map(|f| (*f, *f)));
+    copy(v1, &mut out, RENAMED.iter().map(|(core, v1)| (*v1, *core)));
+    Value::Object(out)
+}
+
+fn copy<'a>(
+    from: &Value,
+    to: &mut Map<String, Value>,
+    names: impl Iterator<Item = (&'a str, &'a str)>,
+) {
+    for (src, dst) in names {
+        if let Some(v) = from.get(src).filter(|v| !v.is_null()) {
+            to.insert(dst.to_string(), v.clone());
+        }
+    }
+}
+
+/// What the real server refuses in an Event created through `events.k8s.io/v1`
+/// (`ValidateEventCreate` with its legacy checks), reported at the `events.k8s.io/v1` field names.
+pub fn create_causes(v1: &Value) -> Vec<Cause> {
+    let mut causes = vec![];
+    let text = |f: &str| v1.get(f).and_then(Value::as_str).unwrap_or_default();
+    let required = |field: &str| Cause {
+        reason: "FieldValueRequired",
+        message: "Required value".into(),
+        field: field.into(),
+    };
+    let controller = text("reportingController");
+    if controller.is_empty() {
+        causes.push(required("reportingController"));
+    } else {
+        causes.extend(invalid_causes(
+            "reportingController",
+            &json!(controller),
+            qualified_name(controller),
+        ));
+    }
+    for field in ["reportingInstance", "action", "reason"] {
+        let value = text(field);
+        if value.is_empty() {
+            causes.push(required(field));
+        } else if value.len() > 128 {
+            causes.push(Cause {
+                reason: "FieldValueInvalid",
+                message: format!(
+                    "Invalid value: {}: can have at most 128 characters",
+                    json!(value)
+                ),
+                field: field.into(),
+            });
+        }
+    }
+    let note = text("note");
+    if note.len() > 1024 {
+        causes.push(Cause {
+            reason: "FieldValueTooLong",
+            message: "Too long: may not be more than 1024 bytes".into(),
+            field: "note".into(),
+        });
+    }
+    if text("eventTime").is_empty() {
+        causes.push(required("eventTime"));
+    }
+    let kind = text("type");
+    if kind != "Normal" && kind != "Warning" {
+        causes.push(Cause {
+            reason: "FieldValueInvalid",
+            message: format!("Invalid value: \"\": has invalid value: {kind}"),
+            field: "type".into(),
+        });
+    }
+    let set = |f: &str| {
+        v1.get(f).is_some_and(|v| match v {
+            Value::Null => false,
+            Value::String(s) => !s.is_empty(),
+            Value::Number(n) => n.as_i64() != Some(0),
+            Value::Object(m) => m
+                .values()
+                .any(|v| v.as_str().is_some_and(|s| !s.is_empty())),
+            _ => true,
+        })
+    };
+    for f in [
+        "deprecatedFirstTimestamp",
+        "deprecatedLastTimestamp",
+        "deprecatedCount",
+        "deprecatedSource",
+    ] {
+        if set(f) {
+            causes.push(Cause {
+                reason: "FieldValueInvalid",
+                message: "Invalid value: \"\": needs to be unset".into(),
+                field: f.into(),
+            });
+        }
+    }
+    causes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recorder_event() -> Value {
+        json!({
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "web.1", "namespace": "default"},
+            "regarding": {"kind": "Service", "name": "web", "namespace": "default"},
+            "note": "reconciled", "reason": "Synced", "action": "Reconcile", "type": "Normal",
+            "eventTime": "2026-11-30T18:00:00.000000Z",
+            "reportingController": "lethe.dev/ctl", "reportingInstance": "ctl-0",
+            "series": {"count": 2, "lastObservedTime": "2026-11-30T18:01:00.000000Z"},
+        })
+    }
+
+    #[test]
+    fn the_two_shapes_convert_into_each_other() {
+        let v1 = recorder_event();
+        let core = to_core(&v1);
+        assert_eq!(core["apiVersion"], "v1");
+        assert_eq!(core["involvedObject"]["name"], "web");
+        assert_eq!(core["message"], "reconciled");
+        assert_eq!(core["reportingComponent"], "lethe.dev/ctl");
+        assert_eq!(core["series"]["count"], 2);
+        assert!(core.get("regarding").is_none());
+        assert_eq!(from_core(&core), v1);
+    }
+
+    #[test]
+    fn a_legacy_event_shows_its_old_fields_as_deprecated_ones() {
+        let core = json!({
+            "apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"},
+            "involvedObject": {"kind": "Pod"}, "message": "m", "count": 3,
+            "source": {"component": "kubelet"}, "firstTimestamp": "2026-11-30T18:00:00Z",
+        });
+        let v1 = from_core(&core);
+        assert_eq!(v1["deprecatedCount"], 3);
+        assert_eq!(v1["deprecatedSource"]["component"], "kubelet");
+        assert_eq!(v1["deprecatedFirstTimestamp"], "2026-11-30T18:00:00Z");
+        let empty = from_core(&json!({"metadata": {}, "count": 0, "source": {}}));
+        assert!(empty.get("deprecatedCount").is_none() && empty.get("deprecatedSource").is_none());
+    }
+
+    #[test]
+    fn a_complete_event_passes_and_each_missing_part_is_named() {
+        assert!(create_causes(&recorder_event()).is_empty());
+        let causes =
+            create_causes(&json!({"metadata": {"name": "x"}, "type": "Odd", "deprecatedCount": 2}));
+        let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "reportingController",
+                "reportingInstance",
+                "action",
+                "reason",
+                "eventTime",
+                "type",
+                "deprecatedCount"
+            ]
+        );
+    }
+}
