@@ -412,16 +412,9 @@ fn validate_labels(def: &ResourceDef, v: &Value) -> Result<(), ApiError> {
 fn check_meta_types(v: &Value) -> Result<(), ApiError> {
     let meta = &v["metadata"];
     let bad = |field: &str, go_type: &str, found: &Value| {
-        let json_type = match found {
-            Value::String(_) => "string",
-            Value::Number(_) => "number",
-            Value::Bool(_) => "bool",
-            Value::Array(_) => "array",
-            Value::Object(_) => "object",
-            Value::Null => "null",
-        };
         Err(ApiError::bad_request(format!(
-            "json: cannot unmarshal {json_type} into Go struct field {field} of type {go_type}"
+            "json: cannot unmarshal {} into Go struct field {field} of type {go_type}",
+            validation::json_type(found)
         )))
     };
     match meta {

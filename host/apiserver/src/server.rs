@@ -808,10 +808,22 @@ async fn token_request(
         .store
         .get(t.def.key(), &t.namespace, &t.name, false)
         .ok_or_else(|| ApiError::not_found("", "serviceaccounts", &t.name))?;
-    // As the real server: at least ten minutes, an hour unless asked.
-    let seconds = request["spec"]["expirationSeconds"]
-        .as_i64()
-        .unwrap_or(3600);
+    // As the real server: at least ten minutes, an hour unless asked; anything but a whole
+    // number is refused by the decoder.
+    let asked = &request["spec"]["expirationSeconds"];
+    let seconds = match asked.as_i64() {
+        Some(s) => s,
+        None if asked.is_null() => 3600,
+        None => {
+            let found = match asked {
+                Value::Number(n) => format!("number {n}"),
+                other => crate::validation::json_type(other).to_string(),
+            };
+            return Err(ApiError::bad_request(format!(
+                "TokenRequest in version \"v1\" cannot be handled as a TokenRequest: json: cannot unmarshal {found} into Go struct field TokenRequestSpec.spec.expirationSeconds of type int64"
+            )));
+        }
+    };
     let out_of_range = if seconds < 600 {
         Some("may not specify a duration less than 10 minutes")
     } else if seconds > 1 << 32 {

@@ -7,7 +7,7 @@
 
 use crate::status::{ApiError, Cause};
 use crate::store::Inner;
-use crate::validation;
+use crate::validation::{self, json_type};
 use serde_json::{Map, Value, json};
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr};
@@ -1056,17 +1056,6 @@ fn validate(m: &Map<String, Value>, old: Option<&Map<String, Value>>) -> Vec<Cau
         }
     }
     causes
-}
-
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Array(_) => "array",
-        Value::String(_) => "string",
-        Value::Number(_) => "number",
-        Value::Bool(_) => "bool",
-        Value::Object(_) => "object",
-        Value::Null => "null",
-    }
 }
 
 /// What the real server's decoder would refuse in the fields handled here, which this code

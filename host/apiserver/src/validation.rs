@@ -172,6 +172,19 @@ pub fn port_num(n: i64) -> Vec<String> {
     }
 }
 
+/// How Go's JSON decoder names the type of a value it could not decode (`json: cannot unmarshal
+/// <type> into Go struct field ...`).
+pub fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Array(_) => "array",
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+        Value::Bool(_) => "bool",
+        Value::Object(_) => "object",
+        Value::Null => "null",
+    }
+}
+
 /// One `FieldValueInvalid` cause per message, as `field.Invalid` renders them (`value` is
 /// printed as JSON, which is how Go's `%q` shows the strings met here).
 pub fn invalid_causes(field: &str, value: &Value, msgs: Vec<String>) -> Vec<Cause> {

@@ -1100,3 +1100,57 @@ async fn an_incomplete_new_style_event_is_invalid_and_a_missing_one_not_found() 
     assert_eq!(e.message, "events.events.k8s.io \"absent\" not found");
     c.shutdown().await;
 }
+
+/// A TokenRequest's `expirationSeconds` must be a whole number of at least ten minutes: other
+/// JSON is refused by the decoder (400), too short a duration by validation (422).
+#[tokio::test]
+async fn a_token_request_with_a_malformed_or_short_duration_is_refused() {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let c = TestCluster::new().await;
+    let ns = c.namespace("tokens").await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(c.client.clone(), &ns);
+    let account: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "robot"}})).unwrap();
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap();
+    let ask = |seconds: Value| {
+        let accounts = accounts.clone();
+        async move {
+            let body = json!({
+                "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "spec": {"expirationSeconds": seconds},
+            });
+            accounts
+                .create_subresource::<Value, TokenRequest>(
+                    "token",
+                    "robot",
+                    &PostParams::default(),
+                    &body,
+                )
+                .await
+        }
+    };
+    for (seconds, found) in [
+        (json!("3600"), "string"),
+        (json!(3600.5), "number 3600.5"),
+        (json!(true), "bool"),
+    ] {
+        let e = api_error(ask(seconds).await.unwrap_err());
+        assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
+        assert!(
+            e.message.ends_with(&format!(
+                "json: cannot unmarshal {found} into Go struct field TokenRequestSpec.spec.expirationSeconds of type int64"
+            )),
+            "{}",
+            e.message
+        );
+    }
+    let e = api_error(ask(json!(60)).await.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    let granted = ask(json!(3600)).await.unwrap();
+    assert_eq!(granted.spec.and_then(|s| s.expiration_seconds), Some(3600));
+    c.shutdown().await;
+}
