@@ -145,21 +145,56 @@ impl Query {
     }
 
     /// The options of a write sent with `user_agent`.
-    fn write_opts(&self, user_agent: &str) -> ops::WriteOpts {
+    /// The options of a write, checked as `ValidateFieldManager` checks them for `options_kind`
+    /// (`CreateOptions`, `UpdateOptions` or `PatchOptions`).
+    fn write_opts(&self, user_agent: &str, options_kind: &str) -> Result<ops::WriteOpts, ApiError> {
         let field_manager = self.get("fieldManager").map(str::to_string);
+        if let Some(m) = &field_manager {
+            let causes = field_manager_causes(m);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid("meta.k8s.io", options_kind, "", causes));
+            }
+        }
         let manager = match field_manager.as_deref() {
             Some(m) if !m.is_empty() => m.to_string(),
             _ => crate::managed::manager_from_user_agent(user_agent),
         };
-        ops::WriteOpts {
+        Ok(ops::WriteOpts {
             dry_run: self.dry_run(),
             strict: self.get("fieldValidation") == Some("Strict"),
             field_manager,
             force: self.flag("force"),
             manager: Some(manager),
             shape: Default::default(),
+        })
+    }
+}
+
+/// At most 128 bytes, all printable (`ValidateFieldManager`).
+fn field_manager_causes(manager: &str) -> Vec<crate::status::Cause> {
+    let mut causes = vec![];
+    if manager.len() > 128 {
+        causes.push(crate::status::Cause {
+            reason: "FieldValueTooLong",
+            message: "Too long: may not be more than 128 bytes".into(),
+            field: "fieldManager".into(),
+        });
+    }
+    for (at, c) in manager.char_indices() {
+        // Go's `unicode.IsPrint`: no control characters, and no space but U+0020.
+        if c.is_control() || (c.is_whitespace() && c != ' ') {
+            causes.push(crate::status::Cause {
+                reason: "FieldValueInvalid",
+                message: format!(
+                    "Invalid value: {}: invalid character U+{:04X} (at position {at})",
+                    crate::validation::go_quote(manager),
+                    c as u32
+                ),
+                field: "fieldManager".into(),
+            });
         }
     }
+    causes
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -1063,8 +1098,8 @@ async fn resource_request(
                 }
             }
             let body = def.shape.stored(body);
-            let obj = ops::create(store, &stored, ns, body, query.write_opts(&user_agent))
-                .map_err(served)?;
+            let opts = query.write_opts(&user_agent, "CreateOptions")?;
+            let obj = ops::create(store, &stored, ns, body, opts).map_err(served)?;
             Ok(respond(201, obj_bytes(&def, &obj)))
         }
         "update" => {
@@ -1077,7 +1112,7 @@ async fn resource_request(
                 name,
                 body,
                 sub,
-                query.write_opts(&user_agent),
+                query.write_opts(&user_agent, "UpdateOptions")?,
             )
             .map_err(served)?;
             Ok(respond(
@@ -1105,7 +1140,7 @@ async fn resource_request(
                 ));
             }
             let body = parse_json(&body)?;
-            let mut opts = query.write_opts(&user_agent);
+            let mut opts = query.write_opts(&user_agent, "PatchOptions")?;
             opts.shape = def.shape;
             let (out, created) =
                 ops::patch(store, &stored, ns, name, pt, &body, sub, opts).map_err(served)?;

@@ -172,6 +172,33 @@ pub fn port_num(n: i64) -> Vec<String> {
     }
 }
 
+/// A string as Go's `%q` (`strconv.Quote`) writes it into error messages: JSON-like, but with
+/// `\a`, `\v` and `\xNN` for other ASCII control bytes.
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// How Go's JSON decoder names the type of a value it could not decode (`json: cannot unmarshal
 /// <type> into Go struct field ...`).
 pub fn json_type(v: &Value) -> &'static str {
@@ -215,6 +242,13 @@ pub fn label_causes(labels: &Map<String, Value>, field: &str) -> Vec<Cause> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strings_are_quoted_as_go_quotes_them() {
+        assert_eq!(go_quote("plain"), "\"plain\"");
+        assert_eq!(go_quote("a\u{7}b\"c\\"), "\"a\\ab\\\"c\\\\\"");
+        assert_eq!(go_quote("\u{1}\u{85}é"), "\"\\x01\\u0085é\"");
+    }
 
     #[test]
     fn labels_and_subdomains() {

@@ -1154,3 +1154,69 @@ async fn a_token_request_with_a_malformed_or_short_duration_is_refused() {
     assert_eq!(granted.spec.and_then(|s| s.expiration_seconds), Some(3600));
     c.shutdown().await;
 }
+
+/// `fieldManager` is at most 128 printable bytes, for every kind of write.
+#[tokio::test]
+async fn an_overlong_or_unprintable_field_manager_is_refused() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("managers").await;
+    let long = "m".repeat(129);
+    let cases = [
+        (
+            "POST",
+            format!("/api/v1/namespaces/{ns}/configmaps?fieldManager={long}"),
+            "CreateOptions",
+            "fieldManager: Too long: may not be more than 128 bytes",
+        ),
+        (
+            "POST",
+            format!("/api/v1/namespaces/{ns}/configmaps?fieldManager=a%07b"),
+            "CreateOptions",
+            "fieldManager: Invalid value: \"a\\ab\": invalid character U+0007 (at position 1)",
+        ),
+        (
+            "PATCH",
+            format!("/api/v1/namespaces/{ns}/configmaps/x?fieldManager={long}"),
+            "PatchOptions",
+            "Too long",
+        ),
+        (
+            "PUT",
+            format!("/api/v1/namespaces/{ns}/configmaps/x?fieldManager={long}"),
+            "UpdateOptions",
+            "Too long",
+        ),
+    ];
+    for (method, path, kind, message) in cases {
+        let body = serde_json::to_vec(
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}),
+        )
+        .unwrap();
+        let req = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(
+                "content-type",
+                if method == "PATCH" {
+                    "application/merge-patch+json"
+                } else {
+                    "application/json"
+                },
+            )
+            .body(body)
+            .unwrap();
+        let e = match c.client.request_text(req).await {
+            Err(kube::Error::Api(s)) => s,
+            other => panic!("{method}: expected a Status, got {other:?}"),
+        };
+        assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"), "{method}");
+        assert!(
+            e.message
+                .starts_with(&format!("{kind}.meta.k8s.io \"\" is invalid: ")),
+            "{}",
+            e.message
+        );
+        assert!(e.message.contains(message), "{}", e.message);
+    }
+    c.shutdown().await;
+}
