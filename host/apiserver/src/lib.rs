@@ -57,6 +57,7 @@ mod pod;
 mod proto;
 mod resources;
 mod sa_token;
+mod scale;
 mod schema;
 mod selector;
 mod server;

@@ -40,6 +40,8 @@ pub struct ResourceDef {
     pub storage_key: String,
     /// How objects look on the wire compared with how they are stored.
     pub shape: Shape,
+    /// The `scale` subresource's paths (custom resources whose CRD declares one).
+    pub scale: Option<crate::scale::ScalePaths>,
 }
 
 /// The wire shape of a resource whose objects are stored as another kind's.
@@ -154,6 +156,7 @@ fn def(
         schema: None,
         storage_key: format!("{group}/{plural}"),
         shape: Shape::Stored,
+        scale: None,
     }
 }
 
@@ -495,6 +498,10 @@ pub fn defs_from_crd(crd: &Value) -> Vec<Arc<ResourceDef>> {
             };
             let status = v["subresources"]["status"].is_object()
                 || spec["subresources"]["status"].is_object();
+            let scale = crate::scale::ScalePaths::from_subresource(&v["subresources"]["scale"])
+                .or_else(|| {
+                    crate::scale::ScalePaths::from_subresource(&spec["subresources"]["scale"])
+                });
             out.push(Arc::new(ResourceDef {
                 group: group.into(),
                 version: vname.into(),
@@ -515,6 +522,7 @@ pub fn defs_from_crd(crd: &Value) -> Vec<Arc<ResourceDef>> {
                     .then(|| Arc::new(v["schema"]["openAPIV3Schema"].clone())),
                 storage_key: format!("{group}/{plural}"),
                 shape: Shape::Stored,
+                scale,
             }));
         }
     }
@@ -617,6 +625,17 @@ pub fn resource_list(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> V
                 "singularName": "",
                 "namespaced": d.namespaced,
                 "kind": d.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if d.scale.is_some() {
+            resources.push(json!({
+                "name": format!("{}/scale", d.plural),
+                "singularName": "",
+                "namespaced": d.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
                 "verbs": ["get", "patch", "update"],
             }));
         }
@@ -768,6 +787,13 @@ fn aggregated_resource(d: &ResourceDef) -> Value {
     let mut subs = vec![];
     if d.status_subresource {
         subs.push(json!({"subresource": "status", "responseKind": gvk, "verbs": ["get", "patch", "update"]}));
+    }
+    if d.scale.is_some() {
+        subs.push(json!({
+            "subresource": "scale",
+            "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+            "verbs": ["get", "patch", "update"],
+        }));
     }
     if d.is_namespace() {
         subs.push(json!({"subresource": "finalize", "responseKind": gvk, "verbs": ["update"]}));

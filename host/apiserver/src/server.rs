@@ -809,6 +809,42 @@ fn parse_target(
 
 /// `POST …/serviceaccounts/<name>/token` (`kubectl create token`): a bearer token that
 /// authenticates as `system:serviceaccount:<namespace>:<name>` until it expires.
+/// The `scale` subresource of a custom resource.
+#[allow(clippy::too_many_arguments)]
+async fn scale_request(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    verb: &str,
+    query: &Query,
+    user_agent: &str,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    let scale = match verb {
+        "get" => crate::scale::get(store, def, ns, name)?,
+        "update" => {
+            let (headers, body) = read_body(req).await?;
+            let body = decode_body(&headers, &body)?;
+            let opts = query.write_opts(user_agent, "UpdateOptions")?;
+            crate::scale::update(store, def, ns, name, &body, opts)?
+        }
+        _ => {
+            let (headers, body) = read_body(req).await?;
+            let ct = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            let pt = PatchType::from_content_type(ct)
+                .ok_or_else(|| ApiError::unsupported_media_type(ct))?;
+            let body = parse_json(&body)?;
+            let opts = query.write_opts(user_agent, "PatchOptions")?;
+            crate::scale::patch(store, def, ns, name, pt, &body, opts)?
+        }
+    };
+    Ok(respond_value(200, &scale))
+}
+
 async fn token_request(
     shared: &Shared,
     user: &UserInfo,
@@ -1023,6 +1059,8 @@ async fn resource_request(
             Sub::Status
         }
         "finalize" if def.is_namespace() && verb == "update" => Sub::Finalize,
+        // A scale write is a write of the main object's replica count (see `scale_request`).
+        "scale" if def.scale.is_some() && matches!(verb, "get" | "update" | "patch") => Sub::Main,
         _ => return Err(ApiError::path_not_found()),
     };
     if def.virtual_create_only && verb != "create" {
@@ -1064,6 +1102,9 @@ async fn resource_request(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
+    if t.sub == "scale" {
+        return scale_request(store, &def, ns, name, verb, query, &user_agent, req).await;
+    }
     let printer = req
         .headers()
         .get(header::ACCEPT)

@@ -2334,3 +2334,106 @@ async fn kubectl_server_side_apply_conflicts_with_the_creator_of_a_field() {
         .await;
     k.shutdown().await;
 }
+
+/// `kubectl scale` on a custom resource whose CRD declares the scale subresource: the replica
+/// count moves through `/scale`, `--current-replicas` is a precondition, and discovery names
+/// the subresource's kind as kubectl needs it.
+#[tokio::test]
+async fn kubectl_scales_a_custom_resource_through_its_scale_subresource() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let s = suffix();
+    let group = format!("s{s}.lethe.test");
+    let plural = format!("scaler{s}s");
+    let kind = format!("Scaler{s}");
+    let crd = format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {plural}.{group}
+spec:
+  group: {group}
+  scope: Namespaced
+  names: {{plural: {plural}, kind: {kind}}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {{}}
+      scale: {{specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas, labelSelectorPath: .status.selector}}
+    schema:
+      openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+"#
+    );
+    k.ok(&["apply", "-f", "-"], Some(&crd)).await;
+    k.ok(
+        &[
+            "wait",
+            "--for",
+            "condition=established",
+            &format!("crd/{plural}.{group}"),
+            "--timeout=20s",
+        ],
+        None,
+    )
+    .await;
+    let ns = format!("scale-{s}");
+    k.ok(&["create", "namespace", &ns], None).await;
+    let obj = format!(
+        "apiVersion: {group}/v1\nkind: {kind}\nmetadata: {{name: web}}\nspec: {{replicas: 1}}\n"
+    );
+    k.ok(&["apply", "-n", &ns, "-f", "-"], Some(&obj)).await;
+    k.ok(
+        &["scale", "-n", &ns, &format!("{plural}/web"), "--replicas=3"],
+        None,
+    )
+    .await;
+    let target = format!("{plural}/web");
+    let replicas = ["get", "-n", &ns, &target, "-o", "jsonpath={.spec.replicas}"];
+    assert_eq!(k.ok(&replicas, None).await, "3");
+    let stale = k
+        .run(
+            &[
+                "scale",
+                "-n",
+                &ns,
+                &format!("{plural}/web"),
+                "--current-replicas=2",
+                "--replicas=5",
+            ],
+            None,
+        )
+        .await;
+    assert_ne!(stale.code, 0);
+    assert!(
+        stale.stderr.contains("Expected replicas to be 2, was 3"),
+        "{}",
+        stale.stderr
+    );
+    k.ok(
+        &[
+            "scale",
+            "-n",
+            &ns,
+            &format!("{plural}/web"),
+            "--current-replicas=3",
+            "--replicas=5",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(k.ok(&replicas, None).await, "5");
+    k.ok(
+        &[
+            "delete",
+            "crd",
+            &format!("{plural}.{group}"),
+            "--wait=false",
+        ],
+        None,
+    )
+    .await;
+    k.shutdown().await;
+}

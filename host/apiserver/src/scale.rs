@@ -1,0 +1,259 @@
+//! The `scale` subresource of custom resources whose CRD declares `subresources.scale`: an
+//! `autoscaling/v1` Scale showing the replica counts found at the CRD's paths, through which
+//! `kubectl scale` and autoscalers set the desired count (as the real server's
+//! `customresource` registry does).
+
+use serde_json::{Value, json};
+
+use crate::ops::{self, PatchType, Sub, WriteOpts};
+use crate::patch;
+use crate::resources::ResourceDef;
+use crate::status::{ApiError, Cause};
+use crate::store::Store;
+
+/// Where a custom resource keeps its replica counts (`.spec.replicas` → `["spec", "replicas"]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScalePaths {
+    pub spec_replicas: Vec<String>,
+    pub status_replicas: Vec<String>,
+    pub label_selector: Option<Vec<String>>,
+}
+
+impl ScalePaths {
+    /// The paths of a CRD's `subresources.scale`, if it has one.
+    pub fn from_subresource(scale: &Value) -> Option<ScalePaths> {
+        let path = |field: &str| {
+            let text = scale[field].as_str()?;
+            let segments: Vec<String> = text
+                .strip_prefix('.')?
+                .split('.')
+                .map(str::to_string)
+                .collect();
+            (!segments.iter().any(String::is_empty)).then_some(segments)
+        };
+        Some(ScalePaths {
+            spec_replicas: path("specReplicasPath")?,
+            status_replicas: path("statusReplicasPath")?,
+            label_selector: path("labelSelectorPath"),
+        })
+    }
+}
+
+fn at<'a>(v: &'a Value, path: &[String]) -> &'a Value {
+    path.iter().fold(v, |v, segment| &v[segment.as_str()])
+}
+
+/// Sets `path` in `v` to `value`, making the maps on the way.
+fn set(v: &mut Value, path: &[String], value: Value) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut cur = v;
+    for segment in parents {
+        if !cur[segment.as_str()].is_object() {
+            cur[segment.as_str()] = json!({});
+        }
+        cur = &mut cur[segment.as_str()];
+    }
+    cur[last.as_str()] = value;
+}
+
+/// The Scale of a custom resource.
+pub fn view(paths: &ScalePaths, obj: &Value) -> Value {
+    let meta = &obj["metadata"];
+    let mut metadata = serde_json::Map::new();
+    for f in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ] {
+        if let Some(v) = meta.get(f).filter(|v| !v.is_null()) {
+            metadata.insert(f.into(), v.clone());
+        }
+    }
+    let count = |path: &[String]| at(obj, path).as_i64().unwrap_or(0);
+    let mut spec = json!({});
+    // `replicas` is `omitempty` in autoscaling/v1.
+    let desired = count(&paths.spec_replicas);
+    if desired != 0 {
+        spec["replicas"] = json!(desired);
+    }
+    let mut status = json!({"replicas": count(&paths.status_replicas)});
+    if let Some(selector) = paths
+        .label_selector
+        .as_ref()
+        .and_then(|p| at(obj, p).as_str())
+        .filter(|s| !s.is_empty())
+    {
+        status["selector"] = json!(selector);
+    }
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": metadata,
+        "spec": spec,
+        "status": status,
+    })
+}
+
+fn paths(def: &ResourceDef) -> Result<&ScalePaths, ApiError> {
+    def.scale.as_ref().ok_or_else(ApiError::path_not_found)
+}
+
+fn current(store: &Store, def: &ResourceDef, ns: &str, name: &str) -> Result<Value, ApiError> {
+    store
+        .get(def.key(), ns, name, true)
+        .map(|o| o.value.clone())
+        .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))
+}
+
+/// `GET .../scale`.
+pub fn get(store: &Store, def: &ResourceDef, ns: &str, name: &str) -> Result<Value, ApiError> {
+    Ok(view(paths(def)?, &current(store, def, ns, name)?))
+}
+
+/// `PUT .../scale`: the Scale's `spec.replicas` becomes the resource's, under the Scale's
+/// resourceVersion when it names one.
+pub fn update(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    scale: &Value,
+    opts: WriteOpts,
+) -> Result<Value, ApiError> {
+    let paths = paths(def)?;
+    let replicas = match &scale["spec"]["replicas"] {
+        Value::Null => 0,
+        v => v.as_i64().filter(|n| i32::try_from(*n).is_ok()).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "Scale in version \"v1\" cannot be handled as a Scale: json: cannot unmarshal {} into Go struct field ScaleSpec.spec.replicas of type int32",
+                crate::validation::json_type(v)
+            ))
+        })?,
+    };
+    if replicas < 0 {
+        return Err(ApiError::invalid(
+            "autoscaling",
+            "Scale",
+            name,
+            vec![Cause {
+                reason: "FieldValueInvalid",
+                message: format!("Invalid value: {replicas}: must be greater than or equal to 0"),
+                field: "spec.replicas".into(),
+            }],
+        ));
+    }
+    let mut obj = current(store, def, ns, name)?;
+    if let Some(rv) = scale["metadata"]["resourceVersion"]
+        .as_str()
+        .filter(|rv| !rv.is_empty())
+    {
+        obj["metadata"]["resourceVersion"] = json!(rv);
+    }
+    set(&mut obj, &paths.spec_replicas, json!(replicas));
+    let (out, _) = ops::update(store, def, ns, name, obj, Sub::Main, opts)?;
+    Ok(view(paths, &out.obj().value))
+}
+
+/// `PATCH .../scale`: the patch applies to the Scale, whose new `spec.replicas` is then set as
+/// by [`update`]. A patch that does not pin a resourceVersion is retried on a conflicting write.
+#[allow(clippy::too_many_arguments)]
+pub fn patch(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    pt: PatchType,
+    body: &Value,
+    opts: WriteOpts,
+) -> Result<Value, ApiError> {
+    if pt == PatchType::Apply {
+        return Err(ApiError::unsupported_media_type(
+            "application/apply-patch+yaml",
+        ));
+    }
+    let paths = paths(def)?;
+    for _ in 0..5 {
+        let before = view(paths, &current(store, def, ns, name)?);
+        let mut after = before.clone();
+        match pt {
+            PatchType::Json => patch::json_patch(&mut after, body).map_err(|e| {
+                ApiError::invalid(
+                    "autoscaling",
+                    "Scale",
+                    name,
+                    vec![Cause {
+                        reason: "FieldValueInvalid",
+                        message: format!("Invalid value: {}: {e}", json!(body.to_string())),
+                        field: "patch".into(),
+                    }],
+                )
+            })?,
+            _ => patch::merge_patch(&mut after, body),
+        }
+        let pinned = after["metadata"]["resourceVersion"] != before["metadata"]["resourceVersion"];
+        match update(store, def, ns, name, &after, opts.clone()) {
+            Err(e) if e.code == 409 && !pinned => continue,
+            other => return other,
+        }
+    }
+    Err(ApiError::stale(&def.group, &def.plural, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths() -> ScalePaths {
+        ScalePaths::from_subresource(&json!({
+            "specReplicasPath": ".spec.replicas",
+            "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.selector",
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn paths_are_read_from_the_crd() {
+        let p = paths();
+        assert_eq!(p.spec_replicas, ["spec", "replicas"]);
+        assert_eq!(
+            p.label_selector.as_deref(),
+            Some(&["status".to_string(), "selector".to_string()][..])
+        );
+        assert!(ScalePaths::from_subresource(&json!({"specReplicasPath": "spec.replicas", "statusReplicasPath": ".status.replicas"})).is_none());
+        assert!(
+            ScalePaths::from_subresource(&json!({"statusReplicasPath": ".status.replicas"}))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn the_scale_shows_the_counts_and_selector() {
+        let obj = json!({
+            "metadata": {"name": "w", "namespace": "n", "uid": "u", "resourceVersion": "7", "labels": {"a": "b"}},
+            "spec": {"replicas": 3},
+            "status": {"replicas": 2, "selector": "app=w"},
+        });
+        let s = view(&paths(), &obj);
+        assert_eq!(s["spec"]["replicas"], 3);
+        assert_eq!(s["status"], json!({"replicas": 2, "selector": "app=w"}));
+        assert_eq!(
+            s["metadata"],
+            json!({"name": "w", "namespace": "n", "uid": "u", "resourceVersion": "7"})
+        );
+        let empty = view(&paths(), &json!({"metadata": {"name": "w"}}));
+        assert_eq!(empty["spec"], json!({}));
+        assert_eq!(empty["status"], json!({"replicas": 0}));
+    }
+
+    #[test]
+    fn setting_a_count_makes_the_maps_on_its_path() {
+        let mut v = json!({"metadata": {}});
+        set(&mut v, &paths().spec_replicas, json!(4));
+        assert_eq!(v["spec"]["replicas"], 4);
+    }
+}
