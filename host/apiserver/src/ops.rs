@@ -1,7 +1,7 @@
 //! Object operations (create, update, patch, delete) with the real API server's semantics,
 //! independent of HTTP so the controllers can use them too.
 
-use crate::managed::{Scope, Writer};
+use crate::managed::{Lists, Scope, Writer};
 use crate::patch;
 use crate::resources::{CRD_KEY, NS_KEY, NameRule, ResourceDef, crd_preferred_version};
 use crate::status::{ApiError, Cause};
@@ -644,12 +644,12 @@ impl WriteOpts {
 }
 
 /// Records a create in managedFields, at the object's creation time.
-fn record_create(v: &mut Value, writer: &Writer, scope: Scope) {
+fn record_create(v: &mut Value, writer: &Writer, def: &ResourceDef, sub: Sub) {
     let time = match v["metadata"]["creationTimestamp"].as_str() {
         Some(t) => t.to_string(),
         None => now(),
     };
-    crate::managed::record_create(v, writer, scope, &time);
+    crate::managed::record_create(v, writer, scope(def, sub), &Lists::of(def), &time);
 }
 
 /// What a write of `sub` may own.
@@ -700,7 +700,7 @@ pub fn create(
         let mut v = prepare_create(def, ns, body, inner, w.strict)?;
         let api_version = def.api_version();
         if let Some(writer) = w.writer(&api_version, Sub::Main) {
-            record_create(&mut v, &writer, scope(def, Sub::Main));
+            record_create(&mut v, &writer, def, Sub::Main);
         }
         if w.dry_run {
             Ok((Change::Keep, Some(v)))
@@ -1020,7 +1020,14 @@ fn run_update(
         if let Change::Put(v) = &mut change
             && let Some(writer) = w.writer(&api_version, sub)
         {
-            crate::managed::record_update(&cur.value, v, &writer, scope(def, sub), &now());
+            crate::managed::record_update(
+                &cur.value,
+                v,
+                &writer,
+                scope(def, sub),
+                &Lists::of(def),
+                &now(),
+            );
         }
         let removed = matches!(change, Change::RemoveWith(_));
         if dry_run {
@@ -1072,7 +1079,7 @@ pub fn update(
                 let mut v = prepare_create(def, ns, body, inner, w.strict)?;
                 let api_version = def.api_version();
                 if let Some(writer) = w.writer(&api_version, Sub::Main) {
-                    record_create(&mut v, &writer, scope(def, sub));
+                    record_create(&mut v, &writer, def, sub);
                 }
                 return Ok((v, true));
             }
@@ -1179,6 +1186,7 @@ pub fn patch(
                         &applier,
                         force,
                         scope(def, sub),
+                        &Lists::of(def),
                         &now(),
                     )?;
                     return Ok((created, true));
@@ -1195,7 +1203,8 @@ pub fn patch(
                     if let Some(m) = b["metadata"].as_object_mut() {
                         m.remove("resourceVersion");
                     }
-                    patch::apply_merge(&mut v, &b);
+                    let lists = Lists::of(def);
+                    crate::managed::merge(&mut v, &b, &lists);
                     if sub != Sub::Finalize {
                         crate::managed::apply(
                             Some(&shown),
@@ -1204,6 +1213,7 @@ pub fn patch(
                             &applier,
                             force,
                             scope(def, sub),
+                            &lists,
                             &now(),
                         )?;
                     }

@@ -23,24 +23,6 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
     }
 }
 
-/// Server-side apply, approximated: like a merge patch, but `null` is kept as a value and lists
-/// are replaced.
-pub fn apply_merge(target: &mut Value, patch: &Value) {
-    match patch {
-        Value::Object(p) => {
-            if !target.is_object() {
-                *target = Value::Object(Map::new());
-            }
-            if let Value::Object(t) = target {
-                for (k, v) in p {
-                    apply_merge(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        other => *target = other.clone(),
-    }
-}
-
 const MERGE_KEYS: &[&str] = &[
     "name",
     "mountPath",

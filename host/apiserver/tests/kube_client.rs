@@ -1323,3 +1323,94 @@ async fn the_scale_subresource_reads_and_writes_the_replica_count() {
     );
     c.shutdown().await;
 }
+
+/// Server-side apply on a custom resource whose schema marks associative lists: two managers'
+/// items merge, each owns its own, a dropped item goes, and a shared field conflicts by key.
+#[tokio::test]
+async fn server_side_apply_merges_associative_lists_by_key() {
+    let c = TestCluster::new().await;
+    let s = suffix();
+    let (group, kind, plural) = (
+        format!("al{s}.lethe.test"),
+        format!("Route{s}"),
+        format!("route{s}s"),
+    );
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group, "scope": "Namespaced",
+            "names": {"plural": plural, "kind": kind},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
+                    "type": "object", "properties": {
+                        "backends": {"type": "array", "x-kubernetes-list-type": "map",
+                            "x-kubernetes-list-map-keys": ["name"],
+                            "items": {"type": "object", "required": ["name"], "properties": {
+                                "name": {"type": "string"}, "weight": {"type": "integer"}}}},
+                        "hosts": {"type": "array", "x-kubernetes-list-type": "set",
+                            "items": {"type": "string"}},
+                    }}}}},
+            }],
+        },
+    }))
+    .unwrap();
+    Api::<CustomResourceDefinition>::all(c.client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let ns = c.namespace("lists").await;
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", &kind), &plural);
+    let api: Api<DynamicObject> = Api::namespaced_with(c.client.clone(), &ns, &ar);
+    let route = |backends: Value, hosts: Value| {
+        json!({"apiVersion": format!("{group}/v1"), "kind": kind, "metadata": {"name": "r"},
+            "spec": {"backends": backends, "hosts": hosts}})
+    };
+    let apply = |manager: &'static str, body: Value| {
+        let api = api.clone();
+        async move {
+            api.patch("r", &PatchParams::apply(manager), &Patch::Apply(body))
+                .await
+        }
+    };
+    eventually(20, || {
+        let body = route(json!([{"name": "blue", "weight": 1}]), json!(["a.test"]));
+        async move { apply("team-blue", body).await.ok() }
+    })
+    .await;
+    let both = apply(
+        "team-green",
+        route(json!([{"name": "green", "weight": 2}]), json!(["b.test"])),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        both.data["spec"],
+        json!({"backends": [{"name": "blue", "weight": 1}, {"name": "green", "weight": 2}],
+            "hosts": ["a.test", "b.test"]})
+    );
+    let e = api_error(
+        apply(
+            "team-green",
+            route(json!([{"name": "blue", "weight": 5}]), json!(["b.test"])),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(e.code, 409);
+    assert!(
+        e.message
+            .ends_with(r#"conflict with "team-blue": .spec.backends[name="blue"].weight"#),
+        "{}",
+        e.message
+    );
+    let left = apply("team-blue", route(json!([]), json!([])))
+        .await
+        .unwrap();
+    assert_eq!(
+        left.data["spec"],
+        json!({"backends": [{"name": "green", "weight": 2}], "hosts": ["b.test"]})
+    );
+    c.shutdown().await;
+}
