@@ -306,7 +306,8 @@ fn org_job_stays_processing_when_the_callers_role_bindings_are_already_gone() {
     bind(&lethe, &org, "organization-user", "bob");
     add_foreign_finalizer(&lethe, &org);
     let location = delete_org(&lethe, &org, &admin);
-    // The cascade removes bob's role binding while the org is still terminating.
+    // The cascade removes bob's role binding while the org is still terminating (the
+    // reconciler may have removed it already).
     lethe.kubectl_ok(&[
         "delete",
         "rolebinding",
@@ -314,6 +315,7 @@ fn org_job_stays_processing_when_the_callers_role_bindings_are_already_gone() {
         "-n",
         &org,
         "--wait=false",
+        "--ignore-not-found",
     ]);
     std::thread::sleep(Duration::from_secs(2));
     let (status, body) = job_state(&lethe, &location, BOB);
