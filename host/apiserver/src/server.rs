@@ -1699,6 +1699,30 @@ fn event_line(etype: &str, obj: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
+/// How often a watch with bookmarks gets one, as the watch cache sends them.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
+
+/// When a watch ending at `end` gets its next bookmark, as the watch cache schedules them
+/// (`cacheWatcher.nextBookmarkTime`): a minute from `now`, or 2 s before the end when that is
+/// sooner, so that the client learns the latest version before it reconnects; none once that
+/// moment has passed.
+fn next_bookmark_time(
+    now: tokio::time::Instant,
+    end: tokio::time::Instant,
+) -> Option<tokio::time::Instant> {
+    let beat = now + BOOKMARK_EVERY;
+    let before_end = end.checked_sub(Duration::from_secs(2)).unwrap_or(end);
+    let next = beat.min(before_end);
+    (next >= now).then_some(next)
+}
+
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 fn bookmark(def: &ResourceDef, rv: u64, initial_end: bool) -> Bytes {
     let mut meta = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
     if initial_end {
@@ -1824,10 +1848,12 @@ fn watch(
                 return;
             }
         }
-        let deadline = tokio::time::sleep(Duration::from_secs(timeout));
+        let end = tokio::time::Instant::now() + Duration::from_secs(timeout);
+        let deadline = tokio::time::sleep_until(end);
         tokio::pin!(deadline);
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        tick.tick().await;
+        let mut next_bookmark = bookmarks
+            .then(|| next_bookmark_time(tokio::time::Instant::now(), end))
+            .flatten();
         loop {
             tokio::select! {
                 ev = sub.recv() => match ev {
@@ -1848,13 +1874,15 @@ fn watch(
                     }
                     Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => return,
                 },
-                _ = tick.tick(), if bookmarks => {
+                _ = sleep_until_some(next_bookmark), if next_bookmark.is_some() => {
                     let (cur, caught_up) = store.read(|inner| (inner.rv, sub.is_empty()));
                     let rv = if caught_up { cur.max(last_rv) } else { last_rv };
                     last_rv = rv;
                     if tx.send(bookmark(&def, rv, false)).await.is_err() {
                         return;
                     }
+                    next_bookmark = next_bookmark_time(tokio::time::Instant::now(), end)
+                        .filter(|t| Some(*t) != next_bookmark);
                 }
                 _ = tx.closed() => return,
                 _ = &mut deadline => return,
