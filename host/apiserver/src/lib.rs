@@ -333,10 +333,21 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
     };
     let tls = if config.tls {
         let key_file = config.data_dir.as_ref().map(|d| d.join("ca.key"));
+        let cert_file = config.data_dir.as_ref().map(|d| d.join("ca.crt"));
         let existing = key_file
             .as_ref()
             .and_then(|f| std::fs::read_to_string(f).ok());
-        let generated = tls::generate(existing.as_deref())?;
+        // The certificate is only meaningful with the key it was made with.
+        let existing_cert = existing.as_ref().and_then(|_| {
+            cert_file
+                .as_ref()
+                .and_then(|f| std::fs::read_to_string(f).ok())
+        });
+        let generated = tls::generate(
+            existing
+                .as_deref()
+                .map(|key| (key, existing_cert.as_deref())),
+        )?;
         if let (Some(f), None) = (&key_file, &existing) {
             write_private(f, &generated.ca_key_pem)?;
         }

@@ -9,9 +9,15 @@ pub struct Generated {
     pub acceptor: tokio_rustls::TlsAcceptor,
 }
 
-/// Generates the CA (reusing `ca_key_pem` when given, so that kubeconfigs that trust the CA
-/// stay valid across restarts) and a fresh server certificate signed by it.
-pub fn generate(ca_key_pem: Option<&str>) -> anyhow::Result<Generated> {
+/// Generates the CA and a fresh server certificate signed by it. A CA saved by an earlier start
+/// (`saved`: its key, and its certificate when kept) is reused, so that kubeconfigs and the
+/// `kube-root-ca.crt` ConfigMaps that hold the CA stay the same across restarts: the server
+/// certificate is signed with the same key and name, which the saved certificate verifies.
+pub fn generate(saved: Option<(&str, Option<&str>)>) -> anyhow::Result<Generated> {
+    let (ca_key_pem, saved_cert_pem) = match saved {
+        Some((key, cert)) => (Some(key), cert),
+        None => (None, None),
+    };
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
     let ca_key = match ca_key_pem {
         Some(pem) => KeyPair::from_pem(pem)?,
@@ -41,7 +47,18 @@ pub fn generate(ca_key_pem: Option<&str>) -> anyhow::Result<Generated> {
     params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
     let cert = params.signed_by(&key, &ca_cert, &ca_key)?;
 
-    let certs = vec![cert.der().clone(), ca_cert.der().clone()];
+    // The saved certificate, when it parses, is the one clients already trust.
+    let saved_cert = saved_cert_pem.and_then(|pem| {
+        use rustls::pki_types::pem::PemObject as _;
+        rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes())
+            .ok()
+            .map(|der| (pem.to_string(), der))
+    });
+    let (ca_pem, ca_der) = match saved_cert {
+        Some(saved) => saved,
+        None => (ca_cert.pem(), ca_cert.der().clone()),
+    };
+    let certs = vec![cert.der().clone(), ca_der];
     let key_der = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der())
         .map_err(|e| anyhow::anyhow!("server key: {e}"))?;
     let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
@@ -52,7 +69,7 @@ pub fn generate(ca_key_pem: Option<&str>) -> anyhow::Result<Generated> {
     .with_single_cert(certs, key_der)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Generated {
-        ca_pem: ca_cert.pem(),
+        ca_pem,
         ca_key_pem: ca_key.serialize_pem(),
         acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
     })
