@@ -41,17 +41,39 @@ async fn make_crd(c: &TestCluster) -> ApiResource {
 }
 
 async fn create_crd(c: &TestCluster, group: &str, kind: &str, plural: &str) {
+    create_crd_version(
+        c,
+        group,
+        kind,
+        plural,
+        json!({
+            "subresources": {"status": {}},
+            "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+        }),
+    )
+    .await;
+}
+
+/// Creates a namespaced CRD whose one version `v1` is served and stored with `version`'s
+/// subresources and schema; waits until it is served.
+async fn create_crd_version(
+    c: &TestCluster,
+    group: &str,
+    kind: &str,
+    plural: &str,
+    version: Value,
+) {
+    let mut version = version;
+    version["name"] = json!("v1");
+    version["served"] = json!(true);
+    version["storage"] = json!(true);
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
         "metadata": {"name": format!("{plural}.{group}")},
         "spec": {
             "group": group,
             "scope": "Namespaced",
             "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-            }],
+            "versions": [version],
         },
     }))
     .unwrap();
@@ -1232,27 +1254,21 @@ async fn the_scale_subresource_reads_and_writes_the_replica_count() {
         format!("Pool{s}"),
         format!("pool{s}s"),
     );
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": {"name": format!("{plural}.{group}")},
-        "spec": {
-            "group": group, "scope": "Namespaced",
-            "names": {"plural": plural, "kind": kind},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}, "scale": {
-                    "specReplicasPath": ".spec.replicas",
-                    "statusReplicasPath": ".status.replicas",
-                    "labelSelectorPath": ".status.selector",
-                }},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-            }],
-        },
-    }))
-    .unwrap();
-    Api::<CustomResourceDefinition>::all(c.client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
+    create_crd_version(
+        &c,
+        &group,
+        &kind,
+        &plural,
+        json!({
+            "subresources": {"status": {}, "scale": {
+                "specReplicasPath": ".spec.replicas",
+                "statusReplicasPath": ".status.replicas",
+                "labelSelectorPath": ".status.selector",
+            }},
+            "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+        }),
+    )
+    .await;
     let ns = c.namespace("scale").await;
     let ar =
         ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", &kind), &plural);
@@ -1262,11 +1278,7 @@ async fn the_scale_subresource_reads_and_writes_the_replica_count() {
         "metadata": {"name": "p"}, "spec": {"replicas": 2},
     }))
     .unwrap();
-    let created = eventually(20, || {
-        let (api, pool) = (api.clone(), pool.clone());
-        async move { api.create(&PostParams::default(), &pool).await.ok() }
-    })
-    .await;
+    let created = api.create(&PostParams::default(), &pool).await.unwrap();
     api.patch_status(
         "p",
         &PatchParams::default(),
@@ -1335,30 +1347,22 @@ async fn server_side_apply_merges_associative_lists_by_key() {
         format!("Route{s}"),
         format!("route{s}s"),
     );
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": {"name": format!("{plural}.{group}")},
-        "spec": {
-            "group": group, "scope": "Namespaced",
-            "names": {"plural": plural, "kind": kind},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
-                    "type": "object", "properties": {
-                        "backends": {"type": "array", "x-kubernetes-list-type": "map",
-                            "x-kubernetes-list-map-keys": ["name"],
-                            "items": {"type": "object", "required": ["name"], "properties": {
-                                "name": {"type": "string"}, "weight": {"type": "integer"}}}},
-                        "hosts": {"type": "array", "x-kubernetes-list-type": "set",
-                            "items": {"type": "string"}},
-                    }}}}},
-            }],
-        },
-    }))
-    .unwrap();
-    Api::<CustomResourceDefinition>::all(c.client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
+    create_crd_version(
+        &c,
+        &group,
+        &kind,
+        &plural,
+        json!({"schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
+        "type": "object", "properties": {
+            "backends": {"type": "array", "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object", "required": ["name"], "properties": {
+                    "name": {"type": "string"}, "weight": {"type": "integer"}}}},
+            "hosts": {"type": "array", "x-kubernetes-list-type": "set",
+                "items": {"type": "string"}},
+        }}}}}}),
+    )
+    .await;
     let ns = c.namespace("lists").await;
     let ar =
         ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", &kind), &plural);
@@ -1374,11 +1378,12 @@ async fn server_side_apply_merges_associative_lists_by_key() {
                 .await
         }
     };
-    eventually(20, || {
-        let body = route(json!([{"name": "blue", "weight": 1}]), json!(["a.test"]));
-        async move { apply("team-blue", body).await.ok() }
-    })
-    .await;
+    apply(
+        "team-blue",
+        route(json!([{"name": "blue", "weight": 1}]), json!(["a.test"])),
+    )
+    .await
+    .unwrap();
     let both = apply(
         "team-green",
         route(json!([{"name": "green", "weight": 2}]), json!(["b.test"])),
