@@ -91,6 +91,21 @@ impl Kubectl {
         o.stdout
     }
 
+    /// Waits until the CRD `name` is established (its kind is served).
+    async fn wait_established(&self, name: &str) {
+        self.ok(
+            &[
+                "wait",
+                "--for",
+                "condition=established",
+                &format!("crd/{name}"),
+                "--timeout=20s",
+            ],
+            None,
+        )
+        .await;
+    }
+
     async fn shutdown(self) {
         if let Some(s) = self.server {
             s.shutdown().await;
@@ -149,17 +164,7 @@ async fn kubectl_deletes_a_custom_resource_held_by_a_finalizer() {
     assert!(out.contains("created"), "{out}");
     let out = k.ok(&["apply", "-f", "-"], Some(&crd)).await;
     assert!(out.contains("unchanged"), "{out}");
-    k.ok(
-        &[
-            "wait",
-            "--for",
-            "condition=established",
-            &format!("crd/{plural}.{group}"),
-            "--timeout=20s",
-        ],
-        None,
-    )
-    .await;
+    k.wait_established(&format!("{plural}.{group}")).await;
     let ns = format!("kc-{s}");
     k.ok(&["create", "namespace", &ns], None).await;
     // 2. create a custom resource with a finalizer
@@ -556,17 +561,7 @@ spec:
 "#
     );
     k.ok(&["apply", "-f", "-"], Some(&crd)).await;
-    k.ok(
-        &[
-            "wait",
-            "--for",
-            "condition=established",
-            &format!("crd/{plural}.{group}"),
-            "--timeout=20s",
-        ],
-        None,
-    )
-    .await;
+    k.wait_established(&format!("{plural}.{group}")).await;
     let obj = format!(
         "apiVersion: {group}/v1\nkind: {kind}\nmetadata: {{name: p1}}\nspec: {{size: 7}}\nstatus: {{conditions: [{{type: Ready, status: 'True'}}]}}\n"
     );
@@ -658,17 +653,7 @@ spec:
 "#
     );
     k.ok(&["apply", "-f", "-"], Some(&crd)).await;
-    k.ok(
-        &[
-            "wait",
-            "--for",
-            "condition=established",
-            &format!("crd/{plural}.{group}"),
-            "--timeout=20s",
-        ],
-        None,
-    )
-    .await;
+    k.wait_established(&format!("{plural}.{group}")).await;
     let bad = format!(
         "apiVersion: {group}/v1\nkind: {kind}\nmetadata: {{name: s1}}\nspec: {{size: 1, colour: red}}\n"
     );
@@ -769,17 +754,7 @@ async fn kubectl_applies_a_list_file_and_explains_custom_resources() {
         out.contains("customresourcedefinition.apiextensions.k8s.io"),
         "{out}"
     );
-    k.ok(
-        &[
-            "wait",
-            "--for",
-            "condition=established",
-            &format!("crd/{plural}.{group}"),
-            "--timeout=20s",
-        ],
-        None,
-    )
-    .await;
+    k.wait_established(&format!("{plural}.{group}")).await;
     let explained = k.ok(&["explain", &format!("{plural}.spec")], None).await;
     assert!(
         explained.contains("displayName") && explained.contains("The name people see."),
@@ -2368,17 +2343,7 @@ spec:
 "#
     );
     k.ok(&["apply", "-f", "-"], Some(&crd)).await;
-    k.ok(
-        &[
-            "wait",
-            "--for",
-            "condition=established",
-            &format!("crd/{plural}.{group}"),
-            "--timeout=20s",
-        ],
-        None,
-    )
-    .await;
+    k.wait_established(&format!("{plural}.{group}")).await;
     let ns = format!("scale-{s}");
     k.ok(&["create", "namespace", &ns], None).await;
     let obj = format!(
