@@ -557,11 +557,16 @@ pub fn apply(
             e["fieldsV1"] = to_fields_v1(set);
         }
     }
-    // A field this manager stops applying stays when another manager owns it or a field below
-    // it. Owning a map or an associative list as a member does not keep its other members.
+    // A field this manager stops applying stays when anyone, this apply included, owns it or
+    // a field below it (a map this manager owned as a member stays while it applies fields
+    // in it). Owning a map or an associative list as a member does not keep its other members.
     let dropped: Vec<&FieldPath> = previous.difference(&applied).collect();
     if !dropped.is_empty() {
-        let owned: BTreeSet<&FieldPath> = others.iter().flat_map(|(_, s)| s).collect();
+        let owned: BTreeSet<&FieldPath> = others
+            .iter()
+            .flat_map(|(_, s)| s)
+            .chain(applied.iter())
+            .collect();
         let kept = |p: &FieldPath| {
             owned
                 .range::<&FieldPath, _>(p..)
@@ -1383,5 +1388,24 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
+    }
+
+    #[test]
+    fn a_map_owned_as_a_member_stays_while_its_fields_are_applied() {
+        // As after kubectl's client-side-apply upgrade: the applier's entry owns `.spec` itself.
+        let mut live = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
+            "data": {"a": "1", "b": "2"}});
+        set_entries(
+            &mut live,
+            vec![writer("kubectl").entry(
+                "Apply",
+                "T1",
+                json!({"f:data": {".": {}, "f:a": {}, "f:b": {}}}),
+            )],
+        );
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
+            "data": {"a": "1"}});
+        let merged = apply_as(&live, body, "kubectl", &Lists::atomic()).unwrap();
+        assert_eq!(merged["data"], json!({"a": "1"}));
     }
 }

@@ -2402,3 +2402,65 @@ spec:
     .await;
     k.shutdown().await;
 }
+
+/// Moving an object from client-side to server-side apply: kubectl hands the client-side
+/// manager's fields to its server-side one and applies again; nothing it still applies is lost.
+#[tokio::test]
+async fn kubectl_moves_an_object_from_client_side_to_server_side_apply() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ns = format!("ssa-move-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    let cm = |a: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: moved, namespace: {ns}}}\ndata: {{a: '{a}', b: '2'}}\n"
+        )
+    };
+    k.ok(&["apply", "-f", "-"], Some(&cm("1"))).await;
+    k.ok(
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        Some(&cm("3")),
+    )
+    .await;
+    let data = k
+        .ok(
+            &[
+                "get",
+                "configmap",
+                "moved",
+                "-n",
+                &ns,
+                "-o",
+                "jsonpath={.data}",
+            ],
+            None,
+        )
+        .await;
+    let data: serde_json::Value = serde_json::from_str(&data).unwrap();
+    assert_eq!(data, serde_json::json!({"a": "3", "b": "2"}));
+    let managers = k
+        .ok(
+            &[
+                "get",
+                "configmap",
+                "moved",
+                "-n",
+                &ns,
+                "--show-managed-fields",
+                "-o",
+                "jsonpath={.metadata.managedFields[*].manager}",
+            ],
+            None,
+        )
+        .await;
+    assert!(
+        managers.split_whitespace().any(|m| m == "kubectl"),
+        "{managers}"
+    );
+    assert!(
+        !managers.contains("kubectl-client-side-apply"),
+        "{managers}"
+    );
+    k.shutdown().await;
+}
