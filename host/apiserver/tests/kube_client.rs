@@ -1419,3 +1419,111 @@ async fn server_side_apply_merges_associative_lists_by_key() {
     );
     c.shutdown().await;
 }
+
+/// A kube-rs `Controller` over a custom resource that owns ConfigMaps, as controllers are
+/// written: it creates its child with server-side apply, follows spec changes, recreates a child
+/// deleted behind its back (through the owner reference), and the garbage collector removes
+/// the child with its owner.
+#[tokio::test]
+async fn a_kube_runtime_controller_reconciles_owned_children() {
+    use kube::Resource as _;
+    use kube::runtime::controller::{Action, Controller};
+    let c = TestCluster::new().await;
+    let ar = make_crd(&c).await;
+    let ns = c.namespace("controller").await;
+    let parents: Api<DynamicObject> = Api::namespaced_with(c.client.clone(), &ns, &ar);
+    let children: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+
+    struct Ctx {
+        children: Api<ConfigMap>,
+        ar: ApiResource,
+    }
+    async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, kube::Error> {
+        if parent.metadata.deletion_timestamp.is_some() {
+            return Ok(Action::await_change());
+        }
+        let name = format!(
+            "{}-child",
+            parent.metadata.name.as_deref().unwrap_or_default()
+        );
+        let owner = parent.controller_owner_ref(&ctx.ar);
+        let child = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "ownerReferences": [owner]},
+            "data": {"value": parent.data["spec"]["value"].as_str().unwrap_or_default()},
+        });
+        ctx.children
+            .patch(
+                &name,
+                &PatchParams::apply("parent-controller").force(),
+                &Patch::Apply(child),
+            )
+            .await?;
+        Ok(Action::await_change())
+    }
+    let controller = tokio::spawn(
+        Controller::new_with(parents.clone(), watcher::Config::default(), ar.clone())
+            .owns(children.clone(), watcher::Config::default())
+            .run(
+                reconcile,
+                |_, _, _| Action::requeue(Duration::from_millis(200)),
+                Arc::new(Ctx {
+                    children: children.clone(),
+                    ar: ar.clone(),
+                }),
+            )
+            .for_each(|_| futures::future::ready(())),
+    );
+    let value_of = |expected: &'static str| {
+        let children = children.clone();
+        async move {
+            let cm = children.get_opt("p-child").await.ok().flatten()?;
+            (cm.data?.get("value")? == expected).then_some(cm.metadata.uid)
+        }
+    };
+    let parent: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": ar.api_version, "kind": ar.kind,
+        "metadata": {"name": "p"}, "spec": {"value": "one"},
+    }))
+    .unwrap();
+    parents
+        .create(&PostParams::default(), &parent)
+        .await
+        .unwrap();
+    let first = eventually(20, || value_of("one")).await;
+    parents
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"value": "two"}})),
+        )
+        .await
+        .unwrap();
+    eventually(20, || value_of("two")).await;
+    // Deleted behind the controller's back: the owner reference brings the parent back to it.
+    children
+        .delete("p-child", &DeleteParams::default())
+        .await
+        .unwrap();
+    let again = eventually(20, || value_of("two")).await;
+    assert_ne!(first, again, "a new ConfigMap, not the old one");
+    // The owner goes; the garbage collector takes the child.
+    parents
+        .delete("p", &DeleteParams::background())
+        .await
+        .unwrap();
+    eventually(20, || {
+        let children = children.clone();
+        async move {
+            children
+                .get_opt("p-child")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+    controller.abort();
+    c.shutdown().await;
+}
