@@ -535,7 +535,10 @@ fn prepare_create(
     }
     crate::defaults::apply(def, &mut body);
     if def.key() == crate::pod::PODS_KEY {
-        crate::pod::admit(&mut body);
+        let account = inner
+            .get("/serviceaccounts", ns, &crate::pod::service_account(&body))
+            .map(|a| &a.value);
+        crate::pod::admit(&mut body, account);
         crate::pod::create_status(&mut body, sent_qos.as_deref());
     }
     crate::defaults::validate(def, &body)?;

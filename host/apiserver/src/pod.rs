@@ -178,25 +178,39 @@ pub fn defaults(v: &mut Value) {
     }
 }
 
-/// What a real cluster's admission adds to a new Pod: its service account, priority and the
-/// default toleration seconds for not-ready and unreachable nodes.
-pub fn admit(v: &mut Value) {
+/// Where the service-account admission mounts a Pod's API credentials.
+const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+const TOKEN_VOLUME_PREFIX: &str = "kube-api-access-";
+
+/// The service account a Pod runs as (`default` when it names none).
+pub fn service_account(v: &Value) -> String {
+    let spec = &v["spec"];
+    ["serviceAccountName", "serviceAccount"]
+        .iter()
+        .filter_map(|f| spec[*f].as_str())
+        .find(|s| !s.is_empty())
+        .unwrap_or("default")
+        .to_string()
+}
+
+/// What a real cluster's admission adds to a new Pod: its service account and, unless the Pod
+/// or the account (`account`, when it exists) turns automounting off, the projected volume of
+/// its API credentials mounted in every container; priority; and the default toleration
+/// seconds for not-ready and unreachable nodes.
+pub fn admit(v: &mut Value, account: Option<&Value>) {
+    let sa = service_account(v);
+    let automount = v["spec"]["automountServiceAccountToken"]
+        .as_bool()
+        .or_else(|| account.and_then(|a| a["automountServiceAccountToken"].as_bool()))
+        .unwrap_or(true);
     let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
     };
-    let sa = spec
-        .get("serviceAccountName")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .or_else(|| {
-            spec.get("serviceAccount")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-        })
-        .unwrap_or("default")
-        .to_string();
     spec.insert("serviceAccountName".into(), json!(sa));
     spec.insert("serviceAccount".into(), json!(sa));
+    if automount {
+        mount_api_access(spec);
+    }
     if spec
         .get("priorityClassName")
         .and_then(Value::as_str)
@@ -229,6 +243,63 @@ pub fn admit(v: &mut Value) {
                 }));
             }
         }
+    }
+}
+
+/// The service-account admission's token volume (`kube-api-access-xxxxx`: a bound token, the
+/// cluster CA and the namespace), mounted read-only in every init and app container that has
+/// nothing mounted at the credentials path yet.
+fn mount_api_access(spec: &mut Map<String, Value>) {
+    let existing = spec
+        .get("volumes")
+        .and_then(Value::as_array)
+        .and_then(|vs| {
+            vs.iter()
+                .filter_map(|v| v["name"].as_str())
+                .find(|n| n.starts_with(TOKEN_VOLUME_PREFIX))
+        })
+        .map(str::to_string);
+    let name = existing
+        .clone()
+        .unwrap_or_else(|| format!("{TOKEN_VOLUME_PREFIX}{}", crate::ops::random_suffix()));
+    let mut mounted = false;
+    for list in ["initContainers", "containers"] {
+        for c in spec
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            let Some(c) = c.as_object_mut() else {
+                continue;
+            };
+            let mounts = c.entry("volumeMounts").or_insert_with(|| json!([]));
+            let Some(mounts) = mounts.as_array_mut() else {
+                continue;
+            };
+            if mounts.iter().any(|m| m["mountPath"] == TOKEN_MOUNT_PATH) {
+                continue;
+            }
+            mounts.push(json!({"name": name, "readOnly": true, "mountPath": TOKEN_MOUNT_PATH}));
+            mounted = true;
+        }
+    }
+    if !mounted || existing.is_some() {
+        return;
+    }
+    let volumes = spec.entry("volumes").or_insert_with(|| json!([]));
+    if let Some(volumes) = volumes.as_array_mut() {
+        volumes.push(json!({
+            "name": name,
+            "projected": {
+                "defaultMode": 420,
+                "sources": [
+                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                    {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+                ],
+            },
+        }));
     }
 }
 
@@ -319,7 +390,7 @@ mod tests {
         let mut p = json!({"spec": {"containers": [{"name": "a", "image": "x",
             "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}});
         defaults(&mut p);
-        admit(&mut p);
+        admit(&mut p, None);
         create_status(&mut p, None);
         assert_eq!(
             p["spec"]["containers"][0]["resources"]["requests"],
@@ -337,5 +408,62 @@ mod tests {
             gated["status"]["conditions"][0]["reason"],
             "SchedulingGated"
         );
+    }
+
+    #[test]
+    fn the_api_credentials_are_mounted_unless_automounting_is_off() {
+        let pod = |extra: Value| {
+            let mut p = json!({"spec": {
+            "initContainers": [{"name": "i", "image": "x"}],
+            "containers": [
+                {"name": "a", "image": "x"},
+                {"name": "b", "image": "x", "volumeMounts": [{"name": "own",
+                    "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]},
+            ]}});
+            if let (Some(spec), Some(extra)) = (p["spec"].as_object_mut(), extra.as_object()) {
+                spec.extend(extra.clone());
+            }
+            p
+        };
+        let mut p = pod(json!({}));
+        admit(&mut p, None);
+        let volume = &p["spec"]["volumes"][0];
+        let name = volume["name"].as_str().unwrap();
+        assert!(
+            name.starts_with("kube-api-access-") && name.len() == 21,
+            "{name}"
+        );
+        assert_eq!(volume["projected"]["defaultMode"], 420);
+        assert_eq!(
+            volume["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"],
+            3607
+        );
+        assert_eq!(
+            volume["projected"]["sources"][1]["configMap"]["name"],
+            "kube-root-ca.crt"
+        );
+        let mount = json!([{"name": name, "readOnly": true,
+            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]);
+        assert_eq!(p["spec"]["initContainers"][0]["volumeMounts"], mount);
+        assert_eq!(p["spec"]["containers"][0]["volumeMounts"], mount);
+        // A container with its own mount at the path keeps it alone.
+        assert_eq!(
+            p["spec"]["containers"][1]["volumeMounts"]
+                .as_array()
+                .map(Vec::len),
+            Some(1)
+        );
+
+        let off = json!({"automountServiceAccountToken": false});
+        let mut p = pod(off.clone());
+        admit(&mut p, None);
+        assert!(p["spec"].get("volumes").is_none());
+        let mut p = pod(json!({}));
+        admit(&mut p, Some(&off));
+        assert!(p["spec"].get("volumes").is_none());
+        // The Pod's own setting wins over its account's.
+        let mut p = pod(json!({"automountServiceAccountToken": true}));
+        admit(&mut p, Some(&off));
+        assert_eq!(p["spec"]["volumes"].as_array().map(Vec::len), Some(1));
     }
 }
