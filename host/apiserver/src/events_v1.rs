@@ -6,7 +6,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::status::Cause;
-use crate::validation::{invalid_causes, qualified_name};
+use crate::validation::{invalid_causes, json_type, qualified_name};
 
 pub const API_VERSION: &str = "events.k8s.io/v1";
 
@@ -72,6 +72,62 @@ fn copy<'a>(
             to.insert(dst.to_string(), v.clone());
         }
     }
+}
+
+/// Refuses (400) an `events.k8s.io/v1` Event whose fields have the wrong JSON types, as the
+/// decoder does.
+pub fn check_decodable(v1: &Value) -> Result<(), crate::status::ApiError> {
+    match decode_error(v1) {
+        None => Ok(()),
+        Some(why) => Err(crate::status::ApiError::bad_request(format!(
+            "Event in version \"v1\" cannot be handled as a Event: json: {why}"
+        ))),
+    }
+}
+
+fn decode_error(v1: &Value) -> Option<String> {
+    let Some(fields) = v1.as_object() else {
+        return Some(format!(
+            "cannot unmarshal {} into Go value of type v1.Event",
+            json_type(v1)
+        ));
+    };
+    let expected = |name: &str| -> Option<(&str, fn(&Value) -> bool)> {
+        Some(match name {
+            "metadata" | "regarding" | "related" | "series" | "deprecatedSource" => {
+                ("object", Value::is_object)
+            }
+            "note"
+            | "reason"
+            | "type"
+            | "action"
+            | "reportingController"
+            | "reportingInstance"
+            | "eventTime"
+            | "deprecatedFirstTimestamp"
+            | "deprecatedLastTimestamp"
+            | "apiVersion"
+            | "kind" => ("string", Value::is_string),
+            "deprecatedCount" => ("int32", |v| {
+                v.as_i64().is_some_and(|n| i32::try_from(n).is_ok())
+            }),
+            _ => return None,
+        })
+    };
+    for (name, value) in fields {
+        if value.is_null() {
+            continue;
+        }
+        if let Some((go_type, fits)) = expected(name)
+            && !fits(value)
+        {
+            return Some(format!(
+                "cannot unmarshal {} into Go struct field Event.{name} of type {go_type}",
+                json_type(value)
+            ));
+        }
+    }
+    None
 }
 
 /// What the real server refuses in an Event created through `events.k8s.io/v1`
@@ -218,5 +274,35 @@ mod tests {
                 "deprecatedCount"
             ]
         );
+    }
+
+    #[test]
+    fn fields_of_the_wrong_type_cannot_be_decoded() {
+        assert!(check_decodable(&recorder_event()).is_ok());
+        let e = check_decodable(&json!([1])).unwrap_err();
+        assert_eq!(e.code, 400);
+        assert!(
+            e.message
+                .ends_with("cannot unmarshal array into Go value of type v1.Event"),
+            "{}",
+            e.message
+        );
+        for (field, value, found) in [
+            ("regarding", json!("x"), "string"),
+            ("eventTime", json!(5), "number"),
+            ("series", json!("bad"), "string"),
+            ("deprecatedCount", json!("3"), "string"),
+        ] {
+            let mut ev = recorder_event();
+            ev[field] = value;
+            let e = check_decodable(&ev).unwrap_err();
+            assert!(
+                e.message.contains(&format!(
+                    "cannot unmarshal {found} into Go struct field Event.{field} "
+                )),
+                "{}",
+                e.message
+            );
+        }
     }
 }

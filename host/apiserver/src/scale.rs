@@ -125,14 +125,24 @@ pub fn update(
     opts: WriteOpts,
 ) -> Result<Value, ApiError> {
     let paths = paths(def)?;
+    let undecodable = |found: &Value, field: &str, go_type: &str| {
+        ApiError::bad_request(format!(
+            "Scale in version \"v1\" cannot be handled as a Scale: json: cannot unmarshal {} into Go struct field {field} of type {go_type}",
+            crate::validation::json_type(found)
+        ))
+    };
+    if !scale.is_object() {
+        return Err(undecodable(scale, "Scale", "v1.Scale"));
+    }
+    if !matches!(scale["spec"], Value::Null | Value::Object(_)) {
+        return Err(undecodable(&scale["spec"], "Scale.spec", "v1.ScaleSpec"));
+    }
     let replicas = match &scale["spec"]["replicas"] {
         Value::Null => 0,
-        v => v.as_i64().filter(|n| i32::try_from(*n).is_ok()).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "Scale in version \"v1\" cannot be handled as a Scale: json: cannot unmarshal {} into Go struct field ScaleSpec.spec.replicas of type int32",
-                crate::validation::json_type(v)
-            ))
-        })?,
+        v => v
+            .as_i64()
+            .filter(|n| i32::try_from(*n).is_ok())
+            .ok_or_else(|| undecodable(v, "ScaleSpec.spec.replicas", "int32"))?,
     };
     if replicas < 0 {
         return Err(ApiError::invalid(
@@ -255,5 +265,18 @@ mod tests {
         let mut v = json!({"metadata": {}});
         set(&mut v, &paths().spec_replicas, json!(4));
         assert_eq!(v["spec"]["replicas"], 4);
+    }
+
+    #[test]
+    fn a_body_that_is_not_a_scale_is_refused_before_any_write() {
+        let store = crate::store::Store::open(None).unwrap();
+        let def = crate::resources::ResourceDef {
+            scale: Some(paths()),
+            ..(*crate::resources::builtins()[0]).clone()
+        };
+        for body in [json!([1, 2]), json!("x"), json!(null), json!({"spec": []})] {
+            let e = update(&store, &def, "", "absent", &body, WriteOpts::default()).unwrap_err();
+            assert_eq!(e.code, 400, "{body}: {}", e.message);
+        }
     }
 }

@@ -1132,6 +1132,7 @@ async fn resource_request(
                 return review(shared, user, &def, ns, body);
             }
             if def.shape == Shape::EventsV1 {
+                crate::events_v1::check_decodable(&body)?;
                 let causes = crate::events_v1::create_causes(&body);
                 if !causes.is_empty() {
                     let name = body["metadata"]["name"].as_str().unwrap_or_default();
@@ -1145,7 +1146,11 @@ async fn resource_request(
         }
         "update" => {
             let (headers, body) = read_body(req).await?;
-            let body = def.shape.stored(decode_body(&headers, &body)?);
+            let body = decode_body(&headers, &body)?;
+            if def.shape == Shape::EventsV1 {
+                crate::events_v1::check_decodable(&body)?;
+            }
+            let body = def.shape.stored(body);
             let (out, created) = ops::update(
                 store,
                 &stored,
