@@ -85,6 +85,9 @@ pub fn check_decodable(v1: &Value) -> Result<(), crate::status::ApiError> {
     }
 }
 
+/// Whether a JSON value can be decoded as a field's Go type.
+type Fits = fn(&Value) -> bool;
+
 fn decode_error(v1: &Value) -> Option<String> {
     let Some(fields) = v1.as_object() else {
         return Some(format!(
@@ -92,7 +95,7 @@ fn decode_error(v1: &Value) -> Option<String> {
             json_type(v1)
         ));
     };
-    let expected = |name: &str| -> Option<(&str, fn(&Value) -> bool)> {
+    let expected = |name: &str| -> Option<(&str, Fits)> {
         Some(match name {
             "metadata" | "regarding" | "related" | "series" | "deprecatedSource" => {
                 ("object", Value::is_object)
