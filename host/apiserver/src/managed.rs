@@ -610,7 +610,7 @@ pub fn manager_from_user_agent(ua: &str) -> String {
     let prefix = ua.split('/').next().unwrap_or_default();
     let mut out = String::new();
     for c in prefix.chars() {
-        if c.is_control() || (c.is_whitespace() && c != ' ') {
+        if !printable(c) {
             continue;
         }
         if out.len() + c.len_utf8() > MAX_MANAGER_LEN {
@@ -619,6 +619,36 @@ pub fn manager_from_user_agent(ua: &str) -> String {
         out.push(c);
     }
     out
+}
+
+/// Go's `unicode.IsPrint`, near enough: no control characters, and no space but U+0020.
+fn printable(c: char) -> bool {
+    !c.is_control() && (c == ' ' || !c.is_whitespace())
+}
+
+/// What `ValidateFieldManager` finds wrong with a `fieldManager`: more than
+/// [`MAX_MANAGER_LEN`] bytes, or characters that are not printable.
+pub fn field_manager_causes(manager: &str) -> Vec<Cause> {
+    let mut causes = vec![];
+    if manager.len() > MAX_MANAGER_LEN {
+        causes.push(Cause {
+            reason: "FieldValueTooLong",
+            message: format!("Too long: may not be more than {MAX_MANAGER_LEN} bytes"),
+            field: "fieldManager".into(),
+        });
+    }
+    for (at, c) in manager.char_indices().filter(|(_, c)| !printable(*c)) {
+        causes.push(Cause {
+            reason: "FieldValueInvalid",
+            message: format!(
+                "Invalid value: {}: invalid character U+{:04X} (at position {at})",
+                crate::validation::go_quote(manager),
+                c as u32
+            ),
+            field: "fieldManager".into(),
+        });
+    }
+    causes
 }
 
 /// Which top-level fields a write may own.

@@ -150,7 +150,7 @@ impl Query {
     fn write_opts(&self, user_agent: &str, options_kind: &str) -> Result<ops::WriteOpts, ApiError> {
         let field_manager = self.get("fieldManager").map(str::to_string);
         if let Some(m) = &field_manager {
-            let causes = field_manager_causes(m);
+            let causes = crate::managed::field_manager_causes(m);
             if !causes.is_empty() {
                 return Err(ApiError::invalid("meta.k8s.io", options_kind, "", causes));
             }
@@ -168,33 +168,6 @@ impl Query {
             shape: Default::default(),
         })
     }
-}
-
-/// At most 128 bytes, all printable (`ValidateFieldManager`).
-fn field_manager_causes(manager: &str) -> Vec<crate::status::Cause> {
-    let mut causes = vec![];
-    if manager.len() > 128 {
-        causes.push(crate::status::Cause {
-            reason: "FieldValueTooLong",
-            message: "Too long: may not be more than 128 bytes".into(),
-            field: "fieldManager".into(),
-        });
-    }
-    for (at, c) in manager.char_indices() {
-        // Go's `unicode.IsPrint`: no control characters, and no space but U+0020.
-        if c.is_control() || (c.is_whitespace() && c != ' ') {
-            causes.push(crate::status::Cause {
-                reason: "FieldValueInvalid",
-                message: format!(
-                    "Invalid value: {}: invalid character U+{:04X} (at position {at})",
-                    crate::validation::go_quote(manager),
-                    c as u32
-                ),
-                field: "fieldManager".into(),
-            });
-        }
-    }
-    causes
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
