@@ -1094,7 +1094,7 @@ async fn resource_request(
             Ok(respond(200, obj_bytes(&def, &obj)))
         }
         "list" => list(store, &def, ns, query, printer.as_ref()).await,
-        "watch" => watch(store, &def, ns, query, printer),
+        "watch" => watch(store, &def, ns, query, printer).await,
         "create" => {
             if def.namespaced && ns.is_empty() && !def.virtual_create_only {
                 return Err(ApiError::method_not_allowed(&def.group, &def.plural));
@@ -1742,7 +1742,7 @@ fn stream_response(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Response<Body> {
     r
 }
 
-fn watch(
+async fn watch(
     store: &Arc<Store>,
     def: &Arc<ResourceDef>,
     ns: &str,
@@ -1795,6 +1795,12 @@ fn watch(
         let rv: u64 = rv_param
             .parse()
             .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv_param}")))?;
+        // A version the store has not reached: waited for a little, as the watch cache does,
+        // rather than silently skipping what happens until then.
+        let reached = store.wait_for_rv(rv, Duration::from_secs(3)).await;
+        if reached < rv {
+            return Err(ApiError::too_large_resource_version(rv, reached, 1));
+        }
         match store.subscribe_from(rv) {
             Ok((events, sub)) => {
                 let mut last = rv;

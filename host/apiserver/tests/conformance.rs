@@ -950,6 +950,47 @@ async fn a_continue_token_from_before_a_compaction_is_410_expired() {
     c.shutdown().await;
 }
 
+/// A watch from a resourceVersion the server has not reached waits a little for it, then is
+/// refused with 504 `Too large resource version`, as from the watch cache.
+#[tokio::test]
+async fn a_watch_from_a_version_not_reached_is_504_too_large() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("future-watch").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let now: u64 = api
+        .list(&ours())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap()
+        .parse()
+        .unwrap();
+    let future = (now + 1_000_000_000).to_string();
+    let e = match api
+        .watch(&WatchParams::default().timeout(10), &future)
+        .await
+    {
+        Err(e) => status_of(e),
+        Ok(events) => match events.boxed().try_next().await {
+            Ok(Some(WatchEvent::Error(e))) => Status {
+                code: e.code,
+                reason: e.reason,
+                message: e.message,
+                ..Default::default()
+            },
+            other => panic!("expected a refusal, got {other:?}"),
+        },
+    };
+    assert_eq!((e.code, e.reason.as_str()), (504, "Timeout"));
+    assert!(
+        e.message.contains("Too large resource version"),
+        "{}",
+        e.message
+    );
+    c.shutdown().await;
+}
+
 /// A watch that allows bookmarks gets them as the watch cache sends them: about once a minute,
 /// and one 2 s before the watch times out (so a 4 s watch gets exactly one).
 #[tokio::test]
