@@ -106,6 +106,12 @@ impl Kubectl {
         .await;
     }
 
+    /// Deletes the CRD `name` without waiting for its custom resources to go.
+    async fn delete_crd(&self, name: &str) {
+        self.ok(&["delete", "crd", name, "--wait=false"], None)
+            .await;
+    }
+
     async fn shutdown(self) {
         if let Some(s) = self.server {
             s.shutdown().await;
@@ -224,16 +230,7 @@ async fn kubectl_deletes_a_custom_resource_held_by_a_finalizer() {
     );
     k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
         .await;
-    k.ok(
-        &[
-            "delete",
-            "crd",
-            &format!("{plural}.{group}"),
-            "--wait=false",
-        ],
-        None,
-    )
-    .await;
+    k.delete_crd(&format!("{plural}.{group}")).await;
     k.shutdown().await;
 }
 
@@ -573,16 +570,7 @@ spec:
         .collect();
     assert_eq!(lines[0], ["NAME", "SIZE", "READY"], "{table}");
     assert_eq!(lines[1], ["p1", "7", "True"], "{table}");
-    k.ok(
-        &[
-            "delete",
-            "crd",
-            &format!("{plural}.{group}"),
-            "--wait=false",
-        ],
-        None,
-    )
-    .await;
+    k.delete_crd(&format!("{plural}.{group}")).await;
     k.shutdown().await;
 }
 
@@ -673,16 +661,7 @@ spec:
         .ok(&["get", &plural, "s1", "-o", "jsonpath={.spec}"], None)
         .await;
     assert_eq!(spec, r#"{"size":1}"#, "pruned without strict validation");
-    k.ok(
-        &[
-            "delete",
-            "crd",
-            &format!("{plural}.{group}"),
-            "--wait=false",
-        ],
-        None,
-    )
-    .await;
+    k.delete_crd(&format!("{plural}.{group}")).await;
     k.shutdown().await;
 }
 
@@ -760,16 +739,7 @@ async fn kubectl_applies_a_list_file_and_explains_custom_resources() {
         explained.contains("displayName") && explained.contains("The name people see."),
         "{explained}"
     );
-    k.ok(
-        &[
-            "delete",
-            "crd",
-            &format!("{plural}.{group}"),
-            "--wait=false",
-        ],
-        None,
-    )
-    .await;
+    k.delete_crd(&format!("{plural}.{group}")).await;
     k.ok(
         &["delete", "namespace", &format!("kl-{s}"), "--wait=false"],
         None,
@@ -2135,8 +2105,7 @@ spec:
     );
     k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
         .await;
-    k.ok(&["delete", "crd", &resource, "--wait=false"], None)
-        .await;
+    k.delete_crd(&resource).await;
     k.shutdown().await;
 }
 
@@ -2390,16 +2359,7 @@ spec:
     )
     .await;
     assert_eq!(k.ok(&replicas, None).await, "5");
-    k.ok(
-        &[
-            "delete",
-            "crd",
-            &format!("{plural}.{group}"),
-            "--wait=false",
-        ],
-        None,
-    )
-    .await;
+    k.delete_crd(&format!("{plural}.{group}")).await;
     k.shutdown().await;
 }
 
