@@ -45,9 +45,11 @@ pub enum ListKind {
     Map(Vec<String>),
 }
 
-/// Where a kind's associative lists are: the CRD's schema, or the built-in table.
+/// What field ownership needs to know of a kind's schema: which lists are associative (from the
+/// CRD's schema, or a table of the built-in kinds' list types), and which fields a new object
+/// already has before a write sets anything.
 #[derive(Debug, Clone, Copy)]
-pub struct Lists<'a> {
+pub struct KindSchema<'a> {
     /// The kind's storage key (e.g. `/services`), for the built-in table.
     key: &'a str,
     /// The custom resource's `openAPIV3Schema`.
@@ -57,10 +59,10 @@ pub struct Lists<'a> {
 
 const CONTAINER_LISTS: &[&str] = &["containers", "initContainers", "ephemeralContainers"];
 
-impl<'a> Lists<'a> {
-    /// The lists of objects of `def`.
-    pub fn of(def: &'a crate::resources::ResourceDef) -> Lists<'a> {
-        Lists {
+impl<'a> KindSchema<'a> {
+    /// The schema of the objects of `def`.
+    pub fn of(def: &'a crate::resources::ResourceDef) -> KindSchema<'a> {
+        KindSchema {
             key: def.key(),
             schema: def.schema.as_deref(),
             custom: def.custom,
@@ -69,8 +71,8 @@ impl<'a> Lists<'a> {
 
     /// Every list atomic.
     #[cfg(test)]
-    pub fn atomic() -> Lists<'static> {
-        Lists {
+    pub fn atomic() -> KindSchema<'static> {
+        KindSchema {
             key: "",
             schema: None,
             custom: true,
@@ -99,6 +101,38 @@ impl<'a> Lists<'a> {
             }
             ["spec", "versions"] if self.key == crate::resources::CRD_KEY => keys(&["name"]),
             _ => ListKind::Atomic,
+        }
+    }
+
+    /// The struct-typed fields of the kind's Go zero value, which every object has before a
+    /// write sets anything (so a create does not make its writer own them as members, as
+    /// structured-merge-diff compares a create with the zero value). Maps, lists and pointers
+    /// are absent from a zero value, and custom resources start empty.
+    fn zero(&self) -> Value {
+        if self.custom {
+            return json!({});
+        }
+        // `containers` has no `omitempty`: a zero PodSpec has it, as null.
+        let pod_spec = json!({"containers": null});
+        let template = json!({"metadata": {}, "spec": pod_spec});
+        match self.key {
+            "/pods" => json!({"spec": pod_spec, "status": {}}),
+            "/namespaces" | "/nodes" => json!({"spec": {}, "status": {}}),
+            crate::service::SERVICES_KEY => json!({"spec": {}, "status": {"loadBalancer": {}}}),
+            "batch/cronjobs" => json!({
+                "spec": {"jobTemplate": {"metadata": {}, "spec": {"template": template}}},
+                "status": {},
+            }),
+            "batch/jobs" => json!({"spec": {"template": template}, "status": {}}),
+            "coordination.k8s.io/leases" => json!({"spec": {}}),
+            "rbac.authorization.k8s.io/rolebindings"
+            | "rbac.authorization.k8s.io/clusterrolebindings" => json!({"roleRef": {}}),
+            "/events" => json!({"involvedObject": {}, "source": {}}),
+            crate::resources::CRD_KEY => json!({
+                "spec": {"names": {}},
+                "status": {"acceptedNames": {}},
+            }),
+            _ => json!({}),
         }
     }
 
@@ -165,7 +199,7 @@ fn list_elements(items: &[Value], kind: &ListKind) -> Option<Vec<String>> {
 fn walk_fields(
     v: &Value,
     prefix: &mut FieldPath,
-    lists: &Lists,
+    schema: &KindSchema,
     with_parents: bool,
     out: &mut BTreeSet<FieldPath>,
 ) {
@@ -176,12 +210,12 @@ fn walk_fields(
             }
             for (k, child) in m {
                 prefix.push(format!("f:{k}"));
-                walk_fields(child, prefix, lists, with_parents, out);
+                walk_fields(child, prefix, schema, with_parents, out);
                 prefix.pop();
             }
         }
         Value::Array(items) if !items.is_empty() => {
-            let Some(elements) = list_elements(items, &lists.kind(prefix)) else {
+            let Some(elements) = list_elements(items, &schema.kind(prefix)) else {
                 out.insert(prefix.clone());
                 return;
             };
@@ -193,7 +227,7 @@ fn walk_fields(
                 // An item is itself a member; its fields (keys included) too.
                 out.insert(prefix.clone());
                 if item.is_object() {
-                    walk_fields(item, prefix, lists, with_parents, out);
+                    walk_fields(item, prefix, schema, with_parents, out);
                 }
                 prefix.pop();
             }
@@ -226,10 +260,10 @@ fn ownable(obj: &Value, scope: Scope) -> Vec<(FieldPath, &Value)> {
 }
 
 /// The fields an applied configuration sets, of those its `scope` may own.
-pub fn applied_set(body: &Value, scope: Scope, lists: &Lists) -> BTreeSet<FieldPath> {
+pub fn applied_set(body: &Value, scope: Scope, schema: &KindSchema) -> BTreeSet<FieldPath> {
     let mut out = BTreeSet::new();
     for (mut path, v) in ownable(body, scope) {
-        walk_fields(v, &mut path, lists, false, &mut out);
+        walk_fields(v, &mut path, schema, false, &mut out);
     }
     out
 }
@@ -317,11 +351,11 @@ pub fn path_string(p: &FieldPath) -> String {
 /// Merges an applied configuration into the live object as server-side apply does: maps
 /// merge, `null` is a value, associative lists merge item by item (new items go last) and
 /// atomic lists are replaced.
-pub fn merge(target: &mut Value, applied: &Value, lists: &Lists) {
-    merge_at(target, applied, lists, &mut vec![]);
+pub fn merge(target: &mut Value, applied: &Value, schema: &KindSchema) {
+    merge_at(target, applied, schema, &mut vec![]);
 }
 
-fn merge_at(target: &mut Value, applied: &Value, lists: &Lists, path: &mut FieldPath) {
+fn merge_at(target: &mut Value, applied: &Value, schema: &KindSchema, path: &mut FieldPath) {
     match applied {
         Value::Object(a) => {
             if !target.is_object() {
@@ -330,13 +364,13 @@ fn merge_at(target: &mut Value, applied: &Value, lists: &Lists, path: &mut Field
             if let Value::Object(t) = target {
                 for (k, v) in a {
                     path.push(format!("f:{k}"));
-                    merge_at(t.entry(k.clone()).or_insert(Value::Null), v, lists, path);
+                    merge_at(t.entry(k.clone()).or_insert(Value::Null), v, schema, path);
                     path.pop();
                 }
             }
         }
         Value::Array(items) => {
-            let kind = lists.kind(path);
+            let kind = schema.kind(path);
             let live = target.as_array().cloned().unwrap_or_default();
             let (Some(live_elements), Some(applied_elements)) =
                 (list_elements(&live, &kind), list_elements(items, &kind))
@@ -354,7 +388,7 @@ fn merge_at(target: &mut Value, applied: &Value, lists: &Lists, path: &mut Field
                 match live_index.get(&element).copied() {
                     Some(i) => {
                         path.push(element);
-                        merge_at(&mut out[i], item, lists, path);
+                        merge_at(&mut out[i], item, schema, path);
                         path.pop();
                     }
                     None => out.push(item.clone()),
@@ -367,13 +401,17 @@ fn merge_at(target: &mut Value, applied: &Value, lists: &Lists, path: &mut Field
 }
 
 /// The value at `path`, found by field name and by list element.
-fn value_at_mut<'v>(v: &'v mut Value, path: &[String], lists: &Lists) -> Option<&'v mut Value> {
+fn value_at_mut<'v>(
+    v: &'v mut Value,
+    path: &[String],
+    schema: &KindSchema,
+) -> Option<&'v mut Value> {
     let mut cur = v;
     for (depth, seg) in path.iter().enumerate() {
         cur = match seg.strip_prefix("f:") {
             Some(name) => cur.as_object_mut()?.get_mut(name)?,
             None => {
-                let kind = lists.kind(&path[..depth]);
+                let kind = schema.kind(&path[..depth]);
                 let i = list_elements(cur.as_array()?, &kind)?
                     .iter()
                     .position(|e| e == seg)?;
@@ -387,7 +425,7 @@ fn value_at_mut<'v>(v: &'v mut Value, path: &[String], lists: &Lists) -> Option<
 /// Removes the fields, list items and set values at `paths`. List items go one list at a time,
 /// so that a list loses many items in one pass. The key fields of an item that stays are kept:
 /// an item is named by them.
-fn remove_all(v: &mut Value, paths: &[&FieldPath], lists: &Lists) {
+fn remove_all(v: &mut Value, paths: &[&FieldPath], schema: &KindSchema) {
     let mut from_lists: std::collections::BTreeMap<&[String], std::collections::HashSet<&str>> =
         Default::default();
     for p in paths {
@@ -407,13 +445,13 @@ fn remove_all(v: &mut Value, paths: &[&FieldPath], lists: &Lists) {
         if is_key {
             continue;
         }
-        if let Some(m) = value_at_mut(v, parent, lists).and_then(Value::as_object_mut) {
+        if let Some(m) = value_at_mut(v, parent, schema).and_then(Value::as_object_mut) {
             m.remove(name);
         }
     }
     for (parent, gone) in from_lists {
-        let kind = lists.kind(parent);
-        let Some(list) = value_at_mut(v, parent, lists) else {
+        let kind = schema.kind(parent);
+        let Some(list) = value_at_mut(v, parent, schema) else {
             continue;
         };
         let Some(elements) = list
@@ -498,17 +536,17 @@ pub fn apply(
     w: &Writer,
     force: bool,
     scope: Scope,
-    lists: &Lists,
+    schema: &KindSchema,
     now: &str,
 ) -> Result<(), ApiError> {
-    let applied = applied_set(body, scope, lists);
+    let applied = applied_set(body, scope, schema);
     let mut entries: Vec<Value> = live
         .and_then(|l| l["metadata"]["managedFields"].as_array().cloned())
         .unwrap_or_default();
     if let Some(live) = live
         && entries.is_empty()
     {
-        let fields = created_fields(live, Scope::All, lists);
+        let fields = created_fields(live, Scope::All, schema);
         if fields.as_object().is_some_and(|m| !m.is_empty()) {
             let before = Writer {
                 manager: "before-first-apply",
@@ -532,7 +570,7 @@ pub fn apply(
     }
     let mut conflicts: Vec<(String, FieldPath)> = vec![];
     if let Some(live) = live {
-        let (changed, _) = compare_objects(live, merged, scope, lists);
+        let (changed, _) = compare_objects(live, merged, scope, schema);
         for (e, set) in &others {
             for p in set.intersection(&changed) {
                 conflicts.push((manager_label(e), p.clone()));
@@ -583,7 +621,7 @@ pub fn apply(
             }
             gone.push(p);
         }
-        remove_all(merged, &gone, lists);
+        remove_all(merged, &gone, schema);
     }
     let mut out: Vec<Value> = others
         .into_iter()
@@ -716,19 +754,16 @@ pub fn valid_entries(entries: &[Value]) -> bool {
     })
 }
 
-/// The `fieldsV1` of all the fields of an object a write creates (every map and list item is
-/// itself a member, marked `.`).
-fn created_fields(obj: &Value, scope: Scope, lists: &Lists) -> Value {
-    let mut set = BTreeSet::new();
-    for (mut path, v) in ownable(obj, scope) {
-        walk_fields(v, &mut path, lists, true, &mut set);
-    }
-    to_fields_v1(&set)
+/// The `fieldsV1` of all the fields of an object a write creates: what it adds to the kind's
+/// zero value, where every map and list item it adds is itself a member, marked `.`.
+fn created_fields(obj: &Value, scope: Scope, schema: &KindSchema) -> Value {
+    let (added, _) = compare_objects(&schema.zero(), obj, scope, schema);
+    to_fields_v1(&added)
 }
 
-fn add_all(v: &Value, path: &mut FieldPath, lists: &Lists, out: &mut BTreeSet<FieldPath>) {
+fn add_all(v: &Value, path: &mut FieldPath, schema: &KindSchema, out: &mut BTreeSet<FieldPath>) {
     out.insert(path.clone());
-    walk_fields(v, path, lists, true, out);
+    walk_fields(v, path, schema, true, out);
 }
 
 /// structured-merge-diff's comparison of two values: the paths added or modified, and the
@@ -737,7 +772,7 @@ fn compare(
     old: &Value,
     new: &Value,
     path: &mut FieldPath,
-    lists: &Lists,
+    schema: &KindSchema,
     changed: &mut BTreeSet<FieldPath>,
     removed: &mut BTreeSet<FieldPath>,
 ) {
@@ -747,8 +782,8 @@ fn compare(
                 path.push(format!("f:{k}"));
                 match o.get(k) {
                     Some(ov) if ov == nv => {}
-                    Some(ov) => compare(ov, nv, path, lists, changed, removed),
-                    None => add_all(nv, path, lists, changed),
+                    Some(ov) => compare(ov, nv, path, schema, changed, removed),
+                    None => add_all(nv, path, schema, changed),
                 }
                 path.pop();
             }
@@ -759,7 +794,7 @@ fn compare(
             }
         }
         (Value::Array(o), Value::Array(n)) => {
-            let kind = lists.kind(path);
+            let kind = schema.kind(path);
             let (Some(old_elements), Some(new_elements)) =
                 (list_elements(o, &kind), list_elements(n, &kind))
             else {
@@ -776,8 +811,8 @@ fn compare(
                 path.push(element.clone());
                 match old_index.get(element).copied() {
                     Some(i) if o[i] == *item => {}
-                    Some(i) => compare(&o[i], item, path, lists, changed, removed),
-                    None => add_all(item, path, lists, changed),
+                    Some(i) => compare(&o[i], item, path, schema, changed, removed),
+                    None => add_all(item, path, schema, changed),
                 }
                 path.pop();
             }
@@ -787,7 +822,9 @@ fn compare(
                 path.pop();
             }
         }
-        (_, Value::Object(_) | Value::Array(_)) => add_all(new, path, lists, changed),
+        // A list the zero value has as null: its items are added, not the list itself.
+        (Value::Null, Value::Array(_)) => compare(&json!([]), new, path, schema, changed, removed),
+        (_, Value::Object(_) | Value::Array(_)) => add_all(new, path, schema, changed),
         _ => {
             changed.insert(path.clone());
         }
@@ -797,7 +834,7 @@ fn compare(
 type Diff = (BTreeSet<FieldPath>, BTreeSet<FieldPath>);
 
 /// What a write changes of the fields it may own.
-fn compare_objects(old: &Value, new: &Value, scope: Scope, lists: &Lists) -> Diff {
+fn compare_objects(old: &Value, new: &Value, scope: Scope, schema: &KindSchema) -> Diff {
     let (mut changed, mut removed) = (BTreeSet::new(), BTreeSet::new());
     let before: std::collections::BTreeMap<FieldPath, &Value> =
         ownable(old, scope).into_iter().collect();
@@ -807,8 +844,8 @@ fn compare_objects(old: &Value, new: &Value, scope: Scope, lists: &Lists) -> Dif
         let mut path = path.clone();
         match before.get(&path) {
             Some(ov) if ov == nv => {}
-            Some(ov) => compare(ov, nv, &mut path, lists, &mut changed, &mut removed),
-            None => add_all(nv, &mut path, lists, &mut changed),
+            Some(ov) => compare(ov, nv, &mut path, schema, &mut changed, &mut removed),
+            None => add_all(nv, &mut path, schema, &mut changed),
         }
     }
     for path in before.keys().filter(|p| !after.contains_key(*p)) {
@@ -847,8 +884,8 @@ fn set_entries(obj: &mut Value, entries: Vec<Value>) {
 }
 
 /// Records the create of `obj` by `w`: one Update entry owning every field it has.
-pub fn record_create(obj: &mut Value, w: &Writer, scope: Scope, lists: &Lists, now: &str) {
-    let fields = created_fields(obj, scope, lists);
+pub fn record_create(obj: &mut Value, w: &Writer, scope: Scope, schema: &KindSchema, now: &str) {
+    let fields = created_fields(obj, scope, schema);
     if fields.as_object().is_some_and(Map::is_empty) {
         set_entries(obj, vec![]);
         return;
@@ -865,14 +902,14 @@ pub fn record_update(
     new: &mut Value,
     w: &Writer,
     scope: Scope,
-    lists: &Lists,
+    schema: &KindSchema,
     now: &str,
 ) {
     let entries: Vec<Value> = match new["metadata"]["managedFields"].as_array() {
         Some(a) if !a.is_empty() => a.clone(),
         _ => return,
     };
-    let (changed, removed) = compare_objects(old, new, scope, lists);
+    let (changed, removed) = compare_objects(old, new, scope, schema);
     if changed.is_empty() && removed.is_empty() {
         return;
     }
@@ -921,7 +958,7 @@ mod tests {
     fn fields_v1_round_trips_leaves() {
         let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "x", "labels": {"a": "1"}}, "data": {"k": "v", "e": {}}});
-        let set = applied_set(&body, Scope::All, &Lists::atomic());
+        let set = applied_set(&body, Scope::All, &KindSchema::atomic());
         let v1 = to_fields_v1(&set);
         assert_eq!(
             v1,
@@ -976,7 +1013,7 @@ mod tests {
             &mut obj,
             &writer("kubectl-create"),
             Scope::All,
-            &Lists::atomic(),
+            &KindSchema::atomic(),
             "T1",
         );
         assert_eq!(
@@ -992,7 +1029,7 @@ mod tests {
             &mut pod,
             &writer("m"),
             Scope::NoStatus,
-            &Lists::atomic(),
+            &KindSchema::atomic(),
             "T1",
         );
         assert_eq!(
@@ -1008,7 +1045,7 @@ mod tests {
             &mut old,
             &writer("kubectl-create"),
             Scope::All,
-            &Lists::atomic(),
+            &KindSchema::atomic(),
             "T1",
         );
         let mut new = old.clone();
@@ -1018,7 +1055,7 @@ mod tests {
             &mut new,
             &writer("kubectl-edit"),
             Scope::All,
-            &Lists::atomic(),
+            &KindSchema::atomic(),
             "T2",
         );
         let mf = &new["metadata"]["managedFields"];
@@ -1035,7 +1072,7 @@ mod tests {
             &mut same,
             &writer("other"),
             Scope::All,
-            &Lists::atomic(),
+            &KindSchema::atomic(),
             "T3",
         );
         assert_eq!(same, new);
@@ -1047,7 +1084,7 @@ mod tests {
             &mut new,
             &writer("m"),
             Scope::All,
-            &Lists::atomic(),
+            &KindSchema::atomic(),
             "T2",
         );
         assert!(new["metadata"].get("managedFields").is_none());
@@ -1087,7 +1124,7 @@ mod tests {
             &writer("kubectl"),
             true,
             Scope::All,
-            &Lists::atomic(),
+            &KindSchema::atomic(),
             "T2",
         )
         .map_err(|e| e.message)
@@ -1102,7 +1139,7 @@ mod tests {
             &writer("kubectl"),
             false,
             Scope::All,
-            &Lists::atomic(),
+            &KindSchema::atomic(),
             "T3",
         )
         .map_err(|e| e.message)
@@ -1124,7 +1161,7 @@ mod tests {
             &mut live,
             &writer("kubectl-create"),
             Scope::All,
-            &Lists::atomic(),
+            &KindSchema::atomic(),
             "T1",
         );
         let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
@@ -1138,7 +1175,7 @@ mod tests {
             &writer("kubectl"),
             false,
             Scope::All,
-            &Lists::atomic(),
+            &KindSchema::atomic(),
             "T2",
         )
         .err()
@@ -1156,7 +1193,7 @@ mod tests {
             &writer("kubectl"),
             true,
             Scope::All,
-            &Lists::atomic(),
+            &KindSchema::atomic(),
             "T2",
         )
         .map_err(|e| e.message)
@@ -1188,7 +1225,7 @@ mod tests {
             &writer("kubectl"),
             false,
             Scope::All,
-            &Lists::atomic(),
+            &KindSchema::atomic(),
             "T2",
         )
         .err()
@@ -1209,7 +1246,7 @@ mod tests {
             &mut old,
             &writer("kubectl-run"),
             Scope::NoStatus,
-            &Lists::atomic(),
+            &KindSchema::atomic(),
             "T1",
         );
         let mut new = old.clone();
@@ -1225,7 +1262,7 @@ mod tests {
             &mut new,
             &w,
             Scope::StatusOnly,
-            &Lists::atomic(),
+            &KindSchema::atomic(),
             "T2",
         );
         let mf = &new["metadata"]["managedFields"];
@@ -1245,9 +1282,14 @@ mod tests {
     }
 
     /// Apply `body` by `manager` onto `live` as ops does: merge, then record.
-    fn apply_as(live: &Value, body: Value, manager: &str, lists: &Lists) -> Result<Value, String> {
+    fn apply_as(
+        live: &Value,
+        body: Value,
+        manager: &str,
+        schema: &KindSchema,
+    ) -> Result<Value, String> {
         let mut merged = live.clone();
-        merge(&mut merged, &body, lists);
+        merge(&mut merged, &body, schema);
         apply(
             Some(live),
             &mut merged,
@@ -1255,7 +1297,7 @@ mod tests {
             &writer(manager),
             false,
             Scope::All,
-            lists,
+            schema,
             "T",
         )
         .map_err(|e| e.message)?;
@@ -1264,7 +1306,7 @@ mod tests {
 
     #[test]
     fn managers_own_the_items_of_associative_lists_apart() {
-        let lists = Lists {
+        let schema = KindSchema {
             key: "batch/cronjobs",
             schema: None,
             custom: false,
@@ -1279,7 +1321,7 @@ mod tests {
             &live,
             job(json!([{"name": "a", "image": "i:1"}]), json!(["x/a"])),
             "a",
-            &lists,
+            &schema,
         )
         .unwrap();
         // Another manager's items join the lists instead of conflicting.
@@ -1287,7 +1329,7 @@ mod tests {
             &live,
             job(json!([{"name": "b", "image": "n:1"}]), json!(["x/b"])),
             "b",
-            &lists,
+            &schema,
         )
         .unwrap();
         let containers = &live["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"];
@@ -1310,7 +1352,7 @@ mod tests {
             &live,
             job(json!([{"name": "a", "image": "i:2"}]), json!(["x/b"])),
             "b",
-            &lists,
+            &schema,
         )
         .unwrap_err();
         assert_eq!(
@@ -1318,7 +1360,7 @@ mod tests {
             "Apply failed with 1 conflict: conflict with \"a\": .spec.jobTemplate.spec.template.spec.containers[name=\"a\"].image"
         );
         // Items a manager stops applying go, when no one else owns them.
-        let live = apply_as(&live, job(json!([]), json!(["x/b"])), "a", &lists).unwrap();
+        let live = apply_as(&live, job(json!([]), json!(["x/b"])), "a", &schema).unwrap();
         let containers = &live["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"];
         assert_eq!(containers, &json!([{"name": "b", "image": "n:1"}]));
         assert_eq!(live["metadata"]["finalizers"], json!(["x/b"]));
@@ -1332,21 +1374,21 @@ mod tests {
                 "items": {"type": "object", "properties": {"rules": {"type": "array",
                     "x-kubernetes-list-type": "set", "items": {"type": "string"}}}}},
             "plain": {"type": "array", "items": {"type": "string"}}}}}});
-        let lists = Lists {
+        let schema = KindSchema {
             key: "x/things",
             schema: Some(&schema),
             custom: true,
         };
         let path = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
-            lists.kind(&path(&["f:spec", "f:ports"])),
+            schema.kind(&path(&["f:spec", "f:ports"])),
             ListKind::Map(vec!["port".into(), "protocol".into()])
         );
         assert_eq!(
-            lists.kind(&path(&["f:spec", "f:ports", "k:{\"port\":80}", "f:rules"])),
+            schema.kind(&path(&["f:spec", "f:ports", "k:{\"port\":80}", "f:rules"])),
             ListKind::Set
         );
-        assert_eq!(lists.kind(&path(&["f:spec", "f:plain"])), ListKind::Atomic);
+        assert_eq!(schema.kind(&path(&["f:spec", "f:plain"])), ListKind::Atomic);
         // A missing protocol is TCP, as the schemas default it.
         assert_eq!(
             key_element(&json!({"port": 80}), &["port".into(), "protocol".into()]).as_deref(),
@@ -1366,7 +1408,7 @@ mod tests {
 
     #[test]
     fn an_item_another_manager_changed_keeps_its_key_and_long_lists_stay_linear() {
-        let lists = Lists {
+        let schema = KindSchema {
             key: "/pods",
             schema: None,
             custom: false,
@@ -1380,7 +1422,7 @@ mod tests {
             &live,
             pod(json!([{"name": "a", "image": "i:1"}])),
             "a",
-            &lists,
+            &schema,
         )
         .unwrap();
         // Another writer changes the image: it owns that field of the item, not its name.
@@ -1391,10 +1433,10 @@ mod tests {
             &mut changed,
             &writer("kubectl-set"),
             Scope::All,
-            &lists,
+            &schema,
             "T",
         );
-        let live = apply_as(&changed, pod(json!([])), "a", &lists).unwrap();
+        let live = apply_as(&changed, pod(json!([])), "a", &schema).unwrap();
         assert_eq!(
             live["spec"]["containers"],
             json!([{"name": "a", "image": "i:2"}])
@@ -1406,12 +1448,12 @@ mod tests {
             .map(|i| json!({"name": format!("c{i}"), "image": "x"}))
             .collect();
         let started = std::time::Instant::now();
-        let live = apply_as(&live, pod(Value::Array(many)), "a", &lists).unwrap();
+        let live = apply_as(&live, pod(Value::Array(many)), "a", &schema).unwrap();
         assert_eq!(
             live["spec"]["containers"].as_array().map(Vec::len),
             Some(N + 1)
         );
-        let live = apply_as(&live, pod(json!([])), "a", &lists).unwrap();
+        let live = apply_as(&live, pod(json!([])), "a", &schema).unwrap();
         assert_eq!(live["spec"]["containers"].as_array().map(Vec::len), Some(1));
         assert!(
             started.elapsed() < std::time::Duration::from_secs(5),
@@ -1435,7 +1477,53 @@ mod tests {
         );
         let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
             "data": {"a": "1"}});
-        let merged = apply_as(&live, body, "kubectl", &Lists::atomic()).unwrap();
+        let merged = apply_as(&live, body, "kubectl", &KindSchema::atomic()).unwrap();
         assert_eq!(merged["data"], json!({"a": "1"}));
+    }
+
+    #[test]
+    fn a_create_does_not_own_the_structs_its_kinds_zero_value_has() {
+        let cronjobs = KindSchema {
+            key: "batch/cronjobs",
+            schema: None,
+            custom: false,
+        };
+        let mut cj = json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"},
+            "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {
+                "metadata": {"labels": {"app": "c"}},
+                "spec": {"containers": [{"name": "main", "image": "x"}]}}}}}});
+        record_create(
+            &mut cj,
+            &writer("kubectl-create"),
+            Scope::NoStatus,
+            &cronjobs,
+            "T",
+        );
+        assert_eq!(
+            cj["metadata"]["managedFields"][0]["fieldsV1"],
+            json!({"f:spec": {"f:schedule": {}, "f:jobTemplate": {"f:spec": {"f:template": {
+                "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+                "f:spec": {"f:containers": {
+                    "k:{\"name\":\"main\"}": {".": {}, "f:image": {}, "f:name": {}}}}}}}}})
+        );
+        let bindings = KindSchema {
+            key: "rbac.authorization.k8s.io/rolebindings",
+            schema: None,
+            custom: false,
+        };
+        let mut rb = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "b"}, "roleRef": {"kind": "Role", "name": "r"},
+            "subjects": [{"kind": "User", "name": "u"}]});
+        record_create(
+            &mut rb,
+            &writer("kubectl-create"),
+            Scope::All,
+            &bindings,
+            "T",
+        );
+        assert_eq!(
+            rb["metadata"]["managedFields"][0]["fieldsV1"],
+            json!({"f:roleRef": {"f:kind": {}, "f:name": {}}, "f:subjects": {}})
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! Object operations (create, update, patch, delete) with the real API server's semantics,
 //! independent of HTTP so the controllers can use them too.
 
-use crate::managed::{Lists, Scope, Writer};
+use crate::managed::{KindSchema, Scope, Writer};
 use crate::patch;
 use crate::resources::{CRD_KEY, NS_KEY, NameRule, ResourceDef, crd_preferred_version};
 use crate::status::{ApiError, Cause};
@@ -652,7 +652,7 @@ fn record_create(v: &mut Value, writer: &Writer, def: &ResourceDef, sub: Sub) {
         Some(t) => t.to_string(),
         None => now(),
     };
-    crate::managed::record_create(v, writer, scope(def, sub), &Lists::of(def), &time);
+    crate::managed::record_create(v, writer, scope(def, sub), &KindSchema::of(def), &time);
 }
 
 /// What a write of `sub` may own.
@@ -1028,7 +1028,7 @@ fn run_update(
                 v,
                 &writer,
                 scope(def, sub),
-                &Lists::of(def),
+                &KindSchema::of(def),
                 &now(),
             );
         }
@@ -1189,7 +1189,7 @@ pub fn patch(
                         &applier,
                         force,
                         scope(def, sub),
-                        &Lists::of(def),
+                        &KindSchema::of(def),
                         &now(),
                     )?;
                     return Ok((created, true));
@@ -1206,8 +1206,8 @@ pub fn patch(
                     if let Some(m) = b["metadata"].as_object_mut() {
                         m.remove("resourceVersion");
                     }
-                    let lists = Lists::of(def);
-                    crate::managed::merge(&mut v, &b, &lists);
+                    let schema = KindSchema::of(def);
+                    crate::managed::merge(&mut v, &b, &schema);
                     if sub != Sub::Finalize {
                         crate::managed::apply(
                             Some(&shown),
@@ -1216,7 +1216,7 @@ pub fn patch(
                             &applier,
                             force,
                             scope(def, sub),
-                            &lists,
+                            &schema,
                             &now(),
                         )?;
                     }
