@@ -634,6 +634,7 @@ pub fn apply(
         _ => now.to_string(),
     };
     out.push(w.entry("Apply", &time, to_fields_v1(&applied)));
+    cap_update_entries(&mut out);
     sort_entries(&mut out);
     set_entries(merged, out);
     Ok(())
@@ -858,6 +859,54 @@ fn under_any(p: &FieldPath, roots: &BTreeSet<FieldPath>) -> bool {
     (1..=p.len()).any(|n| roots.contains(&p[..n]))
 }
 
+/// The most `Update` entries an object keeps (the field manager's cap).
+const MAX_UPDATE_ENTRIES: usize = 10;
+
+/// Over [`MAX_UPDATE_ENTRIES`] `Update` entries, the oldest are merged, per apiVersion, into one
+/// entry of the manager `ancient-changes` (as the real field manager's `capManagersManager`):
+/// the oldest entry of a version waits for the next one of that version, then both become the
+/// bucket, which takes the time of the newest entry merged into it.
+fn cap_update_entries(entries: &mut Vec<Value>) {
+    let mut updaters: Vec<usize> = (0..entries.len())
+        .filter(|&i| entries[i]["operation"] == "Update")
+        .collect();
+    if updaters.len() <= MAX_UPDATE_ENTRIES {
+        return;
+    }
+    updaters.sort_by_cached_key(|&i| entries[i]["time"].as_str().unwrap_or_default().to_string());
+    let mut left = updaters.len();
+    let mut first_of_version: std::collections::HashMap<String, usize> = Default::default();
+    let mut merged = vec![];
+    for i in updaters {
+        if left <= MAX_UPDATE_ENTRIES {
+            break;
+        }
+        let version = entries[i]["apiVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let Some(&bucket) = first_of_version.get(&version) else {
+            first_of_version.insert(version, i);
+            continue;
+        };
+        let mut set = from_fields_v1(&entries[bucket]["fieldsV1"]);
+        set.extend(from_fields_v1(&entries[i]["fieldsV1"]));
+        let time = entries[i]["time"].clone();
+        if let Some(e) = entries[bucket].as_object_mut() {
+            e.insert("manager".into(), json!("ancient-changes"));
+            e.remove("subresource");
+            e.insert("time".into(), time);
+            e.insert("fieldsV1".into(), to_fields_v1(&set));
+        }
+        merged.push(i);
+        left -= 1;
+    }
+    merged.sort_unstable();
+    for i in merged.into_iter().rev() {
+        entries.remove(i);
+    }
+}
+
 /// Orders entries as the field manager does: by operation, time, manager, apiVersion and
 /// subresource.
 fn sort_entries(entries: &mut [Value]) {
@@ -946,6 +995,7 @@ pub fn record_update(
         None if !changed.is_empty() => out.push(w.entry("Update", now, to_fields_v1(&changed))),
         None => {}
     }
+    cap_update_entries(&mut out);
     sort_entries(&mut out);
     set_entries(new, out);
 }
@@ -1525,5 +1575,40 @@ mod tests {
             rb["metadata"]["managedFields"][0]["fieldsV1"],
             json!({"f:roleRef": {"f:kind": {}, "f:name": {}}, "f:subjects": {}})
         );
+    }
+
+    #[test]
+    fn more_than_ten_update_managers_merge_the_oldest_into_ancient_changes() {
+        let mut entries: Vec<Value> = (0..11)
+            .map(|n| {
+                writer(&format!("m{n}")).entry(
+                    "Update",
+                    &format!("2026-01-01T00:00:{n:02}Z"),
+                    json!({"f:data": {format!("f:k{n}"): {}}}),
+                )
+            })
+            .collect();
+        entries.push(writer("applier").entry("Apply", "2026-01-01T00:00:00Z", json!({})));
+        cap_update_entries(&mut entries);
+        assert_eq!(entries.len(), 11);
+        let ancient: Vec<&Value> = entries
+            .iter()
+            .filter(|e| e["manager"] == "ancient-changes")
+            .collect();
+        assert_eq!(ancient.len(), 1);
+        assert_eq!(
+            ancient[0]["fieldsV1"],
+            json!({"f:data": {"f:k0": {}, "f:k1": {}}})
+        );
+        assert_eq!(ancient[0]["time"], "2026-01-01T00:00:01Z");
+        assert!(
+            entries
+                .iter()
+                .all(|e| e["manager"] != "m0" && e["manager"] != "m1")
+        );
+        // Ten or fewer are left alone.
+        let before = entries.clone();
+        cap_update_entries(&mut entries);
+        assert_eq!(entries, before);
     }
 }
