@@ -10,6 +10,9 @@ use crate::validation::{invalid_causes, json_type, qualified_name};
 
 pub const API_VERSION: &str = "events.k8s.io/v1";
 
+/// Where Events of both shapes are stored.
+pub const EVENTS_KEY: &str = "/events";
+
 /// Fields with the same name in both shapes.
 const SHARED: &[&str] = &[
     "metadata",
@@ -74,10 +77,13 @@ fn copy<'a>(
     }
 }
 
-/// Refuses (400) an `events.k8s.io/v1` Event whose fields have the wrong JSON types, as the
+/// Refuses (400) an Event, in either shape, whose fields have the wrong JSON types, as the
 /// decoder does.
-pub fn check_decodable(v1: &Value) -> Result<(), crate::status::ApiError> {
-    match decode_error(v1) {
+pub fn check_decodable(
+    event: &Value,
+    shape: crate::resources::Shape,
+) -> Result<(), crate::status::ApiError> {
+    match decode_error(event, shape) {
         None => Ok(()),
         Some(why) => Err(crate::status::ApiError::bad_request(format!(
             "Event in version \"v1\" cannot be handled as a Event: json: {why}"
@@ -85,16 +91,28 @@ pub fn check_decodable(v1: &Value) -> Result<(), crate::status::ApiError> {
     }
 }
 
+/// The name of a field in the `events.k8s.io/v1` shape.
+fn v1_name(name: &str, shape: crate::resources::Shape) -> &str {
+    match shape {
+        crate::resources::Shape::EventsV1 => name,
+        crate::resources::Shape::Stored => RENAMED
+            .iter()
+            .find(|(core, _)| *core == name)
+            .map_or(name, |(_, v1)| v1),
+    }
+}
+
 /// Whether a JSON value can be decoded as a field's Go type.
 type Fits = fn(&Value) -> bool;
 
-fn decode_error(v1: &Value) -> Option<String> {
-    let Some(fields) = v1.as_object() else {
+fn decode_error(event: &Value, shape: crate::resources::Shape) -> Option<String> {
+    let Some(fields) = event.as_object() else {
         return Some(format!(
             "cannot unmarshal {} into Go value of type v1.Event",
-            json_type(v1)
+            json_type(event)
         ));
     };
+
     let expected = |name: &str| -> Option<(&str, Fits)> {
         Some(match name {
             "metadata" | "regarding" | "related" | "series" | "deprecatedSource" => {
@@ -121,7 +139,7 @@ fn decode_error(v1: &Value) -> Option<String> {
         if value.is_null() {
             continue;
         }
-        if let Some((go_type, fits)) = expected(name)
+        if let Some((go_type, fits)) = expected(v1_name(name, shape))
             && !fits(value)
         {
             return Some(format!(
@@ -281,8 +299,8 @@ mod tests {
 
     #[test]
     fn fields_of_the_wrong_type_cannot_be_decoded() {
-        assert!(check_decodable(&recorder_event()).is_ok());
-        let e = check_decodable(&json!([1])).unwrap_err();
+        assert!(check_decodable(&recorder_event(), crate::resources::Shape::EventsV1).is_ok());
+        let e = check_decodable(&json!([1]), crate::resources::Shape::EventsV1).unwrap_err();
         assert_eq!(e.code, 400);
         assert!(
             e.message
@@ -298,7 +316,7 @@ mod tests {
         ] {
             let mut ev = recorder_event();
             ev[field] = value;
-            let e = check_decodable(&ev).unwrap_err();
+            let e = check_decodable(&ev, crate::resources::Shape::EventsV1).unwrap_err();
             assert!(
                 e.message.contains(&format!(
                     "cannot unmarshal {found} into Go struct field Event.{field} "

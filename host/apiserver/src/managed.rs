@@ -127,7 +127,7 @@ impl<'a> KindSchema<'a> {
             "coordination.k8s.io/leases" => json!({"spec": {}}),
             "rbac.authorization.k8s.io/rolebindings"
             | "rbac.authorization.k8s.io/clusterrolebindings" => json!({"roleRef": {}}),
-            "/events" => json!({"involvedObject": {}, "source": {}}),
+            crate::events_v1::EVENTS_KEY => json!({"involvedObject": {}, "source": {}}),
             crate::resources::CRD_KEY => json!({
                 "spec": {"names": {}},
                 "status": {"acceptedNames": {}},

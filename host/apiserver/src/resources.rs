@@ -453,7 +453,7 @@ pub fn builtins() -> &'static [Arc<ResourceDef>] {
             false,
             Subdomain,
         );
-        events_v1.storage_key = "/events".into();
+        events_v1.storage_key = crate::events_v1::EVENTS_KEY.into();
         events_v1.shape = Shape::EventsV1;
         v.push(events_v1);
         v.push(ssar);

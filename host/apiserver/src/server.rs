@@ -1104,8 +1104,10 @@ async fn resource_request(
             if def.virtual_create_only {
                 return review(shared, user, &def, ns, body);
             }
+            if def.key() == crate::events_v1::EVENTS_KEY {
+                crate::events_v1::check_decodable(&body, def.shape)?;
+            }
             if def.shape == Shape::EventsV1 {
-                crate::events_v1::check_decodable(&body)?;
                 let causes = crate::events_v1::create_causes(&body);
                 if !causes.is_empty() {
                     let name = body["metadata"]["name"].as_str().unwrap_or_default();
@@ -1120,8 +1122,8 @@ async fn resource_request(
         "update" => {
             let (headers, body) = read_body(req).await?;
             let body = decode_body(&headers, &body)?;
-            if def.shape == Shape::EventsV1 {
-                crate::events_v1::check_decodable(&body)?;
+            if def.key() == crate::events_v1::EVENTS_KEY {
+                crate::events_v1::check_decodable(&body, def.shape)?;
             }
             let body = def.shape.stored(body);
             let (out, created) = ops::update(
