@@ -115,9 +115,10 @@ fn decode_error(event: &Value, shape: crate::resources::Shape) -> Option<String>
 
     let expected = |name: &str| -> Option<(&str, Fits)> {
         Some(match name {
-            "metadata" | "regarding" | "related" | "series" | "deprecatedSource" => {
-                ("object", Value::is_object)
-            }
+            "metadata" => ("v1.ObjectMeta", Value::is_object),
+            "regarding" | "related" => ("v1.ObjectReference", Value::is_object),
+            "series" => ("v1.EventSeries", Value::is_object),
+            "deprecatedSource" => ("v1.EventSource", Value::is_object),
             "note"
             | "reason"
             | "type"
