@@ -95,7 +95,10 @@ fn send(out: ResponseOutparam, response: Response) {
     // rather than leaving the caller without a response.
     let fields = Fields::from_list(&headers).unwrap_or_else(|_| Fields::new());
     let outgoing = OutgoingResponse::new(fields);
-    let _ = outgoing.set_status_code(response.status);
+    // A new response is 200 (wasi:http says so): one host call fewer for most answers.
+    if response.status != 200 {
+        let _ = outgoing.set_status_code(response.status);
+    }
     let Ok(body) = outgoing.body() else {
         ResponseOutparam::set(out, Ok(outgoing));
         return;

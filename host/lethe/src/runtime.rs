@@ -26,7 +26,10 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// The per-instance state of one request or tick.
 pub struct InstanceState {
     pub(crate) table: ResourceTable,
-    wasi: WasiCtx,
+    /// Built on first use: most HTTP components never touch WASI's clocks, random, environment or
+    /// stdio, and building a context (its random generators above all) and dropping it costs
+    /// about half a microsecond per request.
+    wasi: Option<WasiCtx>,
     http: WasiHttpCtx,
     outbound: NoOutboundHttp,
     limits: StoreLimits,
@@ -37,10 +40,23 @@ pub struct InstanceState {
 impl WasiView for InstanceState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
-            ctx: &mut self.wasi,
+            ctx: self.wasi.get_or_insert_with(new_wasi_ctx),
             table: &mut self.table,
         }
     }
+}
+
+/// `wasi:io` needs only the resource table; linked through this view, streams and pollables
+/// leave the WASI context unbuilt.
+impl wasmtime_wasi_io::IoView for InstanceState {
+    fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+}
+
+/// No preopens, no environment, no network: components get only their grants.
+fn new_wasi_ctx() -> WasiCtx {
+    WasiCtx::builder().inherit_stderr().build()
 }
 
 impl WasiHttpView for InstanceState {
@@ -58,6 +74,12 @@ impl WasiHttpView for InstanceState {
 struct NoOutboundHttp;
 
 impl wasmtime_wasi_http::WasiHttpHooks for NoOutboundHttp {
+    // The same headers as the default, without the default's `Arc`ed filter allocated for every
+    // header a component sets.
+    fn is_forbidden_header(&mut self, name: &http::HeaderName) -> bool {
+        wasmtime_wasi_http::DEFAULT_FORBIDDEN_HEADERS.contains(name)
+    }
+
     fn send_request(
         &mut self,
         _request: http::Request<wasmtime_wasi_http::WasiBody>,
@@ -273,8 +295,7 @@ impl LoadedComponent {
         let engine = self.engine();
         let state = InstanceState {
             table: ResourceTable::new(),
-            // No preopens, no environment, no network: components get only their grants.
-            wasi: WasiCtx::builder().inherit_stderr().build(),
+            wasi: None,
             http: WasiHttpCtx::new(),
             outbound: NoOutboundHttp,
             limits: StoreLimitsBuilder::new()
@@ -302,6 +323,10 @@ fn memory_limit_mb(manifest: &Manifest, decl: &ComponentDecl) -> u64 {
 fn new_linker(engine: &Engine) -> anyhow::Result<Linker<InstanceState>> {
     let mut linker: Linker<InstanceState> = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    // The same `wasi:io` functions again, reaching the table without the WASI context.
+    linker.allow_shadowing(true);
+    wasmtime_wasi_io::add_to_linker_async(&mut linker)?;
+    linker.allow_shadowing(false);
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     crate::caps::add_to_linker(&mut linker)?;
     Ok(linker)
@@ -394,4 +419,89 @@ fn write_cache(component: &Component, path: &Path) -> anyhow::Result<()> {
     std::fs::write(&tmp, component.serialize()?)?;
     std::fs::rename(&tmp, path)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use http_body_util::Full;
+    use wasmtime_wasi_http::p2::bindings::ProxyPre;
+    use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
+
+    fn misbehave() -> LoadedComponent {
+        let engine = build_engine(16, 4, false).expect("engine");
+        let linker = new_linker(&engine).expect("linker");
+        let source = Path::new(crate::COMPONENTS_DIR).join("misbehave.wasm");
+        let component = Component::from_file(&engine, source).expect("component");
+        LoadedComponent {
+            id: Arc::from("misbehave"),
+            pre: linker.instantiate_pre(&component).expect("pre-link"),
+            limits: Limits {
+                timeout: Duration::from_secs(5),
+                memory_bytes: 16 << 20,
+            },
+            env: Arc::new(CapabilityEnv {
+                component_id: Arc::from("misbehave"),
+                grants: Default::default(),
+                config: BTreeMap::new(),
+                database: None,
+                cluster: None,
+                progress: None,
+            }),
+        }
+    }
+
+    /// Runs one request for `path`; returns the store and the status the component answered.
+    async fn serve(component: &LoadedComponent, path: &str) -> (Store<InstanceState>, Option<u16>) {
+        let mut store = component.new_store();
+        let request = hyper::Request::builder()
+            .uri(format!("http://localhost{path}"))
+            .header("spin-path-info", path)
+            .body(Full::new(Bytes::new()))
+            .expect("request");
+        let incoming = store
+            .data_mut()
+            .http()
+            .new_incoming_request(Scheme::Http, request)
+            .expect("incoming request");
+        let (sender, mut receiver) = tokio::sync::oneshot::channel();
+        let out = store
+            .data_mut()
+            .http()
+            .new_response_outparam(sender)
+            .expect("outparam");
+        let pre = ProxyPre::new(component.pre.clone()).expect("proxy");
+        let proxy = pre.instantiate_async(&mut store).await.expect("instance");
+        let _ = proxy
+            .wasi_http_incoming_handler()
+            .call_handle(&mut store, incoming, out)
+            .await;
+        // The call has returned, so whatever the component set is there (an outparam it left
+        // unset lives on in the store's table: waiting would never end).
+        let status = match receiver.try_recv() {
+            Ok(Ok(response)) => Some(response.status().as_u16()),
+            _ => None,
+        };
+        (store, status)
+    }
+
+    #[tokio::test]
+    async fn the_wasi_context_is_built_only_for_a_component_that_uses_it() {
+        let component = misbehave();
+        // wasi:http and wasi:io (the body stream) reach the table alone.
+        let (store, status) = serve(&component, "/ok").await;
+        assert_eq!(status, Some(200));
+        assert!(
+            store.data().wasi.is_none(),
+            "answering built the WASI context"
+        );
+        // A panic writes its message to stderr, which needs the context: it is built then.
+        let (store, status) = serve(&component, "/trap").await;
+        assert_eq!(status, None);
+        assert!(
+            store.data().wasi.is_some(),
+            "the panic message had no stderr"
+        );
+    }
 }

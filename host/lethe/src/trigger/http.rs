@@ -222,9 +222,10 @@ pub async fn serve(
             continue;
         };
         let router = router.clone();
+        let peer = Arc::new(Peer::new(client_addr, local_addr));
         let service = service_fn(move |req| {
-            let router = router.clone();
-            async move { Ok::<_, Infallible>(handle(&router, client_addr, local_addr, req).await) }
+            let (router, peer) = (router.clone(), peer.clone());
+            async move { Ok::<_, Infallible>(handle(&router, &peer, req).await) }
         });
         // A client that closes its side after sending a whole request still gets that request
         // carried out (half-close is how such a client says it is done sending).
@@ -247,20 +248,37 @@ pub async fn serve(
     Ok(())
 }
 
+/// The two ends of a connection, the same for each of its requests.
+pub struct Peer {
+    /// Where the request came from.
+    pub client: SocketAddr,
+    /// Where it came in: the authority of an HTTP/1.0 request without `Host`.
+    pub local: SocketAddr,
+    /// `spin-client-addr`, formatted once per connection.
+    client_header: Option<HeaderValue>,
+}
+
+impl Peer {
+    pub fn new(client: SocketAddr, local: SocketAddr) -> Self {
+        Self {
+            client,
+            local,
+            client_header: header_value(&client.to_string()),
+        }
+    }
+}
+
 /// Answers one request: route, instantiate, call, and turn any failure into an envelope (see
 /// [`failure_response`]).
-/// `local_addr` is where the request came in (the authority of an HTTP/1.0 request without
-/// `Host`).
 pub async fn handle(
     router: &Router,
-    client_addr: SocketAddr,
-    local_addr: SocketAddr,
+    peer: &Peer,
     mut req: hyper::Request<Incoming>,
 ) -> hyper::Response<HyperOutgoingBody> {
     if let Some(resp) = oversized_headers(&req) {
         return resp;
     }
-    if let Err(detail) = ensure_authority(&mut req, local_addr) {
+    if let Err(detail) = ensure_authority(&mut req, peer.local) {
         return envelope(400, 10004, "CF-InvalidRequest", detail);
     }
     let path = req.uri().path().to_string();
@@ -281,7 +299,7 @@ pub async fn handle(
             "The request body is too large",
         );
     }
-    set_spin_headers(&mut req, route, &matched, client_addr);
+    set_spin_headers(&mut req, route, &matched, peer);
     let req = match read_body(req, BODY_TIMEOUT).await {
         Ok(req) => req,
         Err(resp) => return resp,
@@ -524,12 +542,7 @@ fn ensure_authority<B>(
 }
 
 /// Adds Spin's routing headers (dropping any a client sent, so they cannot be spoofed).
-fn set_spin_headers<B>(
-    req: &mut hyper::Request<B>,
-    route: &Route,
-    m: &RouteMatch,
-    client: SocketAddr,
-) {
+fn set_spin_headers<B>(req: &mut hyper::Request<B>, route: &Route, m: &RouteMatch, peer: &Peer) {
     let full_url = format!(
         "http://{}{}",
         req.headers()
@@ -553,18 +566,26 @@ fn set_spin_headers<B>(
     }
     // One growth of the map instead of several as the headers below go in.
     headers.reserve(7 + m.params.len());
-    let mut set = |name: &'static str, value: Option<HeaderValue>| {
+    // Names made at compile time: `from_static` checks its argument on every call.
+    const FULL_URL: HeaderName = HeaderName::from_static("spin-full-url");
+    const PATH_INFO: HeaderName = HeaderName::from_static("spin-path-info");
+    const MATCHED_ROUTE: HeaderName = HeaderName::from_static("spin-matched-route");
+    const BASE_PATH: HeaderName = HeaderName::from_static("spin-base-path");
+    const RAW_COMPONENT_ROUTE: HeaderName = HeaderName::from_static("spin-raw-component-route");
+    const COMPONENT_ROUTE: HeaderName = HeaderName::from_static("spin-component-route");
+    const CLIENT_ADDR: HeaderName = HeaderName::from_static("spin-client-addr");
+    let mut set = |name: HeaderName, value: Option<HeaderValue>| {
         if let Some(v) = value {
-            headers.insert(HeaderName::from_static(name), v);
+            headers.insert(name, v);
         }
     };
-    set("spin-full-url", header_value(&full_url));
-    set("spin-path-info", header_value(&m.path_info));
-    set("spin-matched-route", matched);
-    set("spin-base-path", Some(HeaderValue::from_static("/")));
-    set("spin-raw-component-route", route.raw_header.clone());
-    set("spin-component-route", route.component_header.clone());
-    set("spin-client-addr", header_value(&client.to_string()));
+    set(FULL_URL, header_value(&full_url));
+    set(PATH_INFO, header_value(&m.path_info));
+    set(MATCHED_ROUTE, matched);
+    set(BASE_PATH, Some(HeaderValue::from_static("/")));
+    set(RAW_COMPONENT_ROUTE, route.raw_header.clone());
+    set(COMPONENT_ROUTE, route.component_header.clone());
+    set(CLIENT_ADDR, peer.client_header.clone());
     for (name, value) in &m.params {
         let name = HeaderName::try_from(format!("spin-path-match-{}", name.to_ascii_lowercase()));
         if let (Ok(n), Some(v)) = (name, header_value(value)) {
