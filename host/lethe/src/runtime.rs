@@ -294,7 +294,9 @@ impl LoadedComponent {
     pub fn new_store(&self) -> Store<InstanceState> {
         let engine = self.engine();
         let state = InstanceState {
-            table: ResourceTable::new(),
+            // Room for what one HTTP request holds (request, headers, outparam, response, its
+            // headers, body and stream) without growing the table on the way.
+            table: ResourceTable::with_capacity(16),
             wasi: None,
             http: WasiHttpCtx::new(),
             outbound: NoOutboundHttp,
