@@ -111,16 +111,7 @@ fn all() -> &'static Documents {
 /// for the strict-decoding error or the warnings. Kinds without a schema here are left alone;
 /// so are CRDs, whose own schema handling lives with them.
 pub fn prune_unknown(group: &str, version: &str, kind: &str, object: &mut Value) -> Vec<String> {
-    if kind == "CustomResourceDefinition" {
-        return Vec::new();
-    }
-    let Some(schemas) = all().get(&(group, version)) else {
-        return Vec::new();
-    };
-    let Some((_, schema)) = schemas
-        .iter()
-        .find(|(_, s)| s["x-kubernetes-group-version-kind"][0]["kind"].as_str() == Some(kind))
-    else {
+    let Some((schemas, _, schema)) = kind_schema(group, version, kind) else {
         return Vec::new();
     };
     let mut pruned = Vec::new();
@@ -128,19 +119,169 @@ pub fn prune_unknown(group: &str, version: &str, kind: &str, object: &mut Value)
     pruned
 }
 
+/// The document, schema name and schema of a built-in kind (CRDs excepted: see
+/// [`prune_unknown`]).
+fn kind_schema(
+    group: &str,
+    version: &str,
+    kind: &str,
+) -> Option<(&'static Map<String, Value>, &'static str, &'static Value)> {
+    if kind == "CustomResourceDefinition" {
+        return None;
+    }
+    let (_, schemas) = all()
+        .iter()
+        .find(|((g, v), _)| *g == group && *v == version)?;
+    let (name, schema) = schemas
+        .iter()
+        .find(|(_, s)| s["x-kubernetes-group-version-kind"][0]["kind"].as_str() == Some(kind))?;
+    Some((schemas, name, schema))
+}
+
+/// Why `object` (of the built-in `kind`) cannot be decoded into the kind's Go type, in the words
+/// of Go's JSON decoder (`json: cannot unmarshal number into Go struct field
+/// CronJobSpec.spec.schedule of type string`), or `None` when every field has a type its Go field
+/// takes. `null` fits any field; fields the schema does not know are [`prune_unknown`]'s business.
+/// Types that decode themselves (quantities, int-or-string, times, raw JSON) are not checked.
+pub fn decode_error(group: &str, version: &str, kind: &str, object: &Value) -> Option<String> {
+    let (schemas, name, schema) = kind_schema(group, version, kind)?;
+    let Value::Object(fields) = object else {
+        return None;
+    };
+    let properties = schema["properties"].as_object()?;
+    let go_struct = go_name(name);
+    fields.iter().find_map(|(key, value)| {
+        let field = properties.get(key)?;
+        type_error(schemas, field, value, go_struct, key)
+    })
+}
+
+/// Schemas whose Go types have their own JSON decoding: they take more than their schema says
+/// (a quantity may be a number, a time is parsed from its string), so their types are not checked.
+const SELF_DECODING: [&str; 8] = [
+    "io.k8s.apimachinery.pkg.api.resource.Quantity",
+    "io.k8s.apimachinery.pkg.util.intstr.IntOrString",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.Time",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.Duration",
+    "io.k8s.apimachinery.pkg.runtime.RawExtension",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.Fields",
+];
+
+/// The schema name `schema` refers to, if it is a reference (alone or as `allOf`'s one entry).
+fn reference(schema: &Value) -> Option<&str> {
+    schema["$ref"]
+        .as_str()
+        .or_else(|| match schema["allOf"].as_array() {
+            Some(one) if one.len() == 1 => one[0]["$ref"].as_str(),
+            _ => None,
+        })
+        .and_then(|r| r.strip_prefix("#/components/schemas/"))
+}
+
+/// `io.k8s.api.batch.v1.CronJobSpec` → `CronJobSpec`.
+fn go_name(schema_name: &str) -> &str {
+    schema_name.rsplit('.').next().unwrap_or(schema_name)
+}
+
+/// The Go type of a field with `schema`, as `reflect.Type.String()` prints it (`v1.Container`,
+/// `[]string`, `map[string]string`, `int32`).
+fn go_type(schemas: &Map<String, Value>, schema: &Value) -> String {
+    if let Some(name) = reference(schema) {
+        let package = name.rsplit('.').nth(1).unwrap_or_default();
+        return format!("{package}.{}", go_name(name));
+    }
+    match schema["type"].as_str() {
+        Some("string") if schema["format"] == "byte" => "[]uint8".into(),
+        Some("string") => "string".into(),
+        Some("boolean") => "bool".into(),
+        Some("number") => "float64".into(),
+        Some("integer") => schema["format"].as_str().unwrap_or("int64").into(),
+        Some("array") => format!("[]{}", go_type(schemas, &schema["items"])),
+        Some("object") if schema["additionalProperties"].is_object() => {
+            format!(
+                "map[string]{}",
+                go_type(schemas, &schema["additionalProperties"])
+            )
+        }
+        _ => "interface {}".into(),
+    }
+}
+
+/// The decode error of `value` in the field at `path` (JSON names from the root, as Go's decoder
+/// reports them: array indices and map keys are not part of it) of Go struct `go_struct`.
+fn type_error(
+    schemas: &Map<String, Value>,
+    schema: &Value,
+    value: &Value,
+    go_struct: &str,
+    path: &str,
+) -> Option<String> {
+    if value.is_null() || reference(schema).is_some_and(|r| SELF_DECODING.contains(&r)) {
+        return None;
+    }
+    let resolved = resolve(schemas, schema);
+    if resolved["x-kubernetes-int-or-string"] == json!(true)
+        || resolved["x-kubernetes-preserve-unknown-fields"] == json!(true)
+    {
+        return None;
+    }
+    let mismatch = |found: String| {
+        Some(format!(
+            "json: cannot unmarshal {found} into Go struct field {go_struct}.{path} of type {}",
+            go_type(schemas, schema)
+        ))
+    };
+    let found = || crate::validation::json_type(value).to_string();
+    match (resolved["type"].as_str(), value) {
+        (Some("string"), Value::String(_)) | (Some("boolean"), Value::Bool(_)) => None,
+        (Some("number"), Value::Number(_)) => None,
+        (Some("integer"), Value::Number(n)) => {
+            let fits = match resolved["format"].as_str() {
+                Some("int32") => n.as_i64().is_some_and(|i| i32::try_from(i).is_ok()),
+                _ => n.is_i64(),
+            };
+            if fits {
+                None
+            } else {
+                mismatch(format!("number {n}"))
+            }
+        }
+        (Some("array"), Value::Array(items)) => items
+            .iter()
+            .find_map(|item| type_error(schemas, &resolved["items"], item, go_struct, path)),
+        (Some("object") | None, Value::Object(fields)) => {
+            if let Some(properties) = resolved["properties"].as_object() {
+                let inner = reference(schema).map(go_name).unwrap_or(go_struct);
+                fields.iter().find_map(|(key, v)| {
+                    let field = properties.get(key)?;
+                    type_error(schemas, field, v, inner, &field_path(path, key))
+                })
+            } else if resolved["additionalProperties"].is_object() {
+                fields.values().find_map(|v| {
+                    type_error(
+                        schemas,
+                        &resolved["additionalProperties"],
+                        v,
+                        go_struct,
+                        path,
+                    )
+                })
+            } else {
+                None
+            }
+        }
+        (Some(_), _) => mismatch(found()),
+        (None, _) if resolved["properties"].is_object() => mismatch(found()),
+        (None, _) => None,
+    }
+}
+
 /// The schema a node stands for: `$ref` (alone or as the one entry of `allOf`) resolved.
 fn resolve<'a>(schemas: &'a Map<String, Value>, mut schema: &'a Value) -> &'a Value {
     for _ in 0..16 {
-        let reference = schema["$ref"]
-            .as_str()
-            .or_else(|| match schema["allOf"].as_array() {
-                Some(one) if one.len() == 1 => one[0]["$ref"].as_str(),
-                _ => None,
-            });
-        match reference
-            .and_then(|r| r.strip_prefix("#/components/schemas/"))
-            .and_then(|name| schemas.get(name))
-        {
+        match reference(schema).and_then(|name| schemas.get(name)) {
             Some(target) => schema = target,
             None => break,
         }
@@ -232,6 +373,96 @@ mod tests {
         }
         assert!(schemas("", "v1").contains_key("io.k8s.api.core.v1.Namespace"));
         assert!(schemas("example.com", "v1").is_empty());
+    }
+
+    #[test]
+    fn fields_of_the_wrong_type_get_go_decoder_errors() {
+        let error =
+            |group: &str, kind: &str, object: Value| decode_error(group, "v1", kind, &object);
+        let cron = |spec: Value| json!({"metadata": {"name": "c"}, "spec": spec});
+        assert_eq!(
+            error("batch", "CronJob", cron(json!({"schedule": 5}))).as_deref(),
+            Some(
+                "json: cannot unmarshal number into Go struct field CronJobSpec.spec.schedule of type string"
+            )
+        );
+        assert_eq!(
+            error("batch", "CronJob", json!({"spec": "x"})).as_deref(),
+            Some(
+                "json: cannot unmarshal string into Go struct field CronJob.spec of type v1.CronJobSpec"
+            )
+        );
+        let pod = |containers: Value| json!({"spec": {"containers": containers}});
+        assert_eq!(
+            error("", "Pod", pod(json!([{"name": "a", "image": 5}]))).as_deref(),
+            Some(
+                "json: cannot unmarshal number into Go struct field Container.spec.containers.image of type string"
+            )
+        );
+        assert_eq!(
+            error("", "Pod", pod(json!(["a"]))).as_deref(),
+            Some(
+                "json: cannot unmarshal string into Go struct field PodSpec.spec.containers of type v1.Container"
+            )
+        );
+        assert_eq!(
+            error("", "ConfigMap", json!({"metadata": {"labels": {"a": 5}}})).as_deref(),
+            Some(
+                "json: cannot unmarshal number into Go struct field ObjectMeta.metadata.labels of type string"
+            )
+        );
+        assert_eq!(
+            error("batch", "Job", json!({"spec": {"parallelism": 1.5}})).as_deref(),
+            Some(
+                "json: cannot unmarshal number 1.5 into Go struct field JobSpec.spec.parallelism of type int32"
+            )
+        );
+        assert_eq!(
+            error(
+                "batch",
+                "Job",
+                json!({"spec": {"parallelism": 3_000_000_000_i64}})
+            )
+            .as_deref(),
+            Some(
+                "json: cannot unmarshal number 3000000000 into Go struct field JobSpec.spec.parallelism of type int32"
+            )
+        );
+        assert_eq!(
+            error("", "Secret", json!({"data": {"k": 1}})).as_deref(),
+            Some("json: cannot unmarshal number into Go struct field Secret.data of type []uint8")
+        );
+        assert_eq!(
+            error("", "ConfigMap", json!({"data": ["a"]})).as_deref(),
+            Some(
+                "json: cannot unmarshal array into Go struct field ConfigMap.data of type map[string]string"
+            )
+        );
+    }
+
+    #[test]
+    fn values_their_go_fields_take_pass_the_decode_check() {
+        let pod = json!({
+            "metadata": {"name": "p", "labels": {"a": "b"}, "creationTimestamp": null, "bogus": 1},
+            "spec": {
+                "containers": [{
+                    "name": "a", "image": "busybox", "args": ["x"],
+                    "ports": [{"containerPort": 80, "protocol": "TCP"}],
+                    "resources": {"limits": {"cpu": 1, "memory": "64Mi"}},
+                    "unknown": {"deep": true},
+                }],
+                "terminationGracePeriodSeconds": 30,
+                "nodeSelector": null,
+            },
+        });
+        assert_eq!(decode_error("", "v1", "Pod", &pod), None);
+        let service = json!({"spec": {"ports": [{"port": 80, "targetPort": "http"}, {"port": 81, "targetPort": 8081}]}});
+        assert_eq!(decode_error("", "v1", "Service", &service), None);
+        // Kinds without a built-in schema are left to their own checks.
+        assert_eq!(
+            decode_error("example.com", "v1", "Widget", &json!({"spec": 5})),
+            None
+        );
     }
 
     #[test]

@@ -138,6 +138,15 @@ fn check_identity(
             "the body of the request was not a JSON object",
         ));
     }
+    // Decoding comes first on a real server: a field of the wrong type is 400 before anything
+    // looks at kind, names or validity.
+    if let Some(error) = crate::openapi::decode_error(&def.group, &def.version, &def.kind, body) {
+        return Err(ApiError::bad_request(format!(
+            "{kind} in version {version:?} cannot be handled as a {kind}: {error}",
+            kind = def.kind,
+            version = def.version,
+        )));
+    }
     check_meta_types(body)?;
     if let Some(k) = body["kind"].as_str()
         && !k.is_empty()
@@ -1206,6 +1215,13 @@ pub fn patch(
                     if let Some(m) = b["metadata"].as_object_mut() {
                         m.remove("resourceVersion");
                     }
+                    // The applied configuration is typed before anything is merged or owned.
+                    if w.shape == crate::resources::Shape::Stored
+                        && let Some(error) =
+                            crate::openapi::decode_error(&def.group, &def.version, &def.kind, &b)
+                    {
+                        return Err(undecodable_patch(def, ns, name, pt, body, &b, &error));
+                    }
                     let schema = KindSchema::of(def);
                     crate::managed::merge(&mut v, &b, &schema);
                     if sub != Sub::Finalize {
@@ -1223,6 +1239,14 @@ pub fn patch(
                 }
                 PatchType::Json => patch::json_patch(&mut v, body).map_err(invalid_patch)?,
             }
+            // The patched object is decoded into the kind's Go type next, and a field the patch
+            // gave the wrong type fails there (views of other shapes have no schema here).
+            if w.shape == crate::resources::Shape::Stored
+                && let Some(error) =
+                    crate::openapi::decode_error(&def.group, &def.version, &def.kind, &v)
+            {
+                return Err(undecodable_patch(def, ns, name, pt, body, &v, &error));
+            }
             let v = w.shape.stored(v);
             if v["metadata"]["name"].as_str() != Some(name) {
                 return Err(ApiError::bad_request(format!(
@@ -1233,6 +1257,43 @@ pub fn patch(
             Ok((v, false))
         },
         sub,
+    )
+}
+
+/// The answer to a patch whose result cannot be decoded (`error`, from
+/// [`crate::openapi::decode_error`]), as the real server's patch handler gives it: 422 on the
+/// `patch` field naming the patched object (JSON and merge patches, whose result is re-encoded
+/// with sorted keys as here) or the patch as Go prints a map (strategic merge), and 400 for
+/// server-side apply, which fails earlier, when it types the applied configuration.
+fn undecodable_patch(
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    pt: PatchType,
+    body: &Value,
+    patched: &Value,
+    error: &str,
+) -> ApiError {
+    let shown = match pt {
+        PatchType::Apply => {
+            return ApiError::bad_request(format!(
+                "failed to create typed patch object ({ns}/{name}; {}, Kind={}): {error}",
+                def.api_version(),
+                def.kind
+            ));
+        }
+        PatchType::Strategic => validation::go_print(body),
+        PatchType::Merge | PatchType::Json => patched.to_string(),
+    };
+    ApiError::invalid(
+        "",
+        "",
+        "",
+        vec![Cause {
+            reason: "FieldValueInvalid",
+            message: format!("Invalid value: {}: {error}", validation::go_quote(&shown)),
+            field: "patch".into(),
+        }],
     )
 }
 

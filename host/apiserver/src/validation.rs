@@ -174,6 +174,42 @@ pub fn port_num(n: i64) -> Vec<String> {
 
 /// A string as Go's `%q` (`strconv.Quote`) writes it into error messages: JSON-like, but with
 /// `\a`, `\v` and `\xNN` for other ASCII control bytes.
+/// `value` decoded into Go's `interface{}` and printed with `%v`: maps as `map[k:v …]` with
+/// sorted keys, slices as `[a b]`, strings bare, numbers as the `float64` they decode to.
+pub fn go_print(value: &Value) -> String {
+    match value {
+        Value::Null => "<nil>".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::String(s) => s.clone(),
+        Value::Number(n) => go_float(n.as_f64().unwrap_or_default()),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(go_print).collect();
+            format!("[{}]", items.join(" "))
+        }
+        // serde_json's map keeps its keys sorted, as Go prints a map's.
+        Value::Object(fields) => {
+            let fields: Vec<String> = fields
+                .iter()
+                .map(|(k, v)| format!("{k}:{}", go_print(v)))
+                .collect();
+            format!("map[{}]", fields.join(" "))
+        }
+    }
+}
+
+/// A `float64` as Go's `%v` prints it (`%g`, shortest): plain for decimal exponents from -4 to 5,
+/// otherwise with a signed exponent of two digits at least (`1e+06`, `1.5e-05`).
+fn go_float(f: f64) -> String {
+    let text = format!("{f:e}");
+    let (mantissa, exponent) = text.split_once('e').unwrap_or((&text, "0"));
+    let power: i32 = exponent.parse().unwrap_or_default();
+    if f == 0.0 || (-4..6).contains(&power) {
+        return format!("{f}");
+    }
+    let sign = if power < 0 { '-' } else { '+' };
+    format!("{mantissa}e{sign}{:02}", power.unsigned_abs())
+}
+
 pub fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
@@ -241,6 +277,22 @@ pub fn label_causes(labels: &Map<String, Value>, field: &str) -> Vec<Cause> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn values_print_as_go_prints_them_from_an_interface() {
+        let patch = json!({"spec": {"schedule": 5, "suspend": true, "x": null, "list": ["a", 1.5]}, "b": "s"});
+        assert_eq!(
+            go_print(&patch),
+            "map[b:s spec:map[list:[a 1.5] schedule:5 suspend:true x:<nil>]]"
+        );
+        assert_eq!(go_print(&json!(1e21)), "1e+21");
+        assert_eq!(go_print(&json!(0.000015)), "1.5e-05");
+        assert_eq!(go_print(&json!(0.0001)), "0.0001");
+        assert_eq!(go_print(&json!(123456)), "123456");
+        assert_eq!(go_print(&json!(1234567)), "1.234567e+06");
+        assert_eq!(go_print(&json!(-0.5)), "-0.5");
+        assert_eq!(go_print(&json!(8080)), "8080");
+    }
     use super::*;
 
     #[test]

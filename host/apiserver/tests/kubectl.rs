@@ -974,6 +974,85 @@ async fn kubectl_explains_built_in_kinds_and_built_ins_drop_unknown_fields() {
 }
 
 #[tokio::test]
+async fn fields_of_the_wrong_type_are_refused_by_the_decoder() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ns = format!("kt-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    let cron = |schedule: &str| {
+        format!(
+            "apiVersion: batch/v1\nkind: CronJob\nmetadata: {{name: typed, namespace: {ns}}}\n\
+             spec:\n  schedule: {schedule}\n  jobTemplate:\n    spec:\n      template:\n        spec:\n\
+             \x20         restartPolicy: Never\n          containers: [{{name: c, image: busybox}}]\n"
+        )
+    };
+    let o = k.run(&["create", "-f", "-"], Some(&cron("5"))).await;
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains("Error from server (BadRequest)")
+            && o.stderr.contains(
+                "CronJob in version \"v1\" cannot be handled as a CronJob: json: cannot unmarshal number into Go struct field CronJobSpec.spec.schedule of type string"
+            ),
+        "{}",
+        o.stderr
+    );
+    // The same object with a string schedule is taken.
+    k.ok(&["create", "-f", "-"], Some(&cron("'*/5 * * * *'")))
+        .await;
+    // A patch that leaves a field of the wrong type fails when the result is decoded: 422 on
+    // `patch`, naming the patched object (merge) or the patch as Go prints it (strategic).
+    let decode = "json: cannot unmarshal number into Go struct field CronJobSpec.spec.schedule of type string";
+    for (kind, shown) in [
+        ("merge", "\\\"schedule\\\":5"),
+        ("strategic", "map[spec:map[schedule:5]]"),
+    ] {
+        let o = k
+            .run(
+                &[
+                    "patch",
+                    "cronjob",
+                    "typed",
+                    "-n",
+                    &ns,
+                    "--type",
+                    kind,
+                    "-p",
+                    r#"{"spec":{"schedule":5}}"#,
+                ],
+                None,
+            )
+            .await;
+        assert_ne!(o.code, 0, "{kind}");
+        assert!(
+            o.stderr.contains(decode)
+                && o.stderr.contains("patch: Invalid value: ")
+                && o.stderr.contains(shown),
+            "{kind}: {}",
+            o.stderr
+        );
+    }
+    let schedule = k
+        .ok(
+            &[
+                "get",
+                "cronjob",
+                "typed",
+                "-n",
+                &ns,
+                "-o",
+                "jsonpath={.spec.schedule}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(schedule, "*/5 * * * *");
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
+
+#[tokio::test]
 async fn every_new_namespace_gets_a_default_service_account() {
     let Some(k) = Kubectl::new().await else {
         return;
