@@ -187,7 +187,7 @@ fn go_name(schema_name: &str) -> &str {
 
 /// The Go type of a field with `schema`, as `reflect.Type.String()` prints it (`v1.Container`,
 /// `[]string`, `map[string]string`, `int32`).
-fn go_type(schemas: &Map<String, Value>, schema: &Value) -> String {
+fn go_type(schema: &Value) -> String {
     if let Some(name) = reference(schema) {
         let package = name.rsplit('.').nth(1).unwrap_or_default();
         return format!("{package}.{}", go_name(name));
@@ -198,11 +198,11 @@ fn go_type(schemas: &Map<String, Value>, schema: &Value) -> String {
         Some("boolean") => "bool".into(),
         Some("number") => "float64".into(),
         Some("integer") => schema["format"].as_str().unwrap_or("int64").into(),
-        Some("array") => format!("[]{}", go_type(schemas, &schema["items"])),
+        Some("array") => format!("[]{}", go_type(&schema["items"])),
         Some("object") if schema["additionalProperties"].is_object() => {
             format!(
                 "map[string]{}",
-                go_type(schemas, &schema["additionalProperties"])
+                go_type(&schema["additionalProperties"])
             )
         }
         _ => "interface {}".into(),
@@ -230,7 +230,7 @@ fn type_error(
     let mismatch = |found: String| {
         Some(format!(
             "json: cannot unmarshal {found} into Go struct field {go_struct}.{path} of type {}",
-            go_type(schemas, schema)
+            go_type(schema)
         ))
     };
     let found = || crate::validation::json_type(value).to_string();
