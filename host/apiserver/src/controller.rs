@@ -94,6 +94,20 @@ fn builtin(plural: &str) -> Option<&'static Arc<ResourceDef>> {
         .find(|d| d.group.is_empty() && d.plural == plural)
 }
 
+/// Creates namespace `ns`'s `default` ServiceAccount; false if it could not (it exists, or the
+/// namespace is gone or terminating).
+pub fn create_default_account(store: &Store, ns: &str) -> bool {
+    let Some(sa) = builtin("serviceaccounts") else {
+        return false;
+    };
+    let body = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "default", "namespace": ns},
+    });
+    ops::create(store, sa, ns, body, ops::WriteOpts::default()).is_ok()
+}
+
 /// What every active namespace gets from the controller manager, and clients expect: the
 /// service-account controller's `default` ServiceAccount and the root-CA publisher's
 /// `kube-root-ca.crt` ConfigMap (recreated when deleted, put back when changed).
@@ -131,12 +145,7 @@ fn namespace_defaults(store: &Store, info: &ClusterInfo) -> bool {
     let mut changed = false;
     // A namespace that began terminating since the scan refuses these, as it should.
     for ns in missing_sa {
-        let body = serde_json::json!({
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": "default", "namespace": ns},
-        });
-        changed |= ops::create(store, sa, &ns, body, ops::WriteOpts::default()).is_ok();
+        changed |= create_default_account(store, &ns);
     }
     for ns in missing_ca {
         let body = serde_json::json!({

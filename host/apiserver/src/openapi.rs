@@ -200,10 +200,7 @@ fn go_type(schema: &Value) -> String {
         Some("integer") => schema["format"].as_str().unwrap_or("int64").into(),
         Some("array") => format!("[]{}", go_type(&schema["items"])),
         Some("object") if schema["additionalProperties"].is_object() => {
-            format!(
-                "map[string]{}",
-                go_type(&schema["additionalProperties"])
-            )
+            format!("map[string]{}", go_type(&schema["additionalProperties"]))
         }
         _ => "interface {}".into(),
     }

@@ -544,10 +544,19 @@ fn prepare_create(
     }
     crate::defaults::apply(def, &mut body);
     if def.key() == crate::pod::PODS_KEY {
-        let account = inner
-            .get("/serviceaccounts", ns, &crate::pod::service_account(&body))
-            .map(|a| &a.value);
-        crate::pod::admit(&mut body, account);
+        // The ServiceAccount admission plugin refuses a Pod whose account does not exist.
+        let account_name = crate::pod::service_account(&body);
+        let Some(account) = inner.get("/serviceaccounts", ns, &account_name) else {
+            return Err(ApiError::forbidden(
+                "",
+                "pods",
+                &name,
+                &format!(
+                    "error looking up service account {ns}/{account_name}: serviceaccount \"{account_name}\" not found"
+                ),
+            ));
+        };
+        crate::pod::admit(&mut body, Some(&account.value));
         crate::pod::create_status(&mut body, sent_qos.as_deref());
     }
     crate::defaults::validate(def, &body)?;
@@ -722,7 +731,15 @@ pub fn create(
     })?;
     match (computed, obj) {
         (Some(v), _) => Ok(Obj::new(v, 0)),
-        (None, Some(o)) => Ok(o),
+        (None, Some(o)) => {
+            if def.is_namespace() {
+                // The service-account controller's work, done before the namespace is answered,
+                // so that a Pod created right after it finds its `default` account (on a real
+                // cluster the controller usually wins that race; here it always does).
+                crate::controller::create_default_account(store, &name);
+            }
+            Ok(o)
+        }
         (None, None) => Err(ApiError::internal("create stored nothing")),
     }
 }

@@ -1914,7 +1914,21 @@ spec:
       limits: {{cpu: "1", memory: 1Gi}}
 "#
     );
+    // Straight after its namespace: the `default` account is there already.
     k.ok(&["apply", "-f", "-"], Some(&pods)).await;
+    let ghost = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: ghost, namespace: {ns}}}\n\
+         spec: {{serviceAccountName: ghost, containers: [{{name: a, image: busybox}}]}}\n"
+    );
+    let o = k.run(&["create", "-f", "-"], Some(&ghost)).await;
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains(&format!(
+            "Error from server (Forbidden): error when creating \"STDIN\": pods \"ghost\" is forbidden: error looking up service account {ns}/ghost: serviceaccount \"ghost\" not found"
+        )),
+        "{}",
+        o.stderr
+    );
     let web = get_json(&k, "pod", "web", &ns).await;
     assert_eq!(web["status"]["phase"], "Pending", "{web}");
     assert_eq!(web["status"]["qosClass"], "Burstable", "{web}");
