@@ -1190,6 +1190,16 @@ pub fn patch(
         api_version: &api_version,
         subresource: sub.name(),
     };
+    // Views of another shape (events.k8s.io) have no schema here.
+    let decodable = |value: &Value| {
+        if w.shape != crate::resources::Shape::Stored {
+            return Ok(());
+        }
+        match crate::openapi::decode_error(&def.group, &def.version, &def.kind, value) {
+            Some(error) => Err(undecodable_patch(def, ns, name, pt, body, value, &error)),
+            None => Ok(()),
+        }
+    };
     let mut run_opts = w.clone();
     if pt == PatchType::Apply {
         // The apply records its own entry.
@@ -1233,12 +1243,7 @@ pub fn patch(
                         m.remove("resourceVersion");
                     }
                     // The applied configuration is typed before anything is merged or owned.
-                    if w.shape == crate::resources::Shape::Stored
-                        && let Some(error) =
-                            crate::openapi::decode_error(&def.group, &def.version, &def.kind, &b)
-                    {
-                        return Err(undecodable_patch(def, ns, name, pt, body, &b, &error));
-                    }
+                    decodable(&b)?;
                     let schema = KindSchema::of(def);
                     crate::managed::merge(&mut v, &b, &schema);
                     if sub != Sub::Finalize {
@@ -1257,13 +1262,8 @@ pub fn patch(
                 PatchType::Json => patch::json_patch(&mut v, body).map_err(invalid_patch)?,
             }
             // The patched object is decoded into the kind's Go type next, and a field the patch
-            // gave the wrong type fails there (views of other shapes have no schema here).
-            if w.shape == crate::resources::Shape::Stored
-                && let Some(error) =
-                    crate::openapi::decode_error(&def.group, &def.version, &def.kind, &v)
-            {
-                return Err(undecodable_patch(def, ns, name, pt, body, &v, &error));
-            }
+            // gave the wrong type fails there.
+            decodable(&v)?;
             let v = w.shape.stored(v);
             if v["metadata"]["name"].as_str() != Some(name) {
                 return Err(ApiError::bad_request(format!(

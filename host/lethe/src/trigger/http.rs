@@ -248,20 +248,17 @@ pub async fn serve(
     Ok(())
 }
 
-/// The two ends of a connection, the same for each of its requests.
+/// What a connection's requests share about its two ends.
 pub struct Peer {
-    /// Where the request came from.
-    pub client: SocketAddr,
-    /// Where it came in: the authority of an HTTP/1.0 request without `Host`.
+    /// Where the requests come in: the authority of an HTTP/1.0 request without `Host`.
     pub local: SocketAddr,
-    /// `spin-client-addr`, formatted once per connection.
+    /// `spin-client-addr`, where they come from, formatted once per connection.
     client_header: Option<HeaderValue>,
 }
 
 impl Peer {
     pub fn new(client: SocketAddr, local: SocketAddr) -> Self {
         Self {
-            client,
             local,
             client_header: header_value(&client.to_string()),
         }
