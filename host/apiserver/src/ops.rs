@@ -1215,6 +1215,8 @@ pub fn patch(
             let Some(cur) = cur else {
                 if pt == PatchType::Apply && sub == Sub::Main {
                     let mut b = body.clone();
+                    // Typed as an applied configuration first, as for an existing object.
+                    decodable(&b)?;
                     check_identity(def, ns, Some(name), &mut b)?;
                     validate_name(def, name)?;
                     let mut created = prepare_create(def, ns, b, inner, w.strict)?;

@@ -1032,6 +1032,21 @@ async fn fields_of_the_wrong_type_are_refused_by_the_decoder() {
             o.stderr
         );
     }
+    // Server-side apply types the applied configuration first, whether the object exists or not.
+    for name in ["typed", "fresh"] {
+        let applied = cron("5").replace("name: typed", &format!("name: {name}"));
+        let o = k
+            .run(&["apply", "--server-side", "-f", "-"], Some(&applied))
+            .await;
+        assert_ne!(o.code, 0, "{name}");
+        assert!(
+            o.stderr.contains(&format!(
+                "Error from server (BadRequest): failed to create typed patch object ({ns}/{name}; batch/v1, Kind=CronJob): {decode}"
+            )),
+            "{name}: {}",
+            o.stderr
+        );
+    }
     let schedule = k
         .ok(
             &[
