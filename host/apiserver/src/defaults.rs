@@ -137,32 +137,6 @@ pub fn apply(def: &ResourceDef, v: &mut Value) {
     }
 }
 
-const MACROS: &[&str] = &[
-    "@yearly",
-    "@annually",
-    "@monthly",
-    "@weekly",
-    "@daily",
-    "@midnight",
-    "@hourly",
-];
-
-fn valid_schedule(s: &str) -> bool {
-    let s = s.trim();
-    if MACROS.contains(&s) {
-        return true;
-    }
-    if let Some(d) = s.strip_prefix("@every ") {
-        return !d.trim().is_empty();
-    }
-    let fields: Vec<&str> = s.split_whitespace().collect();
-    fields.len() == 5
-        && fields.iter().all(|f| {
-            f.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '*' | '/' | ',' | '-' | '?'))
-        })
-}
-
 fn req(field: &str) -> Cause {
     Cause {
         reason: "FieldValueRequired",
@@ -220,12 +194,24 @@ pub fn validate(def: &ResourceDef, v: &Value) -> Result<(), ApiError> {
             }
             match v["spec"]["schedule"].as_str() {
                 None | Some("") => causes.push(req("spec.schedule")),
-                Some(s) if !valid_schedule(s) => causes.push(Cause {
-                    reason: "FieldValueInvalid",
-                    message: format!("Invalid value: {}: unparseable cron schedule", json!(s)),
-                    field: "spec.schedule".into(),
-                }),
-                Some(_) => {}
+                Some(s) => {
+                    let mut invalid = |why: String| {
+                        causes.push(Cause {
+                            reason: "FieldValueInvalid",
+                            message: format!("Invalid value: {}: {why}", json!(s)),
+                            field: "spec.schedule".into(),
+                        })
+                    };
+                    if let Some(why) = crate::cron::schedule_error(s) {
+                        invalid(why);
+                    }
+                    if s.contains("TZ") {
+                        invalid(
+                            "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
+                                .into(),
+                        );
+                    }
+                }
             }
             pod_template_causes(
                 &v["spec"]["jobTemplate"]["spec"]["template"],
@@ -248,10 +234,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn schedules_and_pull_policies() {
-        assert!(valid_schedule("*/5 * * * *"));
-        assert!(valid_schedule("@hourly"));
-        assert!(!valid_schedule("every minute"));
+    fn pull_policies() {
         assert_eq!(pull_policy("busybox"), "Always");
         assert_eq!(pull_policy("busybox:latest"), "Always");
         assert_eq!(pull_policy("registry:5000/busybox:1"), "IfNotPresent");

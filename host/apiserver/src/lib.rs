@@ -47,6 +47,7 @@
 
 mod auth;
 mod controller;
+mod cron;
 mod defaults;
 mod events_v1;
 mod managed;
