@@ -138,6 +138,27 @@ fn check_identity(
             "the body of the request was not a JSON object",
         ));
     }
+    // The serializer reads the type first, into an anonymous struct of two strings; failing
+    // that, the handler names the type it wanted and quotes the body's first 30 bytes.
+    for field in ["apiVersion", "kind"] {
+        if !matches!(body[field], Value::Null | Value::String(_)) {
+            let text = body.to_string();
+            let mut end = text.len().min(30);
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            let summary = if end < text.len() {
+                format!("{} ...", &text[..end])
+            } else {
+                text
+            };
+            return Err(ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go struct field .{field} of type string ({summary})",
+                def.kind,
+                validation::json_type(&body[field])
+            )));
+        }
+    }
     // Decoding comes first on a real server: a field of the wrong type is 400 before anything
     // looks at kind, names or validity.
     if let Some(error) = crate::openapi::decode_error(&def.group, &def.version, &def.kind, body) {

@@ -1730,6 +1730,50 @@ async fn an_invalid_cronjob_is_422_with_causes() {
 }
 
 #[tokio::test]
+async fn bodies_are_decoded_as_go_types_before_anything_else() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("decode").await;
+    let post = |body: Value| {
+        http::Request::post(format!("/api/v1/namespaces/{ns}/configmaps"))
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&body).unwrap())
+            .unwrap()
+    };
+    // The type is read first, into two strings.
+    let e = status_of(
+        c.client
+            .request::<Value>(post(
+                json!({"apiVersion": "v1", "kind": 7, "metadata": {"name": "x"}}),
+            ))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
+    assert!(
+        e.message.starts_with(
+            "the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse error: json: cannot unmarshal number into Go struct field .kind of type string ("
+        ),
+        "{}",
+        e.message
+    );
+    // Then the object, into its kind's Go type.
+    let e = status_of(
+        c.client
+            .request::<Value>(post(json!({
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"a": 1},
+            })))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
+    assert_eq!(
+        e.message,
+        "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type string"
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test]
 async fn invalid_label_values_are_422() {
     let c = TestCluster::new().await;
     let ns = c.namespace("badlabel").await;
