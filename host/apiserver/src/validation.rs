@@ -174,14 +174,18 @@ pub fn port_num(n: i64) -> Vec<String> {
 
 /// A string as Go's `%q` (`strconv.Quote`) writes it into error messages: JSON-like, but with
 /// `\a`, `\v` and `\xNN` for other ASCII control bytes.
-/// `value` decoded into Go's `interface{}` and printed with `%v`: maps as `map[k:v …]` with
-/// sorted keys, slices as `[a b]`, strings bare, numbers as the `float64` they decode to.
+/// `value` decoded into Go's `interface{}` (integers kept as `int64`, as the API server's JSON
+/// decoding keeps them) and printed with `%v`: maps as `map[k:v …]` with sorted keys, slices as
+/// `[a b]`, strings bare, other numbers as `float64`.
 pub fn go_print(value: &Value) -> String {
     match value {
         Value::Null => "<nil>".into(),
         Value::Bool(b) => b.to_string(),
         Value::String(s) => s.clone(),
-        Value::Number(n) => go_float(n.as_f64().unwrap_or_default()),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => i.to_string(),
+            None => go_float(n.as_f64().unwrap_or_default()),
+        },
         Value::Array(items) => {
             let items: Vec<String> = items.iter().map(go_print).collect();
             format!("[{}]", items.join(" "))
@@ -288,8 +292,9 @@ mod tests {
         assert_eq!(go_print(&json!(1e21)), "1e+21");
         assert_eq!(go_print(&json!(0.000015)), "1.5e-05");
         assert_eq!(go_print(&json!(0.0001)), "0.0001");
-        assert_eq!(go_print(&json!(123456)), "123456");
-        assert_eq!(go_print(&json!(1234567)), "1.234567e+06");
+        assert_eq!(go_print(&json!(123456.5)), "123456.5");
+        assert_eq!(go_print(&json!(1234567)), "1234567");
+        assert_eq!(go_print(&json!(1234567.5)), "1.2345675e+06");
         assert_eq!(go_print(&json!(-0.5)), "-0.5");
         assert_eq!(go_print(&json!(8080)), "8080");
     }
