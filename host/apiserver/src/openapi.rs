@@ -119,23 +119,32 @@ pub fn prune_unknown(group: &str, version: &str, kind: &str, object: &mut Value)
     pruned
 }
 
-/// The document, schema name and schema of a built-in kind (CRDs excepted: see
-/// [`prune_unknown`]).
-fn kind_schema(
-    group: &str,
-    version: &str,
-    kind: &str,
-) -> Option<(&'static Map<String, Value>, &'static str, &'static Value)> {
-    if kind == "CustomResourceDefinition" {
-        return None;
-    }
-    let (_, schemas) = all()
+/// A built-in kind's schema: its group version's document, its schema name and the schema.
+type KindEntry = (&'static Map<String, Value>, &'static str, &'static Value);
+
+/// The schema of a built-in kind (CRDs excepted: see [`prune_unknown`]), from an index built
+/// once: every create and update looks its kind up, and a document holds hundreds of schemas.
+fn kind_schema(group: &str, version: &str, kind: &str) -> Option<KindEntry> {
+    static INDEX: OnceLock<BTreeMap<(&'static str, &'static str, &'static str), KindEntry>> =
+        OnceLock::new();
+    let index = INDEX.get_or_init(|| {
+        let mut index = BTreeMap::new();
+        for ((g, v), schemas) in all() {
+            for (name, schema) in schemas {
+                let Some(k) = schema["x-kubernetes-group-version-kind"][0]["kind"].as_str() else {
+                    continue;
+                };
+                if k != "CustomResourceDefinition" {
+                    index.insert((*g, *v, k), (schemas, name.as_str(), schema));
+                }
+            }
+        }
+        index
+    });
+    index
         .iter()
-        .find(|((g, v), _)| *g == group && *v == version)?;
-    let (name, schema) = schemas
-        .iter()
-        .find(|(_, s)| s["x-kubernetes-group-version-kind"][0]["kind"].as_str() == Some(kind))?;
-    Some((schemas, name, schema))
+        .find(|((g, v, k), _)| *g == group && *v == version && *k == kind)
+        .map(|(_, entry)| *entry)
 }
 
 /// Why `object` (of the built-in `kind`) cannot be decoded into the kind's Go type, in the words
