@@ -125,26 +125,30 @@ type KindEntry = (&'static Map<String, Value>, &'static str, &'static Value);
 /// The schema of a built-in kind (CRDs excepted: see [`prune_unknown`]), from an index built
 /// once: every create and update looks its kind up, and a document holds hundreds of schemas.
 fn kind_schema(group: &str, version: &str, kind: &str) -> Option<KindEntry> {
-    static INDEX: OnceLock<BTreeMap<(&'static str, &'static str, &'static str), KindEntry>> =
-        OnceLock::new();
+    type Index = BTreeMap<&'static str, Vec<(&'static str, &'static str, KindEntry)>>;
+    static INDEX: OnceLock<Index> = OnceLock::new();
     let index = INDEX.get_or_init(|| {
-        let mut index = BTreeMap::new();
+        let mut index = Index::new();
         for ((g, v), schemas) in all() {
             for (name, schema) in schemas {
                 let Some(k) = schema["x-kubernetes-group-version-kind"][0]["kind"].as_str() else {
                     continue;
                 };
                 if k != "CustomResourceDefinition" {
-                    index.insert((*g, *v, k), (schemas, name.as_str(), schema));
+                    index
+                        .entry(k)
+                        .or_default()
+                        .push((*g, *v, (schemas, name.as_str(), schema)));
                 }
             }
         }
         index
     });
     index
+        .get(kind)?
         .iter()
-        .find(|((g, v, k), _)| *g == group && *v == version && *k == kind)
-        .map(|(_, entry)| *entry)
+        .find(|(g, v, _)| *g == group && *v == version)
+        .map(|(_, _, entry)| *entry)
 }
 
 /// Why `object` (of the built-in `kind`) cannot be decoded into the kind's Go type, in the words
@@ -154,15 +158,11 @@ fn kind_schema(group: &str, version: &str, kind: &str) -> Option<KindEntry> {
 /// Types that decode themselves (quantities, int-or-string, times, raw JSON) are not checked.
 pub fn decode_error(group: &str, version: &str, kind: &str, object: &Value) -> Option<String> {
     let (schemas, name, schema) = kind_schema(group, version, kind)?;
-    let Value::Object(fields) = object else {
+    if !object.is_object() {
         return None;
-    };
-    let properties = schema["properties"].as_object()?;
-    let go_struct = go_name(name);
-    fields.iter().find_map(|(key, value)| {
-        let field = properties.get(key)?;
-        type_error(schemas, field, value, go_struct, key)
-    })
+    }
+    // The kind's own struct, at the root: its fields are named from there.
+    type_error(schemas, schema, object, go_name(name), "")
 }
 
 /// Schemas whose Go types have their own JSON decoding: they take more than their schema says
