@@ -97,7 +97,8 @@ pub fn valid_schedule(s: &str) -> bool {
         (0, 23, &[]),
         (1, 31, &[]),
         (1, 12, MONTHS),
-        (0, 7, DAYS),
+        // 0-6 as the cluster's cron parser takes them (robfig/cron refuses 7 for Sunday).
+        (0, 6, DAYS),
     ];
     fields
         .iter()

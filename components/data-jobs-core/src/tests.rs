@@ -42,6 +42,7 @@ fn schedules_follow_kubernetes_five_field_syntax() {
         "every minute",
         "*/0 * * * *",
         "5-1 * * * *",
+        "0 0 * * 7",
     ] {
         assert!(!valid_schedule(bad), "{bad}");
     }
