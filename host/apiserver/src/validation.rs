@@ -172,8 +172,6 @@ pub fn port_num(n: i64) -> Vec<String> {
     }
 }
 
-/// A string as Go's `%q` (`strconv.Quote`) writes it into error messages: JSON-like, but with
-/// `\a`, `\v` and `\xNN` for other ASCII control bytes.
 /// `value` decoded into Go's `interface{}` (integers kept as `int64`, as the API server's JSON
 /// decoding keeps them) and printed with `%v`: maps as `map[k:v …]` with sorted keys, slices as
 /// `[a b]`, strings bare, other numbers as `float64`.
@@ -214,6 +212,8 @@ fn go_float(f: f64) -> String {
     format!("{mantissa}e{sign}{:02}", power.unsigned_abs())
 }
 
+/// A string as Go's `%q` (`strconv.Quote`) writes it into error messages: JSON-like, but with
+/// `\a`, `\v` and `\xNN` for other ASCII control bytes.
 pub fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');

@@ -1721,11 +1721,46 @@ async fn an_invalid_cronjob_is_422_with_causes() {
                 == "Invalid value: \"not a schedule\": expected exactly 5 fields, found 3: [not a schedule]"),
         "{causes:?}"
     );
-    let fields: Vec<String> = causes.into_iter().map(|c| c.field).collect();
+    // A Job's pods may not restart `Always`, which is what the pod defaults would fill in.
     assert!(
-        fields.contains(&"spec.jobTemplate.spec.template.spec.restartPolicy".to_string()),
-        "{fields:?}"
+        causes.iter().any(
+            |c| c.field == "spec.jobTemplate.spec.template.spec.restartPolicy"
+                && c.reason == "FieldValueRequired"
+                && c.message == "Required value: valid values: \"OnFailure\", \"Never\""
+        ),
+        "{causes:?}"
     );
+
+    // Time zones are names from the IANA database, spelled exactly.
+    let zoned = |zone: &str| -> CronJob {
+        serde_json::from_value(json!({
+            "metadata": {"name": "zoned"},
+            "spec": {"schedule": "0 3 * * *", "timeZone": zone,
+                "jobTemplate": {"spec": {"template": {"spec": {
+                    "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}}}}},
+        }))
+        .unwrap()
+    };
+    for zone in ["Mars/Olympus", "europe/berlin"] {
+        let e = status_of(
+            api.create(&PostParams::default(), &zoned(zone))
+                .await
+                .unwrap_err(),
+        );
+        assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+        let causes = e.details.unwrap().causes;
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(causes[0].field, "spec.timeZone");
+        assert_eq!(
+            causes[0].message,
+            format!("Invalid value: \"{zone}\": unknown time zone {zone}")
+        );
+    }
+    let created = api
+        .create(&PostParams::default(), &zoned("Europe/Berlin"))
+        .await
+        .unwrap();
+    assert_eq!(created.spec.time_zone.as_deref(), Some("Europe/Berlin"));
     c.shutdown().await;
 }
 
