@@ -67,6 +67,7 @@ mod status;
 mod store;
 mod table;
 mod tls;
+mod typed;
 mod validation;
 
 use serde::{Deserialize, Serialize};

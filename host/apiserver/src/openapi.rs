@@ -106,6 +106,14 @@ fn all() -> &'static Documents {
     })
 }
 
+/// The core group's schemas, which hold the types every kind shares (`ObjectMeta`).
+pub(crate) fn core_schemas() -> &'static Map<String, Value> {
+    static EMPTY: OnceLock<Map<String, Value>> = OnceLock::new();
+    all()
+        .get(&("", "v1"))
+        .unwrap_or_else(|| EMPTY.get_or_init(Map::new))
+}
+
 /// Removes from `object` (of the built-in `kind`) every field its schema does not know, as the
 /// real API server does when it decodes into its Go types, and returns their paths (`spec.foo`)
 /// for the strict-decoding error or the warnings. Kinds without a schema here are left alone;
@@ -120,11 +128,11 @@ pub fn prune_unknown(group: &str, version: &str, kind: &str, object: &mut Value)
 }
 
 /// A built-in kind's schema: its group version's document, its schema name and the schema.
-type KindEntry = (&'static Map<String, Value>, &'static str, &'static Value);
+pub(crate) type KindEntry = (&'static Map<String, Value>, &'static str, &'static Value);
 
 /// The schema of a built-in kind (CRDs excepted: see [`prune_unknown`]), from an index built
 /// once: every create and update looks its kind up, and a document holds hundreds of schemas.
-fn kind_schema(group: &str, version: &str, kind: &str) -> Option<KindEntry> {
+pub(crate) fn kind_schema(group: &str, version: &str, kind: &str) -> Option<KindEntry> {
     type Index = BTreeMap<&'static str, Vec<(&'static str, &'static str, KindEntry)>>;
     static INDEX: OnceLock<Index> = OnceLock::new();
     let index = INDEX.get_or_init(|| {
@@ -179,7 +187,7 @@ const SELF_DECODING: [&str; 8] = [
 ];
 
 /// The schema name `schema` refers to, if it is a reference (alone or as `allOf`'s one entry).
-fn reference(schema: &Value) -> Option<&str> {
+pub(crate) fn reference(schema: &Value) -> Option<&str> {
     schema["$ref"]
         .as_str()
         .or_else(|| match schema["allOf"].as_array() {
@@ -285,7 +293,7 @@ fn type_error(
 }
 
 /// The schema a node stands for: `$ref` (alone or as the one entry of `allOf`) resolved.
-fn resolve<'a>(schemas: &'a Map<String, Value>, mut schema: &'a Value) -> &'a Value {
+pub(crate) fn resolve<'a>(schemas: &'a Map<String, Value>, mut schema: &'a Value) -> &'a Value {
     for _ in 0..16 {
         match reference(schema).and_then(|name| schemas.get(name)) {
             Some(target) => schema = target,

@@ -1221,6 +1221,17 @@ pub fn patch(
             None => Ok(()),
         }
     };
+    // An applied configuration is typed against the schema before anything else; the server
+    // fails this with a plain error (500, no reason).
+    let typed = |applied: &Value| {
+        if w.shape != crate::resources::Shape::Stored {
+            return Ok(());
+        }
+        match crate::typed::apply_error(def, applied) {
+            Some(error) => Err(ApiError::new(500, "", error)),
+            None => Ok(()),
+        }
+    };
     let mut run_opts = w.clone();
     if pt == PatchType::Apply {
         // The apply records its own entry.
@@ -1237,6 +1248,7 @@ pub fn patch(
                 if pt == PatchType::Apply && sub == Sub::Main {
                     let mut b = body.clone();
                     // Typed as an applied configuration first, as for an existing object.
+                    typed(&b)?;
                     decodable(&b)?;
                     check_identity(def, ns, Some(name), &mut b)?;
                     validate_name(def, name)?;
@@ -1266,6 +1278,7 @@ pub fn patch(
                         m.remove("resourceVersion");
                     }
                     // The applied configuration is typed before anything is merged or owned.
+                    typed(&b)?;
                     decodable(&b)?;
                     let schema = KindSchema::of(def);
                     crate::managed::merge(&mut v, &b, &schema);
@@ -1303,8 +1316,9 @@ pub fn patch(
 /// The answer to a patch whose result cannot be decoded (`error`, from
 /// [`crate::openapi::decode_error`]), as the real server's patch handler gives it: 422 on the
 /// `patch` field naming the patched object (JSON and merge patches, whose result is re-encoded
-/// with sorted keys as here) or the patch as Go prints a map (strategic merge), and 400 for
-/// server-side apply, which fails earlier, when it types the applied configuration.
+/// with sorted keys as here) or the patch as Go prints a map (strategic merge). Server-side apply
+/// has typed its configuration already ([`crate::typed`]); what fails here is only what that
+/// typing lets through (a fraction or an out-of-range number for an integer field).
 fn undecodable_patch(
     def: &ResourceDef,
     ns: &str,

@@ -308,7 +308,11 @@ impl ApiError {
         );
         m.insert("status".into(), json!("Failure"));
         m.insert("message".into(), json!(self.message));
-        m.insert("reason".into(), json!(self.reason));
+        // Go leaves an empty reason out (`omitempty`): a plain error the server did not map
+        // to a status has none.
+        if !self.reason.is_empty() {
+            m.insert("reason".into(), json!(self.reason));
+        }
         if let Some(d) = &self.details {
             let mut dm = Map::new();
             if !d.name.is_empty() {

@@ -201,7 +201,7 @@ pub fn go_print(value: &Value) -> String {
 
 /// A `float64` as Go's `%v` prints it (`%g`, shortest): plain for decimal exponents from -4 to 5,
 /// otherwise with a signed exponent of two digits at least (`1e+06`, `1.5e-05`).
-fn go_float(f: f64) -> String {
+pub(crate) fn go_float(f: f64) -> String {
     let text = format!("{f:e}");
     let (mantissa, exponent) = text.split_once('e').unwrap_or((&text, "0"));
     let power: i32 = exponent.parse().unwrap_or_default();

@@ -1032,7 +1032,8 @@ async fn fields_of_the_wrong_type_are_refused_by_the_decoder() {
             o.stderr
         );
     }
-    // Server-side apply types the applied configuration first, whether the object exists or not.
+    // Server-side apply types the applied configuration first, whether the object exists or not,
+    // in structured-merge-diff's words; the real server answers that with a bare 500.
     for name in ["typed", "fresh"] {
         let applied = cron("5").replace("name: typed", &format!("name: {name}"));
         let o = k
@@ -1041,12 +1042,24 @@ async fn fields_of_the_wrong_type_are_refused_by_the_decoder() {
         assert_ne!(o.code, 0, "{name}");
         assert!(
             o.stderr.contains(&format!(
-                "Error from server (BadRequest): failed to create typed patch object ({ns}/{name}; batch/v1, Kind=CronJob): {decode}"
+                "Error from server: failed to create typed patch object ({ns}/{name}; batch/v1, Kind=CronJob): .spec.schedule: expected string, got &value.valueUnstructured{{Value:5}}"
             )),
             "{name}: {}",
             o.stderr
         );
     }
+    // A field the schema does not declare fails the same typing.
+    let undeclared = cron("'*/5 * * * *'").replacen("spec:\n", "spec:\n  bogus: 1\n", 1);
+    let o = k
+        .run(&["apply", "--server-side", "-f", "-"], Some(&undeclared))
+        .await;
+    assert!(
+        o.stderr.contains(&format!(
+            "Error from server: failed to create typed patch object ({ns}/typed; batch/v1, Kind=CronJob): .spec.bogus: field not declared in schema"
+        )),
+        "{}",
+        o.stderr
+    );
     let schedule = k
         .ok(
             &[
