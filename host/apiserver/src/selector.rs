@@ -1,6 +1,6 @@
 //! Label and field selectors.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 #[derive(Debug, Clone, PartialEq)]
 enum Op {
@@ -462,6 +462,22 @@ pub fn field_label_supported(group: &str, plural: &str, field: &str) -> bool {
     matches!(field, "metadata.name" | "metadata.namespace") || extra.contains(&field)
 }
 
+/// Why list and watch of a built-in kind refuse to select on `field`, in the words of the kind's
+/// field-label conversion; a kind that registers none gets the scheme's default, which knows only
+/// the two metadata fields.
+pub fn field_label_error(group: &str, plural: &str, field: &str) -> String {
+    match (group, plural) {
+        ("", "pods" | "nodes" | "namespaces" | "secrets" | "services" | "events") => {
+            format!("field label not supported: {field}")
+        }
+        ("batch", "jobs") => format!("field label {} not supported for batchv1.Job", json!(field)),
+        _ => format!(
+            "{} is not a known field selector: only \"metadata.name\", \"metadata.namespace\"",
+            json!(field)
+        ),
+    }
+}
+
 /// The field labels a CRD version declares in `selectableFields` (each `jsonPath` without its
 /// leading dot), which list and watch of its custom resources may select on.
 pub fn crd_selectable_fields(crd: &Value, version: &str) -> Vec<String> {
@@ -599,5 +615,21 @@ mod tests {
             "cronjobs",
             "status.successful"
         ));
+    }
+
+    #[test]
+    fn unsupported_field_labels_are_refused_in_each_kinds_words() {
+        assert_eq!(
+            field_label_error("", "configmaps", "data.x"),
+            "\"data.x\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        );
+        assert_eq!(
+            field_label_error("", "secrets", "data.x"),
+            "field label not supported: data.x"
+        );
+        assert_eq!(
+            field_label_error("batch", "jobs", "spec.x"),
+            "field label \"spec.x\" not supported for batchv1.Job"
+        );
     }
 }

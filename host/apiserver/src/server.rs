@@ -672,8 +672,12 @@ fn crd_values(store: &Store) -> Vec<Value> {
 /// Alternative representations a client can ask for with `Accept`.
 #[derive(Clone)]
 enum Printer {
-    /// Server-side printing (with the CRD, for custom resources' printer columns).
-    Table { crd: Option<Value> },
+    /// Server-side printing (with the CRD, for custom resources' printer columns), each row
+    /// carrying what `includeObject` asked for.
+    Table {
+        crd: Option<Value>,
+        include: crate::table::Include,
+    },
     /// `PartialObjectMetadata` (metadata-only clients).
     Metadata,
 }
@@ -687,14 +691,20 @@ fn partial_metadata(o: &Obj) -> Value {
 }
 
 impl Printer {
-    fn from_accept(store: &Store, def: &ResourceDef, accept: &str) -> Option<Printer> {
+    fn from_accept(
+        store: &Store,
+        def: &ResourceDef,
+        accept: &str,
+        query: &Query,
+    ) -> Result<Option<Printer>, ApiError> {
         let first = accept.split(',').next().unwrap_or_default();
         if first.contains("as=PartialObjectMetadata") {
-            return Some(Printer::Metadata);
+            return Ok(Some(Printer::Metadata));
         }
         if !crate::table::wanted(accept) {
-            return None;
+            return Ok(None);
         }
+        let include = crate::table::Include::parse(query.get("includeObject"))?;
         let crd = if def.custom {
             store
                 .get(CRD_KEY, "", &format!("{}.{}", def.plural, def.group), false)
@@ -702,15 +712,21 @@ impl Printer {
         } else {
             None
         };
-        Some(Printer::Table { crd })
+        Ok(Some(Printer::Table { crd, include }))
     }
 
     /// One object.
     fn one(&self, def: &ResourceDef, o: &Arc<Obj>) -> Value {
         match self {
-            Printer::Table { crd } => {
-                crate::table::render(def, crd.as_ref(), o.rv, std::slice::from_ref(o), None)
-            }
+            Printer::Table { crd, include } => crate::table::render(
+                def,
+                crd.as_ref(),
+                o.rv,
+                std::slice::from_ref(o),
+                None,
+                *include,
+                &|o| served_value(def, o),
+            ),
             Printer::Metadata => partial_metadata(o),
         }
     }
@@ -722,7 +738,11 @@ impl Printer {
     /// A list.
     fn many(&self, def: &ResourceDef, rv: u64, items: &[Arc<Obj>], cont: Option<&str>) -> Value {
         match self {
-            Printer::Table { crd } => crate::table::render(def, crd.as_ref(), rv, items, cont),
+            Printer::Table { crd, include } => {
+                crate::table::render(def, crd.as_ref(), rv, items, cont, *include, &|o| {
+                    served_value(def, o)
+                })
+            }
             Printer::Metadata => {
                 let mut meta = json!({"resourceVersion": rv.to_string()});
                 if let Some(c) = cont {
@@ -1082,7 +1102,9 @@ async fn resource_request(
         .headers()
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
-        .and_then(|accept| Printer::from_accept(store, &def, accept));
+        .map(|accept| Printer::from_accept(store, &def, accept, query))
+        .transpose()?
+        .flatten();
     match verb {
         "get" => {
             let obj = store
@@ -1299,6 +1321,18 @@ fn as_served(def: &ResourceDef, stored: &ResourceDef, mut e: ApiError) -> ApiErr
 
 /// The serialized object, with apiVersion rewritten when served under another CR version, or
 /// in another shape than stored.
+/// An object as the client reads it (what [`obj_bytes`] encodes).
+fn served_value(def: &ResourceDef, o: &Obj) -> Value {
+    if def.shape != Shape::Stored {
+        return def.shape.view(&o.value);
+    }
+    let mut v = o.value.clone();
+    if def.custom {
+        v["apiVersion"] = json!(def.api_version());
+    }
+    v
+}
+
 fn obj_bytes(def: &ResourceDef, o: &Obj) -> Bytes {
     if def.shape != Shape::Stored {
         return Bytes::from(serde_json::to_vec(&def.shape.view(&o.value)).unwrap_or_default());
@@ -1373,9 +1407,11 @@ fn selectors(
         }
     };
     if let Some(f) = fields.fields().find(|f| !supported(f)) {
-        return Err(ApiError::bad_request(format!(
-            "field label not supported: {f}"
-        )));
+        return Err(ApiError::bad_request(if def.custom {
+            format!("field label not supported: {f}")
+        } else {
+            crate::selector::field_label_error(&def.group, &def.plural, &f)
+        }));
     }
     Ok((labels, fields))
 }
@@ -1712,21 +1748,30 @@ fn bookmark(def: &ResourceDef, rv: u64, initial_end: bool) -> Bytes {
     event_line("BOOKMARK", obj.to_string().as_bytes())
 }
 
-/// The event type a filtered watch reports: an object that starts matching is ADDED, one that
-/// stops matching is DELETED, as the real server's watch cache does.
-fn filtered_type(e: &crate::store::Event, matches: &impl Fn(&Obj) -> bool) -> Option<&'static str> {
+/// The event a filtered watch reports, and the object it carries: an object that starts
+/// matching is ADDED; one that stops matching is DELETED with its previous content (the state
+/// that matched) stamped with the event's resourceVersion, as the real server's watch cache does.
+fn filtered_event(
+    e: &crate::store::Event,
+    matches: &impl Fn(&Obj) -> bool,
+) -> Option<(&'static str, Arc<Obj>)> {
     let now = matches(&e.obj);
     match e.etype {
         EventType::Modified => {
             let before = e.prev.as_ref().is_none_or(|p| matches(p));
-            match (before, now) {
-                (true, true) => Some("MODIFIED"),
-                (false, true) => Some("ADDED"),
-                (true, false) => Some("DELETED"),
-                (false, false) => None,
+            match (before, now, &e.prev) {
+                (true, true, _) => Some(("MODIFIED", e.obj.clone())),
+                (false, true, _) => Some(("ADDED", e.obj.clone())),
+                (true, false, Some(prev)) => {
+                    let mut last = prev.value.clone();
+                    last["metadata"]["resourceVersion"] = json!(e.rv.to_string());
+                    Some(("DELETED", Obj::new(last, e.rv)))
+                }
+                (true, false, None) => Some(("DELETED", e.obj.clone())),
+                (false, false, _) => None,
             }
         }
-        other => now.then_some(other.as_str()),
+        other => now.then(|| (other.as_str(), e.obj.clone())),
     }
 }
 
@@ -1810,9 +1855,9 @@ async fn watch(
                     last = e.rv;
                     if &*e.key == def.key()
                         && ns_filter.as_ref().is_none_or(|n| *n == e.ns)
-                        && let Some(et) = filtered_type(&e, &matches)
+                        && let Some((et, obj)) = filtered_event(&e, &matches)
                     {
-                        initial.push(event_line(et, &encode(def, &e.obj)));
+                        initial.push(event_line(et, &encode(def, &obj)));
                     }
                 }
                 (sub, last)
@@ -1851,10 +1896,10 @@ async fn watch(
                         if &*e.key != def.key() || ns_filter.as_ref().is_some_and(|n| *n != e.ns) {
                             continue;
                         }
-                        let Some(et) = filtered_type(&e, &matches) else {
+                        let Some((et, obj)) = filtered_event(&e, &matches) else {
                             continue;
                         };
-                        if tx.send(event_line(et, &encode(&def, &e.obj))).await.is_err() {
+                        if tx.send(event_line(et, &encode(&def, &obj))).await.is_err() {
                             return;
                         }
                     }

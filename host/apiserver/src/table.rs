@@ -775,14 +775,52 @@ fn template_cells(job_spec: &Value) -> [Value; 3] {
     ]
 }
 
-fn row(def: &ResourceDef, crd: Option<&Value>, o: &Obj) -> Value {
-    let mut r = json!({
-        "cells": cells(def, crd, &o.value),
-        "object": {
+/// What each row carries as its `object` (`includeObject`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Include {
+    /// `PartialObjectMetadata` (the default).
+    #[default]
+    Metadata,
+    /// The whole object (kubectl asks for it to sort by a field).
+    Object,
+    /// Nothing.
+    None,
+}
+
+impl Include {
+    /// The `includeObject` parameter; the server refuses a value it does not know.
+    pub fn parse(value: Option<&str>) -> Result<Include, crate::status::ApiError> {
+        match value {
+            None | Some("") | Some("Metadata") => Ok(Include::Metadata),
+            Some("Object") => Ok(Include::Object),
+            Some("None") => Ok(Include::None),
+            Some(other) => Err(crate::status::ApiError::bad_request(format!(
+                "unrecognized includeObject value: {}",
+                crate::validation::go_quote(other)
+            ))),
+        }
+    }
+}
+
+fn row(
+    def: &ResourceDef,
+    crd: Option<&Value>,
+    o: &Obj,
+    include: Include,
+    whole: &dyn Fn(&Obj) -> Value,
+) -> Value {
+    let object = match include {
+        Include::Metadata => json!({
             "kind": "PartialObjectMetadata",
             "apiVersion": "meta.k8s.io/v1",
             "metadata": o.value["metadata"].clone(),
-        },
+        }),
+        Include::Object => whole(o),
+        Include::None => Value::Null,
+    };
+    let mut r = json!({
+        "cells": cells(def, crd, &o.value),
+        "object": object,
     });
     if def.group.is_empty()
         && def.plural == "pods"
@@ -793,13 +831,15 @@ fn row(def: &ResourceDef, crd: Option<&Value>, o: &Obj) -> Value {
     r
 }
 
-/// A Table of `items`.
+/// A Table of `items`; `whole` gives an object as the client reads it, for rows that carry it.
 pub fn render(
     def: &ResourceDef,
     crd: Option<&Value>,
     rv: u64,
     items: &[Arc<Obj>],
     cont: Option<&str>,
+    include: Include,
+    whole: &dyn Fn(&Obj) -> Value,
 ) -> Value {
     let mut meta = json!({"resourceVersion": rv.to_string()});
     if let Some(c) = cont {
@@ -810,7 +850,10 @@ pub fn render(
         "apiVersion": "meta.k8s.io/v1",
         "metadata": meta,
         "columnDefinitions": columns(def, crd),
-        "rows": items.iter().map(|o| row(def, crd, o)).collect::<Vec<_>>(),
+        "rows": items
+            .iter()
+            .map(|o| row(def, crd, o, include, whole))
+            .collect::<Vec<_>>(),
     })
 }
 

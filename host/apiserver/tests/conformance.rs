@@ -1538,19 +1538,23 @@ async fn a_filtered_watch_reports_objects_leaving_the_selector_as_deleted() {
         .watch(&WatchParams::default().labels("team=a").timeout(10), &rv)
         .await
         .unwrap();
-    let kinds: Vec<&str> = stream
+    // Each event carries the object as it matched: the DELETED one has the labels it left with,
+    // so a consumer filtering on the selector still sees it go.
+    let team = |o: &ConfigMap| o.metadata.labels.clone().unwrap_or_default()["team"].clone();
+    let events: Vec<(&str, String)> = stream
         .take(3)
         .map_ok(|e| match e {
-            WatchEvent::Added(_) => "ADDED",
-            WatchEvent::Modified(_) => "MODIFIED",
-            WatchEvent::Deleted(_) => "DELETED",
-            WatchEvent::Bookmark(_) => "BOOKMARK",
-            WatchEvent::Error(_) => "ERROR",
+            WatchEvent::Added(o) => ("ADDED", team(&o)),
+            WatchEvent::Modified(o) => ("MODIFIED", team(&o)),
+            WatchEvent::Deleted(o) => ("DELETED", team(&o)),
+            WatchEvent::Bookmark(_) => ("BOOKMARK", String::new()),
+            WatchEvent::Error(_) => ("ERROR", String::new()),
         })
         .try_collect()
         .await
         .unwrap();
-    assert_eq!(kinds, ["ADDED", "DELETED", "ADDED"]);
+    let teams: Vec<(&str, &str)> = events.iter().map(|(k, t)| (*k, t.as_str())).collect();
+    assert_eq!(teams, [("ADDED", "a"), ("DELETED", "a"), ("ADDED", "a")]);
     c.shutdown().await;
 }
 
@@ -2252,5 +2256,51 @@ async fn aggregated_discovery_lists_groups_and_resources() {
             "{want} missing from {kinds:?}"
         );
     }
+    c.shutdown().await;
+}
+
+/// A Table's rows carry what `includeObject` asks for: kubectl asks for whole objects to sort by
+/// one of their fields.
+#[tokio::test]
+async fn table_rows_carry_the_object_include_object_asks_for() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("tables").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "t1"}, "data": {"a": "b"}})).unwrap();
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    let table = |include: &str| {
+        http::Request::get(format!(
+            "/api/v1/namespaces/{ns}/configmaps?includeObject={include}"
+        ))
+        .header(
+            "accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )
+        .body(Vec::new())
+        .unwrap()
+    };
+    let whole = c.client.request::<Value>(table("Object")).await.unwrap();
+    let object = &whole["rows"][0]["object"];
+    assert_eq!(
+        (&object["kind"], &object["data"]["a"]),
+        (&json!("ConfigMap"), &json!("b"))
+    );
+    let meta = c.client.request::<Value>(table("Metadata")).await.unwrap();
+    let object = &meta["rows"][0]["object"];
+    assert_eq!(object["kind"], "PartialObjectMetadata");
+    assert!(object.get("data").is_none(), "{object}");
+    let none = c.client.request::<Value>(table("None")).await.unwrap();
+    assert!(none["rows"][0]["object"].is_null(), "{none}");
+    let e = status_of(
+        c.client
+            .request::<Value>(table("Everything"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (400, "unrecognized includeObject value: \"Everything\"")
+    );
     c.shutdown().await;
 }

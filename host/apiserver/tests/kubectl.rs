@@ -1743,7 +1743,7 @@ async fn kubectl_get_columns_and_field_selectors_match_a_real_cluster() {
     assert_ne!(o.code, 0);
     assert_eq!(
         o.stderr.trim(),
-        "Error from server (BadRequest): Unable to find \"/v1, Resource=configmaps\" that match label selector \"\", field selector \"x=y\": field label not supported: x"
+        "Error from server (BadRequest): Unable to find \"/v1, Resource=configmaps\" that match label selector \"\", field selector \"x=y\": \"x\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
     );
     let out = k
         .ok(
@@ -2543,5 +2543,45 @@ async fn kubectl_moves_an_object_from_client_side_to_server_side_apply() {
         !managers.contains("kubectl-client-side-apply"),
         "{managers}"
     );
+    k.shutdown().await;
+}
+
+/// `kubectl get --sort-by` asks for whole objects in the Table's rows and sorts by their fields.
+#[tokio::test]
+async fn kubectl_get_sorts_by_a_field_of_the_objects() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ns = format!("ksort-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    for (name, value) in [("first", "b"), ("second", "a")] {
+        k.ok(
+            &[
+                "create",
+                "configmap",
+                name,
+                &format!("--from-literal=a={value}"),
+                "-n",
+                &ns,
+            ],
+            None,
+        )
+        .await;
+    }
+    let out = k
+        .ok(
+            &["get", "cm", "-l", "!x", "--sort-by=.data.a", "-n", &ns],
+            None,
+        )
+        .await;
+    let names: Vec<&str> = out
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| *n != "kube-root-ca.crt")
+        .collect();
+    assert_eq!(names, ["second", "first"], "{out}");
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
     k.shutdown().await;
 }
