@@ -1191,19 +1191,8 @@ pub fn patch(
             "the body of the request was not a JSON object",
         ));
     }
+    // The options were checked with the request (an apply has its field manager).
     let manager = w.field_manager.clone().unwrap_or_default();
-    if pt == PatchType::Apply && manager.is_empty() {
-        return Err(ApiError::invalid(
-            "meta.k8s.io",
-            "PatchOptions",
-            "",
-            vec![Cause {
-                reason: "FieldValueRequired",
-                message: "Required value: is required for apply patch".into(),
-                field: "fieldManager".into(),
-            }],
-        ));
-    }
     let force = w.force;
     let api_version = def.api_version();
     let applier = Writer {

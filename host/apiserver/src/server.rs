@@ -144,16 +144,60 @@ impl Query {
         self.0.iter().any(|(k, v)| k == "dryRun" && v == "All")
     }
 
-    /// The options of a write sent with `user_agent`.
-    /// The options of a write, checked as `ValidateFieldManager` checks them for `options_kind`
-    /// (`CreateOptions`, `UpdateOptions` or `PatchOptions`).
-    fn write_opts(&self, user_agent: &str, options_kind: &str) -> Result<ops::WriteOpts, ApiError> {
+    fn all(&self, k: &str) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// The options of a write sent with `user_agent`, checked as the server's
+    /// `Validate{Create,Update,Patch}Options` check them for `options_kind`; `patch` is the patch
+    /// type of a PATCH.
+    fn write_opts(
+        &self,
+        user_agent: &str,
+        options_kind: &str,
+        patch: Option<PatchType>,
+    ) -> Result<ops::WriteOpts, ApiError> {
         let field_manager = self.get("fieldManager").map(str::to_string);
-        if let Some(m) = &field_manager {
-            let causes = crate::managed::field_manager_causes(m);
-            if !causes.is_empty() {
-                return Err(ApiError::invalid("meta.k8s.io", options_kind, "", causes));
+        let mut causes = Vec::new();
+        match patch {
+            Some(PatchType::Apply) if field_manager.as_deref().unwrap_or_default().is_empty() => {
+                causes.push(crate::status::Cause {
+                    reason: "FieldValueRequired",
+                    message: "Required value: is required for apply patch".into(),
+                    field: "fieldManager".into(),
+                });
             }
+            Some(pt) if pt != PatchType::Apply && self.get("force").is_some() => {
+                causes.push(crate::status::Cause {
+                    reason: "FieldValueForbidden",
+                    message: "Forbidden: may not be specified for non-apply patch".into(),
+                    field: "force".into(),
+                });
+            }
+            _ => {}
+        }
+        if let Some(m) = &field_manager {
+            causes.extend(crate::managed::field_manager_causes(m));
+        }
+        causes.extend(dry_run_causes(&self.all("dryRun")));
+        if let Some(v) = self.get("fieldValidation")
+            && !matches!(v, "" | "Ignore" | "Strict" | "Warn")
+        {
+            causes.push(crate::status::Cause {
+                reason: "FieldValueNotSupported",
+                message: format!(
+                    "Unsupported value: {}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"",
+                    crate::validation::go_quote(v)
+                ),
+                field: "fieldValidation".into(),
+            });
+        }
+        if !causes.is_empty() {
+            return Err(ApiError::invalid("meta.k8s.io", options_kind, "", causes));
         }
         let manager = match field_manager.as_deref() {
             Some(m) if !m.is_empty() => m.to_string(),
@@ -168,6 +212,25 @@ impl Query {
             shape: Default::default(),
         })
     }
+}
+
+/// `ValidateDryRun`: `All` is the only dry-run mode.
+fn dry_run_causes(values: &[String]) -> Vec<crate::status::Cause> {
+    if values.iter().all(|v| v == "All") {
+        return vec![];
+    }
+    let quoted: Vec<String> = values
+        .iter()
+        .map(|v| crate::validation::go_quote(v))
+        .collect();
+    vec![crate::status::Cause {
+        reason: "FieldValueNotSupported",
+        message: format!(
+            "Unsupported value: []string{{{}}}: supported values: \"All\"",
+            quoted.join(", ")
+        ),
+        field: "dryRun".into(),
+    }]
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -819,7 +882,7 @@ async fn scale_request(
         "update" => {
             let (headers, body) = read_body(req).await?;
             let body = decode_body(&headers, &body)?;
-            let opts = query.write_opts(user_agent, "UpdateOptions")?;
+            let opts = query.write_opts(user_agent, "UpdateOptions", None)?;
             crate::scale::update(store, def, ns, name, &body, opts)?
         }
         _ => {
@@ -831,7 +894,7 @@ async fn scale_request(
             let pt = PatchType::from_content_type(ct)
                 .ok_or_else(|| ApiError::unsupported_media_type(ct))?;
             let body = parse_json(&body)?;
-            let opts = query.write_opts(user_agent, "PatchOptions")?;
+            let opts = query.write_opts(user_agent, "PatchOptions", Some(pt))?;
             crate::scale::patch(store, def, ns, name, pt, &body, opts)?
         }
     };
@@ -1137,7 +1200,7 @@ async fn resource_request(
                 }
             }
             let body = def.shape.stored(body);
-            let opts = query.write_opts(&user_agent, "CreateOptions")?;
+            let opts = query.write_opts(&user_agent, "CreateOptions", None)?;
             let obj = ops::create(store, &stored, ns, body, opts).map_err(served)?;
             Ok(respond(201, obj_bytes(&def, &obj)))
         }
@@ -1155,7 +1218,7 @@ async fn resource_request(
                 name,
                 body,
                 sub,
-                query.write_opts(&user_agent, "UpdateOptions")?,
+                query.write_opts(&user_agent, "UpdateOptions", None)?,
             )
             .map_err(served)?;
             Ok(respond(
@@ -1183,7 +1246,7 @@ async fn resource_request(
                 ));
             }
             let body = parse_json(&body)?;
-            let mut opts = query.write_opts(&user_agent, "PatchOptions")?;
+            let mut opts = query.write_opts(&user_agent, "PatchOptions", Some(pt))?;
             opts.shape = def.shape;
             let (out, created) =
                 ops::patch(store, &stored, ns, name, pt, &body, sub, opts).map_err(served)?;
@@ -1246,8 +1309,11 @@ async fn resource_request(
     }
 }
 
+/// The options of a DELETE, from its body and its query, checked as `ValidateDeleteOptions`
+/// checks them.
 fn delete_opts(headers: &HeaderMap, body: &[u8], query: &Query) -> Result<DeleteOpts, ApiError> {
     let mut opts = DeleteOpts::default();
+    let mut dry_run = Vec::new();
     if !body.iter().all(u8::is_ascii_whitespace) {
         let v = decode_body(headers, body)?;
         opts.propagation = v["propagationPolicy"].as_str().map(str::to_string);
@@ -1256,9 +1322,7 @@ fn delete_opts(headers: &HeaderMap, body: &[u8], query: &Query) -> Result<Delete
         opts.resource_version = v["preconditions"]["resourceVersion"]
             .as_str()
             .map(str::to_string);
-        opts.dry_run = v["dryRun"]
-            .as_array()
-            .is_some_and(|a| a.iter().any(|x| x.as_str() == Some("All")));
+        dry_run = crate::store::string_list(&v["dryRun"]);
     }
     if let Some(p) = query.get("propagationPolicy") {
         opts.propagation = Some(p.to_string());
@@ -1266,23 +1330,38 @@ fn delete_opts(headers: &HeaderMap, body: &[u8], query: &Query) -> Result<Delete
     if let Some(o) = query.get("orphanDependents") {
         opts.orphan_dependents = Some(o == "true");
     }
-    if query.dry_run() {
-        opts.dry_run = true;
+    dry_run.extend(query.all("dryRun"));
+    opts.dry_run = !dry_run.is_empty();
+    let mut causes = Vec::new();
+    if let (Some(p), Some(_)) = (&opts.propagation, opts.orphan_dependents) {
+        causes.push(crate::status::Cause {
+            reason: "FieldValueInvalid",
+            message: format!(
+                "Invalid value: {}: orphanDependents and deletionPropagation cannot be both set",
+                crate::validation::go_quote(p)
+            ),
+            field: "propagationPolicy".into(),
+        });
     }
     if let Some(p) = &opts.propagation
         && !matches!(p.as_str(), "Orphan" | "Background" | "Foreground")
     {
+        causes.push(crate::status::Cause {
+            reason: "FieldValueNotSupported",
+            message: format!(
+                "Unsupported value: {}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"",
+                crate::validation::go_quote(p)
+            ),
+            field: "propagationPolicy".into(),
+        });
+    }
+    causes.extend(dry_run_causes(&dry_run));
+    if !causes.is_empty() {
         return Err(ApiError::invalid(
-            "",
+            "meta.k8s.io",
             "DeleteOptions",
             "",
-            vec![crate::status::Cause {
-                reason: "FieldValueNotSupported",
-                message: format!(
-                    "Unsupported value: {p:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
-                ),
-                field: "propagationPolicy".into(),
-            }],
+            causes,
         ));
     }
     Ok(opts)

@@ -2304,3 +2304,71 @@ async fn table_rows_carry_the_object_include_object_asks_for() {
     );
     c.shutdown().await;
 }
+
+/// Write options are checked before anything is written: an unknown dry-run mode or field
+/// validation, `force` on a patch that is not an apply, or both deletion styles at once are
+/// refused with the options' own 422, and nothing changes.
+#[tokio::test]
+async fn write_options_are_validated_before_anything_is_written() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("options").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let invalid = |req: http::Request<Vec<u8>>| {
+        let client = c.client.clone();
+        async move { status_of(client.request::<Value>(req).await.unwrap_err()) }
+    };
+    let create = |query: &str| {
+        http::Request::post(format!("/api/v1/namespaces/{ns}/configmaps?{query}"))
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&json!({"metadata": {"name": "o1"}})).unwrap())
+            .unwrap()
+    };
+    let e = invalid(create("dryRun=Foo")).await;
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        e.message,
+        "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"Foo\"}: supported values: \"All\""
+    );
+    let e = invalid(create("fieldValidation=Loose")).await;
+    assert_eq!(
+        e.message,
+        "CreateOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \"Loose\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""
+    );
+    assert!(api.get_opt("o1").await.unwrap().is_none());
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "o1"}})).unwrap();
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    let e = invalid(
+        http::Request::patch(format!("/api/v1/namespaces/{ns}/configmaps/o1?force=true"))
+            .header("content-type", "application/merge-patch+json")
+            .body(br#"{"data":{"a":"b"}}"#.to_vec())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        e.message,
+        "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch"
+    );
+    let delete = |query: &str, body: Value| {
+        http::Request::delete(format!("/api/v1/namespaces/{ns}/configmaps/o1?{query}"))
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&body).unwrap())
+            .unwrap()
+    };
+    let e = invalid(delete(
+        "",
+        json!({"orphanDependents": true, "propagationPolicy": "Background"}),
+    ))
+    .await;
+    assert_eq!(
+        e.message,
+        "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: \"Background\": orphanDependents and deletionPropagation cannot be both set"
+    );
+    let e = invalid(delete("dryRun=Foo", json!({}))).await;
+    assert_eq!(
+        e.message,
+        "DeleteOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"Foo\"}: supported values: \"All\""
+    );
+    let kept = api.get("o1").await.unwrap();
+    assert!(kept.data.is_none() && kept.metadata.deletion_timestamp.is_none());
+    c.shutdown().await;
+}
