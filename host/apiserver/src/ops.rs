@@ -238,14 +238,25 @@ fn check_namespace(inner: &Inner, def: &ResourceDef, ns: &str, name: &str) -> Re
     }
     match inner.get(NS_KEY, "", ns) {
         None => Err(ApiError::not_found("", "namespaces", ns)),
-        Some(n) if n.deleting() => Err(ApiError::forbidden(
-            &def.group,
-            &def.plural,
-            name,
-            &format!(
-                "unable to create new content in namespace {ns} because it is being terminated"
-            ),
-        )),
+        Some(n) if n.deleting() => {
+            let mut e = ApiError::forbidden(
+                &def.group,
+                &def.plural,
+                name,
+                &format!(
+                    "unable to create new content in namespace {ns} because it is being terminated"
+                ),
+            );
+            // Controllers look for this cause to tell a terminating namespace from a denial.
+            if let Some(d) = e.details.as_mut() {
+                d.causes.push(Cause {
+                    reason: "NamespaceTerminating",
+                    message: format!("namespace {ns} is being terminated"),
+                    field: "metadata.namespace".into(),
+                });
+            }
+            Err(e)
+        }
         Some(_) => Ok(()),
     }
 }
@@ -735,11 +746,28 @@ pub fn create(
         return Err(ApiError::invalid(&def.group, &def.kind, &name, causes));
     }
     let ns_key = if def.namespaced { ns } else { "" };
+    // Storage refuses a version on a new object, after validation and admission. A value that
+    // is not a number slips through, as it does on the real server.
+    let versioned = body["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|v| v != 0);
     let (obj, computed) = store.mutate(def.key(), ns_key, &name, |cur, inner| {
-        if cur.is_some() {
-            return Err(ApiError::already_exists(&def.group, &def.plural, &name));
-        }
         let mut v = prepare_create(def, ns, body, inner, w.strict)?;
+        if versioned && !w.dry_run {
+            return Err(ApiError::new(
+                500,
+                "",
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
+        if let Some(cur) = cur {
+            let mut e = ApiError::already_exists(&def.group, &def.plural, &name);
+            if cur.deleting() {
+                e.message = format!("object is being deleted: {}", e.message);
+            }
+            return Err(e);
+        }
         let api_version = def.api_version();
         if let Some(writer) = w.writer(&api_version, Sub::Main) {
             record_create(&mut v, &writer, def, Sub::Main);
@@ -956,6 +984,10 @@ fn prepare_update(
         }
         crate::defaults::apply(def, &mut result);
         crate::defaults::validate(def, &result)?;
+        let causes = immutable_causes(def, &cur.value, &result);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(&def.group, &def.kind, &name, causes));
+        }
         validate_labels(def, &result)?;
     }
     check_schema(def, &mut result, strict)?;
@@ -1037,6 +1069,52 @@ fn prepare_update(
         }
     }
     Ok(Change::Put(result))
+}
+
+/// `ValidateConfigMapUpdate` and `ValidateSecretUpdate`: a Secret keeps its type, and a
+/// ConfigMap or Secret marked `immutable` keeps its contents and the mark. Contents are compared
+/// as the server compares them, the stored side without empty maps (storage drops them) and the
+/// new side as sent, so `data: {}` on an immutable object without data is a change.
+fn immutable_causes(def: &ResourceDef, old: &Value, new: &Value) -> Vec<Cause> {
+    let secret = match (def.group.as_str(), def.plural.as_str()) {
+        ("", "secrets") => true,
+        ("", "configmaps") => false,
+        _ => return vec![],
+    };
+    let mut causes = vec![];
+    if secret && old["type"] != new["type"] {
+        causes.extend(validation::invalid_causes(
+            "type",
+            &new["type"],
+            vec!["field is immutable".into()],
+        ));
+    }
+    if old["immutable"] != json!(true) {
+        return causes;
+    }
+    let forbidden = |field: &str| Cause {
+        reason: "FieldValueForbidden",
+        message: "Forbidden: field is immutable when `immutable` is set".into(),
+        field: field.into(),
+    };
+    if new["immutable"] != json!(true) {
+        causes.push(forbidden("immutable"));
+    }
+    let stored = |v: &Value| match v {
+        Value::Object(m) if m.is_empty() => Value::Null,
+        other => other.clone(),
+    };
+    let contents: &[&str] = if secret {
+        &["data"]
+    } else {
+        &["data", "binaryData"]
+    };
+    for field in contents {
+        if stored(&old[*field]) != new[*field] {
+            causes.push(forbidden(field));
+        }
+    }
+    causes
 }
 
 fn run_update(
@@ -1132,6 +1210,25 @@ pub fn update(
                     record_create(&mut v, &writer, def, sub);
                 }
                 return Ok((v, true));
+            }
+            // Custom resources and Leases have no unconditional update: a PUT must say which
+            // version it replaces.
+            let conditional = def.custom || def.key() == "coordination.k8s.io/leases";
+            let version = body["metadata"]["resourceVersion"]
+                .as_str()
+                .filter(|v| !v.is_empty())
+                .unwrap_or("0");
+            if conditional && cur.is_some() && version.parse::<u64>().ok() == Some(0) {
+                return Err(ApiError::invalid(
+                    &def.group,
+                    &def.plural,
+                    name,
+                    vec![Cause {
+                        reason: "FieldValueInvalid",
+                        message: "Invalid value: 0x0: must be specified for an update".into(),
+                        field: "metadata.resourceVersion".into(),
+                    }],
+                ));
             }
             Ok((body, false))
         },
@@ -1378,6 +1475,34 @@ pub fn delete(
         let Some(cur) = cur else {
             return Err(ApiError::not_found(&def.group, &def.plural, name));
         };
+        // A namespace's own storage checks its preconditions, in its own words.
+        if def.is_namespace() {
+            let differs = |field: &str, wanted: &Option<String>, have: &str| {
+                wanted.as_deref().filter(|w| *w != have).map(|w| {
+                    ApiError::conflict(
+                        "",
+                        "namespaces",
+                        name,
+                        &format!(
+                            "Precondition failed: {field} in precondition: {w}, {field} in object meta: {have}"
+                        ),
+                    )
+                })
+            };
+            if let Some(e) = differs("UID", &opts.uid, cur.uid())
+                .or_else(|| differs("ResourceVersion", &opts.resource_version, cur.meta_str("resourceVersion")))
+            {
+                return Err(e);
+            }
+            if cur.deleting() && !string_list(&cur.value["spec"]["finalizers"]).is_empty() {
+                return Err(ApiError::conflict(
+                    "",
+                    "namespaces",
+                    name,
+                    "The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.",
+                ));
+            }
+        }
         if let Some(uid) = &opts.uid
             && uid != cur.uid()
         {
@@ -1412,7 +1537,18 @@ pub fn delete(
         let mut fins = cur.finalizers();
         let policy = opts.propagation.as_deref().or(match opts.orphan_dependents {
             Some(true) => Some("Orphan"),
-            _ => None,
+            Some(false) => Some("Background"),
+            // batch/v1 Jobs orphan their pods unless told otherwise, for compatibility.
+            None if def.key() == "batch/jobs" => {
+                if !opts.dry_run {
+                    warn(
+                        "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning"
+                            .into(),
+                    );
+                }
+                Some("Orphan")
+            }
+            None => None,
         });
         match policy {
             Some("Orphan") if !fins.iter().any(|f| f == "orphan") => fins.push("orphan".into()),
@@ -1432,7 +1568,10 @@ pub fn delete(
         {
             let meta = meta_mut(&mut v);
             meta.insert("deletionTimestamp".into(), json!(now()));
-            meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+            // A namespace's storage sets only the timestamp (and the phase).
+            if !def.is_namespace() {
+                meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+            }
             if fins.is_empty() {
                 meta.remove("finalizers");
             } else {

@@ -2372,3 +2372,262 @@ async fn write_options_are_validated_before_anything_is_written() {
     assert!(kept.data.is_none() && kept.metadata.deletion_timestamp.is_none());
     c.shutdown().await;
 }
+
+/// An immutable ConfigMap or Secret keeps its contents, and a Secret keeps its type.
+#[tokio::test]
+async fn immutable_config_maps_and_secrets_keep_their_contents() {
+    use k8s_openapi::api::core::v1::Secret;
+    let c = TestCluster::new().await;
+    let ns = c.namespace("immutable").await;
+    let cms: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let cm: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "imm"}, "data": {"a": "b"}, "immutable": true}),
+    )
+    .unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let change = |patch: Value| {
+        let cms = cms.clone();
+        async move {
+            status_of(
+                cms.patch("imm", &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                    .unwrap_err(),
+            )
+        }
+    };
+    let e = change(json!({"data": {"a": "c"}})).await;
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        e.message,
+        "ConfigMap \"imm\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
+    );
+    let e = change(json!({"immutable": false})).await;
+    assert_eq!(
+        e.message,
+        "ConfigMap \"imm\" is invalid: immutable: Forbidden: field is immutable when `immutable` is set"
+    );
+    // Labels may still change.
+    cms.patch(
+        "imm",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+    )
+    .await
+    .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(c.client.clone(), &ns);
+    let secret: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "s"}, "stringData": {"a": "b"}}))
+            .unwrap();
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let e = status_of(
+        secrets
+            .patch(
+                "s",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"type": "example.com/other"})),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        e.message,
+        "Secret \"s\" is invalid: type: Invalid value: \"example.com/other\": field is immutable"
+    );
+    c.shutdown().await;
+}
+
+/// Storage refuses a resourceVersion on a new object (a plain 500, as the real server gives),
+/// and custom resources and Leases are only replaced at a stated version.
+#[tokio::test]
+async fn versions_are_refused_on_create_and_required_where_updates_are_conditional() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("versions").await;
+    let cms: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "v1", "resourceVersion": "5"}}))
+            .unwrap();
+    let e = status_of(cms.create(&PostParams::default(), &cm).await.unwrap_err());
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            500,
+            "resourceVersion should not be set on objects to be created"
+        )
+    );
+    let leases: Api<Lease> = Api::namespaced(c.client.clone(), &ns);
+    let lease: Lease = serde_json::from_value(
+        json!({"metadata": {"name": "l1"}, "spec": {"holderIdentity": "a"}}),
+    )
+    .unwrap();
+    leases.create(&PostParams::default(), &lease).await.unwrap();
+    let e = status_of(
+        leases
+            .replace("l1", &PostParams::default(), &lease)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        e.message,
+        "leases.coordination.k8s.io \"l1\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+    );
+    // ConfigMaps may be replaced unconditionally.
+    let plain: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "v2"}})).unwrap();
+    cms.create(&PostParams::default(), &plain).await.unwrap();
+    cms.replace("v2", &PostParams::default(), &plain)
+        .await
+        .unwrap();
+    c.shutdown().await;
+}
+
+/// What a terminating namespace answers: a create is refused with the cause controllers look
+/// for, a second delete is a conflict while its content is being removed, and a name whose
+/// object is still being deleted says so.
+#[tokio::test]
+async fn a_terminating_namespace_says_why_it_refuses() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("terminating").await;
+    let cms: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let held: ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}),
+    )
+    .unwrap();
+    cms.create(&PostParams::default(), &held).await.unwrap();
+    cms.delete("held", &DeleteParams::default()).await.unwrap();
+    let e = status_of(cms.create(&PostParams::default(), &held).await.unwrap_err());
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            409,
+            "object is being deleted: configmaps \"held\" already exists"
+        )
+    );
+    let namespaces: Api<Namespace> = Api::all(c.client.clone());
+    namespaces
+        .delete(&ns, &DeleteParams::default())
+        .await
+        .unwrap();
+    let fresh: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "fresh"}})).unwrap();
+    let e = status_of(
+        cms.create(&PostParams::default(), &fresh)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 403);
+    let causes = e.details.unwrap().causes;
+    assert!(
+        causes.iter().any(|c| c.reason == "NamespaceTerminating"
+            && c.field == "metadata.namespace"
+            && c.message == format!("namespace {ns} is being terminated")),
+        "{causes:?}"
+    );
+    let e = status_of(
+        namespaces
+            .delete(&ns, &DeleteParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message),
+        (
+            409,
+            format!(
+                "Operation cannot be fulfilled on namespaces \"{ns}\": The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system."
+            )
+        )
+    );
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    c.shutdown().await;
+}
+
+/// A batch/v1 Job deleted without a propagation policy leaves its pods behind, as the real
+/// server does for compatibility; Background removes them.
+#[tokio::test]
+async fn a_job_deleted_without_a_policy_orphans_its_pods() {
+    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::core::v1::Pod;
+    let c = TestCluster::new().await;
+    let ns = c.namespace("joborphan").await;
+    let jobs: Api<Job> = Api::namespaced(c.client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), &ns);
+    // The service account admission wants the namespace's default account first.
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(c.client.clone(), &ns);
+    eventually(10, || {
+        let accounts = accounts.clone();
+        async move { accounts.get_opt("default").await.ok().flatten() }
+    })
+    .await;
+    for (job_name, policy) in [("orphaning", None), ("cascading", Some("Background"))] {
+        let job: Job = serde_json::from_value(json!({
+            "metadata": {"name": job_name},
+            "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox"}]}}},
+        }))
+        .unwrap();
+        let job = jobs.create(&PostParams::default(), &job).await.unwrap();
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": format!("{job_name}-pod"), "ownerReferences": [{
+                "apiVersion": "batch/v1", "kind": "Job", "name": job_name,
+                "uid": job.metadata.uid.clone().unwrap(), "controller": true}]},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        let params = match policy {
+            Some("Background") => DeleteParams::background(),
+            _ => DeleteParams::default(),
+        };
+        jobs.delete(job_name, &params).await.unwrap();
+        eventually(10, || {
+            let jobs = jobs.clone();
+            async move {
+                jobs.get_opt(job_name)
+                    .await
+                    .unwrap()
+                    .is_none()
+                    .then_some(())
+            }
+        })
+        .await;
+        let pod_name = format!("{job_name}-pod");
+        if policy.is_none() {
+            let kept = eventually(10, || {
+                let pods = pods.clone();
+                let pod_name = pod_name.clone();
+                async move {
+                    let p = pods.get(&pod_name).await.unwrap();
+                    p.metadata
+                        .owner_references
+                        .as_ref()
+                        .is_none_or(|o| o.is_empty())
+                        .then_some(p)
+                }
+            })
+            .await;
+            assert!(kept.metadata.deletion_timestamp.is_none());
+        } else {
+            eventually(10, || {
+                let pods = pods.clone();
+                let pod_name = pod_name.clone();
+                async move {
+                    match pods.get_opt(&pod_name).await.unwrap() {
+                        None => Some(()),
+                        Some(p) => p.metadata.deletion_timestamp.map(|_| ()),
+                    }
+                }
+            })
+            .await;
+        }
+    }
+    c.shutdown().await;
+}
