@@ -1675,11 +1675,6 @@ async fn list(
             .map_err(|_| ApiError::bad_request(format!("invalid limit {l:?}")))?,
         _ => 0,
     };
-    let max = if limit > 0 {
-        limit as usize
-    } else {
-        usize::MAX
-    };
     let ns_filter = if def.namespaced && !ns.is_empty() {
         Some(ns)
     } else {
@@ -1687,6 +1682,15 @@ async fn list(
     };
     let rv_param = query.get("resourceVersion").unwrap_or_default();
     let rv_match = query.get("resourceVersionMatch").unwrap_or_default();
+    // A list at version "0" is the watch cache's, which has no pages: the limit is ignored.
+    let from_cache = rv_param == "0"
+        && query.get("continue").is_none_or(str::is_empty)
+        && matches!(rv_match, "" | "NotOlderThan");
+    let max = if limit > 0 && !from_cache {
+        limit as usize
+    } else {
+        usize::MAX
+    };
     let parse_rv = || {
         rv_param
             .parse::<u64>()
