@@ -863,6 +863,22 @@ fn prepare_update(
         ));
     }
     check_meta_types(&new)?;
+    if sub == Sub::Main
+        && let Some(uid) = new["metadata"]["uid"].as_str()
+        && !uid.is_empty()
+        && uid != cur.uid()
+    {
+        return Err(ApiError::invalid(
+            &def.group,
+            &def.kind,
+            &name,
+            validation::invalid_causes(
+                "metadata.uid",
+                &json!(uid),
+                vec!["field is immutable".into()],
+            ),
+        ));
+    }
     let mut result = match sub {
         Sub::Status => {
             let mut r = cur.value.clone();
@@ -1071,6 +1087,24 @@ fn prepare_update(
     Ok(Change::Put(result))
 }
 
+/// Where the real server keeps an object in etcd, as its storage errors name it: built-in kinds
+/// under their resource (Services under `services/specs`), CRDs and custom resources under their
+/// group too.
+fn storage_key(def: &ResourceDef, ns: &str, name: &str) -> String {
+    let prefix = if def.custom || def.is_crd() {
+        format!("{}/{}", def.group, def.plural)
+    } else if def.key() == crate::service::SERVICES_KEY {
+        "services/specs".to_string()
+    } else {
+        def.plural.clone()
+    };
+    if def.namespaced {
+        format!("/registry/{prefix}/{ns}/{name}")
+    } else {
+        format!("/registry/{prefix}/{name}")
+    }
+}
+
 /// `ValidateConfigMapUpdate` and `ValidateSecretUpdate`: a Secret keeps its type, and a
 /// ConfigMap or Secret marked `immutable` keeps its contents and the mark. Contents are compared
 /// as the server compares them, the stored side without empty maps (storage drops them) and the
@@ -1211,6 +1245,23 @@ pub fn update(
                 }
                 return Ok((v, true));
             }
+            // The uid of a replacement is a precondition, checked by storage before anything
+            // else (a patch's uid is only validated, in `prepare_update`).
+            if let (Some(cur), Some(uid)) = (cur, body["metadata"]["uid"].as_str())
+                && !uid.is_empty()
+                && uid != cur.uid()
+            {
+                return Err(ApiError::conflict(
+                    &def.group,
+                    &def.plural,
+                    name,
+                    &format!(
+                        "StorageError: invalid object, Code: 4, Key: {}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        storage_key(def, ns, name),
+                        cur.uid()
+                    ),
+                ));
+            }
             // Custom resources and Leases have no unconditional update: a PUT must say which
             // version it replaces.
             let conditional = def.custom || def.key() == "coordination.k8s.io/leases";
@@ -1271,22 +1322,16 @@ pub fn patch(
     sub: Sub,
     w: WriteOpts,
 ) -> Result<(Outcome, bool), ApiError> {
-    let invalid_patch = |msg: String| {
-        ApiError::invalid(
-            &def.group,
-            &def.kind,
-            name,
-            vec![Cause {
-                reason: "FieldValueInvalid",
-                message: format!("Invalid value: {}: {msg}", json!(body.to_string())),
-                field: "patch".into(),
-            }],
-        )
-    };
     if pt != PatchType::Json && !body.is_object() {
         return Err(ApiError::bad_request(
             "the body of the request was not a JSON object",
         ));
+    }
+    if pt == PatchType::Json && !body.is_array() {
+        return Err(ApiError::bad_request(format!(
+            "json: cannot unmarshal {} into Go value of type jsonpatch.Patch",
+            validation::json_type(body)
+        )));
     }
     // The options were checked with the request (an apply has its field manager).
     let manager = w.field_manager.clone().unwrap_or_default();
@@ -1360,9 +1405,13 @@ pub fn patch(
                 PatchType::Strategic => patch::strategic_merge(&mut v, body),
                 PatchType::Apply => {
                     let mut b = body.clone();
-                    if let Some(m) = b["metadata"].as_object_mut() {
-                        m.remove("resourceVersion");
-                    }
+                    // A version in the configuration is a precondition of the update, checked
+                    // once the configuration is merged.
+                    let wanted = b["metadata"]
+                        .as_object_mut()
+                        .and_then(|m| m.remove("resourceVersion"))
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .filter(|v| !v.is_empty());
                     // The applied configuration is typed before anything is merged or owned.
                     typed(&b)?;
                     decodable(&b)?;
@@ -1380,8 +1429,11 @@ pub fn patch(
                             &now(),
                         )?;
                     }
+                    if wanted.is_some_and(|rv| rv != cur.meta_str("resourceVersion")) {
+                        return Err(ApiError::stale(&def.group, &def.plural, name));
+                    }
                 }
-                PatchType::Json => patch::json_patch(&mut v, body).map_err(invalid_patch)?,
+                PatchType::Json => patch::json_patch(&mut v, body).map_err(failed_json_patch)?,
             }
             // The patched object is decoded into the kind's Go type next, and a field the patch
             // gave the wrong type fails there.
@@ -1435,6 +1487,25 @@ fn undecodable_patch(
             field: "patch".into(),
         }],
     )
+}
+
+/// A JSON patch that does not apply: the patch handler hands the library's error on as an
+/// unexpected server response (422, with the error as the only cause).
+fn failed_json_patch(error: String) -> ApiError {
+    let mut e = ApiError::new(
+        422,
+        "Invalid",
+        "the server rejected our request due to an error in our request",
+    );
+    e.details = Some(Box::new(crate::status::Details {
+        causes: vec![Cause {
+            reason: "UnexpectedServerResponse",
+            message: error,
+            field: String::new(),
+        }],
+        ..Default::default()
+    }));
+    e
 }
 
 /// Options of a DELETE.

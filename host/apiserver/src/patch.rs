@@ -281,14 +281,37 @@ pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
         .ok_or_else(|| "a JSON patch must be an array of operations".to_string())?;
     for op in ops {
         let name = op["op"].as_str().ok_or("operation without \"op\"")?;
-        let path = parse_pointer(op["path"].as_str().ok_or("operation without \"path\"")?)?;
+        let pointer = op["path"].as_str().ok_or("operation without \"path\"")?;
+        let path = parse_pointer(pointer)?;
+        // The words of evanphx/json-patch, the server's, for a target that is not there.
+        let parent_missing = path.split_last().is_some_and(|(_, parent)| {
+            !get_ptr(doc, parent).is_some_and(|p| p.is_object() || p.is_array())
+        });
         match name {
-            "add" => add(
-                doc,
-                &path,
-                op.get("value").cloned().ok_or("add without value")?,
-            )?,
+            "add" => {
+                if parent_missing {
+                    return Err(format!(
+                        "add operation does not apply: doc is missing path: \"{pointer}\": missing value"
+                    ));
+                }
+                add(
+                    doc,
+                    &path,
+                    op.get("value").cloned().ok_or("add without value")?,
+                )?
+            }
             "remove" => {
+                if parent_missing {
+                    return Err(format!(
+                        "remove operation does not apply: doc is missing path: \"{pointer}\": missing value"
+                    ));
+                }
+                if get_ptr(doc, &path).is_none() {
+                    let key = path.last().map(String::as_str).unwrap_or_default();
+                    return Err(format!(
+                        "error in remove for path: '{pointer}': Unable to remove nonexistent key: {key}: missing value"
+                    ));
+                }
                 remove(doc, &path)?;
             }
             "replace" => {
@@ -296,10 +319,14 @@ pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
                 if path.is_empty() {
                     *doc = value;
                 } else {
+                    if parent_missing {
+                        return Err(format!(
+                            "replace operation does not apply: doc is missing path: {pointer}: missing value"
+                        ));
+                    }
                     if get_ptr(doc, &path).is_none() {
                         return Err(format!(
-                            "replace operation does not apply: doc is missing key: {}",
-                            op["path"].as_str().unwrap_or_default()
+                            "replace operation does not apply: doc is missing key: {pointer}: missing value"
                         ));
                     }
                     let (last, parent) = path.split_last().ok_or("empty path")?;
@@ -337,13 +364,10 @@ pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), String> {
                     Some(got) => got == want,
                 };
                 if !ok {
-                    return Err(format!(
-                        "testing value {} failed",
-                        op["path"].as_str().unwrap_or_default()
-                    ));
+                    return Err(format!("testing value {pointer} failed: test failed"));
                 }
             }
-            other => return Err(format!("unexpected kind of operation: {other}")),
+            other => return Err(format!("Unexpected kind: {other}")),
         }
     }
     Ok(())

@@ -2650,3 +2650,97 @@ async fn a_job_deleted_without_a_policy_orphans_its_pods() {
     }
     c.shutdown().await;
 }
+
+/// A replacement's uid is a precondition and a patch's is validated; a version in an applied
+/// configuration must be current; a JSON patch that does not apply is the library's error passed
+/// on as an unexpected server response.
+#[tokio::test]
+async fn identity_and_version_preconditions_of_updates() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("preconds").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "p1"}, "data": {"a": "b"}})).unwrap();
+    let created = api.create(&PostParams::default(), &cm).await.unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    let mut other = created.clone();
+    other.metadata.uid = Some("not-the-uid".into());
+    let e = status_of(
+        api.replace("p1", &PostParams::default(), &other)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
+    assert!(
+        e.message.ends_with(&format!(
+            "Precondition failed: UID in precondition: not-the-uid, UID in object meta: {uid}"
+        )),
+        "{}",
+        e.message
+    );
+    let e = status_of(
+        api.patch(
+            "p1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"uid": "not-the-uid"}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            422,
+            "ConfigMap \"p1\" is invalid: metadata.uid: Invalid value: \"not-the-uid\": field is immutable"
+        )
+    );
+    let e = status_of(
+        api.patch(
+            "p1",
+            &PatchParams::apply("preconds").force(),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "p1", "resourceVersion": "1"}, "data": {"a": "c"}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
+    assert!(
+        e.message.ends_with(
+            "the object has been modified; please apply your changes to the latest version and try again"
+        ),
+        "{}",
+        e.message
+    );
+    let e = status_of(
+        api.patch(
+            "p1",
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(json!([{"op": "test", "path": "/data/a", "value": "z"}]))
+                    .unwrap(),
+            ),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.reason.as_str(), e.message.as_str()),
+        (
+            422,
+            "Invalid",
+            "the server rejected our request due to an error in our request"
+        )
+    );
+    let causes = e.details.unwrap().causes;
+    assert_eq!(causes.len(), 1);
+    assert_eq!(
+        (causes[0].reason.as_str(), causes[0].message.as_str()),
+        (
+            "UnexpectedServerResponse",
+            "testing value /data/a failed: test failed"
+        )
+    );
+    assert_eq!(api.get("p1").await.unwrap().data, created.data);
+    c.shutdown().await;
+}

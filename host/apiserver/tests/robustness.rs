@@ -159,9 +159,10 @@ async fn malformed_requests_get_4xx_status_bodies_and_the_server_survives() {
         .await,
         422
     );
+    // A JSON patch that is not a list of operations cannot be decoded at all.
     assert_eq!(
         patch("application/json-patch+json", r#"{"op":"add"}"#).await,
-        422
+        400
     );
     assert_eq!(
         patch(
