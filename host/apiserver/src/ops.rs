@@ -437,11 +437,12 @@ fn secret_defaults(v: &mut Value) -> Result<(), ApiError> {
 }
 
 /// Label keys and values, as the real server validates them.
-fn validate_labels(def: &ResourceDef, v: &Value) -> Result<(), ApiError> {
-    let Some(labels) = v["metadata"]["labels"].as_object() else {
-        return Ok(());
-    };
-    let causes = validation::label_causes(labels, "metadata.labels");
+/// The object's metadata as `ValidateObjectMeta` checks it (the name is checked elsewhere).
+/// Built-in kinds, but not CRDs, also want standard or domain-qualified finalizers; custom
+/// resources only get warnings for those.
+fn validate_meta(def: &ResourceDef, v: &Value) -> Result<(), ApiError> {
+    let kube_finalizers = !def.custom && !def.is_crd();
+    let causes = validation::object_meta_causes(&v["metadata"], kube_finalizers);
     if causes.is_empty() {
         return Ok(());
     }
@@ -592,7 +593,7 @@ fn prepare_create(
         crate::pod::create_status(&mut body, sent_qos.as_deref());
     }
     crate::defaults::validate(def, &body)?;
-    validate_labels(def, &body)?;
+    validate_meta(def, &body)?;
     check_schema(def, &mut body, strict)?;
     warn_finalizers(&body);
     Ok(body)
@@ -1004,7 +1005,7 @@ fn prepare_update(
         if !causes.is_empty() {
             return Err(ApiError::invalid(&def.group, &def.kind, &name, causes));
         }
-        validate_labels(def, &result)?;
+        validate_meta(def, &result)?;
     }
     check_schema(def, &mut result, strict)?;
     if string_list(&result["metadata"]["finalizers"]) != cur.finalizers() {

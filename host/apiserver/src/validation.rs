@@ -264,6 +264,151 @@ pub fn invalid_causes(field: &str, value: &Value, msgs: Vec<String>) -> Vec<Caus
         .collect()
 }
 
+/// The metadata checks of `ValidateObjectMeta` after the name: labels, annotations, owner
+/// references and finalizers, in that order. `kube_finalizers`: the kind is built in, whose
+/// validation also wants every finalizer either standard or domain-qualified.
+pub fn object_meta_causes(meta: &Value, kube_finalizers: bool) -> Vec<Cause> {
+    let mut causes = vec![];
+    if let Some(labels) = meta["labels"].as_object() {
+        causes.extend(label_causes(labels, "metadata.labels"));
+    }
+    if let Some(annotations) = meta["annotations"].as_object() {
+        let mut size = 0;
+        for (key, value) in annotations {
+            causes.extend(invalid_causes(
+                "metadata.annotations",
+                &json!(key),
+                qualified_name(&key.to_lowercase()),
+            ));
+            size += key.len() + value.as_str().map_or(0, str::len);
+        }
+        if size > 256 * 1024 {
+            causes.push(Cause {
+                reason: "FieldValueTooLong",
+                message: "Too long: may not be more than 262144 bytes".into(),
+                field: "metadata.annotations".into(),
+            });
+        }
+    }
+    causes.extend(owner_reference_causes(&meta["ownerReferences"]));
+    let finalizers: Vec<&str> = meta["finalizers"]
+        .as_array()
+        .map(|f| f.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for f in &finalizers {
+        causes.extend(invalid_causes(
+            "metadata.finalizers",
+            &json!(f),
+            qualified_name(f),
+        ));
+    }
+    if finalizers.contains(&"orphan") && finalizers.contains(&"foregroundDeletion") {
+        let quoted: Vec<String> = finalizers.iter().map(|f| go_quote(f)).collect();
+        causes.push(Cause {
+            reason: "FieldValueInvalid",
+            message: format!(
+                "Invalid value: []string{{{}}}: finalizer orphan and foregroundDeletion cannot be both set",
+                quoted.join(", ")
+            ),
+            field: "metadata.finalizers".into(),
+        });
+    }
+    if kube_finalizers {
+        for (i, f) in finalizers.iter().enumerate() {
+            let field = format!("metadata.finalizers[{i}]");
+            let mut msgs = qualified_name(f);
+            if !f.contains('/') && !matches!(*f, "kubernetes" | "orphan" | "foregroundDeletion") {
+                msgs.push(
+                    "name is neither a standard finalizer name nor is it fully qualified".into(),
+                );
+            }
+            causes.extend(invalid_causes(&field, &json!(f), msgs));
+        }
+    }
+    causes
+}
+
+/// `ValidateOwnerReferences`: each reference names its owner fully, and at most one is the
+/// controller. Errors name the list, not the item, as the server's do.
+fn owner_reference_causes(refs: &Value) -> Vec<Cause> {
+    let Some(refs) = refs.as_array() else {
+        return vec![];
+    };
+    let field = "metadata.ownerReferences";
+    let mut causes = vec![];
+    let mut controller: Option<String> = None;
+    for r in refs {
+        let text = |k: &str| r[k].as_str().unwrap_or_default();
+        // `schema.FromAPIVersionAndKind`: the version is what follows the last slash.
+        let version = text("apiVersion").rsplit('/').next().unwrap_or_default();
+        for (key, empty, why) in [
+            (
+                "apiVersion",
+                version.is_empty(),
+                "version must not be empty",
+            ),
+            ("kind", text("kind").is_empty(), "kind must not be empty"),
+            ("name", text("name").is_empty(), "name must not be empty"),
+            ("uid", text("uid").is_empty(), "uid must not be empty"),
+        ] {
+            if empty {
+                causes.extend(invalid_causes(
+                    &format!("{field}.{key}"),
+                    &json!(text(key)),
+                    vec![why.into()],
+                ));
+            }
+        }
+        if text("apiVersion") == "v1" && text("kind") == "Event" {
+            causes.push(Cause {
+                reason: "FieldValueInvalid",
+                message: format!(
+                    "Invalid value: {}: /v1, Kind=Event is disallowed from being an owner",
+                    go_owner_reference(r)
+                ),
+                field: field.into(),
+            });
+        }
+        if r["controller"] == json!(true) {
+            let this = format!("{}/{}", text("kind"), text("name"));
+            match &controller {
+                Some(first) => {
+                    let all: Vec<String> = refs.iter().map(go_owner_reference).collect();
+                    causes.push(Cause {
+                        reason: "FieldValueInvalid",
+                        message: format!(
+                            "Invalid value: []v1.OwnerReference{{{}}}: Only one reference can have Controller set to true. Found \"true\" in references for {first} and {this}",
+                            all.join(", ")
+                        ),
+                        field: field.into(),
+                    });
+                }
+                None => controller = Some(this),
+            }
+        }
+    }
+    causes
+}
+
+/// An owner reference as Go's `%#v` prints one (its two pointers shown by value, since their
+/// addresses mean nothing here).
+fn go_owner_reference(r: &Value) -> String {
+    let text = |k: &str| go_quote(r[k].as_str().unwrap_or_default());
+    let flag = |k: &str| match r[k].as_bool() {
+        Some(b) => format!("(*bool)({b})"),
+        None => "(*bool)(nil)".into(),
+    };
+    format!(
+        "v1.OwnerReference{{APIVersion:{}, Kind:{}, Name:{}, UID:{}, Controller:{}, BlockOwnerDeletion:{}}}",
+        text("apiVersion"),
+        text("kind"),
+        text("name"),
+        text("uid"),
+        flag("controller"),
+        flag("blockOwnerDeletion")
+    )
+}
+
 /// `ValidateLabels`: every key and value of a label map (or a selector), all reported at
 /// `field` itself. Keys are taken in order so that the message is stable (the real server's
 /// order follows Go's map iteration, which is random).
@@ -299,6 +444,69 @@ mod tests {
         assert_eq!(go_print(&json!(8080)), "8080");
     }
     use super::*;
+
+    fn meta_messages(meta: Value, kube: bool) -> Vec<(String, String)> {
+        object_meta_causes(&meta, kube)
+            .into_iter()
+            .map(|c| (c.field, c.message))
+            .collect()
+    }
+
+    #[test]
+    fn finalizers_are_qualified_names_and_built_in_kinds_want_them_standard_or_qualified() {
+        let plain = json!({"finalizers": ["plainname", "example.com/ok", "kubernetes"]});
+        assert_eq!(meta_messages(plain.clone(), false), vec![]);
+        assert_eq!(
+            meta_messages(plain, true),
+            vec![(
+                "metadata.finalizers[0]".to_string(),
+                "Invalid value: \"plainname\": name is neither a standard finalizer name nor is it fully qualified".to_string()
+            )]
+        );
+        let both = json!({"finalizers": ["orphan", "foregroundDeletion"]});
+        assert_eq!(
+            meta_messages(both, true),
+            vec![(
+                "metadata.finalizers".to_string(),
+                "Invalid value: []string{\"orphan\", \"foregroundDeletion\"}: finalizer orphan and foregroundDeletion cannot be both set".to_string()
+            )]
+        );
+        // An invalid name is reported for the list and again for the item, as the server does.
+        let bad = meta_messages(json!({"finalizers": ["Foo Bar/x"]}), true);
+        assert_eq!(bad.len(), 2, "{bad:?}");
+        assert_eq!(bad[0].0, "metadata.finalizers");
+        assert_eq!(bad[1].0, "metadata.finalizers[0]");
+    }
+
+    #[test]
+    fn annotations_and_owner_references_are_checked() {
+        assert_eq!(
+            meta_messages(json!({"annotations": {"bad key!": "v", "Example.com/Fine": "v"}}), true),
+            vec![(
+                "metadata.annotations".to_string(),
+                "Invalid value: \"bad key!\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".to_string()
+            )]
+        );
+        let refs = json!({"ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "uid": "", "controller": true},
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "b", "uid": "u2", "controller": true},
+        ]});
+        let messages = meta_messages(refs, true);
+        assert_eq!(
+            messages[0],
+            (
+                "metadata.ownerReferences.uid".to_string(),
+                "Invalid value: \"\": uid must not be empty".to_string()
+            )
+        );
+        assert_eq!(messages[1].0, "metadata.ownerReferences");
+        assert!(
+            messages[1].1.ends_with(
+                "Only one reference can have Controller set to true. Found \"true\" in references for ConfigMap/a and ConfigMap/b"
+            ),
+            "{messages:?}"
+        );
+    }
 
     #[test]
     fn strings_are_quoted_as_go_quotes_them() {

@@ -670,12 +670,36 @@ async fn kubectl_shows_server_warnings_for_unqualified_finalizers() {
     let Some(k) = Kubectl::new().await else {
         return;
     };
-    let ns = format!("kwarn-{}", suffix());
+    let s = suffix();
+    let ns = format!("kwarn-{s}");
     k.ok(&["create", "namespace", &ns], None).await;
+    // A built-in kind's finalizer must be standard or domain-qualified.
     let cm = format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: w\n  namespace: {ns}\n  finalizers: [plainname]\n"
     );
     let o = k.run(&["apply", "-f", "-"], Some(&cm)).await;
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains(
+            "The ConfigMap \"w\" is invalid: metadata.finalizers[0]: Invalid value: \"plainname\": name is neither a standard finalizer name nor is it fully qualified"
+        ),
+        "{}",
+        o.stderr
+    );
+    // A custom resource's is only warned about.
+    let group = format!("w{s}.lethe.test");
+    let plural = format!("widget{s}s");
+    let kind = format!("Widget{s}");
+    k.ok(
+        &["apply", "-f", "-"],
+        Some(&crd_yaml(&group, &plural, &kind)),
+    )
+    .await;
+    k.wait_established(&format!("{plural}.{group}")).await;
+    let cr = format!(
+        "apiVersion: {group}/v1\nkind: {kind}\nmetadata:\n  name: w\n  namespace: {ns}\n  finalizers: [plainname]\n"
+    );
+    let o = k.run(&["apply", "-f", "-"], Some(&cr)).await;
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(
         o.stderr.contains(
@@ -687,7 +711,7 @@ async fn kubectl_shows_server_warnings_for_unqualified_finalizers() {
     k.ok(
         &[
             "patch",
-            "configmap",
+            &plural,
             "w",
             "-n",
             &ns,
