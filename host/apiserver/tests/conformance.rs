@@ -2744,3 +2744,95 @@ async fn identity_and_version_preconditions_of_updates() {
     assert_eq!(api.get("p1").await.unwrap().data, created.data);
     c.shutdown().await;
 }
+
+/// A namespace keeps its name label, the spec finalizers its creator asked for (with
+/// `kubernetes` after them), a phase that matches its deletion, and only valid finalizer names.
+#[tokio::test]
+async fn namespaces_keep_their_name_label_finalizers_and_phase() {
+    let c = TestCluster::new().await;
+    let name = format!("nsrules-{}", suffix());
+    let namespaces: Api<Namespace> = Api::all(c.client.clone());
+    let ns: Namespace = serde_json::from_value(
+        json!({"metadata": {"name": name}, "spec": {"finalizers": ["example.com/hold"]}}),
+    )
+    .unwrap();
+    let created = namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    assert_eq!(
+        created.spec.unwrap().finalizers.unwrap(),
+        ["example.com/hold", "kubernetes"]
+    );
+    let relabelled = namespaces
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"labels": {"kubernetes.io/metadata.name": "other"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        relabelled.metadata.labels.unwrap()["kubernetes.io/metadata.name"],
+        name
+    );
+    let e = status_of(
+        namespaces
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"phase": "Terminating"}})),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message),
+        (
+            422,
+            format!(
+                "Namespace \"{name}\" is invalid: status.Phase: Invalid value: \"Terminating\": may only be 'Active' if `deletionTimestamp` is empty"
+            )
+        )
+    );
+    let mut finalize = namespaces.get(&name).await.unwrap();
+    finalize.spec.as_mut().unwrap().finalizers = Some(vec!["kubernetes".into(), "foo".into()]);
+    let e = status_of(
+        c.client
+            .request::<Value>(
+                http::Request::put(format!("/api/v1/namespaces/{name}/finalize"))
+                    .header("content-type", "application/json")
+                    .body(serde_json::to_vec(&finalize).unwrap())
+                    .unwrap(),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message),
+        (
+            422,
+            format!(
+                "Namespace \"{name}\" is invalid: spec.finalizers[1]: Invalid value: \"foo\": name is neither a standard finalizer name nor is it fully qualified"
+            )
+        )
+    );
+    // Leave only the namespace controller's finalizer, so that the namespace can go.
+    finalize.spec.as_mut().unwrap().finalizers = Some(vec!["kubernetes".into()]);
+    c.client
+        .request::<Value>(
+            http::Request::put(format!("/api/v1/namespaces/{name}/finalize"))
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&finalize).unwrap())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    namespaces
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    c.shutdown().await;
+}
