@@ -1,5 +1,6 @@
-//! Defaulting and validation of the built-in workload kinds (CronJob, Job), as the real API
-//! server does, so that what clients read back matches a real cluster.
+//! Defaulting and kind-specific validation of built-in kinds, as the real API server does them,
+//! so that what clients read back and what they are refused match a real cluster: the workload
+//! kinds (CronJob, Job), and the checks of ConfigMaps, Secrets, RBAC roles and Leases.
 
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, Cause};
@@ -354,15 +355,230 @@ fn cron_job_spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
     nonnegative(spec, "failedJobsHistoryLimit", "spec", causes);
 }
 
+/// `IsConfigMapKey`: the keys of ConfigMaps and Secrets are file names.
+fn config_key_messages(key: &str) -> Vec<String> {
+    let mut msgs = vec![];
+    if key.len() > 253 {
+        msgs.push("must be no more than 253 characters".into());
+    }
+    if key.is_empty()
+        || !key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
+    {
+        msgs.push(
+            "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"
+                .into(),
+        );
+    }
+    match key {
+        "." => msgs.push("must not be '.'".into()),
+        ".." => msgs.push("must not be '..'".into()),
+        k if k.starts_with("..") => msgs.push("must not start with '..'".into()),
+        _ => {}
+    }
+    msgs
+}
+
+/// The keys of `bag` (`data` or `binaryData`), each a valid file name; `other` is the bag a key
+/// may not also be in.
+fn key_causes(v: &Value, bag: &str, other: Option<&str>, causes: &mut Vec<Cause>) {
+    let Some(keys) = v[bag].as_object() else {
+        return;
+    };
+    for key in keys.keys() {
+        let field = format!("{bag}[{key}]");
+        let mut msgs = config_key_messages(key);
+        if let Some(other) = other
+            && v[other].get(key).is_some()
+        {
+            msgs.push(format!("duplicate of key present in {other}"));
+        }
+        causes.extend(validation::invalid_causes(&field, &json!(key), msgs));
+    }
+}
+
+/// What `ValidateSecret` wants of each type's data.
+fn secret_type_causes(v: &Value, causes: &mut Vec<Cause>) {
+    let data = &v["data"];
+    let has = |key: &str| data.get(key).is_some();
+    let need = |key: &str| req(&format!("data[{key}]"));
+    match v["type"].as_str().unwrap_or_default() {
+        "kubernetes.io/service-account-token" => {
+            let account = &v["metadata"]["annotations"]["kubernetes.io/service-account.name"];
+            if account.as_str().is_none_or(str::is_empty) {
+                causes.push(req(
+                    "metadata.annotations[kubernetes.io/service-account.name]",
+                ));
+            }
+        }
+        kind @ ("kubernetes.io/dockercfg" | "kubernetes.io/dockerconfigjson") => {
+            let key = if kind == "kubernetes.io/dockercfg" {
+                ".dockercfg"
+            } else {
+                ".dockerconfigjson"
+            };
+            if !has(key) {
+                causes.push(need(key));
+                return;
+            }
+            use base64::Engine;
+            let bytes = data[key]
+                .as_str()
+                .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
+                .unwrap_or_default();
+            if let Some(why) = json_object_error(&bytes) {
+                causes.extend(validation::invalid_causes(
+                    &format!("data[{key}]"),
+                    &json!("<secret contents redacted>"),
+                    vec![why],
+                ));
+            }
+        }
+        // Either may be empty, but one must be there.
+        "kubernetes.io/basic-auth" if !has("username") && !has("password") => {
+            causes.push(need("username"));
+            causes.push(need("password"));
+        }
+        "kubernetes.io/ssh-auth" if data["ssh-privatekey"].as_str().is_none_or(str::is_empty) => {
+            causes.push(need("ssh-privatekey"));
+        }
+        "kubernetes.io/tls" => {
+            for key in ["tls.crt", "tls.key"] {
+                if !has(key) {
+                    causes.push(need(key));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Why `bytes` is not a JSON object, in the words of Go's decoder for the commonest cases.
+fn json_object_error(bytes: &[u8]) -> Option<String> {
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(_)) => None,
+        Ok(other) => Some(format!(
+            "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+            validation::json_type(&other)
+        )),
+        Err(e) if e.is_eof() => Some("unexpected end of JSON input".into()),
+        Err(_) => {
+            let first = bytes
+                .iter()
+                .find(|b| !b.is_ascii_whitespace())
+                .map_or(' ', |b| *b as char);
+            Some(format!(
+                "invalid character {} looking for beginning of value",
+                go_char(first)
+            ))
+        }
+    }
+}
+
+/// A byte as Go's `quoteChar` prints it in JSON errors.
+fn go_char(c: char) -> String {
+    match c {
+        '\'' => "'\\''".into(),
+        '"' => "'\"'".into(),
+        c if c.is_ascii_graphic() || c == ' ' => format!("'{c}'"),
+        c => format!("{:?}", c.to_string()),
+    }
+}
+
+/// `ValidatePolicyRule` for each rule of a Role or ClusterRole.
+fn policy_rule_causes(v: &Value, namespaced: bool, causes: &mut Vec<Cause>) {
+    let Some(rules) = v["rules"].as_array() else {
+        return;
+    };
+    let listed = |r: &Value, key: &str| r[key].as_array().is_some_and(|a| !a.is_empty());
+    for (i, rule) in rules.iter().enumerate() {
+        let path = format!("rules[{i}]");
+        if !listed(rule, "verbs") {
+            causes.push(required(
+                &format!("{path}.verbs"),
+                "verbs must contain at least one value",
+            ));
+        }
+        if listed(rule, "nonResourceURLs") {
+            let urls = crate::store::string_list(&rule["nonResourceURLs"]);
+            let shown: Vec<String> = urls.iter().map(|u| validation::go_quote(u)).collect();
+            let value = format!("[]string{{{}}}", shown.join(", "));
+            let mut invalid = |why: &str| {
+                causes.push(Cause {
+                    reason: "FieldValueInvalid",
+                    message: format!("Invalid value: {value}: {why}"),
+                    field: format!("{path}.nonResourceURLs"),
+                })
+            };
+            if namespaced {
+                invalid("namespaced rules cannot apply to non-resource URLs");
+            }
+            if listed(rule, "apiGroups")
+                || listed(rule, "resources")
+                || listed(rule, "resourceNames")
+            {
+                invalid("rules cannot apply to both regular resources and non-resource URLs");
+            }
+            continue;
+        }
+        if !listed(rule, "apiGroups") {
+            causes.push(required(
+                &format!("{path}.apiGroups"),
+                "resource rules must supply at least one api group",
+            ));
+        }
+        if !listed(rule, "resources") {
+            causes.push(required(
+                &format!("{path}.resources"),
+                "resource rules must supply at least one resource",
+            ));
+        }
+    }
+}
+
+/// `ValidateLeaseSpec`.
+fn lease_causes(spec: &Value, causes: &mut Vec<Cause>) {
+    if let Some(n) = spec["leaseDurationSeconds"].as_i64()
+        && n <= 0
+    {
+        causes.extend(validation::invalid_causes(
+            "spec.leaseDurationSeconds",
+            &json!(n),
+            vec!["must be greater than 0".into()],
+        ));
+    }
+    nonnegative(spec, "leaseTransitions", "spec", causes);
+    if spec["preferredHolder"]
+        .as_str()
+        .is_some_and(|h| !h.is_empty())
+        && spec["strategy"].as_str().is_none_or(str::is_empty)
+    {
+        causes.push(Cause {
+            reason: "FieldValueForbidden",
+            message: "Forbidden: may only be specified if `strategy` is defined".into(),
+            field: "spec.preferredHolder".into(),
+        });
+    }
+}
+
 /// Validates the kind-specific fields; 422 Invalid on errors.
 pub fn validate(def: &ResourceDef, v: &Value) -> Result<(), ApiError> {
-    if def.group != "batch" {
-        return Ok(());
-    }
     let name = v["metadata"]["name"].as_str().unwrap_or_default();
     let mut causes = vec![];
-    match def.plural.as_str() {
-        "cronjobs" => {
+    match (def.group.as_str(), def.plural.as_str()) {
+        ("", "configmaps") => {
+            key_causes(v, "data", Some("binaryData"), &mut causes);
+            key_causes(v, "binaryData", None, &mut causes);
+        }
+        ("", "secrets") => {
+            key_causes(v, "data", None, &mut causes);
+            secret_type_causes(v, &mut causes);
+        }
+        ("rbac.authorization.k8s.io", "roles") => policy_rule_causes(v, true, &mut causes),
+        ("rbac.authorization.k8s.io", "clusterroles") => policy_rule_causes(v, false, &mut causes),
+        ("coordination.k8s.io", "leases") => lease_causes(&v["spec"], &mut causes),
+        ("batch", "cronjobs") => {
             cron_job_spec_causes(&v["spec"], &mut causes);
             // Checked last, as the server does: the controller names each Job after its CronJob
             // plus an 11-character suffix, and a Job's name has at most 63.
@@ -374,7 +590,7 @@ pub fn validate(def: &ResourceDef, v: &Value) -> Result<(), ApiError> {
                 ));
             }
         }
-        "jobs" => job_spec_causes(&v["spec"], "spec", &mut causes),
+        ("batch", "jobs") => job_spec_causes(&v["spec"], "spec", &mut causes),
         _ => {}
     }
     if causes.is_empty() {
@@ -432,6 +648,101 @@ mod tests {
 
     fn one(field: &str, message: &str) -> Vec<(String, String)> {
         vec![(field.to_string(), message.to_string())]
+    }
+
+    /// The causes the real server gives for object `v` of the built-in kind `plural`.
+    fn object_causes(group: &str, plural: &str, v: Value) -> Vec<(String, String)> {
+        let def = crate::resources::builtins()
+            .iter()
+            .find(|d| d.group == group && d.plural == plural)
+            .cloned()
+            .expect("built in");
+        match validate(&def, &v) {
+            Ok(()) => vec![],
+            Err(e) => e
+                .details
+                .map(|d| d.causes)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| (c.field, c.message))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn config_keys_are_file_names_and_secrets_have_what_their_type_needs() {
+        let cm = json!({"metadata": {"name": "c"}, "data": {"a b": "x", "ok": "y"},
+            "binaryData": {"ok": "eA=="}});
+        let causes = object_causes("", "configmaps", cm);
+        assert_eq!(causes.len(), 2, "{causes:?}");
+        assert_eq!(causes[0].0, "data[a b]");
+        assert!(causes[0].1.starts_with(
+            "Invalid value: \"a b\": a valid config key must consist of alphanumeric characters"
+        ));
+        assert_eq!(
+            causes[1],
+            (
+                "data[ok]".to_string(),
+                "Invalid value: \"ok\": duplicate of key present in binaryData".to_string()
+            )
+        );
+        let tls = json!({"metadata": {"name": "t"}, "type": "kubernetes.io/tls", "data": {"tls.crt": "eA=="}});
+        assert_eq!(
+            object_causes("", "secrets", tls),
+            vec![("data[tls.key]".to_string(), "Required value".to_string())]
+        );
+        let docker = json!({"metadata": {"name": "d"}, "type": "kubernetes.io/dockerconfigjson",
+            "data": {".dockerconfigjson": "bm90IGpzb24="}});
+        assert_eq!(
+            object_causes("", "secrets", docker),
+            vec![(
+                "data[.dockerconfigjson]".to_string(),
+                "Invalid value: \"<secret contents redacted>\": invalid character 'n' looking for beginning of value".to_string()
+            )]
+        );
+        let token =
+            json!({"metadata": {"name": "s"}, "type": "kubernetes.io/service-account-token"});
+        assert_eq!(
+            object_causes("", "secrets", token),
+            vec![(
+                "metadata.annotations[kubernetes.io/service-account.name]".to_string(),
+                "Required value".to_string()
+            )]
+        );
+        let opaque = json!({"metadata": {"name": "o"}, "type": "Opaque", "data": {"k": "eA=="}});
+        assert_eq!(object_causes("", "secrets", opaque), vec![]);
+    }
+
+    #[test]
+    fn role_rules_and_leases_are_checked() {
+        let role = json!({"metadata": {"name": "r"}, "rules": [
+            {"apiGroups": [""], "resources": ["pods"]},
+            {"verbs": ["get"], "nonResourceURLs": ["/healthz"]},
+        ]});
+        assert_eq!(
+            object_causes("rbac.authorization.k8s.io", "roles", role),
+            vec![
+                ("rules[0].verbs".to_string(), "Required value: verbs must contain at least one value".to_string()),
+                (
+                    "rules[1].nonResourceURLs".to_string(),
+                    "Invalid value: []string{\"/healthz\"}: namespaced rules cannot apply to non-resource URLs".to_string()
+                ),
+            ]
+        );
+        let cluster_role = json!({"metadata": {"name": "r"}, "rules": [
+            {"verbs": ["get"], "nonResourceURLs": ["/healthz"]}]});
+        assert_eq!(
+            object_causes("rbac.authorization.k8s.io", "clusterroles", cluster_role),
+            vec![]
+        );
+        let lease = json!({"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 0}});
+        assert_eq!(
+            object_causes("coordination.k8s.io", "leases", lease),
+            vec![(
+                "spec.leaseDurationSeconds".to_string(),
+                "Invalid value: 0: must be greater than 0".to_string()
+            )]
+        );
     }
 
     #[test]
