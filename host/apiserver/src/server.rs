@@ -1890,7 +1890,14 @@ async fn watch(
     // (WatchList); Some(false) starts at the given version (or now) without synthetic events;
     // unset keeps the legacy rule (synthetic ADDED events only for "" and "0").
     let send_initial_param = parse_go_bool(query.get("sendInitialEvents"));
-    let send_initial = send_initial_param == Some(true);
+    let rv_param = query.get("resourceVersion").unwrap_or_default();
+    let from_now = rv_param.is_empty() || rv_param == "0";
+    // With WatchList on (as it is in v1.32), a legacy watch from "" or "0" that says nothing of
+    // initial events is defaulted to a watch-list: its initial events end with a bookmark too.
+    let send_initial = send_initial_param == Some(true)
+        || (send_initial_param.is_none()
+            && from_now
+            && query.get("resourceVersionMatch").is_none_or(str::is_empty));
     let timeout = query
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())
@@ -1901,7 +1908,6 @@ async fn watch(
     } else {
         None
     };
-    let rv_param = query.get("resourceVersion").unwrap_or_default();
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(1024);
     let mut initial: Vec<Bytes> = vec![];
     let matches = {
@@ -1909,7 +1915,25 @@ async fn watch(
         let fields = fields.clone();
         move |o: &Obj| labels.matches(&o.value) && fields.matches(&o.value)
     };
-    let from_now = rv_param.is_empty() || rv_param == "0";
+    let parse_rv = || {
+        rv_param
+            .parse::<u64>()
+            .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv_param}")))
+    };
+    if send_initial && !from_now {
+        // A watch-list is served once the cache has caught up with the version asked for; one
+        // that does not in time ends in an ERROR event, inside a successful response.
+        let wanted = parse_rv()?;
+        let reached = store.wait_for_rv(wanted, Duration::from_secs(3)).await;
+        if reached < wanted {
+            let status = ApiError::too_large_resource_version(wanted, reached, 1);
+            let _ = tx.try_send(event_line(
+                "ERROR",
+                status.to_value().to_string().as_bytes(),
+            ));
+            return Ok(stream_response(rx));
+        }
+    }
     let (mut sub, mut last_rv) = if send_initial || from_now {
         let (rv, objs, sub) = store.subscribe_now(def.key(), ns_filter.as_deref());
         if send_initial_param != Some(false) {
@@ -1922,19 +1946,14 @@ async fn watch(
         }
         (sub, rv)
     } else {
-        let rv: u64 = rv_param
-            .parse()
-            .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv_param}")))?;
-        // A version the store has not reached: waited for a little, as the watch cache does,
-        // rather than silently skipping what happens until then.
-        let reached = store.wait_for_rv(rv, Duration::from_secs(3)).await;
-        if reached < rv {
-            return Err(ApiError::too_large_resource_version(rv, reached, 1));
-        }
-        match store.subscribe_from(rv) {
+        let rv = parse_rv()?;
+        // A version the store has not reached: the watch starts now and reports only what comes
+        // after that version, as the watch cache does.
+        let current = store.current_rv();
+        match store.subscribe_from(rv.min(current)) {
             Ok((events, sub)) => {
                 let mut last = rv;
-                for e in events {
+                for e in events.into_iter().filter(|e| e.rv > rv) {
                     last = e.rv;
                     if &*e.key == def.key()
                         && ns_filter.as_ref().is_none_or(|n| *n == e.ns)
