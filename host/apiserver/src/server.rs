@@ -314,12 +314,13 @@ fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     let base = ct.split(';').next().unwrap_or_default().trim();
-    if base.is_empty()
-        || base == "application/json"
-        || base.ends_with("+json")
-        || base == "application/apply-patch+yaml"
-    {
+    if base.is_empty() || base == "application/json" || base.ends_with("+json") {
         return parse_json(body);
+    }
+    if base == "application/yaml" || base == "application/apply-patch+yaml" {
+        return parse_yaml(body).map_err(|e| {
+            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+        });
     }
     if base == "application/vnd.kubernetes.protobuf" {
         return crate::proto::decode(body).map_err(|e| {
@@ -337,6 +338,35 @@ fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
             "the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json, application/json-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {base:?})"
         ),
     ))
+}
+
+/// Why a query parameter is not an integer, as the server's parameter decoding (Go's
+/// `strconv.ParseInt`) says it.
+fn go_parse_int_error(text: &str) -> String {
+    let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
+    let why = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        "value out of range"
+    } else {
+        "invalid syntax"
+    };
+    format!(
+        "strconv.ParseInt: parsing {}: {why}",
+        crate::validation::go_quote(text)
+    )
+}
+
+/// A YAML body as the server's YAML serializer reads it: its first document, as JSON. JSON is
+/// YAML too, and is read as JSON.
+fn parse_yaml(b: &[u8]) -> Result<Value, String> {
+    if let Ok(v) = serde_json::from_slice(b) {
+        return Ok(v);
+    }
+    let Some(document) = serde_norway::Deserializer::from_slice(b).next() else {
+        return Ok(Value::Null);
+    };
+    let v: Value = serde::Deserialize::deserialize(document)
+        .map_err(|e| format!("error converting YAML to JSON: yaml: {e}"))?;
+    Ok(v)
 }
 
 fn parse_json(b: &[u8]) -> Result<Value, ApiError> {
@@ -1245,7 +1275,13 @@ async fn resource_request(
                     ),
                 ));
             }
-            let body = parse_json(&body)?;
+            // An applied configuration is YAML (JSON being YAML too); other patches are JSON.
+            let body = if pt == PatchType::Apply {
+                parse_yaml(&body)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+            } else {
+                parse_json(&body)?
+            };
             let mut opts = query.write_opts(&user_agent, "PatchOptions", Some(pt))?;
             opts.shape = def.shape;
             let (out, created) =
@@ -1672,7 +1708,7 @@ async fn list(
     let limit = match query.get("limit") {
         Some(l) if !l.is_empty() => l
             .parse::<i64>()
-            .map_err(|_| ApiError::bad_request(format!("invalid limit {l:?}")))?,
+            .map_err(|_| ApiError::bad_request(go_parse_int_error(l)))?,
         _ => 0,
     };
     let ns_filter = if def.namespaced && !ns.is_empty() {
@@ -1898,9 +1934,14 @@ async fn watch(
         || (send_initial_param.is_none()
             && from_now
             && query.get("resourceVersionMatch").is_none_or(str::is_empty));
-    let timeout = query
-        .get("timeoutSeconds")
-        .and_then(|t| t.parse::<u64>().ok())
+    let timeout = match query.get("timeoutSeconds") {
+        Some(t) if !t.is_empty() => t
+            .parse::<i64>()
+            .map_err(|_| ApiError::bad_request(go_parse_int_error(t)))?,
+        _ => 0,
+    };
+    let timeout = u64::try_from(timeout)
+        .ok()
         .filter(|t| *t > 0)
         .unwrap_or(1800);
     let ns_filter: Option<String> = if def.namespaced && !ns.is_empty() {

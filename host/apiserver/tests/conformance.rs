@@ -2833,3 +2833,43 @@ async fn namespaces_keep_their_name_label_finalizers_and_phase() {
         .unwrap();
     c.shutdown().await;
 }
+
+/// Server-side apply takes YAML, as its media type says, and writes take `application/yaml`.
+#[tokio::test]
+async fn yaml_bodies_are_applied_and_created() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("yaml").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let applied = c
+        .client
+        .request::<Value>(
+            http::Request::patch(format!(
+                "/api/v1/namespaces/{ns}/configmaps/y1?fieldManager=yaml-test"
+            ))
+            .header("content-type", "application/apply-patch+yaml")
+            .body(
+                b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: y1\ndata:\n  colour: blue # a comment\n"
+                    .to_vec(),
+            )
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied["data"]["colour"], "blue");
+    let created = c
+        .client
+        .request::<Value>(
+            http::Request::post(format!("/api/v1/namespaces/{ns}/configmaps"))
+                .header("content-type", "application/yaml")
+                .body(
+                    b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: y2}\ndata: {a: b}\n"
+                        .to_vec(),
+                )
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created["metadata"]["name"], "y2");
+    assert_eq!(api.get("y2").await.unwrap().data.unwrap()["a"], "b");
+    c.shutdown().await;
+}
