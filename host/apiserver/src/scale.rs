@@ -181,9 +181,7 @@ pub fn patch(
     opts: WriteOpts,
 ) -> Result<Value, ApiError> {
     if pt == PatchType::Apply {
-        return Err(ApiError::unsupported_media_type(
-            "application/apply-patch+yaml",
-        ));
+        return Err(ApiError::unsupported_media_type());
     }
     let paths = paths(def)?;
     for _ in 0..5 {

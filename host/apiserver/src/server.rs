@@ -335,7 +335,7 @@ fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
         415,
         "UnsupportedMediaType",
         format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json, application/json-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {base:?})"
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
         ),
     ))
 }
@@ -921,8 +921,8 @@ async fn scale_request(
                 .get(header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default();
-            let pt = PatchType::from_content_type(ct)
-                .ok_or_else(|| ApiError::unsupported_media_type(ct))?;
+            let pt =
+                PatchType::from_content_type(ct).ok_or_else(ApiError::unsupported_media_type)?;
             let body = parse_json(&body)?;
             let opts = query.write_opts(user_agent, "PatchOptions", Some(pt))?;
             crate::scale::patch(store, def, ns, name, pt, &body, opts)?
@@ -1263,15 +1263,15 @@ async fn resource_request(
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default()
                 .to_string();
-            let pt = PatchType::from_content_type(&ct)
-                .ok_or_else(|| ApiError::unsupported_media_type(&ct))?;
+            let pt =
+                PatchType::from_content_type(&ct).ok_or_else(ApiError::unsupported_media_type)?;
             if def.custom && pt == PatchType::Strategic {
                 // As the real server: custom resources have no strategic-merge metadata.
                 return Err(ApiError::new(
                     415,
                     "UnsupportedMediaType",
                     format!(
-                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {ct:?})"
+                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
                     ),
                 ));
             }
@@ -1330,8 +1330,9 @@ async fn resource_request(
             for o in page.map(|p| p.items).unwrap_or_default() {
                 let oname = o.meta_str("name").to_string();
                 let ons = o.meta_str("namespace").to_string();
+                // The answer lists the items as they were listed, before their deletion.
                 match ops::delete(store, &def, &ons, &oname, &opts) {
-                    Ok(Deleted::Gone(x)) | Ok(Deleted::Pending(x)) => items.push(x),
+                    Ok(Deleted::Gone(_)) | Ok(Deleted::Pending(_)) => items.push(o),
                     Err(e) if e.code == 404 => {}
                     Err(e) => return Err(e),
                 }
