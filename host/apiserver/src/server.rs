@@ -334,9 +334,7 @@ fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     Err(ApiError::new(
         415,
         "UnsupportedMediaType",
-        format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf"
-        ),
+        "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf",
     ))
 }
 
@@ -1270,9 +1268,7 @@ async fn resource_request(
                 return Err(ApiError::new(
                     415,
                     "UnsupportedMediaType",
-                    format!(
-                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
-                    ),
+                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
                 ));
             }
             // An applied configuration is YAML (JSON being YAML too); other patches are JSON.
