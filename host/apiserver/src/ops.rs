@@ -274,8 +274,23 @@ fn validate_crd(crd: &Value, name: &str) -> Result<(), ApiError> {
     let g = spec["group"].as_str().unwrap_or_default();
     let plural = spec["names"]["plural"].as_str().unwrap_or_default();
     let k = spec["names"]["kind"].as_str().unwrap_or_default();
+    let invalid = |field: &str, value: &str, why: String| Cause {
+        reason: "FieldValueInvalid",
+        message: format!("Invalid value: {}: {why}", json!(value)),
+        field: field.into(),
+    };
     if g.is_empty() {
         causes.push(req("spec.group"));
+    } else if let errs = validation::dns1123_subdomain(g)
+        && !errs.is_empty()
+    {
+        causes.push(invalid("spec.group", g, errs.join(",")));
+    } else if !g.contains('.') {
+        causes.push(invalid(
+            "spec.group",
+            g,
+            "should be a domain with at least one dot".into(),
+        ));
     }
     if plural.is_empty() {
         causes.push(req("spec.names.plural"));
@@ -320,7 +335,27 @@ fn validate_crd(crd: &Value, name: &str) -> Result<(), ApiError> {
                     field: "spec.versions".into(),
                 });
             }
+            let mut names = std::collections::BTreeSet::new();
             for (i, ver) in v.iter().enumerate() {
+                let version = ver["name"].as_str().unwrap_or_default();
+                let errs = validation::dns1035_label(version);
+                if !errs.is_empty() {
+                    causes.push(invalid(
+                        &format!("spec.versions[{i}].name"),
+                        version,
+                        errs.join(","),
+                    ));
+                }
+                if !names.insert(version) {
+                    causes.push(Cause {
+                        reason: "FieldValueInvalid",
+                        message: format!(
+                            "Invalid value: {}: must contain unique version names",
+                            json!(spec["versions"])
+                        ),
+                        field: "spec.versions".into(),
+                    });
+                }
                 let schema = &ver["schema"]["openAPIV3Schema"];
                 if !schema.is_object() {
                     causes.push(Cause {
@@ -344,11 +379,66 @@ fn validate_crd(crd: &Value, name: &str) -> Result<(), ApiError> {
             field: "spec.versions".into(),
         }),
     }
+    causes.extend(crd_names_causes(&spec["names"]));
     if causes.is_empty() {
         Ok(())
     } else {
         Err(ApiError::invalid(group, kind, name, causes))
     }
+}
+
+/// `ValidateCustomResourceDefinitionNames`: the names are DNS-1035 labels (kinds in mixed case),
+/// and a kind is not its own list kind.
+fn crd_names_causes(names: &Value) -> Vec<Cause> {
+    let mut causes = vec![];
+    let text = |k: &str| names[k].as_str().unwrap_or_default();
+    let mut check = |field: String, value: &str, lower: bool, prefix: &str| {
+        if value.is_empty() {
+            return;
+        }
+        let checked = if lower {
+            value.to_lowercase()
+        } else {
+            value.to_string()
+        };
+        let errs = validation::dns1035_label(&checked);
+        if !errs.is_empty() {
+            causes.extend(validation::invalid_causes(
+                &field,
+                &json!(value),
+                vec![format!("{prefix}{}", errs.join(","))],
+            ));
+        }
+    };
+    check("spec.names.plural".into(), text("plural"), false, "");
+    check("spec.names.singular".into(), text("singular"), false, "");
+    let mixed = "may have mixed case, but should otherwise match: ";
+    check("spec.names.kind".into(), text("kind"), true, mixed);
+    check("spec.names.listKind".into(), text("listKind"), true, mixed);
+    for (i, short) in string_list(&names["shortNames"]).iter().enumerate() {
+        check(format!("spec.names.shortNames[{i}]"), short, false, "");
+    }
+    let same_kinds = !text("kind").is_empty() && text("kind") == text("listKind");
+    let categories = string_list(&names["categories"]);
+    for (i, category) in categories.iter().enumerate() {
+        check(format!("spec.names.categories[{i}]"), category, false, "");
+    }
+    if same_kinds {
+        // Reported before the categories, as the server does.
+        let at = causes
+            .iter()
+            .position(|c| c.field.starts_with("spec.names.categories"))
+            .unwrap_or(causes.len());
+        causes.splice(
+            at..at,
+            validation::invalid_causes(
+                "spec.names.listKind",
+                &json!(text("listKind")),
+                vec!["kind and listKind may not be the same".into()],
+            ),
+        );
+    }
+    causes
 }
 
 /// Defaults and status the CRD controllers would fill in.
@@ -1087,8 +1177,9 @@ fn prepare_update(
     }
     if def.is_crd() && sub == Sub::Main {
         for (field, path) in [
-            ("spec.group", &["spec", "group"][..]),
             ("spec.scope", &["spec", "scope"][..]),
+            ("spec.names.kind", &["spec", "names", "kind"][..]),
+            ("spec.group", &["spec", "group"][..]),
             ("spec.names.plural", &["spec", "names", "plural"][..]),
         ] {
             let get = |v: &Value| path.iter().fold(v.clone(), |acc, k| acc[*k].clone());
@@ -1107,6 +1198,31 @@ fn prepare_update(
         }
     }
     if def.is_crd() && sub == Sub::Main {
+        // A version objects are stored in cannot leave the spec until they are migrated.
+        let versions: Vec<&str> = result["spec"]["versions"]
+            .as_array()
+            .map(|v| v.iter().filter_map(|x| x["name"].as_str()).collect())
+            .unwrap_or_default();
+        let causes: Vec<Cause> = string_list(&cur.value["status"]["storedVersions"])
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| !versions.contains(&v.as_str()))
+            .flat_map(|(i, v)| {
+                validation::invalid_causes(
+                    &format!("status.storedVersions[{i}]"),
+                    &json!(v),
+                    vec!["must appear in spec.versions".into()],
+                )
+            })
+            .collect();
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                &name,
+                causes,
+            ));
+        }
         validate_crd(&result, &name)?;
         let old_status = cur.value.get("status").cloned();
         crd_defaults(&mut result, old_status.as_ref());

@@ -570,19 +570,60 @@ pub fn groups(custom: &[Arc<ResourceDef>], crds: &[Value]) -> Vec<GroupInfo> {
             }),
         }
     }
-    for crd in crds {
-        if let (Some(group), Some(pref)) =
-            (crd["spec"]["group"].as_str(), crd_preferred_version(crd))
-            && let Some(g) = out.iter_mut().find(|g| g.name == group)
-            && g.versions.contains(&pref)
+    // A group of custom resources lists its versions by Kubernetes version priority (GA before
+    // beta before alpha, higher numbers first), and prefers the first, as the real server does.
+    for g in out.iter_mut() {
+        if crds
+            .iter()
+            .any(|c| c["spec"]["group"].as_str() == Some(&g.name))
         {
-            g.preferred = pref.clone();
-            // The preferred version goes first, as the real server lists it.
-            g.versions.retain(|v| v != &pref);
-            g.versions.insert(0, pref);
+            g.versions
+                .sort_by(|a, b| compare_kube_versions(b, a).then_with(|| a.cmp(b)));
+            if let Some(first) = g.versions.first() {
+                g.preferred = first.clone();
+            }
         }
     }
     out
+}
+
+/// `version.CompareKubeAwareVersionStrings`: versions of the form `v1`, `v2beta3`, `v1alpha1`
+/// rank by stability, then major, then minor number, above every other name; other names rank
+/// in reverse alphabetical order (so sorting by descending rank lists them alphabetically).
+pub fn compare_kube_versions(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    /// (stability: alpha 0, beta 1, GA 2; major; minor)
+    fn parse(v: &str) -> Option<(u8, u64, u64)> {
+        let rest = v.strip_prefix('v')?;
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let (major, tail) = rest.split_at(digits);
+        if major.is_empty() {
+            return None;
+        }
+        let major = major.parse().ok()?;
+        if tail.is_empty() {
+            return Some((2, major, 0));
+        }
+        let (stability, minor) = if let Some(m) = tail.strip_prefix("beta") {
+            (1, m)
+        } else if let Some(m) = tail.strip_prefix("alpha") {
+            (0, m)
+        } else {
+            return None;
+        };
+        if minor.is_empty() || !minor.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some((stability, major, minor.parse().ok()?))
+    }
+    match (parse(a), parse(b)) {
+        (Some(x), Some(y)) => x.cmp(&y),
+        (None, Some(_)) => Ordering::Less,
+        (Some(_), None) => Ordering::Greater,
+        (None, None) => b.cmp(a),
+    }
 }
 
 pub fn group_json(g: &GroupInfo) -> Value {
@@ -840,4 +881,43 @@ pub fn aggregated_discovery(
         "metadata": {},
         "items": items,
     })
+}
+
+#[cfg(test)]
+mod version_order_tests {
+    use super::compare_kube_versions;
+
+    #[test]
+    fn versions_sort_by_stability_then_number_then_name() {
+        let mut versions = vec![
+            "v1alpha1",
+            "foo",
+            "v2beta1",
+            "v1",
+            "v10",
+            "v11alpha2",
+            "v12alpha1",
+            "v2",
+            "bar",
+            "v1beta2",
+            "v3beta1",
+        ];
+        versions.sort_by(|a, b| compare_kube_versions(b, a));
+        assert_eq!(
+            versions,
+            [
+                "v10",
+                "v2",
+                "v1",
+                "v3beta1",
+                "v2beta1",
+                "v1beta2",
+                "v12alpha1",
+                "v11alpha2",
+                "v1alpha1",
+                "bar",
+                "foo"
+            ]
+        );
+    }
 }

@@ -2873,3 +2873,129 @@ async fn yaml_bodies_are_applied_and_created() {
     assert_eq!(api.get("y2").await.unwrap().data.unwrap()["a"], "b");
     c.shutdown().await;
 }
+
+/// CRD names are checked as the real server checks them; a group's versions are listed and
+/// preferred by Kubernetes version priority; a stored version cannot leave the spec; a kind is
+/// immutable.
+#[tokio::test]
+async fn crd_names_versions_and_stored_versions_are_checked() {
+    let c = TestCluster::new().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(c.client.clone());
+    let s = suffix();
+    let version = |name: &str, storage: bool| {
+        json!({"name": name, "served": true, "storage": storage,
+            "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}})
+    };
+    let crd = |group: &str,
+               kind: &str,
+               list_kind: &str,
+               versions: Vec<Value>|
+     -> CustomResourceDefinition {
+        serde_json::from_value(json!({
+            "metadata": {"name": format!("gizmo{s}s.{group}")},
+            "spec": {"group": group, "scope": "Namespaced",
+                "names": {"plural": format!("gizmo{s}s"), "kind": kind, "listKind": list_kind},
+                "versions": versions},
+        }))
+        .unwrap()
+    };
+    let e = status_of(
+        crds.create(
+            &PostParams::default(),
+            &crd("nodot", "Gizmo", "GizmoList", vec![version("v1", true)]),
+        )
+        .await
+        .unwrap_err(),
+    );
+    let causes = e.details.unwrap().causes;
+    assert!(
+        causes.iter().any(|c| c.field == "spec.group"
+            && c.message == "Invalid value: \"nodot\": should be a domain with at least one dot"),
+        "{causes:?}"
+    );
+    let group = format!("g{s}.lethe.test");
+    let e = status_of(
+        crds.create(
+            &PostParams::default(),
+            &crd(&group, "Gizmo", "Gizmo", vec![version("V1", true)]),
+        )
+        .await
+        .unwrap_err(),
+    );
+    let causes = e.details.unwrap().causes;
+    let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+    assert!(fields.contains(&"spec.versions[0].name"), "{causes:?}");
+    assert!(
+        causes.iter().any(|c| c.field == "spec.names.listKind"
+            && c.message == "Invalid value: \"Gizmo\": kind and listKind may not be the same"),
+        "{causes:?}"
+    );
+    // v1 stores, v2 is served too: discovery prefers v2.
+    crds.create(
+        &PostParams::default(),
+        &crd(
+            &group,
+            "Gizmo",
+            "GizmoList",
+            vec![version("v1", true), version("v2", false)],
+        ),
+    )
+    .await
+    .unwrap();
+    let discovered = eventually(10, || {
+        let client = c.client.clone();
+        let group = group.clone();
+        async move {
+            let g: Value = client
+                .request(
+                    http::Request::get(format!("/apis/{group}"))
+                        .body(Vec::new())
+                        .unwrap(),
+                )
+                .await
+                .ok()?;
+            (g["versions"].as_array()?.len() == 2).then_some(g)
+        }
+    })
+    .await;
+    assert_eq!(discovered["preferredVersion"]["version"], "v2");
+    assert_eq!(discovered["versions"][0]["version"], "v2");
+    let name = format!("gizmo{s}s.{group}");
+    let e = status_of(
+        crds.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(json!([
+                    {"op": "replace", "path": "/spec/versions", "value": [version("v2", true)]}
+                ]))
+                .unwrap(),
+            ),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(
+        e.message,
+        format!(
+            "CustomResourceDefinition.apiextensions.k8s.io \"{name}\" is invalid: status.storedVersions[0]: Invalid value: \"v1\": must appear in spec.versions"
+        )
+    );
+    let e = status_of(
+        crds.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"names": {"kind": "Gadget", "listKind": "GadgetList"}}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert!(
+        e.message
+            .ends_with("spec.names.kind: Invalid value: \"Gadget\": field is immutable"),
+        "{}",
+        e.message
+    );
+    crds.delete(&name, &DeleteParams::default()).await.unwrap();
+    c.shutdown().await;
+}
