@@ -1,6 +1,7 @@
 //! Structural-schema handling for custom resources, as the real API server does with a CRD's
 //! `openAPIV3Schema`: unknown fields are pruned (unless `x-kubernetes-preserve-unknown-fields`),
-//! `default`s are applied, and types, `required` and `enum` are validated.
+//! `default`s are applied, `null`s that are neither nullable nor defaulted are dropped, unknown
+//! `metadata` fields are pruned, and types, `required`, `enum`, lengths and ranges are validated.
 
 use crate::status::Cause;
 use serde_json::{Value, json};
@@ -23,7 +24,8 @@ fn type_ok(want: &str, v: &Value) -> bool {
         "array" => v.is_array(),
         "string" => v.is_string(),
         "boolean" => v.is_boolean(),
-        "integer" => type_name(v) == "integer",
+        // A whole number written as a float (`2.0`) is an integer to the server's validator.
+        "integer" => v.as_f64().is_some_and(|f| f.fract() == 0.0),
         "number" => v.is_number(),
         _ => true,
     }
@@ -67,6 +69,16 @@ fn walk(
             });
         }
         return;
+    }
+    if schema["type"] == "integer"
+        && let Some(f) = v.as_f64()
+        && !v.is_i64()
+        && !v.is_u64()
+        && f.fract() == 0.0
+        && f.abs() < 9.007_199_254_740_992e15
+    {
+        // Decoded and encoded again as the server does, `2.0` is stored as `2`.
+        *v = json!(f as i64);
     }
     if let Some(want) = schema["type"].as_str()
         && !type_ok(want, v)
@@ -147,6 +159,7 @@ fn walk(
     match v {
         Value::Object(m) => {
             let props = schema["properties"].as_object();
+            prune_nulls(m, props);
             let additional = schema.get("additionalProperties").filter(|a| a.is_object());
             let embedded = schema["x-kubernetes-embedded-resource"].as_bool() == Some(true);
             if props.is_some() || additional.is_some() || !preserve(schema) {
@@ -204,6 +217,42 @@ fn walk(
     }
 }
 
+/// `PruneNonNullableNullsWithoutDefaults`: a `null` in a field that is neither nullable nor
+/// defaulted is dropped, as if it had not been sent.
+fn prune_nulls(
+    m: &mut serde_json::Map<String, Value>,
+    props: Option<&serde_json::Map<String, Value>>,
+) {
+    let Some(props) = props else {
+        return;
+    };
+    m.retain(|k, v| {
+        !(v.is_null()
+            && props.get(k).is_some_and(|s| {
+                s["nullable"].as_bool() != Some(true) && s.get("default").is_none()
+            }))
+    });
+}
+
+/// The fields of `ObjectMeta`; a custom resource's metadata keeps only these.
+const OBJECT_META_FIELDS: [&str; 15] = [
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
 /// Prunes, defaults and validates a custom resource against its version's schema. The
 /// top-level `apiVersion`, `kind` and `metadata` are left alone. Returns the validation causes
 /// and the paths of the pruned fields.
@@ -213,7 +262,17 @@ pub fn apply(schema: &Value, obj: &mut Value) -> (Vec<Cause>, Vec<String>) {
     let Some(m) = obj.as_object_mut() else {
         return (causes, pruned);
     };
+    if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.retain(|k, _| {
+            let known = OBJECT_META_FIELDS.contains(&k.as_str());
+            if !known {
+                pruned.push(format!("metadata.{k}"));
+            }
+            known
+        });
+    }
     let props = schema["properties"].as_object();
+    prune_nulls(m, props);
     let keep_all = preserve(schema) || props.is_none();
     m.retain(|k, _| {
         let keep = matches!(k.as_str(), "apiVersion" | "kind" | "metadata")
@@ -274,6 +333,25 @@ mod tests {
                 "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}},
             },
         })
+    }
+
+    #[test]
+    fn whole_floats_are_integers_and_nulls_without_a_default_are_dropped() {
+        let mut o = json!({"apiVersion": "x/v1", "kind": "K",
+            "metadata": {"name": "n", "unknownMeta": 1},
+            "spec": {"size": 2.0, "labels": null}, "status": null});
+        let (causes, pruned) = apply(&schema(), &mut o);
+        assert!(causes.is_empty(), "{causes:?}");
+        assert_eq!(pruned, ["metadata.unknownMeta"]);
+        assert_eq!(
+            o,
+            json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n"},
+                "spec": {"size": 2, "mode": "a"}})
+        );
+        let mut fraction = json!({"spec": {"size": 2.5}});
+        let (causes, _) = apply(&schema(), &mut fraction);
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(causes[0].field, "spec.size");
     }
 
     #[test]

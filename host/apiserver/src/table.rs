@@ -366,12 +366,16 @@ fn columns(def: &ResourceDef, crd: Option<&Value>) -> Vec<Value> {
                 vec![name, age]
             } else {
                 let mut v = vec![name];
+                // Columns of a higher priority are sent too; kubectl shows them with `-o wide`.
                 v.extend(extra.iter().map(|c| {
-                    col(
+                    let mut column = col(
                         c["name"].as_str().unwrap_or_default(),
                         c["type"].as_str().unwrap_or("string"),
                         c["format"].as_str().unwrap_or_default(),
-                    )
+                    );
+                    column["priority"] = json!(c["priority"].as_i64().unwrap_or(0));
+                    column["description"] = json!(c["description"].as_str().unwrap_or_default());
+                    column
                 }));
                 v
             }
@@ -390,9 +394,6 @@ fn printer_columns(def: &ResourceDef, crd: Option<&Value>) -> Vec<Value> {
         })
         .and_then(|v| v["additionalPrinterColumns"].as_array().cloned())
         .unwrap_or_default()
-        .into_iter()
-        .filter(|c| c["priority"].as_i64().unwrap_or(0) == 0)
-        .collect()
 }
 
 fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Value> {
