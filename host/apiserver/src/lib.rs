@@ -69,6 +69,7 @@ mod table;
 mod tls;
 mod typed;
 mod validation;
+mod validation_rules;
 
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;

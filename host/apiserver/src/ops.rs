@@ -370,6 +370,13 @@ fn validate_crd(crd: &Value, name: &str) -> Result<(), ApiError> {
                         field: format!("spec.versions[{i}].schema.openAPIV3Schema.type"),
                     });
                 }
+                for (at, rule, why) in crate::validation_rules::schema_compile_errors(schema) {
+                    causes.push(invalid(
+                        &format!("spec.versions[{i}].schema.openAPIV3Schema{at}"),
+                        &rule,
+                        format!("compilation failed: {why}"),
+                    ));
+                }
             }
         }
         _ => causes.push(Cause {
@@ -755,16 +762,39 @@ fn prepare_create(
     }
     crate::defaults::validate(def, &body)?;
     validate_meta(def, &body)?;
-    check_schema(def, &mut body, strict)?;
+    check_schema(def, &mut body, None, strict)?;
     warn_finalizers(&body);
     Ok(body)
 }
 
 /// Prunes, defaults and validates a custom resource against its CRD schema; drops the fields a
 /// built-in kind does not have, as the real server's decoding does.
-fn check_schema(def: &ResourceDef, v: &mut Value, strict: bool) -> Result<(), ApiError> {
+/// Prunes, defaults and validates `v` against its kind's schema; for custom resources that
+/// includes the CRD's CEL rules, `old` being the object an update replaces.
+fn check_schema(
+    def: &ResourceDef,
+    v: &mut Value,
+    old: Option<&Value>,
+    strict: bool,
+) -> Result<(), ApiError> {
     let (causes, pruned) = match &def.schema {
-        Some(schema) => crate::schema::apply(schema, v),
+        Some(schema) => {
+            let (mut causes, pruned) = crate::schema::apply(schema, v);
+            // The rules are not evaluated on an object of the wrong shape.
+            let blocked = causes
+                .iter()
+                .any(|c| matches!(c.reason, "FieldValueNotSupported" | "FieldValueTypeInvalid"));
+            if blocked {
+                causes.push(Cause {
+                    reason: "FieldValueInvalid",
+                    message: "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
+                    field: "<nil>".into(),
+                });
+            } else {
+                causes.extend(crate::validation_rules::causes(schema, v, old, ""));
+            }
+            (causes, pruned)
+        }
         None => (
             Vec::new(),
             crate::openapi::prune_unknown(&def.group, &def.version, &def.kind, v),
@@ -1171,7 +1201,7 @@ fn prepare_update(
         }
         validate_meta(def, &result)?;
     }
-    check_schema(def, &mut result, strict)?;
+    check_schema(def, &mut result, Some(&cur.value), strict)?;
     if string_list(&result["metadata"]["finalizers"]) != cur.finalizers() {
         warn_finalizers(&result);
     }

@@ -2609,3 +2609,71 @@ async fn kubectl_get_sorts_by_a_field_of_the_objects() {
         .await;
     k.shutdown().await;
 }
+
+/// A CRD's CEL rules (`x-kubernetes-validations`) are enforced on its custom resources, on
+/// updates with the old object as `oldSelf`.
+#[tokio::test]
+async fn kubectl_custom_resources_obey_their_crds_cel_rules() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let s = suffix();
+    let group = format!("r{s}.lethe.test");
+    let plural = format!("range{s}s");
+    let kind = format!("Range{s}");
+    let crd = format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {plural}.{group}
+spec:
+  group: {group}
+  scope: Namespaced
+  names: {{plural: {plural}, kind: {kind}}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: "self.low <= self.high"
+              message: "low must not exceed high"
+            - rule: "self.high >= oldSelf.high"
+              message: "high may not decrease"
+            properties:
+              low: {{type: integer}}
+              high: {{type: integer}}
+"#
+    );
+    k.ok(&["apply", "-f", "-"], Some(&crd)).await;
+    k.wait_established(&format!("{plural}.{group}")).await;
+    let ns = format!("kcel-{s}");
+    k.ok(&["create", "namespace", &ns], None).await;
+    let range = |low: i64, high: i64| {
+        format!(
+            "apiVersion: {group}/v1\nkind: {kind}\nmetadata:\n  name: r1\n  namespace: {ns}\nspec:\n  low: {low}\n  high: {high}\n"
+        )
+    };
+    let o = k.run(&["create", "-f", "-"], Some(&range(5, 1))).await;
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains(&format!(
+            "The {kind} \"r1\" is invalid: spec: Invalid value: \"object\": low must not exceed high"
+        )),
+        "{}",
+        o.stderr
+    );
+    k.ok(&["create", "-f", "-"], Some(&range(1, 5))).await;
+    let o = k.run(&["apply", "-f", "-"], Some(&range(1, 3))).await;
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("high may not decrease"), "{}", o.stderr);
+    k.ok(&["apply", "-f", "-"], Some(&range(2, 8))).await;
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
