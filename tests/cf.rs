@@ -544,7 +544,8 @@ fn bad_input_gets_4xx_with_the_envelope() {
             404,
             10010,
         ),
-        ("GET", "/v3/organizations/a/b/c".into(), None, 404, 10010),
+        // No route takes it: an unknown request.
+        ("GET", "/v3/organizations/a/b/c".into(), None, 404, 10000),
         (
             "POST",
             "/v3/organizations".into(),

@@ -6,8 +6,8 @@ use lethe_guest::kube::{Identity, Kube, KubeError, ListOptions, Object, ObjectRe
 use crate::config::{NamespaceRule, ResourceType, Visibility};
 use crate::errors::HttpError;
 
-/// The caller's identity from the `Authorization` header: 401 `CF-NotAuthenticated` without
-/// one, 401 `CF-InvalidAuthToken` when it is not a bearer token.
+/// The caller's identity from the `Authorization` header: 401 `CF-NotAuthenticated` without a
+/// bearer token, 401 `CF-InvalidAuthToken` when the bearer token is malformed.
 pub fn caller(req: &Request) -> Result<Identity, HttpError> {
     match req.bearer_token() {
         Ok(Some(token)) => Ok(Identity::Caller(token)),
@@ -122,6 +122,15 @@ mod tests {
             headers: vec![("authorization".into(), b"Basic x".to_vec())].into(),
             ..Default::default()
         };
-        assert_eq!(caller(&req).expect_err("not bearer").errors[0].code, 1000);
+        // Another scheme is no token at all, to Cloud Controller.
+        assert_eq!(caller(&req).expect_err("not bearer").errors[0].code, 10002);
+        let req = Request {
+            headers: vec![("authorization".into(), b"Bearer".to_vec())].into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            caller(&req).expect_err("no token after bearer").errors[0].code,
+            1000
+        );
     }
 }

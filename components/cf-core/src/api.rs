@@ -35,7 +35,7 @@ pub fn handle(kube: &dyn Kube, env: &dyn Env, req: &Request) -> Response {
             };
             resource_route(kube, env, &settings, &base, req, method, type_name, rest)
         }
-        _ => Err(HttpError::not_found("Unknown request")),
+        _ => Err(HttpError::unknown_request()),
     };
     result.unwrap_or_else(HttpError::into_response)
 }
@@ -51,12 +51,19 @@ fn resource_route(
     type_name: &str,
     rest: &[&str],
 ) -> Result<Response, HttpError> {
-    let caller = access::caller(req)?;
+    // A request no route takes is 404 `CF-NotFound`, with or without a token, as Cloud
+    // Controller's router answers it.
+    let routed = matches!(
+        (method, rest),
+        ("GET" | "POST", []) | ("GET" | "DELETE", [_])
+    );
     let t = settings
         .resource_type(type_name)
-        .ok_or_else(|| HttpError::not_found("Unknown request"))?;
+        .filter(|_| routed)
+        .ok_or_else(HttpError::unknown_request)?;
+    let caller = access::caller(req)?;
     match (method, rest) {
-        ("GET", []) => list(kube, base, req, &caller, type_name, t),
+        ("GET", []) => list(kube, settings, base, req, &caller, type_name, t),
         ("POST", []) => create(kube, env, settings, base, req, &caller, type_name, t),
         ("GET", [guid]) => {
             access::authenticate(kube, &caller)?;
@@ -76,8 +83,7 @@ fn resource_route(
             Ok(Response::empty(202)
                 .with_header("location", format!("{base}/v3/jobs/{}", job.render())))
         }
-        (_, [] | [_]) => Err(HttpError::method_not_allowed()),
-        _ => Err(HttpError::not_found("Unknown request")),
+        _ => Err(HttpError::unknown_request()),
     }
 }
 
@@ -96,12 +102,28 @@ pub fn base_url(settings: &Settings, req: &Request) -> String {
         .unwrap_or_else(|| "http://localhost".to_string())
 }
 
+/// The root document, as a Cloud Foundry on Kubernetes serves it (Korifi's shape): the cf CLI
+/// reads `login` for where to authenticate, and `cf_on_k8s` tells it to take the user's
+/// Kubernetes credentials from their kubeconfig. Services lethe does not run are null.
 fn root_links(base: &str) -> Json {
     json!({
         "links": {
             "self": { "href": base },
-            "cloud_controller_v3": { "href": format!("{base}/v3"), "meta": { "version": "3.0.0" } },
-        }
+            "bits_service": null,
+            "cloud_controller_v2": null,
+            "cloud_controller_v3": { "href": format!("{base}/v3"), "meta": { "version": "3.117.0+cf-k8s" } },
+            "network_policy_v0": null,
+            "network_policy_v1": null,
+            "login": { "href": base },
+            "uaa": null,
+            "credhub": null,
+            "routing": null,
+            "logging": null,
+            "log_cache": null,
+            "log_stream": null,
+            "app_ssh": null,
+        },
+        "cf_on_k8s": true,
     })
 }
 
@@ -158,6 +180,13 @@ struct Query {
     names: Option<Vec<String>>,
     guids: Option<Vec<String>>,
     organization_guids: Option<Vec<String>>,
+    /// `isolation_segment_guid`: lethe runs no isolation segments, so it matches nothing.
+    isolation_segment: bool,
+    /// `created_ats` / `updated_ats` (equal to any, or `[lt]`/`[lte]`/`[gt]`/`[gte]` one).
+    times: Vec<(String, Vec<String>)>,
+    /// Whether `label_selector` holds for an object without labels (lethe keeps none).
+    labels_match: bool,
+    include_orgs: bool,
     page: usize,
     per_page: usize,
     order: Order,
@@ -172,17 +201,129 @@ enum Order {
     Name,
 }
 
+/// The parameters Cloud Controller's list messages take, in the order its errors list them.
+fn list_parameters(type_name: &str) -> &'static [&'static str] {
+    if type_name == "org" {
+        &[
+            "page",
+            "per_page",
+            "order_by",
+            "created_ats",
+            "updated_ats",
+            "guids",
+            "names",
+            "isolation_segment_guid",
+            "label_selector",
+        ]
+    } else {
+        &[
+            "page",
+            "per_page",
+            "order_by",
+            "created_ats",
+            "updated_ats",
+            "guids",
+            "names",
+            "organization_guids",
+            "include",
+            "label_selector",
+        ]
+    }
+}
+
+/// `created_ats[lt]` → (`created_ats`, `lt`).
+fn split_operator(key: &str) -> (&str, Option<&str>) {
+    match key.split_once('[') {
+        Some((base, rest)) => (base, rest.strip_suffix(']')),
+        None => (key, None),
+    }
+}
+
+/// Cloud Controller's timestamp filter format, `YYYY-MM-DDThh:mm:ssZ`.
+fn valid_timestamp(t: &str) -> bool {
+    let b = t.as_bytes();
+    b.len() == 20
+        && b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            10 => *c == b'T',
+            13 | 16 => *c == b':',
+            19 => *c == b'Z',
+            _ => c.is_ascii_digit(),
+        })
+}
+
+/// Whether a Kubernetes label selector holds for an object with no labels; `None` when it does
+/// not parse.
+fn selector_holds_without_labels(selector: &str) -> Option<bool> {
+    let mut requirements = vec![];
+    let mut depth = 0;
+    let mut start = 0;
+    for (i, c) in selector.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                requirements.push(&selector[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    requirements.push(&selector[start..]);
+    let key_ok = |k: &str| {
+        !k.is_empty()
+            && k.len() <= 317
+            && k.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+    };
+    let mut holds = true;
+    for r in requirements.iter().map(|r| r.trim()) {
+        let result = if let Some(key) = r.strip_prefix('!') {
+            key_ok(key.trim()).then_some(true)
+        } else if let Some((key, _)) = r.split_once("!=") {
+            key_ok(key.trim()).then_some(true)
+        } else if let Some((key, _)) = r.split_once('=') {
+            key_ok(key.trim()).then_some(false)
+        } else if let Some((key, values)) = r.split_once(" notin ") {
+            (key_ok(key.trim()) && values.trim().starts_with('(')).then_some(true)
+        } else if let Some((key, values)) = r.split_once(" in ") {
+            (key_ok(key.trim()) && values.trim().starts_with('(')).then_some(false)
+        } else {
+            key_ok(r).then_some(false)
+        };
+        holds &= result?;
+    }
+    Some(holds)
+}
+
 fn parse_query(req: &Request, type_name: &str) -> Result<Query, HttpError> {
     let pairs = req.query_pairs().map_err(|_| {
         HttpError::bad_query("The query parameter is invalid: it has a malformed percent-encoding")
     })?;
-    let mut allowed = vec!["names", "guids", "page", "per_page", "order_by"];
-    if type_name == "space" {
-        allowed.push("organization_guids");
+    let allowed = list_parameters(type_name);
+    let mut unknown: Vec<&str> = vec![];
+    for (key, _) in &pairs {
+        let (base, op) = split_operator(key);
+        let known = allowed.contains(&base)
+            && (op.is_none()
+                || matches!(base, "created_ats" | "updated_ats")
+                    && matches!(op, Some("lt" | "lte" | "gt" | "gte")));
+        if !known && !unknown.contains(&key.as_str()) {
+            unknown.push(key);
+        }
     }
-    if let Some((key, _)) = pairs.iter().find(|(k, _)| !allowed.contains(&k.as_str())) {
+    if !unknown.is_empty() {
+        let quote = |names: &[&str]| {
+            names
+                .iter()
+                .map(|n| format!("'{n}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         return Err(HttpError::bad_query(format!(
-            "The query parameter is invalid: {key}"
+            "The query parameter is invalid: Unknown query parameter(s): {}. Valid parameters are: {}",
+            quote(&unknown),
+            quote(allowed)
         )));
     }
     let values = |name: &str| -> Vec<&str> {
@@ -192,54 +333,134 @@ fn parse_query(req: &Request, type_name: &str) -> Result<Query, HttpError> {
             .map(|(_, v)| v.as_str())
             .collect()
     };
+    // Lists are comma-separated, with spaces after the commas allowed.
     let list = |name: &str| -> Option<Vec<String>> {
         let values = values(name);
         (!values.is_empty()).then(|| {
             values
                 .iter()
                 .flat_map(|v| v.split(','))
-                .map(str::to_string)
+                .map(|v| v.trim_start().to_string())
                 .collect()
         })
     };
-    let number = |name: &str, default: usize, max: usize| -> Result<usize, HttpError> {
-        match values(name).last() {
-            None => Ok(default),
-            Some(v) => match v.parse::<usize>() {
-                Ok(n) if (1..=max).contains(&n) => Ok(n),
-                _ => Err(HttpError::bad_query(format!(
-                    "The query parameter is invalid: {name} must be between 1 and {max}"
-                ))),
-            },
+    let mut errors: Vec<String> = vec![];
+    let positive = |name: &str| -> Option<Result<usize, ()>> {
+        values(name)
+            .last()
+            .map(|v| v.parse::<usize>().ok().filter(|n| *n > 0).ok_or(()))
+    };
+    let page = match positive("page") {
+        None => 1,
+        Some(Ok(n)) => n,
+        Some(Err(())) => {
+            errors.push("Page must be a positive integer".into());
+            1
+        }
+    };
+    let per_page = match positive("per_page") {
+        None => 50,
+        Some(Ok(n)) if n <= 5000 => n,
+        Some(Ok(_)) => {
+            errors.push("Per page must be between 1 and 5000".into());
+            50
+        }
+        Some(Err(())) => {
+            errors.push("Per page must be a positive integer".into());
+            50
         }
     };
     let (order, descending) = match values("order_by").last().copied() {
         None => (Order::CreatedAt, false),
         Some(v) => {
-            let (field, descending) = match v.strip_prefix('-') {
-                Some(field) => (field, true),
-                None => (v, false),
+            let (field, descending) = match (v.strip_prefix('-'), v.strip_prefix('+')) {
+                (Some(field), _) => (field, true),
+                (None, Some(field)) => (field, false),
+                (None, None) => (v, false),
             };
-            let order = match field {
-                "created_at" | "updated_at" => Order::CreatedAt,
-                "name" => Order::Name,
+            match field {
+                "created_at" | "updated_at" => (Order::CreatedAt, descending),
+                "name" => (Order::Name, descending),
                 _ => {
-                    return Err(HttpError::bad_query(
-                        "The query parameter is invalid: Order by can only be: 'created_at', 'updated_at', 'name'",
-                    ));
+                    errors.push("Order by can only be: 'created_at', 'updated_at', 'name'".into());
+                    (Order::CreatedAt, false)
                 }
-            };
-            (order, descending)
+            }
         }
     };
+    let mut times = vec![];
+    for (key, value) in &pairs {
+        let (base, op) = split_operator(key);
+        if !matches!(base, "created_ats" | "updated_ats") {
+            continue;
+        }
+        let stamps: Vec<String> = value.split(',').map(|v| v.trim().to_string()).collect();
+        if !stamps.iter().all(|t| valid_timestamp(t)) {
+            let field = if base == "created_ats" {
+                "Created ats"
+            } else {
+                "Updated ats"
+            };
+            errors.push(format!(
+                "{field} has an invalid timestamp format. Timestamps should be formatted as 'YYYY-MM-DDThh:mm:ssZ'"
+            ));
+            continue;
+        }
+        times.push((op.unwrap_or("").to_string(), stamps));
+    }
+    let labels_match = match values("label_selector").last() {
+        None => true,
+        Some(selector) => selector_holds_without_labels(selector).unwrap_or_else(|| {
+            errors.push("Invalid label_selector value".into());
+            false
+        }),
+    };
+    let include_orgs = match values("include").last() {
+        None => false,
+        Some(v) => {
+            let parts: Vec<&str> = v.split(',').collect();
+            if parts.iter().all(|p| matches!(*p, "org" | "organization")) {
+                true
+            } else {
+                errors.push(format!(
+                    "Invalid included resource: '{v}'. Valid included resources are: 'org', 'organization'"
+                ));
+                false
+            }
+        }
+    };
+    if !errors.is_empty() {
+        return Err(HttpError::bad_query(format!(
+            "The query parameter is invalid: {}",
+            errors.join(", ")
+        )));
+    }
     Ok(Query {
         names: list("names"),
         guids: list("guids"),
         organization_guids: list("organization_guids"),
-        page: number("page", 1, 1_000_000)?,
-        per_page: number("per_page", 50, 5000)?,
+        isolation_segment: !values("isolation_segment_guid").is_empty(),
+        times,
+        labels_match,
+        include_orgs,
+        page,
+        per_page,
         order,
         descending,
+    })
+}
+
+/// Whether a creation time (RFC 3339, second precision) passes the time filters.
+fn in_time_range(created: &str, times: &[(String, Vec<String>)]) -> bool {
+    times.iter().all(|(op, stamps)| {
+        let at = stamps[0].as_str();
+        match op.as_str() {
+            "lt" => created < at,
+            "lte" => created <= at,
+            "gt" => created > at,
+            "gte" => created >= at,
+            _ => stamps.iter().any(|s| s == created),
+        }
     })
 }
 
@@ -260,9 +481,17 @@ fn all_of_type(kube: &dyn Kube, t: &ResourceType) -> Result<Vec<Object>, KubeErr
     }
 }
 
+/// Whether an organization is suspended (then only admins write in it).
+pub fn suspended(org: &Object) -> bool {
+    org.json
+        .pointer("/spec/suspended")
+        .and_then(Json::as_bool)
+        .unwrap_or(false)
+}
+
 /// Whether the caller may see every object of `t` (CF admins): they can list the kind where
 /// it lives.
-fn sees_everything(
+pub fn sees_everything(
     kube: &dyn Kube,
     caller: &Identity,
     t: &ResourceType,
@@ -284,6 +513,7 @@ fn sees_everything(
 
 fn list(
     kube: &dyn Kube,
+    settings: &Settings,
     base: &str,
     req: &Request,
     caller: &Identity,
@@ -303,7 +533,11 @@ fn list(
             .unwrap_or_default()
             .to_string();
         let org = o.str_at("/spec/orgGUID").unwrap_or_default().to_string();
-        let keep = query.names.as_ref().is_none_or(|n| n.contains(&name))
+        let created = o.creation_timestamp.clone().unwrap_or_default();
+        let keep = query.labels_match
+            && !query.isolation_segment
+            && in_time_range(&created, &query.times)
+            && query.names.as_ref().is_none_or(|n| n.contains(&name))
             && query
                 .guids
                 .as_ref()
@@ -348,26 +582,42 @@ fn list(
         q.push(format!("per_page={}", query.per_page));
         json!({ "href": format!("{base}/v3/{collection}?{}", q.join("&")) })
     };
-    let resources: Vec<Json> = matching
+    let shown: Vec<&Object> = matching
         .iter()
         .skip((query.page - 1).saturating_mul(query.per_page))
         .take(query.per_page)
-        .map(|o| render(base, type_name, o))
         .collect();
-    Ok(Response::json(
-        200,
-        &json!({
-            "pagination": {
-                "total_results": total,
-                "total_pages": total_pages,
-                "first": page_link(1),
-                "last": page_link(total_pages),
-                "next": if query.page < total_pages { page_link(query.page + 1) } else { Json::Null },
-                "previous": if query.page > 1 { page_link(query.page - 1) } else { Json::Null },
-            },
-            "resources": resources,
-        }),
-    ))
+    let resources: Vec<Json> = shown.iter().map(|o| render(base, type_name, o)).collect();
+    let mut body = json!({
+        "pagination": {
+            "total_results": total,
+            "total_pages": total_pages,
+            "first": page_link(1),
+            "last": page_link(total_pages),
+            "next": if query.page < total_pages { page_link(query.page + 1) } else { Json::Null },
+            "previous": if query.page > 1 { page_link(query.page - 1) } else { Json::Null },
+        },
+        "resources": resources,
+    });
+    // `include=organization`: the organizations of the spaces on this page, once each.
+    if query.include_orgs
+        && let Some(org_type) = settings.resource_type("org")
+    {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut orgs = vec![];
+        for space in &shown {
+            let Some(guid) = space.str_at("/spec/orgGUID") else {
+                continue;
+            };
+            if seen.insert(guid.to_string())
+                && let Some(org) = access::locate(kube, org_type, guid).map_err(kube_err)?
+            {
+                orgs.push(render(base, "org", &org));
+            }
+        }
+        body["included"] = json!({ "organizations": orgs });
+    }
+    Ok(Response::json(200, &body))
 }
 
 /// A random v4 UUID from the host's CSPRNG, formatted like Cloud Controller's guids.
@@ -402,30 +652,52 @@ fn create(
 ) -> Result<Response, HttpError> {
     // As for lists: a bad token is 401 before the body is looked at.
     access::authenticate(kube, caller)?;
-    let body: Json = serde_json::from_slice(&req.body)
-        .map_err(|e| HttpError::parse_error(format!("Request invalid due to parse error: {e}")))?;
+    let kube_err = |e| HttpError::from_kube(e, "Unknown request");
+    // Only admins create organizations (user org creation is off, as by default in Cloud
+    // Controller), and they are told so before anything about the body.
+    if type_name == "org" && !sees_everything(kube, caller, t).map_err(kube_err)? {
+        return Err(HttpError::not_authorized());
+    }
+    // An empty body is an empty object, as Cloud Controller reads it.
+    let body: Json = if req.body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(&req.body).map_err(|_| {
+            HttpError::parse_error("Request invalid due to parse error: invalid request body")
+        })?
+    };
     let Some(fields) = body.as_object() else {
         return Err(HttpError::parse_error(
-            "Request invalid due to parse error: the body must be a JSON object",
+            "Request invalid due to parse error: invalid request body",
         ));
     };
     check_fields(type_name, fields)?;
     let name = match fields.get("name") {
-        Some(Json::String(n)) if !n.is_empty() && n.chars().count() <= 255 => n.clone(),
+        None | Some(Json::Null) => return Err(HttpError::unprocessable("Name can't be blank")),
         Some(Json::String(n)) if n.is_empty() => {
             return Err(HttpError::unprocessable(
-                "Name is too short (minimum is 1 character)",
+                "Name is too short (minimum is 1 character), Name can't be blank",
             ));
         }
-        Some(Json::String(_)) => {
+        Some(Json::String(n)) if n.chars().count() > 255 => {
             return Err(HttpError::unprocessable(
                 "Name is too long (maximum is 255 characters)",
             ));
         }
+        // `[[:alnum:][:punct:][:print:]]+`: no control characters.
+        Some(Json::String(n)) if n.chars().any(char::is_control) => {
+            return Err(HttpError::unprocessable(
+                "Name must not contain escaped characters",
+            ));
+        }
+        Some(Json::String(n)) => n.clone(),
         Some(_) => return Err(HttpError::unprocessable("Name must be a string")),
-        None => return Err(HttpError::unprocessable("Name can't be blank")),
     };
-    let kube_err = |e| HttpError::from_kube(e, "Unknown request");
+    // Names are unique without regard to case (Cloud Controller's columns are case-insensitive).
+    let same_name = |o: &Object| {
+        o.str_at("/spec/displayName")
+            .is_some_and(|n| n.to_lowercase() == name.to_lowercase())
+    };
     let guid = new_guid(env);
     let (namespace, spec, labels, display) = if type_name == "org" {
         let Some(root) = fixed_namespace(t) else {
@@ -433,13 +705,16 @@ fn create(
                 "organizations are not configured with a fixed namespace",
             ));
         };
-        if fields.get("suspended").is_some_and(|s| !s.is_boolean()) {
+        if fields
+            .get("suspended")
+            .is_some_and(|s| !s.is_boolean() && !s.is_null())
+        {
             return Err(HttpError::unprocessable("Suspended must be a boolean"));
         }
         let taken = all_of_type(kube, t)
             .map_err(kube_err)?
             .iter()
-            .any(|o| o.str_at("/spec/displayName") == Some(name.as_str()));
+            .any(same_name);
         if taken {
             return Err(HttpError::unprocessable(format!(
                 "Organization '{name}' already exists."
@@ -475,6 +750,9 @@ fn create(
         {
             return Err(invalid_org());
         }
+        if suspended(&org) && !sees_everything(kube, caller, org_type).map_err(kube_err)? {
+            return Err(HttpError::org_suspended());
+        }
         let options = ListOptions::default();
         let siblings = match kube.list_all(
             &Identity::Privileged,
@@ -486,10 +764,7 @@ fn create(
             Err(KubeError::NotFound(_)) => Vec::new(),
             other => other.map_err(kube_err)?,
         };
-        if siblings
-            .iter()
-            .any(|o| o.str_at("/spec/displayName") == Some(name.as_str()))
-        {
+        if siblings.iter().any(same_name) {
             return Err(HttpError::unprocessable(
                 "Name must be unique per organization",
             ));

@@ -36,6 +36,17 @@ pub fn delete(
     {
         return Err(HttpError::not_found(&not_found));
     }
+    // A space of a suspended organization is only deleted by admins.
+    if type_name == "space"
+        && let Some(org_type) = settings.resource_type("org")
+        && let Some(org_guid) = object.str_at("/spec/orgGUID")
+        && let Ok(Some(org)) = access::locate(kube, org_type, org_guid)
+        && crate::api::suspended(&org)
+        && !crate::api::sees_everything(kube, caller, org_type)
+            .map_err(|e| HttpError::from_kube(e, &not_found))?
+    {
+        return Err(HttpError::org_suspended());
+    }
     let options = DeleteOptions {
         propagation: Some(Propagation::Background),
         precondition_uid: Some(object.uid.clone()),

@@ -216,7 +216,7 @@ pub fn handle(kube: &dyn Kube, env: &dyn Env, req: &lethe_guest::Request) -> let
         }
     };
     if req.method != "GET" {
-        return HttpError::method_not_allowed().into_response();
+        return HttpError::unknown_request().into_response();
     }
     let guid = req.route_param("guid").unwrap_or_else(|| {
         req.path

@@ -285,6 +285,89 @@ fn api_creates_lists_and_rejects_duplicate_orgs() {
 }
 
 #[test]
+fn names_are_unique_without_case_and_have_no_control_characters() {
+    let (fake, _) = setup();
+    let post = |path: &str, token: &str, body: &str| {
+        let r = api::handle(&fake, &fake, &api_request("POST", path, Some(token), body));
+        let detail = r.json_body().expect("json")["errors"][0]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        (r.status, detail)
+    };
+    assert_eq!(
+        post("/v3/organizations", "admin", r#"{"name":"O"}"#),
+        (422, "Organization 'O' already exists.".to_string())
+    );
+    assert_eq!(
+        post("/v3/organizations", "admin", "{\"name\":\"tab\\tname\"}"),
+        (422, "Name must not contain escaped characters".to_string())
+    );
+    assert_eq!(
+        post("/v3/organizations", "admin", r#"{"name":null}"#),
+        (422, "Name can't be blank".to_string())
+    );
+    // Only admins create organizations; others are told so before the body is read.
+    assert_eq!(
+        post("/v3/organizations", "manager", r#"{"bad":1}"#),
+        (
+            403,
+            "You are not authorized to perform the requested action".to_string()
+        )
+    );
+    let space = format!(
+        r#"{{"name":"S","relationships":{{"organization":{{"data":{{"guid":"{ORG}"}}}}}}}}"#
+    );
+    assert_eq!(
+        post("/v3/spaces", "admin", &space),
+        (422, "Name must be unique per organization".to_string())
+    );
+}
+
+#[test]
+fn a_suspended_org_takes_no_space_writes_but_from_admins() {
+    let (fake, _) = setup();
+    fake.grant("manager", "get", "Org", "cf");
+    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+        "metadata": {"name": ORG, "namespace": "cf", "finalizers": [FINALIZER]},
+        "spec": {"displayName": "o", "suspended": true}}));
+    let space = format!(
+        r#"{{"name":"new","relationships":{{"organization":{{"data":{{"guid":"{ORG}"}}}}}}}}"#
+    );
+    let suspended = |r: lethe_guest::Response| {
+        let body = r.json_body().expect("json");
+        (r.status, body["errors"][0]["code"].as_i64())
+    };
+    assert_eq!(
+        suspended(api::handle(
+            &fake,
+            &fake,
+            &api_request("POST", "/v3/spaces", Some("manager"), &space)
+        )),
+        (403, Some(10017))
+    );
+    assert_eq!(
+        suspended(api::handle(
+            &fake,
+            &fake,
+            &api_request(
+                "DELETE",
+                &format!("/v3/spaces/{SPACE}"),
+                Some("manager"),
+                ""
+            )
+        )),
+        (403, Some(10017))
+    );
+    let r = api::handle(
+        &fake,
+        &fake,
+        &api_request("POST", "/v3/spaces", Some("admin"), &space),
+    );
+    assert_eq!(r.status, 201, "{:?}", r.json_body());
+}
+
+#[test]
 fn api_rejects_bad_input_with_the_envelope() {
     let (fake, _) = setup();
     let cases = [
@@ -326,7 +409,12 @@ fn api_rejects_bad_input_with_the_envelope() {
         (
             api_request("GET", "/v3/nothing/here", Some("admin"), ""),
             404,
-            10010,
+            10000,
+        ),
+        (
+            api_request("PATCH", "/v3/organizations", None, ""),
+            404,
+            10000,
         ),
     ];
     for (req, status, code) in cases {
@@ -457,6 +545,60 @@ fn order_by_sorts_by_name_or_creation_either_way() {
     assert_eq!(names("order_by=-updated_at"), ["a", "b"]);
     assert_eq!(names("order_by=name"), ["a", "b"]);
     assert_eq!(names("order_by=-name"), ["b", "a"]);
+    assert_eq!(names("order_by=%2Bname"), ["a", "b"]);
+    // Lists take spaces after their commas; time filters compare creation times.
+    assert_eq!(names("names=a,%20b&order_by=name"), ["a", "b"]);
+    assert_eq!(names("created_ats[gt]=2026-01-01T00:00:01Z"), ["a"]);
+    assert_eq!(names("created_ats=2026-01-01T00:00:01Z"), ["b"]);
+    // No labels are kept, so a selector that wants one matches nothing.
+    assert_eq!(names("label_selector=!env"), ["b", "a"]);
+    assert!(names("label_selector=env%3Dprod").is_empty());
+}
+
+#[test]
+fn query_parameters_are_refused_in_cloud_controllers_words() {
+    let (fake, _) = setup();
+    let detail = |path: &str| -> String {
+        let r = api::handle(&fake, &fake, &api_request("GET", path, Some("admin"), ""));
+        assert_eq!(r.status, 400, "{path}");
+        r.json_body().expect("envelope")["errors"][0]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(
+        detail("/v3/organizations?foo=bar&baz=1"),
+        "The query parameter is invalid: Unknown query parameter(s): 'foo', 'baz'. Valid parameters are: 'page', 'per_page', 'order_by', 'created_ats', 'updated_ats', 'guids', 'names', 'isolation_segment_guid', 'label_selector'"
+    );
+    assert_eq!(
+        detail("/v3/spaces?page=0&per_page=0"),
+        "The query parameter is invalid: Page must be a positive integer, Per page must be a positive integer"
+    );
+    assert_eq!(
+        detail("/v3/spaces?per_page=5001"),
+        "The query parameter is invalid: Per page must be between 1 and 5000"
+    );
+    assert_eq!(
+        detail("/v3/organizations?created_ats=yesterday"),
+        "The query parameter is invalid: Created ats has an invalid timestamp format. Timestamps should be formatted as 'YYYY-MM-DDThh:mm:ssZ'"
+    );
+}
+
+#[test]
+fn spaces_include_their_organizations_on_request() {
+    let (fake, _) = setup();
+    let r = api::handle(
+        &fake,
+        &fake,
+        &api_request("GET", "/v3/spaces?include=organization", Some("admin"), ""),
+    );
+    assert_eq!(r.status, 200);
+    let body = r.json_body().expect("json");
+    let included = body["included"]["organizations"]
+        .as_array()
+        .expect("included");
+    assert_eq!(included.len(), 1);
+    assert_eq!(included[0]["guid"], ORG);
 }
 
 #[test]

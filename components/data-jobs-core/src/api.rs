@@ -86,10 +86,11 @@ pub fn handle(host: &dyn Host, req: &Request) -> Response {
                 id,
             ],
         ) => ctx.delete_deployment(team, job, id),
+        // The CF jobs path answers as Cloud Controller's router does: an unknown request.
+        (_, ["v3", "jobs", _]) => Ok(cf::error(404, 10000, "CF-NotFound", "Unknown request")),
         (
             _,
-            ["v3", "jobs", _]
-            | ["data-jobs", "sync", "reports"]
+            ["data-jobs", "sync", "reports"]
             | ["data-jobs", "for-team", _, "jobs"]
             | ["data-jobs", "for-team", _, "jobs", _]
             | ["data-jobs", "for-team", _, "jobs", _, "deployments"]

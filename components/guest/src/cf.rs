@@ -152,6 +152,16 @@ impl HttpError {
         )
     }
 
+    /// 403 `CF-OrgSuspended` (10017): a write in a suspended organization.
+    pub fn org_suspended() -> Self {
+        Self::one(
+            403,
+            10017,
+            "CF-OrgSuspended",
+            "The organization is suspended",
+        )
+    }
+
     /// 422 `CF-UnprocessableEntity` (10008).
     pub fn unprocessable(detail: impl Into<String>) -> Self {
         Self::one(422, 10008, "CF-UnprocessableEntity", detail)
@@ -172,7 +182,8 @@ impl HttpError {
         Self::one(503, 10015, "CF-ServiceUnavailable", detail)
     }
 
-    /// 405 `CF-NotFound`-style method error.
+    /// 405 for lethe's own endpoints (the CF API itself answers an unknown method with
+    /// [`HttpError::unknown_request`]).
     pub fn method_not_allowed() -> Self {
         Self::one(
             405,
@@ -180,6 +191,12 @@ impl HttpError {
             "CF-MethodNotAllowed",
             "The request method is not allowed for this resource",
         )
+    }
+
+    /// 404 `CF-NotFound` (10000): no route takes the request (Cloud Controller's router has no
+    /// "method not allowed"; a method a path does not take is an unknown request too).
+    pub fn unknown_request() -> Self {
+        Self::one(404, 10000, "CF-NotFound", "Unknown request")
     }
 
     /// Maps a Kubernetes failure of a call made for the caller. `not_found` is the detail to use

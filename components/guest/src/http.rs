@@ -127,13 +127,23 @@ impl Request {
             .collect())
     }
 
-    /// The bearer token of the `Authorization` header: `Ok(None)` when the header is absent, an
-    /// error when it is present but is not a well-formed bearer credential (including one that
-    /// is not UTF-8, which is a bad credential, not a missing one).
+    /// The bearer token of the `Authorization` header: `Ok(None)` when there is none (the header
+    /// is absent, or does not start with `bearer`, which Cloud Controller takes as no token),
+    /// an error when it is a bearer credential that is not well formed (including one that is
+    /// not UTF-8, which is a bad credential, not a missing one).
     pub fn bearer_token(&self) -> Result<Option<String>, MalformedAuthorization> {
         let Some(raw) = self.headers.get("authorization") else {
             return Ok(None);
         };
+        let is_bearer = raw
+            .iter()
+            .skip_while(|b| b.is_ascii_whitespace())
+            .take(6)
+            .map(u8::to_ascii_lowercase)
+            .eq(b"bearer".iter().copied());
+        if !is_bearer {
+            return Ok(None);
+        }
         let value = String::from_utf8(raw).map_err(|_| MalformedAuthorization)?;
         let (scheme, token) = value.trim().split_once(' ').ok_or(MalformedAuthorization)?;
         let token = token.trim();
@@ -249,10 +259,9 @@ mod tests {
 
     #[test]
     fn malformed_authorization_is_an_error() {
-        assert_eq!(
-            with_auth("Basic abc").bearer_token(),
-            Err(MalformedAuthorization)
-        );
+        // Another scheme is no bearer token at all.
+        assert_eq!(with_auth("Basic abc").bearer_token(), Ok(None));
+        assert_eq!(with_auth("garbage").bearer_token(), Ok(None));
         assert_eq!(
             with_auth("Bearer").bearer_token(),
             Err(MalformedAuthorization)
