@@ -419,7 +419,29 @@ fn permissions_follow_cloud_controller() {
         None,
     );
     assert_eq!((r.status, r.cf_code()), (403, 10003), "{}", r.body);
-    // An org user may not delete a space; an org manager may.
+    // An org user does not read the org's spaces at all (Cloud Controller's reading roles are
+    // the space roles and the org manager): 404. An org manager reads and deletes them.
+    let r = call(
+        &lethe,
+        "DELETE",
+        &format!("/v3/spaces/{space}"),
+        Some(BOB),
+        None,
+    );
+    assert_eq!((r.status, r.cf_code()), (404, 10010), "{}", r.body);
+    let r = call(&lethe, "GET", "/v3/spaces", Some(BOB), None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["pagination"]["total_results"], 0, "{}", r.body);
+    // A space role (bound in the space's own namespace) reads the space, but may not delete it.
+    bind(&lethe, &space, "space-developer", "bob");
+    let r = call(
+        &lethe,
+        "GET",
+        &format!("/v3/spaces/{space}"),
+        Some(BOB),
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
     let r = call(
         &lethe,
         "DELETE",

@@ -70,22 +70,36 @@ pub fn visible(
     t: &ResourceType,
     object: &Object,
 ) -> Result<bool, KubeError> {
+    let options = ListOptions {
+        limit: Some(1),
+        ..Default::default()
+    };
     let result = match &t.visibility {
         Visibility::Get => kube.get(caller, &object.target).map(|_| ()),
-        Visibility::ListInOwnNamespace { api_version, kind } => {
-            let options = ListOptions {
-                limit: Some(1),
-                ..Default::default()
-            };
-            kube.list(
+        Visibility::ListAny(probes) => {
+            for probe in probes {
+                let namespace = if probe.own_namespace {
+                    Some(object.target.name.as_str())
+                } else {
+                    object.target.namespace.as_deref()
+                };
+                match kube.list(caller, &probe.api_version, &probe.kind, namespace, &options) {
+                    Ok(_) => return Ok(true),
+                    Err(KubeError::Forbidden(_) | KubeError::NotFound(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok(false);
+        }
+        Visibility::ListInOwnNamespace { api_version, kind } => kube
+            .list(
                 caller,
                 api_version,
                 kind,
                 Some(&object.target.name),
                 &options,
             )
-            .map(|_| ())
-        }
+            .map(|_| ()),
     };
     match result {
         Ok(()) => Ok(true),

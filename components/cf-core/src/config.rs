@@ -30,6 +30,22 @@ pub enum Visibility {
         /// The listed kind.
         kind: String,
     },
+    /// The caller can `list` one of these kinds where each probe says (spaces: role bindings
+    /// in the org's namespace, which org managers may list, or config maps in the space's own
+    /// namespace, which its managers and developers may; an org user may do neither, and sees
+    /// no space, as in Cloud Controller).
+    ListAny(Vec<ListProbe>),
+}
+
+/// One `list` a [`Visibility::ListAny`] tries.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ListProbe {
+    /// apiVersion of the listed kind.
+    pub api_version: String,
+    /// The listed kind.
+    pub kind: String,
+    /// In the namespace the resource owns (named after it), else in the one it lives in.
+    pub own_namespace: bool,
 }
 
 /// A deletable resource type, as job GUIDs name it (`org`, `space`).
@@ -155,7 +171,18 @@ pub fn default_types(root_namespace: &str) -> Vec<(String, ResourceType)> {
                 api_version: CF_API_VERSION.into(),
                 kind: "Space".into(),
                 namespace: NamespaceRule::Any,
-                visibility: Visibility::Get,
+                visibility: Visibility::ListAny(vec![
+                    ListProbe {
+                        api_version: "rbac.authorization.k8s.io/v1".into(),
+                        kind: "RoleBinding".into(),
+                        own_namespace: false,
+                    },
+                    ListProbe {
+                        api_version: "v1".into(),
+                        kind: "ConfigMap".into(),
+                        own_namespace: true,
+                    },
+                ]),
                 timeout_seconds: None,
                 children: Vec::new(),
                 display: "Space".into(),

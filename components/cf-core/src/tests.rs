@@ -28,10 +28,12 @@ fn setup() -> (Fake, Settings) {
     fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
         "metadata": {"name": SPACE, "namespace": ORG, "finalizers": [FINALIZER]}, "spec": {"displayName": "s", "orgGUID": ORG}}));
     fake.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SPACE}}));
-    // An org user sees the org's spaces; an org manager may also delete them.
+    // An org user sees the org (its spaces may be listed) but reads no space; an org manager
+    // reads and deletes them (it may list the org's role bindings).
     fake.grant("orguser", "list", "Space", ORG);
     fake.grant("orguser", "get", "Space", ORG);
     fake.grant("manager", "*", "Space", ORG);
+    fake.grant("manager", "list", "RoleBinding", ORG);
     fake.grant("nobody", "list", "Namespace", "*");
     (fake, settings)
 }
@@ -92,9 +94,11 @@ fn delete_of_an_invisible_org_is_404_and_of_a_visible_but_forbidden_one_is_403()
 #[test]
 fn org_manager_may_delete_a_space_but_org_user_may_not() {
     let (fake, settings) = setup();
+    // An org user does not read the org's spaces at all (Cloud Controller's reading roles are
+    // the space roles and the org manager): 404.
     let e = deletion::delete(&fake, &fake, &settings, "space", SPACE, &caller("orguser"))
         .expect_err("user");
-    assert_eq!(e.status, 403);
+    assert_eq!(e.status, 404);
     deletion::delete(&fake, &fake, &settings, "space", SPACE, &caller("manager"))
         .expect("manager deletes");
 }
