@@ -107,11 +107,15 @@ fn walk(
             field: path.into(),
         });
     }
-    let mut limit = |failed: bool, msg: String| {
+    // What the OpenAPI validator reports, as the server turns each kind of failure into a cause:
+    // lengths and counts over a maximum are "Too long" / "Too many", the rest "Invalid" with the
+    // validator's own sentence (a count where the rule counts).
+    let shown = |value: &Value| value.to_string();
+    let mut invalid = |failed: bool, value: String, msg: String| {
         if failed {
             causes.push(Cause {
                 reason: "FieldValueInvalid",
-                message: format!("Invalid value: {v}: {path} in body {msg}"),
+                message: format!("Invalid value: {value}: {path} in body {msg}"),
                 field: path.into(),
             });
         }
@@ -119,10 +123,25 @@ fn walk(
     if let Value::String(text) = &*v {
         let n = text.chars().count() as u64;
         if let Some(min) = schema["minLength"].as_u64() {
-            limit(n < min, format!("should be at least {min} chars long"));
+            invalid(
+                n < min,
+                shown(v),
+                format!("should be at least {min} chars long"),
+            );
         }
-        if let Some(max) = schema["maxLength"].as_u64() {
-            limit(n > max, format!("should be at most {max} chars long"));
+        if let Some(pattern) = schema["pattern"].as_str()
+            && regex::Regex::new(pattern).is_ok_and(|re| !re.is_match(text))
+        {
+            invalid(true, shown(v), format!("should match '{pattern}'"));
+        }
+        if let Some(format) = schema["format"].as_str()
+            && !format_ok(format, text)
+        {
+            invalid(
+                true,
+                shown(v),
+                format!("must be of type {format}: {}", shown(v)),
+            );
         }
     }
     if let Some(x) = v.as_f64() {
@@ -134,7 +153,11 @@ fn walk(
             } else {
                 "greater than or equal to"
             };
-            limit(failed, format!("should be {op} {}", schema["minimum"]));
+            invalid(
+                failed,
+                shown(v),
+                format!("should be {op} {}", schema["minimum"]),
+            );
         }
         if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
             let exclusive = schema["exclusiveMaximum"].as_bool() == Some(true);
@@ -144,17 +167,61 @@ fn walk(
             } else {
                 "less than or equal to"
             };
-            limit(failed, format!("should be {op} {}", schema["maximum"]));
+            invalid(
+                failed,
+                shown(v),
+                format!("should be {op} {}", schema["maximum"]),
+            );
+        }
+        if let Some(m) = schema.get("multipleOf").and_then(Value::as_f64)
+            && m > 0.0
+            && (x / m).fract().abs() > 1e-9
+        {
+            invalid(
+                true,
+                shown(v),
+                format!("should be a multiple of {}", schema["multipleOf"]),
+            );
         }
     }
-    if let Value::Array(items) = &*v {
-        let n = items.len() as u64;
-        if let Some(min) = schema["minItems"].as_u64() {
-            limit(n < min, format!("should have at least {min} items"));
-        }
-        if let Some(max) = schema["maxItems"].as_u64() {
-            limit(n > max, format!("should have at most {max} items"));
-        }
+    let count = match &*v {
+        Value::Array(items) => Some((items.len() as u64, "minItems", "maxItems", "items")),
+        Value::Object(fields) => Some((
+            fields.len() as u64,
+            "minProperties",
+            "maxProperties",
+            "properties",
+        )),
+        _ => None,
+    };
+    if let Some((n, min_key, _, what)) = count
+        && let Some(min) = schema[min_key].as_u64()
+    {
+        invalid(
+            n < min,
+            n.to_string(),
+            format!("should have at least {min} {what}"),
+        );
+    }
+    if let Value::String(text) = &*v
+        && let Some(max) = schema["maxLength"].as_u64()
+        && text.chars().count() as u64 > max
+    {
+        causes.push(Cause {
+            reason: "FieldValueTooLong",
+            message: format!("Too long: may not be longer than {max}"),
+            field: path.into(),
+        });
+    }
+    if let Some((n, _, max_key, _)) = count
+        && let Some(max) = schema[max_key].as_u64()
+        && n > max
+    {
+        causes.push(Cause {
+            reason: "FieldValueTooMany",
+            message: format!("Too many: {n}: must have at most {max} items"),
+            field: path.into(),
+        });
     }
     match v {
         Value::Object(m) => {
@@ -214,6 +281,36 @@ fn walk(
             }
         }
         _ => {}
+    }
+}
+
+/// Whether `text` has the string `format` (the formats Kubernetes' validator checks; others
+/// pass).
+fn format_ok(format: &str, text: &str) -> bool {
+    match format {
+        "date-time" | "datetime" => chrono::DateTime::parse_from_rfc3339(text).is_ok(),
+        "date" => chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").is_ok(),
+        "uuid" => {
+            let parts: Vec<&str> = text.split('-').collect();
+            parts.iter().map(|p| p.len()).eq([8, 4, 4, 4, 12])
+                && parts
+                    .iter()
+                    .all(|p| p.bytes().all(|b| b.is_ascii_hexdigit()))
+        }
+        "int32" => text.parse::<i32>().is_ok(),
+        "int64" => text.parse::<i64>().is_ok(),
+        "ipv4" => text.parse::<std::net::Ipv4Addr>().is_ok(),
+        "ipv6" => text.parse::<std::net::Ipv6Addr>().is_ok(),
+        "email" => text
+            .split_once('@')
+            .is_some_and(|(user, host)| !user.is_empty() && host.contains('.')),
+        "byte" => {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .is_ok()
+        }
+        _ => true,
     }
 }
 
@@ -396,9 +493,83 @@ mod tests {
             "{msgs:?}"
         );
         assert!(
-            msgs.iter()
-                .any(|m| m.contains("spec.xs in body should have at most 1 items")),
+            msgs.contains(&"Too many: 2: must have at most 1 items".to_string()),
             "{msgs:?}"
+        );
+    }
+
+    #[test]
+    fn reports_patterns_multiples_formats_and_counts_as_the_validator_does() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 3, "pattern": "^[a-z]+$"},
+            "n": {"type": "integer", "multipleOf": 5},
+            "at": {"type": "string", "format": "date-time"},
+            "tags": {"type": "object", "minProperties": 1, "maxProperties": 1,
+                "additionalProperties": {"type": "string"}},
+            "xs": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+        }}}});
+        let mut ok = json!({"spec": {"name": "abc", "n": 10, "at": "2026-11-30T12:00:00Z",
+            "tags": {"a": "b"}, "xs": ["x"]}});
+        assert!(apply(&schema, &mut ok).0.is_empty());
+        let mut bad = json!({"spec": {"name": "ABCD", "n": 7, "at": "yesterday",
+            "tags": {"a": "b", "c": "d"}, "xs": []}});
+        let causes: Vec<(String, String, &str)> = apply(&schema, &mut bad)
+            .0
+            .into_iter()
+            .map(|c| (c.field, c.message, c.reason))
+            .collect();
+        let has = |field: &str, message: &str, reason: &str| {
+            causes
+                .iter()
+                .any(|(f, m, r)| f == field && m == message && *r == reason)
+        };
+        assert!(
+            has(
+                "spec.name",
+                "Invalid value: \"ABCD\": spec.name in body should match '^[a-z]+$'",
+                "FieldValueInvalid"
+            ),
+            "{causes:?}"
+        );
+        assert!(
+            has(
+                "spec.name",
+                "Too long: may not be longer than 3",
+                "FieldValueTooLong"
+            ),
+            "{causes:?}"
+        );
+        assert!(
+            has(
+                "spec.n",
+                "Invalid value: 7: spec.n in body should be a multiple of 5",
+                "FieldValueInvalid"
+            ),
+            "{causes:?}"
+        );
+        assert!(
+            has(
+                "spec.at",
+                "Invalid value: \"yesterday\": spec.at in body must be of type date-time: \"yesterday\"",
+                "FieldValueInvalid"
+            ),
+            "{causes:?}"
+        );
+        assert!(
+            has(
+                "spec.tags",
+                "Too many: 2: must have at most 1 items",
+                "FieldValueTooMany"
+            ),
+            "{causes:?}"
+        );
+        assert!(
+            has(
+                "spec.xs",
+                "Invalid value: 0: spec.xs in body should have at least 1 items",
+                "FieldValueInvalid"
+            ),
+            "{causes:?}"
         );
     }
 
