@@ -834,7 +834,7 @@ thread_local! {
 }
 
 /// Records a warning for the current request (sent as a `Warning` header, which kubectl prints).
-fn warn(msg: String) {
+pub(crate) fn warn(msg: String) {
     WARNINGS.with(|w| w.borrow_mut().push(msg));
 }
 

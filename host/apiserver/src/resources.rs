@@ -587,6 +587,34 @@ pub fn groups(custom: &[Arc<ResourceDef>], crds: &[Value]) -> Vec<GroupInfo> {
     out
 }
 
+/// The warning every request to a deprecated version of a CRD gets: its own
+/// `deprecationWarning`, or "group/version Kind is deprecated", pointing at the highest served
+/// version that is not deprecated and ranks above it, as the real server words it.
+pub fn crd_deprecation_warning(crd: &Value, version: &str) -> Option<String> {
+    let spec = &crd["spec"];
+    let versions = spec["versions"].as_array()?;
+    let this = versions.iter().find(|v| v["name"] == version)?;
+    if this["deprecated"] != json!(true) {
+        return None;
+    }
+    if let Some(custom) = this["deprecationWarning"].as_str() {
+        return Some(custom.to_string());
+    }
+    let group = spec["group"].as_str().unwrap_or_default();
+    let kind = spec["names"]["kind"].as_str().unwrap_or_default();
+    let mut warning = format!("{group}/{version} {kind} is deprecated");
+    let better = versions
+        .iter()
+        .filter(|v| v["served"] == json!(true) && v["deprecated"] != json!(true))
+        .filter_map(|v| v["name"].as_str())
+        .filter(|v| compare_kube_versions(version, v).is_lt())
+        .max_by(|a, b| compare_kube_versions(a, b));
+    if let Some(better) = better {
+        warning.push_str(&format!("; use {group}/{better} {kind}"));
+    }
+    Some(warning)
+}
+
 /// `version.CompareKubeAwareVersionStrings`: versions of the form `v1`, `v2beta3`, `v1alpha1`
 /// rank by stability, then major, then minor number, above every other name; other names rank
 /// in reverse alphabetical order (so sorting by descending rank lists them alphabetically).
@@ -885,7 +913,28 @@ pub fn aggregated_discovery(
 
 #[cfg(test)]
 mod version_order_tests {
-    use super::compare_kube_versions;
+    use super::{compare_kube_versions, crd_deprecation_warning};
+    use serde_json::json;
+
+    #[test]
+    fn deprecated_versions_point_at_the_best_version_that_is_not() {
+        let crd = json!({"spec": {"group": "x.dev", "names": {"kind": "Gadget"}, "versions": [
+            {"name": "v1alpha1", "served": true, "deprecated": true},
+            {"name": "v1beta1", "served": true, "deprecated": true,
+             "deprecationWarning": "v1beta1 goes away in May"},
+            {"name": "v1", "served": true},
+            {"name": "v2", "served": false},
+        ]}});
+        assert_eq!(
+            crd_deprecation_warning(&crd, "v1alpha1").as_deref(),
+            Some("x.dev/v1alpha1 Gadget is deprecated; use x.dev/v1 Gadget")
+        );
+        assert_eq!(
+            crd_deprecation_warning(&crd, "v1beta1").as_deref(),
+            Some("v1beta1 goes away in May")
+        );
+        assert_eq!(crd_deprecation_warning(&crd, "v1"), None);
+    }
 
     #[test]
     fn versions_sort_by_stability_then_number_then_name() {

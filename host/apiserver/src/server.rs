@@ -1180,6 +1180,12 @@ async fn resource_request(
     // speak of the kind asked for.
     let stored = resources::stored_def(&def);
     let served = |e: ApiError| as_served(&def, &stored, e);
+    if def.custom
+        && let Some(crd) = store.get(CRD_KEY, "", &format!("{}.{}", def.plural, def.group), false)
+        && let Some(warning) = resources::crd_deprecation_warning(&crd.value, &def.version)
+    {
+        ops::warn(warning);
+    }
     let user_agent = req
         .headers()
         .get(header::USER_AGENT)

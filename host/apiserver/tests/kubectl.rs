@@ -2677,3 +2677,50 @@ spec:
         .await;
     k.shutdown().await;
 }
+
+/// A request to a deprecated version of a CRD carries the deprecation warning kubectl prints.
+#[tokio::test]
+async fn kubectl_warns_about_deprecated_crd_versions() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let s = suffix();
+    let group = format!("d{s}.lethe.test");
+    let plural = format!("dial{s}s");
+    let kind = format!("Dial{s}");
+    let crd = format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {plural}.{group}
+spec:
+  group: {group}
+  scope: Namespaced
+  names: {{plural: {plural}, kind: {kind}}}
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: false
+    deprecated: true
+    schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}
+  - name: v1
+    served: true
+    storage: true
+    schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}
+"#
+    );
+    k.ok(&["apply", "-f", "-"], Some(&crd)).await;
+    k.wait_established(&format!("{plural}.{group}")).await;
+    let o = k
+        .run(&["get", &format!("{plural}.v1alpha1.{group}"), "-A"], None)
+        .await;
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stderr.contains(&format!(
+            "Warning: {group}/v1alpha1 {kind} is deprecated; use {group}/v1 {kind}"
+        )),
+        "{}",
+        o.stderr
+    );
+    k.shutdown().await;
+}
