@@ -220,13 +220,18 @@ fn rule_allows(rule: &Value, a: &Attributes) -> bool {
     }
 }
 
-fn subject_matches(s: &Value, user: &UserInfo) -> bool {
+/// Whether binding subject `s` names `user`; a service account without a namespace is one of
+/// the binding's own namespace (`binding_ns`), as `appliesToUser` reads it.
+fn subject_matches(s: &Value, user: &UserInfo, binding_ns: &str) -> bool {
     let name = s["name"].as_str().unwrap_or_default();
     match s["kind"].as_str().unwrap_or_default() {
         "User" => name == user.name,
         "Group" => user.groups.iter().any(|g| g == name),
         "ServiceAccount" => {
-            let ns = s["namespace"].as_str().unwrap_or_default();
+            let ns = s["namespace"]
+                .as_str()
+                .filter(|n| !n.is_empty())
+                .unwrap_or(binding_ns);
             user.name == format!("system:serviceaccount:{ns}:{name}")
         }
         _ => false,
@@ -254,7 +259,7 @@ fn binding_allows(
     a: &Attributes,
 ) -> bool {
     let subjects = binding["subjects"].as_array();
-    if !subjects.is_some_and(|s| s.iter().any(|s| subject_matches(s, user))) {
+    if !subjects.is_some_and(|s| s.iter().any(|s| subject_matches(s, user, ns))) {
         return false;
     }
     role_rules(inner, &binding["roleRef"], ns)
@@ -348,7 +353,7 @@ pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> (Vec<Value>
     store.read(|inner| {
         let mut push_rules = |binding: &Value, ns: &str| {
             let subjects = binding["subjects"].as_array();
-            if !subjects.is_some_and(|s| s.iter().any(|s| subject_matches(s, user))) {
+            if !subjects.is_some_and(|s| s.iter().any(|s| subject_matches(s, user, ns))) {
                 return;
             }
             let Some(rules) = role_rules(inner, &binding["roleRef"], ns).and_then(Value::as_array)

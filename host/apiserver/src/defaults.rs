@@ -69,6 +69,10 @@ pub fn apply(def: &ResourceDef, v: &mut Value) {
         crate::pod::defaults(v);
         return;
     }
+    if def.group == RBAC_GROUP && def.plural.ends_with("bindings") {
+        subject_defaults(v);
+        return;
+    }
     if def.group != "batch" {
         return;
     }
@@ -537,6 +541,81 @@ fn policy_rule_causes(v: &Value, namespaced: bool, causes: &mut Vec<Cause>) {
     }
 }
 
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// `ValidateRoleBinding` / `ValidateClusterRoleBinding`: what a binding refers to and to whom.
+fn binding_causes(v: &Value, namespaced: bool, causes: &mut Vec<Cause>) {
+    let role_ref = &v["roleRef"];
+    let text = |x: &Value| x.as_str().unwrap_or_default().to_string();
+    if text(&role_ref["apiGroup"]) != RBAC_GROUP {
+        causes.push(not_supported(
+            "roleRef.apiGroup",
+            &text(&role_ref["apiGroup"]),
+            &[RBAC_GROUP],
+        ));
+    }
+    let kinds: &[&str] = if namespaced {
+        &["Role", "ClusterRole"]
+    } else {
+        &["ClusterRole"]
+    };
+    let kind = text(&role_ref["kind"]);
+    if !kinds.contains(&kind.as_str()) {
+        causes.push(not_supported("roleRef.kind", &kind, kinds));
+    }
+    if text(&role_ref["name"]).is_empty() {
+        causes.push(req("roleRef.name"));
+    }
+    for (i, subject) in v["subjects"].as_array().into_iter().flatten().enumerate() {
+        let path = format!("subjects[{i}]");
+        if text(&subject["name"]).is_empty() {
+            causes.push(req(&format!("{path}.name")));
+        }
+        let group = text(&subject["apiGroup"]);
+        match subject["kind"].as_str().unwrap_or_default() {
+            "ServiceAccount" => {
+                if !group.is_empty() {
+                    causes.push(not_supported(&format!("{path}.apiGroup"), &group, &[""]));
+                }
+                if !namespaced && text(&subject["namespace"]).is_empty() {
+                    causes.push(req(&format!("{path}.namespace")));
+                }
+            }
+            "User" | "Group" if group != RBAC_GROUP => {
+                causes.push(not_supported(
+                    &format!("{path}.apiGroup"),
+                    &group,
+                    &[RBAC_GROUP],
+                ));
+            }
+            "User" | "Group" => {}
+            other => causes.push(not_supported(
+                &format!("{path}.kind"),
+                other,
+                &["ServiceAccount", "User", "Group"],
+            )),
+        }
+    }
+}
+
+/// `SetDefaults_Subject`: users and groups are RBAC's own subjects.
+fn subject_defaults(v: &mut Value) {
+    let Some(subjects) = v.get_mut("subjects").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for subject in subjects {
+        let named = matches!(subject["kind"].as_str(), Some("User" | "Group"));
+        if let Some(m) = subject.as_object_mut()
+            && named
+            && m.get("apiGroup")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+        {
+            m.insert("apiGroup".into(), json!(RBAC_GROUP));
+        }
+    }
+}
+
 /// `ValidateLeaseSpec`.
 fn lease_causes(spec: &Value, causes: &mut Vec<Cause>) {
     if let Some(n) = spec["leaseDurationSeconds"].as_i64()
@@ -577,6 +656,10 @@ pub fn validate(def: &ResourceDef, v: &Value) -> Result<(), ApiError> {
         }
         ("rbac.authorization.k8s.io", "roles") => policy_rule_causes(v, true, &mut causes),
         ("rbac.authorization.k8s.io", "clusterroles") => policy_rule_causes(v, false, &mut causes),
+        ("rbac.authorization.k8s.io", "rolebindings") => binding_causes(v, true, &mut causes),
+        ("rbac.authorization.k8s.io", "clusterrolebindings") => {
+            binding_causes(v, false, &mut causes)
+        }
         ("coordination.k8s.io", "leases") => lease_causes(&v["spec"], &mut causes),
         ("batch", "cronjobs") => {
             cron_job_spec_causes(&v["spec"], &mut causes);

@@ -1326,11 +1326,29 @@ fn storage_key(def: &ResourceDef, ns: &str, name: &str) -> String {
     }
 }
 
-/// `ValidateConfigMapUpdate` and `ValidateSecretUpdate`: a Secret keeps its type, and a
+/// `ValidateConfigMapUpdate`, `ValidateSecretUpdate` and `ValidateRoleBindingUpdate`: a binding
+/// keeps its role, a Secret keeps its type, and a
 /// ConfigMap or Secret marked `immutable` keeps its contents and the mark. Contents are compared
 /// as the server compares them, the stored side without empty maps (storage drops them) and the
 /// new side as sent, so `data: {}` on an immutable object without data is a change.
 fn immutable_causes(def: &ResourceDef, old: &Value, new: &Value) -> Vec<Cause> {
+    // A binding's role is fixed: changing it means a new binding.
+    if def.group == "rbac.authorization.k8s.io"
+        && def.plural.ends_with("bindings")
+        && old["roleRef"] != new["roleRef"]
+    {
+        let text = |k: &str| validation::go_quote(new["roleRef"][k].as_str().unwrap_or_default());
+        return vec![Cause {
+            reason: "FieldValueInvalid",
+            message: format!(
+                "Invalid value: rbac.RoleRef{{APIGroup:{}, Kind:{}, Name:{}}}: cannot change roleRef",
+                text("apiGroup"),
+                text("kind"),
+                text("name")
+            ),
+            field: "roleRef".into(),
+        }];
+    }
     let secret = match (def.group.as_str(), def.plural.as_str()) {
         ("", "secrets") => true,
         ("", "configmaps") => false,

@@ -2999,3 +2999,88 @@ async fn crd_names_versions_and_stored_versions_are_checked() {
     crds.delete(&name, &DeleteParams::default()).await.unwrap();
     c.shutdown().await;
 }
+
+/// Bindings are validated as the real server validates them: a binding's role cannot change, a
+/// cluster binding binds only cluster roles, and a service account named without a namespace in
+/// a role binding is one of the binding's namespace.
+#[tokio::test]
+async fn bindings_keep_their_role_and_name_their_subjects_as_on_a_real_cluster() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("bindings").await;
+    let bindings: Api<RoleBinding> = Api::namespaced(c.client.clone(), &ns);
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "sa-view"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "ServiceAccount", "name": "default"}],
+    }))
+    .unwrap();
+    bindings
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let account = c.client_as(
+        &format!("system:serviceaccount:{ns}:default"),
+        &["system:serviceaccounts", "system:authenticated"],
+    );
+    let listed = eventually(10, || {
+        let api: Api<ConfigMap> = Api::namespaced(account.clone(), &ns);
+        async move { api.list(&ListParams::default()).await.ok() }
+    })
+    .await;
+    assert!(
+        listed
+            .items
+            .iter()
+            .all(|cm| cm.metadata.namespace.as_deref() == Some(ns.as_str()))
+    );
+    let e = status_of(
+        bindings
+            .patch(
+                "sa-view",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"roleRef": {"name": "edit"}})),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            422,
+            "RoleBinding.rbac.authorization.k8s.io \"sa-view\" is invalid: roleRef: Invalid value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", Kind:\"ClusterRole\", Name:\"edit\"}: cannot change roleRef"
+        )
+    );
+    let cluster_binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": format!("bad-{}", suffix())},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "x"},
+        "subjects": [{"kind": "ServiceAccount", "name": "default"}],
+    }))
+    .unwrap();
+    let e = status_of(
+        Api::<ClusterRoleBinding>::all(c.client.clone())
+            .create(&PostParams::default(), &cluster_binding)
+            .await
+            .unwrap_err(),
+    );
+    let causes: Vec<(String, String)> = e
+        .details
+        .unwrap()
+        .causes
+        .into_iter()
+        .map(|c| (c.field, c.message))
+        .collect();
+    assert_eq!(
+        causes,
+        vec![
+            (
+                "roleRef.kind".to_string(),
+                "Unsupported value: \"Role\": supported values: \"ClusterRole\"".to_string()
+            ),
+            (
+                "subjects[0].namespace".to_string(),
+                "Required value".to_string()
+            ),
+        ]
+    );
+    c.shutdown().await;
+}
