@@ -1235,6 +1235,9 @@ async fn resource_request(
             }
             let body = def.shape.stored(body);
             let opts = query.write_opts(&user_agent, "CreateOptions", None)?;
+            if def.group == "rbac.authorization.k8s.io" {
+                crate::auth::escalation_check(store, user, &def.plural, ns, &body)?;
+            }
             let obj = ops::create(store, &stored, ns, body, opts).map_err(served)?;
             Ok(respond(201, obj_bytes(&def, &obj)))
         }
@@ -1245,6 +1248,9 @@ async fn resource_request(
                 crate::events_v1::check_decodable(&body, def.shape)?;
             }
             let body = def.shape.stored(body);
+            if def.group == "rbac.authorization.k8s.io" {
+                crate::auth::escalation_check(store, user, &def.plural, ns, &body)?;
+            }
             let (out, created) = ops::update(
                 store,
                 &stored,

@@ -3084,3 +3084,91 @@ async fn bindings_keep_their_role_and_name_their_subjects_as_on_a_real_cluster()
     );
     c.shutdown().await;
 }
+
+/// RBAC's escalation prevention: a user who may write roles and bindings may still only grant
+/// permissions they hold, unless they may `escalate` roles or `bind` the role.
+#[tokio::test]
+async fn rbac_writers_cannot_grant_what_they_do_not_hold() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("escalate").await;
+    let user = format!("binder-{}", suffix());
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "rbac-writer"},
+        "rules": [
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
+             "verbs": ["create", "get", "list", "update", "delete"]},
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]},
+        ],
+    }))
+    .unwrap();
+    Api::<Role>::namespaced(c.client.clone(), &ns)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "rbac-writer"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "rbac-writer"},
+        "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(c.client.clone(), &ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let writer = c.client_as(&user, &["system:authenticated"]);
+    let roles: Api<Role> = Api::namespaced(writer.clone(), &ns);
+    // Within what the writer holds: allowed.
+    let held: Role = serde_json::from_value(json!({
+        "metadata": {"name": "readers"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
+    }))
+    .unwrap();
+    eventually(10, || {
+        let roles = roles.clone();
+        let held = held.clone();
+        async move { roles.create(&PostParams::default(), &held).await.ok() }
+    })
+    .await;
+    // Beyond it: refused, naming what is missing.
+    let secrets: Role = serde_json::from_value(json!({
+        "metadata": {"name": "secret-readers"},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}],
+    }))
+    .unwrap();
+    let e = status_of(
+        roles
+            .create(&PostParams::default(), &secrets)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"));
+    assert!(
+        e.message.starts_with(&format!(
+            "roles.rbac.authorization.k8s.io \"secret-readers\" is forbidden: user \"{user}\" (groups=["
+        )) && e.message.ends_with(
+            "is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\" \"list\"]}"
+        ),
+        "{}",
+        e.message
+    );
+    let admin_binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "self-admin"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+        "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
+    }))
+    .unwrap();
+    let e = status_of(
+        Api::<RoleBinding>::namespaced(writer.clone(), &ns)
+            .create(&PostParams::default(), &admin_binding)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 403, "{}", e.message);
+    assert!(
+        e.message
+            .contains("is attempting to grant RBAC permissions not currently held"),
+        "{}",
+        e.message
+    );
+    c.shutdown().await;
+}
