@@ -451,12 +451,38 @@ fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<Arc<UserInfo>, A
         .into_iter()
         .next();
     let imp_groups = header_values(headers, "impersonate-group");
-    if imp_user.is_none() && imp_groups.is_empty() {
+    let imp_uid = header_values(headers, "impersonate-uid").into_iter().next();
+    let mut imp_extras: Vec<(String, String)> = headers
+        .iter()
+        .filter_map(|(name, value)| {
+            let key = name.as_str().strip_prefix("impersonate-extra-")?;
+            let key = percent_encoding::percent_decode_str(key)
+                .decode_utf8_lossy()
+                .into_owned();
+            Some((key, value.to_str().ok()?.to_string()))
+        })
+        .collect();
+    imp_extras.sort();
+    if imp_user.is_none() && imp_groups.is_empty() && imp_uid.is_none() && imp_extras.is_empty() {
         return Ok(user);
     }
     let Some(target) = imp_user else {
+        // The requests as Go prints the object references it made of them.
+        let mut requested: Vec<String> = imp_groups
+            .iter()
+            .map(|g| format!("{{Group  {g}    }}"))
+            .collect();
+        requested.extend(
+            imp_extras
+                .iter()
+                .map(|(k, v)| format!("{{UserExtra  {v}  authentication.k8s.io/v1  {k}}}")),
+        );
+        if let Some(uid) = &imp_uid {
+            requested.push(format!("{{UID  {uid}  authentication.k8s.io/v1  }}"));
+        }
         return Err(ApiError::bad_request(format!(
-            "requested {imp_groups:?} without impersonating a user"
+            "requested [{}] without impersonating a user",
+            requested.join(" ")
         )));
     };
     let mut attrs = Attributes {
@@ -498,6 +524,33 @@ fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<Arc<UserInfo>, A
             ));
         }
     }
+    // A uid and extra values are impersonated only with permission for them too.
+    let mut other = Vec::new();
+    if let Some(uid) = &imp_uid {
+        other.push(("uids".to_string(), String::new(), uid.clone()));
+    }
+    for (key, value) in &imp_extras {
+        other.push(("userextras".to_string(), key.clone(), value.clone()));
+    }
+    for (resource, subresource, name) in other {
+        let a = Attributes {
+            verb: "impersonate".into(),
+            resource_request: true,
+            group: "authentication.k8s.io".into(),
+            resource,
+            subresource,
+            name,
+            ..Default::default()
+        };
+        if !authorize(&shared.store, &user, &a) {
+            return Err(ApiError::forbidden(
+                "authentication.k8s.io",
+                &a.resource,
+                &a.name,
+                &a.forbidden_reason(&user.name),
+            ));
+        }
+    }
     let mut groups = imp_groups;
     if groups.is_empty()
         && let Some(rest) = target.strip_prefix("system:serviceaccount:")
@@ -511,10 +564,7 @@ fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<Arc<UserInfo>, A
     }
     Ok(Arc::new(UserInfo {
         name: target,
-        uid: header_values(headers, "impersonate-uid")
-            .into_iter()
-            .next()
-            .unwrap_or_default(),
+        uid: imp_uid.unwrap_or_default(),
         groups,
     }))
 }
