@@ -75,6 +75,18 @@ pub fn handle(host: &dyn Host, req: &Request) -> Response {
             ],
         ) => ctx.get_deployment(team, job, id),
         (
+            "PATCH",
+            [
+                "data-jobs",
+                "for-team",
+                team,
+                "jobs",
+                job,
+                "deployments",
+                id,
+            ],
+        ) => ctx.patch_deployment(team, job, id, &req.body),
+        (
             "DELETE",
             [
                 "data-jobs",
@@ -536,12 +548,14 @@ impl Ctx<'_> {
                 "schedule `{schedule}` is not a valid five-field cron schedule"
             )));
         }
+        // As in VDK, an update merges resources field by field into the current ones.
+        let current_resources = current
+            .as_ref()
+            .map(|d| d.spec.resources.clone())
+            .unwrap_or_default();
         let resources = match m.get("resources") {
-            None | Some(Json::Null) => current
-                .as_ref()
-                .map(|d| d.spec.resources.clone())
-                .unwrap_or_default(),
-            Some(r) => match Resources::from_vdk(r) {
+            None | Some(Json::Null) => current_resources,
+            Some(r) => match current_resources.updated_by_vdk(r) {
                 Ok(r) => r,
                 Err(msg) => return Ok(cf::unprocessable(msg)),
             },
@@ -598,7 +612,7 @@ impl Ctx<'_> {
     fn actual(&self, uid: &str) -> Result<Option<Deployment>, SqlError> {
         let rows = self.host.query(
             "SELECT job_version, image, schedule, enabled, resources, spec_hash, applied_at, cronjob_name, cronjob_uid, resource_version \
-             FROM actual_data_job_deployment WHERE job_uid = $1",
+             FROM actual_data_job_deployment WHERE job_uid = $1 AND cronjob_uid <> ''",
             &[uid.into()],
         )?;
         Ok(rows.first().map(|r| {
@@ -683,14 +697,50 @@ impl Ctx<'_> {
         })
     }
 
-    fn delete_deployment(&self, team: &str, name: &str, id: &str) -> Answer {
+    /// VDK's PATCH of a deployment: the fields given change, the others stay. The deployment
+    /// must exist.
+    fn patch_deployment(&self, team: &str, name: &str, id: &str, body: &[u8]) -> Answer {
         let Some(job) = self.find_job(team, name)? else {
             return Ok(job_not_found());
         };
         if id != "production" || self.desired(&job.uid)?.is_none() {
             return Ok(cf::not_found("Deployment not found"));
         }
+        self.set_deployment(team, name, body)
+    }
+
+    fn delete_deployment(&self, team: &str, name: &str, id: &str) -> Answer {
+        let Some(job) = self.find_job(team, name)? else {
+            return Ok(job_not_found());
+        };
+        if id != "production" {
+            return Ok(cf::not_found("Deployment not found"));
+        }
         let guid = Operation::DeploymentDelete.guid(&job.uid);
+        if self.desired(&job.uid)?.is_none() {
+            // A repeated request while the CronJob is still being removed gets the same job, so
+            // that a client retrying a lost answer does not see a failure.
+            let removing = self.host.query(
+                "SELECT 1 FROM actual_data_job_deployment WHERE job_uid = $1",
+                &[job.uid.clone().into()],
+            )?;
+            if removing.is_empty() {
+                return Ok(cf::not_found("Deployment not found"));
+            }
+            self.host.execute(
+                "INSERT INTO data_job_deletion (guid, operation, job_uid, team, job_name, requested_at, completed_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, NULL) ON CONFLICT (guid) DO NOTHING",
+                &[
+                    guid.clone().into(),
+                    Operation::DeploymentDelete.as_str().into(),
+                    job.uid.clone().into(),
+                    team.into(),
+                    name.into(),
+                    self.host.now_ms().into(),
+                ],
+            )?;
+            return Ok(self.accepted(&guid));
+        }
         self.host.batch(&[
             (
                 "DELETE FROM desired_data_job_deployment WHERE job_uid = $1",

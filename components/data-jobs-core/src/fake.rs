@@ -164,6 +164,11 @@ impl FakeKube {
             .collect()
     }
 
+    /// Removes an object as the server does once its last finalizer is gone.
+    pub fn finalize(&self, kind: &str, ns: &str, name: &str) {
+        self.objects.borrow_mut().remove(&key(kind, Some(ns), name));
+    }
+
     /// Changes an object's spec as a person with kubectl would.
     pub fn edit(&self, kind: &str, ns: &str, name: &str, edit: impl FnOnce(&mut Json)) {
         let version = self.next_version();

@@ -88,7 +88,8 @@ pub fn valid_schedule(s: &str) -> bool {
     if MACROS.contains(&s) {
         return true;
     }
-    let fields: Vec<&str> = s.split(' ').collect();
+    // Fields are split on runs of whitespace, as the cluster's parser (Go's strings.Fields) does.
+    let fields: Vec<&str> = s.split_whitespace().collect();
     if fields.len() != 5 {
         return false;
     }
@@ -225,10 +226,16 @@ impl Resources {
     /// Parses VDK's `{"cpu_request", "cpu_limit", "memory_request", "memory_limit"}` (all
     /// optional strings); `Err` names the bad field.
     pub fn from_vdk(v: &Json) -> Result<Resources, String> {
+        Resources::default().updated_by_vdk(v)
+    }
+
+    /// These resources with VDK's fields in `v` applied one by one, as a deployment update merges
+    /// them: a field that is absent keeps its value, `null` removes it.
+    pub fn updated_by_vdk(&self, v: &Json) -> Result<Resources, String> {
         let Some(obj) = v.as_object() else {
             return Err("resources must be an object".into());
         };
-        let mut r = Resources::default();
+        let mut r = self.clone();
         for (key, val) in obj {
             let slot = match key.as_str() {
                 "cpu_request" => &mut r.cpu_request,
@@ -346,14 +353,24 @@ fn normalize_resources(r: &Json) -> Json {
 }
 
 /// The fingerprint of a live CronJob's JSON: what [`Spec::hash`] gives for the spec it runs.
-/// `None` when the object does not have the shape lethe writes.
+/// `None` when the object does not have the shape lethe writes, including a hand edit of one of
+/// the fields every deployment gets the same (overlap policy, retries, restart policy), so that
+/// such an edit is reverted like any other.
 pub fn live_fingerprint(cronjob_json: &str) -> Option<String> {
     let v: Json = serde_json::from_str(cronjob_json).ok()?;
     let spec = &v["spec"];
     let schedule = spec["schedule"].as_str()?;
     let enabled = !spec["suspend"].as_bool().unwrap_or(false);
-    let containers = spec["jobTemplate"]["spec"]["template"]["spec"]["containers"].as_array()?;
-    if containers.len() != 1 {
+    let job = &spec["jobTemplate"]["spec"];
+    let pod = &job["template"]["spec"];
+    if spec["concurrencyPolicy"] != CONCURRENCY_POLICY
+        || job["backoffLimit"] != BACKOFF_LIMIT
+        || pod["restartPolicy"] != RESTART_POLICY
+    {
+        return None;
+    }
+    let containers = pod["containers"].as_array()?;
+    if containers.len() != 1 || containers[0]["name"] != CONTAINER_NAME {
         return None;
     }
     let c = &containers[0];
@@ -363,6 +380,18 @@ pub fn live_fingerprint(cronjob_json: &str) -> Option<String> {
         enabled,
         &c["resources"],
     ))
+}
+
+/// The fields every deployment's CronJob gets the same: no overlapping runs, three retries of a
+/// failed run, containers restarted in place, and one container of this name.
+const CONCURRENCY_POLICY: &str = "Forbid";
+const BACKOFF_LIMIT: i64 = 3;
+const RESTART_POLICY: &str = "OnFailure";
+const CONTAINER_NAME: &str = "data-job";
+
+/// Whether the object in `json` has been deleted and waits on finalizers.
+pub fn is_terminating(json: &str) -> bool {
+    serde_json::from_str::<Json>(json).is_ok_and(|v| v["metadata"]["deletionTimestamp"].is_string())
 }
 
 /// Everything the CronJob of one deployment is rendered from.
@@ -405,7 +434,7 @@ pub fn render_cronjob(p: &CronJobParams<'_>) -> String {
         metadata["resourceVersion"] = json!(rv);
     }
     let mut container = json!({
-        "name": "data-job",
+        "name": CONTAINER_NAME,
         "image": p.spec.image,
     });
     let resources = p.spec.resources.to_kubernetes();
@@ -419,15 +448,15 @@ pub fn render_cronjob(p: &CronJobParams<'_>) -> String {
         "spec": {
             "schedule": p.spec.schedule,
             "suspend": !p.spec.enabled,
-            "concurrencyPolicy": "Forbid",
+            "concurrencyPolicy": CONCURRENCY_POLICY,
             "jobTemplate": {
                 "metadata": { "labels": labels },
                 "spec": {
-                    "backoffLimit": 3,
+                    "backoffLimit": BACKOFF_LIMIT,
                     "template": {
                         "metadata": { "labels": labels },
                         "spec": {
-                            "restartPolicy": "OnFailure",
+                            "restartPolicy": RESTART_POLICY,
                             "containers": [container],
                         },
                     },

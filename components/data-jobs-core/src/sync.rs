@@ -374,6 +374,9 @@ struct Live {
     /// The fingerprint of the live spec, or the annotation when the object is unchanged since
     /// it was applied.
     live_hash: Option<String>,
+    /// Deleted already and held by a finalizer: asking again would change nothing. Only looked
+    /// at for CronJobs that are to go, so that a large converged LIST is not parsed for it.
+    terminating: bool,
 }
 
 #[derive(Default)]
@@ -435,7 +438,7 @@ fn decide(item: &Item, now: i64) -> Plan {
     }
     let Some(d) = &item.desired else {
         // No desired state: whatever is left in Kubernetes or in the actual table goes.
-        return if item.live.is_empty() && item.actual.is_none() {
+        return if item.live.iter().all(|l| l.terminating) && item.actual.is_none() {
             Plan::Nothing
         } else {
             Plan::Delete
@@ -702,6 +705,7 @@ fn pass(
                     } else {
                         model::live_fingerprint(&obj.json)
                     };
+                    let terminating = item.desired.is_none() && model::is_terminating(&obj.json);
                     item.live.push(Live {
                         name: obj.name,
                         uid: obj.uid,
@@ -709,9 +713,11 @@ fn pass(
                         generation: obj.generation,
                         annotation_hash,
                         live_hash,
+                        terminating,
                     });
                 }
                 None => orphans.push(Live {
+                    terminating: model::is_terminating(&obj.json),
                     name: obj.name,
                     uid: obj.uid,
                     resource_version: obj.resource_version,
@@ -755,7 +761,7 @@ fn pass(
     .unwrap_or(u32::MAX);
 
     // Orphans: labelled as ours but naming no job.
-    for o in &orphans {
+    for o in orphans.iter().filter(|o| !o.terminating) {
         if p.writes >= settings.max_changes {
             report.deferred += 1;
             continue;
@@ -859,6 +865,29 @@ impl Pass<'_> {
                 Err(e) => return Step::Failed(e),
             }
         }
+        if item.actual.is_none() {
+            // Claim the deployment before creating its CronJob: an actual row is written only
+            // while the desired row still exists, in one statement. A job deleted since this
+            // pass loaded it is not created again, and one deleted from here on finds the row
+            // and stays PROCESSING until the next pass removes what this one made.
+            let claimed = self.host.execute(
+                "INSERT INTO actual_data_job_deployment \
+                 (job_uid, team, job_name, job_version, image, schedule, enabled, resources, spec_hash, cronjob_name, cronjob_uid, resource_version, applied_at) \
+                 SELECT job_uid, team, job_name, job_version, image, schedule, enabled, resources, '', $2, '', '', $3 \
+                 FROM desired_data_job_deployment WHERE job_uid = $1 \
+                 ON CONFLICT (job_uid) DO NOTHING",
+                &[uid.into(), name.clone().into(), self.now.into()],
+            );
+            match claimed {
+                Ok(0) => return Step::Done,
+                Ok(_) => {}
+                Err(e) => {
+                    return Step::Failed(KubeError::Unavailable(format!(
+                        "the deployment could not be claimed before its CronJob is created: {e}"
+                    )));
+                }
+            }
+        }
         let body = model::render_cronjob(&CronJobParams {
             namespace: &self.settings.namespace,
             team: &d.team,
@@ -881,6 +910,47 @@ impl Pass<'_> {
         match created {
             Ok(obj) => {
                 report.created += 1;
+                self.write_actual(uid, d, Recorded::of(&obj), None, report)
+            }
+            Err(KubeError::Conflict(_)) => self.take_over(uid, d, &name, report),
+            Err(e) => Step::Failed(e),
+        }
+    }
+
+    /// The CronJob's name is taken by an object the managed LIST did not show: one of ours whose
+    /// `managed-by` label was edited away, or one that appeared after the LIST. Names are derived
+    /// from team and job, so an object carrying any of lethe's marks is this job's and is brought
+    /// back to the desired spec (labels included); anyone else's is left alone and reported.
+    fn take_over(&mut self, uid: &str, d: &Desired, name: &str, report: &mut Report) -> Step {
+        let existing = match self.kube.get(cronjob_ref(&self.settings.namespace, name)) {
+            Ok(obj) => obj,
+            Err(e) => return Step::Failed(e),
+        };
+        let ours = existing.label(model::MANAGED_BY_LABEL) == Some(model::MANAGED_BY)
+            || existing.label(model::JOB_UID_LABEL).is_some()
+            || existing.annotation(model::JOB_ANNOTATION).is_some();
+        if !ours {
+            return Step::Failed(KubeError::Conflict(format!(
+                "CronJob {}/{name} exists and is not managed by lethe; rename or delete it",
+                self.settings.namespace
+            )));
+        }
+        let body = model::render_cronjob(&CronJobParams {
+            namespace: &self.settings.namespace,
+            team: &d.team,
+            job_name: &d.job_name,
+            job_uid: uid,
+            spec: &d.spec,
+            hash: &d.hash,
+            resource_version: Some(&existing.resource_version),
+        });
+        self.writes += 1;
+        match self
+            .kube
+            .replace(cronjob_ref(&self.settings.namespace, name), &body)
+        {
+            Ok(obj) => {
+                report.updated += 1;
                 self.write_actual(uid, d, Recorded::of(&obj), None, report)
             }
             Err(e) => Step::Failed(e),
@@ -994,7 +1064,7 @@ impl Pass<'_> {
     }
 
     fn delete(&mut self, uid: &str, item: &Item, report: &mut Report) -> Step {
-        for l in &item.live {
+        for l in item.live.iter().filter(|l| !l.terminating) {
             match self.delete_cronjob(&l.name, &l.uid) {
                 Ok(true) => report.deleted += 1,
                 Ok(false) => {}
@@ -1002,6 +1072,7 @@ impl Pass<'_> {
             }
         }
         if let Some(a) = &item.actual
+            && !a.cronjob_uid.is_empty()
             && !item.live.iter().any(|l| l.uid == a.cronjob_uid)
         {
             // Not in the LIST: already gone (a crash after the delete) or the LIST was stale.
@@ -1121,6 +1192,7 @@ mod tests {
             generation: Some(1),
             annotation_hash: Some(hash.into()),
             live_hash: Some(hash.into()),
+            terminating: false,
         }
     }
 
@@ -1246,5 +1318,35 @@ mod tests {
             ..parked
         };
         assert!(matches!(decide(&respec, 1_000_000), Plan::Create));
+    }
+
+    #[test]
+    fn a_job_deleted_after_the_pass_loaded_it_is_not_created() {
+        use crate::fake::{FakeHost, FakeKube, FakeSql};
+        let (sql, kube) = (FakeSql::migrated(), FakeKube::default());
+        let host = FakeHost::new(&sql, &kube, "a");
+        let settings = Settings::load(&host);
+        // The pass loaded a desired row that a DELETE has removed since.
+        let item = Item {
+            desired: Some(desired("h")),
+            ..Item::default()
+        };
+        let mut pass = Pass {
+            host: &host,
+            settings: &settings,
+            kube: &&kube,
+            now: 0,
+            writes: 0,
+        };
+        let mut report = Report::default();
+        assert!(matches!(
+            pass.create("0b8e6a54-5a4f-4c1e-9d3f-1b2c3d4e5f60", &item, &mut report),
+            Step::Done
+        ));
+        assert_eq!(report.created, 0);
+        assert!(
+            kube.all("CronJob").is_empty(),
+            "no CronJob for a deleted job"
+        );
     }
 }

@@ -31,6 +31,7 @@ fn schedules_follow_kubernetes_five_field_syntax() {
         "0 3 * * MON-FRI",
         "15,45 0-23/2 1 JAN-DEC 0",
         "@hourly",
+        "0  3 * *\t*",
     ] {
         assert!(valid_schedule(ok), "{ok}");
     }
@@ -378,5 +379,189 @@ mod flows {
         );
         assert_eq!(status, 202);
         assert_eq!(ran(tick(&host).expect("pass")).created, 1);
+    }
+
+    fn the_cronjob(kube: &FakeKube) -> Json {
+        let all = kube.all("CronJob");
+        assert_eq!(all.len(), 1, "one CronJob");
+        serde_json::from_str(&all[0].json).expect("json")
+    }
+
+    #[test]
+    fn a_cronjob_that_lost_its_managed_label_is_taken_back_not_fought_over() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        deploy(&host, "ingest");
+        ran(tick(&host).expect("pass"));
+        let name = crate::model::cronjob_name("t", "ingest");
+        kube.edit("CronJob", "data-jobs", &name, |v| {
+            v["metadata"]["labels"]
+                .as_object_mut()
+                .expect("labels")
+                .remove("app.kubernetes.io/managed-by");
+        });
+        let report = ran(tick(&host).expect("pass"));
+        assert!(report.failed.is_empty(), "{:?}", report.failed);
+        assert_eq!((report.created, report.updated), (0, 1));
+        assert_eq!(
+            the_cronjob(&kube)["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "lethe"
+        );
+        let quiet = ran(tick(&host).expect("pass"));
+        assert_eq!(
+            (quiet.updated, quiet.recorded, quiet.failed.len()),
+            (0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn someone_elses_cronjob_under_the_name_is_reported_and_left_alone() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        deploy(&host, "ingest");
+        tick(&host).expect("lease first");
+        let name = crate::model::cronjob_name("t", "ingest");
+        let uid = kube.all("CronJob")[0].uid.clone();
+        (&kube)
+            .delete(
+                crate::ObjRef {
+                    api_version: "batch/v1",
+                    kind: "CronJob",
+                    namespace: Some("data-jobs"),
+                    name: &name,
+                },
+                Some(&uid),
+            )
+            .expect("delete by hand");
+        let foreign = json!({
+            "apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": name, "namespace": "data-jobs"},
+            "spec": {"schedule": "1 1 * * *", "jobTemplate": {"spec": {"template": {"spec": {
+                "containers": [{"name": "theirs", "image": "theirs"}]}}}}},
+        });
+        (&kube)
+            .create(&foreign.to_string())
+            .expect("a foreign CronJob");
+        let report = ran(tick(&host).expect("pass"));
+        assert_eq!(report.failed.len(), 1);
+        assert!(
+            report.failed[0].reason.contains("not managed by lethe"),
+            "{:?}",
+            report.failed
+        );
+        assert_eq!(the_cronjob(&kube)["spec"]["schedule"], "1 1 * * *");
+    }
+
+    #[test]
+    fn hand_edits_of_the_fixed_fields_are_reverted_too() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        deploy(&host, "ingest");
+        ran(tick(&host).expect("pass"));
+        let name = crate::model::cronjob_name("t", "ingest");
+        kube.edit("CronJob", "data-jobs", &name, |v| {
+            v["spec"]["concurrencyPolicy"] = json!("Allow");
+            v["spec"]["jobTemplate"]["spec"]["backoffLimit"] = json!(0);
+        });
+        assert_eq!(ran(tick(&host).expect("pass")).updated, 1);
+        let cronjob = the_cronjob(&kube);
+        assert_eq!(cronjob["spec"]["concurrencyPolicy"], "Forbid");
+        assert_eq!(cronjob["spec"]["jobTemplate"]["spec"]["backoffLimit"], 3);
+    }
+
+    #[test]
+    fn a_deployment_update_merges_resources_and_patch_needs_a_deployment() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        let path = "/data-jobs/for-team/t/jobs/ingest/deployments";
+        deploy(&host, "ingest");
+        let (status, _) = call(
+            &host,
+            "POST",
+            path,
+            Some(json!({"resources": {"cpu_request": "500m", "memory_limit": "1Gi"}})),
+        );
+        assert_eq!(status, 202);
+        let (status, view) = call(
+            &host,
+            "PATCH",
+            &format!("{path}/production"),
+            Some(json!({"resources": {"cpu_request": "1", "memory_limit": null}})),
+        );
+        assert_eq!(status, 202, "{view}");
+        assert_eq!(view["resources"], json!({"cpu_request": "1"}), "{view}");
+        let (status, view) = call(
+            &host,
+            "PATCH",
+            &format!("{path}/production"),
+            Some(json!({"enabled": false})),
+        );
+        assert_eq!(
+            (status, &view["resources"]),
+            (202, &json!({"cpu_request": "1"}))
+        );
+        assert_eq!(view["enabled"], false, "{view}");
+        let (status, _) = call(&host, "PATCH", &format!("{path}/staging"), Some(json!({})));
+        assert_eq!(status, 404);
+        call(&host, "DELETE", &format!("{path}/production"), None);
+        let (status, body) = call(
+            &host,
+            "PATCH",
+            &format!("{path}/production"),
+            Some(json!({})),
+        );
+        assert_eq!(
+            (status, &body["errors"][0]["code"]),
+            (404, &json!(10010)),
+            "{body}"
+        );
+    }
+
+    #[test]
+    fn a_repeated_deployment_delete_gets_the_same_job_until_the_cronjob_is_gone() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        deploy(&host, "ingest");
+        ran(tick(&host).expect("pass"));
+        let path = "/data-jobs/for-team/t/jobs/ingest/deployments/production";
+        let (first, a) = call(&host, "DELETE", path, None);
+        let (second, b) = call(&host, "DELETE", path, None);
+        assert_eq!((first, second), (202, 202));
+        assert_eq!(a["job_guid"], b["job_guid"]);
+        ran(tick(&host).expect("pass"));
+        assert!(kube.all("CronJob").is_empty());
+        assert_eq!(call(&host, "DELETE", path, None).0, 404);
+        let guid = a["job_guid"].as_str().expect("guid");
+        assert_eq!(
+            call(&host, "GET", &format!("/v3/jobs/{guid}"), None).1["state"],
+            "COMPLETE"
+        );
+    }
+
+    #[test]
+    fn a_cronjob_held_by_a_finalizer_is_deleted_once_and_waited_for() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        let uid = deploy(&host, "ingest");
+        ran(tick(&host).expect("pass"));
+        call(&host, "DELETE", "/data-jobs/for-team/t/jobs/ingest", None);
+        // The fake deletes at once; a finalizer keeps the object as a real server would.
+        let name = crate::model::cronjob_name("t", "ingest");
+        kube.edit("CronJob", "data-jobs", &name, |v| {
+            v["metadata"]["deletionTimestamp"] = json!("2026-11-30T00:00:00Z");
+            v["metadata"]["finalizers"] = json!(["example.com/hold"]);
+        });
+        let guid = format!("/v3/jobs/data_job.delete~{uid}");
+        for _ in 0..3 {
+            let report = ran(tick(&host).expect("pass"));
+            assert_eq!(
+                report.deleted, 0,
+                "a terminating CronJob is not deleted again"
+            );
+            assert_eq!(kube.all("CronJob").len(), 1);
+            assert_eq!(call(&host, "GET", &guid, None).1["state"], "PROCESSING");
+        }
+        kube.finalize("CronJob", "data-jobs", &name);
+        assert_eq!(call(&host, "GET", &guid, None).1["state"], "COMPLETE");
     }
 }
