@@ -100,10 +100,21 @@ impl ResourceDef {
     }
 
     pub fn verbs(&self) -> Vec<&'static str> {
+        ALL_VERBS
+            .iter()
+            .copied()
+            .filter(|v| self.allows(v))
+            .collect()
+    }
+
+    /// Whether the resource serves `verb` (discovery lists exactly these).
+    pub fn allows(&self, verb: &str) -> bool {
         if self.virtual_create_only {
-            vec!["create"]
+            verb == "create"
         } else {
-            ALL_VERBS.to_vec()
+            // Namespaces are removed one by one, through their finalizers: the real server
+            // registers no collection delete for them.
+            !(self.is_namespace() && verb == "deletecollection")
         }
     }
 
@@ -462,7 +473,11 @@ pub fn builtins() -> &'static [Arc<ResourceDef>] {
         v.push(ssrr);
         v.push(ssr);
         for d in v.iter_mut() {
-            if d.plural == "cronjobs" || d.plural == "jobs" {
+            // The members of the `all` category that this server serves, as kubectl's
+            // `get all` finds them on a real server.
+            if matches!(d.plural.as_str(), "cronjobs" | "jobs" | "pods" | "services")
+                && matches!(d.group.as_str(), "" | "batch")
+            {
                 d.categories = vec!["all".into()];
             }
         }

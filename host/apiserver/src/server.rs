@@ -443,10 +443,19 @@ fn header_values(headers: &HeaderMap, name: &str) -> Vec<String> {
 
 /// Authenticates the caller and applies impersonation.
 fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<Arc<UserInfo>, ApiError> {
-    let token = bearer(headers).ok_or_else(ApiError::unauthorized)?;
-    let user = shared
-        .user_for_token(token)
-        .ok_or_else(ApiError::unauthorized)?;
+    let user = match bearer(headers) {
+        Some(token) => shared
+            .user_for_token(token)
+            .ok_or_else(ApiError::unauthorized)?,
+        // A real server's default (`--anonymous-auth=true`): a request without credentials is
+        // system:anonymous's, which RBAC then refuses everything but health and version. A
+        // token that does not authenticate stays a 401.
+        None => Arc::new(UserInfo {
+            name: "system:anonymous".into(),
+            uid: String::new(),
+            groups: vec!["system:unauthenticated".into()],
+        }),
+    };
     let imp_user = header_values(headers, "impersonate-user")
         .into_iter()
         .next();
@@ -595,33 +604,9 @@ fn method_verb(m: &Method) -> String {
     m.as_str().to_ascii_lowercase()
 }
 
-/// Paths anyone may GET without credentials (`system:public-info-viewer` on a real cluster).
-fn public_path(path: &str) -> bool {
-    let p = path.trim_end_matches('/');
-    matches!(p, "/healthz" | "/livez" | "/readyz" | "/version")
-        || p.starts_with("/healthz/")
-        || p.starts_with("/livez/")
-        || p.starts_with("/readyz/")
-}
-
 async fn serve(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
     let path = req.uri().path().to_string();
-    let user = match authenticate(shared, req.headers()) {
-        Ok(u) => u,
-        Err(e)
-            if e.code == 401
-                && req.method() == Method::GET
-                && bearer(req.headers()).is_none()
-                && public_path(&path) =>
-        {
-            Arc::new(UserInfo {
-                name: "system:anonymous".into(),
-                uid: String::new(),
-                groups: vec!["system:unauthenticated".into()],
-            })
-        }
-        Err(e) => return Err(e),
-    };
+    let user = authenticate(shared, req.headers())?;
     let segs: Vec<String> = path
         .split('/')
         .filter(|s| !s.is_empty())
@@ -1197,7 +1182,7 @@ async fn resource_request(
         "scale" if def.scale.is_some() && matches!(verb, "get" | "update" | "patch") => Sub::Main,
         _ => return Err(ApiError::path_not_found()),
     };
-    if def.virtual_create_only && verb != "create" {
+    if !def.allows(verb) {
         return Err(ApiError::method_not_allowed(&def.group, &def.plural));
     }
     let auth_ns = if def.is_namespace() && !t.name.is_empty() {

@@ -1476,21 +1476,59 @@ async fn discovery_lists_the_served_kinds() {
 }
 
 #[tokio::test]
-async fn unauthenticated_requests_are_401_with_a_status_body() {
+async fn a_bad_token_is_401_and_no_token_is_the_anonymous_user() {
     let c = TestCluster::new().await;
     let Some(s) = c.embedded_server() else {
         eprintln!("skipped: needs the embedded server's plain-HTTP endpoint");
         return;
     };
-    for token in [None, Some("not-a-token")] {
-        let r = common::raw_request(s.url(), "GET", "/api/v1/namespaces", token, None)
-            .await
-            .unwrap();
-        assert_eq!(r.status, 401);
-        assert_eq!(
-            r.json(),
-            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
-        );
+    let r = common::raw_request(
+        s.url(),
+        "GET",
+        "/api/v1/namespaces",
+        Some("not-a-token"),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.json(),
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
+    );
+    // Anonymous requests are on by default in kube-apiserver; RBAC refuses them.
+    let r = common::raw_request(s.url(), "GET", "/api/v1/namespaces", None, None)
+        .await
+        .unwrap();
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        r.json(),
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": "namespaces is forbidden: User \"system:anonymous\" cannot list resource \"namespaces\" in API group \"\" at the cluster scope",
+               "reason": "Forbidden", "details": {"kind": "namespaces"}, "code": 403})
+    );
+    let r = common::raw_request(s.url(), "GET", "/api", None, None)
+        .await
+        .unwrap();
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        r.json()["message"],
+        "forbidden: User \"system:anonymous\" cannot get path \"/api\""
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn namespaces_have_no_collection_delete() {
+    let c = TestCluster::new().await;
+    let namespaces: Api<Namespace> = Api::all(c.client.clone());
+    let err = namespaces
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .expect_err("namespaces are deleted one by one");
+    match err {
+        kube::Error::Api(s) => assert_eq!((s.code, s.reason.as_str()), (405, "MethodNotAllowed")),
+        other => panic!("{other:?}"),
     }
     c.shutdown().await;
 }

@@ -265,7 +265,7 @@ async fn health_and_version_are_public_but_nothing_else_is() {
     }
     for path in ["/api", "/apis", "/api/v1/namespaces", "/openapi/v3"] {
         let r = raw_request(s.url(), "GET", path, None, None).await.unwrap();
-        assert_eq!(r.status, 401, "{path}");
+        assert_eq!(r.status, 403, "{path}: anonymous, and refused");
     }
     let r = raw_request(s.url(), "GET", "/healthz", Some("wrong-token"), None)
         .await
