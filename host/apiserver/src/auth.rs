@@ -290,6 +290,11 @@ fn discovery_path(path: &str) -> bool {
 
 /// RBAC: may `user` do `a`?
 pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> bool {
+    user.is_master() || store.read(|inner| authorize_in(inner, user, a))
+}
+
+/// [`authorize`] against store contents already in hand (a write that checks its result).
+pub fn authorize_in(inner: &Inner, user: &UserInfo, a: &Attributes) -> bool {
     if user.is_master() {
         return true;
     }
@@ -316,20 +321,17 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> bool {
     {
         return true;
     }
-    store.read(|inner| {
-        if inner
-            .entries("rbac.authorization.k8s.io/clusterrolebindings")
-            .any(|(_, b)| binding_allows(inner, &b.value, "", user, a))
-        {
-            return true;
-        }
-        if a.resource_request && !a.namespace.is_empty() {
-            return inner
-                .in_namespace("rbac.authorization.k8s.io/rolebindings", &a.namespace)
-                .any(|b| binding_allows(inner, &b.value, &a.namespace, user, a));
-        }
-        false
-    })
+    if inner
+        .entries("rbac.authorization.k8s.io/clusterrolebindings")
+        .any(|(_, b)| binding_allows(inner, &b.value, "", user, a))
+    {
+        return true;
+    }
+    a.resource_request
+        && !a.namespace.is_empty()
+        && inner
+            .in_namespace("rbac.authorization.k8s.io/rolebindings", &a.namespace)
+            .any(|b| binding_allows(inner, &b.value, &a.namespace, user, a))
 }
 
 /// The rules that apply to `user` in `namespace` (for SelfSubjectRulesReview): resource rules
@@ -489,10 +491,24 @@ pub fn escalation_check(
     if user.is_master() {
         return Ok(());
     }
+    store.read(|inner| escalation_check_in(inner, user, plural, ns, obj))
+}
+
+/// [`escalation_check`] against store contents already in hand (a patch, checked on its result).
+pub fn escalation_check_in(
+    inner: &Inner,
+    user: &UserInfo,
+    plural: &str,
+    ns: &str,
+    obj: &Value,
+) -> Result<(), crate::status::ApiError> {
+    if user.is_master() {
+        return Ok(());
+    }
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();
     let may = |verb: &str, resource: &str, name: &str| {
-        authorize(
-            store,
+        authorize_in(
+            inner,
             user,
             &Attributes {
                 verb: verb.into(),
@@ -525,11 +541,11 @@ pub fn escalation_check(
             ) {
                 return Ok(());
             }
-            store.read(|inner| role_rules(inner, role_ref, ns).cloned().unwrap_or_default())
+            role_rules(inner, role_ref, ns).cloned().unwrap_or_default()
         }
         _ => return Ok(()),
     };
-    let missing = missing_rules(store, user, ns, &rules);
+    let missing = missing_rules(inner, user, ns, &rules);
     if missing.is_empty() {
         return Ok(());
     }
@@ -551,7 +567,7 @@ const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// The rules of `rules` that `user` does not hold in `ns`, broken down per API group, resource
 /// and resource name (their verbs together), sorted, in `PolicyRule.CompactString` form.
-fn missing_rules(store: &Store, user: &UserInfo, ns: &str, rules: &Value) -> Vec<String> {
+fn missing_rules(inner: &Inner, user: &UserInfo, ns: &str, rules: &Value) -> Vec<String> {
     let list = |r: &Value, k: &str| crate::store::string_list(&r[k]);
     let quoted = |xs: &[String]| {
         let parts: Vec<String> = xs.iter().map(|x| format!("{x:?}")).collect();
@@ -565,8 +581,8 @@ fn missing_rules(store: &Store, user: &UserInfo, ns: &str, rules: &Value) -> Vec
             let lacking: Vec<String> = verbs
                 .iter()
                 .filter(|v| {
-                    !authorize(
-                        store,
+                    !authorize_in(
+                        inner,
                         user,
                         &Attributes {
                             verb: (*v).clone(),
@@ -601,8 +617,8 @@ fn missing_rules(store: &Store, user: &UserInfo, ns: &str, rules: &Value) -> Vec
                     let lacking: Vec<String> = verbs
                         .iter()
                         .filter(|v| {
-                            !authorize(
-                                store,
+                            !authorize_in(
+                                inner,
                                 user,
                                 &Attributes {
                                     verb: (*v).clone(),

@@ -1560,6 +1560,7 @@ pub fn patch(
     body: &Value,
     sub: Sub,
     w: WriteOpts,
+    admit: &dyn Fn(&Inner, &Value) -> Result<(), ApiError>,
 ) -> Result<(Outcome, bool), ApiError> {
     if pt != PatchType::Json && !body.is_object() {
         return Err(ApiError::bad_request(
@@ -1623,6 +1624,7 @@ pub fn patch(
                     check_identity(def, ns, Some(name), &mut b)?;
                     validate_name(def, name)?;
                     let mut created = prepare_create(def, ns, b, inner, w.strict)?;
+                    admit(inner, &created)?;
                     crate::managed::apply(
                         None,
                         &mut created,
@@ -1684,6 +1686,7 @@ pub fn patch(
                     v["metadata"]["name"].as_str().unwrap_or_default()
                 )));
             }
+            admit(inner, &v)?;
             Ok((v, false))
         },
         sub,

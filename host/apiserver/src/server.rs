@@ -1327,8 +1327,16 @@ async fn resource_request(
             };
             let mut opts = query.write_opts(&user_agent, "PatchOptions", Some(pt))?;
             opts.shape = def.shape;
-            let (out, created) =
-                ops::patch(store, &stored, ns, name, pt, &body, sub, opts).map_err(served)?;
+            // The patched object is what escalation prevention judges, as for an update.
+            let admit = |inner: &crate::store::Inner, patched: &Value| {
+                if def.group == "rbac.authorization.k8s.io" {
+                    crate::auth::escalation_check_in(inner, user, &def.plural, ns, patched)
+                } else {
+                    Ok(())
+                }
+            };
+            let (out, created) = ops::patch(store, &stored, ns, name, pt, &body, sub, opts, &admit)
+                .map_err(served)?;
             Ok(respond(
                 if created { 201 } else { 200 },
                 obj_bytes(&def, out.obj()),

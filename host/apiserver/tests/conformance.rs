@@ -3134,7 +3134,7 @@ async fn rbac_writers_cannot_grant_what_they_do_not_hold() {
         "metadata": {"name": "rbac-writer"},
         "rules": [
             {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
-             "verbs": ["create", "get", "list", "update", "delete"]},
+             "verbs": ["create", "get", "list", "update", "patch", "delete"]},
             {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]},
         ],
     }))
@@ -3208,5 +3208,42 @@ async fn rbac_writers_cannot_grant_what_they_do_not_hold() {
         "{}",
         e.message
     );
+    // A patch is judged on the role it would leave, and leaves the role as it was.
+    for patch in [
+        Patch::Merge(
+            json!({"rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}),
+        ),
+        Patch::Json(
+            serde_json::from_value(json!([{"op": "add", "path": "/rules/-",
+                "value": {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}}]))
+            .unwrap(),
+        ),
+    ] {
+        let e = status_of(
+            roles
+                .patch("readers", &PatchParams::default(), &patch)
+                .await
+                .unwrap_err(),
+        );
+        assert_eq!(e.code, 403, "{}", e.message);
+        assert!(
+            e.message.ends_with(
+                "is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\"]}"
+            ),
+            "{}",
+            e.message
+        );
+    }
+    let kept = roles.get("readers").await.unwrap();
+    assert_eq!(kept.rules.unwrap_or_default().len(), 1);
+    // Within what the writer holds, a patch goes through.
+    roles
+        .patch(
+            "readers",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]})),
+        )
+        .await
+        .unwrap();
     c.shutdown().await;
 }
