@@ -267,27 +267,6 @@ fn binding_allows(
         .is_some_and(|rules| rules.iter().any(|r| rule_allows(r, a)))
 }
 
-/// Paths every authenticated user may read (the `system:discovery` and
-/// `system:public-info-viewer` roles).
-fn discovery_path(path: &str) -> bool {
-    matches!(
-        path,
-        "/api"
-            | "/apis"
-            | "/version"
-            | "/healthz"
-            | "/livez"
-            | "/readyz"
-            | "/openapi/v2"
-            | "/openapi/v3"
-    ) || path.starts_with("/api/")
-        || path.starts_with("/apis/")
-        || path.starts_with("/openapi/")
-        || path.starts_with("/healthz/")
-        || path.starts_with("/livez/")
-        || path.starts_with("/readyz/")
-}
-
 /// RBAC: may `user` do `a`?
 pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> bool {
     user.is_master() || store.read(|inner| authorize_in(inner, user, a))
@@ -296,29 +275,6 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> bool {
 /// [`authorize`] against store contents already in hand (a write that checks its result).
 pub fn authorize_in(inner: &Inner, user: &UserInfo, a: &Attributes) -> bool {
     if user.is_master() {
-        return true;
-    }
-    if !a.resource_request && a.verb == "get" && discovery_path(&a.path) {
-        // Discovery for every authenticated user; health and version for anyone.
-        let public = matches!(
-            a.path.trim_end_matches('/'),
-            "/healthz" | "/livez" | "/readyz" | "/version"
-        ) || ["/healthz/", "/livez/", "/readyz/"]
-            .iter()
-            .any(|p| a.path.starts_with(p));
-        if public || user.groups.iter().any(|g| g == "system:authenticated") {
-            return true;
-        }
-    }
-    // system:basic-user, bound to every authenticated user: questions about oneself.
-    if a.resource_request
-        && a.verb == "create"
-        && user.groups.iter().any(|g| g == "system:authenticated")
-        && ((a.group == "authorization.k8s.io"
-            && (a.resource == "selfsubjectaccessreviews"
-                || a.resource == "selfsubjectrulesreviews"))
-            || (a.group == "authentication.k8s.io" && a.resource == "selfsubjectreviews"))
-    {
         return true;
     }
     if inner
@@ -335,25 +291,12 @@ pub fn authorize_in(inner: &Inner, user: &UserInfo, a: &Attributes) -> bool {
 }
 
 /// The rules that apply to `user` in `namespace` (for SelfSubjectRulesReview): resource rules
-/// and non-resource rules, including what every authenticated user may do.
+/// and non-resource rules, from every binding naming the user or one of their groups (which
+/// includes the defaults every authenticated user has, through their bindings).
 pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> (Vec<Value>, Vec<Value>) {
     use serde_json::json;
-    let mut resource_rules = vec![
-        json!({"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]}),
-        json!({"verbs": ["create"], "apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"]}),
-    ];
-    let mut non_resource_rules = vec![json!({
-        "verbs": ["get"],
-        "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"],
-    })];
-    if user.is_master() {
-        resource_rules.insert(
-            0,
-            json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}),
-        );
-        non_resource_rules.insert(0, json!({"verbs": ["*"], "nonResourceURLs": ["*"]}));
-        return (resource_rules, non_resource_rules);
-    }
+    let mut resource_rules = Vec::new();
+    let mut non_resource_rules = Vec::new();
     store.read(|inner| {
         let mut push_rules = |binding: &Value, ns: &str| {
             let subjects = binding["subjects"].as_array();
@@ -388,11 +331,14 @@ pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> (Vec<Value>
     (resource_rules, non_resource_rules)
 }
 
-/// The default cluster roles and bindings created on a fresh cluster.
+/// The default cluster roles and bindings created on a fresh cluster: those of kube-apiserver's
+/// bootstrap policy that a user meets (the aggregated user-facing roles and the rights every
+/// user has), with the same names, labels, rules and subjects.
 pub fn default_rbac() -> Vec<(&'static str, Value)> {
     use serde_json::json;
     let read = json!(["get", "list", "watch"]);
-    let write = json!([
+    let change = json!(["create", "delete", "deletecollection", "patch", "update"]);
+    let all = json!([
         "create",
         "delete",
         "deletecollection",
@@ -402,33 +348,43 @@ pub fn default_rbac() -> Vec<(&'static str, Value)> {
         "update",
         "watch"
     ]);
-    let ns_groups = json!(["", "batch", "coordination.k8s.io"]);
-    let ns_resources = json!([
-        "pods",
-        "services",
-        "configmaps",
-        "secrets",
-        "serviceaccounts",
-        "events",
-        "cronjobs",
-        "cronjobs/status",
-        "jobs",
-        "jobs/status",
-        "leases"
-    ]);
     let agg = |to: &str| format!("rbac.authorization.k8s.io/aggregate-to-{to}");
+    let boot = "kubernetes.io/bootstrapping";
+    let meta = |name: &str, labels: Value| {
+        json!({
+            "name": name,
+            "labels": labels,
+            "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
+        })
+    };
     let role = |name: &str, labels: Value, body: Value| {
         let mut v = json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": name, "labels": labels},
+            "metadata": meta(name, labels),
         });
         if let (Some(m), Value::Object(b)) = (v.as_object_mut(), body) {
             m.extend(b);
         }
         ("clusterroles", v)
     };
-    let boot = "kubernetes.io/bootstrapping";
+    let rule = |groups: &[&str], resources: &[&str], verbs: &Value| json!({"apiGroups": groups, "resources": resources, "verbs": verbs});
     let aggregated = |to: &str| json!({"aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {agg(to): "true"}}]}, "rules": []});
+    let binding = |name: &str, groups: &[&str]| {
+        let subjects: Vec<Value> = groups
+            .iter()
+            .map(|g| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g}))
+            .collect();
+        (
+            "clusterrolebindings",
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": meta(name, json!({boot: "rbac-defaults"})),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                "subjects": subjects,
+            }),
+        )
+    };
+    let get = json!(["get"]);
     vec![
         role(
             "cluster-admin",
@@ -439,19 +395,44 @@ pub fn default_rbac() -> Vec<(&'static str, Value)> {
             "system:aggregate-to-admin",
             json!({boot: "rbac-defaults", agg("admin"): "true"}),
             json!({"rules": [
-                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": write},
-                {"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]},
+                rule(&["authorization.k8s.io"], &["localsubjectaccessreviews"], &json!(["create"])),
+                rule(&["rbac.authorization.k8s.io"], &["rolebindings", "roles"], &all),
             ]}),
         ),
         role(
             "system:aggregate-to-edit",
-            json!({boot: "rbac-defaults", agg("admin"): "true", agg("edit"): "true"}),
-            json!({"rules": [{"apiGroups": ns_groups, "resources": ns_resources, "verbs": write}]}),
+            json!({boot: "rbac-defaults", agg("edit"): "true"}),
+            json!({"rules": [
+                rule(&[""], &["pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "secrets", "services/proxy"], &read),
+                rule(&[""], &["serviceaccounts"], &json!(["impersonate"])),
+                rule(&[""], &["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy"], &change),
+                rule(&[""], &["pods/eviction"], &json!(["create"])),
+                rule(&[""], &["configmaps", "events", "persistentvolumeclaims", "replicationcontrollers", "replicationcontrollers/scale", "secrets", "serviceaccounts", "services", "services/proxy"], &change),
+                rule(&[""], &["serviceaccounts/token"], &json!(["create"])),
+                rule(&["apps"], &["daemonsets", "deployments", "deployments/rollback", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets", "statefulsets/scale"], &change),
+                rule(&["autoscaling"], &["horizontalpodautoscalers"], &change),
+                rule(&["batch"], &["cronjobs", "jobs"], &change),
+                rule(&["extensions"], &["daemonsets", "deployments", "deployments/rollback", "deployments/scale", "ingresses", "networkpolicies", "replicasets", "replicasets/scale", "replicationcontrollers/scale"], &change),
+                rule(&["policy"], &["poddisruptionbudgets"], &change),
+                rule(&["networking.k8s.io"], &["ingresses", "networkpolicies"], &change),
+                rule(&["coordination.k8s.io"], &["leases"], &all),
+            ]}),
         ),
         role(
             "system:aggregate-to-view",
-            json!({boot: "rbac-defaults", agg("admin"): "true", agg("edit"): "true", agg("view"): "true"}),
-            json!({"rules": [{"apiGroups": ns_groups, "resources": ["pods", "services", "configmaps", "serviceaccounts", "events", "cronjobs", "cronjobs/status", "jobs", "jobs/status", "leases"], "verbs": read}]}),
+            json!({boot: "rbac-defaults", agg("view"): "true"}),
+            json!({"rules": [
+                rule(&[""], &["configmaps", "endpoints", "persistentvolumeclaims", "persistentvolumeclaims/status", "pods", "replicationcontrollers", "replicationcontrollers/scale", "serviceaccounts", "services", "services/status"], &read),
+                rule(&[""], &["bindings", "events", "limitranges", "namespaces/status", "pods/log", "pods/status", "replicationcontrollers/status", "resourcequotas", "resourcequotas/status"], &read),
+                rule(&[""], &["namespaces"], &read),
+                rule(&["discovery.k8s.io"], &["endpointslices"], &read),
+                rule(&["apps"], &["controllerrevisions", "daemonsets", "daemonsets/status", "deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale", "replicasets/status", "statefulsets", "statefulsets/scale", "statefulsets/status"], &read),
+                rule(&["autoscaling"], &["horizontalpodautoscalers", "horizontalpodautoscalers/status"], &read),
+                rule(&["batch"], &["cronjobs", "cronjobs/status", "jobs", "jobs/status"], &read),
+                rule(&["extensions"], &["daemonsets", "daemonsets/status", "deployments", "deployments/scale", "deployments/status", "ingresses", "ingresses/status", "networkpolicies", "replicasets", "replicasets/scale", "replicasets/status", "replicationcontrollers/scale"], &read),
+                rule(&["policy"], &["poddisruptionbudgets", "poddisruptionbudgets/status"], &read),
+                rule(&["networking.k8s.io"], &["ingresses", "ingresses/status", "networkpolicies"], &read),
+            ]}),
         ),
         role("admin", json!({boot: "rbac-defaults"}), aggregated("admin")),
         role(
@@ -464,14 +445,38 @@ pub fn default_rbac() -> Vec<(&'static str, Value)> {
             json!({boot: "rbac-defaults", agg("edit"): "true"}),
             aggregated("view"),
         ),
-        (
-            "clusterrolebindings",
-            json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}],
-            }),
+        role(
+            "system:basic-user",
+            json!({boot: "rbac-defaults"}),
+            json!({"rules": [
+                rule(&["authorization.k8s.io"], &["selfsubjectaccessreviews", "selfsubjectrulesreviews"], &json!(["create"])),
+                rule(&["authentication.k8s.io"], &["selfsubjectreviews"], &json!(["create"])),
+            ]}),
+        ),
+        role(
+            "system:discovery",
+            json!({boot: "rbac-defaults"}),
+            json!({"rules": [{"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"], "verbs": get}]}),
+        ),
+        role(
+            "system:public-info-viewer",
+            json!({boot: "rbac-defaults"}),
+            json!({"rules": [{"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": get}]}),
+        ),
+        role(
+            "system:auth-delegator",
+            json!({boot: "rbac-defaults"}),
+            json!({"rules": [
+                rule(&["authentication.k8s.io"], &["tokenreviews"], &json!(["create"])),
+                rule(&["authorization.k8s.io"], &["subjectaccessreviews"], &json!(["create"])),
+            ]}),
+        ),
+        binding("cluster-admin", &["system:masters"]),
+        binding("system:basic-user", &["system:authenticated"]),
+        binding("system:discovery", &["system:authenticated"]),
+        binding(
+            "system:public-info-viewer",
+            &["system:authenticated", "system:unauthenticated"],
         ),
     ]
 }
