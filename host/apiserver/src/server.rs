@@ -926,6 +926,51 @@ fn parse_target(
     })
 }
 
+/// What a resource request the server cannot route asks for, read from its path as the real
+/// server's request-info parser reads any resource path: the namespace, then resource, name and
+/// subresource.
+fn unrouted_attributes(
+    method: &Method,
+    query: &Query,
+    group: &str,
+    rest: &[&str],
+) -> Option<Attributes> {
+    let (mut namespace, parts): (&str, &[&str]) = match rest {
+        ["namespaces", ns, tail @ ..] if !tail.is_empty() => (ns, tail),
+        _ => ("", rest),
+    };
+    let (resource, name, subresource) = match parts {
+        [r] => (*r, "", ""),
+        [r, n] => (*r, *n, ""),
+        [r, n, s, ..] => (*r, *n, *s),
+        [] => return None,
+    };
+    if namespace.is_empty() && resource == "namespaces" {
+        namespace = name;
+    }
+    let verb = match (method, name.is_empty()) {
+        (&Method::GET, true) if query.flag("watch") => "watch",
+        (&Method::GET, true) => "list",
+        (&Method::GET, false) => "get",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, true) => "deletecollection",
+        (&Method::DELETE, false) => "delete",
+        _ => return None,
+    };
+    Some(Attributes {
+        verb: verb.into(),
+        resource_request: true,
+        group: group.into(),
+        resource: resource.into(),
+        subresource: subresource.into(),
+        name: name.into(),
+        namespace: namespace.into(),
+        path: String::new(),
+    })
+}
+
 /// `POST …/serviceaccounts/<name>/token` (`kubectl create token`): a bearer token that
 /// authenticates as `system:serviceaccount:<namespace>:<name>` until it expires.
 /// The `scale` subresource of a custom resource.
@@ -1145,7 +1190,24 @@ async fn resource_request(
     query: &Query,
 ) -> Result<Response<Body>, ApiError> {
     let store = &shared.store;
-    let t = parse_target(store, group, version, rest)?;
+    let t = match parse_target(store, group, version, rest) {
+        Ok(t) => t,
+        Err(e) => {
+            // Authorization comes before routing on a real server: a resource it does not
+            // serve is 404 only to those who may ask for it.
+            if let Some(attrs) = unrouted_attributes(req.method(), query, group, rest)
+                && !authorize(store, user, &attrs)
+            {
+                return Err(ApiError::forbidden(
+                    &attrs.group,
+                    &attrs.resource,
+                    &attrs.name,
+                    &attrs.forbidden_reason(&user.name),
+                ));
+            }
+            return Err(e);
+        }
+    };
     let def = t.def.clone();
     let method = req.method().clone();
     if method == Method::POST

@@ -1518,6 +1518,44 @@ async fn a_bad_token_is_401_and_no_token_is_the_anonymous_user() {
     c.shutdown().await;
 }
 
+/// Authorization comes before routing: a resource the server does not serve is 404 to a user
+/// who may ask for it and 403 to one who may not.
+#[tokio::test]
+async fn unknown_resources_are_forbidden_before_they_are_not_found() {
+    let c = TestCluster::new().await;
+    let get = |client: kube::Client, path: &'static str| async move {
+        client
+            .request::<Value>(http::Request::get(path).body(Vec::new()).unwrap())
+            .await
+            .unwrap_err()
+    };
+    let nobody = c.client_as(&format!("nobody-{}", suffix()), &["system:authenticated"]);
+    match get(nobody.clone(), "/api/v1/notathings").await {
+        kube::Error::Api(s) => {
+            assert_eq!((s.code, s.reason.as_str()), (403, "Forbidden"));
+            assert!(
+                s.message
+                    .starts_with("notathings is forbidden: User \"nobody-")
+                    && s.message.ends_with(
+                        "cannot list resource \"notathings\" in API group \"\" at the cluster scope"
+                    ),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    match get(nobody, "/apis/example.com/v1/namespaces/default/widgets/w1").await {
+        kube::Error::Api(s) => assert_eq!(s.code, 403, "{}", s.message),
+        other => panic!("{other:?}"),
+    }
+    match get(c.client.clone(), "/api/v1/notathings").await {
+        kube::Error::Api(s) => assert_eq!(s.code, 404, "{}", s.message),
+        other => panic!("{other:?}"),
+    }
+    c.shutdown().await;
+}
+
 #[tokio::test]
 async fn namespaces_have_no_collection_delete() {
     let c = TestCluster::new().await;
