@@ -643,7 +643,7 @@ fn method_cases(w: &World, cases: &mut Vec<Case>) {
         (format!("{job}/deployments"), &["GET", "POST"], METHOD),
         (
             format!("{job}/deployments/production"),
-            &["GET", "DELETE"],
+            &["GET", "PATCH", "DELETE"],
             METHOD,
         ),
         ("/data-jobs/sync/reports".into(), &["GET"], METHOD),
@@ -1419,7 +1419,9 @@ fn body_cases(w: &World, cases: &mut Vec<Case>) {
         schedule(json!("*/99999999999 * * * *")),
         schedule(json!("5-1 * * * *")),
         schedule(json!("* * * * MON-")),
-        schedule(json!("*  * * * *")),
+        // Fields may be separated by any run of whitespace, as the cluster's parser splits them;
+        // a zero-width space is not whitespace to it.
+        schedule(json!("*\u{200b}* * * *")),
         schedule(json!("@every 5m")),
         schedule(json!("\u{0} * * * *")),
         schedule(json!("١ * * * *")),

@@ -233,14 +233,28 @@ fn dry_run_causes(values: &[String]) -> Vec<crate::status::Cause> {
     }]
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = v.split_once(' ')?;
-    if scheme.eq_ignore_ascii_case("bearer") {
-        Some(token.trim())
-    } else {
-        None
+/// The bearer credential of a request, read as kube-apiserver's bearer-token authenticator
+/// reads it: `None` when there is none (no `Authorization` header, another scheme, or an empty
+/// token), which makes the request anonymous; `Some(Err(()))` for a token that cannot be one (not
+/// text), which fails authentication like any unknown token.
+fn bearer_credential(headers: &HeaderMap) -> Option<Result<&str, ()>> {
+    let raw = headers.get(header::AUTHORIZATION)?.as_bytes();
+    let raw = raw.trim_ascii();
+    let split = raw.iter().position(|b| *b == b' ')?;
+    let (scheme, rest) = raw.split_at(split);
+    if !scheme.eq_ignore_ascii_case(b"bearer") {
+        return None;
     }
+    let token = rest[1..].split(|b| *b == b' ').next().unwrap_or_default();
+    if token.is_empty() {
+        return None;
+    }
+    Some(std::str::from_utf8(token).map_err(|_| ()))
+}
+
+/// The bearer token of a request, if it has a usable one.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    bearer_credential(headers)?.ok()
 }
 
 /// The service entry point.
@@ -443,10 +457,11 @@ fn header_values(headers: &HeaderMap, name: &str) -> Vec<String> {
 
 /// Authenticates the caller and applies impersonation.
 fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<Arc<UserInfo>, ApiError> {
-    let user = match bearer(headers) {
-        Some(token) => shared
+    let user = match bearer_credential(headers) {
+        Some(Ok(token)) => shared
             .user_for_token(token)
             .ok_or_else(ApiError::unauthorized)?,
+        Some(Err(())) => return Err(ApiError::unauthorized()),
         // A real server's default (`--anonymous-auth=true`): a request without credentials is
         // system:anonymous's, which RBAC then refuses everything but health and version. A
         // token that does not authenticate stays a 401.
@@ -2291,4 +2306,40 @@ fn review(
         json!({"allowed": false})
     };
     Ok(respond_value(201, &body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_authorization(value: &[u8]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::AUTHORIZATION,
+            header::HeaderValue::from_bytes(value).expect("a header value"),
+        );
+        headers
+    }
+
+    #[test]
+    fn bearer_credentials_are_read_as_the_real_authenticator_reads_them() {
+        assert_eq!(bearer_credential(&HeaderMap::new()), None);
+        assert_eq!(
+            bearer_credential(&with_authorization(b"Bearer abc")),
+            Some(Ok("abc"))
+        );
+        assert_eq!(
+            bearer_credential(&with_authorization(b"bearer abc extra")),
+            Some(Ok("abc"))
+        );
+        // Not a bearer credential at all: the request is anonymous.
+        for anonymous in [&b"Basic dXNlcjpwdw=="[..], b"Bearer", b"Bearer  abc"] {
+            assert_eq!(bearer_credential(&with_authorization(anonymous)), None);
+        }
+        // A token that is not text fails authentication; it never makes the caller anonymous.
+        assert_eq!(
+            bearer_credential(&with_authorization(b"Bearer t\xf6ken")),
+            Some(Err(()))
+        );
+    }
 }
