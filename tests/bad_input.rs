@@ -639,7 +639,7 @@ fn method_cases(w: &World, cases: &mut Vec<Case>) {
             NO_ROUTE,
         ),
         (team.clone(), &["GET", "POST"], METHOD),
-        (job.clone(), &["GET", "DELETE"], METHOD),
+        (job.clone(), &["GET", "PUT", "DELETE"], METHOD),
         (format!("{job}/deployments"), &["GET", "POST"], METHOD),
         (
             format!("{job}/deployments/production"),

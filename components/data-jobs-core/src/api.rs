@@ -55,6 +55,9 @@ pub fn handle(host: &dyn Host, req: &Request) -> Response {
         ("POST", ["data-jobs", "for-team", team, "jobs"]) => ctx.create_job(team, &req.body),
         ("GET", ["data-jobs", "for-team", team, "jobs"]) => ctx.list_jobs(team),
         ("GET", ["data-jobs", "for-team", team, "jobs", job]) => ctx.get_job(team, job),
+        ("PUT", ["data-jobs", "for-team", team, "jobs", job]) => {
+            ctx.update_job(team, job, &req.body)
+        }
         ("DELETE", ["data-jobs", "for-team", team, "jobs", job]) => ctx.delete_job(team, job),
         ("POST", ["data-jobs", "for-team", team, "jobs", job, "deployments"]) => {
             ctx.set_deployment(team, job, &req.body)
@@ -236,6 +239,74 @@ fn optional_string<'j>(
     }
 }
 
+/// The largest job `config` stored, as JSON text.
+const MAX_CONFIG_BYTES: usize = 64 * 1024;
+
+/// The fields of a job body that create and update share: the team (which must be the path's
+/// when given), the description, and the config. The config is kept whole, so VDK's other
+/// settings (contacts, notifications, …) read back as they were sent; its schedule is checked
+/// and always present (empty when the job has none).
+fn job_fields(m: &serde_json::Map<String, Json>, team: &str) -> Result<(String, Json), Response> {
+    if optional_string(m, "team")?.is_some_and(|t| t != team) {
+        return Err(cf::unprocessable(
+            "team in the body does not match the path",
+        ));
+    }
+    let description = optional_string(m, "description")?.unwrap_or_default();
+    if description.len() > 4000 {
+        return Err(cf::unprocessable(
+            "description is longer than 4000 characters",
+        ));
+    }
+    // PostgreSQL cannot store NUL in text (SQLite can): refused alike on both.
+    if description.contains('\0') {
+        return Err(cf::unprocessable(
+            "description must not contain NUL characters",
+        ));
+    }
+    let mut config = match m.get("config") {
+        None | Some(Json::Null) => serde_json::Map::new(),
+        Some(Json::Object(c)) => c.clone(),
+        Some(_) => return Err(cf::unprocessable("config must be an object")),
+    };
+    let schedule = match config.get("schedule") {
+        None | Some(Json::Null) => None,
+        Some(Json::Object(s)) => match s.get("schedule_cron") {
+            None | Some(Json::Null) => None,
+            Some(Json::String(s)) => Some(s.clone()),
+            Some(_) => {
+                return Err(cf::unprocessable(
+                    "config.schedule.schedule_cron must be a string",
+                ));
+            }
+        },
+        Some(_) => return Err(cf::unprocessable("config.schedule must be an object")),
+    };
+    if let Some(s) = &schedule
+        && !model::valid_schedule(s)
+    {
+        return Err(cf::unprocessable(format!(
+            "config.schedule.schedule_cron `{s}` is not a valid five-field cron schedule"
+        )));
+    }
+    let mut schedule_object = match config.remove("schedule") {
+        Some(Json::Object(o)) => o,
+        _ => serde_json::Map::new(),
+    };
+    schedule_object.insert(
+        "schedule_cron".into(),
+        Json::String(schedule.unwrap_or_default()),
+    );
+    config.insert("schedule".into(), Json::Object(schedule_object));
+    let config = Json::Object(config);
+    if config.to_string().len() > MAX_CONFIG_BYTES {
+        return Err(cf::unprocessable(format!(
+            "config is longer than {MAX_CONFIG_BYTES} bytes as JSON"
+        )));
+    }
+    Ok((description.to_string(), config))
+}
+
 type Answer = Result<Response, SqlError>;
 
 impl Ctx<'_> {
@@ -324,55 +395,10 @@ impl Ctx<'_> {
                 "job_name must be 1-45 characters of a-z, 0-9 and '-', starting with a letter",
             ));
         }
-        match optional_string(&m, "team") {
-            Ok(Some(t)) if t != team => {
-                return Ok(cf::unprocessable(
-                    "team in the body does not match the path",
-                ));
-            }
-            Ok(_) => {}
-            Err(r) => return Ok(r),
-        }
-        let description = match optional_string(&m, "description") {
-            Ok(d) => d.unwrap_or_default(),
+        let (description, config) = match job_fields(&m, team) {
+            Ok(fields) => fields,
             Err(r) => return Ok(r),
         };
-        if description.len() > 4000 {
-            return Ok(cf::unprocessable(
-                "description is longer than 4000 characters",
-            ));
-        }
-        // PostgreSQL cannot store NUL in text (SQLite can): refused alike on both.
-        if description.contains('\0') {
-            return Ok(cf::unprocessable(
-                "description must not contain NUL characters",
-            ));
-        }
-        let schedule = match m.get("config") {
-            None | Some(Json::Null) => None,
-            Some(Json::Object(c)) => match c.get("schedule") {
-                None | Some(Json::Null) => None,
-                Some(Json::Object(s)) => match s.get("schedule_cron") {
-                    None | Some(Json::Null) => None,
-                    Some(Json::String(s)) => Some(s.as_str()),
-                    Some(_) => {
-                        return Ok(cf::unprocessable(
-                            "config.schedule.schedule_cron must be a string",
-                        ));
-                    }
-                },
-                Some(_) => return Ok(cf::unprocessable("config.schedule must be an object")),
-            },
-            Some(_) => return Ok(cf::unprocessable("config must be an object")),
-        };
-        if let Some(s) = schedule
-            && !model::valid_schedule(s)
-        {
-            return Ok(cf::unprocessable(format!(
-                "config.schedule.schedule_cron `{s}` is not a valid five-field cron schedule"
-            )));
-        }
-        let config = json!({ "schedule": { "schedule_cron": schedule.unwrap_or_default() } });
         let uid = self.host.new_uuid();
         let inserted = self.host.execute(
             "INSERT INTO data_job (uid, team, name, description, config, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
@@ -380,7 +406,7 @@ impl Ctx<'_> {
                 uid.clone().into(),
                 team.into(),
                 name.into(),
-                description.into(),
+                description.clone().into(),
                 config.to_string().into(),
                 self.host.now_ms().into(),
             ],
@@ -401,7 +427,7 @@ impl Ctx<'_> {
             uid,
             team: team.into(),
             name: name.into(),
-            description: description.into(),
+            description,
             config,
         };
         Ok(Response::json(201, &job.to_json()).with_header(
@@ -420,6 +446,45 @@ impl Ctx<'_> {
         )?;
         let jobs: Vec<Json> = rows.iter().map(|r| job_from_row(r).to_json()).collect();
         Ok(Response::json(200, &jobs))
+    }
+
+    /// VDK's job update: the description and config are replaced by the body's. The job's
+    /// name (and team) in the body must be the path's. A deployment keeps its own schedule.
+    fn update_job(&self, team: &str, name: &str, body: &[u8]) -> Answer {
+        let Some(job) = self.find_job(team, name)? else {
+            return Ok(job_not_found());
+        };
+        let m = match parse_body(body) {
+            Ok(m) => m,
+            Err(r) => return Ok(r),
+        };
+        match optional_string(&m, "job_name") {
+            Ok(Some(n)) if n != name => {
+                return Ok(cf::unprocessable(
+                    "job_name in the body does not match the path",
+                ));
+            }
+            Ok(_) => {}
+            Err(r) => return Ok(r),
+        }
+        let (description, config) = match job_fields(&m, team) {
+            Ok(fields) => fields,
+            Err(r) => return Ok(r),
+        };
+        self.host.execute(
+            "UPDATE data_job SET description = $2, config = $3 WHERE uid = $1",
+            &[
+                job.uid.clone().into(),
+                description.clone().into(),
+                config.to_string().into(),
+            ],
+        )?;
+        let job = Job {
+            description,
+            config,
+            ..job
+        };
+        Ok(Response::json(200, &job.to_json()))
     }
 
     fn get_job(&self, team: &str, name: &str) -> Answer {

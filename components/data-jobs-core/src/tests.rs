@@ -564,4 +564,69 @@ mod flows {
         kube.finalize("CronJob", "data-jobs", &name);
         assert_eq!(call(&host, "GET", &guid, None).1["state"], "COMPLETE");
     }
+
+    #[test]
+    fn a_job_keeps_its_whole_config_and_is_updated_with_put() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        let config = json!({
+            "schedule": {"schedule_cron": "0 * * * *"},
+            "contacts": {"notified_on_job_failure_user_error": ["a@example.com"]},
+            "enable_execution_notifications": true,
+            "notification_delay_period_minutes": 240,
+        });
+        let (status, created) = call(
+            &host,
+            "POST",
+            "/data-jobs/for-team/t/jobs",
+            Some(json!({"job_name": "ingest", "config": config})),
+        );
+        assert_eq!(status, 201, "{created}");
+        let (_, read) = call(&host, "GET", "/data-jobs/for-team/t/jobs/ingest", None);
+        assert_eq!(read["config"], config, "VDK's settings read back as sent");
+        let path = "/data-jobs/for-team/t/jobs/ingest";
+        let (status, updated) = call(
+            &host,
+            "PUT",
+            path,
+            Some(
+                json!({"job_name": "ingest", "team": "t", "description": "nightly",
+                        "config": {"schedule": {"schedule_cron": "5 4 * * *"}}}),
+            ),
+        );
+        assert_eq!(status, 200, "{updated}");
+        let (_, read) = call(&host, "GET", path, None);
+        assert_eq!(read["description"], "nightly");
+        assert_eq!(
+            read["config"],
+            json!({"schedule": {"schedule_cron": "5 4 * * *"}})
+        );
+        assert_eq!(read["uid"], created["uid"], "the same job");
+        for (body, status) in [
+            (json!({"job_name": "other"}), 422),
+            (json!({"team": "u"}), 422),
+            (
+                json!({"config": {"schedule": {"schedule_cron": "not cron"}}}),
+                422,
+            ),
+            (json!([]), 400),
+        ] {
+            assert_eq!(
+                call(&host, "PUT", path, Some(body.clone())).0,
+                status,
+                "{body}"
+            );
+        }
+        assert_eq!(
+            call(
+                &host,
+                "PUT",
+                "/data-jobs/for-team/t/jobs/absent",
+                Some(json!({}))
+            )
+            .0,
+            404
+        );
+        assert_eq!(call(&host, "GET", path, None).1["description"], "nightly");
+    }
 }

@@ -140,6 +140,33 @@ impl Query {
         matches!(self.get(k), Some("true") | Some("1") | Some(""))
     }
 
+    /// The deprecated `/watch/` form of a resource path (still served by v1.32): the path after
+    /// `watch`, as the watch it stands for. A named object's watch is a watch of its collection
+    /// selected by that name. `None` for a path that is neither.
+    fn deprecated_watch<'a>(&mut self, watched: &[&'a str]) -> Option<Vec<&'a str>> {
+        let (prefix, parts) = match watched {
+            ["namespaces", _, tail @ ..] if !tail.is_empty() => watched.split_at(2),
+            _ => watched.split_at(0),
+        };
+        let mut rest = prefix.to_vec();
+        match parts {
+            [resource] => rest.push(resource),
+            [resource, name] => {
+                rest.push(resource);
+                let by_name = format!("metadata.name={name}");
+                match self.0.iter_mut().find(|(k, _)| k == "fieldSelector") {
+                    Some((_, v)) if !v.is_empty() => *v = format!("{by_name},{v}"),
+                    Some((_, v)) => *v = by_name,
+                    None => self.0.push(("fieldSelector".into(), by_name)),
+                }
+            }
+            _ => return None,
+        }
+        self.0.retain(|(k, _)| k != "watch");
+        self.0.push(("watch".into(), "true".into()));
+        Some(rest)
+    }
+
     fn dry_run(&self) -> bool {
         self.0.iter().any(|(k, v)| k == "dryRun" && v == "All")
     }
@@ -628,7 +655,7 @@ async fn serve(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>
         .map(decode)
         .collect();
     let s: Vec<&str> = segs.iter().map(String::as_str).collect();
-    let query = Query::parse(req.uri().query());
+    let mut query = Query::parse(req.uri().query());
     // Resource requests.
     let resource_req = match s.as_slice() {
         ["api", "v1", rest @ ..] if !rest.is_empty() => Some(("", "v1", rest)),
@@ -636,6 +663,15 @@ async fn serve(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>
         _ => None,
     };
     if let Some((group, version, rest)) = resource_req {
+        if let ["watch", watched @ ..] = rest
+            && !watched.is_empty()
+            && req.method() == Method::GET
+        {
+            let Some(rest) = query.deprecated_watch(watched) else {
+                return Err(ApiError::path_not_found());
+            };
+            return resource_request(shared, &user, req, group, version, &rest, &query).await;
+        }
         return resource_request(shared, &user, req, group, version, rest, &query).await;
     }
     // Non-resource requests.

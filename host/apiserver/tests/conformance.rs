@@ -879,6 +879,55 @@ async fn watch_from_a_resource_version_sees_added_modified_deleted() {
     c.shutdown().await;
 }
 
+/// The deprecated `/watch/` paths, still served by v1.32: a collection's, and a named object's.
+#[tokio::test]
+async fn deprecated_watch_paths_watch_the_collection_or_the_named_object() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("oldwatch").await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    let rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    for name in ["a", "b"] {
+        api.create(&PostParams::default(), &cm(name, json!({})))
+            .await
+            .unwrap();
+    }
+    let names = |path: String| {
+        let client = c.client.clone();
+        async move {
+            let events: Vec<Result<WatchEvent<ConfigMap>, kube::Error>> = client
+                .request_events::<ConfigMap>(http::Request::get(path).body(Vec::new()).unwrap())
+                .await
+                .unwrap()
+                .collect()
+                .await;
+            events
+                .into_iter()
+                .filter_map(|e| match e.expect("an event") {
+                    WatchEvent::Added(o) => o.metadata.name,
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    let all = names(format!(
+        "/api/v1/watch/namespaces/{ns}/configmaps?labelSelector={OURS}&resourceVersion={rv}&timeoutSeconds=1"
+    ))
+    .await;
+    assert_eq!(all, ["a", "b"]);
+    let one = names(format!(
+        "/api/v1/watch/namespaces/{ns}/configmaps/b?resourceVersion={rv}&timeoutSeconds=1"
+    ))
+    .await;
+    assert_eq!(one, ["b"]);
+    c.shutdown().await;
+}
+
 #[tokio::test]
 async fn watch_sees_live_events_after_it_starts() {
     let c = TestCluster::new().await;
