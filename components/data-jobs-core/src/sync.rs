@@ -935,32 +935,26 @@ impl Pass<'_> {
                 self.settings.namespace
             )));
         }
-        let body = model::render_cronjob(&CronJobParams {
-            namespace: &self.settings.namespace,
-            team: &d.team,
-            job_name: &d.job_name,
-            job_uid: uid,
-            spec: &d.spec,
-            hash: &d.hash,
-            resource_version: Some(&existing.resource_version),
-        });
-        self.writes += 1;
-        match self
-            .kube
-            .replace(cronjob_ref(&self.settings.namespace, name), &body)
-        {
-            Ok(obj) => {
-                report.updated += 1;
-                self.write_actual(uid, d, Recorded::of(&obj), None, report)
-            }
-            Err(e) => Step::Failed(e),
-        }
+        self.replace(uid, d, name, &existing.resource_version, report)
     }
 
     fn update(&mut self, uid: &str, item: &Item, index: usize, report: &mut Report) -> Step {
         let (Some(d), Some(live)) = (&item.desired, item.live.get(index)) else {
             return Step::Done;
         };
+        self.replace(uid, d, &live.name, &live.resource_version, report)
+    }
+
+    /// Replaces CronJob `name`, as it was at `resource_version`, with the desired one, then
+    /// records it.
+    fn replace(
+        &mut self,
+        uid: &str,
+        d: &Desired,
+        name: &str,
+        resource_version: &str,
+        report: &mut Report,
+    ) -> Step {
         let body = model::render_cronjob(&CronJobParams {
             namespace: &self.settings.namespace,
             team: &d.team,
@@ -968,12 +962,12 @@ impl Pass<'_> {
             job_uid: uid,
             spec: &d.spec,
             hash: &d.hash,
-            resource_version: Some(&live.resource_version),
+            resource_version: Some(resource_version),
         });
         self.writes += 1;
         match self
             .kube
-            .replace(cronjob_ref(&self.settings.namespace, &live.name), &body)
+            .replace(cronjob_ref(&self.settings.namespace, name), &body)
         {
             Ok(obj) => {
                 report.updated += 1;

@@ -581,23 +581,21 @@ fn missing_rules(inner: &Inner, user: &UserInfo, ns: &str, rules: &Value) -> Vec
     let mut missing = Vec::new();
     for rule in rules.as_array().into_iter().flatten() {
         let verbs = list(rule, "verbs");
+        // The verbs of the rule that `user` may not use on what `attributes` names.
+        let lacking = |attributes: &dyn Fn(&str) -> Attributes| -> Vec<String> {
+            verbs
+                .iter()
+                .filter(|v| !authorize_in(inner, user, &attributes(v)))
+                .cloned()
+                .collect()
+        };
         let urls = list(rule, "nonResourceURLs");
         for url in &urls {
-            let lacking: Vec<String> = verbs
-                .iter()
-                .filter(|v| {
-                    !authorize_in(
-                        inner,
-                        user,
-                        &Attributes {
-                            verb: (*v).clone(),
-                            path: url.clone(),
-                            ..Default::default()
-                        },
-                    )
-                })
-                .cloned()
-                .collect();
+            let lacking = lacking(&|verb| Attributes {
+                verb: verb.into(),
+                path: url.clone(),
+                ..Default::default()
+            });
             if !lacking.is_empty() {
                 missing.push(format!(
                     "{{NonResourceURLs:{}, Verbs:{}}}",
@@ -619,26 +617,16 @@ fn missing_rules(inner: &Inner, user: &UserInfo, ns: &str, rules: &Value) -> Vec
                     None => (resource.clone(), String::new()),
                 };
                 for name in &names {
-                    let lacking: Vec<String> = verbs
-                        .iter()
-                        .filter(|v| {
-                            !authorize_in(
-                                inner,
-                                user,
-                                &Attributes {
-                                    verb: (*v).clone(),
-                                    resource_request: true,
-                                    group: group.clone(),
-                                    resource: base.clone(),
-                                    subresource: sub.clone(),
-                                    name: name.clone().unwrap_or_default(),
-                                    namespace: ns.into(),
-                                    path: String::new(),
-                                },
-                            )
-                        })
-                        .cloned()
-                        .collect();
+                    let lacking = lacking(&|verb| Attributes {
+                        verb: verb.into(),
+                        resource_request: true,
+                        group: group.clone(),
+                        resource: base.clone(),
+                        subresource: sub.clone(),
+                        name: name.clone().unwrap_or_default(),
+                        namespace: ns.into(),
+                        path: String::new(),
+                    });
                     if lacking.is_empty() {
                         continue;
                     }

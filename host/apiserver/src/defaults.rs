@@ -708,7 +708,12 @@ mod tests {
         let def = def(plural);
         let mut v = json!({"metadata": {"name": "x", "uid": "u"}, "spec": spec});
         apply(&def, &mut v);
-        match validate(&def, &v) {
+        validation_causes(&def, &v)
+    }
+
+    /// The causes (field and message) of validating `v` as a `def`.
+    fn validation_causes(def: &ResourceDef, v: &Value) -> Vec<(String, String)> {
+        match validate(def, v) {
             Ok(()) => vec![],
             Err(e) => e
                 .details
@@ -740,16 +745,7 @@ mod tests {
             .find(|d| d.group == group && d.plural == plural)
             .cloned()
             .expect("built in");
-        match validate(&def, &v) {
-            Ok(()) => vec![],
-            Err(e) => e
-                .details
-                .map(|d| d.causes)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|c| (c.field, c.message))
-                .collect(),
-        }
+        validation_causes(&def, &v)
     }
 
     #[test]
