@@ -300,6 +300,7 @@ pub fn pass(store: &Store, info: &ClusterInfo) -> bool {
             if crs.is_empty() {
                 changed |= ops::remove_finalizer(store, &it.def, "", &it.name, CRD_CLEANUP);
             } else {
+                changed |= crd_terminating(store, &it.def, &it.name);
                 changed |= delete_all(store, &crs);
             }
             continue;
@@ -450,6 +451,38 @@ fn namespace_conditions(store: &Store, def: &ResourceDef, ns: &str, contents: &[
                 c
             })
             .collect();
+        let mut v = cur.value.clone();
+        ops::set_in(&mut v, &["status", "conditions"], Value::Array(conditions));
+        Ok((Change::Put(v), true))
+    });
+    matches!(res, Ok((_, true)))
+}
+
+/// Marks a CRD whose instances are being deleted as the CRD finalizer does: condition
+/// `Terminating` (reason `InstanceDeletionInProgress`). `true` when it changed.
+fn crd_terminating(store: &Store, def: &ResourceDef, name: &str) -> bool {
+    let res = store.mutate(def.key(), "", name, |cur, _| {
+        let Some(cur) = cur else {
+            return Ok((Change::Keep, false));
+        };
+        let mut conditions: Vec<Value> = cur.value["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if conditions
+            .iter()
+            .any(|c| c["type"] == "Terminating" && c["status"] == "True")
+        {
+            return Ok((Change::Keep, false));
+        }
+        conditions.retain(|c| c["type"] != "Terminating");
+        conditions.push(serde_json::json!({
+            "type": "Terminating",
+            "status": "True",
+            "lastTransitionTime": ops::now(),
+            "reason": "InstanceDeletionInProgress",
+            "message": "CustomResource deletion is in progress",
+        }));
         let mut v = cur.value.clone();
         ops::set_in(&mut v, &["status", "conditions"], Value::Array(conditions));
         Ok((Change::Put(v), true))

@@ -1330,9 +1330,16 @@ async fn resource_request(
     let served = |e: ApiError| as_served(&def, &stored, e);
     if def.custom
         && let Some(crd) = store.get(CRD_KEY, "", &format!("{}.{}", def.plural, def.group), false)
-        && let Some(warning) = resources::crd_deprecation_warning(&crd.value, &def.version)
     {
-        ops::warn(warning);
+        if let Some(warning) = resources::crd_deprecation_warning(&crd.value, &def.version) {
+            ops::warn(warning);
+        }
+        // A CRD being deleted takes no new instances while its old ones are removed.
+        if verb == "create" && crd.deleting() {
+            let mut e = ApiError::method_not_allowed(&def.group, &def.plural);
+            e.message = "create not allowed while custom resource definition is terminating".into();
+            return Err(e);
+        }
     }
     let user_agent = req
         .headers()

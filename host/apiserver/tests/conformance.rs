@@ -1361,9 +1361,13 @@ async fn cluster_scoped_custom_resources_and_crd_deletion_removes_them() {
     )
     .await
     .unwrap();
+    // An instance held by a finalizer keeps the CRD terminating.
+    let mut held = widget(&ar, "held", json!({"spec": {}}));
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    api.create(&PostParams::default(), &held).await.unwrap();
     assert_eq!(
         api.list(&ListParams::default()).await.unwrap().items.len(),
-        1
+        2
     );
     let crds: Api<CustomResourceDefinition> = Api::all(c.client.clone());
     let crd_name = format!("{}.{}", ar.plural, ar.group);
@@ -1379,6 +1383,47 @@ async fn cluster_scoped_custom_resources_and_crd_deletion_removes_them() {
     crds.delete(&crd_name, &DeleteParams::default())
         .await
         .unwrap();
+    let terminating = eventually(30, || {
+        let crds = crds.clone();
+        let n = crd_name.clone();
+        async move {
+            let crd = crds.get(&n).await.unwrap();
+            crd.status?
+                .conditions?
+                .into_iter()
+                .find(|c| c.type_ == "Terminating" && c.status == "True")
+        }
+    })
+    .await;
+    assert_eq!(
+        terminating.reason.as_deref(),
+        Some("InstanceDeletionInProgress")
+    );
+    // No new instances while the old ones go.
+    let refused = api
+        .create(
+            &PostParams::default(),
+            &widget(&ar, "late", json!({"spec": {}})),
+        )
+        .await
+        .unwrap_err();
+    match refused {
+        kube::Error::Api(s) => assert_eq!(
+            (s.code, s.message.as_str()),
+            (
+                405,
+                "create not allowed while custom resource definition is terminating"
+            )
+        ),
+        other => panic!("{other:?}"),
+    }
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     eventually(30, || {
         let crds = crds.clone();
         let n = crd_name.clone();
