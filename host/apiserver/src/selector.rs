@@ -398,6 +398,14 @@ impl FieldSelector {
         self.reqs.is_empty()
     }
 
+    /// The value `field` must equal, if the selector requires one (Go's `RequiresExactMatch`).
+    pub fn exact_match(&self, field: &str) -> Option<&str> {
+        self.reqs
+            .iter()
+            .find(|(path, eq, _)| *eq && path.join(".") == field)
+            .map(|(_, _, value)| value.as_str())
+    }
+
     /// The field paths the selector names (`metadata.name`, ...).
     pub fn fields(&self) -> impl Iterator<Item = String> + '_ {
         self.reqs.iter().map(|(path, _, _)| path.join("."))

@@ -1303,13 +1303,24 @@ async fn resource_request(
     } else {
         t.namespace.clone()
     };
+    // A list or watch of one object by name is authorized as a request for that name, as the
+    // real server's request info reads it from the field selector (`kubectl get x NAME -w`).
+    let selected_name = if t.name.is_empty() && matches!(verb, "list" | "watch") {
+        query
+            .get("fieldSelector")
+            .and_then(|s| FieldSelector::parse(s).ok())
+            .and_then(|s| s.exact_match("metadata.name").map(str::to_string))
+            .filter(|n| !n.is_empty() && n != "." && n != ".." && !n.contains(['/', '%']))
+    } else {
+        None
+    };
     let attrs = Attributes {
         verb: verb.to_string(),
         resource_request: true,
         group: def.group.clone(),
         resource: def.plural.clone(),
         subresource: t.sub.clone(),
-        name: t.name.clone(),
+        name: selected_name.unwrap_or_else(|| t.name.clone()),
         namespace: auth_ns,
         path: String::new(),
     };
@@ -1318,7 +1329,7 @@ async fn resource_request(
         return Err(ApiError::forbidden(
             &def.group,
             &def.plural,
-            &t.name,
+            &attrs.name,
             &attrs.forbidden_reason(&user.name),
         ));
     }

@@ -3255,6 +3255,68 @@ async fn bindings_keep_their_role_and_name_their_subjects_as_on_a_real_cluster()
     c.shutdown().await;
 }
 
+/// A list or watch selecting one object by name is authorized as a request for that name, so a
+/// role limited to some resource names can still list and watch them one by one.
+#[tokio::test]
+async fn lists_by_name_are_authorized_for_that_name() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("byname").await;
+    let user = format!("named-{}", suffix());
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "one-map"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["mine"],
+                   "verbs": ["get", "list", "watch"]}],
+    }))
+    .unwrap();
+    Api::<Role>::namespaced(c.client.clone(), &ns)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "one-map"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "one-map"},
+        "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(c.client.clone(), &ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let admin: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
+    for name in ["mine", "theirs"] {
+        admin
+            .create(&PostParams::default(), &cm(name, json!({})))
+            .await
+            .unwrap();
+    }
+    let maps: Api<ConfigMap> = Api::namespaced(c.client_as(&user, &["system:authenticated"]), &ns);
+    let mine = eventually(10, || {
+        let maps = maps.clone();
+        async move {
+            maps.list(&ListParams::default().fields("metadata.name=mine"))
+                .await
+                .ok()
+        }
+    })
+    .await;
+    assert_eq!(mine.items.len(), 1);
+    let e = status_of(
+        maps.list(&ListParams::default().fields("metadata.name=theirs"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 403);
+    assert!(
+        e.message
+            .starts_with("configmaps \"theirs\" is forbidden: User"),
+        "{}",
+        e.message
+    );
+    let e = status_of(maps.list(&ListParams::default()).await.unwrap_err());
+    assert_eq!(e.code, 403, "{}", e.message);
+    c.shutdown().await;
+}
+
 /// RBAC's escalation prevention: a user who may write roles and bindings may still only grant
 /// permissions they hold, unless they may `escalate` roles or `bind` the role.
 #[tokio::test]
