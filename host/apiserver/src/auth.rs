@@ -251,20 +251,47 @@ fn role_rules<'a>(inner: &'a Inner, role_ref: &Value, binding_ns: &str) -> Optio
     }
 }
 
-fn binding_allows(
+/// What grants `a` to `user` through `binding` (in namespace `ns` for a RoleBinding, empty for a
+/// ClusterRoleBinding), described as RBAC describes it in an allowed review's reason: the
+/// binding, its role and the first of its subjects that is the user.
+fn binding_grant(
     inner: &Inner,
     binding: &Value,
     ns: &str,
     user: &UserInfo,
     a: &Attributes,
-) -> bool {
-    let subjects = binding["subjects"].as_array();
-    if !subjects.is_some_and(|s| s.iter().any(|s| subject_matches(s, user, ns))) {
-        return false;
-    }
-    role_rules(inner, &binding["roleRef"], ns)
+) -> Option<String> {
+    let subject = binding["subjects"]
+        .as_array()?
+        .iter()
+        .find(|s| subject_matches(s, user, ns))?;
+    let role_ref = &binding["roleRef"];
+    if !role_rules(inner, role_ref, ns)
         .and_then(Value::as_array)
         .is_some_and(|rules| rules.iter().any(|r| rule_allows(r, a)))
+    {
+        return None;
+    }
+    let name = binding["metadata"]["name"].as_str().unwrap_or_default();
+    let (kind, name) = if ns.is_empty() {
+        ("ClusterRoleBinding", name.to_string())
+    } else {
+        ("RoleBinding", format!("{name}/{ns}"))
+    };
+    let subject_kind = subject["kind"].as_str().unwrap_or_default();
+    let mut subject_name = subject["name"].as_str().unwrap_or_default().to_string();
+    if subject_kind == "ServiceAccount" {
+        let sa_ns = subject["namespace"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .unwrap_or(ns);
+        subject_name = format!("{subject_name}/{sa_ns}");
+    }
+    Some(format!(
+        "RBAC: allowed by {kind} {name:?} of {} {:?} to {subject_kind} {subject_name:?}",
+        role_ref["kind"].as_str().unwrap_or_default(),
+        role_ref["name"].as_str().unwrap_or_default(),
+    ))
 }
 
 /// RBAC: may `user` do `a`?
@@ -274,20 +301,27 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> bool {
 
 /// [`authorize`] against store contents already in hand (a write that checks its result).
 pub fn authorize_in(inner: &Inner, user: &UserInfo, a: &Attributes) -> bool {
+    allowed_by(inner, user, a).is_some()
+}
+
+/// Why `user` may do `a`, as an access review's reason: empty for `system:masters` (the
+/// privileged-group authorizer gives none), else the RBAC grant. `None` when they may not.
+pub fn allowed_by(inner: &Inner, user: &UserInfo, a: &Attributes) -> Option<String> {
     if user.is_master() {
-        return true;
+        return Some(String::new());
     }
-    if inner
+    if let Some(reason) = inner
         .entries("rbac.authorization.k8s.io/clusterrolebindings")
-        .any(|(_, b)| binding_allows(inner, &b.value, "", user, a))
+        .find_map(|(_, b)| binding_grant(inner, &b.value, "", user, a))
     {
-        return true;
+        return Some(reason);
     }
-    a.resource_request
-        && !a.namespace.is_empty()
-        && inner
-            .in_namespace("rbac.authorization.k8s.io/rolebindings", &a.namespace)
-            .any(|b| binding_allows(inner, &b.value, &a.namespace, user, a))
+    if !a.resource_request || a.namespace.is_empty() {
+        return None;
+    }
+    inner
+        .in_namespace("rbac.authorization.k8s.io/rolebindings", &a.namespace)
+        .find_map(|b| binding_grant(inner, &b.value, &a.namespace, user, a))
 }
 
 /// The rules that apply to `user` in `namespace` (for SelfSubjectRulesReview): resource rules

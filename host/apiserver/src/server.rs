@@ -2347,17 +2347,19 @@ fn review(
             field: "spec.resourceAttributes".into(),
         }]));
     };
-    let allowed = authorize(&shared.store, &subject, &attrs);
+    let allowed = shared
+        .store
+        .read(|inner| crate::auth::allowed_by(inner, &subject, &attrs));
     body["kind"] = json!(def.kind);
     body["apiVersion"] = json!(def.api_version());
     if !body["metadata"].is_object() {
         body["metadata"] = json!({});
     }
     body["metadata"]["creationTimestamp"] = Value::Null;
-    body["status"] = if allowed {
-        json!({"allowed": true, "reason": "RBAC: allowed"})
-    } else {
-        json!({"allowed": false})
+    body["status"] = match allowed {
+        Some(reason) if !reason.is_empty() => json!({"allowed": true, "reason": reason}),
+        Some(_) => json!({"allowed": true}),
+        None => json!({"allowed": false}),
     };
     Ok(respond_value(201, &body))
 }

@@ -1276,6 +1276,39 @@ async fn self_subject_access_review_answers_for_the_caller() {
         .await
         .unwrap();
     assert_eq!(nobody["status"]["allowed"], false);
+    // An allowed review says which binding allowed it, as RBAC words it.
+    let ns = c.namespace("review").await;
+    let reader = format!("reader-{}", suffix());
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "readers"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "User", "name": reader, "apiGroup": "rbac.authorization.k8s.io"}],
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(c.client.clone(), &ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let review = json!({
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "list", "resource": "configmaps", "namespace": ns}},
+    });
+    let req = http::Request::post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&review).unwrap())
+        .unwrap();
+    let read: Value = c
+        .client_as(&reader, &["system:authenticated"])
+        .request(req)
+        .await
+        .unwrap();
+    assert_eq!(
+        read["status"],
+        json!({"allowed": true, "reason": format!(
+            "RBAC: allowed by RoleBinding \"readers/{ns}\" of ClusterRole \"view\" to User \"{reader}\""
+        )})
+    );
     c.shutdown().await;
 }
 
