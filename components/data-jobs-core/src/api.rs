@@ -52,7 +52,7 @@ pub fn handle(host: &dyn Host, req: &Request) -> Response {
     let result = match (req.method.as_str(), segments.as_slice()) {
         ("GET", ["v3", "jobs", guid]) => ctx.job(&token, guid),
         ("GET", ["data-jobs", "sync", "reports"]) => ctx.reports(req),
-        ("POST", ["data-jobs", "for-team", team, "jobs"]) => ctx.create_job(team, &req.body),
+        ("POST", ["data-jobs", "for-team", team, "jobs"]) => ctx.create_job(team, req),
         ("GET", ["data-jobs", "for-team", team, "jobs"]) => ctx.list_jobs(team),
         ("GET", ["data-jobs", "for-team", team, "jobs", job]) => ctx.get_job(team, job),
         ("PUT", ["data-jobs", "for-team", team, "jobs", job]) => {
@@ -212,6 +212,15 @@ impl Job {
     }
 }
 
+fn malformed_query() -> Response {
+    cf::error(
+        400,
+        10005,
+        "CF-BadQueryParameter",
+        "the query string has a malformed percent-encoding",
+    )
+}
+
 fn job_not_found() -> Response {
     cf::not_found("Data job not found")
 }
@@ -343,12 +352,7 @@ impl Ctx<'_> {
 
     fn reports(&self, req: &Request) -> Answer {
         let Ok(limits) = req.query_values("limit") else {
-            return Ok(cf::error(
-                400,
-                10005,
-                "CF-BadQueryParameter",
-                "the query string has a malformed percent-encoding",
-            ));
+            return Ok(malformed_query());
         };
         let limit = match limits.first() {
             None => 10,
@@ -375,13 +379,13 @@ impl Ctx<'_> {
         Ok(Response::json(200, &reports))
     }
 
-    fn create_job(&self, team: &str, body: &[u8]) -> Answer {
+    fn create_job(&self, team: &str, req: &Request) -> Answer {
         if !model::valid_team(team) {
             return Ok(cf::unprocessable(
                 "team names are 1-45 characters of a-z, 0-9 and '-', starting and ending with a letter or digit",
             ));
         }
-        let m = match parse_body(body) {
+        let m = match parse_body(&req.body) {
             Ok(m) => m,
             Err(r) => return Ok(r),
         };
@@ -390,6 +394,16 @@ impl Ctx<'_> {
             Ok(None) => return Ok(cf::unprocessable("job_name is required")),
             Err(r) => return Ok(r),
         };
+        // VDK's create takes the name in the query too, and it must be the body's.
+        match req.query_values("name") {
+            Ok(names) if names.iter().all(|n| n == name) => {}
+            Ok(_) => {
+                return Ok(cf::unprocessable(
+                    "job_name must be the same as the name in the request URL query parameter",
+                ));
+            }
+            Err(_) => return Ok(malformed_query()),
+        }
         if !model::valid_job_name(name) {
             return Ok(cf::unprocessable(
                 "job_name must be 1-45 characters of a-z, 0-9 and '-', starting with a letter",

@@ -629,4 +629,23 @@ mod flows {
         );
         assert_eq!(call(&host, "GET", path, None).1["description"], "nightly");
     }
+
+    #[test]
+    fn a_name_in_the_create_query_must_be_the_bodys() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        let create = |query: &str| {
+            let req = Request {
+                method: "POST".into(),
+                path: "/data-jobs/for-team/t/jobs".into(),
+                query: query.into(),
+                headers: vec![("authorization".into(), b"Bearer t".to_vec())].into(),
+                body: json!({"job_name": "ingest"}).to_string().into_bytes(),
+            };
+            crate::api::handle(&host, &req).status
+        };
+        assert_eq!(create("name=other"), 422);
+        assert_eq!(create("name=%zz"), 400);
+        assert_eq!(create("name=ingest"), 201);
+    }
 }
