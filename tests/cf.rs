@@ -638,6 +638,23 @@ fn visible_org_that_is_not_being_deleted_has_no_job() {
     assert_eq!((r.status, r.cf_code()), (404, 10010), "{}", r.body);
 }
 
+/// `GET /whoami`, which the cf CLI calls before its commands on a Cloud Foundry on Kubernetes:
+/// the caller's user name and kind, from the cluster.
+#[test]
+fn whoami_names_the_caller_as_the_cluster_knows_them() {
+    let lethe = start(&[]);
+    let r = call(&lethe, "GET", "/whoami", Some(ALICE), None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"name": "alice", "kind": "User"})
+    );
+    let r = call(&lethe, "GET", "/whoami", None, None);
+    assert_eq!((r.status, r.cf_code()), (401, 10002), "{}", r.body);
+    let r = call(&lethe, "GET", "/whoami", Some("not-a-token"), None);
+    assert_eq!((r.status, r.cf_code()), (401, 1000), "{}", r.body);
+}
+
 #[test]
 fn root_and_v3_links_use_the_external_url() {
     let lethe = start(&[("LETHE_VAR_EXTERNAL_URL", "https://api.example.test")]);

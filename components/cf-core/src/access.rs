@@ -62,6 +62,28 @@ pub fn locate(kube: &dyn Kube, t: &ResourceType, guid: &str) -> Result<Option<Ob
     }
 }
 
+/// Whether the caller may create objects of type `t` in `namespace`, as the cluster answers a
+/// SelfSubjectAccessReview. `Err` only for an unusable token or an unreachable cluster.
+pub fn may_create(
+    kube: &dyn Kube,
+    caller: &Identity,
+    t: &ResourceType,
+    namespace: &str,
+) -> Result<bool, KubeError> {
+    let group = t.api_version.split_once('/').map_or("", |(g, _)| g);
+    let review = kube.create(
+        caller,
+        &serde_json::json!({
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {
+                "namespace": namespace, "verb": "create", "group": group, "resource": t.plural(),
+            }},
+        }),
+    )?;
+    Ok(review.json["status"]["allowed"] == true)
+}
+
 /// Whether the caller may see `object` (of type `t`). `Err` only for an unusable token
 /// (`Unauthorized`) or an unreachable cluster.
 pub fn visible(

@@ -27,6 +27,7 @@ pub fn handle(kube: &dyn Kube, env: &dyn Env, req: &Request) -> Response {
     let result = match (req.method.as_str(), segments.as_slice()) {
         ("GET", []) => Ok(Response::json(200, &root_links(&base))),
         ("GET", ["v3"]) => Ok(Response::json(200, &v3_links(&base))),
+        ("GET", ["whoami"]) => whoami(kube, req),
         (method, ["v3", collection @ ("organizations" | "spaces"), rest @ ..]) => {
             let type_name = if *collection == "organizations" {
                 "org"
@@ -85,6 +86,28 @@ fn resource_route(
         }
         _ => Err(HttpError::unknown_request()),
     }
+}
+
+/// Who the caller is, as Cloud Foundry on Kubernetes answers `GET /whoami` (Korifi's shape):
+/// the cf CLI asks it, since the root document says `cf_on_k8s`, to name the user in its output.
+/// The cluster says who the token is, through a SelfSubjectReview made as the caller.
+fn whoami(kube: &dyn Kube, req: &Request) -> Result<Response, HttpError> {
+    let caller = access::caller(req)?;
+    let review = kube
+        .create(
+            &caller,
+            &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
+        )
+        .map_err(|e| HttpError::from_kube(e, "User not found"))?;
+    let username = review.json["status"]["userInfo"]["username"]
+        .as_str()
+        .unwrap_or_default();
+    // A service account is named by its own name, as Korifi names it.
+    let (kind, name) = match username.strip_prefix("system:serviceaccount:") {
+        Some(rest) => ("ServiceAccount", rest.rsplit(':').next().unwrap_or(rest)),
+        None => ("User", username),
+    };
+    Ok(Response::json(200, &json!({"name": name, "kind": kind})))
 }
 
 /// The external base URL for links: configured, or the scheme and authority the request came to.
@@ -537,7 +560,11 @@ fn list(
         let keep = query.labels_match
             && !query.isolation_segment
             && in_time_range(&created, &query.times)
-            && query.names.as_ref().is_none_or(|n| n.contains(&name))
+            // Names match regardless of case, as Cloud Controller's name columns do.
+            && query
+                .names
+                .as_ref()
+                .is_none_or(|n| n.iter().any(|n| n.to_lowercase() == name.to_lowercase()))
             && query
                 .guids
                 .as_ref()
@@ -553,9 +580,10 @@ fn list(
     matching.sort_by(|a, b| {
         let by_field = match query.order {
             Order::CreatedAt => a.creation_timestamp.cmp(&b.creation_timestamp),
-            Order::Name => a
-                .str_at("/spec/displayName")
-                .cmp(&b.str_at("/spec/displayName")),
+            Order::Name => {
+                let name = |o: &Object| o.str_at("/spec/displayName").map(str::to_lowercase);
+                name(a).cmp(&name(b))
+            }
         };
         let ordering = by_field.then(a.target.name.cmp(&b.target.name));
         if query.descending {
@@ -765,6 +793,11 @@ fn create(
             other => other.map_err(kube_err)?,
         };
         if siblings.iter().any(same_name) {
+            // Cloud Controller checks the caller's right to create before the name: a caller
+            // who may not create spaces here is told that, not that the name is taken.
+            if !access::may_create(kube, caller, t, &org_guid).map_err(kube_err)? {
+                return Err(HttpError::not_authorized());
+            }
             return Err(HttpError::unprocessable(
                 "Name must be unique per organization",
             ));

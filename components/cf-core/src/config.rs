@@ -70,6 +70,14 @@ pub struct ResourceType {
     pub display: String,
 }
 
+impl ResourceType {
+    /// The resource's plural, as its CRD names it: the kind in lower case with an `s` (`orgs`,
+    /// `spaces`), which is how lethe's CRDs are named.
+    pub fn plural(&self) -> String {
+        format!("{}s", self.kind.to_lowercase())
+    }
+}
+
 /// All settings.
 #[derive(Debug, Clone)]
 pub struct Settings {

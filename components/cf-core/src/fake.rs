@@ -224,6 +224,42 @@ impl Kube for Fake {
     }
 
     fn create(&self, id: &Identity, object: &Json) -> Result<Object, KubeError> {
+        if object["kind"] == "SelfSubjectAccessReview" {
+            // Answered from the grants, whose kinds are the resources' kinds.
+            let attributes = &object["spec"]["resourceAttributes"];
+            let resource = attributes["resource"].as_str().unwrap_or_default();
+            let kind = self
+                .objects
+                .borrow()
+                .keys()
+                .map(|(kind, _, _)| kind.clone())
+                .find(|kind| format!("{}s", kind.to_lowercase()) == resource)
+                .unwrap_or_default();
+            let allowed = self
+                .check(
+                    id,
+                    attributes["verb"].as_str().unwrap_or_default(),
+                    &kind,
+                    attributes["namespace"].as_str(),
+                )
+                .is_ok();
+            let mut review = object.clone();
+            review["status"] = json!({ "allowed": allowed });
+            return Ok(object_from_json(review));
+        }
+        if object["kind"] == "SelfSubjectReview" {
+            // Every authenticated caller may ask who they are; a token here is its user.
+            let user = match id {
+                Identity::Caller(token) if token == "bad" => {
+                    return Err(KubeError::Unauthorized("Unauthorized".into()));
+                }
+                Identity::Caller(token) => token.clone(),
+                Identity::Privileged => "system:serviceaccount:lethe:host".into(),
+            };
+            let mut review = object.clone();
+            review["status"] = json!({"userInfo": {"username": user}});
+            return Ok(object_from_json(review));
+        }
         let key = key_of(object);
         self.check(
             id,

@@ -326,6 +326,58 @@ fn names_are_unique_without_case_and_have_no_control_characters() {
         post("/v3/spaces", "admin", &space),
         (422, "Name must be unique per organization".to_string())
     );
+    // The right to create comes before the name, as in Cloud Controller: an org user who may
+    // see the org but not create spaces in it is refused, even for a taken name.
+    assert_eq!(
+        post("/v3/spaces", "orguser", &space),
+        (
+            403,
+            "You are not authorized to perform the requested action".to_string()
+        )
+    );
+    assert_eq!(
+        post("/v3/spaces", "manager", &space),
+        (422, "Name must be unique per organization".to_string())
+    );
+}
+
+#[test]
+fn names_filter_and_sort_regardless_of_case() {
+    let (fake, _) = setup();
+    for name in ["Zed", "alpha"] {
+        let r = api::handle(
+            &fake,
+            &fake,
+            &api_request(
+                "POST",
+                "/v3/organizations",
+                Some("admin"),
+                &format!(r#"{{"name":"{name}"}}"#),
+            ),
+        );
+        assert_eq!(r.status, 201);
+    }
+    let names = |query: &str| -> Vec<String> {
+        let r = api::handle(
+            &fake,
+            &fake,
+            &api_request(
+                "GET",
+                &format!("/v3/organizations?{query}"),
+                Some("admin"),
+                "",
+            ),
+        );
+        r.json_body().expect("json")["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .map(|o| o["name"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(names("names=ZED,O"), ["o", "Zed"]);
+    assert_eq!(names("order_by=name"), ["alpha", "o", "Zed"]);
+    assert_eq!(names("order_by=-name"), ["Zed", "o", "alpha"]);
 }
 
 #[test]
@@ -690,4 +742,34 @@ fn unknown_fields_and_metadata_that_would_be_lost_are_422() {
         "empty metadata loses nothing: {:?}",
         r.json_body()
     );
+}
+
+#[test]
+fn whoami_names_users_and_service_accounts_as_korifi_does() {
+    let (fake, _) = setup();
+    let r = api::handle(
+        &fake,
+        &fake,
+        &api_request("GET", "/whoami", Some("orguser"), ""),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.json_body().expect("json"),
+        json!({"name": "orguser", "kind": "User"})
+    );
+    let r = api::handle(
+        &fake,
+        &fake,
+        &api_request("GET", "/whoami", Some("system:serviceaccount:ns:robot"), ""),
+    );
+    assert_eq!(
+        r.json_body().expect("json"),
+        json!({"name": "robot", "kind": "ServiceAccount"})
+    );
+    let r = api::handle(
+        &fake,
+        &fake,
+        &api_request("GET", "/whoami", Some("bad"), ""),
+    );
+    assert_eq!(r.status, 401);
 }
