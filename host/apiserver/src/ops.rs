@@ -1643,7 +1643,7 @@ pub fn patch(
             let mut v = shown.clone();
             match pt {
                 PatchType::Merge => patch::merge_patch(&mut v, body),
-                PatchType::Strategic => patch::strategic_merge(&mut v, body),
+                PatchType::Strategic => patch::strategic_merge(&mut v, body, def.key()),
                 PatchType::Apply => {
                     let mut b = body.clone();
                     // A version in the configuration is a precondition of the update, checked

@@ -23,35 +23,43 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
     }
 }
 
-const MERGE_KEYS: &[&str] = &[
-    "name",
-    "mountPath",
-    "containerPort",
-    "type",
-    "devicePath",
-    "ip",
-    "topologyKey",
-];
+const CONTAINER_LISTS: &[&str] = &["containers", "initContainers", "ephemeralContainers"];
 
-fn merge_key_for(items: &[Value]) -> Option<&'static str> {
-    if items.is_empty() {
-        return None;
+/// The patch merge key (`patchMergeKey` with `patchStrategy: merge` in the Go types) of the list
+/// at `path` (dotted field names, list items not counted) in objects stored under `kind_key`,
+/// for the kinds this server serves. Every other list is atomic: a patch replaces it, as the
+/// real server replaces lists without a patch strategy (RBAC subjects and rules among them).
+fn merge_key(kind_key: &str, path: &str) -> Option<&'static str> {
+    let segments: Vec<&str> = path.split('.').collect();
+    match segments.as_slice() {
+        ["metadata", "ownerReferences"] => Some("uid"),
+        [.., c, "env"] if CONTAINER_LISTS.contains(c) => Some("name"),
+        [.., c, "ports"] if CONTAINER_LISTS.contains(c) => Some("containerPort"),
+        [.., c, "volumeMounts"] if CONTAINER_LISTS.contains(c) => Some("mountPath"),
+        [.., c, "volumeDevices"] if CONTAINER_LISTS.contains(c) => Some("devicePath"),
+        [.., "spec", c] if CONTAINER_LISTS.contains(c) => Some("name"),
+        [.., "spec", "volumes" | "imagePullSecrets"] => Some("name"),
+        [.., "spec", "hostAliases"] => Some("ip"),
+        ["spec", "ports"] if kind_key == crate::service::SERVICES_KEY => Some("port"),
+        ["status", "conditions"]
+            if matches!(kind_key, "/pods" | "/namespaces" | "/nodes" | "batch/jobs") =>
+        {
+            Some("type")
+        }
+        ["status", "addresses"] if kind_key == "/nodes" => Some("type"),
+        _ => None,
     }
-    MERGE_KEYS
-        .iter()
-        .copied()
-        .find(|k| items.iter().all(|i| i.get(*k).is_some()))
 }
 
-/// Strategic merge patch, approximated without schemas: maps merge like a merge patch, lists of
-/// objects that all carry a well-known merge key (`name`, `mountPath`, ...) merge by that key,
-/// and the directives `$patch`, `$setElementOrder/…`, `$deleteFromPrimitiveList/…` and
-/// `$retainKeys` are honoured; other lists are replaced.
-pub fn strategic_merge(target: &mut Value, patch: &Value) {
-    smp(target, patch, "");
+/// Strategic merge patch of an object stored under `kind_key`: maps merge like a merge patch,
+/// lists with a patch merge key in the kind's Go types merge by that key, and the directives
+/// `$patch`, `$setElementOrder/…`, `$deleteFromPrimitiveList/…` and `$retainKeys` are honoured;
+/// other lists are replaced.
+pub fn strategic_merge(target: &mut Value, patch: &Value, kind_key: &str) {
+    smp(target, patch, "", kind_key);
 }
 
-fn smp(target: &mut Value, patch: &Value, path: &str) {
+fn smp(target: &mut Value, patch: &Value, path: &str, kind_key: &str) {
     let Value::Object(p) = patch else {
         *target = patch.clone();
         return;
@@ -102,12 +110,8 @@ fn smp(target: &mut Value, patch: &Value, path: &str) {
                 }
             }
             (Some(Value::Array(cur)), Value::Array(items)) => {
-                let key = if child == "metadata.ownerReferences" {
-                    Some("uid")
-                } else {
-                    merge_key_for(items)
-                }
-                .filter(|mk| cur.iter().all(|c| c.get(*mk).is_some()));
+                let key = merge_key(kind_key, &child)
+                    .filter(|mk| cur.iter().all(|c| c.get(*mk).is_some()));
                 match key {
                     Some(mk) => {
                         for item in items {
@@ -120,7 +124,7 @@ fn smp(target: &mut Value, patch: &Value, path: &str) {
                                     cur.remove(i);
                                 }
                                 (None, true) => {}
-                                (Some(i), false) => smp(&mut cur[i], item, &child),
+                                (Some(i), false) => smp(&mut cur[i], item, &child, kind_key),
                                 (None, false) => {
                                     let mut n = item.clone();
                                     strip_directives(&mut n);
@@ -150,7 +154,7 @@ fn smp(target: &mut Value, patch: &Value, path: &str) {
                 }
             }
             (Some(existing @ Value::Object(_)), Value::Object(_)) => {
-                smp(existing, v, &child);
+                smp(existing, v, &child, kind_key);
                 if existing.is_null() {
                     t.remove(k);
                 }
@@ -443,6 +447,7 @@ mod tests {
         strategic_merge(
             &mut d,
             &json!({"metadata": {"finalizers": ["b"]}, "spec": {"finalizers": ["y"], "args": ["2"]}}),
+            "/namespaces",
         );
         assert_eq!(
             d,
@@ -451,21 +456,53 @@ mod tests {
         strategic_merge(
             &mut d,
             &json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}}),
+            "/namespaces",
         );
         assert_eq!(d["metadata"]["finalizers"], json!(["b"]));
     }
 
     #[test]
     fn strategic_merges_named_lists() {
-        let mut d = json!({"containers": [{"name": "a", "image": "1", "args": ["x"]}, {"name": "b", "image": "2"}]});
+        let mut d = json!({"spec": {"containers": [{"name": "a", "image": "1", "args": ["x"]}, {"name": "b", "image": "2"}]}});
         strategic_merge(
             &mut d,
-            &json!({"$setElementOrder/containers": [{"name": "b"}, {"name": "a"}],
-                     "containers": [{"name": "a", "image": "3"}]}),
+            &json!({"spec": {"$setElementOrder/containers": [{"name": "b"}, {"name": "a"}],
+                     "containers": [{"name": "a", "image": "3"}]}}),
+            "/pods",
         );
         assert_eq!(
             d,
-            json!({"containers": [{"name": "b", "image": "2"}, {"name": "a", "image": "3", "args": ["x"]}]})
+            json!({"spec": {"containers": [{"name": "b", "image": "2"}, {"name": "a", "image": "3", "args": ["x"]}]}})
+        );
+    }
+
+    #[test]
+    fn service_ports_merge_on_port_and_binding_subjects_are_replaced() {
+        // kubectl apply after the https port was removed from the manifest.
+        let mut svc = json!({"spec": {"ports": [
+            {"name": "http", "port": 80, "protocol": "TCP", "targetPort": 80},
+            {"name": "https", "port": 443, "protocol": "TCP", "targetPort": 443},
+        ]}});
+        strategic_merge(
+            &mut svc,
+            &json!({"spec": {"$setElementOrder/ports": [{"port": 80}],
+                             "ports": [{"$patch": "delete", "port": 443}]}}),
+            crate::service::SERVICES_KEY,
+        );
+        assert_eq!(
+            svc["spec"]["ports"],
+            json!([{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 80}])
+        );
+        // Subjects have no patch strategy: the patch's list is the new list.
+        let mut binding = json!({"subjects": [{"kind": "User", "name": "alice"}, {"kind": "User", "name": "bob"}]});
+        strategic_merge(
+            &mut binding,
+            &json!({"subjects": [{"kind": "User", "name": "alice"}]}),
+            "rbac.authorization.k8s.io/rolebindings",
+        );
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "User", "name": "alice"}])
         );
     }
 }

@@ -528,6 +528,104 @@ async fn kubectl_apply_updates_a_cronjob_with_a_strategic_merge_patch() {
     k.shutdown().await;
 }
 
+/// Client-side apply sends strategic merge patches, which merge lists by the Go types' patch
+/// merge keys: a Service's ports by `port`; a binding's subjects are replaced as a whole, so a
+/// subject removed from the manifest loses its access.
+#[tokio::test]
+async fn kubectl_apply_removes_a_service_port_and_a_binding_subject() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ns = format!("kap-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    let service = |ports: &str| {
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  selector: {{app: web}}\n  ports:\n{ports}"
+        )
+    };
+    let http = "  - {name: http, port: 80}\n";
+    let https = "  - {name: https, port: 443}\n";
+    k.ok(
+        &["apply", "-f", "-"],
+        Some(&service(&format!("{http}{https}"))),
+    )
+    .await;
+    k.ok(&["apply", "-f", "-"], Some(&service(http))).await;
+    let ports = k
+        .ok(
+            &[
+                "get",
+                "service",
+                "web",
+                "-n",
+                &ns,
+                "-o",
+                "jsonpath={.spec.ports[*].port}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(ports, "80");
+    k.ok(
+        &["apply", "-f", "-"],
+        Some(&service("  - {name: http, port: 8080}\n")),
+    )
+    .await;
+    let ports = k
+        .ok(
+            &[
+                "get",
+                "service",
+                "web",
+                "-n",
+                &ns,
+                "-o",
+                "jsonpath={.spec.ports[*].port}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(ports, "8080");
+    let binding = |subjects: &str| {
+        format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: readers\n  namespace: {ns}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}}\nsubjects:\n{subjects}"
+        )
+    };
+    let alice = "- {apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}\n";
+    let bob = "- {apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}\n";
+    k.ok(
+        &["apply", "-f", "-"],
+        Some(&binding(&format!("{alice}{bob}"))),
+    )
+    .await;
+    k.ok(&["apply", "-f", "-"], Some(&binding(alice))).await;
+    let names = k
+        .ok(
+            &[
+                "get",
+                "rolebinding",
+                "readers",
+                "-n",
+                &ns,
+                "-o",
+                "jsonpath={.subjects[*].name}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(names, "alice");
+    let bob_can = k
+        .run(
+            &["auth", "can-i", "get", "pods", "-n", &ns, "--as", "bob"],
+            None,
+        )
+        .await;
+    assert_eq!(bob_can.stdout.trim(), "no");
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
+
 #[tokio::test]
 async fn kubectl_get_prints_a_crds_additional_printer_columns() {
     let Some(k) = Kubectl::new().await else {
