@@ -1848,7 +1848,8 @@ pub fn delete(
             return Ok((Change::Keep, true));
         }
         let mut fins = cur.finalizers();
-        let policy = opts.propagation.as_deref().or(match opts.orphan_dependents {
+        // Lazily: the Job default's warning is only for deletes that name no policy.
+        let policy = opts.propagation.as_deref().or_else(|| match opts.orphan_dependents {
             Some(true) => Some("Orphan"),
             Some(false) => Some("Background"),
             // batch/v1 Jobs orphan their pods unless told otherwise, for compatibility.

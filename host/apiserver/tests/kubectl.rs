@@ -626,6 +626,48 @@ async fn kubectl_apply_removes_a_service_port_and_a_binding_subject() {
     k.shutdown().await;
 }
 
+/// Deleting a Job without a propagation policy warns that its pods are kept; kubectl's own
+/// delete names Background, and gets no warning.
+#[tokio::test]
+async fn only_a_job_delete_without_a_policy_warns_about_its_pods() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ns = format!("kjd-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    for job in ["one", "two"] {
+        k.ok(&["create", "job", job, "--image=busybox", "-n", &ns], None)
+            .await;
+    }
+    let by_kubectl = k.run(&["delete", "job", "one", "-n", &ns], None).await;
+    assert_eq!(by_kubectl.code, 0, "{}", by_kubectl.stderr);
+    assert!(
+        !by_kubectl.stderr.contains("child pods"),
+        "{}",
+        by_kubectl.stderr
+    );
+    let raw = k
+        .run(
+            &[
+                "delete",
+                "--raw",
+                &format!("/apis/batch/v1/namespaces/{ns}/jobs/two"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(raw.code, 0, "{}", raw.stderr);
+    assert!(
+        raw.stderr
+            .contains("child pods are preserved by default when jobs are deleted"),
+        "{}",
+        raw.stderr
+    );
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
+
 #[tokio::test]
 async fn kubectl_get_prints_a_crds_additional_printer_columns() {
     let Some(k) = Kubectl::new().await else {
