@@ -780,17 +780,18 @@ fn check_schema(
     let (causes, pruned) = match &def.schema {
         Some(schema) => {
             let (mut causes, pruned) = crate::schema::apply(schema, v);
-            // The rules are not evaluated on an object of the wrong shape.
+            // The rules are not evaluated on an object of the wrong shape, and the server says
+            // so only when there are rules.
             let blocked = causes
                 .iter()
                 .any(|c| matches!(c.reason, "FieldValueNotSupported" | "FieldValueTypeInvalid"));
-            if blocked {
+            if blocked && crate::validation_rules::has_rules(schema) {
                 causes.push(Cause {
                     reason: "FieldValueInvalid",
                     message: "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
                     field: "<nil>".into(),
                 });
-            } else {
+            } else if !blocked {
                 causes.extend(crate::validation_rules::causes(schema, v, old, ""));
             }
             (causes, pruned)

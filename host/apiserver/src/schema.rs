@@ -223,6 +223,9 @@ fn walk(
             field: path.into(),
         });
     }
+    if let Value::Array(items) = &*v {
+        duplicates(schema, items, path, causes);
+    }
     match v {
         Value::Object(m) => {
             let props = schema["properties"].as_object();
@@ -353,6 +356,59 @@ const OBJECT_META_FIELDS: [&str; 15] = [
 /// Prunes, defaults and validates a custom resource against its version's schema. The
 /// top-level `apiVersion`, `kind` and `metadata` are left alone. Returns the validation causes
 /// and the paths of the pruned fields.
+/// The items of a `set` or `map` list (`x-kubernetes-list-type`) that repeat an earlier one (a
+/// set's value, a map's keys), as the server's list-type validation reports them.
+fn duplicates(schema: &Value, items: &[Value], path: &str, causes: &mut Vec<Cause>) {
+    let identity = |item: &Value| -> Option<Value> {
+        match schema["x-kubernetes-list-type"].as_str()? {
+            "set" => Some(item.clone()),
+            "map" => {
+                let keys = schema["x-kubernetes-list-map-keys"].as_array()?;
+                let mut id = serde_json::Map::new();
+                for k in keys.iter().filter_map(Value::as_str) {
+                    if let Some(v) = item.get(k) {
+                        id.insert(k.to_string(), v.clone());
+                    }
+                }
+                Some(Value::Object(id))
+            }
+            _ => None,
+        }
+    };
+    let mut seen: Vec<Value> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let Some(id) = identity(item) else { return };
+        if seen.contains(&id) {
+            // Go prints the value as field errors do: strings quoted, numbers and booleans
+            // plain, a map's keys as `%#v` prints a map.
+            let shown = match &id {
+                Value::String(s) => crate::validation::go_quote(s),
+                Value::Object(keys) => {
+                    let fields: Vec<String> = keys
+                        .iter()
+                        .map(|(k, v)| {
+                            let v = match v {
+                                Value::String(s) => crate::validation::go_quote(s),
+                                other => other.to_string(),
+                            };
+                            format!("{}:{v}", crate::validation::go_quote(k))
+                        })
+                        .collect();
+                    format!("map[string]interface {{}}{{{}}}", fields.join(", "))
+                }
+                other => other.to_string(),
+            };
+            causes.push(Cause {
+                reason: "FieldValueDuplicate",
+                message: format!("Duplicate value: {shown}"),
+                field: format!("{path}[{i}]"),
+            });
+        } else {
+            seen.push(id);
+        }
+    }
+}
+
 pub fn apply(schema: &Value, obj: &mut Value) -> (Vec<Cause>, Vec<String>) {
     let mut causes = vec![];
     let mut pruned = vec![];
@@ -462,6 +518,41 @@ mod tests {
             o,
             json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n"},
                              "spec": {"size": 2, "mode": "a", "labels": {"a": "b"}, "free": {"any": {"thing": 1}}}})
+        );
+    }
+
+    #[test]
+    fn sets_and_maps_refuse_repeated_items() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+            "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                      "x-kubernetes-list-map-keys": ["name"],
+                      "items": {"type": "object", "properties": {
+                          "name": {"type": "string"}, "n": {"type": "integer"}}}},
+            "free": {"type": "array", "items": {"type": "string"}},
+        }}}});
+        let mut ok = json!({"spec": {"tags": ["a", "b"], "ports": [{"name": "a"}, {"name": "b"}],
+                                     "free": ["x", "x"]}});
+        assert!(apply(&schema, &mut ok).0.is_empty());
+        let mut bad = json!({"spec": {"tags": ["a", "b", "a"],
+                                      "ports": [{"name": "a", "n": 1}, {"name": "a", "n": 2}]}});
+        let causes: Vec<(String, String)> = apply(&schema, &mut bad)
+            .0
+            .into_iter()
+            .map(|c| (c.field, c.message))
+            .collect();
+        assert_eq!(
+            causes,
+            [
+                (
+                    "spec.ports[1]".to_string(),
+                    "Duplicate value: map[string]interface {}{\"name\":\"a\"}".to_string()
+                ),
+                (
+                    "spec.tags[2]".to_string(),
+                    "Duplicate value: \"a\"".to_string()
+                ),
+            ]
         );
     }
 

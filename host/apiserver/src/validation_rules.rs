@@ -23,6 +23,19 @@ pub fn schema_compile_errors(schema: &Value) -> Vec<(String, String, String)> {
     out
 }
 
+/// Whether `schema` has any CEL rule at all (the server builds no CEL validator without one).
+pub fn has_rules(schema: &Value) -> bool {
+    schema["x-kubernetes-validations"]
+        .as_array()
+        .is_some_and(|rules| !rules.is_empty())
+        || schema["properties"]
+            .as_object()
+            .is_some_and(|props| props.values().any(has_rules))
+        || (schema["additionalProperties"].is_object()
+            && has_rules(&schema["additionalProperties"]))
+        || (schema["items"].is_object() && has_rules(&schema["items"]))
+}
+
 fn schema_rules(schema: &Value, path: &str, out: &mut Vec<(String, String, String)>) {
     if let Some(rules) = schema["x-kubernetes-validations"].as_array() {
         for (i, r) in rules.iter().enumerate() {
@@ -212,6 +225,20 @@ fn message_expression(rule: &Value, context: &cel::Context) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_schema_has_rules_only_if_some_level_carries_them() {
+        assert!(has_rules(&schema()));
+        assert!(!has_rules(
+            &json!({"type": "object", "properties": {"spec": {
+            "type": "array", "items": {"type": "object", "x-kubernetes-validations": []}}}})
+        ));
+        assert!(has_rules(
+            &json!({"type": "object", "properties": {"spec": {
+            "type": "array", "items": {"type": "object",
+                "x-kubernetes-validations": [{"rule": "true"}]}}}})
+        ));
+    }
 
     fn schema() -> Value {
         json!({"type": "object", "properties": {"spec": {
