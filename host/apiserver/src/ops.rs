@@ -1332,7 +1332,86 @@ fn storage_key(def: &ResourceDef, ns: &str, name: &str) -> String {
 /// ConfigMap or Secret marked `immutable` keeps its contents and the mark. Contents are compared
 /// as the server compares them, the stored side without empty maps (storage drops them) and the
 /// new side as sent, so `data: {}` on an immutable object without data is a change.
+/// What a Job's update may not change, as ValidateJobSpecUpdate checks it, in its order: the
+/// completions (but in tandem with the parallelism of an Indexed Job), the selector, the pod
+/// template (whose scheduling directives, labels and annotations a suspended Job that never
+/// started may change), the completion mode and the other policies.
+fn job_update_causes(old: &Value, new: &Value) -> Vec<Cause> {
+    let (old_spec, spec) = (&old["spec"], &new["spec"]);
+    let immutable = |field: &str, value: &Value| Cause {
+        reason: "FieldValueInvalid",
+        message: format!("Invalid value: {value}: field is immutable"),
+        field: format!("spec.{field}"),
+    };
+    let mut causes = vec![];
+    if spec["completions"] != old_spec["completions"] {
+        if spec["completionMode"] != "Indexed" {
+            causes.push(immutable("completions", &spec["completions"]));
+        } else if spec["completions"] != spec["parallelism"] {
+            causes.push(Cause {
+                reason: "FieldValueInvalid",
+                message: format!(
+                    "Invalid value: {}: can only be modified in tandem with spec.parallelism",
+                    spec["completions"]
+                ),
+                field: "spec.completions".into(),
+            });
+        }
+    }
+    if spec["selector"] != old_spec["selector"] {
+        causes.push(immutable("selector", &spec["selector"]));
+    }
+    let mut old_template = old_spec["template"].clone();
+    let never_started = old["status"]["startTime"].is_null();
+    if old_spec["suspend"] == true && never_started {
+        let template = &spec["template"];
+        for path in [
+            &["metadata", "labels"][..],
+            &["metadata", "annotations"],
+            &["spec", "nodeSelector"],
+            &["spec", "tolerations"],
+            &["spec", "schedulingGates"],
+            &["spec", "affinity"],
+        ] {
+            let wanted = path.iter().fold(template, |v, k| &v[*k]).clone();
+            set_in(&mut old_template, path, wanted);
+        }
+    }
+    strip_nulls(&mut old_template);
+    let mut template = spec["template"].clone();
+    strip_nulls(&mut template);
+    if template != old_template {
+        causes.push(immutable("template", &spec["template"]));
+    }
+    for field in [
+        "completionMode",
+        "podFailurePolicy",
+        "backoffLimitPerIndex",
+        "managedBy",
+        "successPolicy",
+    ] {
+        if spec[field] != old_spec[field] {
+            causes.push(immutable(field, &spec[field]));
+        }
+    }
+    causes
+}
+
+/// Removes null members and the empty objects left by setting an absent field, so that two
+/// templates compare by what they hold.
+fn strip_nulls(v: &mut Value) {
+    if let Value::Object(m) = v {
+        for x in m.values_mut() {
+            strip_nulls(x);
+        }
+        m.retain(|_, x| !(x.is_null() || x.as_object().is_some_and(Map::is_empty)));
+    }
+}
+
 fn immutable_causes(def: &ResourceDef, old: &Value, new: &Value) -> Vec<Cause> {
+    if def.group == "batch" && def.plural == "jobs" {
+        return job_update_causes(old, new);
+    }
     // A binding's role is fixed: changing it means a new binding.
     if def.group == "rbac.authorization.k8s.io"
         && def.plural.ends_with("bindings")

@@ -5,7 +5,7 @@ mod common;
 
 use common::{TestCluster, api_error, eventually, suffix};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -1507,6 +1507,75 @@ async fn cronjob_generation_bumps_on_spec_changes_only() {
         .unwrap();
     assert_eq!(s.metadata.generation, Some(2));
     assert!(s.status.unwrap().last_schedule_time.is_some());
+    c.shutdown().await;
+}
+
+/// A Job's pod template, selector and completions are fixed once it exists; a suspended Job that
+/// never started may still change its template's scheduling directives and labels.
+#[tokio::test]
+async fn job_specs_are_immutable_but_for_what_a_suspended_job_may_change() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("jobup").await;
+    let api: Api<Job> = Api::namespaced(c.client.clone(), &ns);
+    let job = |name: &str, suspend: bool| -> Job {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"suspend": suspend, "completions": 1, "template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}}},
+        }))
+        .unwrap()
+    };
+    api.create(&PostParams::default(), &job("running", false))
+        .await
+        .unwrap();
+    let image = Patch::Strategic(
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "busybox:2"}]}}}}),
+    );
+    let e = status_of(
+        api.patch("running", &PatchParams::default(), &image)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 422, "{}", e.message);
+    let causes: Vec<(String, bool)> = e
+        .details
+        .unwrap()
+        .causes
+        .into_iter()
+        .map(|c| (c.field, c.message.ends_with("field is immutable")))
+        .collect();
+    assert_eq!(causes, [("spec.template".to_string(), true)]);
+    let e = status_of(
+        api.patch(
+            "running",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"completions": 3}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(e.code, 422, "{}", e.message);
+    assert!(e.message.contains("spec.completions"), "{}", e.message);
+    // What may change: parallelism, suspension, and a suspended Job's scheduling directives.
+    api.patch(
+        "running",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"parallelism": 2, "suspend": true}})),
+    )
+    .await
+    .unwrap();
+    api.create(&PostParams::default(), &job("waiting", true))
+        .await
+        .unwrap();
+    api.patch(
+        "waiting",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": {
+            "metadata": {"labels": {"tier": "batch"}},
+            "spec": {"nodeSelector": {"disk": "ssd"}}}}})),
+    )
+    .await
+    .unwrap();
     c.shutdown().await;
 }
 
