@@ -129,6 +129,15 @@ const ROLE: Schema = &[
     (1, "metadata", T::Msg(OBJECT_META)),
     (2, "rules", T::RepMsg(POLICY_RULE)),
 ];
+const CLUSTER_ROLE: Schema = &[
+    (1, "metadata", T::Msg(OBJECT_META)),
+    (2, "rules", T::RepMsg(POLICY_RULE)),
+    (
+        3,
+        "aggregationRule",
+        T::Msg(&[(1, "clusterRoleSelectors", T::RepMsg(LABEL_SELECTOR))]),
+    ),
+];
 const SUBJECT: Schema = &[
     (1, "kind", T::Str),
     (2, "apiGroup", T::Str),
@@ -1139,7 +1148,8 @@ fn schema_for(kind: &str) -> Option<Schema> {
         "ServiceAccount" => SERVICEACCOUNT,
         "SelfSubjectAccessReview" => SSAR,
         "SubjectAccessReview" | "LocalSubjectAccessReview" => SAR,
-        "Role" | "ClusterRole" => ROLE,
+        "Role" => ROLE,
+        "ClusterRole" => CLUSTER_ROLE,
         "RoleBinding" | "ClusterRoleBinding" => BINDING,
         "Lease" => LEASE,
         "SelfSubjectReview" => SELF_SUBJECT_REVIEW,

@@ -1035,6 +1035,78 @@ async fn kubectl_creates_cronjobs_and_jobs_from_protobuf_bodies() {
     k.shutdown().await;
 }
 
+/// `kubectl create clusterrole --aggregation-rule` sends protobuf; the rule must survive, and
+/// the role then collects the rules of the roles it selects.
+#[tokio::test]
+async fn kubectl_creates_an_aggregated_cluster_role_from_a_protobuf_body() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let s = suffix();
+    let (agg, part) = (format!("agg-{s}"), format!("part-{s}"));
+    k.ok(
+        &[
+            "create",
+            "clusterrole",
+            &agg,
+            &format!("--aggregation-rule=team-{s}=a"),
+        ],
+        None,
+    )
+    .await;
+    k.ok(
+        &[
+            "create",
+            "clusterrole",
+            &part,
+            "--verb=get",
+            "--resource=configmaps",
+        ],
+        None,
+    )
+    .await;
+    k.ok(
+        &["label", "clusterrole", &part, &format!("team-{s}=a")],
+        None,
+    )
+    .await;
+    let selector = k
+        .ok(
+            &[
+                "get",
+                "clusterrole",
+                &agg,
+                "-o",
+                "jsonpath={.aggregationRule.clusterRoleSelectors[0].matchLabels}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(selector, format!("{{\"team-{s}\":\"a\"}}"));
+    let mut rules = String::new();
+    for _ in 0..50 {
+        rules = k
+            .ok(
+                &[
+                    "get",
+                    "clusterrole",
+                    &agg,
+                    "-o",
+                    "jsonpath={.rules[*].resources}",
+                ],
+                None,
+            )
+            .await;
+        if rules.contains("configmaps") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(rules.contains("configmaps"), "{rules}");
+    k.ok(&["delete", "clusterrole", &agg, &part], None).await;
+    k.shutdown().await;
+}
+
 #[tokio::test]
 async fn kubectl_creates_services_from_protobuf_bodies() {
     use serde_json::json;
