@@ -1408,9 +1408,60 @@ fn strip_nulls(v: &mut Value) {
     }
 }
 
+/// ValidatePodUpdate: a Pod's spec may change only in its containers' images, its active
+/// deadline, added tolerations, removed scheduling gates and a negative grace period set to 1.
+fn pod_update_causes(old: &Value, new: &Value) -> Vec<Cause> {
+    let mut allowed = old["spec"].clone();
+    let spec = &new["spec"];
+    for list in ["containers", "initContainers"] {
+        if let (Some(was), Some(now)) = (allowed[list].as_array_mut(), spec[list].as_array())
+            && was.len() == now.len()
+        {
+            for (w, n) in was.iter_mut().zip(now) {
+                w["image"] = n["image"].clone();
+            }
+        }
+    }
+    allowed["activeDeadlineSeconds"] = spec["activeDeadlineSeconds"].clone();
+    let list = |v: &Value| v.as_array().cloned().unwrap_or_default();
+    let (old_tolerations, new_tolerations) =
+        (list(&allowed["tolerations"]), list(&spec["tolerations"]));
+    if old_tolerations.iter().all(|t| new_tolerations.contains(t)) {
+        allowed["tolerations"] = spec["tolerations"].clone();
+    }
+    let (old_gates, new_gates) = (
+        list(&allowed["schedulingGates"]),
+        list(&spec["schedulingGates"]),
+    );
+    if new_gates.iter().all(|g| old_gates.contains(g)) {
+        allowed["schedulingGates"] = spec["schedulingGates"].clone();
+    }
+    if allowed["terminationGracePeriodSeconds"]
+        .as_i64()
+        .is_some_and(|g| g < 0)
+        && spec["terminationGracePeriodSeconds"] == 1
+    {
+        allowed["terminationGracePeriodSeconds"] = json!(1);
+    }
+    let mut now = spec.clone();
+    strip_nulls(&mut allowed);
+    strip_nulls(&mut now);
+    if allowed == now {
+        return vec![];
+    }
+    vec![Cause {
+        reason: "FieldValueForbidden",
+        message: "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)".into(),
+        field: "spec".into(),
+    }]
+}
+
 fn immutable_causes(def: &ResourceDef, old: &Value, new: &Value) -> Vec<Cause> {
     if def.group == "batch" && def.plural == "jobs" {
         return job_update_causes(old, new);
+    }
+    if def.group.is_empty() && def.plural == "pods" {
+        return pod_update_causes(old, new);
     }
     // A binding's role is fixed: changing it means a new binding.
     if def.group == "rbac.authorization.k8s.io"

@@ -7,7 +7,7 @@ use common::{TestCluster, api_error, eventually, suffix};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
@@ -1576,6 +1576,96 @@ async fn job_specs_are_immutable_but_for_what_a_suspended_job_may_change() {
     )
     .await
     .unwrap();
+    c.shutdown().await;
+}
+
+/// Pods are validated as ValidatePodSpec does, and an existing Pod's spec may change only where
+/// ValidatePodUpdate lets it (container images, among a few others).
+#[tokio::test]
+async fn pod_specs_are_validated_and_only_images_change_afterwards() {
+    let c = TestCluster::new().await;
+    let ns = c.namespace("podval").await;
+    let api: Api<Pod> = Api::namespaced(c.client.clone(), &ns);
+    let bad: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "bad"},
+        "spec": {
+            "restartPolicy": "Sometimes",
+            "containers": [
+                {"name": "main", "image": "busybox", "ports": [{"containerPort": 70000}],
+                 "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                 "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}},
+                {"name": "main"},
+            ],
+        },
+    }))
+    .unwrap();
+    let e = status_of(api.create(&PostParams::default(), &bad).await.unwrap_err());
+    assert_eq!(e.code, 422, "{}", e.message);
+    let causes: Vec<(String, String)> = e
+        .details
+        .unwrap()
+        .causes
+        .into_iter()
+        .map(|c| (c.field, c.message))
+        .collect();
+    let want = [
+        (
+            "spec.containers[0].ports[0].containerPort",
+            "Invalid value: 70000: must be between 1 and 65535, inclusive",
+        ),
+        (
+            "spec.containers[0].volumeMounts[0].name",
+            "Not found: \"data\"",
+        ),
+        (
+            "spec.containers[0].resources.requests",
+            "Invalid value: \"2\": must be less than or equal to cpu limit of 1",
+        ),
+        ("spec.containers[1].name", "Duplicate value: \"main\""),
+        ("spec.containers[1].image", "Required value"),
+        (
+            "spec.restartPolicy",
+            "Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"",
+        ),
+    ];
+    for (field, message) in want {
+        assert!(
+            causes.iter().any(|(f, m)| f == field && m == message),
+            "{field}: {message} not in {causes:?}"
+        );
+    }
+    let good: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "good"},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1"}]},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &good).await.unwrap();
+    api.patch(
+        "good",
+        &PatchParams::default(),
+        &Patch::Strategic(
+            json!({"spec": {"containers": [{"name": "main", "image": "busybox:2"}]}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let e = status_of(
+        api.patch(
+            "good",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"containers": [{"name": "main",
+                "resources": {"limits": {"cpu": "1"}}}]}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(e.code, 422, "{}", e.message);
+    assert!(
+        e.message
+            .contains("spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`"),
+        "{}",
+        e.message
+    );
     c.shutdown().await;
 }
 
