@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use k8s_openapi::api::{
     authentication::v1 as authn, authorization::v1 as authz, batch::v1 as batch,
-    coordination::v1 as coordination, core::v1 as core, rbac::v1 as rbac,
+    coordination::v1 as coordination, core::v1 as core, events::v1 as events, rbac::v1 as rbac,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -30,7 +30,7 @@ fn all() -> &'static Documents {
     static SCHEMAS: OnceLock<Documents> = OnceLock::new();
     SCHEMAS.get_or_init(|| {
         let mut docs = BTreeMap::new();
-        let groups: [(&str, &str, Kinds); 7] = [
+        let groups: [(&str, &str, Kinds); 8] = [
             ("", "v1", |g| {
                 vec![
                     ("Namespace", add::<core::Namespace>(g)),
@@ -48,6 +48,9 @@ fn all() -> &'static Documents {
                     ("CronJob", add::<batch::CronJob>(g)),
                     ("Job", add::<batch::Job>(g)),
                 ]
+            }),
+            ("events.k8s.io", "v1", |g| {
+                vec![("Event", add::<events::Event>(g))]
             }),
             ("coordination.k8s.io", "v1", |g| {
                 vec![("Lease", add::<coordination::Lease>(g))]
@@ -142,7 +145,9 @@ pub(crate) fn kind_schema(group: &str, version: &str, kind: &str) -> Option<Kind
                 let Some(k) = schema["x-kubernetes-group-version-kind"][0]["kind"].as_str() else {
                     continue;
                 };
-                if k != "CustomResourceDefinition" {
+                // CRDs have their own schema handling, and events.k8s.io Events are stored,
+                // decoded and pruned in the core shape (see `events_v1`).
+                if k != "CustomResourceDefinition" && *g != "events.k8s.io" {
                     index
                         .entry(k)
                         .or_default()

@@ -763,6 +763,9 @@ pub fn openapi_v3_index(defs: &[Arc<ResourceDef>], hash: u64) -> Value {
 
 /// A minimal OpenAPI v3 document for one group/version: enough for kubectl to see that the
 /// server validates fields itself (`fieldValidation`) and which kinds each path serves.
+/// The schema name of ObjectMeta in the OpenAPI documents.
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
 pub fn openapi_v3_doc(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> Option<Value> {
     let mut paths = serde_json::Map::new();
     let mut any = false;
@@ -818,11 +821,13 @@ pub fn openapi_v3_doc(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> 
     // Built-in kinds carry the Kubernetes API's schemas and custom resources their CRD schema, so
     // that `kubectl explain` works for both.
     let mut schemas = crate::openapi::schemas(group, version);
+    let mut customs = false;
     for d in defs
         .iter()
         .filter(|d| d.group == group && d.version == version)
     {
         if let Some(schema) = &d.schema {
+            customs = true;
             let mut sch = (**schema).clone();
             if let Some(m) = sch.as_object_mut() {
                 m.insert(
@@ -831,10 +836,17 @@ pub fn openapi_v3_doc(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> 
                 );
                 let props = m.entry("properties").or_insert_with(|| json!({}));
                 if let Some(p) = props.as_object_mut() {
-                    p.entry("apiVersion").or_insert_with(|| json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."}));
-                    p.entry("kind").or_insert_with(|| json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents."}));
-                    p.entry("metadata").or_insert_with(
-                        || json!({"type": "object", "description": "Standard object's metadata."}),
+                    p.entry("apiVersion").or_insert_with(|| json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"}));
+                    p.entry("kind").or_insert_with(|| json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"}));
+                    // As the real server publishes it: the standard ObjectMeta, whatever the
+                    // CRD's schema says of metadata.
+                    p.insert(
+                        "metadata".into(),
+                        json!({
+                            "allOf": [{"$ref": format!("#/components/schemas/{OBJECT_META}")}],
+                            "default": {},
+                            "description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+                        }),
                     );
                 }
             }
@@ -843,6 +855,16 @@ pub fn openapi_v3_doc(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> 
                 format!("{}.{}.{}", reversed.join("."), d.version, d.kind),
                 sch,
             );
+        }
+    }
+    if customs {
+        // ObjectMeta and what it refers to, which a custom resource's metadata refers to.
+        for (name, schema) in crate::openapi::core_schemas() {
+            if name.starts_with("io.k8s.apimachinery.pkg.apis.meta.v1.") {
+                schemas
+                    .entry(name.clone())
+                    .or_insert_with(|| schema.clone());
+            }
         }
     }
     Some(json!({

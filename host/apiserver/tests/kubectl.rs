@@ -903,6 +903,18 @@ async fn kubectl_applies_a_list_file_and_explains_custom_resources() {
         explained.contains("displayName") && explained.contains("The name people see."),
         "{explained}"
     );
+    // A custom resource's metadata is the standard ObjectMeta, as the real server publishes it.
+    let labels = k
+        .ok(&["explain", &format!("{plural}.metadata.labels")], None)
+        .await;
+    assert!(labels.contains("map[string]string"), "{labels}");
+    let events = k
+        .ok(
+            &["explain", "events", "--api-version=events.k8s.io/v1"],
+            None,
+        )
+        .await;
+    assert!(events.contains("regarding"), "{events}");
     k.delete_crd(&format!("{plural}.{group}")).await;
     k.ok(
         &["delete", "namespace", &format!("kl-{s}"), "--wait=false"],
