@@ -358,16 +358,17 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
     } else {
         None
     };
+    let sa_key = config.data_dir.as_ref().map(|d| d.join("sa.key"));
+    let sa_tokens = Arc::new(sa_token::Signer::load_or_generate(sa_key.as_deref())?);
     let cluster_info = controller::ClusterInfo {
         ca_pem: tls.as_ref().map(|t| t.ca_pem.clone()).unwrap_or_default(),
         api_port: addr.port(),
+        signer: Some(sa_tokens.clone()),
     };
     bootstrap(&store, &cluster_info)?;
     let store = Arc::new(store);
     let scheme = if tls.is_some() { "https" } else { "http" };
     let url = format!("{scheme}://{addr}");
-    let sa_key = config.data_dir.as_ref().map(|d| d.join("sa.key"));
-    let sa_tokens = sa_token::Signer::load_or_generate(sa_key.as_deref())?;
     let shared = Arc::new(server::Shared {
         store: store.clone(),
         tokens,

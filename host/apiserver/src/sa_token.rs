@@ -33,6 +33,12 @@ fn unb64(s: &str) -> Option<Vec<u8>> {
         .ok()
 }
 
+impl std::fmt::Debug for Signer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Signer").field("kid", &self.kid).finish()
+    }
+}
+
 pub struct Signer {
     key: EcdsaKeyPair,
     /// As the real server derives it: base64url(SHA-256(SubjectPublicKeyInfo DER)).

@@ -37,7 +37,7 @@ impl std::error::Error for DropConnection {}
 pub struct Shared {
     pub store: Arc<Store>,
     pub tokens: Tokens,
-    pub sa_tokens: crate::sa_token::Signer,
+    pub sa_tokens: Arc<crate::sa_token::Signer>,
     pub admin_token: String,
     pub faults: RwLock<FaultConfig>,
     pub faults_active: AtomicBool,

@@ -748,6 +748,88 @@ async fn kubectl_auth_whoami_and_can_i_list_describe_a_token_user() {
     k.shutdown().await;
 }
 
+/// A Secret of type `kubernetes.io/service-account-token` gets a long-lived token of its
+/// ServiceAccount from the token controller; the token works until the Secret is deleted.
+#[tokio::test]
+async fn a_service_account_token_secret_is_filled_and_revoked_with_the_secret() {
+    use base64::Engine;
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ns = format!("kst-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    k.ok(&["create", "serviceaccount", "ci", "-n", &ns], None)
+        .await;
+    let secret = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: ci-token\n  namespace: {ns}\n  annotations:\n    kubernetes.io/service-account.name: ci\ntype: kubernetes.io/service-account-token\n"
+    );
+    k.ok(&["apply", "-f", "-"], Some(&secret)).await;
+    let mut encoded = String::new();
+    for _ in 0..50 {
+        encoded = k
+            .ok(
+                &[
+                    "get",
+                    "secret",
+                    "ci-token",
+                    "-n",
+                    &ns,
+                    "-o",
+                    "jsonpath={.data.token}",
+                ],
+                None,
+            )
+            .await;
+        if !encoded.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let token = String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(encoded.trim())
+            .expect("base64"),
+    )
+    .expect("text");
+    let namespace = k
+        .ok(
+            &[
+                "get",
+                "secret",
+                "ci-token",
+                "-n",
+                &ns,
+                "-o",
+                "jsonpath={.data.namespace}",
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(
+        base64::engine::general_purpose::STANDARD
+            .decode(namespace.trim())
+            .expect("base64"),
+        ns.as_bytes()
+    );
+    let who = k.ok(&["--token", &token, "auth", "whoami"], None).await;
+    assert!(
+        who.contains(&format!("system:serviceaccount:{ns}:ci")),
+        "{who}"
+    );
+    k.ok(&["delete", "secret", "ci-token", "-n", &ns], None)
+        .await;
+    let revoked = k.run(&["--token", &token, "auth", "whoami"], None).await;
+    assert_ne!(revoked.code, 0, "{}", revoked.stdout);
+    assert!(
+        revoked.stderr.contains("Unauthorized"),
+        "{}",
+        revoked.stderr
+    );
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
+
 #[tokio::test]
 async fn kubectl_rejects_unknown_custom_resource_fields_with_strict_validation() {
     let Some(k) = Kubectl::new().await else {
