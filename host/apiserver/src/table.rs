@@ -358,7 +358,14 @@ fn columns(def: &ResourceDef, crd: Option<&Value>) -> Vec<Value> {
             vec![name, col("Created At", "date", "")]
         }
         ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
-            vec![name, col("Role", "string", ""), age]
+            vec![
+                name,
+                col("Role", "string", ""),
+                age,
+                wide_col("Users", "string"),
+                wide_col("Groups", "string"),
+                wide_col("ServiceAccounts", "string"),
+            ]
         }
         _ if def.custom => {
             let extra = printer_columns(def, crd);
@@ -488,15 +495,38 @@ fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Value> {
         | ("apiextensions.k8s.io", "customresourcedefinitions") => {
             vec![name, json!(created.as_str().unwrap_or_default())]
         }
-        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => vec![
-            name,
-            json!(format!(
-                "{}/{}",
-                o["roleRef"]["kind"].as_str().unwrap_or_default(),
-                o["roleRef"]["name"].as_str().unwrap_or_default()
-            )),
-            a,
-        ],
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
+            // The subjects by kind, as SubjectsStrings lists them (service accounts with their
+            // namespace).
+            let subjects = o["subjects"].as_array().cloned().unwrap_or_default();
+            let of_kind = |kind: &str| {
+                let names: Vec<String> = subjects
+                    .iter()
+                    .filter(|s| s["kind"] == kind)
+                    .map(|s| {
+                        let name = s["name"].as_str().unwrap_or_default();
+                        if kind == "ServiceAccount" {
+                            format!("{}/{name}", s["namespace"].as_str().unwrap_or_default())
+                        } else {
+                            name.to_string()
+                        }
+                    })
+                    .collect();
+                json!(names.join(", "))
+            };
+            vec![
+                name,
+                json!(format!(
+                    "{}/{}",
+                    o["roleRef"]["kind"].as_str().unwrap_or_default(),
+                    o["roleRef"]["name"].as_str().unwrap_or_default()
+                )),
+                a,
+                of_kind("User"),
+                of_kind("Group"),
+                of_kind("ServiceAccount"),
+            ]
+        }
         _ if def.custom => {
             let extra = printer_columns(def, crd);
             if extra.is_empty() {

@@ -614,6 +614,29 @@ async fn kubectl_apply_removes_a_service_port_and_a_binding_subject() {
         )
         .await;
     assert_eq!(names, "alice");
+    let wide = k
+        .ok(
+            &["get", "rolebinding", "readers", "-n", &ns, "-o", "wide"],
+            None,
+        )
+        .await;
+    let header: Vec<&str> = wide
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"],
+        "{wide}"
+    );
+    assert!(
+        wide.lines()
+            .nth(1)
+            .is_some_and(|row| row.contains("ClusterRole/view") && row.contains("alice")),
+        "{wide}"
+    );
     let bob_can = k
         .run(
             &["auth", "can-i", "get", "pods", "-n", &ns, "--as", "bob"],
