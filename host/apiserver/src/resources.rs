@@ -118,6 +118,10 @@ impl ResourceDef {
         }
     }
 
+    pub fn is_pods(&self) -> bool {
+        self.group.is_empty() && self.plural == "pods"
+    }
+
     pub fn is_namespace(&self) -> bool {
         self.group.is_empty() && self.plural == "namespaces"
     }
@@ -723,6 +727,15 @@ pub fn resource_list(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> V
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        if d.is_pods() {
+            resources.push(json!({
+                "name": "pods/log",
+                "singularName": "",
+                "namespaced": true,
+                "kind": "Pod",
+                "verbs": ["get"],
+            }));
+        }
         if d.is_namespace() {
             resources.push(json!({
                 "name": "namespaces/finalize",
@@ -903,6 +916,9 @@ fn aggregated_resource(d: &ResourceDef) -> Value {
     }
     if d.is_namespace() {
         subs.push(json!({"subresource": "finalize", "responseKind": gvk, "verbs": ["update"]}));
+    }
+    if d.is_pods() {
+        subs.push(json!({"subresource": "log", "responseKind": gvk, "verbs": ["get"]}));
     }
     if !subs.is_empty() {
         r["subresources"] = Value::Array(subs);

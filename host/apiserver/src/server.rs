@@ -977,6 +977,56 @@ fn parse_target(
     })
 }
 
+/// `GET …/pods/<name>/log`. Nothing runs Pods here, so a Pod never has a node and its log is
+/// empty, as the real server streams nothing for a Pod not yet on a node; the container is
+/// checked first, as the real server checks it.
+fn pod_log(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    query: &Query,
+) -> Result<Response<Body>, ApiError> {
+    let pod = store
+        .get(def.key(), ns, name, false)
+        .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+    let names = |list: &str| -> Vec<String> {
+        pod.value["spec"][list]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str().map(str::to_string))
+            .collect()
+    };
+    let containers = names("containers");
+    let all: Vec<String> = containers
+        .iter()
+        .cloned()
+        .chain(names("initContainers"))
+        .chain(names("ephemeralContainers"))
+        .collect();
+    match query.get("container").filter(|c| !c.is_empty()) {
+        Some(c) if !all.iter().any(|n| n == c) => {
+            return Err(ApiError::bad_request(format!(
+                "container {c} is not valid for pod {name}"
+            )));
+        }
+        None if containers.len() != 1 => {
+            return Err(ApiError::bad_request(format!(
+                "a container name must be specified for pod {name}, choose one of: [{}]",
+                containers.join(" ")
+            )));
+        }
+        _ => {}
+    }
+    let mut r = Response::new(full(Bytes::new()));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain"),
+    );
+    Ok(r)
+}
+
 /// What a resource request the server cannot route asks for, read from its path as the real
 /// server's request-info parser reads any resource path: the namespace, then resource, name and
 /// subresource.
@@ -1293,6 +1343,7 @@ async fn resource_request(
         "finalize" if def.is_namespace() && verb == "update" => Sub::Finalize,
         // A scale write is a write of the main object's replica count (see `scale_request`).
         "scale" if def.scale.is_some() && matches!(verb, "get" | "update" | "patch") => Sub::Main,
+        "log" if def.is_pods() && verb == "get" => Sub::Main,
         _ => return Err(ApiError::path_not_found()),
     };
     if !def.allows(verb) {
@@ -1360,6 +1411,9 @@ async fn resource_request(
         .to_string();
     if t.sub == "scale" {
         return scale_request(store, &def, ns, name, verb, query, &user_agent, req).await;
+    }
+    if t.sub == "log" {
+        return pod_log(store, &def, ns, name, query);
     }
     let printer = req
         .headers()

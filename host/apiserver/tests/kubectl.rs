@@ -853,6 +853,31 @@ async fn a_service_account_token_secret_is_filled_and_revoked_with_the_secret() 
     k.shutdown().await;
 }
 
+/// `kubectl logs` of a Pod no node runs prints nothing, as on a real cluster; an unknown
+/// container is a 400 naming it.
+#[tokio::test]
+async fn kubectl_logs_of_a_pod_that_never_ran_is_empty() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let ns = format!("klog-{}", suffix());
+    k.ok(&["create", "namespace", &ns], None).await;
+    k.ok(&["run", "p", "--image=busybox", "-n", &ns], None)
+        .await;
+    let out = k.run(&["logs", "p", "-n", &ns], None).await;
+    assert_eq!((out.code, out.stdout.as_str()), (0, ""), "{}", out.stderr);
+    let bad = k.run(&["logs", "p", "-n", &ns, "-c", "nope"], None).await;
+    assert_ne!(bad.code, 0);
+    assert!(
+        bad.stderr.contains("container nope is not valid for pod p"),
+        "{}",
+        bad.stderr
+    );
+    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+        .await;
+    k.shutdown().await;
+}
+
 #[tokio::test]
 async fn kubectl_rejects_unknown_custom_resource_fields_with_strict_validation() {
     let Some(k) = Kubectl::new().await else {
