@@ -79,6 +79,26 @@ async fn make_crd(c: &TestCluster, namespaced: bool) -> ApiResource {
     ar
 }
 
+/// Creates Role `name` with `rules` in `ns` and binds it to `user`.
+async fn bind_role(c: &TestCluster, ns: &str, name: &str, rules: Value, user: &str) {
+    let role: Role =
+        serde_json::from_value(json!({"metadata": {"name": name}, "rules": rules})).unwrap();
+    Api::<Role>::namespaced(c.client.clone(), ns)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(c.client.clone(), ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+}
+
 fn widget(ar: &ApiResource, name: &str, data: Value) -> DynamicObject {
     DynamicObject::new(name, ar).data(data)
 }
@@ -3454,26 +3474,15 @@ async fn lists_by_name_are_authorized_for_that_name() {
     let c = TestCluster::new().await;
     let ns = c.namespace("byname").await;
     let user = format!("named-{}", suffix());
-    let role: Role = serde_json::from_value(json!({
-        "metadata": {"name": "one-map"},
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["mine"],
-                   "verbs": ["get", "list", "watch"]}],
-    }))
-    .unwrap();
-    Api::<Role>::namespaced(c.client.clone(), &ns)
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": "one-map"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "one-map"},
-        "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
-    }))
-    .unwrap();
-    Api::<RoleBinding>::namespaced(c.client.clone(), &ns)
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
+    bind_role(
+        &c,
+        &ns,
+        "one-map",
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["mine"],
+                "verbs": ["get", "list", "watch"]}]),
+        &user,
+    )
+    .await;
     let admin: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
     for name in ["mine", "theirs"] {
         admin
@@ -3516,29 +3525,18 @@ async fn rbac_writers_cannot_grant_what_they_do_not_hold() {
     let c = TestCluster::new().await;
     let ns = c.namespace("escalate").await;
     let user = format!("binder-{}", suffix());
-    let role: Role = serde_json::from_value(json!({
-        "metadata": {"name": "rbac-writer"},
-        "rules": [
+    bind_role(
+        &c,
+        &ns,
+        "rbac-writer",
+        json!([
             {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
              "verbs": ["create", "get", "list", "update", "patch", "delete"]},
             {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]},
-        ],
-    }))
-    .unwrap();
-    Api::<Role>::namespaced(c.client.clone(), &ns)
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": "rbac-writer"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "rbac-writer"},
-        "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
-    }))
-    .unwrap();
-    Api::<RoleBinding>::namespaced(c.client.clone(), &ns)
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
+        ]),
+        &user,
+    )
+    .await;
     let writer = c.client_as(&user, &["system:authenticated"]);
     let roles: Api<Role> = Api::namespaced(writer.clone(), &ns);
     // Within what the writer holds: allowed.
