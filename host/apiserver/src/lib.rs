@@ -377,6 +377,7 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
         faults: parking_lot::RwLock::new(FaultConfig::default()),
         faults_active: AtomicBool::new(false),
         server_address: addr.to_string(),
+        url: url.clone(),
     });
     shared.set_faults(config.faults.clone());
     let kubeconfig_yaml = kubeconfig(&url, &admin_token, tls.as_ref().map(|t| t.ca_pem.as_str()));

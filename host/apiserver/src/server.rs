@@ -42,6 +42,8 @@ pub struct Shared {
     pub faults: RwLock<FaultConfig>,
     pub faults_active: AtomicBool,
     pub server_address: String,
+    /// The URL clients reach the server at (`https://host:port`).
+    pub url: String,
 }
 
 impl Shared {
@@ -717,7 +719,7 @@ async fn serve(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>
     }
     let body = match s.as_slice() {
         [] => {
-            json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3", "/readyz", "/version"]})
+            json!({"paths": ["/.well-known/openid-configuration", "/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3", "/openid/v1/jwks", "/readyz", "/version"]})
         }
         ["version"] => json!({
             "major": "1", "minor": "32", "gitVersion": "v1.32.0-lethe",
@@ -732,6 +734,19 @@ async fn serve(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>
                 header::HeaderValue::from_static("text/plain; charset=utf-8"),
             );
             return Ok(r);
+        }
+        // Service-account issuer discovery, for relying parties that verify the tokens.
+        [".well-known", "openid-configuration"] => {
+            return Ok(openid_response(json!({
+                "issuer": crate::sa_token::ISSUER,
+                "jwks_uri": format!("{}/openid/v1/jwks", shared.url),
+                "response_types_supported": ["id_token"],
+                "subject_types_supported": ["public"],
+                "id_token_signing_alg_values_supported": ["ES256"],
+            })));
+        }
+        ["openid", "v1", "jwks"] => {
+            return Ok(openid_response(json!({"keys": [shared.sa_tokens.jwk()]})));
         }
         ["api"] => json!({
             "kind": "APIVersions",
@@ -799,6 +814,16 @@ async fn serve(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>
         _ => return Err(ApiError::path_not_found()),
     };
     Ok(respond_value(200, &body))
+}
+
+/// An issuer-discovery document, with the caching the real server allows for it.
+fn openid_response(body: Value) -> Response<Body> {
+    let mut r = respond_value(200, &body);
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("public, max-age=3600"),
+    );
+    r
 }
 
 /// The protobuf (gnostic `openapi_v2.Document`) form of an empty Swagger 2.0 document:

@@ -1862,6 +1862,40 @@ async fn unknown_resources_are_forbidden_before_they_are_not_found() {
     c.shutdown().await;
 }
 
+/// Service-account issuer discovery: the OpenID configuration and the keys it points to.
+#[tokio::test]
+async fn the_service_account_issuer_publishes_its_discovery_document_and_keys() {
+    let c = TestCluster::new().await;
+    let get = |path: &'static str| {
+        let client = c.client.clone();
+        async move {
+            client
+                .request::<Value>(http::Request::get(path).body(Vec::new()).unwrap())
+                .await
+                .unwrap()
+        }
+    };
+    let config = get("/.well-known/openid-configuration").await;
+    assert!(
+        config["issuer"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("https://")),
+        "{config}"
+    );
+    assert!(
+        config["jwks_uri"]
+            .as_str()
+            .is_some_and(|u| u.ends_with("/openid/v1/jwks")),
+        "{config}"
+    );
+    assert_eq!(config["response_types_supported"], json!(["id_token"]));
+    let keys = get("/openid/v1/jwks").await;
+    let key = &keys["keys"][0];
+    assert!(key["kid"].as_str().is_some_and(|k| !k.is_empty()), "{keys}");
+    assert_eq!(key["use"], "sig");
+    c.shutdown().await;
+}
+
 #[tokio::test]
 async fn namespaces_have_no_collection_delete() {
     let c = TestCluster::new().await;
