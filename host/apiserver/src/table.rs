@@ -243,6 +243,67 @@ fn count(v: &Value) -> usize {
     }
 }
 
+/// A Node's cells after its name, as printNode writes them: its readiness (and whether it is
+/// cordoned), its roles from the `node-role.kubernetes.io/` labels, its age (`age`), the
+/// kubelet's version, and for `-o wide` its addresses and what it runs.
+fn node_cells(o: &Value, age: Value) -> Vec<Value> {
+    let ready = o["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Ready");
+    let mut status = vec![match ready {
+        Some(c) if c["status"] == "True" => "Ready",
+        Some(_) => "NotReady",
+        None => "Unknown",
+    }];
+    if o["spec"]["unschedulable"] == true {
+        status.push("SchedulingDisabled");
+    }
+    let mut roles: Vec<String> = o["metadata"]["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| match k.strip_prefix("node-role.kubernetes.io/") {
+            Some(role) if !role.is_empty() => Some(role.to_string()),
+            _ if k == "kubernetes.io/role" => v.as_str().map(str::to_string),
+            _ => None,
+        })
+        .collect();
+    roles.sort();
+    roles.dedup();
+    let info = &o["status"]["nodeInfo"];
+    let address = |kind: &str| {
+        o["status"]["addresses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|a| a["type"] == kind)
+            .and_then(|a| a["address"].as_str())
+            .unwrap_or("<none>")
+            .to_string()
+    };
+    let or_unknown = |v: &Value| match v.as_str() {
+        Some(s) if !s.is_empty() => s.to_string(),
+        _ => "<unknown>".to_string(),
+    };
+    vec![
+        json!(status.join(",")),
+        json!(if roles.is_empty() {
+            "<none>".to_string()
+        } else {
+            roles.join(",")
+        }),
+        age,
+        json!(info["kubeletVersion"].as_str().unwrap_or_default()),
+        json!(address("InternalIP")),
+        json!(address("ExternalIP")),
+        json!(or_unknown(&info["osImage"])),
+        json!(or_unknown(&info["kernelVersion"])),
+        json!(or_unknown(&info["containerRuntimeVersion"])),
+    ]
+}
+
 fn text(v: &Value) -> String {
     match v {
         Value::Null => "<none>".into(),
@@ -353,6 +414,18 @@ fn columns(def: &ResourceDef, crd: Option<&Value>) -> Vec<Value> {
             wide_col("Selector", "string"),
         ],
         ("coordination.k8s.io", "leases") => vec![name, col("Holder", "string", ""), age],
+        ("", "nodes") => vec![
+            name,
+            col("Status", "string", ""),
+            col("Roles", "string", ""),
+            age,
+            col("Version", "string", ""),
+            wide_col("Internal-IP", "string"),
+            wide_col("External-IP", "string"),
+            wide_col("OS-Image", "string"),
+            wide_col("Kernel-Version", "string"),
+            wide_col("Container-Runtime", "string"),
+        ],
         ("rbac.authorization.k8s.io", "roles" | "clusterroles")
         | ("apiextensions.k8s.io", "customresourcedefinitions") => {
             vec![name, col("Created At", "date", "")]
@@ -490,6 +563,11 @@ fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Value> {
         }
         ("coordination.k8s.io", "leases") => {
             vec![name, json!(text(&o["spec"]["holderIdentity"])), a]
+        }
+        ("", "nodes") => {
+            let mut v = vec![name];
+            v.extend(node_cells(o, a));
+            v
         }
         ("rbac.authorization.k8s.io", "roles" | "clusterroles")
         | ("apiextensions.k8s.io", "customresourcedefinitions") => {

@@ -878,6 +878,44 @@ async fn kubectl_logs_of_a_pod_that_never_ran_is_empty() {
     k.shutdown().await;
 }
 
+/// `kubectl get nodes` prints printNode's columns: status (with a cordon), roles, version.
+#[tokio::test]
+async fn kubectl_get_nodes_prints_status_roles_and_version() {
+    let Some(k) = Kubectl::new().await else {
+        return;
+    };
+    let node = format!("node-{}", suffix());
+    let manifest = format!(
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: {node}\n  labels: {{node-role.kubernetes.io/worker: \"\"}}\n"
+    );
+    k.ok(&["apply", "-f", "-"], Some(&manifest)).await;
+    k.ok(&["cordon", &node], None).await;
+    let table = k.ok(&["get", "node", &node], None).await;
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
+        "{table}"
+    );
+    let row: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        row[..3],
+        [node.as_str(), "Unknown,SchedulingDisabled", "worker"],
+        "{table}"
+    );
+    k.ok(&["delete", "node", &node], None).await;
+    k.shutdown().await;
+}
+
 #[tokio::test]
 async fn kubectl_rejects_unknown_custom_resource_fields_with_strict_validation() {
     let Some(k) = Kubectl::new().await else {
