@@ -638,6 +638,55 @@ fn visible_org_that_is_not_being_deleted_has_no_job() {
     assert_eq!((r.status, r.cf_code()), (404, 10010), "{}", r.body);
 }
 
+/// What `cf create-org` and `cf create-space` send after the create: the creator gets the
+/// manager role, through which the cluster then lets them work in the org.
+#[test]
+fn roles_assigned_through_the_api_give_their_rights() {
+    let lethe = start(&[]);
+    let admin = lethe.admin_token();
+    let org = create_org(&lethe, "roles-org");
+    let hidden = call(
+        &lethe,
+        "GET",
+        &format!("/v3/organizations/{org}"),
+        Some(ALICE),
+        None,
+    );
+    assert_eq!(hidden.status, 404, "{}", hidden.body);
+    let role = format!(
+        r#"{{"type":"organization_manager","relationships":{{"user":{{"data":{{"username":"alice"}}}},"organization":{{"data":{{"guid":"{org}"}}}}}}}}"#
+    );
+    let r = call(&lethe, "POST", "/v3/roles", Some(&admin), Some(&role));
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.json()["type"], "organization_manager");
+    let seen = call(
+        &lethe,
+        "GET",
+        &format!("/v3/organizations/{org}"),
+        Some(ALICE),
+        None,
+    );
+    assert_eq!(seen.status, 200, "{}", seen.body);
+    // As org manager, alice creates a space and makes herself its developer.
+    let body = format!(
+        r#"{{"name":"work","relationships":{{"organization":{{"data":{{"guid":"{org}"}}}}}}}}"#
+    );
+    let space = call(&lethe, "POST", "/v3/spaces", Some(ALICE), Some(&body));
+    assert_eq!(space.status, 201, "{}", space.body);
+    let space = space.json()["guid"].as_str().expect("guid").to_string();
+    let role = format!(
+        r#"{{"type":"space_developer","relationships":{{"user":{{"data":{{"username":"alice"}}}},"space":{{"data":{{"guid":"{space}"}}}}}}}}"#
+    );
+    let r = call(&lethe, "POST", "/v3/roles", Some(ALICE), Some(&role));
+    assert_eq!(r.status, 201, "{}", r.body);
+    // Bob has no role: he may not hand one out.
+    let role = format!(
+        r#"{{"type":"organization_user","relationships":{{"user":{{"data":{{"username":"bob"}}}},"organization":{{"data":{{"guid":"{org}"}}}}}}}}"#
+    );
+    let r = call(&lethe, "POST", "/v3/roles", Some(BOB), Some(&role));
+    assert_eq!((r.status, r.cf_code()), (422, 10008), "{}", r.body);
+}
+
 /// `GET /whoami`, which the cf CLI calls before its commands on a Cloud Foundry on Kubernetes:
 /// the caller's user name and kind, from the cluster.
 #[test]

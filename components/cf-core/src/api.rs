@@ -28,6 +28,8 @@ pub fn handle(kube: &dyn Kube, env: &dyn Env, req: &Request) -> Response {
         ("GET", []) => Ok(Response::json(200, &root_links(&base))),
         ("GET", ["v3"]) => Ok(Response::json(200, &v3_links(&base))),
         ("GET", ["whoami"]) => whoami(kube, req),
+        ("POST", ["v3", "roles"]) => access::caller(req)
+            .and_then(|caller| crate::roles::create(kube, env, &settings, &base, req, &caller)),
         (method, ["v3", collection @ ("organizations" | "spaces"), rest @ ..]) => {
             let type_name = if *collection == "organizations" {
                 "org"
@@ -649,7 +651,7 @@ fn list(
 }
 
 /// A random v4 UUID from the host's CSPRNG, formatted like Cloud Controller's guids.
-fn new_guid(env: &dyn Env) -> String {
+pub(crate) fn new_guid(env: &dyn Env) -> String {
     let mut b = [0u8; 16];
     for (dst, src) in b.iter_mut().zip(env.random_bytes(16)) {
         *dst = src;

@@ -19,6 +19,7 @@ pub mod deletion;
 pub mod errors;
 pub mod jobs;
 pub mod reconcile;
+pub mod roles;
 
 #[cfg(test)]
 mod fake;

@@ -773,3 +773,88 @@ fn whoami_names_users_and_service_accounts_as_korifi_does() {
     );
     assert_eq!(r.status, 401);
 }
+
+#[test]
+fn roles_are_assigned_as_cloud_controller_allows_them() {
+    let (fake, _) = setup();
+    let post = |token: &str, body: serde_json::Value| {
+        let r = api::handle(
+            &fake,
+            &fake,
+            &api_request("POST", "/v3/roles", Some(token), &body.to_string()),
+        );
+        let json = r.json_body().unwrap_or(serde_json::Value::Null);
+        (r.status, json)
+    };
+    let org_role = |kind: &str, user: &str| {
+        json!({"type": kind, "relationships": {"user": {"data": {"username": user}},
+            "organization": {"data": {"guid": ORG}}}})
+    };
+    let space_role = |kind: &str, user: &str| {
+        json!({"type": kind, "relationships": {"user": {"data": {"guid": user}},
+            "space": {"data": {"guid": SPACE}}}})
+    };
+    let detail = |j: &serde_json::Value| {
+        j["errors"][0]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+
+    let (status, role) = post("admin", org_role("organization_manager", "alice"));
+    assert_eq!(status, 201, "{role}");
+    assert_eq!(role["type"], "organization_manager");
+    assert_eq!(role["relationships"]["organization"]["data"]["guid"], ORG);
+    assert_eq!(role["relationships"]["user"]["data"]["guid"], "alice");
+    let bindings = fake
+        .list_all(
+            &Identity::Privileged,
+            "rbac.authorization.k8s.io/v1",
+            "RoleBinding",
+            Some(ORG),
+            &Default::default(),
+        )
+        .expect("bindings");
+    assert!(bindings.iter().any(
+        |b| b.json["roleRef"]["name"] == "lethe-cf-organization-manager"
+            && b.json["subjects"][0]["name"] == "alice"
+    ));
+
+    let (status, again) = post("admin", org_role("organization_manager", "alice"));
+    assert_eq!(status, 422);
+    assert!(
+        detail(&again).starts_with("User 'alice' already has 'organization_manager' role"),
+        "{again}"
+    );
+    // A space role needs an org role first.
+    let (status, lonely) = post("admin", space_role("space_developer", "bob"));
+    assert_eq!(status, 422);
+    assert_eq!(
+        detail(&lonely),
+        "Users cannot be assigned roles in a space if they do not have a role in that space's organization."
+    );
+    // Org managers assign space roles in their org's spaces.
+    let (status, dev) = post("manager", space_role("space_developer", "alice"));
+    assert_eq!(status, 201, "{dev}");
+    assert_eq!(dev["relationships"]["space"]["data"]["guid"], SPACE);
+    // An org user may see the org but not assign roles in it; a stranger does not see it.
+    assert_eq!(
+        post("orguser", org_role("organization_user", "carol")).0,
+        403
+    );
+    let (status, hidden) = post("nobody", org_role("organization_user", "carol"));
+    assert_eq!(status, 422);
+    assert!(
+        detail(&hidden).starts_with("Invalid organization."),
+        "{hidden}"
+    );
+    let (status, bad) = post("admin", org_role("boss", "carol"));
+    assert_eq!(
+        (status, detail(&bad).as_str()),
+        (422, "Type must be one of the allowed types")
+    );
+    assert_eq!(
+        post("admin", org_role("organization_auditor", "carol")).0,
+        422
+    );
+}

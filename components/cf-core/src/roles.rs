@@ -1,0 +1,267 @@
+//! `POST /v3/roles`: Cloud Controller's role assignment, as RoleBindings of lethe's CF
+//! ClusterRoles in the org's or the space's namespace. The cf CLI sends it after `cf create-org`
+//! (the creator becomes org manager) and `cf create-space` (space manager and developer).
+//!
+//! Who may assign a role follows Cloud Controller, not the caller's rights in Kubernetes: admins
+//! anywhere, org managers in their org and its spaces, space managers in their space. An org
+//! manager holds no rights in a space's namespace, so the binding is written with the host's
+//! identity once those rules allow it; it only ever binds one of the CF ClusterRoles below.
+
+use serde_json::{Value as Json, json};
+
+use lethe_guest::env::Env;
+use lethe_guest::kube::{Identity, Kube, KubeError, ListOptions, Object};
+use lethe_guest::{Request, Response};
+
+use crate::api::sees_everything;
+use crate::config::Settings;
+use crate::errors::HttpError;
+use crate::{access, api};
+
+const RBAC: &str = "rbac.authorization.k8s.io";
+const RBAC_VERSION: &str = "rbac.authorization.k8s.io/v1";
+const ORG_MANAGER: &str = "lethe-cf-organization-manager";
+const ORG_USER: &str = "lethe-cf-organization-user";
+/// The label that carries a binding's role guid.
+const ROLE_GUID_LABEL: &str = "cf.lethe.dev/role-guid";
+
+/// The role types lethe has ClusterRoles for, with them and whether they are space roles.
+fn cluster_role(role_type: &str) -> Option<(&'static str, bool)> {
+    match role_type {
+        "organization_manager" => Some((ORG_MANAGER, false)),
+        "organization_user" => Some((ORG_USER, false)),
+        "space_manager" => Some(("lethe-cf-space-manager", true)),
+        "space_developer" => Some(("lethe-cf-space-developer", true)),
+        _ => None,
+    }
+}
+
+/// The role types Cloud Controller knows.
+const CC_TYPES: &[&str] = &[
+    "organization_user",
+    "organization_auditor",
+    "organization_manager",
+    "organization_billing_manager",
+    "space_auditor",
+    "space_developer",
+    "space_manager",
+    "space_supporter",
+];
+
+/// Whether the caller may list RoleBindings in `namespace`, which the manager roles of that
+/// namespace (and admins) may.
+fn manages(kube: &dyn Kube, caller: &Identity, namespace: &str) -> Result<bool, KubeError> {
+    let options = ListOptions {
+        limit: Some(1),
+        ..Default::default()
+    };
+    match kube.list(
+        caller,
+        RBAC_VERSION,
+        "RoleBinding",
+        Some(namespace),
+        &options,
+    ) {
+        Ok(_) => Ok(true),
+        Err(KubeError::Forbidden(_) | KubeError::NotFound(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The RoleBinding subject for a Cloud Foundry user: a service account's token user name is
+/// bound as that service account, anyone else as a User.
+fn subject(user: &str) -> Json {
+    match user
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'))
+    {
+        Some((namespace, name)) => {
+            json!({"kind": "ServiceAccount", "name": name, "namespace": namespace})
+        }
+        None => json!({"kind": "User", "apiGroup": RBAC, "name": user}),
+    }
+}
+
+/// Whether `binding` binds `cluster_role` (any of them when `None`) to `user`.
+fn binds(binding: &Object, user: &Json, cluster_roles: &[&str]) -> bool {
+    let role = &binding.json["roleRef"];
+    role["kind"] == "ClusterRole"
+        && role["name"]
+            .as_str()
+            .is_some_and(|name| cluster_roles.contains(&name))
+        && binding.json["subjects"].as_array().is_some_and(|subjects| {
+            subjects.iter().any(|s| {
+                s["kind"] == user["kind"]
+                    && s["name"] == user["name"]
+                    && (user["namespace"].is_null() || s["namespace"] == user["namespace"])
+            })
+        })
+}
+
+fn bindings_in(kube: &dyn Kube, namespace: &str) -> Result<Vec<Object>, KubeError> {
+    match kube.list_all(
+        &Identity::Privileged,
+        RBAC_VERSION,
+        "RoleBinding",
+        Some(namespace),
+        &ListOptions::default(),
+    ) {
+        Err(KubeError::NotFound(_)) => Ok(Vec::new()),
+        other => other,
+    }
+}
+
+/// `POST /v3/roles`.
+pub fn create(
+    kube: &dyn Kube,
+    env: &dyn Env,
+    settings: &Settings,
+    base: &str,
+    req: &Request,
+    caller: &Identity,
+) -> Result<Response, HttpError> {
+    access::authenticate(kube, caller)?;
+    let kube_err = |e| HttpError::from_kube(e, "Unknown request");
+    let parse_error =
+        || HttpError::parse_error("Request invalid due to parse error: invalid request body");
+    let body: Json = serde_json::from_slice(&req.body).map_err(|_| parse_error())?;
+    if !body.is_object() {
+        return Err(parse_error());
+    }
+    let role_type = body["type"].as_str().unwrap_or_default();
+    if !CC_TYPES.contains(&role_type) {
+        return Err(HttpError::unprocessable(
+            "Type must be one of the allowed types",
+        ));
+    }
+    let Some((cluster_role, space_role)) = cluster_role(role_type) else {
+        return Err(HttpError::unprocessable(format!(
+            "Role type '{role_type}' is not supported"
+        )));
+    };
+    let user_data = &body["relationships"]["user"]["data"];
+    let user = user_data["guid"]
+        .as_str()
+        .or_else(|| user_data["username"].as_str())
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| HttpError::unprocessable("Relationships User must be provided"))?
+        .to_string();
+    let org_type = settings
+        .resource_type("org")
+        .ok_or_else(|| HttpError::unprocessable("organizations are not configured"))?;
+    let (target, org_guid, namespace) = if space_role {
+        let invalid = || {
+            HttpError::unprocessable(
+                "Invalid space. Ensure that the space exists and you have access to it.",
+            )
+        };
+        let guid = body["relationships"]["space"]["data"]["guid"]
+            .as_str()
+            .ok_or_else(invalid)?;
+        let space_type = settings.resource_type("space").ok_or_else(invalid)?;
+        let space = access::locate(kube, space_type, guid)
+            .map_err(kube_err)?
+            .ok_or_else(invalid)?;
+        if !access::visible(kube, caller, space_type, &space).map_err(kube_err)? {
+            return Err(invalid());
+        }
+        let org = space
+            .str_at("/spec/orgGUID")
+            .unwrap_or_default()
+            .to_string();
+        let allowed = sees_everything(kube, caller, org_type).map_err(kube_err)?
+            || manages(kube, caller, &org).map_err(kube_err)?
+            || manages(kube, caller, guid).map_err(kube_err)?;
+        if !allowed {
+            return Err(HttpError::not_authorized());
+        }
+        ("space", org, guid.to_string())
+    } else {
+        let invalid = || {
+            HttpError::unprocessable(
+                "Invalid organization. Ensure that the organization exists and you have access to it.",
+            )
+        };
+        let guid = body["relationships"]["organization"]["data"]["guid"]
+            .as_str()
+            .ok_or_else(invalid)?;
+        let org = access::locate(kube, org_type, guid)
+            .map_err(kube_err)?
+            .ok_or_else(invalid)?;
+        if !access::visible(kube, caller, org_type, &org).map_err(kube_err)? {
+            return Err(invalid());
+        }
+        let allowed = sees_everything(kube, caller, org_type).map_err(kube_err)?
+            || manages(kube, caller, guid).map_err(kube_err)?;
+        if !allowed {
+            return Err(HttpError::not_authorized());
+        }
+        ("organization", guid.to_string(), guid.to_string())
+    };
+    let subject = subject(&user);
+    if space_role
+        && !bindings_in(kube, &org_guid)
+            .map_err(kube_err)?
+            .iter()
+            .any(|b| binds(b, &subject, &[ORG_MANAGER, ORG_USER]))
+    {
+        return Err(HttpError::unprocessable(
+            "Users cannot be assigned roles in a space if they do not have a role in that space's organization.",
+        ));
+    }
+    if bindings_in(kube, &namespace)
+        .map_err(kube_err)?
+        .iter()
+        .any(|b| binds(b, &subject, &[cluster_role]))
+    {
+        return Err(HttpError::unprocessable(format!(
+            "User '{user}' already has '{role_type}' role in {target} '{namespace}'."
+        )));
+    }
+    let guid = api::new_guid(env);
+    let binding = json!({
+        "apiVersion": RBAC_VERSION,
+        "kind": "RoleBinding",
+        "metadata": {
+            "name": format!("cf-role-{guid}"),
+            "namespace": namespace,
+            "labels": {ROLE_GUID_LABEL: guid, "cf.lethe.dev/role-type": role_type},
+        },
+        "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": cluster_role},
+        "subjects": [subject],
+    });
+    let created = kube
+        .create(&Identity::Privileged, &binding)
+        .map_err(kube_err)?;
+    let at = created.creation_timestamp.clone().unwrap_or_default();
+    let (org_data, space_data) = if space_role {
+        (Json::Null, json!({"guid": namespace}))
+    } else {
+        (json!({"guid": namespace}), Json::Null)
+    };
+    let mut links = json!({
+        "self": {"href": format!("{base}/v3/roles/{guid}")},
+        "user": {"href": format!("{base}/v3/users/{user}")},
+    });
+    let collection = if space_role {
+        "spaces"
+    } else {
+        "organizations"
+    };
+    links[target] = json!({"href": format!("{base}/v3/{collection}/{namespace}")});
+    Ok(Response::json(
+        201,
+        &json!({
+            "guid": guid,
+            "created_at": at,
+            "updated_at": at,
+            "type": role_type,
+            "relationships": {
+                "user": {"data": {"guid": user}},
+                "organization": {"data": org_data},
+                "space": {"data": space_data},
+            },
+            "links": links,
+        }),
+    ))
+}
