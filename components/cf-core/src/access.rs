@@ -84,6 +84,33 @@ pub fn may_create(
     Ok(review.json["status"]["allowed"] == true)
 }
 
+/// Whether the caller may list `kind` in `namespace` (all namespaces with `None`): the probe
+/// behind visibility and manager checks, since a role shows in what it lets one list. `Err` only
+/// for an unusable token (`Unauthorized`) or an unreachable cluster.
+pub fn can_list(
+    kube: &dyn Kube,
+    caller: &Identity,
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+) -> Result<bool, KubeError> {
+    let options = ListOptions {
+        limit: Some(1),
+        ..Default::default()
+    };
+    match kube.list(caller, api_version, kind, namespace, &options) {
+        Ok(_) => Ok(true),
+        Err(KubeError::Forbidden(_) | KubeError::NotFound(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The namespace and name of a service account's token user name
+/// (`system:serviceaccount:<namespace>:<name>`).
+pub fn service_account(user: &str) -> Option<(&str, &str)> {
+    user.strip_prefix("system:serviceaccount:")?.split_once(':')
+}
+
 /// Whether the caller may see `object` (of type `t`). `Err` only for an unusable token
 /// (`Unauthorized`) or an unreachable cluster.
 pub fn visible(
@@ -92,12 +119,12 @@ pub fn visible(
     t: &ResourceType,
     object: &Object,
 ) -> Result<bool, KubeError> {
-    let options = ListOptions {
-        limit: Some(1),
-        ..Default::default()
-    };
-    let result = match &t.visibility {
-        Visibility::Get => kube.get(caller, &object.target).map(|_| ()),
+    match &t.visibility {
+        Visibility::Get => match kube.get(caller, &object.target) {
+            Ok(_) => Ok(true),
+            Err(KubeError::Forbidden(_) | KubeError::NotFound(_)) => Ok(false),
+            Err(e) => Err(e),
+        },
         Visibility::ListAny(probes) => {
             for probe in probes {
                 let namespace = if probe.own_namespace {
@@ -105,28 +132,15 @@ pub fn visible(
                 } else {
                     object.target.namespace.as_deref()
                 };
-                match kube.list(caller, &probe.api_version, &probe.kind, namespace, &options) {
-                    Ok(_) => return Ok(true),
-                    Err(KubeError::Forbidden(_) | KubeError::NotFound(_)) => {}
-                    Err(e) => return Err(e),
+                if can_list(kube, caller, &probe.api_version, &probe.kind, namespace)? {
+                    return Ok(true);
                 }
             }
-            return Ok(false);
+            Ok(false)
         }
-        Visibility::ListInOwnNamespace { api_version, kind } => kube
-            .list(
-                caller,
-                api_version,
-                kind,
-                Some(&object.target.name),
-                &options,
-            )
-            .map(|_| ()),
-    };
-    match result {
-        Ok(()) => Ok(true),
-        Err(KubeError::Forbidden(_) | KubeError::NotFound(_)) => Ok(false),
-        Err(e) => Err(e),
+        Visibility::ListInOwnNamespace { api_version, kind } => {
+            can_list(kube, caller, api_version, kind, Some(&object.target.name))
+        }
     }
 }
 

@@ -105,8 +105,8 @@ fn whoami(kube: &dyn Kube, req: &Request) -> Result<Response, HttpError> {
         .as_str()
         .unwrap_or_default();
     // A service account is named by its own name, as Korifi names it.
-    let (kind, name) = match username.strip_prefix("system:serviceaccount:") {
-        Some(rest) => ("ServiceAccount", rest.rsplit(':').next().unwrap_or(rest)),
+    let (kind, name) = match access::service_account(username) {
+        Some((_, name)) => ("ServiceAccount", name),
         None => ("User", username),
     };
     Ok(Response::json(200, &json!({"name": name, "kind": kind})))
@@ -525,15 +525,7 @@ pub fn sees_everything(
         NamespaceRule::Fixed(ns) => Some(ns.as_str()),
         NamespaceRule::Any => None,
     };
-    let options = ListOptions {
-        limit: Some(1),
-        ..Default::default()
-    };
-    match kube.list(caller, &t.api_version, &t.kind, namespace, &options) {
-        Ok(_) => Ok(true),
-        Err(KubeError::Forbidden(_) | KubeError::NotFound(_)) => Ok(false),
-        Err(e) => Err(e),
-    }
+    access::can_list(kube, caller, &t.api_version, &t.kind, namespace)
 }
 
 fn list(

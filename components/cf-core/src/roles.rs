@@ -51,30 +51,13 @@ const CC_TYPES: &[&str] = &[
 /// Whether the caller may list RoleBindings in `namespace`, which the manager roles of that
 /// namespace (and admins) may.
 fn manages(kube: &dyn Kube, caller: &Identity, namespace: &str) -> Result<bool, KubeError> {
-    let options = ListOptions {
-        limit: Some(1),
-        ..Default::default()
-    };
-    match kube.list(
-        caller,
-        RBAC_VERSION,
-        "RoleBinding",
-        Some(namespace),
-        &options,
-    ) {
-        Ok(_) => Ok(true),
-        Err(KubeError::Forbidden(_) | KubeError::NotFound(_)) => Ok(false),
-        Err(e) => Err(e),
-    }
+    access::can_list(kube, caller, RBAC_VERSION, "RoleBinding", Some(namespace))
 }
 
 /// The RoleBinding subject for a Cloud Foundry user: a service account's token user name is
 /// bound as that service account, anyone else as a User.
 fn subject(user: &str) -> Json {
-    match user
-        .strip_prefix("system:serviceaccount:")
-        .and_then(|rest| rest.split_once(':'))
-    {
+    match access::service_account(user) {
         Some((namespace, name)) => {
             json!({"kind": "ServiceAccount", "name": name, "namespace": namespace})
         }
