@@ -94,6 +94,33 @@ fn bindings_in(kube: &dyn Kube, namespace: &str) -> Result<Vec<Object>, KubeErro
     }
 }
 
+/// The org or space (`relationship`) a role is for, by the guid in `body`'s relationships, if it
+/// exists and the caller sees it; else CC's 422 for an invalid one.
+fn visible_target(
+    kube: &dyn Kube,
+    caller: &Identity,
+    t: &crate::config::ResourceType,
+    body: &Json,
+    relationship: &str,
+) -> Result<(String, Object), HttpError> {
+    let invalid = || {
+        HttpError::unprocessable(format!(
+            "Invalid {relationship}. Ensure that the {relationship} exists and you have access to it."
+        ))
+    };
+    let kube_err = |e| HttpError::from_kube(e, "Unknown request");
+    let guid = body["relationships"][relationship]["data"]["guid"]
+        .as_str()
+        .ok_or_else(invalid)?;
+    let object = access::locate(kube, t, guid)
+        .map_err(kube_err)?
+        .ok_or_else(invalid)?;
+    if !access::visible(kube, caller, t, &object).map_err(kube_err)? {
+        return Err(invalid());
+    }
+    Ok((guid.to_string(), object))
+}
+
 /// `POST /v3/roles`.
 pub fn create(
     kube: &dyn Kube,
@@ -133,53 +160,29 @@ pub fn create(
         .resource_type("org")
         .ok_or_else(|| HttpError::unprocessable("organizations are not configured"))?;
     let (target, org_guid, namespace) = if space_role {
-        let invalid = || {
-            HttpError::unprocessable(
-                "Invalid space. Ensure that the space exists and you have access to it.",
-            )
-        };
-        let guid = body["relationships"]["space"]["data"]["guid"]
-            .as_str()
-            .ok_or_else(invalid)?;
-        let space_type = settings.resource_type("space").ok_or_else(invalid)?;
-        let space = access::locate(kube, space_type, guid)
-            .map_err(kube_err)?
-            .ok_or_else(invalid)?;
-        if !access::visible(kube, caller, space_type, &space).map_err(kube_err)? {
-            return Err(invalid());
-        }
+        let space_type = settings
+            .resource_type("space")
+            .ok_or_else(|| HttpError::unprocessable("spaces are not configured"))?;
+        let (guid, space) = visible_target(kube, caller, space_type, &body, "space")?;
         let org = space
             .str_at("/spec/orgGUID")
             .unwrap_or_default()
             .to_string();
         let allowed = sees_everything(kube, caller, org_type).map_err(kube_err)?
             || manages(kube, caller, &org).map_err(kube_err)?
-            || manages(kube, caller, guid).map_err(kube_err)?;
+            || manages(kube, caller, &guid).map_err(kube_err)?;
         if !allowed {
             return Err(HttpError::not_authorized());
         }
-        ("space", org, guid.to_string())
+        ("space", org, guid)
     } else {
-        let invalid = || {
-            HttpError::unprocessable(
-                "Invalid organization. Ensure that the organization exists and you have access to it.",
-            )
-        };
-        let guid = body["relationships"]["organization"]["data"]["guid"]
-            .as_str()
-            .ok_or_else(invalid)?;
-        let org = access::locate(kube, org_type, guid)
-            .map_err(kube_err)?
-            .ok_or_else(invalid)?;
-        if !access::visible(kube, caller, org_type, &org).map_err(kube_err)? {
-            return Err(invalid());
-        }
+        let (guid, _) = visible_target(kube, caller, org_type, &body, "organization")?;
         let allowed = sees_everything(kube, caller, org_type).map_err(kube_err)?
-            || manages(kube, caller, guid).map_err(kube_err)?;
+            || manages(kube, caller, &guid).map_err(kube_err)?;
         if !allowed {
             return Err(HttpError::not_authorized());
         }
-        ("organization", guid.to_string(), guid.to_string())
+        ("organization", guid.clone(), guid)
     };
     let subject = subject(&user);
     if space_role
