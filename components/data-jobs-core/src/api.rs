@@ -550,11 +550,24 @@ impl Ctx<'_> {
         let Some(job) = self.find_job(team, name)? else {
             return Ok(job_not_found());
         };
+        let current = self.desired(&job.uid)?;
+        self.write_deployment(team, name, &job, current, body)
+    }
+
+    /// Writes the desired deployment of `job` from `body` over `current`, the desired one it
+    /// has (the fields `body` leaves out keep their values).
+    fn write_deployment(
+        &self,
+        team: &str,
+        name: &str,
+        job: &Job,
+        current: Option<Deployment>,
+        body: &[u8],
+    ) -> Answer {
         let m = match parse_body(body) {
             Ok(m) => m,
             Err(r) => return Ok(r),
         };
-        let current = self.desired(&job.uid)?;
         let job_version = match optional_string(&m, "job_version") {
             Ok(Some(v)) => v.to_string(),
             Ok(None) => match &current {
@@ -675,7 +688,7 @@ impl Ctx<'_> {
             ));
         }
         self.host.batch(&statements)?;
-        let view = self.deployment_view(&job)?;
+        let view = self.deployment_view(job)?;
         Ok(Response::json(202, &view.unwrap_or(Json::Null)))
     }
 
@@ -782,10 +795,11 @@ impl Ctx<'_> {
         let Some(job) = self.find_job(team, name)? else {
             return Ok(job_not_found());
         };
-        if id != "production" || self.desired(&job.uid)?.is_none() {
-            return Ok(cf::not_found("Deployment not found"));
-        }
-        self.set_deployment(team, name, body)
+        let current = match self.desired(&job.uid)? {
+            Some(d) if id == "production" => d,
+            _ => return Ok(cf::not_found("Deployment not found")),
+        };
+        self.write_deployment(team, name, &job, Some(current), body)
     }
 
     fn delete_deployment(&self, team: &str, name: &str, id: &str) -> Answer {
