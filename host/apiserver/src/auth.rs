@@ -251,47 +251,83 @@ fn role_rules<'a>(inner: &'a Inner, role_ref: &Value, binding_ns: &str) -> Optio
     }
 }
 
-/// What grants `a` to `user` through `binding` (in namespace `ns` for a RoleBinding, empty for a
-/// ClusterRoleBinding), described as RBAC describes it in an allowed review's reason: the
-/// binding, its role and the first of its subjects that is the user.
-fn binding_grant(
+/// A binding that grants a request: the binding, the namespace of a RoleBinding (empty for a
+/// ClusterRoleBinding), and the first of its subjects that is the user.
+struct Grant<'a> {
+    binding: &'a Value,
+    ns: &'a str,
+    subject: &'a Value,
+}
+
+impl Grant<'_> {
+    /// How RBAC describes the grant in an allowed review's reason.
+    fn reason(&self) -> String {
+        let name = self.binding["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default();
+        let (kind, name) = if self.ns.is_empty() {
+            ("ClusterRoleBinding", name.to_string())
+        } else {
+            ("RoleBinding", format!("{name}/{}", self.ns))
+        };
+        let role_ref = &self.binding["roleRef"];
+        let subject_kind = self.subject["kind"].as_str().unwrap_or_default();
+        let mut subject_name = self.subject["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if subject_kind == "ServiceAccount" {
+            let sa_ns = self.subject["namespace"]
+                .as_str()
+                .filter(|n| !n.is_empty())
+                .unwrap_or(self.ns);
+            subject_name = format!("{subject_name}/{sa_ns}");
+        }
+        format!(
+            "RBAC: allowed by {kind} {name:?} of {} {:?} to {subject_kind} {subject_name:?}",
+            role_ref["kind"].as_str().unwrap_or_default(),
+            role_ref["name"].as_str().unwrap_or_default(),
+        )
+    }
+}
+
+/// Whether `binding` (in namespace `ns` for a RoleBinding, empty for a ClusterRoleBinding)
+/// grants `a` to `user`.
+fn binding_grant<'a>(
     inner: &Inner,
-    binding: &Value,
-    ns: &str,
+    binding: &'a Value,
+    ns: &'a str,
     user: &UserInfo,
     a: &Attributes,
-) -> Option<String> {
+) -> Option<Grant<'a>> {
     let subject = binding["subjects"]
         .as_array()?
         .iter()
         .find(|s| subject_matches(s, user, ns))?;
-    let role_ref = &binding["roleRef"];
-    if !role_rules(inner, role_ref, ns)
+    role_rules(inner, &binding["roleRef"], ns)
         .and_then(Value::as_array)
         .is_some_and(|rules| rules.iter().any(|r| rule_allows(r, a)))
+        .then_some(Grant {
+            binding,
+            ns,
+            subject,
+        })
+}
+
+/// The binding that grants `a` to `user`, cluster bindings first as RBAC visits them.
+fn find_grant<'a>(inner: &'a Inner, user: &UserInfo, a: &'a Attributes) -> Option<Grant<'a>> {
+    if let Some(grant) = inner
+        .entries("rbac.authorization.k8s.io/clusterrolebindings")
+        .find_map(|(_, b)| binding_grant(inner, &b.value, "", user, a))
     {
+        return Some(grant);
+    }
+    if !a.resource_request || a.namespace.is_empty() {
         return None;
     }
-    let name = binding["metadata"]["name"].as_str().unwrap_or_default();
-    let (kind, name) = if ns.is_empty() {
-        ("ClusterRoleBinding", name.to_string())
-    } else {
-        ("RoleBinding", format!("{name}/{ns}"))
-    };
-    let subject_kind = subject["kind"].as_str().unwrap_or_default();
-    let mut subject_name = subject["name"].as_str().unwrap_or_default().to_string();
-    if subject_kind == "ServiceAccount" {
-        let sa_ns = subject["namespace"]
-            .as_str()
-            .filter(|n| !n.is_empty())
-            .unwrap_or(ns);
-        subject_name = format!("{subject_name}/{sa_ns}");
-    }
-    Some(format!(
-        "RBAC: allowed by {kind} {name:?} of {} {:?} to {subject_kind} {subject_name:?}",
-        role_ref["kind"].as_str().unwrap_or_default(),
-        role_ref["name"].as_str().unwrap_or_default(),
-    ))
+    inner
+        .in_namespace("rbac.authorization.k8s.io/rolebindings", &a.namespace)
+        .find_map(|b| binding_grant(inner, &b.value, &a.namespace, user, a))
 }
 
 /// RBAC: may `user` do `a`?
@@ -301,7 +337,7 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> bool {
 
 /// [`authorize`] against store contents already in hand (a write that checks its result).
 pub fn authorize_in(inner: &Inner, user: &UserInfo, a: &Attributes) -> bool {
-    allowed_by(inner, user, a).is_some()
+    user.is_master() || find_grant(inner, user, a).is_some()
 }
 
 /// Why `user` may do `a`, as an access review's reason: empty for `system:masters` (the
@@ -310,18 +346,7 @@ pub fn allowed_by(inner: &Inner, user: &UserInfo, a: &Attributes) -> Option<Stri
     if user.is_master() {
         return Some(String::new());
     }
-    if let Some(reason) = inner
-        .entries("rbac.authorization.k8s.io/clusterrolebindings")
-        .find_map(|(_, b)| binding_grant(inner, &b.value, "", user, a))
-    {
-        return Some(reason);
-    }
-    if !a.resource_request || a.namespace.is_empty() {
-        return None;
-    }
-    inner
-        .in_namespace("rbac.authorization.k8s.io/rolebindings", &a.namespace)
-        .find_map(|b| binding_grant(inner, &b.value, &a.namespace, user, a))
+    find_grant(inner, user, a).map(|grant| grant.reason())
 }
 
 /// The rules that apply to `user` in `namespace` (for SelfSubjectRulesReview): resource rules
