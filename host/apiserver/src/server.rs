@@ -1052,6 +1052,22 @@ fn pod_log(
     Ok(r)
 }
 
+/// The verb of a resource request, as the real server's request-info parser derives it from
+/// the method and whether the path names an object.
+fn request_verb(method: &Method, named: bool, query: &Query) -> Option<&'static str> {
+    Some(match (method, named) {
+        (&Method::GET, false) if query.flag("watch") => "watch",
+        (&Method::GET, false) => "list",
+        (&Method::GET, true) => "get",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, false) => "deletecollection",
+        (&Method::DELETE, true) => "delete",
+        _ => return None,
+    })
+}
+
 /// What a resource request the server cannot route asks for, read from its path as the real
 /// server's request-info parser reads any resource path: the namespace, then resource, name and
 /// subresource.
@@ -1074,17 +1090,7 @@ fn unrouted_attributes(
     if namespace.is_empty() && resource == "namespaces" {
         namespace = name;
     }
-    let verb = match (method, name.is_empty()) {
-        (&Method::GET, true) if query.flag("watch") => "watch",
-        (&Method::GET, true) => "list",
-        (&Method::GET, false) => "get",
-        (&Method::POST, _) => "create",
-        (&Method::PUT, _) => "update",
-        (&Method::PATCH, _) => "patch",
-        (&Method::DELETE, true) => "deletecollection",
-        (&Method::DELETE, false) => "delete",
-        _ => return None,
-    };
+    let verb = request_verb(method, !name.is_empty(), query)?;
     Some(Attributes {
         verb: verb.into(),
         resource_request: true,
@@ -1344,22 +1350,14 @@ async fn resource_request(
     {
         return token_request(shared, user, &t, req).await;
     }
-    let verb = match (&method, t.name.is_empty()) {
-        (&Method::GET, true) => {
-            if query.flag("watch") {
-                "watch"
-            } else {
-                "list"
-            }
-        }
-        (&Method::GET, false) => "get",
-        (&Method::POST, true) => "create",
-        (&Method::PUT, false) => "update",
-        (&Method::PATCH, false) => "patch",
-        (&Method::DELETE, false) => "delete",
-        (&Method::DELETE, true) => "deletecollection",
-        _ => return Err(ApiError::method_not_allowed(&def.group, &def.plural)),
-    };
+    // Creates go to a collection; replaces and patches to an object.
+    let named = !t.name.is_empty();
+    let verb = match request_verb(&method, named, query) {
+        Some("create") if named => None,
+        Some("update" | "patch") if !named => None,
+        verb => verb,
+    }
+    .ok_or_else(|| ApiError::method_not_allowed(&def.group, &def.plural))?;
     let sub = match t.sub.as_str() {
         "" => Sub::Main,
         "status" if def.status_subresource && matches!(verb, "get" | "update" | "patch") => {
