@@ -1338,28 +1338,24 @@ fn storage_key(def: &ResourceDef, ns: &str, name: &str) -> String {
 /// started may change), the completion mode and the other policies.
 fn job_update_causes(old: &Value, new: &Value) -> Vec<Cause> {
     let (old_spec, spec) = (&old["spec"], &new["spec"]);
-    let immutable = |field: &str, value: &Value| Cause {
-        reason: "FieldValueInvalid",
-        message: format!("Invalid value: {value}: field is immutable"),
-        field: format!("spec.{field}"),
+    let invalid = |field: &str, value: &Value, why: &str| {
+        validation::invalid_causes(&format!("spec.{field}"), value, vec![why.to_string()])
     };
+    let immutable = |field: &str, value: &Value| invalid(field, value, "field is immutable");
     let mut causes = vec![];
     if spec["completions"] != old_spec["completions"] {
         if spec["completionMode"] != "Indexed" {
-            causes.push(immutable("completions", &spec["completions"]));
+            causes.extend(immutable("completions", &spec["completions"]));
         } else if spec["completions"] != spec["parallelism"] {
-            causes.push(Cause {
-                reason: "FieldValueInvalid",
-                message: format!(
-                    "Invalid value: {}: can only be modified in tandem with spec.parallelism",
-                    spec["completions"]
-                ),
-                field: "spec.completions".into(),
-            });
+            causes.extend(invalid(
+                "completions",
+                &spec["completions"],
+                "can only be modified in tandem with spec.parallelism",
+            ));
         }
     }
     if spec["selector"] != old_spec["selector"] {
-        causes.push(immutable("selector", &spec["selector"]));
+        causes.extend(immutable("selector", &spec["selector"]));
     }
     let mut old_template = old_spec["template"].clone();
     let never_started = old["status"]["startTime"].is_null();
@@ -1381,7 +1377,7 @@ fn job_update_causes(old: &Value, new: &Value) -> Vec<Cause> {
     let mut template = spec["template"].clone();
     strip_nulls(&mut template);
     if template != old_template {
-        causes.push(immutable("template", &spec["template"]));
+        causes.extend(immutable("template", &spec["template"]));
     }
     for field in [
         "completionMode",
@@ -1391,7 +1387,7 @@ fn job_update_causes(old: &Value, new: &Value) -> Vec<Cause> {
         "successPolicy",
     ] {
         if spec[field] != old_spec[field] {
-            causes.push(immutable(field, &spec[field]));
+            causes.extend(immutable(field, &spec[field]));
         }
     }
     causes
