@@ -202,7 +202,10 @@ pub fn pod_spec_causes(spec: &Value, path: &str, restart_policy: bool, causes: &
         let field = format!("{path}.volumes[{i}].name");
         match v["name"].as_str().unwrap_or_default() {
             "" => causes.push(req(&field)),
-            name if volumes.contains(&name) => causes.push(duplicate(&field, &json!(name))),
+            name if volumes.contains(&name) => causes.push(validation::duplicate(
+                field.as_str(),
+                validation::go_quote(name),
+            )),
             name => {
                 causes.extend(validation::invalid_causes(
                     &field,
@@ -270,19 +273,6 @@ pub fn pod_spec_causes(spec: &Value, path: &str, restart_policy: bool, causes: &
     }
 }
 
-/// `field.Duplicate` of a value.
-fn duplicate(field: &str, value: &Value) -> Cause {
-    let shown = match value {
-        Value::String(s) => validation::go_quote(s),
-        other => other.to_string(),
-    };
-    Cause {
-        reason: "FieldValueDuplicate",
-        message: format!("Duplicate value: {shown}"),
-        field: field.into(),
-    }
-}
-
 /// One container's checks (validateContainerCommon): its name (unique among `names`, the names
 /// of the pod's containers so far), image, ports, volume mounts (of `volumes`) and resources.
 fn container_causes(
@@ -302,7 +292,10 @@ fn container_causes(
                 validation::dns1123_label(name),
             ));
             if names.iter().any(|n| n == name) {
-                causes.push(duplicate(&name_field, &json!(name)));
+                causes.push(validation::duplicate(
+                    name_field.as_str(),
+                    validation::go_quote(name),
+                ));
             }
             names.push(name.to_string());
         }
@@ -320,7 +313,10 @@ fn container_causes(
                 validation::port_name(name),
             ));
             if port_names.contains(&name) {
-                causes.push(duplicate(&format!("{at}.name"), &json!(name)));
+                causes.push(validation::duplicate(
+                    format!("{at}.name"),
+                    validation::go_quote(name),
+                ));
             }
             port_names.push(name);
         }

@@ -398,11 +398,7 @@ fn duplicates(schema: &Value, items: &[Value], path: &str, causes: &mut Vec<Caus
                 }
                 other => other.to_string(),
             };
-            causes.push(Cause {
-                reason: "FieldValueDuplicate",
-                message: format!("Duplicate value: {shown}"),
-                field: format!("{path}[{i}]"),
-            });
+            causes.push(crate::validation::duplicate(format!("{path}[{i}]"), shown));
         } else {
             seen.push(id);
         }

@@ -85,14 +85,6 @@ fn not_supported(field: impl Into<String>, value: &Value, supported: &[&str]) ->
     }
 }
 
-fn duplicate(field: impl Into<String>, value: impl std::fmt::Display) -> Cause {
-    Cause {
-        reason: "FieldValueDuplicate",
-        message: format!("Duplicate value: {value}"),
-        field: field.into(),
-    }
-}
-
 fn str_of<'a>(m: &'a Map<String, Value>, key: &str) -> &'a str {
     m.get(key).and_then(Value::as_str).unwrap_or_default()
 }
@@ -402,7 +394,10 @@ fn cluster_ip_field_causes(m: &Map<String, Value>) -> Vec<Cause> {
             ));
         }
         if !seen.insert(f.clone()) {
-            causes.push(duplicate(format!("spec.ipFamilies[{i}]"), json!(f)));
+            causes.push(crate::validation::duplicate(
+                format!("spec.ipFamilies[{i}]"),
+                json!(f),
+            ));
         }
     }
     if let Some(p) = m.get("ipFamilyPolicy").filter(|p| !p.is_null())
@@ -888,7 +883,10 @@ fn port_causes(
             validation::dns1123_label(name),
         ));
         if !names.insert(name.to_string()) {
-            causes.push(duplicate(format!("{path}.name"), json!(name)));
+            causes.push(crate::validation::duplicate(
+                format!("{path}.name"),
+                json!(name),
+            ));
         }
     }
     let port = p["port"].as_i64().unwrap_or(0);
@@ -1041,7 +1039,10 @@ fn validate(m: &Map<String, Value>, old: Option<&Map<String, Value>>) -> Vec<Cau
     for (i, p) in ports.iter().enumerate() {
         let np = node_port(p);
         if np != 0 && !node_ports.insert((p["protocol"].as_str().unwrap_or_default(), np)) {
-            causes.push(duplicate(format!("spec.ports[{i}].nodePort"), np));
+            causes.push(crate::validation::duplicate(
+                format!("spec.ports[{i}].nodePort"),
+                np,
+            ));
         }
     }
     let mut seen = HashSet::new();
@@ -1049,7 +1050,7 @@ fn validate(m: &Map<String, Value>, old: Option<&Map<String, Value>>) -> Vec<Cau
         let proto = p["protocol"].as_str().unwrap_or_default();
         let port = p["port"].as_i64().unwrap_or(0);
         if !seen.insert((proto, port)) {
-            causes.push(duplicate(
+            causes.push(crate::validation::duplicate(
                 format!("spec.ports[{i}]"),
                 go_port_key(proto, port),
             ));

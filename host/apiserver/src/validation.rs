@@ -252,6 +252,15 @@ pub fn json_type(v: &Value) -> &'static str {
     }
 }
 
+/// `field.Duplicate`: `value` already printed as Go prints it.
+pub fn duplicate(field: impl Into<String>, value: impl std::fmt::Display) -> Cause {
+    Cause {
+        reason: "FieldValueDuplicate",
+        message: format!("Duplicate value: {value}"),
+        field: field.into(),
+    }
+}
+
 /// One `FieldValueInvalid` cause per message, as `field.Invalid` renders them (`value` is
 /// printed as JSON, which is how Go's `%q` shows the strings met here).
 pub fn invalid_causes(field: &str, value: &Value, msgs: Vec<String>) -> Vec<Cause> {
