@@ -31,6 +31,11 @@ pub trait Env {
 /// Parses an RFC 3339 timestamp — `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, the forms
 /// Kubernetes writes (`Time`, `MicroTime`) — into milliseconds since the epoch.
 pub fn parse_rfc3339_ms(s: &str) -> Option<i64> {
+    // Every valid form is ASCII; checking that first makes every byte offset below a character
+    // boundary, so no input can make the slicing panic.
+    if !s.is_ascii() {
+        return None;
+    }
     let b = s.as_bytes();
     if b.len() < 20
         || b[4] != b'-'
@@ -167,6 +172,22 @@ mod tests {
             "2023-06-30T20:58:24",
             "2023-06-30T20:58:24+2:00",
             "2023-06-30T20:58:24.Z",
+        ] {
+            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn non_ascii_input_is_refused_without_panicking() {
+        // Multi-byte characters where the parser slices by byte offset: at 19 (before the
+        // fraction or zone), inside the fraction, and inside a zone offset.
+        for bad in [
+            "2023-06-30T20:58:2éZ",
+            "2023-06-30T20:58:24éZ",
+            "2023-06-30T20:58:24.1é",
+            "2023-06-30T20:58:24+0é:0",
+            "2023-06-30T20:58:24+00é0",
+            "2023-06-30T20:58:24\u{1F600}",
         ] {
             assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
         }
