@@ -62,26 +62,21 @@ pub fn locate(kube: &dyn Kube, t: &ResourceType, guid: &str) -> Result<Option<Ob
     }
 }
 
-/// Whether the caller may create objects of type `t` in `namespace`, as the cluster answers a
-/// SelfSubjectAccessReview. `Err` only for an unusable token or an unreachable cluster.
-pub fn may_create(
-    kube: &dyn Kube,
-    caller: &Identity,
-    t: &ResourceType,
-    namespace: &str,
-) -> Result<bool, KubeError> {
-    let group = t.api_version.split_once('/').map_or("", |(g, _)| g);
-    let review = kube.create(
+/// Whether the caller manages `namespace` (an org's or a space's): they may list RoleBindings
+/// there, which the org and space manager roles (and admins) may and no other CF role may.
+/// `Err` only for an unusable token or an unreachable cluster, which callers treat as "no".
+pub fn manages(kube: &dyn Kube, caller: &Identity, namespace: &str) -> Result<bool, KubeError> {
+    if namespace.is_empty() {
+        // An empty namespace would widen the probe to every namespace: fail closed.
+        return Ok(false);
+    }
+    can_list(
+        kube,
         caller,
-        &serde_json::json!({
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SelfSubjectAccessReview",
-            "spec": {"resourceAttributes": {
-                "namespace": namespace, "verb": "create", "group": group, "resource": t.plural(),
-            }},
-        }),
-    )?;
-    Ok(review.json["status"]["allowed"] == true)
+        "rbac.authorization.k8s.io/v1",
+        "RoleBinding",
+        Some(namespace),
+    )
 }
 
 /// Whether the caller may list `kind` in `namespace` (all namespaces with `None`): the probe

@@ -10,7 +10,8 @@ use lethe_guest::{Request, Response};
 use crate::access;
 use crate::config::{CF_API_VERSION, NamespaceRule, ResourceType, Settings};
 use crate::errors::HttpError;
-use crate::{FINALIZER, deletion, reconcile};
+use crate::ownership::{self, OWNER_LABEL, Owner, Refusal};
+use crate::{FINALIZER, deletion};
 
 /// Routes one request of the CF API.
 pub fn handle(kube: &dyn Kube, env: &dyn Env, req: &Request) -> Response {
@@ -772,7 +773,12 @@ fn create(
         {
             return Err(invalid_org());
         }
-        if suspended(&org) && !sees_everything(kube, caller, org_type).map_err(kube_err)? {
+        // Who may create a space is Cloud Controller's rule (admins, and the org's managers),
+        // checked here: the space is created with the host's identity, since no CF role may
+        // create Space objects itself (a user-made Space could name any namespace).
+        let admin = sees_everything(kube, caller, org_type).map_err(kube_err)?;
+        let allowed = admin || access::manages(kube, caller, &org_guid).map_err(kube_err)?;
+        if suspended(&org) && !admin {
             return Err(HttpError::org_suspended());
         }
         let options = ListOptions::default();
@@ -786,20 +792,28 @@ fn create(
             Err(KubeError::NotFound(_)) => Vec::new(),
             other => other.map_err(kube_err)?,
         };
+        // Cloud Controller checks the caller's right to create before the name: a caller who
+        // may not create spaces here is told that, not that the name is taken.
+        if !allowed {
+            return Err(HttpError::not_authorized());
+        }
         if siblings.iter().any(same_name) {
-            // Cloud Controller checks the caller's right to create before the name: a caller
-            // who may not create spaces here is told that, not that the name is taken.
-            if !access::may_create(kube, caller, t, &org_guid).map_err(kube_err)? {
-                return Err(HttpError::not_authorized());
-            }
             return Err(HttpError::unprocessable(
                 "Name must be unique per organization",
             ));
         }
+        // SECURITY.md P4: the space goes into the org's namespace only if that namespace is the
+        // org's by its mark.
+        ownership::ensure_namespace(kube, Owner::new("org", &org)).map_err(|e| match e {
+            Refusal::NotOurs(in_the_way) => HttpError::unprocessable(format!(
+                "Invalid organization: {in_the_way}. Ask an administrator to resolve the clash."
+            )),
+            Refusal::Kube(e) => kube_err(e),
+        })?;
         (
             org_guid.clone(),
             json!({ "displayName": name, "orgGUID": org_guid }),
-            json!({ crate::OWNER_LABEL: format!("org.{org_guid}") }),
+            json!({ OWNER_LABEL: format!("org.{org_guid}") }),
             "Space",
         )
     };
@@ -809,14 +823,19 @@ fn create(
         "metadata": { "name": guid, "namespace": namespace, "finalizers": [FINALIZER], "labels": labels },
         "spec": spec,
     });
-    // Created as the caller: RBAC decides who may create orgs (admins) and spaces (admins and
-    // org managers).
-    let created = kube.create(caller, &object).map_err(|e| match e {
+    // Orgs are created as the caller: RBAC decides (admins). Spaces are created privileged,
+    // after the checks above (SECURITY.md P4).
+    let creator = if type_name == "org" {
+        caller
+    } else {
+        &Identity::Privileged
+    };
+    let created = kube.create(creator, &object).map_err(|e| match e {
         KubeError::Forbidden(_) => HttpError::not_authorized(),
         other => HttpError::from_kube(other, display),
     })?;
-    // The namespace it owns, with the host's identity; the reconciler repairs it if this fails.
-    if let Err(e) = reconcile::ensure_namespace(kube, type_name, &guid) {
+    // The namespace it owns, marked with its uid; the reconciler repairs it if this fails.
+    if let Err(e) = ownership::ensure_namespace(kube, Owner::new(type_name, &created)) {
         env.log(
             lethe_guest::env::Level::Warn,
             &format!("namespace {guid} not created yet ({e}); the reconciler will retry"),

@@ -36,11 +36,15 @@ pub fn delete(
     {
         return Err(HttpError::not_found(&not_found));
     }
-    // A space of a suspended organization is only deleted by admins.
+    // A space of a suspended organization is only deleted by admins. An authorization
+    // decision: a lookup that fails is an error, never a pass (SECURITY.md A1).
     if type_name == "space"
         && let Some(org_type) = settings.resource_type("org")
-        && let Some(org_guid) = object.str_at("/spec/orgGUID")
-        && let Ok(Some(org)) = access::locate(kube, org_type, org_guid)
+        && let Some(org_guid) = object
+            .str_at("/spec/orgGUID")
+            .or(object.target.namespace.as_deref())
+        && let Some(org) = access::locate(kube, org_type, org_guid)
+            .map_err(|e| HttpError::from_kube(e, &not_found))?
         && crate::api::suspended(&org)
         && !crate::api::sees_everything(kube, caller, org_type)
             .map_err(|e| HttpError::from_kube(e, &not_found))?

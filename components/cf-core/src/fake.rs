@@ -22,6 +22,10 @@ pub struct Fake {
     pub config: RefCell<HashMap<String, String>>,
     grants: RefCell<Vec<(String, String, String, String)>>,
     pub calls: Cell<u32>,
+    /// `(verb, kind)` calls that fail with `Unavailable`, whoever makes them.
+    faults: RefCell<Vec<(String, String)>>,
+    /// `(kind, name)` of objects the next `get` answers 404 for, as if they appeared just after.
+    hidden_once: RefCell<Vec<(String, String)>>,
 }
 
 impl Fake {
@@ -33,6 +37,8 @@ impl Fake {
             config: RefCell::new(HashMap::new()),
             grants: RefCell::new(Vec::new()),
             calls: Cell::new(0),
+            faults: RefCell::new(Vec::new()),
+            hidden_once: RefCell::new(Vec::new()),
         };
         fake.grant("admin", "*", "*", "*");
         fake
@@ -45,6 +51,18 @@ impl Fake {
             .push((token.into(), verb.into(), kind.into(), namespace.into()));
     }
 
+    /// Makes every `verb` on `kind` (`*` = any) fail as an unreachable cluster does.
+    pub fn fail(&self, verb: &str, kind: &str) {
+        self.faults.borrow_mut().push((verb.into(), kind.into()));
+    }
+
+    /// Makes the next `get` of `kind` `name` answer 404, as if the object appeared just after.
+    pub fn hide_once(&self, kind: &str, name: &str) {
+        self.hidden_once
+            .borrow_mut()
+            .push((kind.into(), name.into()));
+    }
+
     fn check(
         &self,
         id: &Identity,
@@ -52,6 +70,14 @@ impl Fake {
         kind: &str,
         namespace: Option<&str>,
     ) -> Result<(), KubeError> {
+        if self
+            .faults
+            .borrow()
+            .iter()
+            .any(|(v, k)| (v == "*" || v == verb) && (k == "*" || k == kind))
+        {
+            return Err(KubeError::Unavailable(format!("{verb} {kind}: injected")));
+        }
         let Identity::Caller(token) = id else {
             return Ok(());
         };
@@ -186,6 +212,13 @@ impl Kube for Fake {
     fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError> {
         self.calls.set(self.calls.get() + 1);
         self.check(id, "get", &target.kind, target.namespace.as_deref())?;
+        let hidden = (target.kind.clone(), target.name.clone());
+        let mut hidden_once = self.hidden_once.borrow_mut();
+        if let Some(i) = hidden_once.iter().position(|h| *h == hidden) {
+            hidden_once.remove(i);
+            return Err(KubeError::NotFound(target.name.clone()));
+        }
+        drop(hidden_once);
         self.objects
             .borrow()
             .get(&key_ref(target))

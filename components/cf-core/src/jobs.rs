@@ -8,6 +8,7 @@
 //! | gone                                       | `COMPLETE`                               |
 //! | deletionTimestamp younger than the timeout | `PROCESSING`                             |
 //! | deletionTimestamp older than the timeout   | `FAILED` (10008 `CF-UnprocessableEntity`)|
+//! | being deleted, a foreign namespace in the way | `FAILED` at once, the error naming it  |
 //! | exists, not being deleted, caller can't see| `COMPLETE` (nothing of theirs is left)   |
 //! | exists, not being deleted, caller can see  | re-read for a bounded time, then 404     |
 //!
@@ -25,6 +26,7 @@ use lethe_guest::kube::{Identity, Kube};
 use crate::access;
 use crate::config::{ResourceType, Settings};
 use crate::errors::HttpError;
+use crate::ownership::{self, Owner, Refusal};
 
 /// A parsed job GUID `<type>.<verb>~<resource guid>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,7 +193,22 @@ pub fn job_status(
             Err(e) => return Err(HttpError::from_kube(e, crate::errors::JOB_NOT_FOUND)),
         };
         if let Some(ts) = object.deletion_timestamp.clone() {
-            return Ok(deleting_job(&guid, &ts, settings, t, now));
+            let mut job = deleting_job(&guid, &ts, settings, t, now);
+            // The reconciler never touches a namespace that is not this object's, so the
+            // deletion cannot finish: say so now, and name what is in the way.
+            let owner = Owner::new(&guid.resource_type, &object);
+            if let Err(Refusal::NotOurs(in_the_way)) = ownership::owned_namespace(kube, owner) {
+                job.state = JobState::Failed;
+                job.errors = vec![CfError {
+                    code: 10008,
+                    title: "CF-UnprocessableEntity".into(),
+                    detail: format!(
+                        "{} deletion cannot finish: {in_the_way}",
+                        guid.resource_type
+                    ),
+                }];
+            }
+            return Ok(job);
         }
         // Not being deleted (yet): only now does what the caller may see matter.
         match access::visible(kube, caller, t, &object) {

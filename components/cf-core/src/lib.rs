@@ -18,6 +18,7 @@ pub mod config;
 pub mod deletion;
 pub mod errors;
 pub mod jobs;
+pub mod ownership;
 pub mod reconcile;
 pub mod roles;
 
@@ -28,9 +29,3 @@ mod tests;
 
 /// The finalizer lethe puts on orgs and spaces.
 pub const FINALIZER: &str = "cf.lethe.dev/cleanup";
-
-/// The label on a namespace naming the org or space that owns it.
-pub const OWNER_LABEL: &str = "cf.lethe.dev/owner";
-
-/// The label marking objects lethe manages.
-pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "lethe");

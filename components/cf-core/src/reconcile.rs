@@ -16,6 +16,13 @@
 //! reconciler runs, deletions wait; a deletion that cannot finish (a foreign finalizer, say)
 //! leaves the resource, and its job turns `FAILED` at the timeout.
 //!
+//! The privileged boundary (SECURITY.md P1, P2): a namespace is created, written into or deleted
+//! only when it carries the mark of the very object being reconciled
+//! ([`ownership::Owner::owns`]: its type, name and uid). A namespace of that name without the mark
+//! is never adopted, emptied or deleted: the object is reported (log, pass report, and its job
+//! turns `FAILED` naming the namespace) and keeps its finalizer until an administrator resolves
+//! the clash.
+//!
 //! Failures back off per object (exponentially, through [`Backoff`]); one failing object never
 //! stops the pass.
 
@@ -23,12 +30,12 @@ use serde_json::json;
 
 use lethe_guest::env::Env;
 use lethe_guest::kube::{
-    DeleteOptions, Identity, Kube, KubeError, ListOptions, Object, ObjectRef, PatchKind,
-    Propagation,
+    DeleteOptions, Identity, Kube, KubeError, ListOptions, Object, PatchKind, Propagation,
 };
 
+use crate::FINALIZER;
 use crate::config::{NamespaceRule, ResourceType, Settings};
-use crate::{FINALIZER, MANAGED_BY, OWNER_LABEL};
+use crate::ownership::{self, Owner, Refusal};
 
 /// Per-object backoff state, kept across passes.
 pub trait Backoff {
@@ -61,7 +68,8 @@ pub struct Report {
     pub updated: u32,
     /// Children and namespaces deleted.
     pub deleted: u32,
-    /// `(object, reason)` for each failure.
+    /// `(object, reason)` for each failure, a foreign object in the way among them (its reason
+    /// names it).
     pub failed: Vec<(String, String)>,
     /// Objects skipped because they are backing off.
     pub backing_off: u32,
@@ -107,7 +115,7 @@ pub fn pass(kube: &dyn Kube, env: &dyn Env, settings: &Settings, backoff: &dyn B
                 report.backing_off += 1;
                 continue;
             }
-            match reconcile_one(kube, t, type_name, &object, &mut report) {
+            match reconcile_one(kube, t, Owner::new(type_name, &object), &mut report) {
                 Ok(_) => backoff.succeeded(&key),
                 Err(e) => {
                     let reason = e.to_string();
@@ -128,10 +136,10 @@ pub fn pass(kube: &dyn Kube, env: &dyn Env, settings: &Settings, backoff: &dyn B
 fn reconcile_one(
     kube: &dyn Kube,
     t: &ResourceType,
-    type_name: &str,
-    object: &Object,
+    owner: Owner<'_>,
     report: &mut Report,
-) -> Result<Outcome, KubeError> {
+) -> Result<Outcome, Refusal> {
+    let object = owner.object;
     let ours = object.finalizers.iter().position(|f| f == FINALIZER);
     match (object.deletion_timestamp.is_some(), ours) {
         (false, None) => {
@@ -140,12 +148,12 @@ fn reconcile_one(
             Ok(Outcome::Done)
         }
         (false, Some(_)) => {
-            if ensure_namespace(kube, type_name, &object.target.name)? {
+            if ownership::ensure_namespace(kube, owner)? {
                 report.created += 1;
             }
             Ok(Outcome::Done)
         }
-        (true, Some(index)) => cleanup(kube, t, object, index, report),
+        (true, Some(index)) => cleanup(kube, t, owner, index, report),
         (true, None) => Ok(Outcome::Done),
     }
 }
@@ -172,49 +180,73 @@ fn add_finalizer(kube: &dyn Kube, object: &Object) -> Result<(), KubeError> {
     .map(|_| ())
 }
 
-fn namespace_ref(name: &str) -> ObjectRef {
-    ObjectRef::new("v1", "Namespace", None, name)
-}
-
-/// Creates the namespace `name` owned by `type_name` `name` if it is missing; `true` if created.
-pub fn ensure_namespace(kube: &dyn Kube, type_name: &str, name: &str) -> Result<bool, KubeError> {
-    match kube.get(&Identity::Privileged, &namespace_ref(name)) {
-        Ok(_) => Ok(false),
-        Err(KubeError::NotFound(_)) => {
-            let ns = json!({
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {
-                    "name": name,
-                    "labels": { OWNER_LABEL: format!("{type_name}.{name}"), MANAGED_BY.0: MANAGED_BY.1 },
-                },
-            });
-            match kube.create(&Identity::Privileged, &ns) {
-                Ok(_) | Err(KubeError::Conflict(_)) => Ok(true),
-                Err(e) => Err(e),
-            }
-        }
-        Err(e) => Err(e),
-    }
-}
-
 fn cleanup(
     kube: &dyn Kube,
     t: &ResourceType,
-    object: &Object,
+    owner: Owner<'_>,
     index: usize,
     report: &mut Report,
-) -> Result<Outcome, KubeError> {
-    let own_namespace = object.target.name.as_str();
-    // 1. Children first: they carry finalizers of their own and must be released by this
-    //    reconciler before their namespace can go.
+) -> Result<Outcome, Refusal> {
+    let object = owner.object;
+    // 1. The namespace it owns, checked first: nothing is listed, deleted or released in a
+    //    namespace that is not this object's (SECURITY.md P2). Gone means nothing is left.
+    if let Some(ns) = ownership::owned_namespace(kube, owner)? {
+        // 2. Children first: they carry finalizers of their own and must be released by this
+        //    reconciler before their namespace can go.
+        if delete_children(kube, t, &ns.target.name, report)? {
+            return Ok(Outcome::Waiting);
+        }
+        // 3. Then the namespace; a real cluster's namespace controller (or the embedded
+        //    cluster) empties it, and we wait until it is gone. The uid precondition keeps the
+        //    delete on the namespace whose mark was just checked.
+        if ns.deletion_timestamp.is_none() {
+            let options = DeleteOptions {
+                propagation: Some(Propagation::Background),
+                precondition_uid: Some(ns.uid.clone()),
+            };
+            match kube.delete(&Identity::Privileged, &ns.target, &options) {
+                Ok(_) => report.deleted += 1,
+                Err(KubeError::NotFound(_) | KubeError::Conflict(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        return Ok(Outcome::Waiting);
+    }
+    // 4. Everything it owns is gone: release it, removing only our own finalizer. The `test`
+    //    makes the patch fail if the list changed meanwhile, so another finalizer is never removed.
+    let path = format!("/metadata/finalizers/{index}");
+    let patch = json!([
+        { "op": "test", "path": path, "value": FINALIZER },
+        { "op": "remove", "path": path },
+    ]);
+    match kube.patch(
+        &Identity::Privileged,
+        &object.target,
+        PatchKind::Json,
+        &patch,
+    ) {
+        Ok(_) | Err(KubeError::NotFound(_)) => {
+            report.updated += 1;
+            Ok(Outcome::Done)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Deletes the children of type `t` in `namespace` (an owned one); `true` while any is left.
+fn delete_children(
+    kube: &dyn Kube,
+    t: &ResourceType,
+    namespace: &str,
+    report: &mut Report,
+) -> Result<bool, KubeError> {
     let mut children_left = false;
     for (api_version, kind) in &t.children {
         let children = match kube.list_all(
             &Identity::Privileged,
             api_version,
             kind,
-            Some(own_namespace),
+            Some(namespace),
             &ListOptions::default(),
         ) {
             Ok(c) => c,
@@ -236,48 +268,7 @@ fn cleanup(
             }
         }
     }
-    if children_left {
-        return Ok(Outcome::Waiting);
-    }
-    // 2. Then the namespace it owns; a real cluster's namespace controller (or the embedded
-    //    cluster) empties it, and we wait until it is gone.
-    match kube.get(&Identity::Privileged, &namespace_ref(own_namespace)) {
-        Ok(ns) => {
-            if ns.deletion_timestamp.is_none() {
-                let options = DeleteOptions {
-                    propagation: Some(Propagation::Background),
-                    precondition_uid: Some(ns.uid.clone()),
-                };
-                match kube.delete(&Identity::Privileged, &ns.target, &options) {
-                    Ok(_) => report.deleted += 1,
-                    Err(KubeError::NotFound(_) | KubeError::Conflict(_)) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            return Ok(Outcome::Waiting);
-        }
-        Err(KubeError::NotFound(_)) => {}
-        Err(e) => return Err(e),
-    }
-    // 3. Everything it owns is gone: release it, removing only our own finalizer. The `test`
-    //    makes the patch fail if the list changed meanwhile, so another finalizer is never removed.
-    let path = format!("/metadata/finalizers/{index}");
-    let patch = json!([
-        { "op": "test", "path": path, "value": FINALIZER },
-        { "op": "remove", "path": path },
-    ]);
-    match kube.patch(
-        &Identity::Privileged,
-        &object.target,
-        PatchKind::Json,
-        &patch,
-    ) {
-        Ok(_) | Err(KubeError::NotFound(_)) => {
-            report.updated += 1;
-            Ok(Outcome::Done)
-        }
-        Err(e) => Err(e),
-    }
+    Ok(children_left)
 }
 
 #[cfg(test)]

@@ -5,7 +5,9 @@
 //! Who may assign a role follows Cloud Controller, not the caller's rights in Kubernetes: admins
 //! anywhere, org managers in their org and its spaces, space managers in their space. An org
 //! manager holds no rights in a space's namespace, so the binding is written with the host's
-//! identity once those rules allow it; it only ever binds one of the CF ClusterRoles below.
+//! identity once those rules allow it; it only ever binds one of the CF ClusterRoles below, and
+//! only into the namespace that carries the mark of the org or space the role is for
+//! (SECURITY.md P3), so no user-made org or space can point it at a namespace lethe does not own.
 
 use serde_json::{Value as Json, json};
 
@@ -16,6 +18,7 @@ use lethe_guest::{Request, Response};
 use crate::api::sees_everything;
 use crate::config::Settings;
 use crate::errors::HttpError;
+use crate::ownership::{self, Owner, Refusal};
 use crate::{access, api};
 
 const RBAC: &str = "rbac.authorization.k8s.io";
@@ -47,12 +50,6 @@ const CC_TYPES: &[&str] = &[
     "space_manager",
     "space_supporter",
 ];
-
-/// Whether the caller may list RoleBindings in `namespace`, which the manager roles of that
-/// namespace (and admins) may.
-fn manages(kube: &dyn Kube, caller: &Identity, namespace: &str) -> Result<bool, KubeError> {
-    access::can_list(kube, caller, RBAC_VERSION, "RoleBinding", Some(namespace))
-}
 
 /// The RoleBinding subject for a Cloud Foundry user: a service account's token user name is
 /// bound as that service account, anyone else as a User.
@@ -115,7 +112,10 @@ fn visible_target(
     let object = access::locate(kube, t, guid)
         .map_err(kube_err)?
         .ok_or_else(invalid)?;
-    if !access::visible(kube, caller, t, &object).map_err(kube_err)? {
+    // A role in something being deleted would be written into a namespace on its way out.
+    if object.deletion_timestamp.is_some()
+        || !access::visible(kube, caller, t, &object).map_err(kube_err)?
+    {
         return Err(invalid());
     }
     Ok((guid.to_string(), object))
@@ -159,30 +159,37 @@ pub fn create(
     let org_type = settings
         .resource_type("org")
         .ok_or_else(|| HttpError::unprocessable("organizations are not configured"))?;
-    let (target, org_guid, namespace) = if space_role {
+    let (target, org_guid, namespace, owner_object) = if space_role {
         let space_type = settings
             .resource_type("space")
             .ok_or_else(|| HttpError::unprocessable("spaces are not configured"))?;
         let (guid, space) = visible_target(kube, caller, space_type, &body, "space")?;
-        let org = space
-            .str_at("/spec/orgGUID")
-            .unwrap_or_default()
-            .to_string();
+        // The org is where the space lives; a spec naming another org is not believed (the
+        // decisions below hang on it), and a space with neither fails closed.
+        let org = match (space.target.namespace.as_deref(), space.str_at("/spec/orgGUID")) {
+            (Some(ns), Some(org)) if ns == org => org.to_string(),
+            (Some(ns), None) if !ns.is_empty() => ns.to_string(),
+            _ => {
+                return Err(HttpError::unprocessable(
+                    "Invalid space. Ensure that the space exists and you have access to it.",
+                ));
+            }
+        };
         let allowed = sees_everything(kube, caller, org_type).map_err(kube_err)?
-            || manages(kube, caller, &org).map_err(kube_err)?
-            || manages(kube, caller, &guid).map_err(kube_err)?;
+            || access::manages(kube, caller, &org).map_err(kube_err)?
+            || access::manages(kube, caller, &guid).map_err(kube_err)?;
         if !allowed {
             return Err(HttpError::not_authorized());
         }
-        ("space", org, guid)
+        ("space", org, guid, space)
     } else {
-        let (guid, _) = visible_target(kube, caller, org_type, &body, "organization")?;
+        let (guid, org) = visible_target(kube, caller, org_type, &body, "organization")?;
         let allowed = sees_everything(kube, caller, org_type).map_err(kube_err)?
-            || manages(kube, caller, &guid).map_err(kube_err)?;
+            || access::manages(kube, caller, &guid).map_err(kube_err)?;
         if !allowed {
             return Err(HttpError::not_authorized());
         }
-        ("organization", guid.clone(), guid)
+        ("organization", guid.clone(), guid, org)
     };
     let subject = subject(&user);
     if space_role
@@ -204,14 +211,26 @@ pub fn create(
             "User '{user}' already has '{role_type}' role in {target} '{namespace}'."
         )));
     }
+    // SECURITY.md P3: the binding is written privileged, so only into the namespace that is
+    // this org's or space's by its mark (made now if the reconciler has not made it yet).
+    let owner = Owner::new(if space_role { "space" } else { "org" }, &owner_object);
+    ownership::ensure_namespace(kube, owner).map_err(|e| match e {
+        Refusal::NotOurs(in_the_way) => HttpError::unprocessable(format!(
+            "Invalid {target}: {in_the_way}. Ask an administrator to resolve the clash."
+        )),
+        Refusal::Kube(e) => kube_err(e),
+    })?;
     let guid = api::new_guid(env);
+    let mut labels = owner.labels();
+    labels[ROLE_GUID_LABEL] = json!(guid);
+    labels["cf.lethe.dev/role-type"] = json!(role_type);
     let binding = json!({
         "apiVersion": RBAC_VERSION,
         "kind": "RoleBinding",
         "metadata": {
             "name": format!("cf-role-{guid}"),
             "namespace": namespace,
-            "labels": {ROLE_GUID_LABEL: guid, "cf.lethe.dev/role-type": role_type},
+            "labels": labels,
         },
         "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": cluster_role},
         "subjects": [subject],

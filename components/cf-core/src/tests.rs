@@ -3,11 +3,12 @@
 use serde_json::json;
 
 use lethe_guest::Request;
-use lethe_guest::kube::{Identity, Kube};
+use lethe_guest::kube::{Identity, Kube, Object};
 
 use crate::config::Settings;
 use crate::fake::Fake;
 use crate::jobs::{JobState, job_status};
+use crate::ownership::Owner;
 use crate::reconcile::{Backoff, pass};
 use crate::{FINALIZER, api, deletion};
 
@@ -22,12 +23,12 @@ fn setup() -> (Fake, Settings) {
     let fake = Fake::new();
     let settings = Settings::from_env(&fake).expect("defaults");
     fake.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "cf"}}));
-    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+    let org = fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
         "metadata": {"name": ORG, "namespace": "cf", "finalizers": [FINALIZER]}, "spec": {"displayName": "o"}}));
-    fake.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ORG}}));
-    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
+    put_owned_namespace(&fake, "org", &org);
+    let space = fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
         "metadata": {"name": SPACE, "namespace": ORG, "finalizers": [FINALIZER]}, "spec": {"displayName": "s", "orgGUID": ORG}}));
-    fake.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SPACE}}));
+    put_owned_namespace(&fake, "space", &space);
     // An org user sees the org (its spaces may be listed) but reads no space; an org manager
     // reads and deletes them (it may list the org's role bindings).
     fake.grant("orguser", "list", "Space", ORG);
@@ -36,6 +37,13 @@ fn setup() -> (Fake, Settings) {
     fake.grant("manager", "list", "RoleBinding", ORG);
     fake.grant("nobody", "list", "Namespace", "*");
     (fake, settings)
+}
+
+/// Puts the namespace `owner` owns, with the mark lethe gives it.
+fn put_owned_namespace(fake: &Fake, type_name: &str, owner: &Object) {
+    let labels = Owner::new(type_name, owner).labels();
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": owner.target.name, "labels": labels}}));
 }
 
 #[derive(Default)]
@@ -384,8 +392,10 @@ fn names_filter_and_sort_regardless_of_case() {
 fn a_suspended_org_takes_no_space_writes_but_from_admins() {
     let (fake, _) = setup();
     fake.grant("manager", "get", "Org", "cf");
+    // The same org, suspended (same uid: an update, not a re-creation).
+    let uid = fake.object("Org", "cf", ORG).expect("org").uid;
     fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
-        "metadata": {"name": ORG, "namespace": "cf", "finalizers": [FINALIZER]},
+        "metadata": {"name": ORG, "namespace": "cf", "finalizers": [FINALIZER], "uid": uid},
         "spec": {"displayName": "o", "suspended": true}}));
     let space = format!(
         r#"{{"name":"new","relationships":{{"organization":{{"data":{{"guid":"{ORG}"}}}}}}}}"#
@@ -857,4 +867,243 @@ fn roles_are_assigned_as_cloud_controller_allows_them() {
         post("admin", org_role("organization_auditor", "carol")).0,
         422
     );
+}
+
+// --- The privileged boundary (SECURITY.md): never act on what lethe does not own -------------
+
+/// A Space named after a foreign namespace (which holds a ConfigMap), as an administrator's
+/// `kubectl create` or an older CF role could make it.
+fn put_space_named_after(fake: &Fake, name: &str) {
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name, "labels": {"team": "payments"}}}));
+    fake.put(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "precious", "namespace": name}}));
+    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
+        "metadata": {"name": name, "namespace": ORG, "finalizers": [FINALIZER]},
+        "spec": {"displayName": name, "orgGUID": ORG}}));
+}
+
+fn untouched(fake: &Fake, name: &str) {
+    let ns = fake.object("Namespace", "", name).expect("namespace still there");
+    assert!(ns.deletion_timestamp.is_none(), "namespace {name} was deleted");
+    assert_eq!(
+        ns.labels,
+        vec![("team".to_string(), "payments".to_string())],
+        "namespace {name} was relabelled"
+    );
+    assert!(fake.exists("ConfigMap", name, "precious"));
+}
+
+#[test]
+fn reconciler_never_adopts_or_deletes_a_namespace_it_does_not_own() {
+    let (fake, settings) = setup();
+    put_space_named_after(&fake, "payments");
+    let report = pass(&fake, &fake, &settings, &NoBackoff);
+    untouched(&fake, "payments");
+    let (item, reason) = report
+        .failed
+        .iter()
+        .find(|(item, _)| item == "space/payments")
+        .expect("the clash is in the pass report");
+    assert!(
+        reason.starts_with("Namespace payments is in the way of space payments"),
+        "{item}: {reason}"
+    );
+
+    // Deleting the Space must not steer the reconciler onto the namespace either.
+    deletion::delete(&fake, &fake, &settings, "space", "payments", &caller("admin"))
+        .expect("accepted");
+    for _ in 0..4 {
+        pass(&fake, &fake, &settings, &NoBackoff);
+        fake.run_namespace_controller();
+    }
+    untouched(&fake, "payments");
+    // The Space keeps its finalizer, and its job says at once why it cannot finish.
+    assert!(fake.exists("Space", ORG, "payments"));
+    let j = job(&fake, &settings, "space.delete~payments", "admin").expect("job");
+    assert_eq!(j.state, JobState::Failed);
+    assert_eq!(j.errors[0].code, 10008);
+    assert!(
+        j.errors[0].detail.contains("Namespace payments is in the way"),
+        "{:?}",
+        j.errors
+    );
+}
+
+#[test]
+fn a_space_re_created_under_the_same_name_inherits_nothing() {
+    let (fake, settings) = setup();
+    // The space is replaced by another of the same name (a new uid); its namespace still
+    // carries the old space's mark, so the new one may neither adopt nor delete it.
+    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
+        "metadata": {"name": SPACE, "namespace": ORG, "finalizers": [FINALIZER],
+                     "deletionTimestamp": "2023-11-14T22:13:20Z"},
+        "spec": {"displayName": "s", "orgGUID": ORG}}));
+    let report = pass(&fake, &fake, &settings, &NoBackoff);
+    assert!(
+        report.failed.iter().any(|(item, reason)| item == &format!("space/{SPACE}")
+            && reason.contains(&format!("Namespace {SPACE} is in the way"))),
+        "{:?}",
+        report.failed
+    );
+    let ns = fake.object("Namespace", "", SPACE).expect("namespace");
+    assert!(ns.deletion_timestamp.is_none());
+}
+
+#[test]
+fn a_namespace_that_appears_between_the_read_and_the_create_is_not_adopted() {
+    let (fake, _) = setup();
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "payments", "labels": {"team": "payments"}}}));
+    fake.put(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "precious", "namespace": "payments"}}));
+    let space = fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
+        "metadata": {"name": "payments", "namespace": ORG, "finalizers": [FINALIZER]},
+        "spec": {"displayName": "p", "orgGUID": ORG}}));
+    // The first read misses it, so the create answers AlreadyExists: not "created".
+    fake.hide_once("Namespace", "payments");
+    let result = crate::ownership::ensure_namespace(&fake, Owner::new("space", &space));
+    assert!(
+        matches!(result, Err(crate::ownership::Refusal::NotOurs(_))),
+        "{result:?}"
+    );
+    untouched(&fake, "payments");
+    // And the namespace of an object that is its own is adopted on that conflict.
+    let org = fake.object("Org", "cf", ORG).expect("org");
+    fake.hide_once("Namespace", ORG);
+    let result = crate::ownership::ensure_namespace(&fake, Owner::new("org", &org));
+    assert_eq!(result, Ok(false));
+}
+
+#[test]
+fn roles_are_never_written_into_a_namespace_lethe_does_not_own() {
+    let (fake, _) = setup();
+    put_space_named_after(&fake, "payments");
+    fake.grant("manager", "list", "RoleBinding", "payments");
+    let body = json!({"type": "space_developer", "relationships": {
+        "user": {"data": {"guid": "manager"}}, "space": {"data": {"guid": "payments"}}}});
+    // The manager holds an org role, so only the namespace's ownership can stop this.
+    fake.put(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "m", "namespace": ORG},
+        "roleRef": {"kind": "ClusterRole", "name": "lethe-cf-organization-manager"},
+        "subjects": [{"kind": "User", "name": "manager"}]}));
+    let r = api::handle(
+        &fake,
+        &fake,
+        &api_request("POST", "/v3/roles", Some("manager"), &body.to_string()),
+    );
+    let json = r.json_body().expect("json");
+    assert_eq!(r.status, 422, "{json}");
+    assert!(
+        json["errors"][0]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("Namespace payments is in the way")),
+        "{json}"
+    );
+    let bindings = fake
+        .list_all(
+            &Identity::Privileged,
+            "rbac.authorization.k8s.io/v1",
+            "RoleBinding",
+            Some("payments"),
+            &Default::default(),
+        )
+        .expect("list");
+    assert!(bindings.is_empty(), "{bindings:?}");
+    untouched(&fake, "payments");
+}
+
+#[test]
+fn role_bindings_carry_the_uid_of_what_they_are_for() {
+    let (fake, _) = setup();
+    let body = json!({"type": "organization_user", "relationships": {
+        "user": {"data": {"guid": "dana"}}, "organization": {"data": {"guid": ORG}}}});
+    let r = api::handle(
+        &fake,
+        &fake,
+        &api_request("POST", "/v3/roles", Some("admin"), &body.to_string()),
+    );
+    assert_eq!(r.status, 201);
+    let org = fake.object("Org", "cf", ORG).expect("org");
+    let bindings = fake
+        .list_all(
+            &Identity::Privileged,
+            "rbac.authorization.k8s.io/v1",
+            "RoleBinding",
+            Some(ORG),
+            &Default::default(),
+        )
+        .expect("list");
+    assert_eq!(bindings.len(), 1);
+    assert!(Owner::new("org", &org).owns(&bindings[0]));
+}
+
+#[test]
+fn a_space_is_created_only_in_a_namespace_that_is_its_orgs() {
+    let (fake, _) = setup();
+    // The org's namespace is replaced by a foreign one of the same name.
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ORG}}));
+    let space = json!({"name": "new", "relationships": {"organization": {"data": {"guid": ORG}}}});
+    let r = api::handle(
+        &fake,
+        &fake,
+        &api_request("POST", "/v3/spaces", Some("manager"), &space.to_string()),
+    );
+    assert_eq!(r.status, 422, "{:?}", r.json_body());
+    assert_eq!(
+        fake.list_all(
+            &Identity::Privileged,
+            "cf.lethe.dev/v1alpha1",
+            "Space",
+            Some(ORG),
+            &Default::default()
+        )
+        .expect("list")
+        .len(),
+        1,
+        "no new space"
+    );
+}
+
+#[test]
+fn org_managers_create_spaces_through_lethe_which_marks_their_namespaces() {
+    let (fake, _) = setup();
+    let space = json!({"name": "new", "relationships": {"organization": {"data": {"guid": ORG}}}});
+    // The manager's grants in the fake are wider, but lethe creates the Space privileged.
+    let r = api::handle(
+        &fake,
+        &fake,
+        &api_request("POST", "/v3/spaces", Some("manager"), &space.to_string()),
+    );
+    assert_eq!(r.status, 201, "{:?}", r.json_body());
+    let guid = r.json_body().expect("json")["guid"]
+        .as_str()
+        .expect("guid")
+        .to_string();
+    let created = fake.object("Space", ORG, &guid).expect("space");
+    let ns = fake.object("Namespace", "", &guid).expect("namespace");
+    assert!(Owner::new("space", &created).owns(&ns));
+    // An org user, who manages nothing, may not.
+    let r = api::handle(
+        &fake,
+        &fake,
+        &api_request("POST", "/v3/spaces", Some("orguser"), &space.to_string()),
+    );
+    assert_eq!(r.status, 403);
+}
+
+#[test]
+fn a_suspended_org_check_that_cannot_be_made_refuses_the_delete() {
+    let (fake, settings) = setup();
+    let uid = fake.object("Org", "cf", ORG).expect("org").uid;
+    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+        "metadata": {"name": ORG, "namespace": "cf", "finalizers": [FINALIZER], "uid": uid},
+        "spec": {"displayName": "o", "suspended": true}}));
+    // The org cannot be read: the manager's delete in it must fail, not slip through.
+    fake.fail("get", "Org");
+    let result = deletion::delete(&fake, &fake, &settings, "space", SPACE, &caller("manager"));
+    let e = result.expect_err("refused while the org cannot be read");
+    assert_eq!(e.status, 503, "{e:?}");
+    let space = fake.object("Space", ORG, SPACE).expect("space");
+    assert!(space.deletion_timestamp.is_none(), "the space was deleted");
 }

@@ -1,0 +1,219 @@
+//! Ownership marks: what ties an object lethe made with its privileged identity to the org or
+//! space it was made for, and the check that runs before that identity adopts, writes into or
+//! deletes anything (SECURITY.md, rows P1–P4).
+//!
+//! Namespaces are cluster-scoped, so an owner reference from a namespaced Org or Space cannot
+//! point at them; RoleBindings live in another namespace than their org's record. Both carry the
+//! owner's **uid** in a label instead, next to its type and name. The uid is what makes the mark
+//! unforgeable in practice: only the server assigns it, a re-created object of the same name gets
+//! a new one (and so inherits nothing), and adding the label to a namespace needs write rights on
+//! that namespace, which is exactly what the mark protects.
+
+use serde_json::{Value as Json, json};
+
+use lethe_guest::kube::{Identity, Kube, KubeError, Object, ObjectRef};
+
+/// The label naming the owner as `<type>.<name>` (`org.<guid>`), for people and selectors.
+pub const OWNER_LABEL: &str = "cf.lethe.dev/owner";
+
+/// The label holding the owner's `metadata.uid`: the mark the privileged identity checks.
+pub const OWNER_UID_LABEL: &str = "cf.lethe.dev/owner-uid";
+
+/// The label marking objects lethe manages.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "lethe");
+
+/// The org or space on whose behalf the privileged identity acts.
+#[derive(Debug, Clone, Copy)]
+pub struct Owner<'a> {
+    /// Its job-GUID type name (`org`, `space`).
+    pub type_name: &'a str,
+    /// The object itself, as read from the cluster (its uid is the mark).
+    pub object: &'a Object,
+}
+
+/// An object in the way that lethe does not own: it is reported and never touched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotOurs {
+    /// The kind of the object in the way, e.g. `Namespace`.
+    pub kind: String,
+    /// Its namespace, for namespaced kinds.
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+    /// Whom lethe acted for, as `<type> <name> (uid <uid>)`.
+    pub owner: String,
+}
+
+impl std::fmt::Display for NotOurs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let path = match &self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.clone(),
+        };
+        write!(
+            f,
+            "{} {path} is in the way of {} and is not lethe's (it lacks {OWNER_UID_LABEL} for \
+             that owner); lethe left it untouched",
+            self.kind, self.owner
+        )
+    }
+}
+
+impl<'a> Owner<'a> {
+    /// The owner `object` of type `type_name`.
+    pub fn new(type_name: &'a str, object: &'a Object) -> Self {
+        Owner { type_name, object }
+    }
+
+    /// The name of the namespace it owns: its own name (guid).
+    pub fn namespace_name(&self) -> &'a str {
+        &self.object.target.name
+    }
+
+    /// The labels every object made for it carries.
+    pub fn labels(&self) -> Json {
+        json!({
+            OWNER_LABEL: format!("{}.{}", self.type_name, self.object.target.name),
+            OWNER_UID_LABEL: self.object.uid,
+            MANAGED_BY.0: MANAGED_BY.1,
+        })
+    }
+
+    /// Whether `candidate` carries this owner's mark: the same type and name, and the same uid.
+    pub fn owns(&self, candidate: &Object) -> bool {
+        !self.object.uid.is_empty()
+            && candidate.label(OWNER_UID_LABEL) == Some(self.object.uid.as_str())
+            && candidate.label(OWNER_LABEL)
+                == Some(format!("{}.{}", self.type_name, self.object.target.name).as_str())
+    }
+
+    /// `Ok` when `candidate` is this owner's, else the report of the object in the way.
+    pub fn check(&self, candidate: &Object) -> Result<(), NotOurs> {
+        if self.owns(candidate) {
+            return Ok(());
+        }
+        Err(NotOurs {
+            kind: candidate.target.kind.clone(),
+            namespace: candidate.target.namespace.clone(),
+            name: candidate.target.name.clone(),
+            owner: format!(
+                "{} {} (uid {})",
+                self.type_name, self.object.target.name, self.object.uid
+            ),
+        })
+    }
+}
+
+/// Why the privileged identity did not act.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The cluster failed or refused the call.
+    Kube(KubeError),
+    /// An object in the way is not lethe's.
+    NotOurs(NotOurs),
+}
+
+impl From<KubeError> for Refusal {
+    fn from(e: KubeError) -> Self {
+        Refusal::Kube(e)
+    }
+}
+
+impl From<NotOurs> for Refusal {
+    fn from(e: NotOurs) -> Self {
+        Refusal::NotOurs(e)
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Kube(e) => e.fmt(f),
+            Refusal::NotOurs(e) => e.fmt(f),
+        }
+    }
+}
+
+/// A reference to the namespace `name`.
+pub fn namespace_ref(name: &str) -> ObjectRef {
+    ObjectRef::new("v1", "Namespace", None, name)
+}
+
+/// Reads the namespace `owner` owns. `Ok(None)` when it does not exist; `NotOurs` when a
+/// namespace of that name exists without `owner`'s mark (SECURITY.md P1).
+pub fn owned_namespace(kube: &dyn Kube, owner: Owner<'_>) -> Result<Option<Object>, Refusal> {
+    match kube.get(
+        &Identity::Privileged,
+        &namespace_ref(owner.namespace_name()),
+    ) {
+        Ok(ns) => {
+            owner.check(&ns)?;
+            Ok(Some(ns))
+        }
+        Err(KubeError::NotFound(_)) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Creates the namespace `owner` owns if it is missing; `Ok(true)` if this call created it.
+/// A namespace of that name without `owner`'s mark is never adopted: `NotOurs` (SECURITY.md P1).
+/// An `AlreadyExists` on create is re-read and judged the same way, so a namespace that appeared
+/// in between is adopted only if it is this owner's.
+pub fn ensure_namespace(kube: &dyn Kube, owner: Owner<'_>) -> Result<bool, Refusal> {
+    if owned_namespace(kube, owner)?.is_some() {
+        return Ok(false);
+    }
+    let ns = json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": { "name": owner.namespace_name(), "labels": owner.labels() },
+    });
+    match kube.create(&Identity::Privileged, &ns) {
+        Ok(_) => Ok(true),
+        Err(KubeError::Conflict(m)) => match owned_namespace(kube, owner)? {
+            Some(_) => Ok(false),
+            // Created and deleted again in between: the next pass decides afresh.
+            None => Err(KubeError::Conflict(m).into()),
+        },
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lethe_guest::kube::object_from_json;
+
+    fn object(kind: &str, name: &str, uid: &str, labels: Json) -> Object {
+        object_from_json(json!({
+            "apiVersion": "v1", "kind": kind,
+            "metadata": {"name": name, "uid": uid, "labels": labels},
+        }))
+    }
+
+    #[test]
+    fn only_the_owners_uid_and_name_make_the_mark() {
+        let space = object("Space", "s1", "uid-1", json!({}));
+        let owner = Owner::new("space", &space);
+        let marked = object("Namespace", "s1", "ns-uid", owner.labels());
+        assert!(owner.owns(&marked));
+        // The same name re-created: a new uid inherits nothing.
+        let again = object("Space", "s1", "uid-2", json!({}));
+        assert!(!Owner::new("space", &again).owns(&marked));
+        // The name label alone (or the uid of another type) is not the mark.
+        let named = object("Namespace", "s1", "x", json!({OWNER_LABEL: "space.s1"}));
+        assert!(!owner.owns(&named));
+        assert!(!Owner::new("org", &space).owns(&marked));
+        // An owner without a uid owns nothing, whatever is written on the candidate.
+        let blank = object("Space", "s1", "", json!({}));
+        let forged = object(
+            "Namespace",
+            "s1",
+            "x",
+            json!({OWNER_LABEL: "space.s1", OWNER_UID_LABEL: ""}),
+        );
+        assert!(!Owner::new("space", &blank).owns(&forged));
+        let report = owner.check(&named).expect_err("not ours").to_string();
+        assert!(report.starts_with("Namespace s1 is in the way of space s1 (uid uid-1)"));
+    }
+}
