@@ -48,9 +48,10 @@ pub fn handle(host: &dyn Host, req: &Request) -> Response {
         host,
         settings: &settings,
         base: base_url(&settings, req),
+        token: &token,
     };
     let result = match (req.method.as_str(), segments.as_slice()) {
-        ("GET", ["v3", "jobs", guid]) => ctx.job(&token, guid),
+        ("GET", ["v3", "jobs", guid]) => ctx.job(guid),
         ("GET", ["data-jobs", "sync", "reports"]) => ctx.reports(req),
         ("POST", ["data-jobs", "for-team", team, "jobs"]) => ctx.create_job(team, req),
         ("GET", ["data-jobs", "for-team", team, "jobs"]) => ctx.list_jobs(team),
@@ -183,6 +184,8 @@ struct Ctx<'a> {
     host: &'a dyn Host,
     settings: &'a Settings,
     base: String,
+    /// The caller's bearer token.
+    token: &'a str,
 }
 
 /// A data job row.
@@ -330,8 +333,8 @@ impl Ctx<'_> {
         Ok(rows.first().map(|r| job_from_row(r)))
     }
 
-    fn job(&self, token: &str, guid: &str) -> Answer {
-        let kube = match self.host.kube(Identity::Caller(token)) {
+    fn job(&self, guid: &str) -> Answer {
+        let kube = match self.host.kube(Identity::Caller(self.token)) {
             Ok(k) => k,
             Err(e) => return Ok(auth_error(&e).response()),
         };
@@ -658,6 +661,11 @@ impl Ctx<'_> {
             enabled,
             resources,
         };
+        if current.is_none()
+            && let Some(in_the_way) = self.foreign_cronjob(team, name, &job.uid)
+        {
+            return Ok(cf::unprocessable(in_the_way));
+        }
         let hash = spec.hash();
         let changed = current.as_ref().is_none_or(|d| d.hash != hash);
         let mut statements = vec![(
@@ -690,6 +698,31 @@ impl Ctx<'_> {
         self.host.batch(&statements)?;
         let view = self.deployment_view(job)?;
         Ok(Response::json(202, &view.unwrap_or(Json::Null)))
+    }
+
+    /// Why the CronJob name a new deployment of `team`/`name` would take is not free: a CronJob
+    /// of that name exists without this job's uid mark. Refusing it here, with a 422, is better
+    /// than a sync that can only report the clash (SECURITY.md P5). Read as the caller; when the
+    /// read fails the sync still refuses to touch the object, so this check is only an early
+    /// answer and may pass.
+    fn foreign_cronjob(&self, team: &str, name: &str, uid: &str) -> Option<String> {
+        let cronjob = model::cronjob_name(team, name);
+        let kube = self.host.kube(Identity::Caller(self.token)).ok()?;
+        let existing = kube
+            .get(ObjRef {
+                api_version: "batch/v1",
+                kind: "CronJob",
+                namespace: Some(&self.settings.namespace),
+                name: &cronjob,
+            })
+            .ok()?;
+        (existing.label(model::JOB_UID_LABEL) != Some(uid)).then(|| {
+            format!(
+                "CronJob {}/{cronjob}, which this deployment would be, exists and is not lethe's \
+                 for this job; rename the job or remove that CronJob",
+                self.settings.namespace
+            )
+        })
     }
 
     fn desired(&self, uid: &str) -> Result<Option<Deployment>, SqlError> {

@@ -200,7 +200,11 @@ fn lease_body(
     transitions: i64,
     resource_version: Option<&str>,
 ) -> String {
-    let mut metadata = json!({"name": LEASE_NAME, "namespace": settings.namespace});
+    let mut metadata = json!({
+        "name": LEASE_NAME,
+        "namespace": settings.namespace,
+        "labels": {model::MANAGED_BY_LABEL: model::MANAGED_BY},
+    });
     if let Some(rv) = resource_version {
         metadata["resourceVersion"] = json!(rv);
     }
@@ -255,6 +259,17 @@ impl<'a> Lease<'a> {
             }
             Err(e) => return Err(e),
         };
+        // SECURITY.md P6: a Lease of that name that lethe did not write is someone else's
+        // coordination; it is reported and never overwritten.
+        if current.label(model::MANAGED_BY_LABEL) != Some(model::MANAGED_BY) {
+            return Err(KubeError::Conflict(format!(
+                "Lease {}/{LEASE_NAME} exists and is not lethe's (it lacks {}={}); lethe left it \
+                 untouched and runs no pass until it is removed",
+                settings.namespace,
+                model::MANAGED_BY_LABEL,
+                model::MANAGED_BY
+            )));
+        }
         let v: Json = serde_json::from_str(&current.json).unwrap_or(Json::Null);
         let spec = &v["spec"];
         let holder = spec["holderIdentity"]
@@ -918,21 +933,21 @@ impl Pass<'_> {
     }
 
     /// The CronJob's name is taken by an object the managed LIST did not show: one of ours whose
-    /// `managed-by` label was edited away, or one that appeared after the LIST. Names are derived
-    /// from team and job, so an object carrying any of lethe's marks is this job's and is brought
-    /// back to the desired spec (labels included); anyone else's is left alone and reported.
+    /// `managed-by` label was edited away, or one that appeared after the LIST. Only an object
+    /// marked with **this** job's uid is this job's and is brought back to the desired spec
+    /// (labels included); anything else, even if it carries lethe's other labels (another job's
+    /// uid, a copied `managed-by`), is left alone and reported (SECURITY.md P5).
     fn take_over(&mut self, uid: &str, d: &Desired, name: &str, report: &mut Report) -> Step {
         let existing = match self.kube.get(cronjob_ref(&self.settings.namespace, name)) {
             Ok(obj) => obj,
             Err(e) => return Step::Failed(e),
         };
-        let ours = existing.label(model::MANAGED_BY_LABEL) == Some(model::MANAGED_BY)
-            || existing.label(model::JOB_UID_LABEL).is_some()
-            || existing.annotation(model::JOB_ANNOTATION).is_some();
-        if !ours {
+        if existing.label(model::JOB_UID_LABEL) != Some(uid) {
             return Step::Failed(KubeError::Conflict(format!(
-                "CronJob {}/{name} exists and is not managed by lethe; rename or delete it",
-                self.settings.namespace
+                "CronJob {}/{name} exists and is not lethe's for this job (it lacks {}={uid}); \
+                 lethe left it untouched: rename the job or remove that CronJob",
+                self.settings.namespace,
+                model::JOB_UID_LABEL
             )));
         }
         self.replace(uid, d, name, &existing.resource_version, report)

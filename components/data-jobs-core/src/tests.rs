@@ -445,11 +445,110 @@ mod flows {
         let report = ran(tick(&host).expect("pass"));
         assert_eq!(report.failed.len(), 1);
         assert!(
-            report.failed[0].reason.contains("not managed by lethe"),
+            report.failed[0]
+                .reason
+                .contains(&format!("CronJob data-jobs/{name} exists and is not lethe's")),
             "{:?}",
             report.failed
         );
         assert_eq!(the_cronjob(&kube)["spec"]["schedule"], "1 1 * * *");
+    }
+
+    /// A CronJob under the job's CronJob name that copies lethe's annotation (or another job's
+    /// uid) but not this job's uid is not this job's, and is never taken over.
+    #[test]
+    fn lethes_marks_without_this_jobs_uid_do_not_make_a_cronjob_ours() {
+        for (labels, annotations) in [
+            (json!({}), json!({"lethe.dev/data-job": "t/ingest"})),
+            (
+                json!({"lethe.dev/data-job-uid": "00000000-0000-4000-8000-00000000beef"}),
+                json!({}),
+            ),
+        ] {
+            let (sql, kube) = world();
+            let host = FakeHost::new(&sql, &kube, "a");
+            ran(tick(&host).expect("lease first"));
+            let name = crate::model::cronjob_name("t", "ingest");
+            let foreign = json!({
+                "apiVersion": "batch/v1", "kind": "CronJob",
+                "metadata": {"name": name, "namespace": "data-jobs", "labels": labels,
+                             "annotations": annotations},
+                "spec": {"schedule": "1 1 * * *", "jobTemplate": {"spec": {"template": {"spec": {
+                    "containers": [{"name": "theirs", "image": "theirs"}]}}}}},
+            });
+            // It appears after the deployment was accepted, so only the sync can meet it.
+            deploy(&host, "ingest");
+            (&kube)
+                .create(&foreign.to_string())
+                .expect("a foreign CronJob");
+            let report = ran(tick(&host).expect("pass"));
+            assert_eq!(report.failed.len(), 1, "{:?}", report.failed);
+            assert!(
+                report.failed[0].reason.contains("is not lethe's"),
+                "{:?}",
+                report.failed
+            );
+            assert_eq!(the_cronjob(&kube)["spec"]["schedule"], "1 1 * * *");
+        }
+    }
+
+    /// The deployment that would take a foreign CronJob's name is refused when it is submitted.
+    #[test]
+    fn a_deployment_whose_cronjob_name_is_taken_is_refused_with_422() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        ran(tick(&host).expect("lease first"));
+        let name = crate::model::cronjob_name("t", "ingest");
+        let foreign = json!({
+            "apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": name, "namespace": "data-jobs"},
+            "spec": {"schedule": "1 1 * * *", "jobTemplate": {"spec": {"template": {"spec": {
+                "containers": [{"name": "theirs", "image": "theirs"}]}}}}},
+        });
+        (&kube)
+            .create(&foreign.to_string())
+            .expect("a foreign CronJob");
+        let (status, body) = call(
+            &host,
+            "POST",
+            "/data-jobs/for-team/t/jobs",
+            Some(json!({"job_name": "ingest", "config": {"schedule": {"schedule_cron": "0 * * * *"}}})),
+        );
+        assert_eq!(status, 201, "{body}");
+        let (status, body) = call(
+            &host,
+            "POST",
+            "/data-jobs/for-team/t/jobs/ingest/deployments",
+            Some(json!({"job_version": "v1"})),
+        );
+        assert_eq!(status, 422, "{body}");
+        assert!(
+            body["errors"][0]["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains(&format!("CronJob data-jobs/{name}"))),
+            "{body}"
+        );
+        assert_eq!(the_cronjob(&kube)["spec"]["schedule"], "1 1 * * *");
+    }
+
+    /// A Lease under the sync's name that lethe did not write is never overwritten.
+    #[test]
+    fn a_foreign_lease_under_the_sync_name_is_reported_and_left_alone() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        let lease = json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": crate::sync::LEASE_NAME, "namespace": "data-jobs"},
+            "spec": {"holderIdentity": "someone-else"},
+        });
+        (&kube).create(&lease.to_string()).expect("a foreign Lease");
+        host.advance(3_600_000);
+        let e = tick(&host).expect_err("no pass on someone else's Lease");
+        assert!(e.contains("Lease data-jobs/data-jobs-sync exists and is not lethe's"), "{e}");
+        let after = kube.all("Lease");
+        assert_eq!(after.len(), 1);
+        let spec: Json = serde_json::from_str(&after[0].json).expect("json");
+        assert_eq!(spec["spec"]["holderIdentity"], "someone-else");
     }
 
     #[test]
