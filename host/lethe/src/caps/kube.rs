@@ -241,3 +241,74 @@ fn from_error(e: lethe_kube::KubeError) -> Error {
         E::Timeout(m) => Error::Timeout(m),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use wasmtime::component::ResourceTable;
+
+    use super::*;
+    use crate::caps::CapabilityEnv;
+    use crate::manifest::{Capability, Grants};
+
+    fn env(identities: Vec<KubeIdentityGrant>) -> CapabilityEnv {
+        CapabilityEnv {
+            component_id: Arc::from("probe"),
+            grants: Grants {
+                capabilities: vec![Capability::Kube],
+                kube_identities: identities,
+                ..Grants::default()
+            },
+            config: BTreeMap::new(),
+            database: None,
+            cluster: None,
+            progress: None,
+        }
+    }
+
+    async fn open(env: &CapabilityEnv, identity: Identity) -> Result<(), Error> {
+        let mut table = ResourceTable::new();
+        let mut view = CapsView {
+            env,
+            table: &mut table,
+        };
+        view.open(identity).await.expect("no trap").map(|_| ())
+    }
+
+    /// SECURITY.md: a component whose grant lacks `privileged` never gets a privileged client,
+    /// whatever it asks for; the refusal comes before any cluster is consulted.
+    #[tokio::test]
+    async fn privileged_is_refused_to_a_component_granted_only_caller() {
+        let caller_only = env(vec![KubeIdentityGrant::Caller]);
+        match open(&caller_only, Identity::Privileged).await {
+            Err(Error::Forbidden(status)) => {
+                assert_eq!(status.code, 403);
+                assert!(
+                    status
+                        .message
+                        .contains("`probe` is not granted the privileged Kubernetes identity"),
+                    "{}",
+                    status.message
+                );
+            }
+            other => panic!("privileged was not refused: {other:?}"),
+        }
+        // The granted identity passes the check (and then finds no cluster configured).
+        assert!(matches!(
+            open(&caller_only, Identity::Caller("t".into())).await,
+            Err(Error::Unavailable(_))
+        ));
+        // And the other way round.
+        let privileged_only = env(vec![KubeIdentityGrant::Privileged]);
+        assert!(matches!(
+            open(&privileged_only, Identity::Caller("t".into())).await,
+            Err(Error::Forbidden(_))
+        ));
+        assert!(matches!(
+            open(&env(vec![]), Identity::Privileged).await,
+            Err(Error::Forbidden(_))
+        ));
+    }
+}
