@@ -6,7 +6,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
-use support::{Answer, Lethe, request};
+use support::Lethe;
+use support::cf::{bind, call, create_org, create_space, job_state, unique, wait_for_state};
 
 const ALICE: &str = "alice-token-0123456789";
 const BOB: &str = "bob-token-0123456789";
@@ -17,64 +18,6 @@ fn start(env: &[(&str, &str)]) -> Lethe {
         &[(ALICE, "alice", &[]), (BOB, "bob", &[]), (EVE, "eve", &[])],
         env,
     )
-}
-
-fn call(
-    lethe: &Lethe,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<&str>,
-) -> Answer {
-    let auth = token.map(|t| format!("Bearer {t}"));
-    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", a.as_str())).collect();
-    let url = if path.starts_with("http") {
-        path.to_string()
-    } else {
-        format!("{}{path}", lethe.url)
-    };
-    request(method, &url, body, &headers)
-}
-
-/// `name` made unique to this test run, so runs against one external cluster never collide.
-fn unique(name: &str) -> String {
-    format!("{name}-{}", std::process::id())
-}
-
-fn create_org(lethe: &Lethe, name: &str) -> String {
-    let admin = lethe.admin_token();
-    let name = unique(name);
-    let r = call(
-        lethe,
-        "POST",
-        "/v3/organizations",
-        Some(&admin),
-        Some(&format!(r#"{{"name":"{name}"}}"#)),
-    );
-    assert_eq!(r.status, 201, "{}", r.body);
-    r.json()["guid"].as_str().expect("guid").to_string()
-}
-
-fn create_space(lethe: &Lethe, org: &str, name: &str) -> String {
-    let admin = lethe.admin_token();
-    let body = format!(
-        r#"{{"name":"{name}","relationships":{{"organization":{{"data":{{"guid":"{org}"}}}}}}}}"#
-    );
-    let r = call(lethe, "POST", "/v3/spaces", Some(&admin), Some(&body));
-    assert_eq!(r.status, 201, "{}", r.body);
-    r.json()["guid"].as_str().expect("guid").to_string()
-}
-
-fn bind(lethe: &Lethe, namespace: &str, role: &str, user: &str) {
-    lethe.kubectl_ok(&[
-        "create",
-        "rolebinding",
-        &format!("{user}-{role}"),
-        "-n",
-        namespace,
-        &format!("--clusterrole=lethe-cf-{role}"),
-        &format!("--user={user}"),
-    ]);
 }
 
 fn add_foreign_finalizer(lethe: &Lethe, org: &str) {
@@ -90,12 +33,6 @@ fn add_foreign_finalizer(lethe: &Lethe, org: &str) {
     ]);
 }
 
-fn job_state(lethe: &Lethe, location: &str, token: &str) -> (u16, Json) {
-    let r = call(lethe, "GET", location, Some(token), None);
-    let body = r.json();
-    (r.status, body)
-}
-
 fn delete_org(lethe: &Lethe, org: &str, token: &str) -> String {
     let r = call(
         lethe,
@@ -109,25 +46,6 @@ fn delete_org(lethe: &Lethe, org: &str, token: &str) -> String {
     let location = r.header("location").expect("Location").to_string();
     assert_eq!(location, format!("{}/v3/jobs/org.delete~{org}", lethe.url));
     location
-}
-
-fn wait_for_state(
-    lethe: &Lethe,
-    location: &str,
-    token: &str,
-    state: &str,
-    within: Duration,
-) -> Json {
-    let deadline = Instant::now() + within;
-    loop {
-        let (status, body) = job_state(lethe, location, token);
-        assert_eq!(status, 200, "{body}");
-        if body["state"] == state || Instant::now() > deadline {
-            assert_eq!(body["state"], state, "waiting for {state}: {body}");
-            return body;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 #[test]

@@ -34,6 +34,11 @@ spin_manifest_version = 2
 [application]
 name = "data-jobs-test"
 
+# The host acts as lethe's least-privileged ServiceAccount (deploy/rbac.json), as in a real cluster.
+[application.tool.lethe]
+kubernetes_manifests = ["{crds}", "{rbac}"]
+service_account = "lethe-system/lethe"
+
 [[trigger.http]]
 route = "/data-jobs/..."
 component = "data-jobs"
@@ -56,6 +61,10 @@ timeout_ms = 60000
 memory_limit_mb = 128
 "#,
         wasm = support::component("data_jobs").display(),
+        crds = support::repo_root()
+            .join("components/cf-core/kubernetes/crds.json")
+            .display(),
+        rbac = support::repo_root().join("deploy/rbac.json").display(),
         migrations = support::repo_root()
             .join("components/data-jobs/migrations")
             .display(),
@@ -781,15 +790,29 @@ fn transient_failures_back_off_per_item_and_a_5xx_storm_is_retried(backend: &Bac
     w.sync();
     assert!(w.cronjobs().is_empty());
 
-    // A foreign CronJob squats on the name: the create conflicts (transient), the item backs off,
-    // the other item is deployed in the same pass.
+    // A foreign CronJob on the name refuses the deployment when it is submitted (SECURITY.md P5).
     w.create_cronjob(foreign_cronjob(&name, json!({"app": "squatter"})));
+    let refused = w.api(
+        "POST",
+        "/data-jobs/for-team/alpha/jobs/ingest/deployments",
+        Some(json!({"job_version": "v2"})),
+    );
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(
+        refused.body.contains(&format!("CronJob data-jobs/{name}")),
+        "{}",
+        refused.body
+    );
+    // One that appears after the deployment was accepted: the create conflicts (transient), the
+    // item backs off, the other item is deployed in the same pass.
+    w.delete_cronjob(&name);
     let redeployed = w.api(
         "POST",
         "/data-jobs/for-team/alpha/jobs/ingest/deployments",
         Some(json!({"job_version": "v2"})),
     );
     assert_eq!(redeployed.status, 202);
+    w.create_cronjob(foreign_cronjob(&name, json!({"app": "squatter"})));
     let other = w.deploy("alpha", "other", json!({"job_version": "v1"}));
     let pass = w.sync();
     assert_eq!(pass["created"], 1, "{pass}");

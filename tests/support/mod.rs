@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod cf;
+
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -168,6 +170,15 @@ impl Lethe {
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
+    }
+
+    /// Runs `kubectl` against the cluster with `token` as the only credential (a user acting with
+    /// their own rights); returns (success, stdout, stderr).
+    pub fn kubectl_as(&self, token: &str, args: &[&str]) -> (bool, String, String) {
+        let token = format!("--token={token}");
+        let mut with_token = vec![token.as_str()];
+        with_token.extend_from_slice(args);
+        self.kubectl(&with_token)
     }
 
     /// Like [`Lethe::kubectl`], panicking with kubectl's output on failure.

@@ -29,7 +29,7 @@ pub fn valid_guid(name: &str) -> bool {
 
 /// Reads the resource of type `t` with guid `guid` with the host's privileged identity: the
 /// record itself, never a view filtered by the caller's role bindings (which a cascade may have
-/// deleted already). `Ok(None)` when it does not exist.
+/// deleted already). `Ok(None)` when it does not exist. A privileged read (SECURITY.md R1).
 pub fn locate(kube: &dyn Kube, t: &ResourceType, guid: &str) -> Result<Option<Object>, KubeError> {
     if !valid_guid(guid) {
         return Ok(None);
@@ -107,7 +107,8 @@ pub fn service_account(user: &str) -> Option<(&str, &str)> {
 }
 
 /// Whether the caller may see `object` (of type `t`). `Err` only for an unusable token
-/// (`Unauthorized`) or an unreachable cluster.
+/// (`Unauthorized`) or an unreachable cluster, which callers answer as an error, never as
+/// "visible" (SECURITY.md A2).
 pub fn visible(
     kube: &dyn Kube,
     caller: &Identity,

@@ -516,7 +516,7 @@ pub fn suspended(org: &Object) -> bool {
 }
 
 /// Whether the caller may see every object of `t` (CF admins): they can list the kind where
-/// it lives.
+/// it lives. A failed probe is an error, never "admin" (SECURITY.md A3).
 pub fn sees_everything(
     kube: &dyn Kube,
     caller: &Identity,

@@ -169,7 +169,8 @@ fn complete(guid: &JobGuid, now: i64) -> Job {
     }
 }
 
-/// Derives the job with GUID `job_guid` for `caller` (see the module docs for the contract).
+/// Derives the job with GUID `job_guid` for `caller` (see the module docs for the contract, and
+/// SECURITY.md "What a job poll reveals" and A5).
 pub fn job_status(
     kube: &dyn Kube,
     env: &dyn Env,

@@ -158,6 +158,7 @@ fn reconcile_one(
     }
 }
 
+/// SECURITY.md P2a: only objects of lethe's CF kinds, guarded by their resourceVersion.
 fn add_finalizer(kube: &dyn Kube, object: &Object) -> Result<(), KubeError> {
     // Guarded by the resourceVersion: if the object changed meanwhile, the next pass re-decides.
     let patch = if object.json.pointer("/metadata/finalizers").is_some() {

@@ -78,6 +78,7 @@ fn binds(binding: &Object, user: &Json, cluster_roles: &[&str]) -> bool {
         })
 }
 
+/// The RoleBindings in `namespace`, read privileged (SECURITY.md R1).
 fn bindings_in(kube: &dyn Kube, namespace: &str) -> Result<Vec<Object>, KubeError> {
     match kube.list_all(
         &Identity::Privileged,

@@ -133,6 +133,8 @@ pub fn handle(host: &dyn Host, req: &Request) -> Response {
     })
 }
 
+/// The caller may use the API only if the cluster lets them read the data-jobs namespace; any
+/// failure is an error answer, never a pass (SECURITY.md A6).
 fn authenticate(host: &dyn Host, settings: &Settings, token: &str) -> Result<(), HttpError> {
     let kube = host
         .kube(Identity::Caller(token))
@@ -662,7 +664,7 @@ impl Ctx<'_> {
             resources,
         };
         if current.is_none()
-            && let Some(in_the_way) = self.foreign_cronjob(team, name, &job.uid)
+            && let Some(in_the_way) = self.foreign_cronjob(team, name)
         {
             return Ok(cf::unprocessable(in_the_way));
         }
@@ -701,11 +703,12 @@ impl Ctx<'_> {
     }
 
     /// Why the CronJob name a new deployment of `team`/`name` would take is not free: a CronJob
-    /// of that name exists without this job's uid mark. Refusing it here, with a 422, is better
-    /// than a sync that can only report the clash (SECURITY.md P5). Read as the caller; when the
-    /// read fails the sync still refuses to touch the object, so this check is only an early
-    /// answer and may pass.
-    fn foreign_cronjob(&self, team: &str, name: &str, uid: &str) -> Option<String> {
+    /// of that name exists that carries none of lethe's marks. Refusing it here, with a 422, is
+    /// better than a sync that can only report the clash (SECURITY.md P5). One marked for another
+    /// job (a job deleted and re-created under the same name) is lethe's own, and the sync frees
+    /// the name before it creates. Read as the caller; when the read fails the sync still refuses
+    /// to touch the object, so this check is only an early answer and may pass.
+    fn foreign_cronjob(&self, team: &str, name: &str) -> Option<String> {
         let cronjob = model::cronjob_name(team, name);
         let kube = self.host.kube(Identity::Caller(self.token)).ok()?;
         let existing = kube
@@ -716,10 +719,12 @@ impl Ctx<'_> {
                 name: &cronjob,
             })
             .ok()?;
-        (existing.label(model::JOB_UID_LABEL) != Some(uid)).then(|| {
+        let lethes = existing.label(model::JOB_UID_LABEL).is_some()
+            || existing.label(model::MANAGED_BY_LABEL) == Some(model::MANAGED_BY);
+        (!lethes).then(|| {
             format!(
-                "CronJob {}/{cronjob}, which this deployment would be, exists and is not lethe's \
-                 for this job; rename the job or remove that CronJob",
+                "CronJob {}/{cronjob}, which this deployment would be, exists and is not lethe's; \
+                 rename the job or remove that CronJob",
                 self.settings.namespace
             )
         })

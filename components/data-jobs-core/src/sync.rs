@@ -175,6 +175,8 @@ fn cronjob_ref<'a>(namespace: &'a str, name: &'a str) -> ObjRef<'a> {
     }
 }
 
+/// Creates the configured namespace if it is missing; an existing one is used as it is, never
+/// written or deleted (SECURITY.md P7).
 fn ensure_namespace(kube: &dyn Kube, namespace: &str) -> Result<(), KubeError> {
     let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
     match kube.create(&body.to_string()) {
@@ -322,7 +324,8 @@ impl<'a> Lease<'a> {
         }
     }
 
-    /// Renews when due; `Err` when the Lease was lost (the pass must stop).
+    /// Renews when due, guarded by the resourceVersion (SECURITY.md P6); `Err` when the Lease was
+    /// lost (the pass must stop).
     fn keep(&mut self, now: i64) -> Result<(), String> {
         if now - self.renewed_at < self.settings.lease_renew_ms {
             return Ok(());
@@ -853,7 +856,7 @@ fn pass(
 }
 
 impl Pass<'_> {
-    /// Deletes CronJob `name` if its uid is still `uid`. `Ok(true)` when this call deleted it,
+    /// Deletes CronJob `name` if its uid is still `uid` (SECURITY.md P5). `Ok(true)` when this call deleted it,
     /// `Ok(false)` when it was already gone or replaced by another object of the same name.
     fn delete_cronjob(&mut self, name: &str, uid: &str) -> Result<bool, KubeError> {
         self.writes += 1;
@@ -867,6 +870,8 @@ impl Pass<'_> {
         }
     }
 
+    /// Creates the job's CronJob under the name lethe derives, marked with the job's uid
+    /// (SECURITY.md P5); an `AlreadyExists` goes to [`Pass::take_over`], which checks the mark.
     fn create(&mut self, uid: &str, item: &Item, report: &mut Report) -> Step {
         let Some(d) = &item.desired else {
             return Step::Done;

@@ -191,6 +191,29 @@ impl Cluster {
         }
     }
 
+    /// The same cluster with `token` as the host's own (privileged) identity: the same URL, TLS
+    /// and proxy settings and options, and the token as the only credential, as for callers.
+    /// This is how the host acts as a ServiceAccount whose token it holds (on the embedded
+    /// cluster, the one `deploy/` binds), instead of as the credentials it was configured with.
+    pub fn with_privileged_token(&self, token: &str) -> Result<Cluster> {
+        Cluster::from_config_with(self.token_config(token), self.inner.options)
+    }
+
+    /// The base configuration with `token` as its only credential.
+    fn token_config(&self, token: &str) -> kube::Config {
+        let mut config = self.inner.base.clone();
+        config.auth_info = kube::config::AuthInfo {
+            token: Some(token.to_owned().into()),
+            ..Default::default()
+        };
+        config.headers.retain(|(name, _)| {
+            let name = name.as_str();
+            name != "authorization" && !name.starts_with("impersonate-")
+        });
+        config.default_retry = false;
+        config
+    }
+
     fn caller_client(&self, token: &str) -> Result<kube::Client> {
         let unauthorized = |message: &str| {
             KubeError::Unauthorized(Status {
@@ -219,18 +242,8 @@ impl Cluster {
                 return Ok(hit.client.clone());
             }
         }
-        let mut config = self.inner.base.clone();
-        config.auth_info = kube::config::AuthInfo {
-            token: Some(token.to_owned().into()),
-            ..Default::default()
-        };
-        config.headers.retain(|(name, _)| {
-            let name = name.as_str();
-            name != "authorization" && !name.starts_with("impersonate-")
-        });
-        config.default_retry = false;
         // Building the client never echoes the token; report it generically anyway.
-        let client = kube::Client::try_from(config)
+        let client = kube::Client::try_from(self.token_config(token))
             .map_err(|_| unauthorized("cannot build a client for the bearer token"))?;
         let mut cache = self
             .inner

@@ -8,6 +8,7 @@
 //! - [`caps`]: the capabilities (`log`, `config`, `sql`, `kube`);
 //! - [`trigger`]: HTTP and cron triggers;
 //! - [`app`]: wiring it all together for `lethe up`;
+//! - [`service_account`]: the host's own identity on the embedded cluster;
 //! - [`sync`]: `lethe sync --once`, one reconciler pass outside the schedule.
 
 pub mod app;
@@ -17,6 +18,7 @@ pub mod kubernetes_manifests;
 pub mod manifest;
 pub mod migrations;
 pub mod runtime;
+pub mod service_account;
 pub mod sync;
 pub mod trigger;
 

@@ -43,6 +43,19 @@ pub struct AppSettings {
     /// the embedded cluster at start: the application's CRDs, namespaces and roles. For another
     /// cluster, apply them with `kubectl apply -f`.
     pub kubernetes_manifests: Vec<PathBuf>,
+    /// `<namespace>/<name>` of the ServiceAccount the host acts as on the embedded cluster once
+    /// the manifests above are applied (they bind its RBAC, `deploy/rbac.json` in lethe's own
+    /// manifest): the components' privileged identity then has exactly those rights. Unset, the
+    /// host uses the embedded cluster's administrator. On another cluster the host is whoever its
+    /// kubeconfig or in-cluster service account says.
+    pub service_account: Option<String>,
+}
+
+impl AppSettings {
+    /// The namespace and name of [`AppSettings::service_account`].
+    pub fn service_account(&self) -> Option<(&str, &str)> {
+        self.service_account.as_deref()?.split_once('/')
+    }
 }
 
 impl Default for AppSettings {
@@ -52,6 +65,7 @@ impl Default for AppSettings {
             memory_limit_mb: 64,
             max_instances: 128,
             kubernetes_manifests: Vec::new(),
+            service_account: None,
         }
     }
 }
@@ -289,6 +303,20 @@ pub fn parse(text: &str, base_dir: &Path) -> anyhow::Result<Manifest> {
     };
     for path in &mut settings.kubernetes_manifests {
         *path = base_dir.join(&path);
+    }
+    if let Some(account) = &settings.service_account {
+        let dns_label = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 63
+                && s.bytes()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+        };
+        match account.split_once('/') {
+            Some((ns, name)) if dns_label(ns) && dns_label(name) => {}
+            _ => bail!(
+                "[application.tool.lethe] service_account must be `<namespace>/<name>`, got `{account}`"
+            ),
+        }
     }
     for name in raw.variables.keys() {
         check_variable_name(name)?;

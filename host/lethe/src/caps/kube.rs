@@ -2,7 +2,7 @@
 //! `lethe-kube`, which owns discovery, the retry rules and the identity-specific clients.
 //!
 //! The grant check lives here: a client can be opened only with an identity the component's
-//! manifest entry grants.
+//! manifest entry grants (SECURITY.md A7).
 
 use wasmtime::component::Resource;
 

@@ -1,0 +1,78 @@
+//! The host's own identity on the embedded cluster: the ServiceAccount that `deploy/` binds to
+//! lethe's least-privileged RBAC (SECURITY.md H1 and "lethe's own rights").
+//!
+//! On a real cluster the host runs in a pod whose projected token is that ServiceAccount's. The
+//! embedded cluster has no pods that run, so at start the host asks the cluster's token
+//! controller for a long-lived token of the account, the way a `kubernetes.io/service-account-token`
+//! Secret is filled on a real cluster, and then acts with it instead of with the administrator
+//! credentials that applied the manifests. A rule missing from `deploy/` then fails a test.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use base64::Engine as _;
+use lethe_kube::{Cluster, KubeError, ObjectRef};
+
+/// How long the token controller may take to fill the Secret.
+const TOKEN_WAIT: Duration = Duration::from_secs(20);
+
+/// The Secret holding the token of `namespace`/`name`.
+fn secret_name(name: &str) -> String {
+    format!("{name}-token")
+}
+
+/// A token of the ServiceAccount `namespace`/`name`, through a token Secret that `admin` creates
+/// (or finds, after a restart) and the token controller fills. The token is never logged.
+pub async fn token(admin: &Cluster, namespace: &str, name: &str) -> anyhow::Result<String> {
+    let client = admin.privileged();
+    let secret = ObjectRef {
+        api_version: "v1".into(),
+        kind: "Secret".into(),
+        namespace: Some(namespace.into()),
+        name: secret_name(name),
+    };
+    let body = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/service-account-token",
+        "metadata": {
+            "name": secret.name,
+            "namespace": namespace,
+            "annotations": {"kubernetes.io/service-account.name": name},
+            "labels": {"app.kubernetes.io/managed-by": "lethe"},
+        },
+    });
+    match client.create(&body.to_string()).await {
+        Ok(_) | Err(KubeError::Conflict(_)) => {}
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!("creating the token Secret of ServiceAccount {namespace}/{name}")
+            });
+        }
+    }
+    let deadline = tokio::time::Instant::now() + TOKEN_WAIT;
+    loop {
+        let current = client
+            .get(&secret)
+            .await
+            .with_context(|| format!("reading the token Secret {namespace}/{}", secret.name))?;
+        let value: serde_json::Value =
+            serde_json::from_str(&current.json).context("the token Secret is not JSON")?;
+        if let Some(encoded) = value["data"]["token"].as_str()
+            && !encoded.is_empty()
+        {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .context("the token Secret holds no base64 token")?;
+            return String::from_utf8(bytes).context("the token Secret holds no text token");
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "the token Secret {namespace}/{} was not filled within {} s: does ServiceAccount {namespace}/{name} exist?",
+                secret.name,
+                TOKEN_WAIT.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
