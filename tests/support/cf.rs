@@ -96,4 +96,3 @@ pub fn wait_for_state(
         std::thread::sleep(Duration::from_millis(200));
     }
 }
-

@@ -167,7 +167,10 @@ pub fn create(
         let (guid, space) = visible_target(kube, caller, space_type, &body, "space")?;
         // The org is where the space lives; a spec naming another org is not believed (the
         // decisions below hang on it), and a space with neither fails closed.
-        let org = match (space.target.namespace.as_deref(), space.str_at("/spec/orgGUID")) {
+        let org = match (
+            space.target.namespace.as_deref(),
+            space.str_at("/spec/orgGUID"),
+        ) {
             (Some(ns), Some(org)) if ns == org => org.to_string(),
             (Some(ns), None) if !ns.is_empty() => ns.to_string(),
             _ => {

@@ -878,14 +878,21 @@ fn put_space_named_after(fake: &Fake, name: &str) {
         "metadata": {"name": name, "labels": {"team": "payments"}}}));
     fake.put(json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "precious", "namespace": name}}));
-    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
+    fake.put(
+        json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
         "metadata": {"name": name, "namespace": ORG, "finalizers": [FINALIZER]},
-        "spec": {"displayName": name, "orgGUID": ORG}}));
+        "spec": {"displayName": name, "orgGUID": ORG}}),
+    );
 }
 
 fn untouched(fake: &Fake, name: &str) {
-    let ns = fake.object("Namespace", "", name).expect("namespace still there");
-    assert!(ns.deletion_timestamp.is_none(), "namespace {name} was deleted");
+    let ns = fake
+        .object("Namespace", "", name)
+        .expect("namespace still there");
+    assert!(
+        ns.deletion_timestamp.is_none(),
+        "namespace {name} was deleted"
+    );
     assert_eq!(
         ns.labels,
         vec![("team".to_string(), "payments".to_string())],
@@ -911,8 +918,15 @@ fn reconciler_never_adopts_or_deletes_a_namespace_it_does_not_own() {
     );
 
     // Deleting the Space must not steer the reconciler onto the namespace either.
-    deletion::delete(&fake, &fake, &settings, "space", "payments", &caller("admin"))
-        .expect("accepted");
+    deletion::delete(
+        &fake,
+        &fake,
+        &settings,
+        "space",
+        "payments",
+        &caller("admin"),
+    )
+    .expect("accepted");
     for _ in 0..4 {
         pass(&fake, &fake, &settings, &NoBackoff);
         fake.run_namespace_controller();
@@ -924,7 +938,9 @@ fn reconciler_never_adopts_or_deletes_a_namespace_it_does_not_own() {
     assert_eq!(j.state, JobState::Failed);
     assert_eq!(j.errors[0].code, 10008);
     assert!(
-        j.errors[0].detail.contains("Namespace payments is in the way"),
+        j.errors[0]
+            .detail
+            .contains("Namespace payments is in the way"),
         "{:?}",
         j.errors
     );
@@ -935,14 +951,19 @@ fn a_space_re_created_under_the_same_name_inherits_nothing() {
     let (fake, settings) = setup();
     // The space is replaced by another of the same name (a new uid); its namespace still
     // carries the old space's mark, so the new one may neither adopt nor delete it.
-    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
+    fake.put(
+        json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
         "metadata": {"name": SPACE, "namespace": ORG, "finalizers": [FINALIZER],
                      "deletionTimestamp": "2023-11-14T22:13:20Z"},
-        "spec": {"displayName": "s", "orgGUID": ORG}}));
+        "spec": {"displayName": "s", "orgGUID": ORG}}),
+    );
     let report = pass(&fake, &fake, &settings, &NoBackoff);
     assert!(
-        report.failed.iter().any(|(item, reason)| item == &format!("space/{SPACE}")
-            && reason.contains(&format!("Namespace {SPACE} is in the way"))),
+        report
+            .failed
+            .iter()
+            .any(|(item, reason)| item == &format!("space/{SPACE}")
+                && reason.contains(&format!("Namespace {SPACE} is in the way"))),
         "{:?}",
         report.failed
     );
@@ -957,9 +978,11 @@ fn a_namespace_that_appears_between_the_read_and_the_create_is_not_adopted() {
         "metadata": {"name": "payments", "labels": {"team": "payments"}}}));
     fake.put(json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "precious", "namespace": "payments"}}));
-    let space = fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
+    let space = fake.put(
+        json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
         "metadata": {"name": "payments", "namespace": ORG, "finalizers": [FINALIZER]},
-        "spec": {"displayName": "p", "orgGUID": ORG}}));
+        "spec": {"displayName": "p", "orgGUID": ORG}}),
+    );
     // The first read misses it, so the create answers AlreadyExists: not "created".
     fake.hide_once("Namespace", "payments");
     let result = crate::ownership::ensure_namespace(&fake, Owner::new("space", &space));
@@ -983,10 +1006,12 @@ fn roles_are_never_written_into_a_namespace_lethe_does_not_own() {
     let body = json!({"type": "space_developer", "relationships": {
         "user": {"data": {"guid": "manager"}}, "space": {"data": {"guid": "payments"}}}});
     // The manager holds an org role, so only the namespace's ownership can stop this.
-    fake.put(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+    fake.put(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "m", "namespace": ORG},
         "roleRef": {"kind": "ClusterRole", "name": "lethe-cf-organization-manager"},
-        "subjects": [{"kind": "User", "name": "manager"}]}));
+        "subjects": [{"kind": "User", "name": "manager"}]}),
+    );
     let r = api::handle(
         &fake,
         &fake,

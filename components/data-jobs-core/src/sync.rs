@@ -623,6 +623,29 @@ pub fn tick(host: &dyn Host) -> Result<Tick, String> {
             report.duration_ms
         ),
     );
+    // Each failure by name, so an object in the way is reported where operators look first
+    // (bounded: the stored report has them all).
+    const LOGGED_FAILURES: usize = 20;
+    for failure in report.failed.iter().take(LOGGED_FAILURES) {
+        host.log(
+            Level::Warn,
+            &format!(
+                "data-jobs sync: {}{}: {}",
+                failure.item,
+                if failure.parked { " (parked)" } else { "" },
+                failure.reason
+            ),
+        );
+    }
+    if report.failed.len() > LOGGED_FAILURES {
+        host.log(
+            Level::Warn,
+            &format!(
+                "data-jobs sync: {} more failures in the stored report",
+                report.failed.len() - LOGGED_FAILURES
+            ),
+        );
+    }
     store_report(host, &settings, started, &report);
     Ok(Tick::Ran(report))
 }

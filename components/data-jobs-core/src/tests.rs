@@ -445,9 +445,9 @@ mod flows {
         let report = ran(tick(&host).expect("pass"));
         assert_eq!(report.failed.len(), 1);
         assert!(
-            report.failed[0]
-                .reason
-                .contains(&format!("CronJob data-jobs/{name} exists and is not lethe's")),
+            report.failed[0].reason.contains(&format!(
+                "CronJob data-jobs/{name} exists and is not lethe's"
+            )),
             "{:?}",
             report.failed
         );
@@ -512,7 +512,9 @@ mod flows {
             &host,
             "POST",
             "/data-jobs/for-team/t/jobs",
-            Some(json!({"job_name": "ingest", "config": {"schedule": {"schedule_cron": "0 * * * *"}}})),
+            Some(
+                json!({"job_name": "ingest", "config": {"schedule": {"schedule_cron": "0 * * * *"}}}),
+            ),
         );
         assert_eq!(status, 201, "{body}");
         let (status, body) = call(
@@ -544,7 +546,10 @@ mod flows {
         (&kube).create(&lease.to_string()).expect("a foreign Lease");
         host.advance(3_600_000);
         let e = tick(&host).expect_err("no pass on someone else's Lease");
-        assert!(e.contains("Lease data-jobs/data-jobs-sync exists and is not lethe's"), "{e}");
+        assert!(
+            e.contains("Lease data-jobs/data-jobs-sync exists and is not lethe's"),
+            "{e}"
+        );
         let after = kube.all("Lease");
         assert_eq!(after.len(), 1);
         let spec: Json = serde_json::from_str(&after[0].json).expect("json");

@@ -74,28 +74,26 @@ impl App {
             None
         };
 
-        let (cluster, embedded) =
-            if needs(Capability::Kube) || matches!(opts.cluster, ClusterSource::Embedded) {
-                let (mut cluster, embedded) = connect_cluster(&opts).await?;
-                if embedded.is_some() {
-                    for path in &manifest.settings.kubernetes_manifests {
-                        crate::kubernetes_manifests::apply_file(&cluster, path).await?;
-                    }
-                    // From here on the host acts as lethe's ServiceAccount, with exactly the
-                    // rights the manifests just bound, not as the cluster's administrator.
-                    if let Some((namespace, name)) = manifest.settings.service_account() {
-                        let token =
-                            crate::service_account::token(&cluster, namespace, name).await?;
-                        cluster = cluster.with_privileged_token(&token)?;
-                        tracing::info!(
-                            "privileged identity: system:serviceaccount:{namespace}:{name}"
-                        );
-                    }
+        let (cluster, embedded) = if needs(Capability::Kube)
+            || matches!(opts.cluster, ClusterSource::Embedded)
+        {
+            let (mut cluster, embedded) = connect_cluster(&opts).await?;
+            if embedded.is_some() {
+                for path in &manifest.settings.kubernetes_manifests {
+                    crate::kubernetes_manifests::apply_file(&cluster, path).await?;
                 }
-                (Some(cluster), embedded)
-            } else {
-                (None, None)
-            };
+                // From here on the host acts as lethe's ServiceAccount, with exactly the
+                // rights the manifests just bound, not as the cluster's administrator.
+                if let Some((namespace, name)) = manifest.settings.service_account() {
+                    let token = crate::service_account::token(&cluster, namespace, name).await?;
+                    cluster = cluster.with_privileged_token(&token)?;
+                    tracing::info!("privileged identity: system:serviceaccount:{namespace}:{name}");
+                }
+            }
+            (Some(cluster), embedded)
+        } else {
+            (None, None)
+        };
 
         let envs = capability_envs(
             &manifest,
