@@ -98,25 +98,31 @@ impl Lethe {
     /// Runs `lethe up` on the repository's own `spin.toml` (the real application), with the
     /// embedded cluster's token file seeded with `users` (`token, user, groups`) first.
     ///
-    /// When `KUBECONFIG` is set, the cluster is that one instead: its CRDs and roles are applied
-    /// with `kubectl apply`, `users` must already exist there, and the admin token is taken from
-    /// `LETHE_TEST_ADMIN_TOKEN` (or the kubeconfig's token).
+    /// When `KUBECONFIG` is set, the cluster is that one instead: its CRDs, roles and lethe's RBAC
+    /// are applied with `kubectl apply`, `users` must already exist there, the admin token is
+    /// taken from `LETHE_TEST_ADMIN_TOKEN` (or the kubeconfig's token), and the host runs with
+    /// `LETHE_TEST_HOST_KUBECONFIG`'s credentials when set, else `KUBECONFIG`'s.
     pub fn up_app(users: &[(&str, &str, &[&str])], env: &[(&str, &str)]) -> Lethe {
         if let Some(kubeconfig) = external_kubeconfig() {
-            let applied = Command::new("kubectl")
-                .arg("--kubeconfig")
-                .arg(&kubeconfig)
-                .args(["apply", "-f"])
-                .arg(repo_root().join("components/cf-core/kubernetes"))
-                .status()
-                .expect("run kubectl");
-            assert!(
-                applied.success(),
-                "kubectl apply of the CF CRDs and roles failed"
-            );
+            for files in ["components/cf-core/kubernetes", "deploy/rbac.json"] {
+                let applied = Command::new("kubectl")
+                    .arg("--kubeconfig")
+                    .arg(&kubeconfig)
+                    .args(["apply", "-f"])
+                    .arg(repo_root().join(files))
+                    .status()
+                    .expect("run kubectl");
+                assert!(applied.success(), "kubectl apply -f {files} failed");
+            }
             let data_dir = tempfile::tempdir().expect("tempdir");
             let manifest = repo_root().join("spin.toml");
-            let kubeconfig = kubeconfig.to_string_lossy().into_owned();
+            // The host's own credentials: lethe's ServiceAccount's when given.
+            let kubeconfig = std::env::var_os("LETHE_TEST_HOST_KUBECONFIG")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .unwrap_or(kubeconfig)
+                .to_string_lossy()
+                .into_owned();
             return match Self::spawn(data_dir, &manifest, &["--kubeconfig", &kubeconfig], env) {
                 Ok(l) => l,
                 Err(f) => panic!("lethe up failed ({}):\n{}", f.status, f.log),
