@@ -870,6 +870,14 @@ fn a_failing_cluster_never_turns_a_refusal_into_a_success() {
             None,
             403,
         ),
+        (
+            "data-jobs by a caller who may not read its namespace (A6)",
+            "GET",
+            "/data-jobs/for-team/t/jobs".into(),
+            STRANGER,
+            None,
+            403,
+        ),
     ];
     // Each refusal holds without faults first.
     for (what, method, path, token, body, status) in &refused {

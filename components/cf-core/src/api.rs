@@ -10,7 +10,7 @@ use lethe_guest::{Request, Response};
 use crate::access;
 use crate::config::{CF_API_VERSION, NamespaceRule, ResourceType, Settings};
 use crate::errors::HttpError;
-use crate::ownership::{self, OWNER_LABEL, Owner, Refusal};
+use crate::ownership::{self, OWNER_LABEL, Owner};
 use crate::{FINALIZER, deletion};
 
 /// Routes one request of the CF API.
@@ -804,12 +804,8 @@ fn create(
         }
         // SECURITY.md P4: the space goes into the org's namespace only if that namespace is the
         // org's by its mark.
-        ownership::ensure_namespace(kube, Owner::new("org", &org)).map_err(|e| match e {
-            Refusal::NotOurs(in_the_way) => HttpError::unprocessable(format!(
-                "Invalid organization: {in_the_way}. Ask an administrator to resolve the clash."
-            )),
-            Refusal::Kube(e) => kube_err(e),
-        })?;
+        ownership::ensure_namespace(kube, Owner::new("org", &org))
+            .map_err(|e| e.into_http_error("organization"))?;
         (
             org_guid.clone(),
             json!({ "displayName": name, "orgGUID": org_guid }),

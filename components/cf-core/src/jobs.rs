@@ -8,7 +8,7 @@
 //! | gone                                       | `COMPLETE`                               |
 //! | deletionTimestamp younger than the timeout | `PROCESSING`                             |
 //! | deletionTimestamp older than the timeout   | `FAILED` (10008 `CF-UnprocessableEntity`)|
-//! | being deleted, a foreign namespace in the way | `FAILED` at once, the error naming it  |
+//! | being deleted, blocked by a foreign object | `FAILED` at once, the error naming it    |
 //! | exists, not being deleted, caller can't see| `COMPLETE` (nothing of theirs is left)   |
 //! | exists, not being deleted, caller can see  | re-read for a bounded time, then 404     |
 //!
@@ -26,7 +26,7 @@ use lethe_guest::kube::{Identity, Kube};
 use crate::access;
 use crate::config::{ResourceType, Settings};
 use crate::errors::HttpError;
-use crate::ownership::{self, Owner, Refusal};
+use crate::ownership;
 
 /// A parsed job GUID `<type>.<verb>~<resource guid>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,10 +195,9 @@ pub fn job_status(
         };
         if let Some(ts) = object.deletion_timestamp.clone() {
             let mut job = deleting_job(&guid, &ts, settings, t, now);
-            // The reconciler never touches a namespace that is not this object's, so the
-            // deletion cannot finish: say so now, and name what is in the way.
-            let owner = Owner::new(&guid.resource_type, &object);
-            if let Err(Refusal::NotOurs(in_the_way)) = ownership::owned_namespace(kube, owner) {
+            // The reconciler never touches an object that is not lethe's, so a deletion it
+            // found blocked cannot finish: say so now, and name what is in the way.
+            if let Some(in_the_way) = ownership::blocked_by(&object) {
                 job.state = JobState::Failed;
                 job.errors = vec![CfError {
                     code: 10008,

@@ -13,6 +13,8 @@ use serde_json::{Value as Json, json};
 
 use lethe_guest::kube::{Identity, Kube, KubeError, Object, ObjectRef};
 
+use crate::errors::HttpError;
+
 /// The label naming the owner as `<type>.<name>` (`org.<guid>`), for people and selectors.
 pub const OWNER_LABEL: &str = "cf.lethe.dev/owner";
 
@@ -21,6 +23,19 @@ pub const OWNER_UID_LABEL: &str = "cf.lethe.dev/owner-uid";
 
 /// The label marking objects lethe manages.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "lethe");
+
+/// The annotation the reconciler puts on an org or space whose way is blocked by an object that
+/// is not lethe's: the report naming that object. Its deletion job turns `FAILED` with it.
+pub const BLOCKED_BY_ANNOTATION: &str = "cf.lethe.dev/blocked-by";
+
+/// What blocks `object`'s reconciliation, as the reconciler last recorded it.
+pub fn blocked_by(object: &Object) -> Option<&str> {
+    object
+        .json
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(BLOCKED_BY_ANNOTATION))
+        .and_then(Json::as_str)
+}
 
 /// The org or space on whose behalf the privileged identity acts.
 #[derive(Debug, Clone, Copy)]
@@ -130,6 +145,19 @@ impl std::fmt::Display for Refusal {
         match self {
             Refusal::Kube(e) => e.fmt(f),
             Refusal::NotOurs(e) => e.fmt(f),
+        }
+    }
+}
+
+impl Refusal {
+    /// The API's answer when lethe will not act: 422 naming the object in the way and what the
+    /// request was for (`target`, e.g. `space`), or the cluster's own error.
+    pub fn into_http_error(self, target: &str) -> HttpError {
+        match self {
+            Refusal::NotOurs(in_the_way) => HttpError::unprocessable(format!(
+                "Invalid {target}: {in_the_way}. Ask an administrator to resolve the clash."
+            )),
+            Refusal::Kube(e) => HttpError::from_kube(e, "Unknown request"),
         }
     }
 }

@@ -115,7 +115,20 @@ pub fn pass(kube: &dyn Kube, env: &dyn Env, settings: &Settings, backoff: &dyn B
                 report.backing_off += 1;
                 continue;
             }
-            match reconcile_one(kube, t, Owner::new(type_name, &object), &mut report) {
+            let result = reconcile_one(kube, t, Owner::new(type_name, &object), &mut report);
+            // What is in the way is recorded on the object itself, where its deletion job reads
+            // it at no extra cost, and cleared once the way is free.
+            let blocked_by = match &result {
+                Err(Refusal::NotOurs(in_the_way)) => Some(in_the_way.to_string()),
+                _ => None,
+            };
+            if let Err(e) = record_blocked_by(kube, &object, blocked_by.as_deref()) {
+                env.log(
+                    lethe_guest::env::Level::Warn,
+                    &format!("recording what blocks {key}: {e}"),
+                );
+            }
+            match result {
                 Ok(_) => backoff.succeeded(&key),
                 Err(e) => {
                     let reason = e.to_string();
@@ -155,6 +168,29 @@ fn reconcile_one(
         }
         (true, Some(index)) => cleanup(kube, t, owner, index, report),
         (true, None) => Ok(Outcome::Done),
+    }
+}
+
+/// Sets (or, with `None`, removes) the [`ownership::BLOCKED_BY_ANNOTATION`] of `object`, one of
+/// lethe's CF objects, when it differs (SECURITY.md P2a).
+fn record_blocked_by(
+    kube: &dyn Kube,
+    object: &Object,
+    blocked_by: Option<&str>,
+) -> Result<(), KubeError> {
+    if ownership::blocked_by(object) == blocked_by {
+        return Ok(());
+    }
+    let patch =
+        json!({"metadata": {"annotations": {ownership::BLOCKED_BY_ANNOTATION: blocked_by}}});
+    match kube.patch(
+        &Identity::Privileged,
+        &object.target,
+        PatchKind::Merge,
+        &patch,
+    ) {
+        Ok(_) | Err(KubeError::NotFound(_)) => Ok(()),
+        Err(e) => Err(e),
     }
 }
 

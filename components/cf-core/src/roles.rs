@@ -18,7 +18,7 @@ use lethe_guest::{Request, Response};
 use crate::api::sees_everything;
 use crate::config::Settings;
 use crate::errors::HttpError;
-use crate::ownership::{self, Owner, Refusal};
+use crate::ownership::{self, Owner};
 use crate::{access, api};
 
 const RBAC: &str = "rbac.authorization.k8s.io";
@@ -218,12 +218,7 @@ pub fn create(
     // SECURITY.md P3: the binding is written privileged, so only into the namespace that is
     // this org's or space's by its mark (made now if the reconciler has not made it yet).
     let owner = Owner::new(if space_role { "space" } else { "org" }, &owner_object);
-    ownership::ensure_namespace(kube, owner).map_err(|e| match e {
-        Refusal::NotOurs(in_the_way) => HttpError::unprocessable(format!(
-            "Invalid {target}: {in_the_way}. Ask an administrator to resolve the clash."
-        )),
-        Refusal::Kube(e) => kube_err(e),
-    })?;
+    ownership::ensure_namespace(kube, owner).map_err(|e| e.into_http_error(target))?;
     let guid = api::new_guid(env);
     let mut labels = owner.labels();
     labels[ROLE_GUID_LABEL] = json!(guid);

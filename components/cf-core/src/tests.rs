@@ -1132,3 +1132,34 @@ fn a_suspended_org_check_that_cannot_be_made_refuses_the_delete() {
     let space = fake.object("Space", ORG, SPACE).expect("space");
     assert!(space.deletion_timestamp.is_none(), "the space was deleted");
 }
+
+#[test]
+fn what_blocks_an_object_is_recorded_on_it_and_cleared_once_the_way_is_free() {
+    let (fake, settings) = setup();
+    put_space_named_after(&fake, "payments");
+    pass(&fake, &fake, &settings, &NoBackoff);
+    let space = fake.object("Space", ORG, "payments").expect("space");
+    assert!(
+        crate::ownership::blocked_by(&space)
+            .is_some_and(|b| b.starts_with("Namespace payments is in the way")),
+        "{:?}",
+        space.json["metadata"]
+    );
+    // The administrator removes the foreign namespace: the space gets its own, and the record
+    // goes.
+    fake.delete(
+        &Identity::Privileged,
+        &lethe_guest::kube::ObjectRef::new("v1", "Namespace", None, "payments"),
+        &Default::default(),
+    )
+    .expect("delete");
+    fake.run_namespace_controller();
+    assert!(!fake.exists("Namespace", "", "payments"));
+    pass(&fake, &fake, &settings, &NoBackoff);
+    let space = fake.object("Space", ORG, "payments").expect("space");
+    assert_eq!(crate::ownership::blocked_by(&space), None);
+    let ns = fake
+        .object("Namespace", "", "payments")
+        .expect("its own namespace");
+    assert!(Owner::new("space", &space).owns(&ns));
+}

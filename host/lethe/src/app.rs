@@ -74,26 +74,16 @@ impl App {
             None
         };
 
-        let (cluster, embedded) = if needs(Capability::Kube)
-            || matches!(opts.cluster, ClusterSource::Embedded)
-        {
-            let (mut cluster, embedded) = connect_cluster(&opts).await?;
-            if embedded.is_some() {
-                for path in &manifest.settings.kubernetes_manifests {
-                    crate::kubernetes_manifests::apply_file(&cluster, path).await?;
+        let (cluster, embedded) =
+            if needs(Capability::Kube) || matches!(opts.cluster, ClusterSource::Embedded) {
+                let (mut cluster, embedded) = connect_cluster(&opts).await?;
+                if embedded.is_some() {
+                    cluster = prepare_embedded(&manifest, cluster).await?;
                 }
-                // From here on the host acts as lethe's ServiceAccount, with exactly the
-                // rights the manifests just bound, not as the cluster's administrator.
-                if let Some((namespace, name)) = manifest.settings.service_account() {
-                    let token = crate::service_account::token(&cluster, namespace, name).await?;
-                    cluster = cluster.with_privileged_token(&token)?;
-                    tracing::info!("privileged identity: system:serviceaccount:{namespace}:{name}");
-                }
-            }
-            (Some(cluster), embedded)
-        } else {
-            (None, None)
-        };
+                (Some(cluster), embedded)
+            } else {
+                (None, None)
+            };
 
         let envs = capability_envs(
             &manifest,
@@ -164,6 +154,27 @@ impl App {
         }
         tracing::info!("lethe stopped");
     }
+}
+
+/// Sets up the embedded cluster as an administrator would before lethe runs there: applies the
+/// manifest's `kubernetes_manifests` with `admin`, the cluster's administrator, and returns the
+/// cluster the components use. With `service_account` set that is the same cluster acting as
+/// lethe's ServiceAccount, with exactly the rights the manifests bound (SECURITY.md H1), never as
+/// the administrator.
+pub(crate) async fn prepare_embedded(
+    manifest: &Manifest,
+    admin: lethe_kube::Cluster,
+) -> anyhow::Result<lethe_kube::Cluster> {
+    for path in &manifest.settings.kubernetes_manifests {
+        crate::kubernetes_manifests::apply_file(&admin, path).await?;
+    }
+    let Some((namespace, name)) = manifest.settings.service_account() else {
+        return Ok(admin);
+    };
+    let token = crate::service_account::token(&admin, namespace, name).await?;
+    let cluster = admin.with_privileged_token(&token)?;
+    tracing::info!("privileged identity: system:serviceaccount:{namespace}:{name}");
+    Ok(cluster)
 }
 
 /// Opens the application's database — `database_url`, else the manifest variable

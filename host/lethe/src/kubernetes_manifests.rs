@@ -1,11 +1,15 @@
 //! Applying an application's Kubernetes objects (CRDs, namespaces, roles) to the embedded cluster
-//! at start: create each object, or replace it when it already exists, so a restart with newer
-//! files updates them.
+//! at start: create each object, or replace it when it already exists and is lethe's (labelled
+//! `app.kubernetes.io/managed-by: lethe`), so a restart with newer files updates them; an object
+//! of that name that is not lethe's stops the start, untouched (SECURITY.md H1).
 
 use std::path::Path;
 
 use anyhow::{Context as _, bail};
 use lethe_kube::{Cluster, KubeError, ObjectRef};
+
+/// The label every object of lethe's manifests carries, and that a replace requires.
+const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "lethe");
 
 /// Applies every object in the JSON file at `path` (one object, or a `v1` `List`).
 pub async fn apply_file(cluster: &Cluster, path: &Path) -> anyhow::Result<()> {
@@ -54,11 +58,103 @@ async fn apply(cluster: &Cluster, mut object: serde_json::Value) -> anyhow::Resu
         }
         Err(KubeError::Conflict(_)) => {
             let current = client.get(&target).await?;
+            // Only what lethe applied before (it carries lethe's label, as every object in its
+            // files does) is replaced; anything else of that name is reported, not overwritten.
+            let ours = current
+                .metadata
+                .labels
+                .iter()
+                .any(|(k, v)| k == MANAGED_BY.0 && v == MANAGED_BY.1);
+            if !ours {
+                bail!(
+                    "{} {} exists and is not lethe's (it lacks {}={}); lethe left it untouched",
+                    target.kind,
+                    target.name,
+                    MANAGED_BY.0,
+                    MANAGED_BY.1
+                );
+            }
             object["metadata"]["resourceVersion"] = current.metadata.resource_version.into();
             client.replace(&target, &object.to_string()).await?;
             tracing::debug!("replaced {} {}", target.kind, target.name);
             Ok(())
         }
         Err(e) => Err(e).with_context(|| format!("creating {} {}", target.kind, target.name)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A restart replaces what lethe applied before, but an object of the same name that is not
+    /// lethe's stops the start and stays as it was.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_lethes_own_objects_are_replaced() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let server = lethe_apiserver::start(lethe_apiserver::ApiServerConfig {
+            data_dir: Some(dir.path().join("cluster")),
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            tls: false,
+            faults: Default::default(),
+        })
+        .await
+        .expect("embedded cluster");
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, server.kubeconfig_yaml()).expect("kubeconfig");
+        let cluster = Cluster::from_kubeconfig(&kubeconfig, Default::default())
+            .await
+            .expect("cluster");
+        let config_map = |name: &str, labels: serde_json::Value, value: &str| {
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "default", "labels": labels},
+                "data": {"k": value}})
+        };
+        let mark = serde_json::json!({MANAGED_BY.0: MANAGED_BY.1});
+        let file = dir.path().join("objects.json");
+        let apply = |objects: Vec<serde_json::Value>| {
+            std::fs::write(
+                &file,
+                serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects})
+                    .to_string(),
+            )
+            .expect("write");
+            apply_file(&cluster, &file)
+        };
+        let value = |name: &str| {
+            let target = ObjectRef {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: Some("default".into()),
+                name: name.into(),
+            };
+            let client = cluster.privileged();
+            async move {
+                let o = client.get(&target).await.expect("get");
+                let v: serde_json::Value = serde_json::from_str(&o.json).expect("json");
+                v["data"]["k"].clone()
+            }
+        };
+        apply(vec![config_map("ours", mark.clone(), "1")])
+            .await
+            .expect("created");
+        apply(vec![config_map("ours", mark.clone(), "2")])
+            .await
+            .expect("replaced");
+        assert_eq!(value("ours").await, "2");
+        cluster
+            .privileged()
+            .create(&config_map("theirs", serde_json::json!({}), "theirs").to_string())
+            .await
+            .expect("a foreign object");
+        let e = apply(vec![config_map("theirs", mark, "lethe")])
+            .await
+            .expect_err("a foreign object in the way");
+        assert!(
+            format!("{e:#}").contains("ConfigMap theirs exists and is not lethe's"),
+            "{e:#}"
+        );
+        assert_eq!(value("theirs").await, "theirs");
+        server.shutdown().await;
     }
 }

@@ -58,6 +58,16 @@ pub async fn token(admin: &Cluster, namespace: &str, name: &str) -> anyhow::Resu
             .with_context(|| format!("reading the token Secret {namespace}/{}", secret.name))?;
         let value: serde_json::Value =
             serde_json::from_str(&current.json).context("the token Secret is not JSON")?;
+        // A Secret of that name that is not this account's token (another account's, or
+        // anything else) is never used: the host would act as someone else.
+        if value["type"] != "kubernetes.io/service-account-token"
+            || value["metadata"]["annotations"]["kubernetes.io/service-account.name"] != name
+        {
+            bail!(
+                "Secret {namespace}/{} exists and is not the token of ServiceAccount {namespace}/{name}; lethe left it untouched",
+                secret.name
+            );
+        }
         if let Some(encoded) = value["data"]["token"].as_str()
             && !encoded.is_empty()
         {

@@ -4,7 +4,8 @@
 //! The cluster: `--kubeconfig` when given; else the embedded cluster of a running `lethe up`
 //! (its `<data-dir>/cluster/kubeconfig`, when the server it names answers); else the embedded
 //! cluster is started on the data dir for the duration of the pass (it persists there, so the
-//! next `lethe up` sees the result).
+//! next `lethe up` sees the result). On the embedded cluster the manifest's objects are applied
+//! and the pass acts as its `service_account`, as under `lethe up`.
 //!
 //! Each component that exports `lethe:platform/reconciler` (or only `--component`) runs one pass
 //! in a fresh instance, under a progress bar fed by the component's `log.progress` reports, and its
@@ -71,6 +72,13 @@ pub async fn run_once(opts: SyncOptions) -> anyhow::Result<Vec<PassOutcome>> {
 
     let (cluster, embedded) = if needs(Capability::Kube) {
         let (c, e) = connect(&opts).await?;
+        // The embedded cluster, running or started here: the pass acts with the same identity
+        // as `lethe up` (SECURITY.md H1).
+        let c = if opts.kubeconfig.is_none() {
+            crate::app::prepare_embedded(&manifest, c).await?
+        } else {
+            c
+        };
         (Some(c), e)
     } else {
         (None, None)
