@@ -1163,3 +1163,62 @@ fn what_blocks_an_object_is_recorded_on_it_and_cleared_once_the_way_is_free() {
         .expect("its own namespace");
     assert!(Owner::new("space", &space).owns(&ns));
 }
+
+/// Every authorization decision treats "could not find out" as "no" (SECURITY.md A2–A5): with
+/// the probe it rests on failing, the answer is 503, never the success or the "not yours" that a
+/// swallowed error would give.
+#[test]
+fn every_authorization_decision_fails_closed_when_its_probe_fails() {
+    let space_body =
+        json!({"name": "n", "relationships": {"organization": {"data": {"guid": ORG}}}})
+            .to_string();
+    let role_body = json!({"type": "organization_user", "relationships": {
+        "user": {"data": {"guid": "x"}}, "organization": {"data": {"guid": ORG}}}})
+    .to_string();
+    // (decision, failing call, request, token)
+    let cases: [(&str, (&str, &str), (&str, String, &str), &str); 5] = [
+        (
+            "A2 visible",
+            ("list", "RoleBinding"),
+            ("GET", format!("/v3/spaces/{SPACE}"), ""),
+            "manager",
+        ),
+        (
+            "A3 admin",
+            ("list", "Org"),
+            ("POST", "/v3/organizations".into(), r#"{"name":"x"}"#),
+            "manager",
+        ),
+        (
+            "A4 manages",
+            ("list", "RoleBinding"),
+            ("POST", "/v3/spaces".into(), &space_body),
+            "manager",
+        ),
+        (
+            "A4 manages (roles)",
+            ("list", "RoleBinding"),
+            ("POST", "/v3/roles".into(), &role_body),
+            "manager",
+        ),
+        (
+            "A2 visible (org)",
+            ("list", "Space"),
+            ("GET", format!("/v3/organizations/{ORG}"), ""),
+            "orguser",
+        ),
+    ];
+    for (decision, (verb, kind), (method, path, body), token) in cases {
+        let (fake, _) = setup();
+        fake.grant("manager", "list", "Space", ORG);
+        fake.fail(verb, kind);
+        let r = api::handle(&fake, &fake, &api_request(method, &path, Some(token), body));
+        assert_eq!(r.status, 503, "{decision}: {:?}", r.json_body());
+    }
+    // A5: the job of an org that is not being deleted, for one who may see it.
+    let (fake, settings) = setup();
+    fake.fail("list", "Space");
+    let e = job(&fake, &settings, &format!("org.delete~{ORG}"), "orguser")
+        .expect_err("no COMPLETE while visibility is unknown");
+    assert_eq!(e.status, 503, "{e:?}");
+}
