@@ -1101,6 +1101,44 @@ impl StandaloneCluster {
     fn kubeconfig(&self) -> PathBuf {
         self.dir.path().join("cluster/kubeconfig")
     }
+
+    /// A kubeconfig of lethe's ServiceAccount, bound by `deploy/rbac.json` (applied here as the
+    /// administrator would), so that hosts given it act with lethe's least privilege.
+    fn service_account_kubeconfig(&self) -> PathBuf {
+        let admin = self.kubeconfig();
+        for file in [
+            "components/cf-core/kubernetes/crds.json",
+            "deploy/rbac.json",
+        ] {
+            let path = support::repo_root().join(file).display().to_string();
+            kubectl(&admin, &["apply", "-f", &path], None).expect("kubectl apply");
+        }
+        let token = kubectl(
+            &admin,
+            &[
+                "create",
+                "token",
+                "lethe",
+                "-n",
+                "lethe-system",
+                "--duration=1h",
+            ],
+            None,
+        )
+        .expect("kubectl create token");
+        let token = token.as_str().expect("a token").trim().to_string();
+        let (_, admin_token) = kubeconfig_server_and_token(&admin);
+        let text = std::fs::read_to_string(&admin)
+            .expect("kubeconfig")
+            .replace(&admin_token, &token);
+        assert!(
+            text.contains(&token) && !text.contains(&admin_token),
+            "the kubeconfig still holds the administrator's token"
+        );
+        let path = self.dir.path().join("lethe-sa.kubeconfig");
+        std::fs::write(&path, text).expect("write kubeconfig");
+        path
+    }
 }
 
 impl Drop for StandaloneCluster {
@@ -1142,7 +1180,7 @@ fn two_hosts_run_one_leader_and_the_other_takes_over_within_the_lease(backend: &
         Backend::Postgres(url) => url.clone(),
     };
     let lease_vars = r#", lease_duration_seconds = "6", lease_renew_seconds = "1""#;
-    let kubeconfig = cluster.kubeconfig().display().to_string();
+    let kubeconfig = cluster.service_account_kubeconfig().display().to_string();
     let args = [
         "--database-url",
         db_url.as_str(),

@@ -64,7 +64,8 @@ pub fn locate(kube: &dyn Kube, t: &ResourceType, guid: &str) -> Result<Option<Ob
 
 /// Whether the caller manages `namespace` (an org's or a space's): they may list RoleBindings
 /// there, which the org and space manager roles (and admins) may and no other CF role may.
-/// `Err` only for an unusable token or an unreachable cluster, which callers treat as "no".
+/// `Err` only for an unusable token or an unreachable cluster, which callers answer as an
+/// error, never as "manages" (SECURITY.md A4).
 pub fn manages(kube: &dyn Kube, caller: &Identity, namespace: &str) -> Result<bool, KubeError> {
     if namespace.is_empty() {
         // An empty namespace would widen the probe to every namespace: fail closed.

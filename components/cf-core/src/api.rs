@@ -778,6 +778,7 @@ fn create(
         // create Space objects itself (a user-made Space could name any namespace).
         let admin = sees_everything(kube, caller, org_type).map_err(kube_err)?;
         let allowed = admin || access::manages(kube, caller, &org_guid).map_err(kube_err)?;
+        // A suspended org takes spaces from admins only (SECURITY.md A1).
         if suspended(&org) && !admin {
             return Err(HttpError::org_suspended());
         }

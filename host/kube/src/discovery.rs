@@ -54,7 +54,9 @@ fn not_found(message: String) -> KubeError {
 }
 
 impl DiscoveryCache {
-    /// Resolves `kind` in `api_version`, asking the server (with `client`) on a cache miss.
+    /// Resolves `kind` in `api_version`, asking the server (with `client`) on a cache miss: a read
+    /// of `/api` or `/apis/<group>/<version>`, which every authenticated identity may make
+    /// (SECURITY.md R2).
     pub async fn resolve(
         &self,
         client: &kube::Client,
