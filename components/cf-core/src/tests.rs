@@ -1222,3 +1222,20 @@ fn every_authorization_decision_fails_closed_when_its_probe_fails() {
         .expect_err("no COMPLETE while visibility is unknown");
     assert_eq!(e.status, 503, "{e:?}");
 }
+
+/// SECURITY.md "What a job poll reveals": a deletion in flight is PROCESSING to anyone who
+/// presents the job guid, visible to them or not (filtering by visibility here is the
+/// early-COMPLETE bug), and the job names nothing but the guid.
+#[test]
+fn a_deletion_in_flight_is_processing_to_any_caller_and_reveals_no_name() {
+    let (fake, settings) = setup();
+    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+        "metadata": {"name": ORG, "namespace": "cf", "finalizers": [FINALIZER],
+                     "uid": fake.object("Org", "cf", ORG).expect("org").uid},
+        "spec": {"displayName": "secret-project"}}));
+    deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("admin")).expect("accepted");
+    let j = job(&fake, &settings, &format!("org.delete~{ORG}"), "nobody").expect("job");
+    assert_eq!(j.state, JobState::Processing);
+    let rendered = j.to_json("http://x").to_string();
+    assert!(!rendered.contains("secret-project"), "{rendered}");
+}
