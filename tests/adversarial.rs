@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value as Json, json};
 use support::Lethe;
-use support::cf::{bind, call, create_org, create_space, unique, wait_for_state};
+use support::cf::{bind, call, create_org, create_space, listed, unique, wait_for_state};
 
 const MALLORY: &str = "mallory-token-0123456789";
 const OLIVER: &str = "oliver-token-0123456789";
@@ -664,33 +664,7 @@ fn authorization_matrix_follows_cloud_controller_for_every_route() {
         }
     }
     // Lists show each role exactly what it may see.
-    let listed = |token: &str, collection: &str| -> Vec<String> {
-        let r = call(
-            &lethe,
-            "GET",
-            &format!("/v3/{collection}?per_page=5000"),
-            Some(token),
-            None,
-        );
-        assert_eq!(r.status, 200, "{}", r.body);
-        r.json()["resources"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|o| o["guid"].as_str().map(str::to_string))
-            .filter(|g| [&org_a, &org_b, &space_a, &space_b].contains(&g))
-            .collect()
-    };
-    let seen: BTreeMap<&str, (Vec<String>, Vec<String>)> = actors
-        .iter()
-        .map(|(actor, token)| {
-            (
-                *actor,
-                (listed(token, "organizations"), listed(token, "spaces")),
-            )
-        })
-        .collect();
+    let among = [&org_a, &org_b, &space_a, &space_b];
     let expect_lists: [(&str, Vec<&String>, Vec<&String>); 6] = [
         ("admin", vec![&org_a, &org_b], vec![&space_a, &space_b]),
         ("org-manager", vec![&org_a], vec![&space_a]),
@@ -699,22 +673,17 @@ fn authorization_matrix_follows_cloud_controller_for_every_route() {
         ("space-developer", vec![&org_a], vec![&space_a]),
         ("stranger", vec![], vec![]),
     ];
-    for (actor, orgs, spaces) in &expect_lists {
-        let (got_orgs, got_spaces) = &seen[actor];
-        let mut want_orgs: Vec<String> = orgs.iter().map(|s| s.to_string()).collect();
-        let mut want_spaces: Vec<String> = spaces.iter().map(|s| s.to_string()).collect();
-        let (mut got_orgs, mut got_spaces) = (got_orgs.clone(), got_spaces.clone());
-        for v in [
-            &mut want_orgs,
-            &mut want_spaces,
-            &mut got_orgs,
-            &mut got_spaces,
-        ] {
+    for ((actor, token), (_, orgs, spaces)) in actors.iter().zip(&expect_lists) {
+        let sorted = |v: &Vec<&String>| {
+            let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
             v.sort();
-        }
-        if got_orgs != want_orgs || got_spaces != want_spaces {
+            v
+        };
+        let got_orgs = listed(&lethe, token, "organizations", &among);
+        let got_spaces = listed(&lethe, token, "spaces", &among);
+        if got_orgs != sorted(orgs) || got_spaces != sorted(spaces) {
             wrong.push(format!(
-                "lists as {actor}: orgs {got_orgs:?} spaces {got_spaces:?} (want {want_orgs:?} {want_spaces:?})"
+                "lists as {actor}: orgs {got_orgs:?} spaces {got_spaces:?} (want {orgs:?} {spaces:?})"
             ));
         }
     }

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 use support::Lethe;
-use support::cf::{bind, call, create_org, create_space, job_state, unique, wait_for_state};
+use support::cf::{
+    bind, call, create_org, create_space, job_state, listed, unique, wait_for_state,
+};
 
 const ALICE: &str = "alice-token-0123456789";
 const BOB: &str = "bob-token-0123456789";
@@ -390,26 +392,11 @@ fn permissions_follow_cloud_controller() {
     // Listing: bob sees his org only; eve sees none. (Only this test's orgs count: on a shared
     // cluster other tests give bob roles of their own.)
     let other = create_org(&lethe, "other-org");
-    let listed = |token: &str| -> Vec<String> {
-        let r = call(
-            &lethe,
-            "GET",
-            "/v3/organizations?per_page=5000",
-            Some(token),
-            None,
-        );
-        assert_eq!(r.status, 200, "{}", r.body);
-        r.json()["resources"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|o| o["guid"].as_str().map(str::to_string))
-            .filter(|g| *g == org || *g == other)
-            .collect()
-    };
-    assert_eq!(listed(BOB), vec![org.clone()]);
-    assert!(listed(EVE).is_empty());
+    assert_eq!(
+        listed(&lethe, BOB, "organizations", &[&org, &other]),
+        vec![org.clone()]
+    );
+    assert!(listed(&lethe, EVE, "organizations", &[&org, &other]).is_empty());
     let r = call(
         &lethe,
         "GET",

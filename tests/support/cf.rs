@@ -96,3 +96,26 @@ pub fn wait_for_state(
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// The guids of `collection` (`organizations`, `spaces`) that `token` is shown, among `among`
+/// only (on a shared cluster other tests' objects are listed too).
+pub fn listed(lethe: &Lethe, token: &str, collection: &str, among: &[&String]) -> Vec<String> {
+    let r = call(
+        lethe,
+        "GET",
+        &format!("/v3/{collection}?per_page=5000"),
+        Some(token),
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut guids: Vec<String> = r.json()["resources"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|o| o["guid"].as_str().map(str::to_string))
+        .filter(|g| among.contains(&g))
+        .collect();
+    guids.sort();
+    guids
+}

@@ -39,6 +39,18 @@ fn setup() -> (Fake, Settings) {
     (fake, settings)
 }
 
+/// The RoleBindings in `namespace`.
+fn role_bindings(fake: &Fake, namespace: &str) -> Vec<Object> {
+    fake.list_all(
+        &Identity::Privileged,
+        "rbac.authorization.k8s.io/v1",
+        "RoleBinding",
+        Some(namespace),
+        &Default::default(),
+    )
+    .expect("role bindings")
+}
+
 /// Puts the namespace `owner` owns, with the mark lethe gives it.
 fn put_owned_namespace(fake: &Fake, type_name: &str, owner: &Object) {
     let labels = Owner::new(type_name, owner).labels();
@@ -816,15 +828,7 @@ fn roles_are_assigned_as_cloud_controller_allows_them() {
     assert_eq!(role["type"], "organization_manager");
     assert_eq!(role["relationships"]["organization"]["data"]["guid"], ORG);
     assert_eq!(role["relationships"]["user"]["data"]["guid"], "alice");
-    let bindings = fake
-        .list_all(
-            &Identity::Privileged,
-            "rbac.authorization.k8s.io/v1",
-            "RoleBinding",
-            Some(ORG),
-            &Default::default(),
-        )
-        .expect("bindings");
+    let bindings = role_bindings(&fake, ORG);
     assert!(bindings.iter().any(
         |b| b.json["roleRef"]["name"] == "lethe-cf-organization-manager"
             && b.json["subjects"][0]["name"] == "alice"
@@ -1025,15 +1029,7 @@ fn roles_are_never_written_into_a_namespace_lethe_does_not_own() {
             .is_some_and(|d| d.contains("Namespace payments is in the way")),
         "{json}"
     );
-    let bindings = fake
-        .list_all(
-            &Identity::Privileged,
-            "rbac.authorization.k8s.io/v1",
-            "RoleBinding",
-            Some("payments"),
-            &Default::default(),
-        )
-        .expect("list");
+    let bindings = role_bindings(&fake, "payments");
     assert!(bindings.is_empty(), "{bindings:?}");
     untouched(&fake, "payments");
 }
@@ -1050,15 +1046,7 @@ fn role_bindings_carry_the_uid_of_what_they_are_for() {
     );
     assert_eq!(r.status, 201);
     let org = fake.object("Org", "cf", ORG).expect("org");
-    let bindings = fake
-        .list_all(
-            &Identity::Privileged,
-            "rbac.authorization.k8s.io/v1",
-            "RoleBinding",
-            Some(ORG),
-            &Default::default(),
-        )
-        .expect("list");
+    let bindings = role_bindings(&fake, ORG);
     assert_eq!(bindings.len(), 1);
     assert!(Owner::new("org", &org).owns(&bindings[0]));
 }

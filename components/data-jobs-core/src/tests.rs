@@ -181,6 +181,17 @@ mod flows {
         job["uid"].as_str().expect("uid").to_string()
     }
 
+    /// Someone else's CronJob named `name` in the data-jobs namespace, on schedule `1 1 * * *`.
+    fn foreign_cronjob(name: &str, labels: Json, annotations: Json) -> Json {
+        json!({
+            "apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": name, "namespace": "data-jobs", "labels": labels,
+                         "annotations": annotations},
+            "spec": {"schedule": "1 1 * * *", "jobTemplate": {"spec": {"template": {"spec": {
+                "containers": [{"name": "theirs", "image": "theirs"}]}}}}},
+        })
+    }
+
     fn ran(t: Tick) -> crate::sync::Report {
         match t {
             Tick::Ran(r) => r,
@@ -433,12 +444,7 @@ mod flows {
                 Some(&uid),
             )
             .expect("delete by hand");
-        let foreign = json!({
-            "apiVersion": "batch/v1", "kind": "CronJob",
-            "metadata": {"name": name, "namespace": "data-jobs"},
-            "spec": {"schedule": "1 1 * * *", "jobTemplate": {"spec": {"template": {"spec": {
-                "containers": [{"name": "theirs", "image": "theirs"}]}}}}},
-        });
+        let foreign = foreign_cronjob(&name, json!({}), json!({}));
         (&kube)
             .create(&foreign.to_string())
             .expect("a foreign CronJob");
@@ -469,13 +475,7 @@ mod flows {
             let host = FakeHost::new(&sql, &kube, "a");
             ran(tick(&host).expect("lease first"));
             let name = crate::model::cronjob_name("t", "ingest");
-            let foreign = json!({
-                "apiVersion": "batch/v1", "kind": "CronJob",
-                "metadata": {"name": name, "namespace": "data-jobs", "labels": labels,
-                             "annotations": annotations},
-                "spec": {"schedule": "1 1 * * *", "jobTemplate": {"spec": {"template": {"spec": {
-                    "containers": [{"name": "theirs", "image": "theirs"}]}}}}},
-            });
+            let foreign = foreign_cronjob(&name, labels, annotations);
             // It appears after the deployment was accepted, so only the sync can meet it.
             deploy(&host, "ingest");
             (&kube)
@@ -499,12 +499,7 @@ mod flows {
         let host = FakeHost::new(&sql, &kube, "a");
         ran(tick(&host).expect("lease first"));
         let name = crate::model::cronjob_name("t", "ingest");
-        let foreign = json!({
-            "apiVersion": "batch/v1", "kind": "CronJob",
-            "metadata": {"name": name, "namespace": "data-jobs"},
-            "spec": {"schedule": "1 1 * * *", "jobTemplate": {"spec": {"template": {"spec": {
-                "containers": [{"name": "theirs", "image": "theirs"}]}}}}},
-        });
+        let foreign = foreign_cronjob(&name, json!({}), json!({}));
         (&kube)
             .create(&foreign.to_string())
             .expect("a foreign CronJob");
