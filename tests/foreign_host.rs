@@ -406,20 +406,26 @@ async fn cf_api_composed_with_the_adapter_runs_in_a_host_without_lethe_capabilit
     let client = lethe_kube::Cluster::from_kubeconfig(&kubeconfig, Default::default())
         .await
         .expect("cluster client");
-    for manifest in ["crds.json", "roles.json"] {
-        let path = PathBuf::from(lethe::REPO_ROOT)
-            .join("components/cf-core/kubernetes")
-            .join(manifest);
+    for manifest in [
+        "components/cf-core/kubernetes/crds.json",
+        "components/cf-core/kubernetes/roles.json",
+        "deploy/rbac.json",
+    ] {
+        let path = PathBuf::from(lethe::REPO_ROOT).join(manifest);
         lethe::kubernetes_manifests::apply_file(&client, &path)
             .await
             .expect("CF manifests");
     }
+    // The adapter's own identity is lethe's ServiceAccount, as in a real deployment.
+    let service_account = lethe::service_account::token(&client, "lethe-system", "lethe")
+        .await
+        .expect("the ServiceAccount's token");
 
     let host = PlainHost::new(
         &composed("cf_api"),
         vec![
             ("LETHE_KUBE_URL".into(), cluster.url().to_string()),
-            ("LETHE_KUBE_TOKEN".into(), admin.clone()),
+            ("LETHE_KUBE_TOKEN".into(), service_account),
             ("LETHE_VAR_CF_ROOT_NAMESPACE".into(), "cf".into()),
         ],
         None,
