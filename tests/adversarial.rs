@@ -278,6 +278,9 @@ fn an_org_manager_cannot_steer_lethe_onto_a_foreign_namespace() {
         before,
         "the foreign namespace changed"
     );
+    // Cleaning up (on a shared cluster): once the foreign namespace is gone, the blocked Space's
+    // way is free and the reconciler finishes its deletion.
+    lethe.kubectl_ok(&["delete", "namespace", &victim, "--wait=false"]);
 }
 
 /// A data-jobs caller with edit rights in the data-jobs namespace tries to have lethe take over
@@ -457,6 +460,9 @@ fn a_data_jobs_editor_cannot_steer_lethe_onto_a_foreign_cronjob_or_lease() {
     ]))
     .expect("lease");
     assert_eq!(held["spec"]["holderIdentity"], "dave", "{held}");
+    // Cleaning up (on a shared cluster other hosts wait for this Lease).
+    lethe.kubectl_ok(&["delete", "lease", "data-jobs-sync", "-n", "data-jobs"]);
+    let _ = lethe.kubectl(&["delete", "cronjob", &name, "-n", "data-jobs"]);
 }
 
 /// What one CF route answers one role, on their own org or space and on another: Cloud
