@@ -1,5 +1,7 @@
 //! Who the caller is and what they may see.
 
+use serde_json::json;
+
 use lethe_guest::Request;
 use lethe_guest::kube::{Identity, Kube, KubeError, ListOptions, Object, ObjectRef};
 
@@ -99,6 +101,33 @@ pub fn can_list(
         Err(KubeError::Forbidden(_) | KubeError::NotFound(_)) => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// The user name the cluster gives the caller's token: a SelfSubjectReview made as the caller
+/// (Kubernetes 1.28 and later), else, where the server has none, a TokenReview of the token
+/// made with the host's identity, as authentication delegation does (SECURITY.md R3). A token
+/// the cluster does not accept is `Unauthorized`.
+pub fn user_name(kube: &dyn Kube, caller: &Identity) -> Result<String, KubeError> {
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    let (review, user) = match kube.create(caller, &review) {
+        Ok(review) => (review, "/status/userInfo/username"),
+        Err(KubeError::NotFound(m)) => {
+            let Identity::Caller(token) = caller else {
+                return Err(KubeError::NotFound(m));
+            };
+            let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                "spec": {"token": token}});
+            let review = kube.create(&Identity::Privileged, &review)?;
+            if review.json.pointer("/status/authenticated") != Some(&json!(true)) {
+                return Err(KubeError::Unauthorized(
+                    "the cluster does not accept the token".into(),
+                ));
+            }
+            (review, "/status/user/username")
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(review.str_at(user).unwrap_or_default().to_string())
 }
 
 /// The namespace and name of a service account's token user name

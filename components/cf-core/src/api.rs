@@ -93,22 +93,14 @@ fn resource_route(
 
 /// Who the caller is, as Cloud Foundry on Kubernetes answers `GET /whoami` (Korifi's shape):
 /// the cf CLI asks it, since the root document says `cf_on_k8s`, to name the user in its output.
-/// The cluster says who the token is, through a SelfSubjectReview made as the caller.
 fn whoami(kube: &dyn Kube, req: &Request) -> Result<Response, HttpError> {
     let caller = access::caller(req)?;
-    let review = kube
-        .create(
-            &caller,
-            &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
-        )
-        .map_err(|e| HttpError::from_kube(e, "User not found"))?;
-    let username = review.json["status"]["userInfo"]["username"]
-        .as_str()
-        .unwrap_or_default();
+    let username =
+        access::user_name(kube, &caller).map_err(|e| HttpError::from_kube(e, "User not found"))?;
     // A service account is named by its own name, as Korifi names it.
-    let (kind, name) = match access::service_account(username) {
+    let (kind, name) = match access::service_account(&username) {
         Some((_, name)) => ("ServiceAccount", name),
-        None => ("User", username),
+        None => ("User", username.as_str()),
     };
     Ok(Response::json(200, &json!({"name": name, "kind": kind})))
 }

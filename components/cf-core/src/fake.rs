@@ -26,6 +26,8 @@ pub struct Fake {
     faults: RefCell<Vec<(String, String)>>,
     /// `(kind, name)` of objects the next `get` answers 404 for, as if they appeared just after.
     hidden_once: RefCell<Vec<(String, String)>>,
+    /// Kinds the server does not serve (an older Kubernetes).
+    pub missing_kinds: RefCell<Vec<String>>,
 }
 
 impl Fake {
@@ -39,6 +41,7 @@ impl Fake {
             calls: Cell::new(0),
             faults: RefCell::new(Vec::new()),
             hidden_once: RefCell::new(Vec::new()),
+            missing_kinds: RefCell::new(Vec::new()),
         };
         fake.grant("admin", "*", "*", "*");
         fake
@@ -278,6 +281,28 @@ impl Kube for Fake {
                 .is_ok();
             let mut review = object.clone();
             review["status"] = json!({ "allowed": allowed });
+            return Ok(object_from_json(review));
+        }
+        if let Some(kind) = object["kind"].as_str()
+            && self.missing_kinds.borrow().iter().any(|k| k == kind)
+        {
+            return Err(KubeError::NotFound(format!(
+                "the server does not serve {kind}"
+            )));
+        }
+        if object["kind"] == "TokenReview" {
+            // The host's identity may review tokens; a token here is its user.
+            self.check(id, "create", "TokenReview", None)?;
+            if matches!(id, Identity::Caller(_)) {
+                return Err(KubeError::Forbidden("only the host reviews tokens".into()));
+            }
+            let token = object["spec"]["token"].as_str().unwrap_or_default();
+            let mut review = object.clone();
+            review["status"] = if token == "bad" {
+                json!({"authenticated": false})
+            } else {
+                json!({"authenticated": true, "user": {"username": token}})
+            };
             return Ok(object_from_json(review));
         }
         if object["kind"] == "SelfSubjectReview" {

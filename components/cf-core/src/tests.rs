@@ -796,6 +796,33 @@ fn whoami_names_users_and_service_accounts_as_korifi_does() {
     assert_eq!(r.status, 401);
 }
 
+/// Before Kubernetes 1.28 there is no SelfSubjectReview: the host reviews the token instead.
+#[test]
+fn whoami_falls_back_to_a_token_review_on_clusters_without_self_subject_review() {
+    let (fake, _) = setup();
+    fake.missing_kinds
+        .borrow_mut()
+        .push("SelfSubjectReview".into());
+    let whoami = |token: &str| {
+        let r = api::handle(
+            &fake,
+            &fake,
+            &api_request("GET", "/whoami", Some(token), ""),
+        );
+        (r.status, r.json_body().unwrap_or_default())
+    };
+    assert_eq!(
+        whoami("orguser"),
+        (200, json!({"name": "orguser", "kind": "User"}))
+    );
+    assert_eq!(
+        whoami("system:serviceaccount:ns:robot"),
+        (200, json!({"name": "robot", "kind": "ServiceAccount"}))
+    );
+    // A token the review does not accept is 401.
+    assert_eq!(whoami("bad").0, 401);
+}
+
 #[test]
 fn roles_are_assigned_as_cloud_controller_allows_them() {
     let (fake, _) = setup();
