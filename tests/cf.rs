@@ -699,3 +699,31 @@ fn data_job_deletions_are_answered_by_the_shared_jobs_endpoint() {
     );
     assert_eq!((malformed.status, malformed.cf_code()), (404, 10010));
 }
+
+/// A failing API server at start is waited for, not a reason to exit: with half of all requests
+/// answered 503 from the very start, the manifests are applied (each write whose outcome is
+/// unknown made again after a fresh read), the ServiceAccount's token is taken, and lethe serves.
+#[test]
+fn start_rides_out_a_failing_api_server() {
+    if support::external_kubeconfig().is_some() {
+        eprintln!(
+            "skipping start_rides_out_a_failing_api_server: it needs the embedded cluster's faults"
+        );
+        return;
+    }
+    let faults = tempfile::tempdir().expect("tempdir");
+    let path = faults.path().join("faults.json");
+    std::fs::write(&path, r#"{"error_rate": 0.5, "error_status": 503}"#).expect("faults");
+    let lethe = start(&[("LETHE_CLUSTER_FAULTS", &path.to_string_lossy())]);
+    let log = lethe.log();
+    assert!(
+        log.contains("trying again"),
+        "no fault was met at start:\n{log}"
+    );
+    assert!(
+        log.contains("privileged identity: system:serviceaccount:lethe-system:lethe"),
+        "{log}"
+    );
+    let r = call(&lethe, "GET", "/", None, None);
+    assert_eq!(r.status, 200, "{}", r.body);
+}

@@ -4,6 +4,7 @@
 //! of that name that is not lethe's stops the start, untouched (SECURITY.md H1).
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use lethe_kube::{Cluster, KubeError, ObjectRef};
@@ -51,13 +52,66 @@ async fn apply(cluster: &Cluster, mut object: serde_json::Value) -> anyhow::Resu
         name,
     };
     let client = cluster.privileged();
+    // Every object here is lethe's by name and label, so an attempt whose outcome is unknown (a
+    // 503 to a create, a dropped connection) is safe to make again: the next one re-reads and
+    // finds either nothing, or lethe's own object to replace. A failing API server at start is
+    // waited for, within `START_PATIENCE`, instead of ending the start.
+    let deadline = Instant::now() + START_PATIENCE;
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match apply_once(&client, &target, &mut object).await {
+            Ok(Applied::Done) => return Ok(()),
+            Ok(Applied::NotOurs) => bail!(
+                "{} {} exists and is not lethe's (it lacks {}={}); lethe left it untouched",
+                target.kind,
+                target.name,
+                MANAGED_BY.0,
+                MANAGED_BY.1
+            ),
+            // Conflict: a replace raced with an earlier attempt that did land.
+            Err(
+                e @ (KubeError::Unavailable(_) | KubeError::Timeout(_) | KubeError::Conflict(_)),
+            ) if Instant::now() + delay < deadline => {
+                tracing::warn!(
+                    "applying {} {}: {e}; trying again in {} ms",
+                    target.kind,
+                    target.name,
+                    delay.as_millis()
+                );
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("applying {} {}", target.kind, target.name));
+            }
+        }
+    }
+}
+
+/// How long the start waits for a failing API server while it applies the manifests.
+const START_PATIENCE: Duration = Duration::from_secs(120);
+
+/// What one attempt to apply an object found.
+enum Applied {
+    /// Created, or replaced because it was lethe's.
+    Done,
+    /// An object of that name exists that is not lethe's.
+    NotOurs,
+}
+
+/// Creates `object`, or replaces the object of that name when it is lethe's.
+async fn apply_once(
+    client: &lethe_kube::KubeClient,
+    target: &ObjectRef,
+    object: &mut serde_json::Value,
+) -> Result<Applied, KubeError> {
     match client.create(&object.to_string()).await {
         Ok(_) => {
             tracing::debug!("created {} {}", target.kind, target.name);
-            Ok(())
+            Ok(Applied::Done)
         }
         Err(KubeError::Conflict(_)) => {
-            let current = client.get(&target).await?;
+            let current = client.get(target).await?;
             // Only what lethe applied before (it carries lethe's label, as every object in its
             // files does) is replaced; anything else of that name is reported, not overwritten.
             let ours = current
@@ -66,20 +120,14 @@ async fn apply(cluster: &Cluster, mut object: serde_json::Value) -> anyhow::Resu
                 .iter()
                 .any(|(k, v)| k == MANAGED_BY.0 && v == MANAGED_BY.1);
             if !ours {
-                bail!(
-                    "{} {} exists and is not lethe's (it lacks {}={}); lethe left it untouched",
-                    target.kind,
-                    target.name,
-                    MANAGED_BY.0,
-                    MANAGED_BY.1
-                );
+                return Ok(Applied::NotOurs);
             }
             object["metadata"]["resourceVersion"] = current.metadata.resource_version.into();
-            client.replace(&target, &object.to_string()).await?;
+            client.replace(target, &object.to_string()).await?;
             tracing::debug!("replaced {} {}", target.kind, target.name);
-            Ok(())
+            Ok(Applied::Done)
         }
-        Err(e) => Err(e).with_context(|| format!("creating {} {}", target.kind, target.name)),
+        Err(e) => Err(e),
     }
 }
 

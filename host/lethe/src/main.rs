@@ -81,7 +81,7 @@ struct UpArgs {
     cluster_listen: SocketAddr,
     /// A JSON file of faults for the embedded cluster to inject from the start (latency_ms,
     /// error_rate, error_status, retry_after_seconds, drop_rate, stale_read_ms).
-    #[arg(long)]
+    #[arg(long, env = "LETHE_CLUSTER_FAULTS")]
     cluster_faults: Option<PathBuf>,
 }
 

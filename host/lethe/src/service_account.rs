@@ -13,8 +13,8 @@ use anyhow::{Context as _, bail};
 use base64::Engine as _;
 use lethe_kube::{Cluster, KubeError, ObjectRef};
 
-/// How long the token controller may take to fill the Secret.
-const TOKEN_WAIT: Duration = Duration::from_secs(20);
+/// How long the token controller may take to fill the Secret, a failing API server included.
+const TOKEN_WAIT: Duration = Duration::from_secs(120);
 
 /// The Secret holding the token of `namespace`/`name`.
 fn secret_name(name: &str) -> String {
@@ -42,20 +42,47 @@ pub async fn token(admin: &Cluster, namespace: &str, name: &str) -> anyhow::Resu
             "labels": {"app.kubernetes.io/managed-by": "lethe"},
         },
     });
-    match client.create(&body.to_string()).await {
-        Ok(_) | Err(KubeError::Conflict(_)) => {}
-        Err(e) => {
-            return Err(e).with_context(|| {
-                format!("creating the token Secret of ServiceAccount {namespace}/{name}")
-            });
-        }
-    }
+    // The Secret is lethe's by name and label, so a create whose outcome is unknown is simply
+    // made again after a fresh read; a failing API server is waited for until the deadline.
     let deadline = tokio::time::Instant::now() + TOKEN_WAIT;
+    let transient = |e: &KubeError| matches!(e, KubeError::Unavailable(_) | KubeError::Timeout(_));
     loop {
-        let current = client
-            .get(&secret)
-            .await
-            .with_context(|| format!("reading the token Secret {namespace}/{}", secret.name))?;
+        let current = match client.get(&secret).await {
+            Ok(current) => current,
+            Err(e) if tokio::time::Instant::now() >= deadline => {
+                return Err(e).with_context(|| {
+                    format!("reading the token Secret {namespace}/{}", secret.name)
+                });
+            }
+            Err(KubeError::NotFound(_)) => {
+                match client.create(&body.to_string()).await {
+                    Ok(_) | Err(KubeError::Conflict(_)) => {}
+                    Err(e) if transient(&e) => {}
+                    Err(e) => {
+                        return Err(e).with_context(|| {
+                            format!(
+                                "creating the token Secret of ServiceAccount {namespace}/{name}"
+                            )
+                        });
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            Err(e) if transient(&e) => {
+                tracing::warn!(
+                    "reading the token Secret {namespace}/{}: {e}; trying again",
+                    secret.name
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!("reading the token Secret {namespace}/{}", secret.name)
+                });
+            }
+        };
         let value: serde_json::Value =
             serde_json::from_str(&current.json).context("the token Secret is not JSON")?;
         // A Secret of that name that is not this account's token (another account's, or
