@@ -635,25 +635,6 @@ fn list(
     Ok(Response::json(200, &body))
 }
 
-/// A random v4 UUID from the host's CSPRNG, formatted like Cloud Controller's guids.
-pub(crate) fn new_guid(env: &dyn Env) -> String {
-    let mut b = [0u8; 16];
-    for (dst, src) in b.iter_mut().zip(env.random_bytes(16)) {
-        *dst = src;
-    }
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h: Vec<String> = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        h[0..4].concat(),
-        h[4..6].concat(),
-        h[6..8].concat(),
-        h[8..10].concat(),
-        h[10..16].concat()
-    )
-}
-
 #[allow(clippy::too_many_arguments)]
 fn create(
     kube: &dyn Kube,
@@ -713,7 +694,7 @@ fn create(
         o.str_at("/spec/displayName")
             .is_some_and(|n| n.to_lowercase() == name.to_lowercase())
     };
-    let guid = new_guid(env);
+    let guid = crate::new_guid(env);
     let (namespace, spec, labels, display) = if type_name == "org" {
         let Some(root) = fixed_namespace(t) else {
             return Err(HttpError::unprocessable(
@@ -819,7 +800,7 @@ fn create(
     } else {
         &Identity::Privileged
     };
-    let created = kube.create(creator, &object).map_err(|e| match e {
+    let created = ownership::create_once(kube, env, creator, object).map_err(|e| match e {
         KubeError::Forbidden(_) => HttpError::not_authorized(),
         other => HttpError::from_kube(other, display),
     })?;

@@ -28,6 +28,9 @@ pub struct Fake {
     hidden_once: RefCell<Vec<(String, String)>>,
     /// Kinds the server does not serve (an older Kubernetes).
     pub missing_kinds: RefCell<Vec<String>>,
+    /// `(kind, applied)`: the next create of `kind` is answered `Unavailable`, after it was
+    /// carried out when `applied` (a lost answer) or not at all.
+    lost_answers: RefCell<Vec<(String, bool)>>,
 }
 
 impl Fake {
@@ -42,6 +45,7 @@ impl Fake {
             faults: RefCell::new(Vec::new()),
             hidden_once: RefCell::new(Vec::new()),
             missing_kinds: RefCell::new(Vec::new()),
+            lost_answers: RefCell::new(Vec::new()),
         };
         fake.grant("admin", "*", "*", "*");
         fake
@@ -57,6 +61,12 @@ impl Fake {
     /// Makes every `verb` on `kind` (`*` = any) fail as an unreachable cluster does.
     pub fn fail(&self, verb: &str, kind: &str) {
         self.faults.borrow_mut().push((verb.into(), kind.into()));
+    }
+
+    /// Makes the next create of `kind` answer `Unavailable`: after carrying it out (`applied`,
+    /// an answer lost on the way back) or without.
+    pub fn lose_next_create(&self, kind: &str, applied: bool) {
+        self.lost_answers.borrow_mut().push((kind.into(), applied));
     }
 
     /// Makes the next `get` of `kind` `name` answer 404, as if the object appeared just after.
@@ -325,6 +335,18 @@ impl Kube for Fake {
             &key.0,
             Some(&key.1).filter(|n| !n.is_empty()).map(String::as_str),
         )?;
+        let lost = self
+            .lost_answers
+            .borrow()
+            .iter()
+            .position(|(k, _)| *k == key.0);
+        if let Some(i) = lost {
+            let (_, applied) = self.lost_answers.borrow_mut().remove(i);
+            if applied && !self.objects.borrow().contains_key(&key) {
+                self.put(object.clone());
+            }
+            return Err(KubeError::Unavailable("the answer was lost".into()));
+        }
         if self.objects.borrow().contains_key(&key) {
             return Err(KubeError::Conflict(format!("{} already exists", key.2)));
         }

@@ -11,6 +11,7 @@
 
 use serde_json::{Value as Json, json};
 
+use lethe_guest::env::Env;
 use lethe_guest::kube::{Identity, Kube, KubeError, Object, ObjectRef};
 
 use crate::errors::HttpError;
@@ -160,6 +161,57 @@ impl Refusal {
             Refusal::Kube(e) => HttpError::from_kube(e, "Unknown request"),
         }
     }
+}
+
+/// The annotation holding the id of the request that created an object whose name lethe chose.
+pub const CREATE_REQUEST_ANNOTATION: &str = "cf.lethe.dev/create-request";
+
+/// How often a create whose outcome is unknown is made.
+const CREATE_ATTEMPTS: u32 = 4;
+
+/// Creates `object`, whose name lethe chose, as `identity`, so that the create is safe to make
+/// again: the object carries a fresh request id ([`CREATE_REQUEST_ANNOTATION`]); a create whose
+/// outcome is unknown (unavailable, timed out) is made again, with a growing pause, up to
+/// [`CREATE_ATTEMPTS`] times; and an `AlreadyExists` on a later attempt counts as success only
+/// when the object found (read privileged) carries that same request id, i.e. an earlier attempt
+/// did land. Anyone else's object of that name stays an `AlreadyExists`.
+pub fn create_once(
+    kube: &dyn Kube,
+    env: &dyn Env,
+    identity: &Identity,
+    mut object: Json,
+) -> Result<Object, KubeError> {
+    let request = crate::new_guid(env);
+    object["metadata"]["annotations"][CREATE_REQUEST_ANNOTATION] = json!(request);
+    let target = lethe_guest::kube::object_from_json(object.clone()).target;
+    let mut pause_ms = 100;
+    for attempt in 1..=CREATE_ATTEMPTS {
+        match kube.create(identity, &object) {
+            Ok(created) => return Ok(created),
+            Err(KubeError::Conflict(m)) if attempt > 1 => {
+                let found = kube.get(&Identity::Privileged, &target)?;
+                let ours = found
+                    .json
+                    .pointer("/metadata/annotations")
+                    .and_then(|a| a.get(CREATE_REQUEST_ANNOTATION))
+                    == Some(&json!(request));
+                return if ours {
+                    Ok(found)
+                } else {
+                    Err(KubeError::Conflict(m))
+                };
+            }
+            Err(KubeError::Unavailable(_) | KubeError::Timeout(_)) if attempt < CREATE_ATTEMPTS => {
+                env.sleep_ms(pause_ms);
+                pause_ms *= 2;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(KubeError::Unavailable(format!(
+        "creating {} {} did not finish",
+        target.kind, target.name
+    )))
 }
 
 /// A reference to the namespace `name`.

@@ -15,11 +15,11 @@ use lethe_guest::env::Env;
 use lethe_guest::kube::{Identity, Kube, KubeError, ListOptions, Object};
 use lethe_guest::{Request, Response};
 
+use crate::access;
 use crate::api::sees_everything;
 use crate::config::Settings;
 use crate::errors::HttpError;
 use crate::ownership::{self, Owner};
-use crate::{access, api};
 
 const RBAC: &str = "rbac.authorization.k8s.io";
 const RBAC_VERSION: &str = "rbac.authorization.k8s.io/v1";
@@ -219,7 +219,7 @@ pub fn create(
     // this org's or space's by its mark (made now if the reconciler has not made it yet).
     let owner = Owner::new(if space_role { "space" } else { "org" }, &owner_object);
     ownership::ensure_namespace(kube, owner).map_err(|e| e.into_http_error(target))?;
-    let guid = api::new_guid(env);
+    let guid = crate::new_guid(env);
     let mut labels = owner.labels();
     labels[ROLE_GUID_LABEL] = json!(guid);
     labels["cf.lethe.dev/role-type"] = json!(role_type);
@@ -234,9 +234,8 @@ pub fn create(
         "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": cluster_role},
         "subjects": [subject],
     });
-    let created = kube
-        .create(&Identity::Privileged, &binding)
-        .map_err(kube_err)?;
+    let created =
+        ownership::create_once(kube, env, &Identity::Privileged, binding).map_err(kube_err)?;
     let at = created.creation_timestamp.clone().unwrap_or_default();
     let (org_data, space_data) = if space_role {
         (Json::Null, json!({"guid": namespace}))

@@ -1254,3 +1254,69 @@ fn a_deletion_in_flight_is_processing_to_any_caller_and_reveals_no_name() {
     let rendered = j.to_json("http://x").to_string();
     assert!(!rendered.contains("secret-project"), "{rendered}");
 }
+
+/// A create of an object whose name lethe chose is safe to make again: when the answer to one
+/// that landed is lost, the next attempt's AlreadyExists is recognised by the request's mark,
+/// and the client gets its 201 for exactly one new org.
+#[test]
+fn a_create_whose_answer_was_lost_is_made_again_and_counted_once() {
+    let (fake, _) = setup();
+    fake.lose_next_create("Org", true);
+    let r = api::handle(
+        &fake,
+        &fake,
+        &api_request(
+            "POST",
+            "/v3/organizations",
+            Some("admin"),
+            r#"{"name":"lost"}"#,
+        ),
+    );
+    assert_eq!(r.status, 201, "{:?}", r.json_body());
+    let guid = r.json_body().expect("json")["guid"]
+        .as_str()
+        .expect("guid")
+        .to_string();
+    let orgs = fake
+        .list_all(
+            &Identity::Privileged,
+            "cf.lethe.dev/v1alpha1",
+            "Org",
+            Some("cf"),
+            &Default::default(),
+        )
+        .expect("orgs");
+    let named: Vec<&Object> = orgs
+        .iter()
+        .filter(|o| o.str_at("/spec/displayName") == Some("lost"))
+        .collect();
+    assert_eq!(named.len(), 1);
+    assert_eq!(named[0].target.name, guid);
+    // A create that never landed is simply made again.
+    fake.lose_next_create("Space", false);
+    let space =
+        json!({"name": "again", "relationships": {"organization": {"data": {"guid": ORG}}}});
+    let r = api::handle(
+        &fake,
+        &fake,
+        &api_request("POST", "/v3/spaces", Some("manager"), &space.to_string()),
+    );
+    assert_eq!(r.status, 201, "{:?}", r.json_body());
+}
+
+/// ... and someone else's object of that name is never taken for the request's own.
+#[test]
+fn an_already_exists_without_the_requests_mark_stays_a_conflict() {
+    let (fake, _) = setup();
+    fake.put(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "taken", "namespace": "cf",
+                     "annotations": {crate::ownership::CREATE_REQUEST_ANNOTATION: "someone-else"}}}));
+    fake.lose_next_create("ConfigMap", false);
+    let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "taken", "namespace": "cf"}});
+    let result = crate::ownership::create_once(&fake, &fake, &Identity::Privileged, object);
+    assert!(
+        matches!(result, Err(lethe_guest::kube::KubeError::Conflict(_))),
+        "{result:?}"
+    );
+}
