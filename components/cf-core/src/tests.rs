@@ -1191,7 +1191,8 @@ fn every_authorization_decision_fails_closed_when_its_probe_fails() {
         "user": {"data": {"guid": "x"}}, "organization": {"data": {"guid": ORG}}}})
     .to_string();
     // (decision, failing call, request, token)
-    let cases: [(&str, (&str, &str), (&str, String, &str), &str); 5] = [
+    type Case<'a> = (&'a str, (&'a str, &'a str), (&'a str, String, &'a str), &'a str);
+    let cases: [Case; 5] = [
         (
             "A2 visible",
             ("list", "RoleBinding"),
