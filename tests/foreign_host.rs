@@ -221,8 +221,8 @@ impl PlainHost {
         );
         let mut req = hyper::Request::builder()
             .method(method)
-            .uri(format!("http://lethe.test{path}"))
-            .header("host", "lethe.test");
+            .uri(format!("http://lethe.test:39100{path}"))
+            .header("host", "lethe.test:39100");
         if let Some(t) = token {
             req = req.header("authorization", format!("Bearer {t}"));
         }
@@ -493,9 +493,11 @@ async fn cf_api_composed_with_the_adapter_runs_in_a_host_without_lethe_capabilit
         .get("location")
         .and_then(|v| v.to_str().ok())
         .expect("Location");
-    assert!(
-        location.ends_with(&format!("/v3/jobs/org.delete~{guid}")),
-        "{location}"
+    // The link is the request's own scheme and authority, port included, as wasi:http gives
+    // them (no Spin header here).
+    assert_eq!(
+        location,
+        format!("http://lethe.test:39100/v3/jobs/org.delete~{guid}")
     );
     let org = client
         .privileged()

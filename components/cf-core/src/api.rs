@@ -105,18 +105,13 @@ fn whoami(kube: &dyn Kube, req: &Request) -> Result<Response, HttpError> {
     Ok(Response::json(200, &json!({"name": name, "kind": kind})))
 }
 
-/// The external base URL for links: configured, or the scheme and authority the request came to.
+/// The external base URL for links: configured, or the scheme and authority the request came to
+/// ([`Request::origin`]), else `http://localhost`.
 pub fn base_url(settings: &Settings, req: &Request) -> String {
     if let Some(url) = &settings.external_url {
         return url.clone();
     }
-    // Spin's full URL: scheme://authority/path…; keep scheme://authority.
-    req.header("spin-full-url")
-        .and_then(|full| {
-            let (scheme, rest) = full.split_once("://")?;
-            let authority = rest.split('/').next()?;
-            Some(format!("{scheme}://{authority}"))
-        })
+    req.origin()
         .unwrap_or_else(|| "http://localhost".to_string())
 }
 

@@ -262,6 +262,7 @@ fn api_request(method: &str, path: &str, token: Option<&str>, body: &str) -> Req
         query: query.into(),
         headers: headers.into(),
         body: body.as_bytes().to_vec(),
+        ..Default::default()
     }
 }
 
@@ -1191,7 +1192,12 @@ fn every_authorization_decision_fails_closed_when_its_probe_fails() {
         "user": {"data": {"guid": "x"}}, "organization": {"data": {"guid": ORG}}}})
     .to_string();
     // (decision, failing call, request, token)
-    type Case<'a> = (&'a str, (&'a str, &'a str), (&'a str, String, &'a str), &'a str);
+    type Case<'a> = (
+        &'a str,
+        (&'a str, &'a str),
+        (&'a str, String, &'a str),
+        &'a str,
+    );
     let cases: [Case; 5] = [
         (
             "A2 visible",

@@ -156,30 +156,13 @@ fn auth_error(e: &KubeError) -> HttpError {
     })
 }
 
+/// The base URL of links: configured, else the scheme and authority the request came to
+/// ([`Request::origin`]), else none (relative links).
 fn base_url(settings: &Settings, req: &Request) -> String {
     if !settings.base_url.is_empty() {
         return settings.base_url.clone();
     }
-    // Spin's `spin-full-url` carries scheme and authority; a bare `Host` is the fallback.
-    let from_full_url = req.header("spin-full-url").and_then(|u| {
-        let (scheme, rest) = u.split_once("://")?;
-        let authority = rest.split('/').next()?;
-        Some((scheme.to_string(), authority.to_string()))
-    });
-    let (scheme, authority) = match from_full_url {
-        Some(pair) => pair,
-        None => ("http".to_string(), req.header("host").unwrap_or_default()),
-    };
-    let safe = |s: &str| {
-        !s.is_empty()
-            && s.bytes()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b':' | b'-' | b'[' | b']'))
-    };
-    if matches!(scheme.as_str(), "http" | "https") && safe(&authority) {
-        format!("{scheme}://{authority}")
-    } else {
-        String::new()
-    }
+    req.origin().unwrap_or_default()
 }
 
 struct Ctx<'a> {

@@ -740,6 +740,7 @@ mod flows {
                 query: query.into(),
                 headers: vec![("authorization".into(), b"Bearer t".to_vec())].into(),
                 body: json!({"job_name": "ingest"}).to_string().into_bytes(),
+                ..Default::default()
             };
             crate::api::handle(&host, &req).status
         };

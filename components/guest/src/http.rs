@@ -77,9 +77,36 @@ pub struct Request {
     pub headers: Headers,
     /// The body bytes.
     pub body: Vec<u8>,
+    /// The scheme the request came with (`http`, `https`), when the host says (`wasi:http`'s
+    /// `incoming-request.scheme`).
+    pub scheme: Option<String>,
+    /// The authority (host and port) the request came to, when the host says
+    /// (`wasi:http`'s `incoming-request.authority`).
+    pub authority: Option<String>,
 }
 
 impl Request {
+    /// The scheme and authority this request came to, as `scheme://host[:port]`, for links
+    /// back to this server: Spin's `spin-full-url` when present, else what `wasi:http` says of
+    /// the request itself, else the `Host` header over `http`. `None` when none of them is there
+    /// or what they say is not a plain scheme and authority (so no header can inject a link).
+    pub fn origin(&self) -> Option<String> {
+        let (scheme, authority) = self
+            .header("spin-full-url")
+            .and_then(|full| {
+                let (scheme, rest) = full.split_once("://")?;
+                Some((scheme.to_string(), rest.split('/').next()?.to_string()))
+            })
+            .or_else(|| Some((self.scheme.clone()?, self.authority.clone()?)))
+            .or_else(|| Some(("http".to_string(), self.header("host")?)))?;
+        let plain = !authority.is_empty()
+            && authority.bytes().all(|c| {
+                c.is_ascii_alphanumeric() || matches!(c, b'.' | b':' | b'-' | b'[' | b']')
+            });
+        (matches!(scheme.as_str(), "http" | "https") && plain)
+            .then(|| format!("{scheme}://{authority}"))
+    }
+
     /// The first value of header `name` (case-insensitive), if it is valid UTF-8.
     pub fn header(&self, name: &str) -> Option<String> {
         self.headers
@@ -242,6 +269,42 @@ mod tests {
             headers: vec![("authorization".into(), value.as_bytes().to_vec())].into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_origin_comes_from_spin_then_wasi_http_then_the_host_header() {
+        let with = |headers: Vec<(&str, &str)>, scheme: Option<&str>, authority: Option<&str>| {
+            Request {
+                headers: headers
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+                    .collect::<Vec<_>>()
+                    .into(),
+                scheme: scheme.map(str::to_string),
+                authority: authority.map(str::to_string),
+                ..Default::default()
+            }
+            .origin()
+        };
+        let spin = ("spin-full-url", "https://cf.example:8443/v3/jobs/x");
+        assert_eq!(
+            with(vec![spin, ("host", "other")], Some("http"), Some("h:1")),
+            Some("https://cf.example:8443".into())
+        );
+        // wasmtime serve, jco: the request's own scheme and authority, port included.
+        assert_eq!(
+            with(vec![("host", "other")], Some("http"), Some("localhost:39100")),
+            Some("http://localhost:39100".into())
+        );
+        assert_eq!(
+            with(vec![("host", "[::1]:8080")], None, None),
+            Some("http://[::1]:8080".into())
+        );
+        assert_eq!(with(vec![], None, None), None);
+        // Nothing that could inject a link: a path, a user, another scheme.
+        assert_eq!(with(vec![("host", "evil/x")], None, None), None);
+        assert_eq!(with(vec![("host", "a@b")], None, None), None);
+        assert_eq!(with(vec![], Some("javascript"), Some("x")), None);
     }
 
     #[test]

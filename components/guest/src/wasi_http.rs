@@ -3,7 +3,7 @@
 use std::io::Read as _;
 
 use wasip2::http::types::{
-    Fields, IncomingRequest, Method, OutgoingBody, OutgoingResponse, ResponseOutparam,
+    Fields, IncomingRequest, Method, OutgoingBody, OutgoingResponse, ResponseOutparam, Scheme,
 };
 
 use crate::{Headers, MAX_BODY, Request, Response, cf};
@@ -68,12 +68,19 @@ fn read_request(request: &IncomingRequest) -> Result<Request, Response> {
             }
         }
     }
+    let scheme = request.scheme().map(|s| match s {
+        Scheme::Http => "http".to_string(),
+        Scheme::Https => "https".to_string(),
+        Scheme::Other(other) => other,
+    });
     Ok(Request {
         method,
         path,
         query,
         headers,
         body,
+        scheme,
+        authority: request.authority(),
     })
 }
 
