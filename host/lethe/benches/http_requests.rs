@@ -150,6 +150,9 @@ fn native(req: hyper::Request<hyper::body::Incoming>) -> hyper::Response<Full<By
             headers.get(name).map(|v| v.as_bytes().to_vec())
         }),
         body: Vec::new(),
+        // As the wasm path's `wasi:http` request carries them.
+        scheme: parts.uri.scheme_str().map(str::to_string),
+        authority: parts.uri.authority().map(|a| a.to_string()),
     };
     let response = misbehave::perform(&request);
     let length = response.body.len();
