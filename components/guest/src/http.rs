@@ -293,7 +293,11 @@ mod tests {
         );
         // wasmtime serve, jco: the request's own scheme and authority, port included.
         assert_eq!(
-            with(vec![("host", "other")], Some("http"), Some("localhost:39100")),
+            with(
+                vec![("host", "other")],
+                Some("http"),
+                Some("localhost:39100")
+            ),
             Some("http://localhost:39100".into())
         );
         assert_eq!(
