@@ -121,14 +121,19 @@ pub fn deletion_state(
     } else {
         (
             JobState::Failed,
-            vec![CfError {
-                code: 10008,
-                title: "CF-UnprocessableEntity".into(),
-                detail: format!(
-                    "{type_name} deletion timed out, check the remaining \"{guid}\" resource"
-                ),
-            }],
+            vec![unprocessable(format!(
+                "{type_name} deletion timed out, check the remaining \"{guid}\" resource"
+            ))],
         )
+    }
+}
+
+/// The error of a failed deletion job: 10008 `CF-UnprocessableEntity` with `detail`.
+fn unprocessable(detail: String) -> CfError {
+    CfError {
+        code: 10008,
+        title: "CF-UnprocessableEntity".into(),
+        detail,
     }
 }
 
@@ -199,14 +204,10 @@ pub fn job_status(
             // found blocked cannot finish: say so now, and name what is in the way.
             if let Some(in_the_way) = ownership::blocked_by(&object) {
                 job.state = JobState::Failed;
-                job.errors = vec![CfError {
-                    code: 10008,
-                    title: "CF-UnprocessableEntity".into(),
-                    detail: format!(
-                        "{} deletion cannot finish: {in_the_way}",
-                        guid.resource_type
-                    ),
-                }];
+                job.errors = vec![unprocessable(format!(
+                    "{} deletion cannot finish: {in_the_way}",
+                    guid.resource_type
+                ))];
             }
             return Ok(job);
         }

@@ -31,11 +31,7 @@ pub const BLOCKED_BY_ANNOTATION: &str = "cf.lethe.dev/blocked-by";
 
 /// What blocks `object`'s reconciliation, as the reconciler last recorded it.
 pub fn blocked_by(object: &Object) -> Option<&str> {
-    object
-        .json
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(BLOCKED_BY_ANNOTATION))
-        .and_then(Json::as_str)
+    object.annotation(BLOCKED_BY_ANNOTATION)
 }
 
 /// The org or space on whose behalf the privileged identity acts.
@@ -185,17 +181,13 @@ pub fn create_once(
     object["metadata"]["annotations"][CREATE_REQUEST_ANNOTATION] = json!(request);
     let target = lethe_guest::kube::object_from_json(object.clone()).target;
     let mut pause_ms = 100;
-    for attempt in 1..=CREATE_ATTEMPTS {
+    let mut attempt = 1;
+    loop {
         match kube.create(identity, &object) {
             Ok(created) => return Ok(created),
             Err(KubeError::Conflict(m)) if attempt > 1 => {
                 let found = kube.get(&Identity::Privileged, &target)?;
-                let ours = found
-                    .json
-                    .pointer("/metadata/annotations")
-                    .and_then(|a| a.get(CREATE_REQUEST_ANNOTATION))
-                    == Some(&json!(request));
-                return if ours {
+                return if found.annotation(CREATE_REQUEST_ANNOTATION) == Some(request.as_str()) {
                     Ok(found)
                 } else {
                     Err(KubeError::Conflict(m))
@@ -204,14 +196,11 @@ pub fn create_once(
             Err(KubeError::Unavailable(_) | KubeError::Timeout(_)) if attempt < CREATE_ATTEMPTS => {
                 env.sleep_ms(pause_ms);
                 pause_ms *= 2;
+                attempt += 1;
             }
             Err(e) => return Err(e),
         }
     }
-    Err(KubeError::Unavailable(format!(
-        "creating {} {} did not finish",
-        target.kind, target.name
-    )))
 }
 
 /// A reference to the namespace `name`.

@@ -71,6 +71,14 @@ impl Object {
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_str())
     }
+
+    /// The value of annotation `key`.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.json
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(key))
+            .and_then(Json::as_str)
+    }
 }
 
 /// Options of a list.
