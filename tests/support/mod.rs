@@ -50,6 +50,8 @@ pub struct Lethe {
     child: Child,
     /// `http://127.0.0.1:<port>`.
     pub url: String,
+    /// The admin listener, `http://127.0.0.1:<port>`.
+    pub admin_url: String,
     log: Arc<Mutex<String>>,
     /// The data dir (kept alive for the process's lifetime).
     pub data_dir: tempfile::TempDir,
@@ -208,10 +210,11 @@ impl Lethe {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         };
-        let (child, url, log) = launch.run(data_dir.path())?;
+        let (child, [url, admin_url], log) = launch.run(data_dir.path())?;
         Ok(Lethe {
             child,
             url,
+            admin_url,
             log,
             data_dir,
             launch,
@@ -225,9 +228,10 @@ impl Lethe {
         let _ = self.child.kill();
         let _ = self.child.wait();
         match self.launch.run(self.data_dir.path()) {
-            Ok((child, url, log)) => {
+            Ok((child, [url, admin_url], log)) => {
                 self.child = child;
                 self.url = url;
+                self.admin_url = admin_url;
                 self.log = log;
             }
             Err(f) => panic!("lethe up failed after a crash ({}):\n{}", f.status, f.log),
@@ -274,18 +278,27 @@ impl Lethe {
 }
 
 impl Launch {
-    /// Starts `lethe up` on `data_dir`; the child, its URL and its log once it serves HTTP.
-    fn run(&self, data_dir: &Path) -> Result<(Child, String, Arc<Mutex<String>>), StartFailure> {
+    /// Starts `lethe up` on `data_dir`; the child, its app and admin URLs and its log once it
+    /// serves HTTP. The admin listener gets a free port unless the arguments name one.
+    #[allow(clippy::type_complexity)]
+    fn run(
+        &self,
+        data_dir: &Path,
+    ) -> Result<(Child, [String; 2], Arc<Mutex<String>>), StartFailure> {
         let mut cmd = Command::new(lethe_bin());
         cmd.arg("up")
             .arg("--manifest")
             .arg(&self.manifest)
             .args(["--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(data_dir.join("data"))
-            .args(&self.args)
+            .arg(data_dir.join("data"));
+        if !self.args.iter().any(|a| a.starts_with("--admin-listen")) {
+            cmd.args(["--admin-listen", "127.0.0.1:0"]);
+        }
+        cmd.args(&self.args)
             .env("LETHE_LOG", "info")
             .env_remove("KUBECONFIG")
             .env_remove("LETHE_DATABASE_URL")
+            .env_remove("LETHE_LOG_FORMAT")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -299,13 +312,22 @@ impl Launch {
         let log_writer = log.clone();
         std::thread::spawn(move || {
             let tx = Some(tx);
+            let mut admin = None;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let url = line
-                    .split("lethe listening on ")
-                    .nth(1)
-                    .and_then(|rest| rest.split_whitespace().next());
-                if let (Some(url), Some(tx)) = (url, tx.as_ref()) {
-                    let _ = tx.send(url.to_string());
+                // The URL ends at a space, or at the quote that closes a JSON log's message.
+                let url_after = |marker: &str| {
+                    line.split(marker).nth(1).map(|rest| {
+                        rest.split(|c: char| c.is_whitespace() || c == '"')
+                            .next()
+                            .unwrap_or_default()
+                            .to_string()
+                    })
+                };
+                if let Some(url) = url_after("admin listening on ") {
+                    admin = Some(url);
+                }
+                if let (Some(url), Some(tx)) = (url_after("lethe listening on "), tx.as_ref()) {
+                    let _ = tx.send([url, admin.clone().unwrap_or_default()]);
                 }
                 let mut l = log_writer.lock().expect("log lock");
                 l.push_str(&line);
@@ -314,8 +336,8 @@ impl Launch {
         });
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
-            if let Ok(url) = rx.recv_timeout(Duration::from_millis(100)) {
-                return Ok((child, url, log));
+            if let Ok(urls) = rx.recv_timeout(Duration::from_millis(100)) {
+                return Ok((child, urls, log));
             }
             if let Ok(Some(status)) = child.try_wait() {
                 std::thread::sleep(Duration::from_millis(200));

@@ -137,9 +137,14 @@ fn unprocessable(detail: String) -> CfError {
     }
 }
 
-fn deleting_job(
+/// The job of a deletion under way: the resource carries the deletionTimestamp `timestamp`, and
+/// `blocked_by` names what is in its way, if anything. The reconciler never touches an object
+/// that is not lethe's, so a blocked deletion cannot finish: it is `FAILED` at once, naming the
+/// object; otherwise it is `PROCESSING` until the timeout.
+pub fn deleting_job(
     guid: &JobGuid,
     timestamp: &str,
+    blocked_by: Option<&str>,
     settings: &Settings,
     t: &ResourceType,
     now: i64,
@@ -147,13 +152,22 @@ fn deleting_job(
     // A deletionTimestamp the server wrote is always RFC 3339; if one were not, treat the
     // deletion as just started rather than failing it.
     let since = parse_rfc3339_ms(timestamp).unwrap_or(now);
-    let (state, errors) = deletion_state(
-        &guid.resource_type,
-        &guid.guid,
-        since,
-        now,
-        settings.timeout_ms(t),
-    );
+    let (state, errors) = match blocked_by {
+        Some(in_the_way) => (
+            JobState::Failed,
+            vec![unprocessable(format!(
+                "{} deletion cannot finish: {in_the_way}",
+                guid.resource_type
+            ))],
+        ),
+        None => deletion_state(
+            &guid.resource_type,
+            &guid.guid,
+            since,
+            now,
+            settings.timeout_ms(t),
+        ),
+    };
     Job {
         guid: guid.clone(),
         state,
@@ -198,18 +212,9 @@ pub fn job_status(
             Ok(None) => return Ok(complete(&guid, now)),
             Err(e) => return Err(HttpError::from_kube(e, crate::errors::JOB_NOT_FOUND)),
         };
-        if let Some(ts) = object.deletion_timestamp.clone() {
-            let mut job = deleting_job(&guid, &ts, settings, t, now);
-            // The reconciler never touches an object that is not lethe's, so a deletion it
-            // found blocked cannot finish: say so now, and name what is in the way.
-            if let Some(in_the_way) = ownership::blocked_by(&object) {
-                job.state = JobState::Failed;
-                job.errors = vec![unprocessable(format!(
-                    "{} deletion cannot finish: {in_the_way}",
-                    guid.resource_type
-                ))];
-            }
-            return Ok(job);
+        if let Some(ts) = &object.deletion_timestamp {
+            let blocked_by = ownership::blocked_by(&object);
+            return Ok(deleting_job(&guid, ts, blocked_by, settings, t, now));
         }
         // Not being deleted (yet): only now does what the caller may see matter.
         match access::visible(kube, caller, t, &object) {

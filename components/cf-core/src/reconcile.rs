@@ -28,13 +28,14 @@
 
 use serde_json::json;
 
-use lethe_guest::env::Env;
+use lethe_guest::env::{Env, parse_rfc3339_ms};
 use lethe_guest::kube::{
     DeleteOptions, Identity, Kube, KubeError, ListOptions, Object, PatchKind, Propagation,
 };
 
 use crate::FINALIZER;
 use crate::config::{NamespaceRule, ResourceType, Settings};
+use crate::jobs::{self, JobGuid, JobState};
 use crate::ownership::{self, Owner, Refusal};
 
 /// Per-object backoff state, kept across passes.
@@ -75,6 +76,19 @@ pub struct Report {
     pub backing_off: u32,
     /// Wall time in milliseconds.
     pub duration_ms: u64,
+    /// Deletions still under way after this pass.
+    pub deletions: Vec<DeletionInFlight>,
+}
+
+/// A deletion still under way after a pass: what its deletion job says now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeletionInFlight {
+    /// `<type>/<guid>`.
+    pub item: String,
+    /// The job's state: `PROCESSING`, or `FAILED` past the timeout or when blocked.
+    pub state: JobState,
+    /// Milliseconds since the deletion was asked for.
+    pub age_ms: u64,
 }
 
 enum Outcome {
@@ -127,6 +141,27 @@ pub fn pass(kube: &dyn Kube, env: &dyn Env, settings: &Settings, backoff: &dyn B
                     lethe_guest::env::Level::Warn,
                     &format!("recording what blocks {key}: {e}"),
                 );
+            }
+            if let Some(since) = &object.deletion_timestamp {
+                // Released: our finalizer was the last one and is gone, so the object is too.
+                let released = matches!(result, Ok(Outcome::Done))
+                    && object.finalizers.iter().all(|f| f == FINALIZER);
+                if !released {
+                    let guid = JobGuid {
+                        resource_type: type_name.clone(),
+                        verb: "delete".into(),
+                        guid: object.target.name.clone(),
+                    };
+                    let now = env.now_ms();
+                    let job =
+                        jobs::deleting_job(&guid, since, blocked_by.as_deref(), settings, t, now);
+                    let age = now.saturating_sub(parse_rfc3339_ms(since).unwrap_or(now));
+                    report.deletions.push(DeletionInFlight {
+                        item: key.clone(),
+                        state: job.state,
+                        age_ms: u64::try_from(age).unwrap_or(0),
+                    });
+                }
             }
             match result {
                 Ok(_) => backoff.succeeded(&key),

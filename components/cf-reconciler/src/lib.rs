@@ -126,7 +126,20 @@ mod wasm {
         let backoff = SqlBackoff::load(Host::default())?;
         let report = pass(&host, &host, &settings, &backoff);
         if report.created + report.updated + report.deleted > 0 || !report.failed.is_empty() {
-            host.log(Level::Info, &format!("cf reconcile pass: {report:?}"));
+            host.log(
+                Level::Info,
+                &format!(
+                    "cf reconcile pass: examined {}, created {}, updated {}, deleted {}, backing off {}, failed {:?}, {} deletions under way, {} ms",
+                    report.examined,
+                    report.created,
+                    report.updated,
+                    report.deleted,
+                    report.backing_off,
+                    report.failed,
+                    report.deletions.len(),
+                    report.duration_ms
+                ),
+            );
         }
         Ok(report)
     }
@@ -151,6 +164,16 @@ mod wasm {
                     })
                     .collect(),
                 duration_ms: r.duration_ms,
+                deletions: r
+                    .deletions
+                    .into_iter()
+                    .map(|d| reconciler::DeletionInFlight {
+                        item: d.item,
+                        state: d.state.as_str().to_string(),
+                        age_ms: d.age_ms,
+                    })
+                    .collect(),
+                leader_elsewhere: None,
             })
         }
     }

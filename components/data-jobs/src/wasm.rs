@@ -46,6 +46,8 @@ fn to_report(r: data_jobs_core::sync::Report) -> reconciler::Report {
             })
             .collect(),
         duration_ms: r.duration_ms,
+        deletions: Vec::new(),
+        leader_elsewhere: None,
     }
 }
 
@@ -53,9 +55,16 @@ impl reconciler::Guest for DataJobs {
     fn reconcile() -> Result<reconciler::Report, String> {
         match data_jobs_core::sync::tick(&WasmHost)? {
             data_jobs_core::sync::Tick::Ran(report) => Ok(to_report(report)),
-            data_jobs_core::sync::Tick::NotLeader { holder } => Err(format!(
-                "not the leader: the lease is held by {holder}; no pass was run"
-            )),
+            data_jobs_core::sync::Tick::NotLeader { holder } => Ok(reconciler::Report {
+                examined: 0,
+                created: 0,
+                updated: 0,
+                deleted: 0,
+                failed: Vec::new(),
+                duration_ms: 0,
+                deletions: Vec::new(),
+                leader_elsewhere: Some(holder),
+            }),
         }
     }
 }

@@ -87,6 +87,9 @@ pub struct FaultConfig {
     pub error_rate: f64,
     /// 500, 503 or 429.
     pub error_status: u16,
+    /// Fraction (0..1) of requests answered 429 with `Retry-After`, besides those of
+    /// `error_rate`: with both, a storm of server errors and throttling at once.
+    pub throttle_rate: f64,
     /// `Retry-After` for 429 answers, in seconds.
     pub retry_after_seconds: u64,
     /// Fraction (0..1) of requests whose connection is closed without a response.
@@ -101,6 +104,7 @@ impl Default for FaultConfig {
             latency_ms: 0,
             error_rate: 0.0,
             error_status: 500,
+            throttle_rate: 0.0,
             retry_after_seconds: 1,
             drop_rate: 0.0,
             stale_read_ms: 0,

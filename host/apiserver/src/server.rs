@@ -67,8 +67,10 @@ impl Shared {
             f.error_status = 500;
         }
         f.error_rate = f.error_rate.clamp(0.0, 1.0);
+        f.throttle_rate = f.throttle_rate.clamp(0.0, 1.0);
         f.drop_rate = f.drop_rate.clamp(0.0, 1.0);
-        let active = f.latency_ms > 0 || f.error_rate > 0.0 || f.drop_rate > 0.0;
+        let active =
+            f.latency_ms > 0 || f.error_rate > 0.0 || f.throttle_rate > 0.0 || f.drop_rate > 0.0;
         self.store
             .stale_ms
             .store(f.stale_read_ms, Ordering::Relaxed);
@@ -302,10 +304,16 @@ pub async fn handle(
         let (drop, fail) = {
             use rand::Rng;
             let mut rng = rand::rng();
-            (
-                f.drop_rate > 0.0 && rng.random::<f64>() < f.drop_rate,
-                f.error_rate > 0.0 && rng.random::<f64>() < f.error_rate,
-            )
+            // One draw decides between an error, throttling and neither, so the two rates add up.
+            let draw = rng.random::<f64>();
+            let fail = if draw < f.error_rate {
+                Some(f.error_status)
+            } else if draw < f.error_rate + f.throttle_rate {
+                Some(429)
+            } else {
+                None
+            };
+            (f.drop_rate > 0.0 && rng.random::<f64>() < f.drop_rate, fail)
         };
         if f.latency_ms > 0 {
             tokio::time::sleep(Duration::from_millis(f.latency_ms)).await;
@@ -313,9 +321,9 @@ pub async fn handle(
         if drop {
             return Err(DropConnection);
         }
-        if fail {
+        if let Some(status) = fail {
             return Ok(error_response(&ApiError::injected(
-                f.error_status,
+                status,
                 f.retry_after_seconds,
             )));
         }
@@ -450,7 +458,8 @@ async fn lethe_endpoint(
             let (_, body) = read_body(req).await?;
             let f: FaultConfig = serde_json::from_slice(&body)
                 .map_err(|e| ApiError::bad_request(format!("invalid fault config: {e}")))?;
-            if !(0.0..=1.0).contains(&f.error_rate) || !(0.0..=1.0).contains(&f.drop_rate) {
+            let rates = [f.error_rate, f.throttle_rate, f.drop_rate];
+            if rates.iter().any(|r| !(0.0..=1.0).contains(r)) {
                 return Err(ApiError::bad_request("rates must be between 0 and 1"));
             }
             if f.error_rate > 0.0 && !matches!(f.error_status, 429 | 500 | 503) {

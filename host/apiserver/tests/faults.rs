@@ -122,6 +122,28 @@ async fn a_partial_error_rate_fails_some_requests_only() {
 }
 
 #[tokio::test]
+async fn error_and_throttle_rates_add_up_to_a_mixed_storm() {
+    let s = server(FaultConfig {
+        error_rate: 0.3,
+        error_status: 503,
+        throttle_rate: 0.3,
+        ..Default::default()
+    })
+    .await;
+    let mut codes = vec![];
+    for _ in 0..100 {
+        codes.push(get_ns(&s).await.unwrap().status);
+    }
+    for code in [200, 429, 503] {
+        assert!(codes.contains(&code), "no {code} in {codes:?}");
+    }
+    let ok = codes.iter().filter(|c| **c == 200).count();
+    // 40 % expected; far outside that means the rates do not add up.
+    assert!((15..=65).contains(&ok), "{ok} of 100 succeeded: {codes:?}");
+    s.shutdown().await;
+}
+
+#[tokio::test]
 async fn drop_rate_closes_connections_without_a_response() {
     let s = server(FaultConfig {
         drop_rate: 1.0,

@@ -8,12 +8,17 @@ use rand::Rng;
 ///
 /// After failed attempt `n` (1-based) the client sleeps a time drawn uniformly from
 /// `[0, min(max_delay, base_delay * 2^(n-1))]`, or, when the answer (429 or 5xx) carried
-/// `Retry-After`, the server's delay capped at `max_delay`. At most `max_attempts` attempts are made (`0` counts as `1`);
-/// each attempt (request and response body) is bounded by `per_call_timeout`.
+/// `Retry-After`, the server's delay capped at `max_delay`. Failures (5xx, transport errors,
+/// timeouts) end the call after `max_attempts` attempts in all (`0` counts as `1`). A 429 is
+/// counted apart, up to `max_throttled` of them: the server applied nothing and asked the client
+/// to come back, so being throttled does not use up the budget for failures. Each attempt
+/// (request and response body) is bounded by `per_call_timeout`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
-    /// Total number of attempts, including the first.
+    /// Number of attempts, including the first, that may end in a failure other than 429.
     pub max_attempts: u32,
+    /// Number of 429 answers waited out before the call gives up.
+    pub max_throttled: u32,
     /// The backoff ceiling before the first retry.
     pub base_delay: Duration,
     /// The largest backoff, and the cap on a server's `Retry-After`.
@@ -23,10 +28,12 @@ pub struct RetryPolicy {
 }
 
 impl Default for RetryPolicy {
-    /// Five attempts, 100 ms base, 5 s cap, 30 s per attempt.
+    /// Ten attempts and ten 429s (client-go retries up to ten times too), 100 ms base, 5 s cap,
+    /// 30 s per attempt. A storm of 20 % 5xx and 20 % 429 then fails about one call in a million.
     fn default() -> Self {
         RetryPolicy {
-            max_attempts: 5,
+            max_attempts: 10,
+            max_throttled: 10,
             base_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(5),
             per_call_timeout: Duration::from_secs(30),
@@ -94,6 +101,7 @@ mod tests {
     fn backoff_is_bounded_and_retry_after_capped() {
         let p = RetryPolicy {
             max_attempts: 4,
+            max_throttled: 4,
             base_delay: Duration::from_millis(10),
             max_delay: Duration::from_millis(50),
             per_call_timeout: Duration::from_secs(1),

@@ -1,7 +1,6 @@
 //! Resolving (apiVersion, kind) to a resource (plural, scope) through API discovery, cached.
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
 use std::sync::{PoisonError, RwLock};
 
 use kube::core::ApiResource;
@@ -61,7 +60,7 @@ impl DiscoveryCache {
         &self,
         client: &kube::Client,
         policy: &RetryPolicy,
-        retries: &AtomicU64,
+        counters: &transport::Counters,
         api_version: &str,
         kind: &str,
     ) -> Result<Resolved> {
@@ -91,7 +90,7 @@ impl DiscoveryCache {
         } else {
             format!("/apis/{group}/{version}")
         };
-        let answer = transport::call(client, policy, retries, Safety::Repeatable, || {
+        let answer = transport::call(client, policy, counters, Safety::Repeatable, || {
             http::Request::get(path.as_str())
                 .header(http::header::ACCEPT, "application/json")
                 .body(Vec::new())

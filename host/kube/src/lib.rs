@@ -29,7 +29,7 @@ use lethe_kube_model::{check_segment, error, parse, types};
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -66,7 +66,7 @@ struct ClusterInner {
     discovery: DiscoveryCache,
     callers: Mutex<HashMap<[u8; 32], CallerClient>>,
     options: ClusterOptions,
-    retries: AtomicU64,
+    counters: transport::Counters,
 }
 
 /// A snapshot of a [`Cluster`]'s counters.
@@ -74,6 +74,8 @@ struct ClusterInner {
 pub struct KubeStats {
     /// Attempts replayed by the retry policy since the cluster was built (all clients).
     pub retries: u64,
+    /// Answers of 429 Too Many Requests since the cluster was built (each one was waited out).
+    pub throttled: u64,
 }
 
 /// One Kubernetes cluster: the privileged client, the discovery cache and the caller-client
@@ -116,7 +118,7 @@ impl Cluster {
                 discovery: DiscoveryCache::default(),
                 callers: Mutex::new(HashMap::new()),
                 options,
-                retries: AtomicU64::new(0),
+                counters: Default::default(),
             }),
         })
     }
@@ -148,7 +150,8 @@ impl Cluster {
     /// Counters since the cluster was built.
     pub fn stats(&self) -> KubeStats {
         KubeStats {
-            retries: self.inner.retries.load(Ordering::Relaxed),
+            retries: self.inner.counters.retries.load(Ordering::Relaxed),
+            throttled: self.inner.counters.throttled.load(Ordering::Relaxed),
         }
     }
 
@@ -280,7 +283,7 @@ impl Cluster {
             .resolve(
                 &self.inner.privileged,
                 &self.inner.options.retry,
-                &self.inner.retries,
+                &self.inner.counters,
                 api_version,
                 kind,
             )
@@ -383,7 +386,7 @@ impl KubeClient {
         let answer = transport::call(
             &self.client,
             &self.cluster.inner.options.retry,
-            &self.cluster.inner.retries,
+            &self.cluster.inner.counters,
             safety,
             build,
         )
@@ -400,6 +403,27 @@ impl KubeClient {
         let namespace = lethe_kube_model::target_namespace(target, resolved.namespaced)?;
         let path = resolved.collection_path(namespace);
         Ok((resolved, path))
+    }
+
+    /// The API server's version (`GET /version`, which every identity may read), as its
+    /// `gitVersion`, e.g. `v1.32.0`. Retried as a read. Answers whether the server is reachable
+    /// and serving, for readiness checks.
+    pub async fn server_version(&self) -> Result<String> {
+        let text = self
+            .send(Safety::Repeatable, || {
+                http::Request::get("/version")
+                    .body(Vec::new())
+                    .map_err(build_error)
+            })
+            .await?;
+        let version: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            KubeError::Unavailable(format!("the API server's /version is not JSON: {e}"))
+        })?;
+        Ok(version
+            .get("gitVersion")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string())
     }
 
     /// Reads one object. Retried on 429, 5xx, transport errors and timeouts.

@@ -25,6 +25,15 @@ pub(crate) enum Safety {
     Unsafe,
 }
 
+/// What the retry loop counts across calls (all clients of one cluster).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    /// Attempts replayed.
+    pub retries: AtomicU64,
+    /// Answers of 429 Too Many Requests.
+    pub throttled: AtomicU64,
+}
+
 /// A successful answer.
 #[derive(Debug)]
 pub(crate) struct Answer {
@@ -52,7 +61,7 @@ enum Attempt {
 pub(crate) async fn call<F>(
     client: &kube::Client,
     policy: &RetryPolicy,
-    retries: &AtomicU64,
+    counters: &Counters,
     safety: Safety,
     build: F,
 ) -> Result<Answer>
@@ -60,12 +69,13 @@ where
     F: Fn() -> Result<http::Request<Vec<u8>>>,
 {
     let attempts = policy.attempts();
-    let mut attempt = 1;
+    // Attempts that failed (5xx, transport, timeout) and that were throttled (429), apart.
+    let (mut failed, mut throttled) = (0u32, 0u32);
     loop {
         let request = build()?;
         let what = format!("{} {}", request.method(), request.uri().path());
         let outcome = once(client, request, policy.per_call_timeout).await;
-        let (retry, retry_after, error) = match outcome {
+        let (retry, retry_after, error, was_throttled) = match outcome {
             Attempt::Done(answer) => return Ok(answer),
             Attempt::Failed {
                 code,
@@ -73,10 +83,13 @@ where
                 retry_after,
             } => {
                 let status = parse::status(code, &body);
+                if code == 429 {
+                    counters.throttled.fetch_add(1, Ordering::Relaxed);
+                }
                 match code {
-                    429 => (true, retry_after, KubeError::from_status(status)),
+                    429 => (true, retry_after, KubeError::from_status(status), true),
                     500..=599 if safety == Safety::Repeatable => {
-                        (true, retry_after, KubeError::from_status(status))
+                        (true, retry_after, KubeError::from_status(status), false)
                     }
                     500..=599 => {
                         let message = format!(
@@ -96,11 +109,13 @@ where
                 true,
                 None,
                 KubeError::Unavailable(format!("cannot reach the API server: {message}")),
+                false,
             ),
             Attempt::Lost(message) if safety == Safety::Repeatable => (
                 true,
                 None,
                 KubeError::Unavailable(format!("connection to the API server failed: {message}")),
+                false,
             ),
             Attempt::Lost(message) => {
                 return Err(KubeError::Unavailable(format!(
@@ -111,6 +126,7 @@ where
                 true,
                 None,
                 KubeError::Timeout(format!("no answer within {:?}", policy.per_call_timeout)),
+                false,
             ),
             Attempt::TimedOut => {
                 return Err(KubeError::Timeout(format!(
@@ -122,15 +138,21 @@ where
         if !retry {
             return Err(error);
         }
-        if attempt >= attempts {
-            tracing::warn!(request = %what, attempts = attempt, error = %error, "Kubernetes retries exhausted");
+        if was_throttled {
+            throttled += 1;
+        } else {
+            failed += 1;
+        }
+        let attempt = failed + throttled;
+        if failed >= attempts || throttled >= policy.max_throttled.max(1) {
+            tracing::warn!(request = %what, attempts = attempt, throttled, error = %error, "Kubernetes retries exhausted");
             return Err(exhausted(error, attempt));
         }
-        let delay = policy.delay(attempt, retry_after);
+        // Backoff grows with the failures; a 429 waits what the server asked for.
+        let delay = policy.delay(failed.max(1), retry_after);
         tracing::debug!(request = %what, attempt, delay_ms = delay.as_millis() as u64, error = %error, "transient Kubernetes failure; retrying");
-        retries.fetch_add(1, Ordering::Relaxed);
+        counters.retries.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(delay).await;
-        attempt += 1;
     }
 }
 

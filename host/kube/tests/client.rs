@@ -193,13 +193,11 @@ async fn create_is_retried_on_429_and_returns_the_created_object() {
         ],
     );
     let body = r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1","namespace":"ns"}}"#;
-    let obj = fake
-        .cluster(fast(3))
-        .privileged()
-        .create(body)
-        .await
-        .unwrap();
+    let cluster = fake.cluster(fast(3));
+    let obj = cluster.privileged().create(body).await.unwrap();
     assert_eq!(obj.json, created);
+    assert_eq!(cluster.stats().throttled, 1, "the 429 is counted");
+    assert_eq!(cluster.stats().retries, 1);
     let posts = fake.requests_to("POST", WIDGETS);
     assert_eq!(posts.len(), 2);
     assert_eq!(posts[1].body, body, "the body is sent as given");
@@ -228,6 +226,7 @@ async fn create_is_retried_while_the_server_refuses_connections() {
     let addr = fake.addr;
     let policy = RetryPolicy {
         max_attempts: 20,
+        max_throttled: 20,
         base_delay: Duration::from_millis(20),
         max_delay: Duration::from_millis(100),
         per_call_timeout: Duration::from_secs(5),
@@ -968,5 +967,58 @@ async fn authenticate_checks_a_caller_token_once_per_ttl_and_never_caches_reject
         fake.count("GET", "/api/v1/namespaces"),
         4,
         "rejections are checked every time"
+    );
+}
+
+#[tokio::test]
+async fn throttling_is_waited_out_apart_from_the_failure_budget() {
+    let fake = FakeApi::start().await;
+    let throttled = Reply::WithHeader(
+        429,
+        "retry-after",
+        "0".into(),
+        status_body(429, "TooManyRequests", ""),
+    );
+    let unavailable = Reply::Json(503, status_body(503, "ServiceUnavailable", "busy"));
+    fake.script(
+        "GET",
+        W1,
+        vec![
+            unavailable.clone(),
+            throttled.clone(),
+            throttled.clone(),
+            throttled.clone(),
+            Reply::Json(200, widget("ns", "w1", serde_json::json!({}))),
+        ],
+    );
+    // Two failures allowed: one 503 and three 429s still end in the object.
+    let policy = RetryPolicy {
+        max_throttled: 5,
+        ..fast(2)
+    };
+    let cluster = fake.cluster(policy);
+    let obj = cluster.privileged().get(&w1()).await.unwrap();
+    assert_eq!(obj.metadata.uid, "uid-w1");
+    assert_eq!(cluster.stats().throttled, 3);
+
+    // Past `max_throttled` 429s, the call gives up and says how often it tried.
+    fake.script(
+        "GET",
+        W1,
+        vec![throttled.clone(), throttled.clone(), throttled],
+    );
+    let policy = RetryPolicy {
+        max_throttled: 2,
+        ..fast(5)
+    };
+    let err = fake
+        .cluster(policy)
+        .privileged()
+        .get(&w1())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, KubeError::Unavailable(m) if m.contains("429") && m.contains("gave up after 2 attempts")),
+        "{err:?}"
     );
 }

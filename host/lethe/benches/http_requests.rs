@@ -46,6 +46,7 @@ async fn main() -> anyhow::Result<()> {
     let app = lethe::app::App::start(lethe::app::UpOptions {
         manifest,
         listen: "127.0.0.1:0".parse()?,
+        admin_listen: "127.0.0.1:0".parse()?,
         data_dir: dir.path().join("data"),
         database_url: None,
         cluster: lethe::app::ClusterSource::Kubeconfig(dir.path().join("unused-kubeconfig")),

@@ -10,9 +10,12 @@ use anyhow::Context as _;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::admin::{AdminState, Readiness, Step};
 use crate::caps::{self, CapabilityEnv};
 use crate::manifest::{self, Capability, Manifest};
+use crate::metrics::Metrics;
 use crate::runtime::Runtime;
+use crate::status_page::StatusSource;
 use crate::trigger::cron::CronJob;
 use crate::trigger::http::{self, Router};
 
@@ -34,6 +37,8 @@ pub struct UpOptions {
     pub manifest: PathBuf,
     /// Address to serve HTTP on (port 0 picks a free port).
     pub listen: SocketAddr,
+    /// Address of the admin listener: probes, metrics, status page (port 0 picks a free port).
+    pub admin_listen: SocketAddr,
     /// Directory for the SQLite database, the compiled-component cache and the embedded cluster.
     pub data_dir: PathBuf,
     /// The database URL; `None` uses SQLite in the data dir.
@@ -51,6 +56,8 @@ pub struct UpOptions {
 pub struct App {
     /// The address HTTP is served on.
     pub addr: SocketAddr,
+    /// The address of the admin listener.
+    pub admin_addr: SocketAddr,
     /// The embedded cluster, when one was started.
     pub cluster: Option<lethe_apiserver::RunningApiServer>,
     /// The runtime (engine and components).
@@ -60,8 +67,36 @@ pub struct App {
 }
 
 impl App {
-    /// Configures and starts everything; returns once HTTP is being served.
+    /// Configures and starts everything; returns once HTTP is being served. The admin listener
+    /// comes first, so that `/readyz` says what is still starting.
     pub async fn start(opts: UpOptions) -> anyhow::Result<App> {
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let metrics = Arc::new(Metrics::new());
+        let readiness = Arc::new(Readiness::new());
+        let admin = Arc::new(AdminState {
+            readiness: readiness.clone(),
+            metrics: metrics.clone(),
+            status: std::sync::OnceLock::new(),
+        });
+        let admin_listener = TcpListener::bind(opts.admin_listen)
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot listen on {} (the admin listener)",
+                    opts.admin_listen
+                )
+            })?;
+        let admin_addr = admin_listener.local_addr()?;
+        tracing::info!(
+            "admin listening on http://{admin_addr} (/healthz, /readyz, /metrics, /lethe/status)"
+        );
+        // Until `start` returns, dropping `shutdown` (an error on the way) stops this task too.
+        let mut tasks = vec![tokio::spawn(crate::admin::serve(
+            admin_listener,
+            admin.clone(),
+            shutdown_rx.clone(),
+        ))];
+
         std::fs::create_dir_all(&opts.data_dir)
             .with_context(|| format!("cannot create data dir {}", opts.data_dir.display()))?;
         let manifest = manifest::load(&opts.manifest)?;
@@ -73,17 +108,29 @@ impl App {
         } else {
             None
         };
+        if let Some(db) = &database {
+            readiness.watch_database(db);
+            metrics.watch_database(db);
+        }
 
         let (cluster, embedded) =
             if needs(Capability::Kube) || matches!(opts.cluster, ClusterSource::Embedded) {
                 let (mut cluster, embedded) = connect_cluster(&opts).await?;
+                readiness.watch_cluster(&cluster);
                 if embedded.is_some() {
+                    readiness.pending(
+                        Step::Manifests,
+                        "applying the manifest's Kubernetes objects",
+                    );
                     cluster = prepare_embedded(&manifest, cluster).await?;
                 }
+                metrics.watch_cluster(&cluster);
                 (Some(cluster), embedded)
             } else {
                 (None, None)
             };
+        // On a cluster of its own, lethe applies nothing: an administrator did (deploy/).
+        readiness.done(Step::Manifests);
 
         let envs = capability_envs(
             &manifest,
@@ -91,11 +138,13 @@ impl App {
             cluster.as_ref(),
             &instance_id(),
             None,
+            &metrics,
         )?;
 
         let cache_dir = opts.data_dir.join("cache");
+        readiness.pending(Step::Components, "compiling and loading the components");
         let runtime = Arc::new(Runtime::new(&manifest, Some(&cache_dir), envs)?);
-        let router = Arc::new(Router::new(&manifest, &runtime)?);
+        let router = Arc::new(Router::new(&manifest, &runtime, metrics.clone())?);
         let cron_jobs = manifest
             .cron_triggers
             .iter()
@@ -107,12 +156,18 @@ impl App {
                 CronJob::new(&t.cron_expression, component).map(Arc::new)
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
+        readiness.done(Step::Components);
+        let _ = admin.status.set(StatusSource {
+            app: manifest.name.clone(),
+            routes: router.describe(),
+            cron_jobs: cron_jobs.clone(),
+            started: chrono::Utc::now(),
+        });
 
         let listener = TcpListener::bind(opts.listen)
             .await
             .with_context(|| format!("cannot listen on {}", opts.listen))?;
         let addr = listener.local_addr()?;
-        let (shutdown, shutdown_rx) = watch::channel(false);
 
         announce(
             &manifest,
@@ -122,7 +177,6 @@ impl App {
             database.as_ref(),
             embedded.as_ref(),
         );
-        let mut tasks = Vec::new();
         // The runtime (engines, epoch ticker) lives as long as the App, which the tasks end before.
         let (r, rx) = (router.clone(), shutdown_rx.clone());
         tasks.push(tokio::spawn(async move {
@@ -135,6 +189,7 @@ impl App {
         }
         Ok(App {
             addr,
+            admin_addr,
             cluster: embedded,
             runtime,
             shutdown,
@@ -210,6 +265,7 @@ pub(crate) fn capability_envs(
     cluster: Option<&lethe_kube::Cluster>,
     instance_id: &str,
     progress: Option<&Arc<caps::Progress>>,
+    metrics: &Arc<Metrics>,
 ) -> anyhow::Result<BTreeMap<String, Arc<CapabilityEnv>>> {
     let mut envs = BTreeMap::new();
     for (id, decl) in &manifest.components {
@@ -229,6 +285,7 @@ pub(crate) fn capability_envs(
                 .filter(|_| decl.grants.allows(Capability::Kube))
                 .cloned(),
             progress: progress.cloned(),
+            metrics: metrics.clone(),
         };
         envs.insert(id.clone(), Arc::new(env));
     }

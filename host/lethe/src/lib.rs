@@ -7,18 +7,24 @@
 //! - [`grants`]: the import check that refuses ungranted capabilities at start;
 //! - [`caps`]: the capabilities (`log`, `config`, `sql`, `kube`);
 //! - [`trigger`]: HTTP and cron triggers;
+//! - [`metrics`]: the Prometheus metrics the triggers and capabilities record;
+//! - [`admin`]: the admin listener (`/healthz`, `/readyz`, `/metrics`, `/lethe/status`);
+//! - [`status_page`]: the HTML status page;
 //! - [`app`]: wiring it all together for `lethe up`;
 //! - [`service_account`]: the host's own identity on the embedded cluster;
 //! - [`sync`]: `lethe sync --once`, one reconciler pass outside the schedule.
 
+pub mod admin;
 pub mod app;
 pub mod caps;
 pub mod grants;
 pub mod kubernetes_manifests;
 pub mod manifest;
+pub mod metrics;
 pub mod migrations;
 pub mod runtime;
 pub mod service_account;
+pub mod status_page;
 pub mod sync;
 pub mod trigger;
 

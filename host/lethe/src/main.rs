@@ -64,6 +64,9 @@ struct UpArgs {
     /// Address to serve HTTP on.
     #[arg(long, default_value = "127.0.0.1:3000")]
     listen: SocketAddr,
+    /// Address of the admin listener: /healthz, /readyz, /metrics and /lethe/status.
+    #[arg(long, default_value = "127.0.0.1:9090", env = "LETHE_ADMIN_LISTEN")]
+    admin_listen: SocketAddr,
     /// Directory for the database, the compiled-component cache and the embedded cluster.
     #[arg(long, default_value = ".lethe", env = "LETHE_DATA_DIR")]
     data_dir: PathBuf,
@@ -114,14 +117,7 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LETHE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    init_logging()?;
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -135,6 +131,30 @@ fn run() -> anyhow::Result<()> {
     })
 }
 
+/// Logs go to stderr, filtered by `LETHE_LOG` (default `info`), as text or, with
+/// `LETHE_LOG_FORMAT=json`, as one JSON object per line carrying the fields of the event and of
+/// the spans it happened in (a request's `id` among them).
+fn init_logging() -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LETHE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let format = std::env::var("LETHE_LOG_FORMAT").unwrap_or_default();
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format.as_str() {
+        "" | "text" => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        "json" => builder
+            .json()
+            .with_current_span(false)
+            .with_span_list(true)
+            .init(),
+        other => anyhow::bail!("LETHE_LOG_FORMAT is `{other}`; it must be `text` or `json`"),
+    }
+    Ok(())
+}
+
 async fn up(args: UpArgs) -> anyhow::Result<()> {
     let cluster = match (args.kubeconfig, args.in_cluster) {
         (Some(path), _) => ClusterSource::Kubeconfig(path),
@@ -145,6 +165,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     let app = App::start(UpOptions {
         manifest: args.manifest,
         listen: args.listen,
+        admin_listen: args.admin_listen,
         data_dir: args.data_dir,
         database_url: args.database_url,
         cluster,

@@ -452,6 +452,7 @@ mod tests {
                 database: None,
                 cluster: None,
                 progress: None,
+                metrics: Default::default(),
             }),
         }
     }

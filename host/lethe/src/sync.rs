@@ -24,7 +24,7 @@ use anyhow::{Context as _, bail};
 use crate::caps;
 use crate::manifest::{self, Capability};
 use crate::runtime::Runtime;
-use crate::trigger::reconcile::{Reconciler, Report};
+use crate::trigger::reconcile::{Pass, Reconciler, Report};
 
 /// Options of `lethe sync --once`.
 #[derive(Debug, Clone)]
@@ -98,6 +98,7 @@ pub async fn run_once(opts: SyncOptions) -> anyhow::Result<Vec<PassOutcome>> {
         cluster.as_ref(),
         &instance_id,
         Some(&progress),
+        &Default::default(),
     )?;
     let runtime = Runtime::new(&manifest, Some(&opts.data_dir.join("cache")), envs)?;
 
@@ -130,7 +131,7 @@ pub async fn run_once(opts: SyncOptions) -> anyhow::Result<Vec<PassOutcome>> {
         let bar = progress_bar(&id, opts.progress);
         let result = match &bar {
             Some(bar) => {
-                let run = reconciler.run_once();
+                let run = async { reconciler.run_once().await?.into_report() };
                 tokio::pin!(run);
                 let mut tick = tokio::time::interval(Duration::from_millis(100));
                 loop {
@@ -146,7 +147,7 @@ pub async fn run_once(opts: SyncOptions) -> anyhow::Result<Vec<PassOutcome>> {
                     }
                 }
             }
-            None => reconciler.run_once().await,
+            None => reconciler.run_once().await.and_then(Pass::into_report),
         };
         if let Some(s) = bar {
             match &result {

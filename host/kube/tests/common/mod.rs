@@ -210,6 +210,7 @@ impl FakeApi {
 pub fn fast(max_attempts: u32) -> RetryPolicy {
     RetryPolicy {
         max_attempts,
+        max_throttled: max_attempts,
         base_delay: Duration::from_millis(5),
         max_delay: Duration::from_secs(2),
         per_call_timeout: Duration::from_secs(5),

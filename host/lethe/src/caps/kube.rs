@@ -18,6 +18,36 @@ pub type ClientHandle = lethe_kube::KubeClient;
 
 impl Host for CapsView<'_> {}
 
+impl CapsView<'_> {
+    /// Counts one call by its verb, kind and final answer, and passes its result on.
+    fn counted<T>(
+        &self,
+        verb: &'static str,
+        kind: &str,
+        result: lethe_kube::Result<T>,
+    ) -> lethe_kube::Result<T> {
+        let code = match &result {
+            Ok(_) => "2xx".to_string(),
+            Err(e) => match e.status() {
+                Some(status) => status.code.to_string(),
+                None if matches!(e, lethe_kube::KubeError::Timeout(_)) => "timeout".to_string(),
+                None => "unavailable".to_string(),
+            },
+        };
+        self.env
+            .metrics
+            .kube_requests
+            .get_or_create(&crate::metrics::KubeLabels {
+                component: self.env.component_id.to_string(),
+                verb,
+                kind: kind_label(kind),
+                code,
+            })
+            .inc();
+        result
+    }
+}
+
 impl HostClient for CapsView<'_> {
     async fn open(
         &mut self,
@@ -72,9 +102,9 @@ impl HostClient for CapsView<'_> {
         target: ObjectRef,
     ) -> wasmtime::Result<Result<Object, Error>> {
         let client = self.table.get(&client)?;
-        Ok(client
-            .get(&to_ref(target))
-            .await
+        let result = client.get(&to_ref(target.clone())).await;
+        Ok(self
+            .counted("get", &target.kind, result)
             .map(from_object)
             .map_err(from_error))
     }
@@ -97,7 +127,8 @@ impl HostClient for CapsView<'_> {
         let result = client
             .list(&api_version, &kind, namespace.as_deref(), &options)
             .await;
-        Ok(result
+        Ok(self
+            .counted("list", &kind, result)
             .map(|l| ObjectList {
                 items: l.items.into_iter().map(from_object).collect(),
                 continue_token: l.continue_token,
@@ -112,9 +143,10 @@ impl HostClient for CapsView<'_> {
         json: String,
     ) -> wasmtime::Result<Result<Object, Error>> {
         let client = self.table.get(&client)?;
-        Ok(client
-            .create(&json)
-            .await
+        let result = client.create(&json).await;
+        let kind = kind_of(&json);
+        Ok(self
+            .counted("create", &kind, result)
             .map(from_object)
             .map_err(from_error))
     }
@@ -126,9 +158,9 @@ impl HostClient for CapsView<'_> {
         json: String,
     ) -> wasmtime::Result<Result<Object, Error>> {
         let client = self.table.get(&client)?;
-        Ok(client
-            .replace(&to_ref(target), &json)
-            .await
+        let result = client.replace(&to_ref(target.clone()), &json).await;
+        Ok(self
+            .counted("update", &target.kind, result)
             .map(from_object)
             .map_err(from_error))
     }
@@ -148,9 +180,17 @@ impl HostClient for CapsView<'_> {
             PatchKind::StrategicMerge => lethe_kube::PatchKind::StrategicMerge,
         };
         let result = client
-            .patch(&to_ref(target), kind, &patch, subresource.as_deref())
+            .patch(
+                &to_ref(target.clone()),
+                kind,
+                &patch,
+                subresource.as_deref(),
+            )
             .await;
-        Ok(result.map(from_object).map_err(from_error))
+        Ok(self
+            .counted("patch", &target.kind, result)
+            .map(from_object)
+            .map_err(from_error))
     }
 
     async fn delete(
@@ -169,8 +209,9 @@ impl HostClient for CapsView<'_> {
             precondition_uid: options.precondition_uid,
             precondition_resource_version: options.precondition_resource_version,
         };
-        let result = client.delete(&to_ref(target), &options).await;
-        Ok(result
+        let result = client.delete(&to_ref(target.clone()), &options).await;
+        Ok(self
+            .counted("delete", &target.kind, result)
             .map(|o| match o {
                 lethe_kube::DeleteOutcome::Deleted => DeleteOutcome::Deleted,
                 lethe_kube::DeleteOutcome::Pending(obj) => DeleteOutcome::Pending(from_object(obj)),
@@ -181,6 +222,26 @@ impl HostClient for CapsView<'_> {
     async fn drop(&mut self, client: Resource<ClientHandle>) -> wasmtime::Result<()> {
         self.table.delete(client)?;
         Ok(())
+    }
+}
+
+/// The `kind` of an object to be created, for its metric.
+fn kind_of(json: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(json)
+        .ok()
+        .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// `kind` as a metric label: only a kind-like word is taken as it is, so that a malformed body
+/// or reference cannot put arbitrary text into a label.
+fn kind_label(kind: &str) -> String {
+    let kind_like =
+        !kind.is_empty() && kind.len() <= 63 && kind.chars().all(|c| c.is_ascii_alphanumeric());
+    if kind_like {
+        kind.to_string()
+    } else {
+        "unknown".to_string()
     }
 }
 
@@ -265,6 +326,7 @@ mod tests {
             database: None,
             cluster: None,
             progress: None,
+            metrics: Default::default(),
         }
     }
 

@@ -47,6 +47,8 @@ pub struct CapabilityEnv {
     pub cluster: Option<lethe_kube::Cluster>,
     /// Where `log.progress` reports go, when someone is watching (`lethe sync --once`).
     pub progress: Option<Arc<Progress>>,
+    /// Where the component's calls are counted.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// The latest `log.progress` report of a component: `done` of `total`.

@@ -22,6 +22,52 @@ impl CapsView<'_> {
     }
 }
 
+impl CapsView<'_> {
+    /// Counts `n` statements by the outcome of their call and passes the result on.
+    fn statements<T>(&self, n: usize, result: lethe_sql::Result<T>) -> Result<T, Error> {
+        self.count(&self.env.metrics.sql_statements, outcome(&result), n);
+        result.map_err(from_error)
+    }
+
+    /// Counts a transaction that ended with `outcome`.
+    fn transaction_ended(&self, outcome: &'static str) {
+        self.count(&self.env.metrics.sql_transactions, outcome, 1);
+    }
+
+    fn count(
+        &self,
+        family: &prometheus_client::metrics::family::Family<
+            crate::metrics::SqlLabels,
+            prometheus_client::metrics::counter::Counter,
+        >,
+        outcome: &'static str,
+        n: usize,
+    ) {
+        family
+            .get_or_create(&crate::metrics::SqlLabels {
+                component: self.env.component_id.to_string(),
+                outcome,
+            })
+            .inc_by(n as u64);
+    }
+}
+
+/// The `outcome` label of a SQL call: `ok`, or the error's variant.
+fn outcome<T>(result: &lethe_sql::Result<T>) -> &'static str {
+    use lethe_sql::SqlError as E;
+    match result {
+        Ok(_) => "ok",
+        Err(E::ConstraintViolation(_)) => "constraint_violation",
+        Err(E::Conflict(_)) => "conflict",
+        Err(E::InvalidStatement(_)) => "invalid_statement",
+        Err(E::InvalidValue(_)) => "invalid_value",
+        Err(E::Unavailable(_)) => "unavailable",
+        Err(E::OutcomeUnknown(_)) => "outcome_unknown",
+        Err(E::Denied(_)) => "denied",
+        Err(E::Other(_)) => "other",
+    }
+}
+
 impl Host for CapsView<'_> {
     async fn query(
         &mut self,
@@ -32,11 +78,8 @@ impl Host for CapsView<'_> {
             Ok(db) => db,
             Err(e) => return Ok(Err(e)),
         };
-        Ok(db
-            .query(&sql, &to_values(params))
-            .await
-            .map(from_row_set)
-            .map_err(from_error))
+        let result = db.query(&sql, &to_values(params)).await;
+        Ok(self.statements(1, result).map(from_row_set))
     }
 
     async fn execute(
@@ -48,10 +91,8 @@ impl Host for CapsView<'_> {
             Ok(db) => db,
             Err(e) => return Ok(Err(e)),
         };
-        Ok(db
-            .execute(&sql, &to_values(params))
-            .await
-            .map_err(from_error))
+        let result = db.execute(&sql, &to_values(params)).await;
+        Ok(self.statements(1, result))
     }
 
     async fn batch(
@@ -69,7 +110,8 @@ impl Host for CapsView<'_> {
                 params: to_values(s.params),
             })
             .collect();
-        Ok(db.batch(&statements).await.map_err(from_error))
+        let result = db.batch(&statements).await;
+        Ok(self.statements(statements.len(), result))
     }
 }
 
@@ -92,11 +134,8 @@ impl HostTransaction for CapsView<'_> {
         params: Vec<Value>,
     ) -> wasmtime::Result<Result<RowSet, Error>> {
         let tx = self.table.get_mut(&tx)?;
-        Ok(tx
-            .query(&sql, &to_values(params))
-            .await
-            .map(from_row_set)
-            .map_err(from_error))
+        let result = tx.query(&sql, &to_values(params)).await;
+        Ok(self.statements(1, result).map(from_row_set))
     }
 
     async fn execute(
@@ -106,10 +145,8 @@ impl HostTransaction for CapsView<'_> {
         params: Vec<Value>,
     ) -> wasmtime::Result<Result<u64, Error>> {
         let tx = self.table.get_mut(&tx)?;
-        Ok(tx
-            .execute(&sql, &to_values(params))
-            .await
-            .map_err(from_error))
+        let result = tx.execute(&sql, &to_values(params)).await;
+        Ok(self.statements(1, result))
     }
 
     async fn commit(
@@ -117,7 +154,9 @@ impl HostTransaction for CapsView<'_> {
         tx: Resource<TransactionHandle>,
     ) -> wasmtime::Result<Result<(), Error>> {
         let tx = self.table.get_mut(&tx)?;
-        Ok(tx.commit().await.map_err(from_error))
+        let result = tx.commit().await;
+        self.transaction_ended(outcome(&result));
+        Ok(result.map_err(from_error))
     }
 
     async fn rollback(
@@ -125,12 +164,16 @@ impl HostTransaction for CapsView<'_> {
         tx: Resource<TransactionHandle>,
     ) -> wasmtime::Result<Result<(), Error>> {
         let tx = self.table.get_mut(&tx)?;
-        Ok(tx.rollback().await.map_err(from_error))
+        let result = tx.rollback().await;
+        self.transaction_ended("rolled_back");
+        Ok(result.map_err(from_error))
     }
 
     async fn drop(&mut self, tx: Resource<TransactionHandle>) -> wasmtime::Result<()> {
         // Dropping an unfinished lethe_sql::Transaction rolls it back.
-        self.table.delete(tx)?;
+        if !self.table.delete(tx)?.is_finished() {
+            self.transaction_ended("abandoned");
+        }
         Ok(())
     }
 }

@@ -9,6 +9,11 @@
 //! accepted too (the type check compares parameters and results only): it lands on the plain
 //! engine, where `call_async` calls it on a fiber as before. Either way the store's epoch
 //! deadline traps a tick that runs too long, and a tokio timeout backs it up.
+//!
+//! A component that also exports `lethe:platform/reconciler` is ticked through `reconcile`
+//! instead: the same pass (both exports run it), but the host gets its report, which feeds the
+//! metrics and the status page. On Spin, which knows only `handle-cron-event`, the pass runs
+//! just the same without a report.
 
 use std::str::FromStr as _;
 use std::sync::Arc;
@@ -17,6 +22,7 @@ use anyhow::{Context as _, bail};
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 
+use super::reconcile::{Pass, Reconciler};
 use crate::runtime::{InstanceState, LoadedComponent};
 
 /// Host-side bindings of Spin's cron world.
@@ -49,6 +55,29 @@ pub struct CronJob {
     expression: String,
     component: Arc<LoadedComponent>,
     pre: SpinCronPre<InstanceState>,
+    /// Set when the component exports `lethe:platform/reconciler` too.
+    reconciler: Option<Reconciler>,
+    last: std::sync::Mutex<Option<LastTick>>,
+}
+
+/// The most recent tick of a cron trigger.
+#[derive(Debug, Clone)]
+pub struct LastTick {
+    /// When it was due.
+    pub at: DateTime<Utc>,
+    /// How it ended.
+    pub outcome: TickOutcome,
+}
+
+/// How a tick ended.
+#[derive(Debug, Clone)]
+pub enum TickOutcome {
+    /// `handle-cron-event` returned `ok`.
+    Done,
+    /// The reconciler's pass, or that another instance leads.
+    Pass(Pass),
+    /// The component failed, or returned an error.
+    Failed(String),
 }
 
 impl CronJob {
@@ -61,12 +90,62 @@ impl CronJob {
                 component.id
             ))
         })?;
+        let reconciler = Reconciler::new(component.clone()).ok();
         Ok(CronJob {
             schedule,
             expression: expression.to_string(),
             component,
             pre,
+            reconciler,
+            last: std::sync::Mutex::new(None),
         })
+    }
+
+    /// The most recent tick, if one has run.
+    pub fn last_tick(&self) -> Option<LastTick> {
+        self.last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// When the next tick is due.
+    pub fn next_tick(&self) -> Option<DateTime<Utc>> {
+        self.schedule.upcoming(Utc).next()
+    }
+
+    /// Runs one tick now and records how it ended: through the reconciler export when there is
+    /// one, else through `handle-cron-event`.
+    pub async fn tick_and_record(&self, at: DateTime<Utc>) -> TickOutcome {
+        let outcome = match &self.reconciler {
+            Some(reconciler) => {
+                let pass = reconciler.run_once().await;
+                super::reconcile::record(&self.component, &pass);
+                match pass {
+                    Ok(pass) => TickOutcome::Pass(pass),
+                    Err(e) => TickOutcome::Failed(format!("{e:#}")),
+                }
+            }
+            None => match self.tick(at).await {
+                Ok(()) => TickOutcome::Done,
+                Err(e) => TickOutcome::Failed({
+                    let reason = super::FailureKind::of(&e).label();
+                    self.component
+                        .env
+                        .metrics
+                        .component_failed(&self.component.id, reason);
+                    format!("component {}", super::describe_failure(&e))
+                }),
+            },
+        };
+        *self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(LastTick {
+            at,
+            outcome: outcome.clone(),
+        });
+        outcome
     }
 
     /// The schedule as written.
@@ -87,6 +166,7 @@ impl CronJob {
         let timestamp = u64::try_from(at.timestamp()).unwrap_or(0);
         let run = async {
             let instance = self.pre.instantiate_async(&mut store).await?;
+            self.component.env.metrics.instantiated(&self.component.id);
             // Not `call_handle_cron_event`: for an `async func` that needs an `Accessor` from
             // `run_concurrent`. `call_async` does the same for one call, and also accepts a
             // sync-lifted export.
@@ -129,15 +209,26 @@ impl CronJob {
                 _ = tokio::time::sleep(wait) => {}
                 _ = shutdown.changed() => return,
             }
-            match self.tick(next).await {
-                Ok(()) => {
+            match self.tick_and_record(next).await {
+                TickOutcome::Done => {
                     tracing::debug!(component = self.component_id(), "cron tick at {next} done")
                 }
-                Err(e) => tracing::error!(
+                TickOutcome::Pass(Pass::Ran(report)) => tracing::debug!(
                     component = self.component_id(),
-                    "cron tick at {next}: component {}",
-                    super::describe_failure(&e)
+                    examined = report.examined,
+                    failed = report.failed.len(),
+                    "cron tick at {next}: pass done"
                 ),
+                TickOutcome::Pass(Pass::NotLeader { holder }) => tracing::debug!(
+                    component = self.component_id(),
+                    "cron tick at {next}: not the leader (the lease is held by {holder})"
+                ),
+                TickOutcome::Failed(why) => {
+                    tracing::error!(
+                        component = self.component_id(),
+                        "cron tick at {next}: {why}"
+                    )
+                }
             }
         }
     }

@@ -14,6 +14,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tracing::Instrument as _;
 use wasmtime_wasi_http::WasiHttpView as _;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::p2::bindings::ProxyPre;
@@ -148,6 +149,7 @@ impl Route {
 /// The routing table: routes to components.
 pub struct Router {
     routes: Vec<(Route, Arc<HttpComponent>)>,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// A component served over HTTP.
@@ -159,7 +161,11 @@ pub struct HttpComponent {
 impl Router {
     /// Builds the table from the manifest's HTTP triggers; every named component must export
     /// `wasi:http/incoming-handler`.
-    pub fn new(manifest: &crate::manifest::Manifest, runtime: &Runtime) -> anyhow::Result<Router> {
+    pub fn new(
+        manifest: &crate::manifest::Manifest,
+        runtime: &Runtime,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> anyhow::Result<Router> {
         let mut routes = Vec::new();
         for t in &manifest.http_triggers {
             let component = runtime
@@ -177,7 +183,7 @@ impl Router {
                 Arc::new(HttpComponent { component, pre }),
             ));
         }
-        Ok(Router { routes })
+        Ok(Router { routes, metrics })
     }
 
     /// The best route for `path`, by Spin's precedence.
@@ -265,23 +271,91 @@ impl Peer {
     }
 }
 
+/// The header carrying a request's id, as Cloud Controller names it: returned on every answer,
+/// logged with everything done for the request, and passed to the component.
+pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-vcap-request-id");
+
+/// The route label of a request that matched no route.
+const NO_ROUTE: &str = "none";
+
 /// Answers one request: route, instantiate, call, and turn any failure into an envelope (see
-/// [`failure_response`]).
+/// [`failure_response`]). Every answer carries the request's id ([`request_id`]); the request is
+/// counted in the metrics and logged once under the `lethe::access` target.
 pub async fn handle(
     router: &Router,
     peer: &Peer,
-    mut req: hyper::Request<Incoming>,
+    req: hyper::Request<Incoming>,
 ) -> hyper::Response<HyperOutgoingBody> {
+    let started = std::time::Instant::now();
+    let id = request_id(req.headers());
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let span = tracing::info_span!("request", id = %id);
+    let (route, mut resp) = answer(router, peer, req, &id)
+        .instrument(span.clone())
+        .await;
+    if let Some(value) = header_value(&id) {
+        resp.headers_mut().insert(REQUEST_ID_HEADER, value);
+    }
+    let status = resp.status().as_u16();
+    let took = started.elapsed();
+    router.metrics.http_request(route, &method, status, took);
+    span.in_scope(|| {
+        tracing::info!(
+            target: "lethe::access",
+            method = %method,
+            path = %path,
+            route,
+            status,
+            duration_ms = took.as_secs_f64() * 1000.0,
+            "{method} {path} {status}"
+        )
+    });
+    resp
+}
+
+/// The id of a request, by Cloud Controller's rule: a fresh UUID, after the caller's own
+/// `X-VCAP-Request-ID` (only its letters, digits, `_` and `-`, at most 255 of them) and `::` when
+/// the caller sent one, so a caller can follow its request and no two requests share an id.
+pub fn request_id(headers: &hyper::HeaderMap) -> String {
+    let fresh = uuid::Uuid::new_v4();
+    let given: String = headers
+        .get(REQUEST_ID_HEADER)
+        .map(|v| v.as_bytes())
+        .unwrap_or_default()
+        .iter()
+        .filter(|b| b.is_ascii_alphanumeric() || **b == b'_' || **b == b'-')
+        .take(255)
+        .map(|b| char::from(*b))
+        .collect();
+    if given.is_empty() {
+        fresh.to_string()
+    } else {
+        format!("{given}::{fresh}")
+    }
+}
+
+/// The answer to one request, and the route that served it.
+async fn answer<'r>(
+    router: &'r Router,
+    peer: &Peer,
+    mut req: hyper::Request<Incoming>,
+    id: &str,
+) -> (&'r str, hyper::Response<HyperOutgoingBody>) {
     if let Some(resp) = oversized_headers(&req) {
-        return resp;
+        return (NO_ROUTE, resp);
     }
     if let Err(detail) = ensure_authority(&mut req, peer.local) {
-        return envelope(400, 10004, "CF-InvalidRequest", detail);
+        return (NO_ROUTE, envelope(400, 10004, "CF-InvalidRequest", detail));
     }
     let path = req.uri().path().to_string();
     let Some((route, target, matched)) = router.route(&path) else {
-        return envelope(404, 10000, "CF-NotFound", "Unknown request");
+        return (
+            NO_ROUTE,
+            envelope(404, 10000, "CF-NotFound", "Unknown request"),
+        );
     };
+    let route_text = route.as_str();
     let too_large = req
         .headers()
         .get(hyper::header::CONTENT_LENGTH)
@@ -289,31 +363,42 @@ pub async fn handle(
         .and_then(|v| v.parse::<u64>().ok())
         .is_some_and(|n| n > MAX_REQUEST_BODY);
     if too_large {
-        return envelope(
-            413,
-            10001,
-            "CF-RequestEntityTooLarge",
-            "The request body is too large",
+        return (
+            route_text,
+            envelope(
+                413,
+                10001,
+                "CF-RequestEntityTooLarge",
+                "The request body is too large",
+            ),
         );
     }
     set_spin_headers(&mut req, route, &matched, peer);
+    // The component sees the id the caller will get back (a caller's own is replaced by it).
+    if let Some(value) = header_value(id) {
+        req.headers_mut().insert(REQUEST_ID_HEADER, value);
+    }
     let req = match read_body(req, BODY_TIMEOUT).await {
         Ok(req) => req,
-        Err(resp) => return resp,
+        Err(resp) => return (route_text, resp),
     };
-    let id = target.component.id.clone();
-    match invoke(target, req).await {
+    let component = target.component.id.clone();
+    let resp = match invoke(target, req).await {
         Ok(resp) => resp,
         Err(e) => {
             let resp = failure_response(&e);
+            router
+                .metrics
+                .component_failed(&component, super::FailureKind::of(&e).label());
             if resp.status() == 503 {
-                tracing::warn!(component = %id, path = %path, "component not run: {e}");
+                tracing::warn!(component = %component, path = %path, "component not run: {e}");
             } else {
-                tracing::error!(component = %id, path = %path, "component {}", super::describe_failure(&e));
+                tracing::error!(component = %component, path = %path, "component {}", super::describe_failure(&e));
             }
             resp
         }
-    }
+    };
+    (route_text, resp)
 }
 
 /// The answer to a request whose headers are over the host's limits, if they are. (A request
@@ -384,9 +469,7 @@ where
 /// or long requests at once) says nothing against the request, so it is 503 with `Retry-After`,
 /// not the 500 of a component that failed.
 fn failure_response(e: &wasmtime::Error) -> hyper::Response<HyperOutgoingBody> {
-    if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
-        .is_some()
-    {
+    if super::FailureKind::of(e) == super::FailureKind::Busy {
         let mut resp = envelope(
             503,
             10015,
@@ -414,10 +497,12 @@ async fn invoke(
     let out = store.data_mut().http().new_response_outparam(sender)?;
     let pre = target.pre.clone();
     let timeout = component.limits.timeout;
+    let (metrics, id) = (component.env.metrics.clone(), component.id.clone());
     // The wall-clock timeout backs up the epoch deadline for time spent in host calls.
     let mut run = Unfinished(Some(Box::pin(async move {
         let run = async {
             let proxy = pre.instantiate_async(&mut store).await?;
+            metrics.instantiated(&id);
             proxy
                 .wasi_http_incoming_handler()
                 .call_handle(&mut store, incoming, out)
@@ -475,14 +560,18 @@ impl Unfinished {
         };
         // Outside a runtime (the process is shutting down) there is nothing left to finish on.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                if let Err(e) = run.await {
-                    tracing::warn!(
-                        "component failed after its response head was sent: {}",
-                        super::describe_failure(&e)
-                    );
+            // Still inside the request's span, so what it logs carries the request id.
+            runtime.spawn(
+                async move {
+                    if let Err(e) = run.await {
+                        tracing::warn!(
+                            "component failed after its response head was sent: {}",
+                            super::describe_failure(&e)
+                        );
+                    }
                 }
-            });
+                .in_current_span(),
+            );
         }
     }
 }

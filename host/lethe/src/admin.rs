@@ -1,0 +1,331 @@
+//! The admin listener (`--admin-listen`, default `127.0.0.1:9090`), apart from the app's routes so
+//! that probes, scrapes and the status page never compete with, or are exposed to, CF clients:
+//!
+//! | path            | answers                                                                |
+//! |-----------------|------------------------------------------------------------------------|
+//! | `/healthz`      | `200 ok` while the process serves (liveness)                           |
+//! | `/readyz`       | `200` once every check passes, else `503`; each check on its own line  |
+//! | `/metrics`      | the Prometheus metrics ([`crate::metrics`]), OpenMetrics text          |
+//! | `/lethe/status` | the status page ([`crate::status_page`]), server-rendered HTML        |
+//!
+//! It starts before anything else, so `/readyz` answers `503` naming what is still starting
+//! (components compiling, manifests being applied) rather than the port being closed.
+//! `/readyz`'s checks, in order: the components are compiled and loaded; the database answers
+//! `SELECT 1`; the cluster answers `GET /version`; the manifest's Kubernetes objects are applied.
+//! The lines are those of kube-apiserver's `/readyz?verbose`: `[+]name ok` or `[-]name failed:
+//! reason`.
+//!
+//! The status page names orgs and spaces being deleted, which CF callers may not all see, so it
+//! is served here, to whoever can reach the admin port, and never on the app's listener.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use wasmtime_wasi_http::io::TokioIo;
+
+use crate::metrics::Metrics;
+use crate::status_page::StatusSource;
+
+/// How long one `/readyz` probe of the database or the cluster may take.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A start-up step `/readyz` waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Compiling and pre-linking the manifest's components.
+    Components,
+    /// Applying the manifest's `kubernetes_manifests` (embedded cluster only).
+    Manifests,
+}
+
+impl Step {
+    fn name(self) -> &'static str {
+        match self {
+            Step::Components => "components",
+            Step::Manifests => "manifests",
+        }
+    }
+}
+
+/// How far a step has come.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Progress {
+    Pending(String),
+    Done,
+    Failed(String),
+}
+
+/// What `/readyz` checks: the start-up steps as they complete, and the database and cluster once
+/// they are known.
+#[derive(Debug)]
+pub struct Readiness {
+    steps: Mutex<Vec<(Step, Progress)>>,
+    database: OnceLock<lethe_sql::Database>,
+    cluster: OnceLock<lethe_kube::Cluster>,
+}
+
+impl Default for Readiness {
+    fn default() -> Self {
+        Readiness::new()
+    }
+}
+
+impl Readiness {
+    /// Every step pending, no database or cluster yet.
+    pub fn new() -> Readiness {
+        Readiness {
+            steps: Mutex::new(vec![
+                (Step::Components, Progress::Pending("starting".into())),
+                (Step::Manifests, Progress::Pending("starting".into())),
+            ]),
+            database: OnceLock::new(),
+            cluster: OnceLock::new(),
+        }
+    }
+
+    fn set(&self, step: Step, progress: Progress) {
+        let mut steps = self.steps.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = steps.iter_mut().find(|(s, _)| *s == step) {
+            entry.1 = progress;
+        }
+    }
+
+    /// `step` is under way: `doing` says what it does now.
+    pub fn pending(&self, step: Step, doing: impl Into<String>) {
+        self.set(step, Progress::Pending(doing.into()));
+    }
+
+    /// `step` has completed.
+    pub fn done(&self, step: Step) {
+        self.set(step, Progress::Done);
+    }
+
+    /// `step` has failed for good (the host is about to exit).
+    pub fn failed(&self, step: Step, why: impl Into<String>) {
+        self.set(step, Progress::Failed(why.into()));
+    }
+
+    /// Probes `database` from now on.
+    pub fn watch_database(&self, database: &lethe_sql::Database) {
+        let _ = self.database.set(database.clone());
+    }
+
+    /// Probes `cluster` from now on.
+    pub fn watch_cluster(&self, cluster: &lethe_kube::Cluster) {
+        let _ = self.cluster.set(cluster.clone());
+    }
+
+    /// Runs every check; `(ready, report)` with one line per check.
+    pub async fn check(&self) -> (bool, String) {
+        let steps = self
+            .steps
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let mut lines = Vec::new();
+        let mut ready = true;
+        let mut line = |name: &str, result: Result<(), String>| match result {
+            Ok(()) => lines.push(format!("[+]{name} ok")),
+            Err(why) => {
+                ready = false;
+                lines.push(format!("[-]{name} failed: {}", one_line(&why)));
+            }
+        };
+        let outcome = |p: &Progress| match p {
+            Progress::Done => Ok(()),
+            Progress::Pending(doing) => Err(format!("not yet: {doing}")),
+            Progress::Failed(why) => Err(why.clone()),
+        };
+        if let Some((_, p)) = steps.iter().find(|(s, _)| *s == Step::Components) {
+            line(Step::Components.name(), outcome(p));
+        }
+        if let Some(db) = self.database.get() {
+            line("database", probe_database(db).await);
+        }
+        if let Some(cluster) = self.cluster.get() {
+            line("cluster", probe_cluster(cluster).await);
+        }
+        if let Some((_, p)) = steps.iter().find(|(s, _)| *s == Step::Manifests) {
+            line(Step::Manifests.name(), outcome(p));
+        }
+        let mut report = lines.join("\n");
+        report.push('\n');
+        report.push_str(if ready {
+            "readyz check passed\n"
+        } else {
+            "readyz check failed\n"
+        });
+        (ready, report)
+    }
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+async fn probe_database(db: &lethe_sql::Database) -> Result<(), String> {
+    match tokio::time::timeout(PROBE_TIMEOUT, db.query("SELECT 1", &[])).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {PROBE_TIMEOUT:?}")),
+    }
+}
+
+async fn probe_cluster(cluster: &lethe_kube::Cluster) -> Result<(), String> {
+    let client = cluster.privileged();
+    match tokio::time::timeout(PROBE_TIMEOUT, client.server_version()).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {PROBE_TIMEOUT:?}")),
+    }
+}
+
+/// What the admin listener serves from.
+pub struct AdminState {
+    /// The `/readyz` checks.
+    pub readiness: Arc<Readiness>,
+    /// The `/metrics`.
+    pub metrics: Arc<Metrics>,
+    /// The status page's sources, once the application is loaded.
+    pub status: OnceLock<StatusSource>,
+}
+
+/// Serves the admin endpoints on `listener` until `shutdown` turns true.
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<AdminState>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!("admin listener: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => return,
+        };
+        let state = state.clone();
+        let service = service_fn(move |req| {
+            let state = state.clone();
+            async move { Ok::<_, Infallible>(answer(&state, req).await) }
+        });
+        tokio::spawn(async move {
+            let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+            if let Err(e) = conn.await {
+                tracing::debug!("admin connection ended: {e}");
+            }
+        });
+    }
+}
+
+/// The answer to one admin request.
+pub async fn answer(
+    state: &AdminState,
+    req: hyper::Request<Incoming>,
+) -> hyper::Response<Full<Bytes>> {
+    if !matches!(*req.method(), hyper::Method::GET | hyper::Method::HEAD) {
+        return text(405, "only GET and HEAD are served here\n");
+    }
+    match req.uri().path() {
+        "/healthz" | "/livez" => text(200, "ok\n"),
+        "/readyz" => {
+            let (ready, report) = state.readiness.check().await;
+            text(if ready { 200 } else { 503 }, &report)
+        }
+        "/metrics" => respond(
+            200,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            state.metrics.encode(),
+        ),
+        "/lethe/status" => match state.status.get() {
+            Some(source) => respond(
+                200,
+                "text/html; charset=utf-8",
+                crate::status_page::render(&source.view()),
+            ),
+            None => text(503, "lethe is still starting\n"),
+        },
+        _ => text(
+            404,
+            "not found: the admin listener serves /healthz, /readyz, /metrics and /lethe/status\n",
+        ),
+    }
+}
+
+fn text(status: u16, body: &str) -> hyper::Response<Full<Bytes>> {
+    respond(status, "text/plain; charset=utf-8", body.to_string())
+}
+
+fn respond(status: u16, content_type: &'static str, body: String) -> hyper::Response<Full<Bytes>> {
+    let mut resp = hyper::Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() =
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn readiness_names_what_is_not_ready_until_every_step_is_done() {
+        let r = Readiness::new();
+        let (ready, report) = r.check().await;
+        assert!(!ready);
+        assert!(
+            report.contains("[-]components failed: not yet: starting"),
+            "{report}"
+        );
+        r.done(Step::Components);
+        r.pending(Step::Manifests, "applying crds.json");
+        let (ready, report) = r.check().await;
+        assert!(!ready);
+        assert!(report.contains("[+]components ok"), "{report}");
+        assert!(
+            report.contains("[-]manifests failed: not yet: applying crds.json"),
+            "{report}"
+        );
+        r.done(Step::Manifests);
+        let (ready, report) = r.check().await;
+        assert!(ready, "{report}");
+        assert!(report.ends_with("readyz check passed\n"), "{report}");
+        r.failed(Step::Components, "component `x`:\n  cannot compile");
+        let (ready, report) = r.check().await;
+        assert!(!ready);
+        assert!(
+            report.contains("[-]components failed: component `x`: cannot compile"),
+            "{report}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_database_that_answers_is_ready() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db =
+            lethe_sql::Database::open(&format!("sqlite:{}", dir.path().join("r.db").display()))
+                .await
+                .expect("database");
+        let r = Readiness::new();
+        r.done(Step::Components);
+        r.done(Step::Manifests);
+        r.watch_database(&db);
+        let (ready, report) = r.check().await;
+        assert!(ready, "{report}");
+        assert!(report.contains("[+]database ok"), "{report}");
+    }
+}
