@@ -454,6 +454,107 @@ fn job_spec_causes(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
     }
 }
 
+/// The most common of ValidateDeploymentSpec's checks: replicas, a selector that is not empty
+/// and matches the template's labels, the pod template, and a restart policy of `Always`.
+fn deployment_spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
+    for key in ["replicas", "minReadySeconds", "revisionHistoryLimit"] {
+        nonnegative(spec, key, "spec", causes);
+    }
+    let selector = &spec["selector"];
+    let labels = &spec["template"]["metadata"]["labels"];
+    if selector.is_null() {
+        causes.push(req("spec.selector"));
+    } else if selector_is_empty(selector) {
+        causes.extend(validation::invalid_causes(
+            "spec.selector",
+            selector,
+            vec!["empty selector is invalid for deployment".into()],
+        ));
+    } else if !selector_matches(selector, labels) {
+        causes.push(Cause {
+            reason: "FieldValueInvalid",
+            message: format!(
+                "Invalid value: {}: `selector` does not match template `labels`",
+                go_string_map(labels)
+            ),
+            field: "spec.template.metadata.labels".into(),
+        });
+    }
+    pod_template_causes(&spec["template"], "spec.template", causes);
+    match spec["template"]["spec"]["restartPolicy"].as_str() {
+        None | Some("") | Some("Always") => {}
+        Some(restart) => causes.push(not_supported(
+            "spec.template.spec.restartPolicy",
+            restart,
+            &["Always"],
+        )),
+    }
+}
+
+/// ValidatePodDisruptionBudgetSpec's rule that only one of the two bounds may be set.
+fn pdb_spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
+    if !spec["minAvailable"].is_null() && !spec["maxUnavailable"].is_null() {
+        causes.extend(validation::invalid_causes(
+            "spec",
+            spec,
+            vec!["minAvailable and maxUnavailable cannot be both set".into()],
+        ));
+    }
+}
+
+fn selector_is_empty(selector: &Value) -> bool {
+    let none = |key: &str| match &selector[key] {
+        Value::Null => true,
+        Value::Object(m) => m.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    };
+    none("matchLabels") && none("matchExpressions")
+}
+
+/// Whether a `LabelSelector` (`matchLabels` and `matchExpressions`) selects `labels`.
+fn selector_matches(selector: &Value, labels: &Value) -> bool {
+    let label = |key: &str| labels.get(key).and_then(Value::as_str);
+    let by_labels = selector["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| label(k) == v.as_str());
+    let by_expressions = selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|e| {
+            let key = e["key"].as_str().unwrap_or_default();
+            let values: Vec<&str> = e["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            match e["operator"].as_str() {
+                Some("In") => label(key).is_some_and(|v| values.contains(&v)),
+                Some("NotIn") => !label(key).is_some_and(|v| values.contains(&v)),
+                Some("Exists") => label(key).is_some(),
+                Some("DoesNotExist") => label(key).is_none(),
+                _ => false,
+            }
+        });
+    by_labels && by_expressions
+}
+
+/// A string map as Go's `%v` prints a `map[string]string`: `map[a:b c:d]`, keys sorted.
+fn go_string_map(map: &Value) -> String {
+    let mut pairs: Vec<String> = map
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}:{}", v.as_str().unwrap_or_default()))
+        .collect();
+    pairs.sort();
+    format!("map[{}]", pairs.join(" "))
+}
+
 /// `validateTimeZone`: an IANA name, looked up as Go's `time.LoadLocation` does, case and all.
 fn time_zone_causes(tz: &Value, causes: &mut Vec<Cause>) {
     let Some(name) = tz.as_str() else {
@@ -861,6 +962,8 @@ pub fn validate(def: &ResourceDef, v: &Value) -> Result<(), ApiError> {
         }
         ("batch", "jobs") => job_spec_causes(&v["spec"], "spec", &mut causes),
         ("", "pods") => pod_spec_causes(&v["spec"], "spec", true, &mut causes),
+        ("apps", "deployments") => deployment_spec_causes(&v["spec"], &mut causes),
+        ("policy", "poddisruptionbudgets") => pdb_spec_causes(&v["spec"], &mut causes),
         _ => {}
     }
     if causes.is_empty() {
@@ -873,6 +976,95 @@ pub fn validate(def: &ResourceDef, v: &Value) -> Result<(), ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The causes the real server gives for a Deployment or PodDisruptionBudget `spec`.
+    fn apps_causes(group: &str, plural: &str, spec: Value) -> Vec<(String, String)> {
+        let def = crate::resources::builtins()
+            .iter()
+            .find(|d| d.group == group && d.plural == plural)
+            .cloned()
+            .expect("built in");
+        let v = json!({"metadata": {"name": "x", "uid": "u"}, "spec": spec});
+        validation_causes(&def, &v)
+    }
+
+    #[test]
+    fn deployments_need_a_selector_that_matches_their_template() {
+        let template = json!({"metadata": {"labels": {"app": "a", "tier": "web"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        let ok = apps_causes(
+            "apps",
+            "deployments",
+            json!({
+            "selector": {"matchLabels": {"app": "a"},
+                "matchExpressions": [{"key": "tier", "operator": "In", "values": ["web"]}]},
+            "template": template}),
+        );
+        assert_eq!(ok, vec![]);
+        let missing = apps_causes("apps", "deployments", json!({"template": template}));
+        assert_eq!(
+            missing,
+            vec![("spec.selector".into(), "Required value".into())]
+        );
+        let empty = apps_causes(
+            "apps",
+            "deployments",
+            json!({"selector": {}, "template": template}),
+        );
+        assert!(
+            empty[0]
+                .1
+                .ends_with("empty selector is invalid for deployment"),
+            "{empty:?}"
+        );
+        let other = apps_causes(
+            "apps",
+            "deployments",
+            json!({
+            "selector": {"matchLabels": {"app": "b"}}, "template": template}),
+        );
+        assert_eq!(
+            other,
+            vec![(
+                "spec.template.metadata.labels".into(),
+                "Invalid value: map[app:a tier:web]: `selector` does not match template `labels`"
+                    .into()
+            )]
+        );
+        let mut never = template.clone();
+        never["spec"]["restartPolicy"] = json!("Never");
+        let never = apps_causes(
+            "apps",
+            "deployments",
+            json!({
+            "selector": {"matchLabels": {"app": "a"}}, "template": never}),
+        );
+        assert_eq!(never[0].0, "spec.template.spec.restartPolicy", "{never:?}");
+    }
+
+    #[test]
+    fn a_disruption_budget_takes_one_bound_only() {
+        let selector = json!({"matchLabels": {"app": "a"}});
+        assert_eq!(
+            apps_causes(
+                "policy",
+                "poddisruptionbudgets",
+                json!({"minAvailable": 1, "selector": selector})
+            ),
+            vec![]
+        );
+        let both = apps_causes(
+            "policy",
+            "poddisruptionbudgets",
+            json!({"minAvailable": 1, "maxUnavailable": 1, "selector": selector}),
+        );
+        assert!(
+            both[0]
+                .1
+                .ends_with("minAvailable and maxUnavailable cannot be both set"),
+            "{both:?}"
+        );
+    }
 
     #[test]
     fn pull_policies() {

@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use k8s_openapi::api::{
-    authentication::v1 as authn, authorization::v1 as authz, batch::v1 as batch,
-    coordination::v1 as coordination, core::v1 as core, events::v1 as events, rbac::v1 as rbac,
+    apps::v1 as apps, authentication::v1 as authn, authorization::v1 as authz, batch::v1 as batch,
+    coordination::v1 as coordination, core::v1 as core, events::v1 as events, policy::v1 as policy,
+    rbac::v1 as rbac,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -30,7 +31,7 @@ fn all() -> &'static Documents {
     static SCHEMAS: OnceLock<Documents> = OnceLock::new();
     SCHEMAS.get_or_init(|| {
         let mut docs = BTreeMap::new();
-        let groups: [(&str, &str, Kinds); 8] = [
+        let groups: [(&str, &str, Kinds); 10] = [
             ("", "v1", |g| {
                 vec![
                     ("Namespace", add::<core::Namespace>(g)),
@@ -48,6 +49,13 @@ fn all() -> &'static Documents {
                     ("CronJob", add::<batch::CronJob>(g)),
                     ("Job", add::<batch::Job>(g)),
                 ]
+            }),
+            // Stored only, for `kubectl apply --dry-run=server -k deploy/` (lethe's own deployment).
+            ("apps", "v1", |g| {
+                vec![("Deployment", add::<apps::Deployment>(g))]
+            }),
+            ("policy", "v1", |g| {
+                vec![("PodDisruptionBudget", add::<policy::PodDisruptionBudget>(g))]
             }),
             ("events.k8s.io", "v1", |g| {
                 vec![("Event", add::<events::Event>(g))]

@@ -316,6 +316,32 @@ pub fn builtins() -> &'static [Arc<ResourceDef>] {
                 true,
                 Subdomain,
             ),
+            // Stored and validated, never run (no Deployment controller, no eviction API): what
+            // `kubectl apply --dry-run=server -k deploy/` checks of lethe's own deployment.
+            def(
+                "apps",
+                "v1",
+                "deployments",
+                "deployment",
+                "Deployment",
+                true,
+                &["deploy"],
+                true,
+                true,
+                Subdomain,
+            ),
+            def(
+                "policy",
+                "v1",
+                "poddisruptionbudgets",
+                "poddisruptionbudget",
+                "PodDisruptionBudget",
+                true,
+                &["pdb"],
+                true,
+                true,
+                Subdomain,
+            ),
             def(
                 "coordination.k8s.io",
                 "v1",

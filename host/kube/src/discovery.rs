@@ -61,6 +61,7 @@ impl DiscoveryCache {
         client: &kube::Client,
         policy: &RetryPolicy,
         counters: &transport::Counters,
+        deadline: Option<std::time::Instant>,
         api_version: &str,
         kind: &str,
     ) -> Result<Resolved> {
@@ -90,12 +91,19 @@ impl DiscoveryCache {
         } else {
             format!("/apis/{group}/{version}")
         };
-        let answer = transport::call(client, policy, counters, Safety::Repeatable, || {
-            http::Request::get(path.as_str())
-                .header(http::header::ACCEPT, "application/json")
-                .body(Vec::new())
-                .map_err(|e| KubeError::bad_request(e.to_string()))
-        })
+        let answer = transport::call(
+            client,
+            policy,
+            counters,
+            Safety::Repeatable,
+            deadline,
+            || {
+                http::Request::get(path.as_str())
+                    .header(http::header::ACCEPT, "application/json")
+                    .body(Vec::new())
+                    .map_err(|e| KubeError::bad_request(e.to_string()))
+            },
+        )
         .await
         .map_err(|e| match e {
             KubeError::NotFound(_) => not_found(format!(

@@ -181,6 +181,7 @@ impl Cluster {
             client,
             privileged: matches!(identity, Identity::Privileged),
             token_key,
+            deadline: None,
         })
     }
 
@@ -191,6 +192,7 @@ impl Cluster {
             client: self.inner.privileged.clone(),
             privileged: true,
             token_key: None,
+            deadline: None,
         }
     }
 
@@ -276,14 +278,21 @@ impl Cluster {
         Ok(client)
     }
 
-    /// Resolves a kind through discovery, with the privileged client.
-    async fn resolve(&self, api_version: &str, kind: &str) -> Result<Resolved> {
+    /// Resolves a kind through discovery, with the privileged client, giving up on retries that
+    /// would pass `deadline`.
+    async fn resolve(
+        &self,
+        api_version: &str,
+        kind: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Resolved> {
         self.inner
             .discovery
             .resolve(
                 &self.inner.privileged,
                 &self.inner.options.retry,
                 &self.inner.counters,
+                deadline,
                 api_version,
                 kind,
             )
@@ -299,6 +308,8 @@ pub struct KubeClient {
     privileged: bool,
     /// SHA-256 of a caller's token, keying the caller-client cache.
     token_key: Option<[u8; 32]>,
+    /// When the caller must have its answer: no retry is started that would end later.
+    deadline: Option<Instant>,
 }
 
 impl std::fmt::Debug for KubeClient {
@@ -373,6 +384,14 @@ impl KubeClient {
         Ok(())
     }
 
+    /// The same client, whose calls give up once a retry could not end before `at`: an attempt
+    /// is cut short at `at`, and no retry is started that would end later, so that a caller
+    /// with a time limit (a component instance) gets the failure while it can still answer.
+    pub fn with_deadline(mut self, at: Instant) -> KubeClient {
+        self.deadline = Some(at);
+        self
+    }
+
     /// Whether this client runs as the host's own identity.
     pub fn is_privileged(&self) -> bool {
         self.privileged
@@ -388,6 +407,7 @@ impl KubeClient {
             &self.cluster.inner.options.retry,
             &self.cluster.inner.counters,
             safety,
+            self.deadline,
             build,
         )
         .await?;
@@ -398,7 +418,7 @@ impl KubeClient {
     async fn locate(&self, target: &ObjectRef) -> Result<(Resolved, String)> {
         let resolved = self
             .cluster
-            .resolve(&target.api_version, &target.kind)
+            .resolve(&target.api_version, &target.kind, self.deadline)
             .await?;
         let namespace = lethe_kube_model::target_namespace(target, resolved.namespaced)?;
         let path = resolved.collection_path(namespace);
@@ -454,7 +474,10 @@ impl KubeClient {
         namespace: Option<&str>,
         options: &ListOptions,
     ) -> Result<ObjectList> {
-        let resolved = self.cluster.resolve(api_version, kind).await?;
+        let resolved = self
+            .cluster
+            .resolve(api_version, kind, self.deadline)
+            .await?;
         if let Some(ns) = namespace {
             check_segment("namespace", ns)?;
         }
@@ -494,7 +517,10 @@ impl KubeClient {
                 "the object needs apiVersion and kind",
             ));
         }
-        let resolved = self.cluster.resolve(api_version, kind).await?;
+        let resolved = self
+            .cluster
+            .resolve(api_version, kind, self.deadline)
+            .await?;
         let namespace = body
             .get("metadata")
             .and_then(|m| m.get("namespace"))

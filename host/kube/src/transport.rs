@@ -6,7 +6,7 @@
 
 use std::error::Error as StdError;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http_body_util::BodyExt;
 use kube::client::Body;
@@ -63,6 +63,7 @@ pub(crate) async fn call<F>(
     policy: &RetryPolicy,
     counters: &Counters,
     safety: Safety,
+    deadline: Option<Instant>,
     build: F,
 ) -> Result<Answer>
 where
@@ -74,7 +75,14 @@ where
     loop {
         let request = build()?;
         let what = format!("{} {}", request.method(), request.uri().path());
-        let outcome = once(client, request, policy.per_call_timeout).await;
+        // An attempt never runs past the deadline (an unsafe write cut short is outcome unknown).
+        let limit = match deadline {
+            Some(at) => policy
+                .per_call_timeout
+                .min(at.saturating_duration_since(Instant::now())),
+            None => policy.per_call_timeout,
+        };
+        let outcome = once(client, request, limit).await;
         let (retry, retry_after, error, was_throttled) = match outcome {
             Attempt::Done(answer) => return Ok(answer),
             Attempt::Failed {
@@ -150,6 +158,12 @@ where
         }
         // Backoff grows with the failures; a 429 waits what the server asked for.
         let delay = policy.delay(failed.max(1), retry_after);
+        // A retry that could not finish before the caller's deadline is not started: the caller
+        // gets the failure while it still has time to answer.
+        if deadline.is_some_and(|at| Instant::now() + delay >= at) {
+            tracing::debug!(request = %what, attempts = attempt, error = %error, "Kubernetes retry would pass the deadline; giving up");
+            return Err(exhausted(error, attempt));
+        }
         tracing::debug!(request = %what, attempt, delay_ms = delay.as_millis() as u64, error = %error, "transient Kubernetes failure; retrying");
         counters.retries.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(delay).await;

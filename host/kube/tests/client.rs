@@ -1022,3 +1022,41 @@ async fn throttling_is_waited_out_apart_from_the_failure_budget() {
         "{err:?}"
     );
 }
+
+#[tokio::test]
+async fn no_retry_is_started_that_would_end_past_the_deadline() {
+    let fake = FakeApi::start().await;
+    let policy = RetryPolicy {
+        max_attempts: 20,
+        max_throttled: 20,
+        base_delay: Duration::from_millis(200),
+        max_delay: Duration::from_secs(2),
+        per_call_timeout: Duration::from_secs(5),
+    };
+    let client = fake.cluster(policy).privileged();
+    // Warm discovery, so the deadline bounds the GET alone.
+    fake.script(
+        "GET",
+        W1,
+        vec![Reply::Json(200, widget("ns", "w1", serde_json::json!({})))],
+    );
+    client.get(&w1()).await.unwrap();
+    fake.script(
+        "GET",
+        W1,
+        vec![Reply::Json(503, status_body(503, "ServiceUnavailable", "busy")); 20],
+    );
+    let started = Instant::now();
+    let err = client
+        .with_deadline(started + Duration::from_millis(300))
+        .get(&w1())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, KubeError::Unavailable(_)), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_millis(350),
+        "gave up only after {:?}",
+        started.elapsed()
+    );
+    assert!(fake.count("GET", W1) < 20, "it did not give up early");
+}

@@ -304,7 +304,7 @@ impl LoadedComponent {
                 .memory_size(self.limits.memory_bytes)
                 .trap_on_grow_failure(true)
                 .build(),
-            caps: Capabilities::new(self.env.clone()),
+            caps: Capabilities::new(self.env.clone(), self.limits.timeout),
         };
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limits);

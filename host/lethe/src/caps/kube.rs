@@ -83,7 +83,7 @@ impl HostClient for CapsView<'_> {
             )));
         };
         match cluster.client(&identity) {
-            Ok(client) => Ok(Ok(self.table.push(client)?)),
+            Ok(client) => Ok(Ok(self.table.push(client.with_deadline(self.deadline))?)),
             Err(e) => Ok(Err(from_error(e))),
         }
     }
@@ -335,6 +335,7 @@ mod tests {
         let mut view = CapsView {
             env,
             table: &mut table,
+            deadline: std::time::Instant::now() + std::time::Duration::from_secs(5),
         };
         view.open(identity).await.expect("no trap").map(|_| ())
     }

@@ -60,15 +60,24 @@ pub struct Progress {
     pub total: std::sync::atomic::AtomicU64,
 }
 
-/// The per-instance capability state: a handle on the component's environment.
+/// The per-instance capability state: a handle on the component's environment, and when the
+/// instance's time runs out.
 pub struct Capabilities {
     env: Arc<CapabilityEnv>,
+    deadline: std::time::Instant,
 }
 
 impl Capabilities {
-    /// Prepares the capabilities of one instance; allocates nothing but a reference count.
-    pub fn new(env: Arc<CapabilityEnv>) -> Self {
-        Capabilities { env }
+    /// Prepares the capabilities of one instance that may run for `time_limit`; allocates
+    /// nothing but a reference count. Retries inside capability calls stop short of the limit
+    /// (by a tenth of it, at most 500 ms), so the component still gets the failure and answers
+    /// it, a 503 rather than a timeout.
+    pub fn new(env: Arc<CapabilityEnv>, time_limit: std::time::Duration) -> Self {
+        let margin = (time_limit / 10).min(std::time::Duration::from_millis(500));
+        Capabilities {
+            env,
+            deadline: std::time::Instant::now() + time_limit.saturating_sub(margin),
+        }
     }
 }
 
@@ -76,6 +85,8 @@ impl Capabilities {
 pub struct CapsView<'a> {
     env: &'a CapabilityEnv,
     table: &'a mut ResourceTable,
+    /// When retries must have ended (see [`Capabilities::new`]).
+    deadline: std::time::Instant,
 }
 
 impl InstanceState {
@@ -83,6 +94,7 @@ impl InstanceState {
         CapsView {
             env: &self.caps.env,
             table: &mut self.table,
+            deadline: self.caps.deadline,
         }
     }
 }
