@@ -116,7 +116,6 @@ impl App {
         let (cluster, embedded) =
             if needs(Capability::Kube) || matches!(opts.cluster, ClusterSource::Embedded) {
                 let (mut cluster, embedded) = connect_cluster(&opts).await?;
-                readiness.watch_cluster(&cluster);
                 if embedded.is_some() {
                     readiness.pending(
                         Step::Manifests,
@@ -124,6 +123,8 @@ impl App {
                     );
                     cluster = prepare_embedded(&manifest, cluster).await?;
                 }
+                // Probed and counted with the identity the components use.
+                readiness.watch_cluster(&cluster);
                 metrics.watch_cluster(&cluster);
                 (Some(cluster), embedded)
             } else {

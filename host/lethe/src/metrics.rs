@@ -25,9 +25,9 @@ use prometheus_client::registry::{Registry, Unit};
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HttpLabels {
     /// The manifest route that served it, or `none`.
-    pub route: String,
+    pub route: Arc<str>,
     /// The method, or `other`.
-    pub method: String,
+    pub method: &'static str,
     /// The status code answered.
     pub status: u16,
 }
@@ -36,9 +36,9 @@ pub struct HttpLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabels {
     /// The manifest route that served it, or `none`.
-    pub route: String,
+    pub route: Arc<str>,
     /// The method, or `other`.
-    pub method: String,
+    pub method: &'static str,
 }
 
 /// Labels naming a component.
@@ -310,28 +310,37 @@ impl Metrics {
         lock(&self.backends.clusters).push(cluster.clone());
     }
 
-    /// Records one answered HTTP request.
-    pub fn http_request(&self, route: &str, method: &http::Method, status: u16, took: Duration) {
+    /// Records one answered HTTP request. (Nothing is allocated: the route is shared, the method
+    /// a constant.)
+    pub fn http_request(
+        &self,
+        route: &Arc<str>,
+        method: &http::Method,
+        status: u16,
+        took: Duration,
+    ) {
         let method = match *method {
-            http::Method::GET
-            | http::Method::HEAD
-            | http::Method::POST
-            | http::Method::PUT
-            | http::Method::PATCH
-            | http::Method::DELETE
-            | http::Method::OPTIONS => method.as_str().to_string(),
-            _ => "other".to_string(),
+            http::Method::GET => "GET",
+            http::Method::HEAD => "HEAD",
+            http::Method::POST => "POST",
+            http::Method::PUT => "PUT",
+            http::Method::PATCH => "PATCH",
+            http::Method::DELETE => "DELETE",
+            http::Method::OPTIONS => "OPTIONS",
+            _ => "other",
         };
-        let route = route.to_string();
         self.http_requests
             .get_or_create(&HttpLabels {
                 route: route.clone(),
-                method: method.clone(),
+                method,
                 status,
             })
             .inc();
         self.http_duration
-            .get_or_create(&RouteLabels { route, method })
+            .get_or_create(&RouteLabels {
+                route: route.clone(),
+                method,
+            })
             .observe(took.as_secs_f64());
     }
 
@@ -411,9 +420,10 @@ mod tests {
     #[test]
     fn the_text_names_every_family_with_units_and_totals() {
         let m = Metrics::new();
-        m.http_request("/v3/...", &http::Method::GET, 200, Duration::from_millis(3));
+        let route: Arc<str> = Arc::from("/v3/...");
+        m.http_request(&route, &http::Method::GET, 200, Duration::from_millis(3));
         m.http_request(
-            "/v3/...",
+            &route,
             &http::Method::from_bytes(b"BREW").expect("method"),
             404,
             Duration::from_millis(1),

@@ -43,6 +43,8 @@ pub struct Route {
     segments: Vec<Segment>,
     wildcard: bool,
     text: String,
+    /// The route as a metric label, shared by every request it serves.
+    label: Arc<str>,
     /// `spin-raw-component-route` and `spin-component-route`, the same for every request.
     raw_header: Option<HeaderValue>,
     component_header: Option<HeaderValue>,
@@ -96,6 +98,7 @@ impl Route {
             segments,
             wildcard,
             text: text.to_string(),
+            label: Arc::from(text),
             raw_header: header_value(text),
             component_header: header_value(text.strip_suffix("/...").unwrap_or(text)),
         })
@@ -150,6 +153,8 @@ impl Route {
 pub struct Router {
     routes: Vec<(Route, Arc<HttpComponent>)>,
     metrics: Arc<crate::metrics::Metrics>,
+    /// The route label of a request that matched no route.
+    no_route: Arc<str>,
 }
 
 /// A component served over HTTP.
@@ -183,7 +188,11 @@ impl Router {
                 Arc::new(HttpComponent { component, pre }),
             ));
         }
-        Ok(Router { routes, metrics })
+        Ok(Router {
+            routes,
+            metrics,
+            no_route: Arc::from("none"),
+        })
     }
 
     /// The best route for `path`, by Spin's precedence.
@@ -275,9 +284,6 @@ impl Peer {
 /// logged with everything done for the request, and passed to the component.
 pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-vcap-request-id");
 
-/// The route label of a request that matched no route.
-const NO_ROUTE: &str = "none";
-
 /// Answers one request: route, instantiate, call, and turn any failure into an envelope (see
 /// [`failure_response`]). Every answer carries the request's id ([`request_id`]); the request is
 /// counted in the metrics and logged once under the `lethe::access` target.
@@ -305,7 +311,7 @@ pub async fn handle(
             target: "lethe::access",
             method = %method,
             path = %path,
-            route,
+            route = &**route,
             status,
             duration_ms = took.as_secs_f64() * 1000.0,
             "{method} {path} {status}"
@@ -341,21 +347,24 @@ async fn answer<'r>(
     peer: &Peer,
     mut req: hyper::Request<Incoming>,
     id: &str,
-) -> (&'r str, hyper::Response<HyperOutgoingBody>) {
+) -> (&'r Arc<str>, hyper::Response<HyperOutgoingBody>) {
     if let Some(resp) = oversized_headers(&req) {
-        return (NO_ROUTE, resp);
+        return (&router.no_route, resp);
     }
     if let Err(detail) = ensure_authority(&mut req, peer.local) {
-        return (NO_ROUTE, envelope(400, 10004, "CF-InvalidRequest", detail));
+        return (
+            &router.no_route,
+            envelope(400, 10004, "CF-InvalidRequest", detail),
+        );
     }
     let path = req.uri().path().to_string();
     let Some((route, target, matched)) = router.route(&path) else {
         return (
-            NO_ROUTE,
+            &router.no_route,
             envelope(404, 10000, "CF-NotFound", "Unknown request"),
         );
     };
-    let route_text = route.as_str();
+    let route_text = &route.label;
     let too_large = req
         .headers()
         .get(hyper::header::CONTENT_LENGTH)
