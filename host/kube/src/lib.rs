@@ -662,6 +662,47 @@ impl KubeClient {
         )
     }
 
+    /// Applies `object` server-side (`PATCH` as `application/apply-patch+yaml`) as
+    /// `field_manager`, taking over conflicting fields (`force=true`). Applying the same object
+    /// again changes nothing, so it is retried like a read. A `metadata.resourceVersion` in the
+    /// object makes it a precondition ([`KubeError::Conflict`] when the object changed since).
+    pub async fn apply(
+        &self,
+        target: &ObjectRef,
+        object: &str,
+        field_manager: &str,
+    ) -> Result<Object> {
+        // It goes into the query string as it is.
+        let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':');
+        if field_manager.is_empty()
+            || field_manager.len() > 128
+            || !field_manager.chars().all(plain)
+        {
+            return Err(KubeError::bad_request(format!(
+                "invalid field manager {field_manager:?}"
+            )));
+        }
+        let (resolved, path) = self.locate(target).await?;
+        let url = format!(
+            "{path}/{}?fieldManager={field_manager}&force=true",
+            target.name
+        );
+        let text = self
+            .send(Safety::Repeatable, || {
+                http::Request::patch(url.as_str())
+                    .header(http::header::ACCEPT, "application/json")
+                    .header(http::header::CONTENT_TYPE, "application/apply-patch+yaml")
+                    .body(object.as_bytes().to_vec())
+                    .map_err(build_error)
+            })
+            .await?;
+        parse::object(
+            text,
+            &resolved.resource.api_version,
+            &resolved.resource.kind,
+        )
+    }
+
     /// Deletes an object. Deletes are safe to repeat and retried like reads (a repeat after a
     /// lost answer may report [`KubeError::NotFound`], which callers treat as done). Returns
     /// [`DeleteOutcome::Pending`] with the served object when it now waits for finalizers or

@@ -1,7 +1,11 @@
 //! Applying an application's Kubernetes objects (CRDs, namespaces, roles) to the embedded cluster
-//! at start: create each object, or replace it when it already exists and is lethe's (labelled
-//! `app.kubernetes.io/managed-by: lethe`), so a restart with newer files updates them; an object
-//! of that name that is not lethe's stops the start, untouched (SECURITY.md H1).
+//! at start: create each object, or, when it already exists and is lethe's (labelled
+//! `app.kubernetes.io/managed-by: lethe`), apply it server-side as the field manager `lethe`, so a
+//! restart with newer files updates them and a restart with the same files changes nothing; an
+//! object of that name that is not lethe's stops the start, untouched (SECURITY.md H1).
+//!
+//! The apply carries the resourceVersion lethe judged, so an object that changed hands between
+//! the read and the write is never taken over: the conflict sends the object round again.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -68,7 +72,8 @@ async fn apply(cluster: &Cluster, mut object: serde_json::Value) -> anyhow::Resu
                 MANAGED_BY.0,
                 MANAGED_BY.1
             ),
-            // Conflict: a replace raced with an earlier attempt that did land.
+            // Conflict: the object changed since it was read (or a create raced with an earlier
+            // attempt that did land): judge it afresh.
             Err(
                 e @ (KubeError::Unavailable(_) | KubeError::Timeout(_) | KubeError::Conflict(_)),
             ) if Instant::now() + delay < deadline => {
@@ -99,37 +104,43 @@ enum Applied {
     NotOurs,
 }
 
-/// Creates `object`, or replaces the object of that name when it is lethe's.
+/// Creates `object`, or applies it over the object of that name when that one is lethe's.
 async fn apply_once(
     client: &lethe_kube::KubeClient,
     target: &ObjectRef,
     object: &mut serde_json::Value,
 ) -> Result<Applied, KubeError> {
-    match client.create(&object.to_string()).await {
-        Ok(_) => {
+    let current = match client.get(target).await {
+        Ok(current) => current,
+        Err(KubeError::NotFound(_)) => {
+            // A create whose outcome is unknown comes back here through the retry, and then
+            // finds lethe's own object.
+            client.create(&object.to_string()).await?;
             tracing::debug!("created {} {}", target.kind, target.name);
-            Ok(Applied::Done)
+            return Ok(Applied::Done);
         }
-        Err(KubeError::Conflict(_)) => {
-            let current = client.get(target).await?;
-            // Only what lethe applied before (it carries lethe's label, as every object in its
-            // files does) is replaced; anything else of that name is reported, not overwritten.
-            let ours = current
-                .metadata
-                .labels
-                .iter()
-                .any(|(k, v)| k == MANAGED_BY.0 && v == MANAGED_BY.1);
-            if !ours {
-                return Ok(Applied::NotOurs);
-            }
-            object["metadata"]["resourceVersion"] = current.metadata.resource_version.into();
-            client.replace(target, &object.to_string()).await?;
-            tracing::debug!("replaced {} {}", target.kind, target.name);
-            Ok(Applied::Done)
-        }
-        Err(e) => Err(e),
+        Err(e) => return Err(e),
+    };
+    // Only what lethe applied before (it carries lethe's label, as every object in its files
+    // does) is applied over; anything else of that name is reported, not overwritten.
+    let ours = current
+        .metadata
+        .labels
+        .iter()
+        .any(|(k, v)| k == MANAGED_BY.0 && v == MANAGED_BY.1);
+    if !ours {
+        return Ok(Applied::NotOurs);
     }
+    object["metadata"]["resourceVersion"] = current.metadata.resource_version.into();
+    client
+        .apply(target, &object.to_string(), FIELD_MANAGER)
+        .await?;
+    tracing::debug!("applied {} {}", target.kind, target.name);
+    Ok(Applied::Done)
 }
+
+/// The field manager of lethe's server-side applies.
+const FIELD_MANAGER: &str = "lethe";
 
 #[cfg(test)]
 mod tests {
@@ -188,8 +199,35 @@ mod tests {
             .expect("created");
         apply(vec![config_map("ours", mark.clone(), "2")])
             .await
-            .expect("replaced");
+            .expect("applied over");
         assert_eq!(value("ours").await, "2");
+        // The same files again change nothing: the apply is a no-op, as on a real server.
+        let version = || {
+            let target = ObjectRef {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: Some("default".into()),
+                name: "ours".into(),
+            };
+            let client = cluster.privileged();
+            async move {
+                client
+                    .get(&target)
+                    .await
+                    .expect("get")
+                    .metadata
+                    .resource_version
+            }
+        };
+        let before = version().await;
+        apply(vec![config_map("ours", mark.clone(), "2")])
+            .await
+            .expect("applied again");
+        assert_eq!(
+            version().await,
+            before,
+            "a repeated apply wrote a new version"
+        );
         cluster
             .privileged()
             .create(&config_map("theirs", serde_json::json!({}), "theirs").to_string())

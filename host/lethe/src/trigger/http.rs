@@ -324,7 +324,8 @@ pub async fn handle(
 /// `X-VCAP-Request-ID` (only its letters, digits, `_` and `-`, at most 255 of them) and `::` when
 /// the caller sent one, so a caller can follow its request and no two requests share an id.
 pub fn request_id(headers: &hyper::HeaderMap) -> String {
-    let fresh = uuid::Uuid::new_v4();
+    // From the thread's generator: `Uuid::new_v4` asks the kernel (getrandom) on every call.
+    let fresh = uuid::Builder::from_random_bytes(rand::random()).into_uuid();
     let given: String = headers
         .get(REQUEST_ID_HEADER)
         .map(|v| v.as_bytes())
