@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value as Json, json};
 use support::Lethe;
-use support::cf::{bind, call, create_org, create_space, listed, unique, wait_for_state};
+use support::cf::{
+    bind, call, create_org, create_space, listed, patch_org, unique, wait_for_state,
+};
 
 const MALLORY: &str = "mallory-token-0123456789";
 const OLIVER: &str = "oliver-token-0123456789";
@@ -769,16 +771,7 @@ fn a_failing_cluster_never_turns_a_refusal_into_a_success() {
     bind(&lethe, &org, "organization-manager", "mallory");
     bind(&lethe, &org, "organization-user", "oliver");
     // The org is suspended: only admins write spaces in it.
-    lethe.kubectl_ok(&[
-        "patch",
-        "orgs.cf.lethe.dev",
-        &org,
-        "-n",
-        "cf",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"suspended":true}}"#,
-    ]);
+    patch_org(&lethe, &org, "merge", r#"{"spec":{"suspended":true}}"#);
     let set_faults = |faults: Json| {
         let path = lethe.data_dir.path().join("faults.json");
         std::fs::write(&path, faults.to_string()).expect("faults");

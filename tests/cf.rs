@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value as Json;
 use support::Lethe;
 use support::cf::{
-    bind, call, create_org, create_space, job_state, listed, unique, wait_for_state,
+    bind, call, create_org, create_space, job_state, listed, patch_org, unique, wait_for_state,
 };
 
 const ALICE: &str = "alice-token-0123456789";
@@ -23,16 +23,12 @@ fn start(env: &[(&str, &str)]) -> Lethe {
 }
 
 fn add_foreign_finalizer(lethe: &Lethe, org: &str) {
-    lethe.kubectl_ok(&[
-        "patch",
-        "orgs.cf.lethe.dev",
+    patch_org(
+        lethe,
         org,
-        "-n",
-        "cf",
-        "--type=json",
-        "-p",
+        "json",
         r#"[{"op":"add","path":"/metadata/finalizers/-","value":"example.com/stuck"}]"#,
-    ]);
+    );
 }
 
 fn delete_org(lethe: &Lethe, org: &str, token: &str) -> String {
@@ -288,16 +284,7 @@ fn stuck_finalizer_gives_processing_then_failed_at_the_timeout_then_complete_onc
         std::thread::sleep(Duration::from_millis(250));
     }
     assert_eq!(job_state(&lethe, &location, &admin).1["state"], "FAILED");
-    lethe.kubectl_ok(&[
-        "patch",
-        "orgs.cf.lethe.dev",
-        &org,
-        "-n",
-        "cf",
-        "--type=merge",
-        "-p",
-        r#"{"metadata":{"finalizers":null}}"#,
-    ]);
+    patch_org(&lethe, &org, "merge", r#"{"metadata":{"finalizers":null}}"#);
     wait_for_state(
         &lethe,
         &location,

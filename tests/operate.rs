@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value as Json, json};
-use support::cf::{call, create_org};
+use support::cf::{call, create_org, patch_org};
 use support::{Answer, Lethe, get, request};
 
 const ALICE: &str = "alice-token-0123456789";
@@ -108,16 +108,12 @@ fn probes_metrics_request_ids_and_the_status_page_follow_a_real_deletion() {
 
     // An org held by a foreign finalizer stays in flight after its DELETE.
     let org = create_org(&lethe, "observed");
-    lethe.kubectl_ok(&[
-        "patch",
-        "orgs.cf.lethe.dev",
+    patch_org(
+        &lethe,
         &org,
-        "-n",
-        "cf",
-        "--type=json",
-        "-p",
+        "json",
         r#"[{"op":"add","path":"/metadata/finalizers/-","value":"example.com/hold"}]"#,
-    ]);
+    );
     let auth = format!("Bearer {admin}");
     let deleted = request(
         "DELETE",
@@ -228,16 +224,12 @@ fn probes_metrics_request_ids_and_the_status_page_follow_a_real_deletion() {
     }
 
     // Once the hold is gone the deletion finishes, and the next pass no longer reports it.
-    lethe.kubectl_ok(&[
-        "patch",
-        "orgs.cf.lethe.dev",
+    patch_org(
+        &lethe,
         &org,
-        "-n",
-        "cf",
-        "--type=json",
-        "-p",
+        "json",
         r#"[{"op":"remove","path":"/metadata/finalizers/0"}]"#,
-    ]);
+    );
     wait_for(
         Duration::from_secs(60),
         "the deletion to leave the metrics",

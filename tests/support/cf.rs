@@ -70,6 +70,21 @@ pub fn bind(lethe: &Lethe, namespace: &str, role: &str, user: &str) {
     ]);
 }
 
+/// Patches the Org `org` in the `cf` namespace with kubectl as the administrator; `kind` is
+/// kubectl's `--type` (`json`, `merge`).
+pub fn patch_org(lethe: &Lethe, org: &str, kind: &str, patch: &str) {
+    lethe.kubectl_ok(&[
+        "patch",
+        "orgs.cf.lethe.dev",
+        org,
+        "-n",
+        "cf",
+        &format!("--type={kind}"),
+        "-p",
+        patch,
+    ]);
+}
+
 /// The status and body of the job at `location`, polled as `token`.
 pub fn job_state(lethe: &Lethe, location: &str, token: &str) -> (u16, Json) {
     let r = call(lethe, "GET", location, Some(token), None);

@@ -609,30 +609,6 @@ fn strip_owner(store: &Store, d: &Item, owner_uid: &str) -> bool {
     matches!(res, Ok((_, true)))
 }
 
-fn selector_matches(sel: &Value, labels: &Value) -> bool {
-    let label = |k: &str| labels.get(k).and_then(Value::as_str);
-    let labels_ok = sel["matchLabels"]
-        .as_object()
-        .is_none_or(|m| m.iter().all(|(k, v)| label(k) == v.as_str()));
-    let exprs_ok = sel["matchExpressions"].as_array().is_none_or(|es| {
-        es.iter().all(|e| {
-            let key = e["key"].as_str().unwrap_or_default();
-            let values: Vec<&str> = e["values"]
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            match e["operator"].as_str() {
-                Some("In") => label(key).is_some_and(|v| values.contains(&v)),
-                Some("NotIn") => !label(key).is_some_and(|v| values.contains(&v)),
-                Some("Exists") => label(key).is_some(),
-                Some("DoesNotExist") => label(key).is_none(),
-                _ => false,
-            }
-        })
-    });
-    labels_ok && exprs_ok
-}
-
 /// The ClusterRole aggregation controller: a role with an `aggregationRule` gets the union of
 /// the rules of the cluster roles its selectors match. Returns true when it changed something.
 pub fn aggregate(store: &Store) -> bool {
@@ -651,7 +627,10 @@ pub fn aggregate(store: &Store) -> bool {
         let mut rules: Vec<Value> = vec![];
         for other in roles.iter().filter(|o| o.meta_str("name") != name) {
             let labels = &other.value["metadata"]["labels"];
-            if !selectors.iter().any(|s| selector_matches(s, labels)) {
+            if !selectors
+                .iter()
+                .any(|s| crate::selector::label_selector_matches(s, labels))
+            {
                 continue;
             }
             for rule in other.value["rules"].as_array().into_iter().flatten() {

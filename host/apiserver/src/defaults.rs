@@ -470,7 +470,7 @@ fn deployment_spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
             selector,
             vec!["empty selector is invalid for deployment".into()],
         ));
-    } else if !selector_matches(selector, labels) {
+    } else if !crate::selector::label_selector_matches(selector, labels) {
         causes.push(Cause {
             reason: "FieldValueInvalid",
             message: format!(
@@ -510,37 +510,6 @@ fn selector_is_empty(selector: &Value) -> bool {
         _ => false,
     };
     none("matchLabels") && none("matchExpressions")
-}
-
-/// Whether a `LabelSelector` (`matchLabels` and `matchExpressions`) selects `labels`.
-fn selector_matches(selector: &Value, labels: &Value) -> bool {
-    let label = |key: &str| labels.get(key).and_then(Value::as_str);
-    let by_labels = selector["matchLabels"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .all(|(k, v)| label(k) == v.as_str());
-    let by_expressions = selector["matchExpressions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .all(|e| {
-            let key = e["key"].as_str().unwrap_or_default();
-            let values: Vec<&str> = e["values"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            match e["operator"].as_str() {
-                Some("In") => label(key).is_some_and(|v| values.contains(&v)),
-                Some("NotIn") => !label(key).is_some_and(|v| values.contains(&v)),
-                Some("Exists") => label(key).is_some(),
-                Some("DoesNotExist") => label(key).is_none(),
-                _ => false,
-            }
-        });
-    by_labels && by_expressions
 }
 
 /// A string map as Go's `%v` prints a `map[string]string`: `map[a:b c:d]`, keys sorted.

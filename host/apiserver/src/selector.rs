@@ -509,6 +509,33 @@ pub fn crd_selectable_fields(crd: &Value, version: &str) -> Vec<String> {
         .collect()
 }
 
+/// Whether a structured `LabelSelector` (`matchLabels` and `matchExpressions`, as in a
+/// Deployment's `spec.selector` or a PodDisruptionBudget's) selects an object with `labels`.
+/// An unknown operator selects nothing.
+pub fn label_selector_matches(sel: &Value, labels: &Value) -> bool {
+    let label = |k: &str| labels.get(k).and_then(Value::as_str);
+    let labels_ok = sel["matchLabels"]
+        .as_object()
+        .is_none_or(|m| m.iter().all(|(k, v)| label(k) == v.as_str()));
+    let exprs_ok = sel["matchExpressions"].as_array().is_none_or(|es| {
+        es.iter().all(|e| {
+            let key = e["key"].as_str().unwrap_or_default();
+            let values: Vec<&str> = e["values"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            match e["operator"].as_str() {
+                Some("In") => label(key).is_some_and(|v| values.contains(&v)),
+                Some("NotIn") => !label(key).is_some_and(|v| values.contains(&v)),
+                Some("Exists") => label(key).is_some(),
+                Some("DoesNotExist") => label(key).is_none(),
+                _ => false,
+            }
+        })
+    });
+    labels_ok && exprs_ok
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -82,7 +82,7 @@ impl App {
             .await
             .with_context(|| {
                 format!(
-                    "cannot listen on {} (the admin listener)",
+                    "cannot listen on {} for the admin listener (choose another address with --admin-listen)",
                     opts.admin_listen
                 )
             })?;
