@@ -8,7 +8,7 @@
 //! the read and the write is never taken over: the conflict sends the object round again.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use lethe_kube::{Cluster, KubeError, ObjectRef};
@@ -58,9 +58,9 @@ async fn apply(cluster: &Cluster, mut object: serde_json::Value) -> anyhow::Resu
     let client = cluster.privileged();
     // Every object here is lethe's by name and label, so an attempt whose outcome is unknown (a
     // 503 to a create, a dropped connection) is safe to make again: the next one re-reads and
-    // finds either nothing, or lethe's own object to apply over. A failing API server at start
-    // is waited for, with backoff up to `MAX_DELAY`, for as long as it fails: the start never
-    // ends for it, and `/readyz` says what is still pending meanwhile.
+    // finds either nothing, or lethe's own object to replace. A failing API server at start is
+    // waited for, within `START_PATIENCE`, instead of ending the start.
+    let deadline = Instant::now() + START_PATIENCE;
     let mut delay = Duration::from_millis(100);
     loop {
         match apply_once(&client, &target, &mut object).await {
@@ -76,7 +76,7 @@ async fn apply(cluster: &Cluster, mut object: serde_json::Value) -> anyhow::Resu
             // attempt that did land): judge it afresh.
             Err(
                 e @ (KubeError::Unavailable(_) | KubeError::Timeout(_) | KubeError::Conflict(_)),
-            ) => {
+            ) if Instant::now() + delay < deadline => {
                 tracing::warn!(
                     "applying {} {}: {e}; trying again in {} ms",
                     target.kind,
@@ -84,7 +84,7 @@ async fn apply(cluster: &Cluster, mut object: serde_json::Value) -> anyhow::Resu
                     delay.as_millis()
                 );
                 tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(MAX_DELAY);
+                delay = (delay * 2).min(Duration::from_secs(5));
             }
             Err(e) => {
                 return Err(e).with_context(|| format!("applying {} {}", target.kind, target.name));
@@ -93,8 +93,8 @@ async fn apply(cluster: &Cluster, mut object: serde_json::Value) -> anyhow::Resu
     }
 }
 
-/// The longest wait between two attempts to apply an object while the API server fails.
-const MAX_DELAY: Duration = Duration::from_secs(5);
+/// How long the start waits for a failing API server while it applies the manifests.
+const START_PATIENCE: Duration = Duration::from_secs(120);
 
 /// What one attempt to apply an object found.
 enum Applied {
