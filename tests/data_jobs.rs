@@ -38,6 +38,7 @@ name = "data-jobs-test"
 [application.tool.lethe]
 kubernetes_manifests = ["{crds}", "{rbac}"]
 service_account = "lethe-system/lethe"
+error_format = "cf"
 
 [[trigger.http]]
 route = "/data-jobs/..."

@@ -23,6 +23,7 @@ name = "host-test"
 [application.tool.lethe]
 timeout_ms = 2000
 memory_limit_mb = 32
+error_format = "cf"
 
 [variables]
 greeting = {{ default = "hello" }}

@@ -49,9 +49,7 @@ async fn main() -> anyhow::Result<()> {
         admin_listen: "127.0.0.1:0".parse()?,
         data_dir: dir.path().join("data"),
         database_url: None,
-        cluster: lethe::app::ClusterSource::Kubeconfig(dir.path().join("unused-kubeconfig")),
-        cluster_listen: "127.0.0.1:0".parse()?,
-        cluster_faults: Default::default(),
+        cluster: lethe::configure::ClusterSource::Kubeconfig(dir.path().join("unused-kubeconfig")),
     })
     .await?;
     let native = start_native().await?;

@@ -30,9 +30,7 @@ async fn main() -> anyhow::Result<()> {
         admin_listen: "127.0.0.1:0".parse()?,
         data_dir: dir.path().join("data"),
         database_url: None,
-        cluster: lethe::app::ClusterSource::Embedded,
-        cluster_listen: "127.0.0.1:0".parse()?,
-        cluster_faults: Default::default(),
+        cluster: lethe::configure::ClusterSource::Embedded(Default::default()),
     })
     .await?;
     let kubeconfig = dir.path().join("data/cluster/kubeconfig");

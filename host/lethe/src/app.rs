@@ -1,7 +1,6 @@
 //! `lethe up`: configure the application (manifest, grants, variables, database, cluster), then
 //! serve its HTTP routes and run its cron schedules until asked to stop.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,24 +10,13 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::admin::{AdminState, Readiness, Step};
-use crate::caps::{self, CapabilityEnv};
-use crate::manifest::{self, Capability, Manifest};
+use crate::configure::{self, AppOptions, ClusterSource, ConfiguredApp, Observers};
+use crate::manifest::Manifest;
 use crate::metrics::Metrics;
 use crate::runtime::Runtime;
 use crate::status_page::StatusSource;
 use crate::trigger::cron::CronJob;
 use crate::trigger::http::{self, Router};
-
-/// Where the cluster comes from.
-#[derive(Debug, Clone)]
-pub enum ClusterSource {
-    /// A kubeconfig file.
-    Kubeconfig(PathBuf),
-    /// The in-cluster service account.
-    InCluster,
-    /// The embedded API server, persisted under `<data dir>/cluster`.
-    Embedded,
-}
 
 /// Options of `lethe up`.
 #[derive(Debug, Clone)]
@@ -45,11 +33,6 @@ pub struct UpOptions {
     pub database_url: Option<String>,
     /// The cluster.
     pub cluster: ClusterSource,
-    /// Address of the embedded cluster (port 0 picks a free port).
-    pub cluster_listen: SocketAddr,
-    /// Faults the embedded cluster injects from the start (off by default; tests and chaos
-    /// drills). They can be changed later through its admin-only `/lethe/faults`.
-    pub cluster_faults: lethe_apiserver::FaultConfig,
 }
 
 /// A running application.
@@ -97,54 +80,29 @@ impl App {
             shutdown_rx.clone(),
         ))];
 
-        std::fs::create_dir_all(&opts.data_dir)
-            .with_context(|| format!("cannot create data dir {}", opts.data_dir.display()))?;
-        let manifest = manifest::load(&opts.manifest)?;
-        caps::config::check_required(&manifest)?;
-
-        let needs = |c: Capability| manifest.components.values().any(|d| d.grants.allows(c));
-        let database = if needs(Capability::Sql) {
-            Some(open_database(&manifest, opts.database_url.as_deref(), &opts.data_dir).await?)
-        } else {
-            None
+        let observers = Observers {
+            readiness: Some(&readiness),
+            metrics: metrics.clone(),
+            progress: None,
         };
-        if let Some(db) = &database {
-            readiness.watch_database(db);
-            metrics.watch_database(db);
-        }
-
-        let (cluster, embedded) =
-            if needs(Capability::Kube) || matches!(opts.cluster, ClusterSource::Embedded) {
-                let (mut cluster, embedded) = connect_cluster(&opts).await?;
-                if embedded.is_some() {
-                    readiness.pending(
-                        Step::Manifests,
-                        "applying the manifest's Kubernetes objects",
-                    );
-                    cluster = prepare_embedded(&manifest, cluster).await?;
-                }
-                // Probed and counted with the identity the components use.
-                readiness.watch_cluster(&cluster);
-                metrics.watch_cluster(&cluster);
-                (Some(cluster), embedded)
-            } else {
-                (None, None)
-            };
-        // On a cluster of its own, lethe applies nothing: an administrator did (deploy/).
-        readiness.done(Step::Manifests);
-
-        let envs = capability_envs(
-            &manifest,
-            database.as_ref(),
-            cluster.as_ref(),
-            &instance_id(),
-            None,
-            &metrics,
-        )?;
-
-        let cache_dir = opts.data_dir.join("cache");
-        readiness.pending(Step::Components, "compiling and loading the components");
-        let runtime = Arc::new(Runtime::new(&manifest, Some(&cache_dir), envs)?);
+        let ConfiguredApp {
+            manifest,
+            database,
+            embedded,
+            runtime,
+            ..
+        } = configure::configure_app(
+            &AppOptions {
+                manifest: opts.manifest.clone(),
+                data_dir: opts.data_dir.clone(),
+                database_url: opts.database_url.clone(),
+                cluster: opts.cluster.clone(),
+                instance_id: instance_id(),
+            },
+            &observers,
+        )
+        .await?;
+        let runtime = Arc::new(runtime);
         let router = Arc::new(Router::new(&manifest, &runtime, metrics.clone())?);
         let cron_jobs = manifest
             .cron_triggers
@@ -154,7 +112,7 @@ impl App {
                     .component(&t.component)
                     .with_context(|| format!("unknown component `{}`", t.component))?
                     .clone();
-                CronJob::new(&t.cron_expression, component).map(Arc::new)
+                CronJob::new(t, component).map(Arc::new)
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
         readiness.done(Step::Components);
@@ -212,121 +170,6 @@ impl App {
     }
 }
 
-/// Sets up the embedded cluster as an administrator would before lethe runs there: applies the
-/// manifest's `kubernetes_manifests` with `admin`, the cluster's administrator, and returns the
-/// cluster the components use. With `service_account` set that is the same cluster acting as
-/// lethe's ServiceAccount, with exactly the rights the manifests bound (SECURITY.md H1), never as
-/// the administrator.
-pub(crate) async fn prepare_embedded(
-    manifest: &Manifest,
-    admin: lethe_kube::Cluster,
-) -> anyhow::Result<lethe_kube::Cluster> {
-    for path in &manifest.settings.kubernetes_manifests {
-        crate::kubernetes_manifests::apply_file(&admin, path).await?;
-    }
-    let Some((namespace, name)) = manifest.settings.service_account() else {
-        return Ok(admin);
-    };
-    let token = crate::service_account::token(&admin, namespace, name).await?;
-    let cluster = admin.with_privileged_token(&token)?;
-    tracing::info!("privileged identity: system:serviceaccount:{namespace}:{name}");
-    Ok(cluster)
-}
-
-/// Opens the application's database — `database_url`, else the manifest variable
-/// `database_url`, else SQLite in `data_dir` — and applies every component's migrations.
-pub(crate) async fn open_database(
-    manifest: &Manifest,
-    database_url: Option<&str>,
-    data_dir: &std::path::Path,
-) -> anyhow::Result<lethe_sql::Database> {
-    let url = database_url
-        .map(str::to_string)
-        .or_else(|| caps::config::app_variable(manifest, "database_url").filter(|u| !u.is_empty()))
-        .unwrap_or_else(|| format!("sqlite:{}", data_dir.join("lethe.db").display()));
-    let db = lethe_sql::Database::open(&url)
-        .await
-        .with_context(|| format!("cannot open the database ({})", redact_url(&url)))?;
-    for (id, decl) in &manifest.components {
-        if let Some(dir) = &decl.grants.migrations {
-            let migrations = crate::migrations::load(id, dir)?;
-            db.migrate(&migrations)
-                .await
-                .with_context(|| format!("applying the migrations of component `{id}`"))?;
-        }
-    }
-    Ok(db)
-}
-
-/// Each component's capability environment: its grants, its resolved configuration (plus the
-/// host's `lethe_instance_id`), and the database and cluster if it is granted them.
-pub(crate) fn capability_envs(
-    manifest: &Manifest,
-    database: Option<&lethe_sql::Database>,
-    cluster: Option<&lethe_kube::Cluster>,
-    instance_id: &str,
-    progress: Option<&Arc<caps::Progress>>,
-    metrics: &Arc<Metrics>,
-) -> anyhow::Result<BTreeMap<String, Arc<CapabilityEnv>>> {
-    let mut envs = BTreeMap::new();
-    for (id, decl) in &manifest.components {
-        let mut config = caps::config::resolve(manifest, decl)?;
-        config.insert(
-            caps::config::INSTANCE_ID_KEY.to_string(),
-            instance_id.to_string(),
-        );
-        let env = CapabilityEnv {
-            component_id: Arc::from(id.as_str()),
-            grants: decl.grants.clone(),
-            config,
-            database: database
-                .filter(|_| decl.grants.allows(Capability::Sql))
-                .cloned(),
-            cluster: cluster
-                .filter(|_| decl.grants.allows(Capability::Kube))
-                .cloned(),
-            progress: progress.cloned(),
-            metrics: metrics.clone(),
-        };
-        envs.insert(id.clone(), Arc::new(env));
-    }
-    Ok(envs)
-}
-
-async fn connect_cluster(
-    opts: &UpOptions,
-) -> anyhow::Result<(
-    lethe_kube::Cluster,
-    Option<lethe_apiserver::RunningApiServer>,
-)> {
-    match &opts.cluster {
-        ClusterSource::Kubeconfig(path) => Ok((
-            lethe_kube::Cluster::from_kubeconfig(path, Default::default()).await?,
-            None,
-        )),
-        ClusterSource::InCluster => {
-            Ok((lethe_kube::Cluster::infer(Default::default()).await?, None))
-        }
-        ClusterSource::Embedded => {
-            let server = lethe_apiserver::start(lethe_apiserver::ApiServerConfig {
-                data_dir: Some(opts.data_dir.join("cluster")),
-                listen: opts.cluster_listen,
-                // kubectl sends bearer tokens only over TLS.
-                tls: true,
-                faults: opts.cluster_faults.clone(),
-            })
-            .await
-            .context("cannot start the embedded cluster")?;
-            let path = server
-                .kubeconfig_path()
-                .context("the embedded cluster wrote no kubeconfig")?
-                .to_path_buf();
-            let cluster = lethe_kube::Cluster::from_kubeconfig(&path, Default::default()).await?;
-            Ok((cluster, Some(server)))
-        }
-    }
-}
-
 fn announce(
     manifest: &Manifest,
     router: &Router,
@@ -359,38 +202,10 @@ fn announce(
 
 /// A name for this host process, unique among the hosts sharing a cluster (for leases).
 fn instance_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "lethe".to_string());
     format!(
-        "{host}-{}-{}",
+        "{}-{}-{}",
+        configure::hostname(),
         std::process::id(),
         uuid::Uuid::new_v4().simple()
     )
-}
-
-/// `url` with any password replaced, for logs.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let Some((userinfo, host)) = rest.split_once('@') else {
-        return url.to_string();
-    };
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(
-            super::redact_url("postgres://u:secret@h:5432/db"),
-            "postgres://u:***@h:5432/db"
-        );
-        assert_eq!(super::redact_url("sqlite:/x/y.db"), "sqlite:/x/y.db");
-    }
 }

@@ -10,13 +10,16 @@
 //! - [`metrics`]: the Prometheus metrics the triggers and capabilities record;
 //! - [`admin`]: the admin listener (`/healthz`, `/readyz`, `/metrics`, `/lethe/status`);
 //! - [`status_page`]: the HTML status page;
-//! - [`app`]: wiring it all together for `lethe up`;
+//! - [`configure`]: configuring an application (manifest, database, cluster, capability
+//!   environments, components), shared by `lethe up` and `lethe sync`;
+//! - [`app`]: serving it all for `lethe up`;
 //! - [`service_account`]: the host's own identity on the embedded cluster;
 //! - [`sync`]: `lethe sync --once`, one reconciler pass outside the schedule.
 
 pub mod admin;
 pub mod app;
 pub mod caps;
+pub mod configure;
 pub mod grants;
 pub mod kubernetes_manifests;
 pub mod manifest;

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use lethe::app::{App, ClusterSource, UpOptions};
+use lethe::app::{App, UpOptions};
+use lethe::configure::{ClusterSource, EmbeddedCluster};
 
 #[derive(Parser)]
 #[command(
@@ -159,7 +160,13 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     let cluster = match (args.kubeconfig, args.in_cluster) {
         (Some(path), _) => ClusterSource::Kubeconfig(path),
         (None, true) => ClusterSource::InCluster,
-        (None, false) => ClusterSource::Embedded,
+        (None, false) => ClusterSource::Embedded(EmbeddedCluster {
+            listen: Some(args.cluster_listen),
+            faults: read_faults(args.cluster_faults.as_deref())?,
+            join_running: false,
+            // Served to kubectl even when no component needs it.
+            start_unused: true,
+        }),
     };
     let signal = ShutdownSignal::listen();
     let app = App::start(UpOptions {
@@ -169,8 +176,6 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         data_dir: args.data_dir,
         database_url: args.database_url,
         cluster,
-        cluster_listen: args.cluster_listen,
-        cluster_faults: read_faults(args.cluster_faults.as_deref())?,
     })
     .await?;
     signal.wait().await;

@@ -353,8 +353,8 @@ impl Metrics {
             .inc();
     }
 
-    /// Records an invocation of `component` that failed for `reason` (see
-    /// [`crate::trigger::FailureKind::label`]).
+    /// Records an invocation of `component` that failed for `reason`: `busy`, `timeout`, `trap`,
+    /// `out_of_memory` or `error`.
     pub fn component_failed(&self, component: &str, reason: &'static str) {
         self.component_failures
             .get_or_create(&FailureLabels {

@@ -10,8 +10,8 @@ use anyhow::Context as _;
 use sha2::{Digest as _, Sha256};
 use wasmtime::component::{Component, InstancePre, Linker, ResourceTable};
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, StoreLimits,
-    StoreLimitsBuilder,
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store,
+    StoreLimits, StoreLimitsBuilder,
 };
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
@@ -23,6 +23,89 @@ use crate::manifest::{ComponentDecl, Manifest};
 /// How often the epoch advances; time limits are enforced at this granularity.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
+/// How long past its time limit the host still waits for an instance. The epoch deadline traps
+/// guest code on time; a host call (a slow Kubernetes request) is not interrupted by it, and this
+/// bounds the wait for one.
+const HOST_CALL_GRACE: Duration = Duration::from_millis(250);
+
+/// Runs one instance's work (`run`: instantiate and call) within `limit`, the component's time
+/// limit. Past the limit and [`HOST_CALL_GRACE`] it ends as [`wasmtime::Trap::Interrupt`], the
+/// same error as the epoch deadline's, so both are classified alike.
+pub async fn within_time_limit<T>(
+    limit: Duration,
+    run: impl Future<Output = wasmtime::Result<T>>,
+) -> wasmtime::Result<T> {
+    match tokio::time::timeout(limit + HOST_CALL_GRACE, run).await {
+        Ok(result) => result,
+        Err(_) => Err(wasmtime::Error::new(wasmtime::Trap::Interrupt)),
+    }
+}
+
+/// The error an instance traps with when it tries to grow its memory past its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("memory limit exceeded: growing to {desired} bytes, the limit is {limit}")]
+pub struct MemoryLimitExceeded {
+    /// The size the instance asked for.
+    pub desired: usize,
+    /// Its limit.
+    pub limit: usize,
+}
+
+/// An instance's limits: memory as [`Limits::memory_bytes`] says, trapping with
+/// [`MemoryLimitExceeded`] rather than failing `memory.grow` (a guest rarely survives that, and
+/// the trap names the cause); tables and instance counts as wasmtime's defaults.
+struct InstanceLimits {
+    memory_bytes: usize,
+    others: StoreLimits,
+}
+
+impl ResourceLimiter for InstanceLimits {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let limit = maximum.map_or(self.memory_bytes, |m| m.min(self.memory_bytes));
+        if desired > limit {
+            return Err(wasmtime::Error::new(MemoryLimitExceeded { desired, limit }));
+        }
+        Ok(true)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        Err(error.context(MemoryLimitExceeded {
+            desired: 0,
+            limit: self.memory_bytes,
+        }))
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.others.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.others.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.others.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.others.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.others.memories()
+    }
+}
+
 /// The per-instance state of one request or tick.
 pub struct InstanceState {
     pub(crate) table: ResourceTable,
@@ -32,7 +115,7 @@ pub struct InstanceState {
     wasi: Option<WasiCtx>,
     http: WasiHttpCtx,
     outbound: NoOutboundHttp,
-    limits: StoreLimits,
+    limits: InstanceLimits,
     /// The lethe capabilities this instance may use.
     pub(crate) caps: Capabilities,
 }
@@ -300,10 +383,10 @@ impl LoadedComponent {
             wasi: None,
             http: WasiHttpCtx::new(),
             outbound: NoOutboundHttp,
-            limits: StoreLimitsBuilder::new()
-                .memory_size(self.limits.memory_bytes)
-                .trap_on_grow_failure(true)
-                .build(),
+            limits: InstanceLimits {
+                memory_bytes: self.limits.memory_bytes,
+                others: StoreLimitsBuilder::new().trap_on_grow_failure(true).build(),
+            },
             caps: Capabilities::new(self.env.clone(), self.limits.timeout),
         };
         let mut store = Store::new(engine, state);
@@ -330,7 +413,9 @@ fn new_linker(engine: &Engine) -> anyhow::Result<Linker<InstanceState>> {
     wasmtime_wasi_io::add_to_linker_async(&mut linker)?;
     linker.allow_shadowing(false);
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-    crate::caps::add_to_linker(&mut linker)?;
+    crate::caps::add_to_linker(&mut linker, |state: &mut InstanceState| {
+        state.caps.view(&mut state.table)
+    })?;
     Ok(linker)
 }
 

@@ -14,16 +14,15 @@
 //! `sync --once` runs count as one Lease holder; a pass is refused while another host (a
 //! `lethe up` with a cron trigger) holds the Lease.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 
 use crate::caps;
-use crate::manifest::{self, Capability};
-use crate::runtime::Runtime;
+use crate::configure::{self, AppOptions, ClusterSource, EmbeddedCluster, Observers};
 use crate::trigger::reconcile::{Pass, Reconciler, Report};
 
 /// Options of `lethe sync --once`.
@@ -55,52 +54,34 @@ pub struct PassOutcome {
 
 /// Runs one pass of every selected reconciler and returns their outcomes.
 pub async fn run_once(opts: SyncOptions) -> anyhow::Result<Vec<PassOutcome>> {
-    std::fs::create_dir_all(&opts.data_dir)
-        .with_context(|| format!("cannot create data dir {}", opts.data_dir.display()))?;
-    let manifest = manifest::load(&opts.manifest)?;
-    caps::config::check_required(&manifest)?;
-    let needs = |c: Capability| manifest.components.values().any(|d| d.grants.allows(c));
-
-    let database = if needs(Capability::Sql) {
-        Some(
-            crate::app::open_database(&manifest, opts.database_url.as_deref(), &opts.data_dir)
-                .await?,
-        )
-    } else {
-        None
+    let cluster = match &opts.kubeconfig {
+        Some(path) => ClusterSource::Kubeconfig(path.clone()),
+        None => ClusterSource::Embedded(EmbeddedCluster {
+            join_running: true,
+            ..Default::default()
+        }),
     };
-
-    let (cluster, embedded) = if needs(Capability::Kube) {
-        let (c, e) = connect(&opts).await?;
-        // The embedded cluster, running or started here: the pass acts with the same identity
-        // as `lethe up` (SECURITY.md H1).
-        let c = if opts.kubeconfig.is_none() {
-            crate::app::prepare_embedded(&manifest, c).await?
-        } else {
-            c
-        };
-        (Some(c), e)
-    } else {
-        (None, None)
-    };
-
-    let instance_id = opts.instance_id.clone().unwrap_or_else(|| {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_else(|_| "lethe".to_string());
-        format!("{host}-sync")
-    });
     // Components report `done of total` through `log.progress`; the bar shows the latest.
     let progress = Arc::new(caps::Progress::default());
-    let envs = crate::app::capability_envs(
-        &manifest,
-        database.as_ref(),
-        cluster.as_ref(),
-        &instance_id,
-        Some(&progress),
-        &Default::default(),
-    )?;
-    let runtime = Runtime::new(&manifest, Some(&opts.data_dir.join("cache")), envs)?;
+    let observers = Observers {
+        progress: Some(progress.clone()),
+        ..Default::default()
+    };
+    let app = configure::configure_app(
+        &AppOptions {
+            manifest: opts.manifest.clone(),
+            data_dir: opts.data_dir.clone(),
+            database_url: opts.database_url.clone(),
+            cluster,
+            instance_id: opts
+                .instance_id
+                .clone()
+                .unwrap_or_else(|| format!("{}-sync", configure::hostname())),
+        },
+        &observers,
+    )
+    .await?;
+    let runtime = app.runtime;
 
     let mut selected = Vec::new();
     for component in runtime.components() {
@@ -162,7 +143,7 @@ pub async fn run_once(opts: SyncOptions) -> anyhow::Result<Vec<PassOutcome>> {
         });
     }
     drop(runtime);
-    if let Some(server) = embedded {
+    if let Some(server) = app.embedded {
         server.shutdown().await;
     }
     Ok(outcomes)
@@ -183,78 +164,6 @@ fn progress_bar(component: &str, enabled: bool) -> Option<indicatif::ProgressBar
     bar.set_message(format!("{component}: reconciling"));
     bar.enable_steady_tick(Duration::from_millis(100));
     Some(bar)
-}
-
-async fn connect(
-    opts: &SyncOptions,
-) -> anyhow::Result<(
-    lethe_kube::Cluster,
-    Option<lethe_apiserver::RunningApiServer>,
-)> {
-    if let Some(path) = &opts.kubeconfig {
-        return Ok((
-            lethe_kube::Cluster::from_kubeconfig(path, Default::default()).await?,
-            None,
-        ));
-    }
-    let dir = opts.data_dir.join("cluster");
-    let kubeconfig = dir.join("kubeconfig");
-    if server_answers(&kubeconfig).await {
-        tracing::info!(
-            "using the embedded cluster of the running lethe (kubeconfig {})",
-            kubeconfig.display()
-        );
-        return Ok((
-            lethe_kube::Cluster::from_kubeconfig(&kubeconfig, Default::default()).await?,
-            None,
-        ));
-    }
-    tracing::info!(
-        "no running embedded cluster; starting it on {}",
-        dir.display()
-    );
-    let server = lethe_apiserver::start(lethe_apiserver::ApiServerConfig {
-        data_dir: Some(dir),
-        // As `lethe up` serves it, so kubectl sends tokens with the kubeconfig it writes.
-        tls: true,
-        ..Default::default()
-    })
-    .await
-    .context("cannot start the embedded cluster")?;
-    let path = server
-        .kubeconfig_path()
-        .context("the embedded cluster wrote no kubeconfig")?
-        .to_path_buf();
-    let cluster = lethe_kube::Cluster::from_kubeconfig(&path, Default::default()).await?;
-    Ok((cluster, Some(server)))
-}
-
-/// Whether the `server:` of `kubeconfig` accepts a TCP connection.
-async fn server_answers(kubeconfig: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(kubeconfig) else {
-        return false;
-    };
-    let Some(server) = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("server:").map(str::trim))
-    else {
-        return false;
-    };
-    let authority = server
-        .trim_start_matches("https://")
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    matches!(
-        tokio::time::timeout(
-            Duration::from_secs(2),
-            tokio::net::TcpStream::connect(authority)
-        )
-        .await,
-        Ok(Ok(_))
-    )
 }
 
 /// The report as JSON (for `--json`).

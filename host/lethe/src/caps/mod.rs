@@ -18,7 +18,6 @@ use std::sync::Arc;
 use wasmtime::component::{HasData, Linker, ResourceTable};
 
 use crate::manifest::Grants;
-use crate::runtime::InstanceState;
 
 /// Host-side bindings of the `lethe:platform` capability interfaces.
 pub mod bindings {
@@ -79,6 +78,15 @@ impl Capabilities {
             deadline: std::time::Instant::now() + time_limit.saturating_sub(margin),
         }
     }
+
+    /// What the host calls of an instance holding these capabilities and `table` see.
+    pub fn view<'a>(&'a self, table: &'a mut ResourceTable) -> CapsView<'a> {
+        CapsView {
+            env: &self.env,
+            table,
+            deadline: self.deadline,
+        }
+    }
 }
 
 /// What capability host calls see: the component's environment and the instance's resources.
@@ -89,26 +97,17 @@ pub struct CapsView<'a> {
     deadline: std::time::Instant,
 }
 
-impl InstanceState {
-    fn caps_view(&mut self) -> CapsView<'_> {
-        CapsView {
-            env: &self.caps.env,
-            table: &mut self.table,
-            deadline: self.caps.deadline,
-        }
-    }
-}
-
 struct CapsData;
 
 impl HasData for CapsData {
     type Data<'a> = CapsView<'a>;
 }
 
-/// Links every lethe capability into `linker` (once, at start).
-pub fn add_to_linker(linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
-    bindings::HostCapabilities::add_to_linker::<InstanceState, CapsData>(
-        linker,
-        InstanceState::caps_view,
-    )
+/// Links every lethe capability into `linker` (once, at start); `view` finds an instance's
+/// capabilities in its store's state.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    view: fn(&mut T) -> CapsView<'_>,
+) -> wasmtime::Result<()> {
+    bindings::HostCapabilities::add_to_linker::<T, CapsData>(linker, view)
 }

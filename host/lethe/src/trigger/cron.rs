@@ -8,21 +8,20 @@
 //! and waits for it to finish. A component built against the older plain-`func` signature is
 //! accepted too (the type check compares parameters and results only): it lands on the plain
 //! engine, where `call_async` calls it on a fiber as before. Either way the store's epoch
-//! deadline traps a tick that runs too long, and a tokio timeout backs it up.
+//! deadline traps a tick that runs too long, and `runtime::within_time_limit` backs it up.
 //!
 //! A component that also exports `lethe:platform/reconciler` is ticked through `reconcile`
 //! instead: the same pass (both exports run it), but the host gets its report, which feeds the
 //! metrics and the status page. On Spin, which knows only `handle-cron-event`, the pass runs
 //! just the same without a report.
 
-use std::str::FromStr as _;
 use std::sync::Arc;
 
-use anyhow::{Context as _, bail};
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 
 use super::reconcile::{Pass, Reconciler};
+use crate::manifest::CronTrigger;
 use crate::runtime::{InstanceState, LoadedComponent};
 
 /// Host-side bindings of Spin's cron world.
@@ -36,18 +35,6 @@ pub mod bindings {
 
 use bindings::SpinCronPre;
 use bindings::spin::cron::cron_types::Metadata;
-
-/// Parses a Spin cron expression: exactly six fields, seconds first.
-pub fn parse_schedule(expression: &str) -> anyhow::Result<cron::Schedule> {
-    let fields = expression.split_whitespace().count();
-    if fields != 6 {
-        bail!(
-            "cron expression `{expression}` has {fields} fields; Spin's cron trigger needs 6 (seconds first)"
-        );
-    }
-    cron::Schedule::from_str(expression)
-        .with_context(|| format!("invalid cron expression `{expression}`"))
-}
 
 /// One scheduled component.
 pub struct CronJob {
@@ -82,8 +69,7 @@ pub enum TickOutcome {
 
 impl CronJob {
     /// Prepares a cron trigger; the component must export `handle-cron-event`.
-    pub fn new(expression: &str, component: Arc<LoadedComponent>) -> anyhow::Result<CronJob> {
-        let schedule = parse_schedule(expression)?;
+    pub fn new(trigger: &CronTrigger, component: Arc<LoadedComponent>) -> anyhow::Result<CronJob> {
         let pre = SpinCronPre::new(component.pre.clone()).map_err(|e| {
             anyhow::Error::from(e).context(format!(
                 "component `{}` does not export spin:cron's handle-cron-event",
@@ -92,8 +78,8 @@ impl CronJob {
         })?;
         let reconciler = Reconciler::new(component.clone()).ok();
         Ok(CronJob {
-            schedule,
-            expression: expression.to_string(),
+            schedule: trigger.schedule.clone(),
+            expression: trigger.cron_expression.clone(),
             component,
             pre,
             reconciler,
@@ -176,15 +162,7 @@ impl CronJob {
                 .await?;
             Ok::<_, wasmtime::Error>(result)
         };
-        let result = match tokio::time::timeout(
-            timeout + std::time::Duration::from_millis(250),
-            run,
-        )
-        .await
-        {
-            Ok(r) => r?,
-            Err(_) => return Err(wasmtime::Error::new(wasmtime::Trap::Interrupt)),
-        };
+        let result = crate::runtime::within_time_limit(timeout, run).await?;
         result.map_err(|e| match e {
             bindings::spin::cron::cron_types::Error::Other(msg) => {
                 wasmtime::format_err!("handle-cron-event returned an error: {msg}")
@@ -231,26 +209,5 @@ impl CronJob {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn six_field_expressions_parse() {
-        let s = parse_schedule("*/2 * * * * *").expect("valid");
-        let mut upcoming = s.upcoming(Utc);
-        let a = upcoming.next().expect("tick");
-        let b = upcoming.next().expect("tick");
-        assert_eq!((b - a).num_seconds(), 2);
-    }
-
-    #[test]
-    fn five_and_seven_field_expressions_are_rejected() {
-        assert!(parse_schedule("* * * * *").is_err());
-        assert!(parse_schedule("0 0 * * * * 2030").is_err());
-        assert!(parse_schedule("61 * * * * *").is_err());
     }
 }

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
@@ -21,6 +21,7 @@ use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
+use crate::manifest::{ErrorFormat, Route, RouteMatch};
 use crate::runtime::{InstanceState, LoadedComponent, Runtime};
 
 /// Largest request body the host forwards; larger ones get 413 before any component runs.
@@ -37,130 +38,23 @@ pub const MAX_HEADERS: usize = 100;
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 const PARSER_MAX_HEADERS: usize = 4 * MAX_HEADERS;
 
-/// A route in Spin's syntax.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Route {
-    segments: Vec<Segment>,
-    wildcard: bool,
-    text: String,
-    /// The route as a metric label, shared by every request it serves.
-    label: Arc<str>,
-    /// `spin-raw-component-route` and `spin-component-route`, the same for every request.
-    raw_header: Option<HeaderValue>,
-    component_header: Option<HeaderValue>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Segment {
-    Literal(String),
-    Param(String),
-}
-
-/// What a route match yields.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RouteMatch {
-    /// `(name, value)` for every `:name` segment.
-    pub params: Vec<(String, String)>,
-    /// The path below the route (Spin's `spin-path-info`): empty for exact routes.
-    pub path_info: String,
-}
-
-impl Route {
-    /// Parses `/exact`, `/users/:id` or `/prefix/...` (and `/...` for everything).
-    pub fn parse(text: &str) -> anyhow::Result<Route> {
-        if !text.starts_with('/') {
-            bail!("route `{text}` must start with `/`");
-        }
-        let (body, wildcard) = match text.strip_suffix("/...") {
-            Some(prefix) => (prefix, true),
-            None if text == "/..." => ("", true),
-            None => (text, false),
-        };
-        let mut segments = Vec::new();
-        for seg in body.split('/').filter(|s| !s.is_empty()) {
-            if seg == "..." {
-                bail!("route `{text}`: `...` is only allowed as the last segment");
-            }
-            if let Some(name) = seg.strip_prefix(':') {
-                if name.is_empty()
-                    || !name
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-                {
-                    bail!("route `{text}`: invalid parameter `{seg}`");
-                }
-                segments.push(Segment::Param(name.to_string()));
-            } else {
-                segments.push(Segment::Literal(seg.to_string()));
-            }
-        }
-        Ok(Route {
-            segments,
-            wildcard,
-            text: text.to_string(),
-            label: Arc::from(text),
-            raw_header: header_value(text),
-            component_header: header_value(text.strip_suffix("/...").unwrap_or(text)),
-        })
-    }
-
-    /// The route as written in the manifest.
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
-    /// Matches a request path (without query).
-    pub fn matches(&self, path: &str) -> Option<RouteMatch> {
-        let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-        if parts.len() < self.segments.len()
-            || (!self.wildcard && parts.len() != self.segments.len())
-        {
-            return None;
-        }
-        let mut params = Vec::new();
-        for (seg, part) in self.segments.iter().zip(&parts) {
-            match seg {
-                Segment::Literal(l) if l == part => {}
-                Segment::Literal(_) => return None,
-                Segment::Param(name) => params.push((name.clone(), (*part).to_string())),
-            }
-        }
-        let rest = &parts[self.segments.len()..];
-        let mut path_info = String::new();
-        for p in rest {
-            path_info.push('/');
-            path_info.push_str(p);
-        }
-        if self.wildcard && !rest.is_empty() && path.ends_with('/') {
-            path_info.push('/');
-        }
-        Some(RouteMatch { params, path_info })
-    }
-
-    /// Precedence among matching routes: exact before wildcard, then more literal segments,
-    /// then more segments.
-    fn rank(&self) -> (bool, usize, usize) {
-        let literals = self
-            .segments
-            .iter()
-            .filter(|s| matches!(s, Segment::Literal(_)))
-            .count();
-        (!self.wildcard, literals, self.segments.len())
-    }
-}
-
 /// The routing table: routes to components.
 pub struct Router {
     routes: Vec<(Route, Arc<HttpComponent>)>,
     metrics: Arc<crate::metrics::Metrics>,
     /// The route label of a request that matched no route.
     no_route: Arc<str>,
+    /// How the host's own errors are written (`error_format` in `[application.tool.lethe]`).
+    errors: ErrorFormat,
 }
 
-/// A component served over HTTP.
+/// A component served over HTTP, on one route.
 pub struct HttpComponent {
     component: Arc<LoadedComponent>,
     pre: ProxyPre<InstanceState>,
+    /// `spin-raw-component-route` and `spin-component-route`, the same for every request.
+    raw_route_header: Option<HeaderValue>,
+    component_route_header: Option<HeaderValue>,
 }
 
 impl Router {
@@ -184,14 +78,20 @@ impl Router {
                 ))
             })?;
             routes.push((
-                Route::parse(&t.route)?,
-                Arc::new(HttpComponent { component, pre }),
+                t.route.clone(),
+                Arc::new(HttpComponent {
+                    component,
+                    pre,
+                    raw_route_header: header_value(t.route.as_str()),
+                    component_route_header: header_value(t.route.component_route()),
+                }),
             ));
         }
         Ok(Router {
             routes,
             metrics,
             no_route: Arc::from("none"),
+            errors: manifest.settings.error_format,
         })
     }
 
@@ -207,7 +107,7 @@ impl Router {
     pub fn describe(&self) -> Vec<(String, String)> {
         self.routes
             .iter()
-            .map(|(r, c)| (r.text.clone(), c.component.id.to_string()))
+            .map(|(r, c)| (r.as_str().to_string(), c.component.id.to_string()))
             .collect()
     }
 }
@@ -285,7 +185,7 @@ impl Peer {
 pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-vcap-request-id");
 
 /// Answers one request: route, instantiate, call, and turn any failure into an envelope (see
-/// [`failure_response`]). Every answer carries the request's id ([`request_id`]); the request is
+/// [`failure`], written as the application's [`ErrorFormat`]). Every answer carries the request's id ([`request_id`]); the request is
 /// counted in the metrics and logged once under the `lethe::access` target.
 pub async fn handle(
     router: &Router,
@@ -349,23 +249,20 @@ async fn answer<'r>(
     mut req: hyper::Request<Incoming>,
     id: &str,
 ) -> (&'r Arc<str>, hyper::Response<HyperOutgoingBody>) {
-    if let Some(resp) = oversized_headers(&req) {
-        return (&router.no_route, resp);
+    let errors = router.errors;
+    if let Some(refused) = oversized_headers(&req) {
+        return (&router.no_route, errors.render(&refused));
     }
     if let Err(detail) = ensure_authority(&mut req, peer.local) {
-        return (
-            &router.no_route,
-            envelope(400, 10004, "CF-InvalidRequest", detail),
-        );
+        let refused = HostError::new(400, 10004, "CF-InvalidRequest", detail);
+        return (&router.no_route, errors.render(&refused));
     }
     let path = req.uri().path().to_string();
     let Some((route, target, matched)) = router.route(&path) else {
-        return (
-            &router.no_route,
-            envelope(404, 10000, "CF-NotFound", "Unknown request"),
-        );
+        let unknown = HostError::new(404, 10000, "CF-NotFound", "Unknown request");
+        return (&router.no_route, errors.render(&unknown));
     };
-    let route_text = &route.label;
+    let route_text = route.shared();
     let too_large = req
         .headers()
         .get(hyper::header::CONTENT_LENGTH)
@@ -373,30 +270,22 @@ async fn answer<'r>(
         .and_then(|v| v.parse::<u64>().ok())
         .is_some_and(|n| n > MAX_REQUEST_BODY);
     if too_large {
-        return (
-            route_text,
-            envelope(
-                413,
-                10001,
-                "CF-RequestEntityTooLarge",
-                "The request body is too large",
-            ),
-        );
+        return (route_text, errors.render(&HostError::BODY_TOO_LARGE));
     }
-    set_spin_headers(&mut req, route, &matched, peer);
+    set_spin_headers(&mut req, target, &matched, peer);
     // The component sees the id the caller will get back (a caller's own is replaced by it).
     if let Some(value) = header_value(id) {
         req.headers_mut().insert(REQUEST_ID_HEADER, value);
     }
     let req = match read_body(req, BODY_TIMEOUT).await {
         Ok(req) => req,
-        Err(resp) => return (route_text, resp),
+        Err(refused) => return (route_text, errors.render(&refused)),
     };
     let component = target.component.id.clone();
     let resp = match invoke(target, req).await {
         Ok(resp) => resp,
         Err(e) => {
-            let resp = failure_response(&e);
+            let resp = errors.render(&failure(&e));
             router
                 .metrics
                 .component_failed(&component, super::FailureKind::of(&e).label());
@@ -413,7 +302,7 @@ async fn answer<'r>(
 
 /// The answer to a request whose headers are over the host's limits, if they are. (A request
 /// target is limited only by the HTTP layer, at 64 KiB: CF filters such as `guids=` are long.)
-fn oversized_headers<B>(req: &hyper::Request<B>) -> Option<hyper::Response<HyperOutgoingBody>> {
+fn oversized_headers<B>(req: &hyper::Request<B>) -> Option<HostError> {
     let headers = req.headers();
     // Each line as sent: name, `: `, value, CRLF.
     let header_bytes: usize = headers
@@ -421,11 +310,11 @@ fn oversized_headers<B>(req: &hyper::Request<B>) -> Option<hyper::Response<Hyper
         .map(|(name, value)| name.as_str().len() + value.len() + 4)
         .sum();
     if headers.len() > MAX_HEADERS || header_bytes > MAX_HEADER_BYTES {
-        return Some(envelope(
+        return Some(HostError::new(
             431,
             10004,
             "CF-InvalidRequest",
-            &format!(
+            format!(
                 "The request headers are too large (at most {MAX_HEADERS} headers and {MAX_HEADER_BYTES} bytes)"
             ),
         ));
@@ -438,7 +327,7 @@ fn oversized_headers<B>(req: &hyper::Request<B>) -> Option<hyper::Response<Hyper
 async fn read_body<B>(
     req: hyper::Request<B>,
     timeout: Duration,
-) -> Result<hyper::Request<Full<Bytes>>, hyper::Response<HyperOutgoingBody>>
+) -> Result<hyper::Request<Full<Bytes>>, HostError>
 where
     B: hyper::body::Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -454,19 +343,14 @@ where
             parts,
             Full::new(collected.to_bytes()),
         )),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(envelope(
-            413,
-            10001,
-            "CF-RequestEntityTooLarge",
-            "The request body is too large",
-        )),
-        Ok(Err(_)) => Err(envelope(
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(HostError::BODY_TOO_LARGE),
+        Ok(Err(_)) => Err(HostError::new(
             400,
             1001,
             "CF-MessageParseError",
             "The request body could not be read",
         )),
-        Err(_) => Err(envelope(
+        Err(_) => Err(HostError::new(
             408,
             10004,
             "CF-InvalidRequest",
@@ -478,19 +362,19 @@ where
 /// The answer when a component could not answer itself. Every instance being busy (many slow
 /// or long requests at once) says nothing against the request, so it is 503 with `Retry-After`,
 /// not the 500 of a component that failed.
-fn failure_response(e: &wasmtime::Error) -> hyper::Response<HyperOutgoingBody> {
+fn failure(e: &wasmtime::Error) -> HostError {
     if super::FailureKind::of(e) == super::FailureKind::Busy {
-        let mut resp = envelope(
-            503,
-            10015,
-            "CF-ServiceUnavailable",
-            "The server is busy; try again shortly",
-        );
-        resp.headers_mut()
-            .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return resp;
+        return HostError {
+            retry_after: Some(1),
+            ..HostError::new(
+                503,
+                10015,
+                "CF-ServiceUnavailable",
+                "The server is busy; try again shortly",
+            )
+        };
     }
-    envelope(500, 10001, "UnknownError", "An unknown error occurred.")
+    HostError::new(500, 10001, "UnknownError", "An unknown error occurred.")
 }
 
 async fn invoke(
@@ -508,7 +392,6 @@ async fn invoke(
     let pre = target.pre.clone();
     let timeout = component.limits.timeout;
     let (metrics, id) = (component.env.metrics.clone(), component.id.clone());
-    // The wall-clock timeout backs up the epoch deadline for time spent in host calls.
     let mut run = Unfinished(Some(Box::pin(async move {
         let run = async {
             let proxy = pre.instantiate_async(&mut store).await?;
@@ -518,10 +401,7 @@ async fn invoke(
                 .call_handle(&mut store, incoming, out)
                 .await
         };
-        match tokio::time::timeout(timeout + Duration::from_millis(250), run).await {
-            Ok(result) => result,
-            Err(_) => Err(wasmtime::Error::new(wasmtime::Trap::Interrupt)),
-        }
+        crate::runtime::within_time_limit(timeout, run).await
     })));
     // The instance runs in this task while it can: most components finish their whole response
     // before returning. One that is still running when its response head arrives (it streams a
@@ -638,7 +518,12 @@ fn ensure_authority<B>(
 }
 
 /// Adds Spin's routing headers (dropping any a client sent, so they cannot be spoofed).
-fn set_spin_headers<B>(req: &mut hyper::Request<B>, route: &Route, m: &RouteMatch, peer: &Peer) {
+fn set_spin_headers<B>(
+    req: &mut hyper::Request<B>,
+    target: &HttpComponent,
+    m: &RouteMatch,
+    peer: &Peer,
+) {
     let full_url = format!(
         "http://{}{}",
         req.headers()
@@ -679,8 +564,8 @@ fn set_spin_headers<B>(req: &mut hyper::Request<B>, route: &Route, m: &RouteMatc
     set(PATH_INFO, header_value(&m.path_info));
     set(MATCHED_ROUTE, matched);
     set(BASE_PATH, Some(HeaderValue::from_static("/")));
-    set(RAW_COMPONENT_ROUTE, route.raw_header.clone());
-    set(COMPONENT_ROUTE, route.component_header.clone());
+    set(RAW_COMPONENT_ROUTE, target.raw_route_header.clone());
+    set(COMPONENT_ROUTE, target.component_route_header.clone());
     set(CLIENT_ADDR, peer.client_header.clone());
     for (name, value) in &m.params {
         let name = HeaderName::try_from(format!("spin-path-match-{}", name.to_ascii_lowercase()));
@@ -694,76 +579,84 @@ fn header_value(text: &str) -> Option<HeaderValue> {
     HeaderValue::from_str(text).ok()
 }
 
-/// A CF V3 error envelope response.
-pub fn envelope(
-    status: u16,
-    code: u32,
-    title: &str,
-    detail: &str,
-) -> hyper::Response<HyperOutgoingBody> {
-    let body =
-        serde_json::json!({ "errors": [{ "code": code, "title": title, "detail": detail }] });
-    let body = Full::new(Bytes::from(body.to_string()))
-        .map_err(|never| match never {})
-        .boxed_unsync();
-    let mut resp = hyper::Response::new(body);
-    *resp.status_mut() =
-        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
-    resp.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    resp
+/// An answer the host gives itself, where no component answers: a request over the limits, an
+/// unknown route, a busy pool, a component that failed. Written as the application chose
+/// ([`ErrorFormat`]); the Cloud Foundry code and title are used by the `cf` format only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostError {
+    /// The HTTP status.
+    pub status: u16,
+    /// The CF V3 error code.
+    pub cf_code: u32,
+    /// The CF V3 error title.
+    pub cf_title: &'static str,
+    /// What went wrong, for the caller.
+    pub detail: std::borrow::Cow<'static, str>,
+    /// `Retry-After`, in seconds.
+    pub retry_after: Option<u32>,
+}
+
+impl HostError {
+    /// An error without `Retry-After`.
+    pub fn new(
+        status: u16,
+        cf_code: u32,
+        cf_title: &'static str,
+        detail: impl Into<std::borrow::Cow<'static, str>>,
+    ) -> HostError {
+        HostError {
+            status,
+            cf_code,
+            cf_title,
+            detail: detail.into(),
+            retry_after: None,
+        }
+    }
+
+    const BODY_TOO_LARGE: HostError = HostError {
+        status: 413,
+        cf_code: 10001,
+        cf_title: "CF-RequestEntityTooLarge",
+        detail: std::borrow::Cow::Borrowed("The request body is too large"),
+        retry_after: None,
+    };
+}
+
+impl ErrorFormat {
+    /// The response for `error`: a CF V3 envelope (`{"errors":[{code,title,detail}]}`) for
+    /// [`ErrorFormat::Cf`], the detail as plain text for [`ErrorFormat::Plain`].
+    pub fn render(self, error: &HostError) -> hyper::Response<HyperOutgoingBody> {
+        let (content_type, body) = match self {
+            ErrorFormat::Cf => (
+                "application/json",
+                serde_json::json!({ "errors": [{
+                    "code": error.cf_code, "title": error.cf_title, "detail": error.detail,
+                }] })
+                .to_string(),
+            ),
+            ErrorFormat::Plain => ("text/plain; charset=utf-8", format!("{}\n", error.detail)),
+        };
+        let body = Full::new(Bytes::from(body))
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        let mut resp = hyper::Response::new(body);
+        *resp.status_mut() = hyper::StatusCode::from_u16(error.status)
+            .unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+        let headers = resp.headers_mut();
+        headers.insert(
+            hyper::header::CONTENT_TYPE,
+            HeaderValue::from_static(content_type),
+        );
+        if let Some(seconds) = error.retry_after {
+            headers.insert(hyper::header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        resp
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn m(route: &str, path: &str) -> Option<RouteMatch> {
-        Route::parse(route).expect("route").matches(path)
-    }
-
-    #[test]
-    fn exact_routes_match_only_themselves() {
-        assert_eq!(m("/v3", "/v3").map(|x| x.path_info), Some(String::new()));
-        assert!(m("/v3", "/v3/jobs").is_none());
-        assert!(m("/v3", "/v").is_none());
-    }
-
-    #[test]
-    fn wildcard_routes_match_the_prefix_and_below() {
-        assert_eq!(
-            m("/smoke/...", "/smoke").map(|x| x.path_info),
-            Some(String::new())
-        );
-        assert_eq!(
-            m("/smoke/...", "/smoke/notes/a").map(|x| x.path_info),
-            Some("/notes/a".into())
-        );
-        assert!(m("/smoke/...", "/smokes").is_none());
-        assert_eq!(
-            m("/...", "/anything/at/all").map(|x| x.path_info),
-            Some("/anything/at/all".into())
-        );
-    }
-
-    #[test]
-    fn params_bind_segments() {
-        let got = m("/v3/jobs/:guid", "/v3/jobs/org.delete~abc").expect("match");
-        assert_eq!(
-            got.params,
-            vec![("guid".to_string(), "org.delete~abc".to_string())]
-        );
-        assert!(m("/v3/jobs/:guid", "/v3/jobs").is_none());
-    }
-
-    #[test]
-    fn invalid_routes_are_rejected() {
-        assert!(Route::parse("v3").is_err());
-        assert!(Route::parse("/a/.../b").is_err());
-        assert!(Route::parse("/a/:").is_err());
-    }
 
     fn with_host(version: hyper::Version, hosts: &[&[u8]]) -> hyper::Request<()> {
         let mut req = hyper::Request::builder()
@@ -789,7 +682,7 @@ mod tests {
             }
             req.body(()).expect("request")
         };
-        let status = |req: &hyper::Request<()>| oversized_headers(req).map(|r| r.status().as_u16());
+        let status = |req: &hyper::Request<()>| oversized_headers(req).map(|r| r.status);
 
         let lines = |n: usize, len: usize| -> Vec<(String, String)> {
             (0..n)
@@ -801,6 +694,7 @@ mod tests {
         assert_eq!(status(&head(&lines(8, 9000))), Some(431));
 
         let refused = oversized_headers(&head(&lines(MAX_HEADERS + 1, 1))).expect("refused");
+        let refused = ErrorFormat::Cf.render(&refused);
         assert_eq!(
             refused.headers().get(hyper::header::CONTENT_TYPE),
             Some(&HeaderValue::from_static("application/json"))
@@ -821,14 +715,14 @@ mod tests {
             chunks,
         )));
         let refused = read_body(huge, BODY_TIMEOUT).await.expect_err("too large");
-        assert_eq!(refused.status(), 413);
+        assert_eq!(refused.status, 413);
 
         let never = futures::stream::pending::<Result<hyper::body::Frame<Bytes>, std::io::Error>>();
         let slow = hyper::Request::new(http_body_util::StreamBody::new(never));
         let refused = read_body(slow, Duration::from_secs(1))
             .await
             .expect_err("timeout");
-        assert_eq!(refused.status(), 408);
+        assert_eq!(refused.status, 408);
     }
 
     #[test]
@@ -869,6 +763,39 @@ mod tests {
     }
 
     #[test]
+    fn host_errors_are_written_as_the_application_chose() {
+        let busy = HostError {
+            retry_after: Some(1),
+            ..HostError::new(503, 10015, "CF-ServiceUnavailable", "busy")
+        };
+        let body = |resp: hyper::Response<HyperOutgoingBody>| {
+            let bytes = futures::executor::block_on(resp.into_body().collect())
+                .expect("body")
+                .to_bytes();
+            String::from_utf8(bytes.to_vec()).expect("utf-8")
+        };
+        let plain = ErrorFormat::Plain.render(&busy);
+        assert_eq!(plain.status(), 503);
+        assert_eq!(
+            plain.headers().get(hyper::header::CONTENT_TYPE),
+            Some(&HeaderValue::from_static("text/plain; charset=utf-8"))
+        );
+        assert_eq!(
+            plain.headers().get(hyper::header::RETRY_AFTER),
+            Some(&HeaderValue::from_static("1"))
+        );
+        assert_eq!(body(plain), "busy\n");
+
+        let cf = ErrorFormat::Cf.render(&busy);
+        assert_eq!(cf.status(), 503);
+        let envelope: serde_json::Value = serde_json::from_str(&body(cf)).expect("json");
+        assert_eq!(
+            envelope,
+            serde_json::json!({"errors": [{"code": 10015, "title": "CF-ServiceUnavailable", "detail": "busy"}]})
+        );
+    }
+
+    #[test]
     fn no_free_instance_is_503_with_retry_after_and_other_failures_are_500() {
         let mut pool = wasmtime::PoolingAllocationConfig::default();
         pool.total_core_instances(1)
@@ -883,7 +810,7 @@ mod tests {
         let _held = wasmtime::Instance::new(&mut first, &module, &[]).expect("first instance");
         let mut second = wasmtime::Store::new(&engine, ());
         let busy = wasmtime::Instance::new(&mut second, &module, &[]).expect_err("pool exhausted");
-        let resp = failure_response(&busy);
+        let resp = ErrorFormat::Cf.render(&failure(&busy));
         assert_eq!(resp.status(), 503);
         assert_eq!(
             resp.headers()
@@ -892,17 +819,6 @@ mod tests {
             Some(&b"1"[..])
         );
         let trap = wasmtime::Error::new(wasmtime::Trap::Interrupt);
-        assert_eq!(failure_response(&trap).status(), 500);
-    }
-
-    #[test]
-    fn precedence_prefers_exact_then_more_literals() {
-        let exact = Route::parse("/v3/jobs").expect("route");
-        let param = Route::parse("/v3/:thing").expect("route");
-        let wild = Route::parse("/v3/...").expect("route");
-        let root = Route::parse("/...").expect("route");
-        assert!(exact.rank() > param.rank());
-        assert!(param.rank() > wild.rank());
-        assert!(wild.rank() > root.rank());
+        assert_eq!(failure(&trap).status, 500);
     }
 }

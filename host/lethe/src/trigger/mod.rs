@@ -29,17 +29,16 @@ impl FailureKind {
         {
             return FailureKind::Busy;
         }
+        if error
+            .downcast_ref::<crate::runtime::MemoryLimitExceeded>()
+            .is_some()
+        {
+            return FailureKind::OutOfMemory;
+        }
         match error.downcast_ref::<wasmtime::Trap>() {
             Some(wasmtime::Trap::Interrupt) => FailureKind::Timeout,
             Some(_) => FailureKind::Trap,
-            None => {
-                let text = format!("{error:#}");
-                if text.contains("memory") && (text.contains("grow") || text.contains("limit")) {
-                    FailureKind::OutOfMemory
-                } else {
-                    FailureKind::Error
-                }
-            }
+            None => FailureKind::Error,
         }
     }
 
@@ -87,7 +86,11 @@ mod tests {
         let trap = wasmtime::Error::new(wasmtime::Trap::UnreachableCodeReached);
         assert_eq!(FailureKind::of(&trap), FailureKind::Trap);
         assert!(describe_failure(&trap).contains("panicked"));
-        let oom = wasmtime::format_err!("failed to grow memory: memory limit reached");
+        let oom = wasmtime::Error::new(crate::runtime::MemoryLimitExceeded {
+            desired: 2 << 20,
+            limit: 1 << 20,
+        })
+        .context("error while executing at wasm backtrace");
         assert_eq!(FailureKind::of(&oom).label(), "out_of_memory");
         let other = wasmtime::format_err!("no");
         assert_eq!(FailureKind::of(&other), FailureKind::Error);

@@ -83,21 +83,18 @@ impl Reconciler {
                 .call_reconcile(&mut store)
                 .await
         };
-        let timeout = self.component.limits.timeout + std::time::Duration::from_millis(250);
         let metrics = &self.component.env.metrics;
-        let result = match tokio::time::timeout(timeout, run).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(e)) => {
+        let result = match crate::runtime::within_time_limit(self.component.limits.timeout, run)
+            .await
+        {
+            Ok(result) => result,
+            Err(e) => {
                 metrics.component_failed(&self.component.id, super::FailureKind::of(&e).label());
                 anyhow::bail!(
                     "component `{}` {}",
                     self.component.id,
                     super::describe_failure(&e)
                 );
-            }
-            Err(_) => {
-                metrics.component_failed(&self.component.id, super::FailureKind::Timeout.label());
-                anyhow::bail!("component `{}` exceeded its time limit", self.component.id);
             }
         };
         let report = result

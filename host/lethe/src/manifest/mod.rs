@@ -10,6 +10,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use serde::Deserialize;
 
+pub mod route;
+pub mod schedule;
+
+pub use route::{Route, RouteMatch};
+
 /// A parsed, validated manifest with paths resolved against its directory.
 #[derive(Debug, Clone)]
 pub struct Manifest {
@@ -49,6 +54,22 @@ pub struct AppSettings {
     /// host uses the embedded cluster's administrator. On another cluster the host is whoever its
     /// kubeconfig or in-cluster service account says.
     pub service_account: Option<String>,
+    /// How the host writes the errors it answers itself, where no component answers (an unknown
+    /// route, a request over the limits, a busy or failed component): `plain` (the default) or
+    /// `cf`, for an application that speaks the Cloud Foundry V3 API, so that its clients get
+    /// the envelope they parse everywhere.
+    pub error_format: ErrorFormat,
+}
+
+/// How the host writes its own error answers ([`AppSettings::error_format`]).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorFormat {
+    /// The detail as `text/plain`.
+    #[default]
+    Plain,
+    /// A Cloud Foundry V3 error envelope: `{"errors":[{"code","title","detail"}]}`.
+    Cf,
 }
 
 impl AppSettings {
@@ -66,6 +87,7 @@ impl Default for AppSettings {
             max_instances: 128,
             kubernetes_manifests: Vec::new(),
             service_account: None,
+            error_format: ErrorFormat::Plain,
         }
     }
 }
@@ -90,7 +112,7 @@ pub struct Variable {
 #[derive(Debug, Clone)]
 pub struct HttpTrigger {
     /// The route in Spin syntax (`/exact`, `/:param`, `/prefix/...`).
-    pub route: String,
+    pub route: Route,
     /// The component serving it.
     pub component: String,
 }
@@ -98,8 +120,10 @@ pub struct HttpTrigger {
 /// One `[[trigger.cron]]`.
 #[derive(Debug, Clone)]
 pub struct CronTrigger {
-    /// Six fields, seconds first, UTC.
+    /// Six fields, seconds first, UTC, as written.
     pub cron_expression: String,
+    /// The parsed expression.
+    pub schedule: cron::Schedule,
     /// The component to call.
     pub component: String,
 }
@@ -405,7 +429,7 @@ pub fn parse(text: &str, base_dir: &Path) -> anyhow::Result<Manifest> {
                             bail!("[[trigger.http]] for `{component}`: unknown key `{key}`");
                         }
                     }
-                    crate::trigger::http::Route::parse(&route)
+                    let route = Route::parse(&route)
                         .with_context(|| format!("[[trigger.http]] for `{component}`"))?;
                     http_triggers.push(HttpTrigger { route, component });
                 }
@@ -420,10 +444,11 @@ pub fn parse(text: &str, base_dir: &Path) -> anyhow::Result<Manifest> {
                             bail!("[[trigger.cron]] for `{component}`: unknown key `{key}`");
                         }
                     }
-                    crate::trigger::cron::parse_schedule(expr)
+                    let schedule = schedule::parse(expr)
                         .with_context(|| format!("[[trigger.cron]] for `{component}`"))?;
                     cron_triggers.push(CronTrigger {
                         cron_expression: expr.clone(),
+                        schedule,
                         component,
                     });
                 }
@@ -563,7 +588,7 @@ migrations = "migrations"
         assert_eq!(m.name, "demo");
         assert_eq!(m.settings.timeout_ms, 1000);
         assert_eq!(m.settings.memory_limit_mb, 64);
-        assert_eq!(m.http_triggers[0].route, "/smoke/...");
+        assert_eq!(m.http_triggers[0].route.as_str(), "/smoke/...");
         assert_eq!(m.cron_triggers[0].cron_expression, "*/5 * * * * *");
         let smoke = &m.components["smoke"];
         assert_eq!(smoke.source, Path::new("/app/smoke.wasm"));
@@ -574,6 +599,27 @@ migrations = "migrations"
             Some(Path::new("/app/migrations"))
         );
         assert!(m.variables["token"].required);
+    }
+
+    #[test]
+    fn the_host_error_format_is_plain_unless_the_application_chooses_cf() {
+        let m = parse(GOOD, Path::new("/app")).expect("valid manifest");
+        assert_eq!(m.settings.error_format, ErrorFormat::Plain);
+        let cf = GOOD.replace(
+            "timeout_ms = 1000",
+            "timeout_ms = 1000\nerror_format = \"cf\"",
+        );
+        let m = parse(&cf, Path::new("/app")).expect("valid manifest");
+        assert_eq!(m.settings.error_format, ErrorFormat::Cf);
+        let bad = GOOD.replace(
+            "timeout_ms = 1000",
+            "timeout_ms = 1000\nerror_format = \"xml\"",
+        );
+        let err = format!(
+            "{:#}",
+            parse(&bad, Path::new("/")).expect_err("unknown format")
+        );
+        assert!(err.contains("xml"), "{err}");
     }
 
     #[test]

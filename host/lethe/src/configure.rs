@@ -1,0 +1,353 @@
+//! Configuring an application, the phase `lethe up` and `lethe sync --once` share (Spin's
+//! "configure app"): load and check the manifest, open the database and apply the migrations,
+//! connect to the cluster (and set up the embedded one), resolve each component's capability
+//! environment, and compile and link the components. Every error stops start-up here, before a
+//! request or pass runs.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use crate::admin::{Readiness, Step};
+use crate::caps::{self, CapabilityEnv};
+use crate::manifest::{self, Capability, Manifest};
+use crate::metrics::Metrics;
+use crate::runtime::Runtime;
+
+/// Where the cluster comes from.
+#[derive(Debug, Clone)]
+pub enum ClusterSource {
+    /// A kubeconfig file.
+    Kubeconfig(PathBuf),
+    /// The in-cluster service account.
+    InCluster,
+    /// The embedded API server, persisted under `<data dir>/cluster`.
+    Embedded(EmbeddedCluster),
+}
+
+/// How the embedded cluster is run.
+#[derive(Debug, Clone, Default)]
+pub struct EmbeddedCluster {
+    /// Address to serve it on (port 0 picks a free port).
+    pub listen: Option<SocketAddr>,
+    /// Faults it injects from the start (off by default; tests and chaos drills). They can be
+    /// changed later through its admin-only `/lethe/faults`.
+    pub faults: lethe_apiserver::FaultConfig,
+    /// Use the embedded cluster of a `lethe up` running on the same data dir, when the server its
+    /// kubeconfig names answers, rather than starting one (`lethe sync --once` beside `lethe up`).
+    pub join_running: bool,
+    /// Start it even when no component is granted `kube`: `lethe up` serves it to kubectl.
+    pub start_unused: bool,
+}
+
+/// What configuring an application needs.
+#[derive(Debug, Clone)]
+pub struct AppOptions {
+    /// The Spin v2 manifest.
+    pub manifest: PathBuf,
+    /// Directory for the SQLite database, the compiled-component cache and the embedded cluster.
+    pub data_dir: PathBuf,
+    /// The database URL; `None` uses the manifest's `database_url` variable, else SQLite in the
+    /// data dir.
+    pub database_url: Option<String>,
+    /// The cluster.
+    pub cluster: ClusterSource,
+    /// This host's name among the hosts sharing a cluster (`lethe_instance_id`, the Lease holder).
+    pub instance_id: String,
+}
+
+/// Who watches the configuration: the readiness it reports to and the metrics the capabilities
+/// record into, and the progress a pass reports through `log.progress`.
+#[derive(Default)]
+pub struct Observers<'a> {
+    /// Told what is still being set up (`/readyz`).
+    pub readiness: Option<&'a Readiness>,
+    /// The metrics every capability records into.
+    pub metrics: Arc<Metrics>,
+    /// Where `log.progress` reports go (`lethe sync`'s progress bar).
+    pub progress: Option<Arc<caps::Progress>>,
+}
+
+/// A configured application, ready to serve or to run a pass.
+pub struct ConfiguredApp {
+    /// The manifest.
+    pub manifest: Manifest,
+    /// The database, when a component is granted `sql`.
+    pub database: Option<lethe_sql::Database>,
+    /// The cluster as the components' identity, when one is connected.
+    pub cluster: Option<lethe_kube::Cluster>,
+    /// The embedded cluster, when one was started here (stop it with the application).
+    pub embedded: Option<lethe_apiserver::RunningApiServer>,
+    /// The compiled, linked components with their capability environments.
+    pub runtime: Runtime,
+}
+
+/// Configures the application `opts` names, in that order: manifest, database, cluster,
+/// capability environments, components. `observers.readiness` is told about the cluster's
+/// manifests and the components as they are set up.
+pub async fn configure_app(
+    opts: &AppOptions,
+    observers: &Observers<'_>,
+) -> anyhow::Result<ConfiguredApp> {
+    std::fs::create_dir_all(&opts.data_dir)
+        .with_context(|| format!("cannot create data dir {}", opts.data_dir.display()))?;
+    let manifest = manifest::load(&opts.manifest)?;
+    caps::config::check_required(&manifest)?;
+    let needs = |c: Capability| manifest.components.values().any(|d| d.grants.allows(c));
+
+    let database = if needs(Capability::Sql) {
+        let db = open_database(&manifest, opts.database_url.as_deref(), &opts.data_dir).await?;
+        if let Some(readiness) = observers.readiness {
+            readiness.watch_database(&db);
+        }
+        observers.metrics.watch_database(&db);
+        Some(db)
+    } else {
+        None
+    };
+
+    let wanted = needs(Capability::Kube)
+        || matches!(&opts.cluster, ClusterSource::Embedded(e) if e.start_unused);
+    let (cluster, embedded) = if wanted {
+        let (mut cluster, embedded, is_embedded) = connect_cluster(opts).await?;
+        if is_embedded {
+            if let Some(readiness) = observers.readiness {
+                readiness.pending(
+                    Step::Manifests,
+                    "applying the manifest's Kubernetes objects",
+                );
+            }
+            cluster = prepare_embedded(&manifest, cluster).await?;
+        }
+        // Probed and counted with the identity the components use.
+        if let Some(readiness) = observers.readiness {
+            readiness.watch_cluster(&cluster);
+        }
+        observers.metrics.watch_cluster(&cluster);
+        (Some(cluster), embedded)
+    } else {
+        (None, None)
+    };
+    // On a cluster of its own, lethe applies nothing: an administrator did (deploy/).
+    if let Some(readiness) = observers.readiness {
+        readiness.done(Step::Manifests);
+    }
+
+    let envs = capability_envs(
+        &manifest,
+        database.as_ref(),
+        cluster.as_ref(),
+        &opts.instance_id,
+        observers,
+    )?;
+    if let Some(readiness) = observers.readiness {
+        readiness.pending(Step::Components, "compiling and loading the components");
+    }
+    let runtime = Runtime::new(&manifest, Some(&opts.data_dir.join("cache")), envs)?;
+    Ok(ConfiguredApp {
+        manifest,
+        database,
+        cluster,
+        embedded,
+        runtime,
+    })
+}
+
+/// Sets up the embedded cluster as an administrator would before lethe runs there: applies the
+/// manifest's `kubernetes_manifests` with `admin`, the cluster's administrator, and returns the
+/// cluster the components use. With `service_account` set that is the same cluster acting as
+/// lethe's ServiceAccount, with exactly the rights the manifests bound (SECURITY.md H1), never as
+/// the administrator.
+async fn prepare_embedded(
+    manifest: &Manifest,
+    admin: lethe_kube::Cluster,
+) -> anyhow::Result<lethe_kube::Cluster> {
+    for path in &manifest.settings.kubernetes_manifests {
+        crate::kubernetes_manifests::apply_file(&admin, path).await?;
+    }
+    let Some((namespace, name)) = manifest.settings.service_account() else {
+        return Ok(admin);
+    };
+    let token = crate::service_account::token(&admin, namespace, name).await?;
+    let cluster = admin.with_privileged_token(&token)?;
+    tracing::info!("privileged identity: system:serviceaccount:{namespace}:{name}");
+    Ok(cluster)
+}
+
+/// Opens the application's database — `database_url`, else the manifest variable
+/// `database_url`, else SQLite in `data_dir` — and applies every component's migrations.
+async fn open_database(
+    manifest: &Manifest,
+    database_url: Option<&str>,
+    data_dir: &Path,
+) -> anyhow::Result<lethe_sql::Database> {
+    let url = database_url
+        .map(str::to_string)
+        .or_else(|| caps::config::app_variable(manifest, "database_url").filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| format!("sqlite:{}", data_dir.join("lethe.db").display()));
+    let db = lethe_sql::Database::open(&url)
+        .await
+        .with_context(|| format!("cannot open the database ({})", redact_url(&url)))?;
+    for (id, decl) in &manifest.components {
+        if let Some(dir) = &decl.grants.migrations {
+            let migrations = crate::migrations::load(id, dir)?;
+            db.migrate(&migrations)
+                .await
+                .with_context(|| format!("applying the migrations of component `{id}`"))?;
+        }
+    }
+    Ok(db)
+}
+
+/// Each component's capability environment: its grants, its resolved configuration (plus the
+/// host's `lethe_instance_id`), and the database and cluster if it is granted them.
+fn capability_envs(
+    manifest: &Manifest,
+    database: Option<&lethe_sql::Database>,
+    cluster: Option<&lethe_kube::Cluster>,
+    instance_id: &str,
+    observers: &Observers<'_>,
+) -> anyhow::Result<BTreeMap<String, Arc<CapabilityEnv>>> {
+    let mut envs = BTreeMap::new();
+    for (id, decl) in &manifest.components {
+        let mut config = caps::config::resolve(manifest, decl)?;
+        config.insert(
+            caps::config::INSTANCE_ID_KEY.to_string(),
+            instance_id.to_string(),
+        );
+        let env = CapabilityEnv {
+            component_id: Arc::from(id.as_str()),
+            grants: decl.grants.clone(),
+            config,
+            database: database
+                .filter(|_| decl.grants.allows(Capability::Sql))
+                .cloned(),
+            cluster: cluster
+                .filter(|_| decl.grants.allows(Capability::Kube))
+                .cloned(),
+            progress: observers.progress.clone(),
+            metrics: observers.metrics.clone(),
+        };
+        envs.insert(id.clone(), Arc::new(env));
+    }
+    Ok(envs)
+}
+
+/// The cluster as its kubeconfig's identity, the embedded server when it was started here, and
+/// whether it is the embedded cluster (started or joined).
+async fn connect_cluster(
+    opts: &AppOptions,
+) -> anyhow::Result<(
+    lethe_kube::Cluster,
+    Option<lethe_apiserver::RunningApiServer>,
+    bool,
+)> {
+    let embedded = match &opts.cluster {
+        ClusterSource::Kubeconfig(path) => {
+            let cluster = lethe_kube::Cluster::from_kubeconfig(path, Default::default()).await?;
+            return Ok((cluster, None, false));
+        }
+        ClusterSource::InCluster => {
+            let cluster = lethe_kube::Cluster::infer(Default::default()).await?;
+            return Ok((cluster, None, false));
+        }
+        ClusterSource::Embedded(embedded) => embedded,
+    };
+    let dir = opts.data_dir.join("cluster");
+    let kubeconfig = dir.join("kubeconfig");
+    if embedded.join_running && server_answers(&kubeconfig).await {
+        tracing::info!(
+            "using the embedded cluster of the running lethe (kubeconfig {})",
+            kubeconfig.display()
+        );
+        let cluster = lethe_kube::Cluster::from_kubeconfig(&kubeconfig, Default::default()).await?;
+        return Ok((cluster, None, true));
+    }
+    if embedded.join_running {
+        tracing::info!(
+            "no running embedded cluster; starting it on {}",
+            dir.display()
+        );
+    }
+    let defaults = lethe_apiserver::ApiServerConfig::default();
+    let server = lethe_apiserver::start(lethe_apiserver::ApiServerConfig {
+        data_dir: Some(dir),
+        listen: embedded.listen.unwrap_or(defaults.listen),
+        // kubectl sends bearer tokens only over TLS.
+        tls: true,
+        faults: embedded.faults.clone(),
+    })
+    .await
+    .context("cannot start the embedded cluster")?;
+    let path = server
+        .kubeconfig_path()
+        .context("the embedded cluster wrote no kubeconfig")?
+        .to_path_buf();
+    let cluster = lethe_kube::Cluster::from_kubeconfig(&path, Default::default()).await?;
+    Ok((cluster, Some(server), true))
+}
+
+/// Whether the `server:` of `kubeconfig` accepts a TCP connection.
+async fn server_answers(kubeconfig: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(kubeconfig) else {
+        return false;
+    };
+    let Some(server) = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server:").map(str::trim))
+    else {
+        return false;
+    };
+    let authority = server
+        .trim_start_matches("https://")
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    matches!(
+        tokio::time::timeout(
+            Duration::from_secs(2),
+            tokio::net::TcpStream::connect(authority)
+        )
+        .await,
+        Ok(Ok(_))
+    )
+}
+
+/// This machine's host name, for host identities.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "lethe".to_string())
+}
+
+/// `url` with any password replaced, for logs.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let Some((userinfo, host)) = rest.split_once('@') else {
+        return url.to_string();
+    };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            super::redact_url("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(super::redact_url("sqlite:/x/y.db"), "sqlite:/x/y.db");
+    }
+}
