@@ -5,8 +5,9 @@ use serde_json::json;
 use lethe_guest::Request;
 use lethe_guest::kube::{Identity, Kube, KubeError, ListOptions, Object, ObjectRef};
 
-use crate::config::{NamespaceRule, ResourceType, Visibility};
+use crate::config::{NamespaceRule, ResourceType, Settings, Visibility};
 use crate::errors::HttpError;
+use crate::kind::ResourceKind;
 
 /// The caller's identity from the `Authorization` header: 401 `CF-NotAuthenticated` without a
 /// bearer token, 401 `CF-InvalidAuthToken` when the bearer token is malformed.
@@ -167,6 +168,36 @@ pub fn visible(
         Visibility::ListInOwnNamespace { api_version, kind } => {
             can_list(kube, caller, api_version, kind, Some(&object.target.name))
         }
+    }
+}
+
+/// Whether the caller may see every object of `t` (CF admins): they can list the kind where
+/// it lives (every namespace, for a type not in a fixed one). A failed probe is an error, never
+/// "admin" (SECURITY.md A3).
+pub fn sees_everything(
+    kube: &dyn Kube,
+    caller: &Identity,
+    t: &ResourceType,
+) -> Result<bool, KubeError> {
+    can_list(kube, caller, &t.api_version, &t.kind, t.fixed_namespace())
+}
+
+/// Lets `caller` ask for a reconcile pass on demand only if they see every organization (CF
+/// admins). An authorization decision, so it fails closed: with no org type configured, with a
+/// probe that fails, or for anyone else it is 403 `CF-NotAuthorized`; a token the cluster does
+/// not accept is 401 `CF-InvalidAuthToken`.
+pub fn authorize_pass(
+    kube: &dyn Kube,
+    caller: &Identity,
+    settings: &Settings,
+) -> Result<(), HttpError> {
+    let Some(org_type) = settings.kind(ResourceKind::Org) else {
+        return Err(HttpError::not_authorized());
+    };
+    match sees_everything(kube, caller, org_type) {
+        Ok(true) => Ok(()),
+        Err(KubeError::Unauthorized(_)) => Err(HttpError::invalid_token()),
+        Ok(false) | Err(_) => Err(HttpError::not_authorized()),
     }
 }
 

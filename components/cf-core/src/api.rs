@@ -8,51 +8,43 @@ use lethe_guest::kube::{Identity, Kube, KubeError, ListOptions, Object};
 use lethe_guest::{Request, Response};
 
 use crate::access;
-use crate::config::{CF_API_VERSION, NamespaceRule, ResourceType, Settings};
+use crate::config::{CF_API_VERSION, ResourceType};
+use crate::context::RequestContext;
 use crate::errors::HttpError;
+use crate::kind::{self, ResourceKind};
 use crate::ownership::{self, OWNER_LABEL, Owner};
 use crate::{FINALIZER, deletion};
 
 /// Routes one request of the CF API.
 pub fn handle(kube: &dyn Kube, env: &dyn Env, req: &Request) -> Response {
-    let settings = match Settings::from_env(env) {
-        Ok(s) => s,
-        Err(e) => {
-            env.log(lethe_guest::env::Level::Error, &e);
-            return lethe_guest::cf::unknown_error();
-        }
+    let ctx = match RequestContext::new(kube, env, req) {
+        Ok(ctx) => ctx,
+        Err(answer) => return answer,
     };
-    let base = base_url(&settings, req);
     let path = req.path.trim_end_matches('/');
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let result = match (req.method.as_str(), segments.as_slice()) {
-        ("GET", []) => Ok(Response::json(200, &root_links(&base))),
-        ("GET", ["v3"]) => Ok(Response::json(200, &v3_links(&base))),
+        ("GET", []) => Ok(Response::json(200, &root_links(&ctx.base))),
+        ("GET", ["v3"]) => Ok(Response::json(200, &v3_links(&ctx.base))),
         ("GET", ["whoami"]) => whoami(kube, req),
-        ("POST", ["v3", "roles"]) => access::caller(req)
-            .and_then(|caller| crate::roles::create(kube, env, &settings, &base, req, &caller)),
-        (method, ["v3", collection @ ("organizations" | "spaces"), rest @ ..]) => {
-            let type_name = if *collection == "organizations" {
-                "org"
-            } else {
-                "space"
-            };
-            resource_route(kube, env, &settings, &base, req, method, type_name, rest)
+        ("POST", ["v3", "roles"]) => {
+            access::caller(req).and_then(|caller| crate::roles::create(&ctx, &caller))
+        }
+        (method, ["v3", collection, rest @ ..]) => {
+            match ResourceKind::from_collection(collection) {
+                Some(kind) => resource_route(&ctx, method, kind, rest),
+                None => Err(HttpError::unknown_request()),
+            }
         }
         _ => Err(HttpError::unknown_request()),
     };
     result.unwrap_or_else(HttpError::into_response)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn resource_route(
-    kube: &dyn Kube,
-    env: &dyn Env,
-    settings: &Settings,
-    base: &str,
-    req: &Request,
+    ctx: &RequestContext<'_>,
     method: &str,
-    type_name: &str,
+    kind: ResourceKind,
     rest: &[&str],
 ) -> Result<Response, HttpError> {
     // A request no route takes is 404 `CF-NotFound`, with or without a token, as Cloud
@@ -61,14 +53,16 @@ fn resource_route(
         (method, rest),
         ("GET" | "POST", []) | ("GET" | "DELETE", [_])
     );
-    let t = settings
-        .resource_type(type_name)
+    let t = ctx
+        .settings
+        .kind(kind)
         .filter(|_| routed)
         .ok_or_else(HttpError::unknown_request)?;
-    let caller = access::caller(req)?;
+    let caller = access::caller(ctx.req)?;
+    let kube = ctx.kube;
     match (method, rest) {
-        ("GET", []) => list(kube, settings, base, req, &caller, type_name, t),
-        ("POST", []) => create(kube, env, settings, base, req, &caller, type_name, t),
+        ("GET", []) => list(ctx, &caller, kind, t),
+        ("POST", []) => create(ctx, &caller, kind, t),
         ("GET", [guid]) => {
             access::authenticate(kube, &caller)?;
             let not_found = format!("{} not found", t.display);
@@ -80,12 +74,12 @@ fn resource_route(
             {
                 return Err(HttpError::not_found(&not_found));
             }
-            Ok(Response::json(200, &render(base, type_name, &object)))
+            Ok(Response::json(200, &kind.render(&ctx.base, &object)))
         }
         ("DELETE", [guid]) => {
-            let job = deletion::delete(kube, env, settings, type_name, guid, &caller)?;
+            let job = deletion::delete(kube, ctx.env, &ctx.settings, kind.name(), guid, &caller)?;
             Ok(Response::empty(202)
-                .with_header("location", format!("{base}/v3/jobs/{}", job.render())))
+                .with_header("location", format!("{}/v3/jobs/{}", ctx.base, job.render())))
         }
         _ => Err(HttpError::unknown_request()),
     }
@@ -103,16 +97,6 @@ fn whoami(kube: &dyn Kube, req: &Request) -> Result<Response, HttpError> {
         None => ("User", username.as_str()),
     };
     Ok(Response::json(200, &json!({"name": name, "kind": kind})))
-}
-
-/// The external base URL for links: configured, or the scheme and authority the request came to
-/// ([`Request::origin`]), else `http://localhost`.
-pub fn base_url(settings: &Settings, req: &Request) -> String {
-    if let Some(url) = &settings.external_url {
-        return url.clone();
-    }
-    req.origin()
-        .unwrap_or_else(|| "http://localhost".to_string())
 }
 
 /// The root document, as a Cloud Foundry on Kubernetes serves it (Korifi's shape): the cf CLI
@@ -151,43 +135,6 @@ fn v3_links(base: &str) -> Json {
     })
 }
 
-/// Cloud Controller's JSON for an org or a space.
-pub fn render(base: &str, type_name: &str, o: &Object) -> Json {
-    let guid = &o.target.name;
-    let created = o.creation_timestamp.clone().unwrap_or_default();
-    let name = o.str_at("/spec/displayName").unwrap_or_default();
-    let metadata = json!({ "labels": {}, "annotations": {} });
-    if type_name == "org" {
-        json!({
-            "guid": guid,
-            "created_at": created,
-            "updated_at": created,
-            "name": name,
-            "suspended": o.json.pointer("/spec/suspended").and_then(Json::as_bool).unwrap_or(false),
-            "relationships": { "quota": { "data": null } },
-            "metadata": metadata,
-            "links": { "self": { "href": format!("{base}/v3/organizations/{guid}") } },
-        })
-    } else {
-        let org = o
-            .str_at("/spec/orgGUID")
-            .or(o.target.namespace.as_deref())
-            .unwrap_or_default();
-        json!({
-            "guid": guid,
-            "created_at": created,
-            "updated_at": created,
-            "name": name,
-            "relationships": { "organization": { "data": { "guid": org } }, "quota": { "data": null } },
-            "metadata": metadata,
-            "links": {
-                "self": { "href": format!("{base}/v3/spaces/{guid}") },
-                "organization": { "href": format!("{base}/v3/organizations/{org}") },
-            },
-        })
-    }
-}
-
 /// Query parameters of a list.
 struct Query {
     names: Option<Vec<String>>,
@@ -212,36 +159,6 @@ struct Query {
 enum Order {
     CreatedAt,
     Name,
-}
-
-/// The parameters Cloud Controller's list messages take, in the order its errors list them.
-fn list_parameters(type_name: &str) -> &'static [&'static str] {
-    if type_name == "org" {
-        &[
-            "page",
-            "per_page",
-            "order_by",
-            "created_ats",
-            "updated_ats",
-            "guids",
-            "names",
-            "isolation_segment_guid",
-            "label_selector",
-        ]
-    } else {
-        &[
-            "page",
-            "per_page",
-            "order_by",
-            "created_ats",
-            "updated_ats",
-            "guids",
-            "names",
-            "organization_guids",
-            "include",
-            "label_selector",
-        ]
-    }
 }
 
 /// `created_ats[lt]` → (`created_ats`, `lt`).
@@ -309,11 +226,11 @@ fn selector_holds_without_labels(selector: &str) -> Option<bool> {
     Some(holds)
 }
 
-fn parse_query(req: &Request, type_name: &str) -> Result<Query, HttpError> {
+fn parse_query(req: &Request, kind: ResourceKind) -> Result<Query, HttpError> {
     let pairs = req.query_pairs().map_err(|_| {
         HttpError::bad_query("The query parameter is invalid: it has a malformed percent-encoding")
     })?;
-    let allowed = list_parameters(type_name);
+    let allowed = kind.list_parameters();
     let mut unknown: Vec<&str> = vec![];
     for (key, _) in &pairs {
         let (base, op) = split_operator(key);
@@ -478,15 +395,11 @@ fn in_time_range(created: &str, times: &[(String, Vec<String>)]) -> bool {
 }
 
 fn all_of_type(kube: &dyn Kube, t: &ResourceType) -> Result<Vec<Object>, KubeError> {
-    let namespace = match &t.namespace {
-        NamespaceRule::Fixed(ns) => Some(ns.as_str()),
-        NamespaceRule::Any => None,
-    };
     match kube.list_all(
         &Identity::Privileged,
         &t.api_version,
         &t.kind,
-        namespace,
+        t.fixed_namespace(),
         &ListOptions::default(),
     ) {
         Err(KubeError::NotFound(_)) => Ok(Vec::new()),
@@ -494,43 +407,19 @@ fn all_of_type(kube: &dyn Kube, t: &ResourceType) -> Result<Vec<Object>, KubeErr
     }
 }
 
-/// Whether an organization is suspended (then only admins write in it).
-pub fn suspended(org: &Object) -> bool {
-    org.json
-        .pointer("/spec/suspended")
-        .and_then(Json::as_bool)
-        .unwrap_or(false)
-}
-
-/// Whether the caller may see every object of `t` (CF admins): they can list the kind where
-/// it lives. A failed probe is an error, never "admin" (SECURITY.md A3).
-pub fn sees_everything(
-    kube: &dyn Kube,
-    caller: &Identity,
-    t: &ResourceType,
-) -> Result<bool, KubeError> {
-    let namespace = match &t.namespace {
-        NamespaceRule::Fixed(ns) => Some(ns.as_str()),
-        NamespaceRule::Any => None,
-    };
-    access::can_list(kube, caller, &t.api_version, &t.kind, namespace)
-}
-
 fn list(
-    kube: &dyn Kube,
-    settings: &Settings,
-    base: &str,
-    req: &Request,
+    ctx: &RequestContext<'_>,
     caller: &Identity,
-    type_name: &str,
+    kind: ResourceKind,
     t: &ResourceType,
 ) -> Result<Response, HttpError> {
+    let (kube, req, base) = (ctx.kube, ctx.req, ctx.base.as_str());
     // Cloud Controller authenticates before it validates: a bad token is 401 whatever else is
     // wrong with the request.
     access::authenticate(kube, caller)?;
-    let query = parse_query(req, type_name)?;
+    let query = parse_query(req, kind)?;
     let kube_err = |e| HttpError::from_kube(e, "Unknown request");
-    let admin = sees_everything(kube, caller, t).map_err(kube_err)?;
+    let admin = access::sees_everything(kube, caller, t).map_err(kube_err)?;
     let mut matching = Vec::new();
     for o in all_of_type(kube, t).map_err(kube_err)? {
         let name = o
@@ -576,11 +465,7 @@ fn list(
     });
     let total = matching.len();
     let total_pages = total.div_ceil(query.per_page).max(1);
-    let collection = if type_name == "org" {
-        "organizations"
-    } else {
-        "spaces"
-    };
+    let collection = kind.collection();
     let page_link = |page: usize| {
         let mut q: Vec<String> = req
             .query
@@ -597,7 +482,7 @@ fn list(
         .skip((query.page - 1).saturating_mul(query.per_page))
         .take(query.per_page)
         .collect();
-    let resources: Vec<Json> = shown.iter().map(|o| render(base, type_name, o)).collect();
+    let resources: Vec<Json> = shown.iter().map(|o| kind.render(base, o)).collect();
     let mut body = json!({
         "pagination": {
             "total_results": total,
@@ -611,7 +496,7 @@ fn list(
     });
     // `include=organization`: the organizations of the spaces on this page, once each.
     if query.include_orgs
-        && let Some(org_type) = settings.resource_type("org")
+        && let Some(org_type) = ctx.settings.kind(ResourceKind::Org)
     {
         let mut seen = std::collections::BTreeSet::new();
         let mut orgs = vec![];
@@ -622,7 +507,7 @@ fn list(
             if seen.insert(guid.to_string())
                 && let Some(org) = access::locate(kube, org_type, guid).map_err(kube_err)?
             {
-                orgs.push(render(base, "org", &org));
+                orgs.push(ResourceKind::Org.render(base, &org));
             }
         }
         body["included"] = json!({ "organizations": orgs });
@@ -630,30 +515,26 @@ fn list(
     Ok(Response::json(200, &body))
 }
 
-#[allow(clippy::too_many_arguments)]
 fn create(
-    kube: &dyn Kube,
-    env: &dyn Env,
-    settings: &Settings,
-    base: &str,
-    req: &Request,
+    ctx: &RequestContext<'_>,
     caller: &Identity,
-    type_name: &str,
+    kind: ResourceKind,
     t: &ResourceType,
 ) -> Result<Response, HttpError> {
+    let (kube, env) = (ctx.kube, ctx.env);
     // As for lists: a bad token is 401 before the body is looked at.
     access::authenticate(kube, caller)?;
     let kube_err = |e| HttpError::from_kube(e, "Unknown request");
     // Only admins create organizations (user org creation is off, as by default in Cloud
     // Controller), and they are told so before anything about the body.
-    if type_name == "org" && !sees_everything(kube, caller, t).map_err(kube_err)? {
+    if kind == ResourceKind::Org && !access::sees_everything(kube, caller, t).map_err(kube_err)? {
         return Err(HttpError::not_authorized());
     }
     // An empty body is an empty object, as Cloud Controller reads it.
-    let body: Json = if req.body.iter().all(u8::is_ascii_whitespace) {
+    let body: Json = if ctx.req.body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
-        serde_json::from_slice(&req.body).map_err(|_| {
+        serde_json::from_slice(&ctx.req.body).map_err(|_| {
             HttpError::parse_error("Request invalid due to parse error: invalid request body")
         })?
     };
@@ -662,7 +543,7 @@ fn create(
             "Request invalid due to parse error: invalid request body",
         ));
     };
-    check_fields(type_name, fields)?;
+    check_fields(kind, fields)?;
     let name = match fields.get("name") {
         None | Some(Json::Null) => return Err(HttpError::unprocessable("Name can't be blank")),
         Some(Json::String(n)) if n.is_empty() => {
@@ -684,139 +565,173 @@ fn create(
         Some(Json::String(n)) => n.clone(),
         Some(_) => return Err(HttpError::unprocessable("Name must be a string")),
     };
-    // Names are unique without regard to case (Cloud Controller's columns are case-insensitive).
-    let same_name = |o: &Object| {
-        o.str_at("/spec/displayName")
-            .is_some_and(|n| n.to_lowercase() == name.to_lowercase())
-    };
     let guid = crate::new_guid(env);
-    let (namespace, spec, labels, display) = if type_name == "org" {
-        let Some(root) = fixed_namespace(t) else {
-            return Err(HttpError::unprocessable(
-                "organizations are not configured with a fixed namespace",
-            ));
-        };
-        if fields
-            .get("suspended")
-            .is_some_and(|s| !s.is_boolean() && !s.is_null())
-        {
-            return Err(HttpError::unprocessable("Suspended must be a boolean"));
-        }
-        let taken = all_of_type(kube, t)
-            .map_err(kube_err)?
-            .iter()
-            .any(same_name);
-        if taken {
-            return Err(HttpError::unprocessable(format!(
-                "Organization '{name}' already exists."
-            )));
-        }
-        let suspended = fields
-            .get("suspended")
-            .and_then(Json::as_bool)
-            .unwrap_or(false);
-        (
-            root.to_string(),
-            json!({ "displayName": name, "suspended": suspended }),
-            json!({}),
-            "Organization",
-        )
-    } else {
-        let org_guid = body
-            .pointer("/relationships/organization/data/guid")
-            .and_then(Json::as_str)
-            .ok_or_else(|| HttpError::unprocessable("Relationships Organization must be provided"))?
-            .to_string();
-        let invalid_org = || {
-            HttpError::unprocessable(
-                "Invalid organization. Ensure the organization exists and you have access to it.",
-            )
-        };
-        let org_type = settings.resource_type("org").ok_or_else(invalid_org)?;
-        let org = access::locate(kube, org_type, &org_guid)
-            .map_err(kube_err)?
-            .ok_or_else(invalid_org)?;
-        if org.deletion_timestamp.is_some()
-            || !access::visible(kube, caller, org_type, &org).map_err(kube_err)?
-        {
-            return Err(invalid_org());
-        }
-        // Who may create a space is Cloud Controller's rule (admins, and the org's managers),
-        // checked here: the space is created with the host's identity, since no CF role may
-        // create Space objects itself (a user-made Space could name any namespace).
-        let admin = sees_everything(kube, caller, org_type).map_err(kube_err)?;
-        let allowed = admin || access::manages(kube, caller, &org_guid).map_err(kube_err)?;
-        // A suspended org takes spaces from admins only (SECURITY.md A1).
-        if suspended(&org) && !admin {
-            return Err(HttpError::org_suspended());
-        }
-        let options = ListOptions::default();
-        let siblings = match kube.list_all(
-            &Identity::Privileged,
-            &t.api_version,
-            &t.kind,
-            Some(&org_guid),
-            &options,
-        ) {
-            Err(KubeError::NotFound(_)) => Vec::new(),
-            other => other.map_err(kube_err)?,
-        };
-        // Cloud Controller checks the caller's right to create before the name: a caller who
-        // may not create spaces here is told that, not that the name is taken.
-        if !allowed {
-            return Err(HttpError::not_authorized());
-        }
-        if siblings.iter().any(same_name) {
-            return Err(HttpError::unprocessable(
-                "Name must be unique per organization",
-            ));
-        }
-        // SECURITY.md P4: the space goes into the org's namespace only if that namespace is the
-        // org's by its mark.
-        ownership::ensure_namespace(kube, Owner::new("org", &org))
-            .map_err(|e| e.into_http_error("organization"))?;
-        (
-            org_guid.clone(),
-            json!({ "displayName": name, "orgGUID": org_guid }),
-            json!({ OWNER_LABEL: format!("org.{org_guid}") }),
-            "Space",
-        )
+    let placement = match kind {
+        ResourceKind::Org => org_placement(ctx, t, fields, &name)?,
+        ResourceKind::Space => space_placement(ctx, caller, t, &body, &name)?,
     };
     let object = json!({
         "apiVersion": CF_API_VERSION,
         "kind": t.kind,
-        "metadata": { "name": guid, "namespace": namespace, "finalizers": [FINALIZER], "labels": labels },
-        "spec": spec,
+        "metadata": { "name": guid, "namespace": placement.namespace, "finalizers": [FINALIZER], "labels": placement.labels },
+        "spec": placement.spec,
     });
     // Orgs are created as the caller: RBAC decides (admins). Spaces are created privileged,
     // after the checks above (SECURITY.md P4).
-    let creator = if type_name == "org" {
-        caller
-    } else {
-        &Identity::Privileged
+    let creator = match kind {
+        ResourceKind::Org => caller,
+        ResourceKind::Space => &Identity::Privileged,
     };
     let created = ownership::create_once(kube, env, creator, object).map_err(|e| match e {
         KubeError::Forbidden(_) => HttpError::not_authorized(),
-        other => HttpError::from_kube(other, display),
+        other => HttpError::from_kube(other, &t.display),
     })?;
     // The namespace it owns, marked with its uid; the reconciler repairs it if this fails.
-    if let Err(e) = ownership::ensure_namespace(kube, Owner::new(type_name, &created)) {
+    if let Err(e) = ownership::ensure_namespace(kube, Owner::new(kind.name(), &created)) {
         env.log(
             lethe_guest::env::Level::Warn,
             &format!("namespace {guid} not created yet ({e}); the reconciler will retry"),
         );
     }
-    Ok(Response::json(201, &render(base, type_name, &created)))
+    Ok(Response::json(201, &kind.render(&ctx.base, &created)))
+}
+
+/// Where a new resource goes and what it says: its namespace, spec and labels.
+struct Placement {
+    namespace: String,
+    spec: Json,
+    labels: Json,
+}
+
+/// Names are unique without regard to case (Cloud Controller's columns are case-insensitive).
+fn has_name(o: &Object, name: &str) -> bool {
+    o.str_at("/spec/displayName")
+        .is_some_and(|n| n.to_lowercase() == name.to_lowercase())
+}
+
+/// A new organization: in the root namespace, under a name no other organization has.
+fn org_placement(
+    ctx: &RequestContext<'_>,
+    t: &ResourceType,
+    fields: &serde_json::Map<String, Json>,
+    name: &str,
+) -> Result<Placement, HttpError> {
+    let kube = ctx.kube;
+    let kube_err = |e| HttpError::from_kube(e, "Unknown request");
+    let same_name = |o: &Object| has_name(o, name);
+    let Some(root) = t.fixed_namespace() else {
+        return Err(HttpError::unprocessable(
+            "organizations are not configured with a fixed namespace",
+        ));
+    };
+    if fields
+        .get("suspended")
+        .is_some_and(|s| !s.is_boolean() && !s.is_null())
+    {
+        return Err(HttpError::unprocessable("Suspended must be a boolean"));
+    }
+    let taken = all_of_type(kube, t)
+        .map_err(kube_err)?
+        .iter()
+        .any(same_name);
+    if taken {
+        return Err(HttpError::unprocessable(format!(
+            "Organization '{name}' already exists."
+        )));
+    }
+    let suspended = fields
+        .get("suspended")
+        .and_then(Json::as_bool)
+        .unwrap_or(false);
+    Ok(Placement {
+        namespace: root.to_string(),
+        spec: json!({ "displayName": name, "suspended": suspended }),
+        labels: json!({}),
+    })
+}
+
+/// A new space: in its organization's namespace, which the caller must see and manage (or be an
+/// admin), under a name no other space of that organization has.
+fn space_placement(
+    ctx: &RequestContext<'_>,
+    caller: &Identity,
+    t: &ResourceType,
+    body: &Json,
+    name: &str,
+) -> Result<Placement, HttpError> {
+    let kube = ctx.kube;
+    let kube_err = |e| HttpError::from_kube(e, "Unknown request");
+    let same_name = |o: &Object| has_name(o, name);
+    let org_guid = body
+        .pointer("/relationships/organization/data/guid")
+        .and_then(Json::as_str)
+        .ok_or_else(|| HttpError::unprocessable("Relationships Organization must be provided"))?
+        .to_string();
+    let invalid_org = || {
+        HttpError::unprocessable(
+            "Invalid organization. Ensure the organization exists and you have access to it.",
+        )
+    };
+    let org_type = ctx
+        .settings
+        .kind(ResourceKind::Org)
+        .ok_or_else(invalid_org)?;
+    let org = access::locate(kube, org_type, &org_guid)
+        .map_err(kube_err)?
+        .ok_or_else(invalid_org)?;
+    if org.deletion_timestamp.is_some()
+        || !access::visible(kube, caller, org_type, &org).map_err(kube_err)?
+    {
+        return Err(invalid_org());
+    }
+    // Who may create a space is Cloud Controller's rule (admins, and the org's managers),
+    // checked here: the space is created with the host's identity, since no CF role may
+    // create Space objects itself (a user-made Space could name any namespace).
+    let admin = access::sees_everything(kube, caller, org_type).map_err(kube_err)?;
+    let allowed = admin || access::manages(kube, caller, &org_guid).map_err(kube_err)?;
+    // A suspended org takes spaces from admins only (SECURITY.md A1).
+    if kind::suspended(&org) && !admin {
+        return Err(HttpError::org_suspended());
+    }
+    let options = ListOptions::default();
+    let siblings = match kube.list_all(
+        &Identity::Privileged,
+        &t.api_version,
+        &t.kind,
+        Some(&org_guid),
+        &options,
+    ) {
+        Err(KubeError::NotFound(_)) => Vec::new(),
+        other => other.map_err(kube_err)?,
+    };
+    // Cloud Controller checks the caller's right to create before the name: a caller who
+    // may not create spaces here is told that, not that the name is taken.
+    if !allowed {
+        return Err(HttpError::not_authorized());
+    }
+    if siblings.iter().any(same_name) {
+        return Err(HttpError::unprocessable(
+            "Name must be unique per organization",
+        ));
+    }
+    // SECURITY.md P4: the space goes into the org's namespace only if that namespace is the
+    // org's by its mark.
+    ownership::ensure_namespace(kube, Owner::new(ResourceKind::Org.name(), &org))
+        .map_err(|e| e.into_http_error("organization"))?;
+    Ok(Placement {
+        namespace: org_guid.clone(),
+        spec: json!({ "displayName": name, "orgGUID": org_guid }),
+        labels: json!({ OWNER_LABEL: format!("org.{org_guid}") }),
+    })
 }
 
 /// Refuses, as Cloud Controller does, fields a create does not take, and metadata it cannot keep:
 /// labels and annotations are not stored, so accepting them would lose them.
-fn check_fields(type_name: &str, fields: &serde_json::Map<String, Json>) -> Result<(), HttpError> {
-    let known: &[&str] = if type_name == "org" {
-        &["name", "suspended", "metadata"]
-    } else {
-        &["name", "relationships", "metadata"]
-    };
+fn check_fields(
+    kind: ResourceKind,
+    fields: &serde_json::Map<String, Json>,
+) -> Result<(), HttpError> {
+    let known = kind.create_fields();
     let unknown: Vec<String> = fields
         .keys()
         .filter(|k| !known.contains(&k.as_str()))
@@ -847,12 +762,5 @@ fn check_fields(type_name: &str, fields: &serde_json::Map<String, Json>) -> Resu
             }
         }
         Some(_) => Err(HttpError::unprocessable("Metadata must be an object")),
-    }
-}
-
-fn fixed_namespace(t: &ResourceType) -> Option<&str> {
-    match &t.namespace {
-        NamespaceRule::Fixed(ns) => Some(ns),
-        NamespaceRule::Any => None,
     }
 }

@@ -6,6 +6,8 @@ use serde::Deserialize;
 
 use lethe_guest::env::Env;
 
+use crate::kind::ResourceKind;
+
 /// How to find a resource's namespace from its guid.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -71,6 +73,15 @@ pub struct ResourceType {
 }
 
 impl ResourceType {
+    /// The namespace every resource of this type lives in, if it is one ([`NamespaceRule::Fixed`]);
+    /// `None` for a type found in any namespace.
+    pub fn fixed_namespace(&self) -> Option<&str> {
+        match &self.namespace {
+            NamespaceRule::Fixed(ns) => Some(ns),
+            NamespaceRule::Any => None,
+        }
+    }
+
     /// The resource's plural, as its CRD names it: the kind in lower case with an `s` (`orgs`,
     /// `spaces`), which is how lethe's CRDs are named.
     pub fn plural(&self) -> String {
@@ -146,6 +157,11 @@ impl Settings {
     /// The resource type named `name` in job GUIDs.
     pub fn resource_type(&self, name: &str) -> Option<&ResourceType> {
         self.types.iter().find(|(n, _)| n == name).map(|(_, t)| t)
+    }
+
+    /// The resource type of `kind` (the job type of its name).
+    pub fn kind(&self, kind: ResourceKind) -> Option<&ResourceType> {
+        self.resource_type(kind.name())
     }
 
     /// The timeout of `t`'s deletion jobs, in milliseconds.

@@ -9,9 +9,10 @@ use lethe_guest::env::Env;
 use lethe_guest::kube::{DeleteOptions, Identity, Kube, KubeError, Propagation};
 
 use crate::access;
-use crate::config::Settings;
+use crate::config::{ResourceType, Settings};
 use crate::errors::HttpError;
 use crate::jobs::JobGuid;
+use crate::kind::{self, ResourceKind};
 
 /// Deletes the resource of type `type_name` with `guid` as `caller`, and returns the job GUID
 /// that tracks it.
@@ -38,15 +39,13 @@ pub fn delete(
     }
     // A space of a suspended organization is only deleted by admins. An authorization
     // decision: a lookup that fails is an error, never a pass (SECURITY.md A1).
-    if type_name == "space"
-        && let Some(org_type) = settings.resource_type("org")
-        && let Some(org_guid) = object
-            .str_at("/spec/orgGUID")
-            .or(object.target.namespace.as_deref())
+    if ResourceKind::from_name(type_name) == Some(ResourceKind::Space)
+        && let Some(org_type) = settings.kind(ResourceKind::Org)
+        && let Some(org_guid) = kind::org_of(&object)
         && let Some(org) = access::locate(kube, org_type, org_guid)
             .map_err(|e| HttpError::from_kube(e, &not_found))?
-        && crate::api::suspended(&org)
-        && !crate::api::sees_everything(kube, caller, org_type)
+        && kind::suspended(&org)
+        && !access::sees_everything(kube, caller, org_type)
             .map_err(|e| HttpError::from_kube(e, &not_found))?
     {
         return Err(HttpError::org_suspended());
@@ -77,7 +76,7 @@ fn confirm_visible(
     kube: &dyn Kube,
     env: &dyn Env,
     settings: &Settings,
-    t: &crate::config::ResourceType,
+    t: &ResourceType,
     guid: &str,
 ) {
     let deadline = env.now_ms() + i64::try_from(settings.delete_confirm_ms).unwrap_or(i64::MAX);

@@ -25,6 +25,7 @@ use lethe_guest::kube::{Identity, Kube};
 
 use crate::access;
 use crate::config::{ResourceType, Settings};
+use crate::context::RequestContext;
 use crate::errors::HttpError;
 use crate::ownership;
 
@@ -231,12 +232,9 @@ pub fn job_status(
 
 /// Answers `GET /v3/jobs/{guid}` (the guid is the route's last path segment).
 pub fn handle(kube: &dyn Kube, env: &dyn Env, req: &lethe_guest::Request) -> lethe_guest::Response {
-    let settings = match Settings::from_env(env) {
-        Ok(s) => s,
-        Err(e) => {
-            env.log(lethe_guest::env::Level::Error, &e);
-            return lethe_guest::cf::unknown_error();
-        }
+    let ctx = match RequestContext::new(kube, env, req) {
+        Ok(ctx) => ctx,
+        Err(answer) => return answer,
     };
     if req.method != "GET" {
         return HttpError::unknown_request().into_response();
@@ -250,11 +248,9 @@ pub fn handle(kube: &dyn Kube, env: &dyn Env, req: &lethe_guest::Request) -> let
             .to_string()
     });
     let result =
-        access::caller(req).and_then(|caller| job_status(kube, env, &settings, &guid, &caller));
+        access::caller(req).and_then(|caller| job_status(kube, env, &ctx.settings, &guid, &caller));
     match result {
-        Ok(job) => {
-            lethe_guest::Response::json(200, &job.to_json(&crate::api::base_url(&settings, req)))
-        }
+        Ok(job) => lethe_guest::Response::json(200, &job.to_json(&ctx.base)),
         Err(e) => e.into_response(),
     }
 }

@@ -15,9 +15,11 @@
 pub mod access;
 pub mod api;
 pub mod config;
+pub mod context;
 pub mod deletion;
 pub mod errors;
 pub mod jobs;
+pub mod kind;
 pub mod ownership;
 pub mod reconcile;
 pub mod roles;

@@ -34,9 +34,9 @@ use lethe_guest::kube::{
 };
 
 use crate::FINALIZER;
-use crate::config::{NamespaceRule, ResourceType, Settings};
+use crate::config::{ResourceType, Settings};
 use crate::jobs::{self, JobGuid, JobState};
-use crate::ownership::{self, Owner, Refusal};
+use crate::ownership::{self, NotOurs, Owner, Refusal};
 
 /// Per-object backoff state, kept across passes.
 pub trait Backoff {
@@ -91,9 +91,48 @@ pub struct DeletionInFlight {
     pub age_ms: u64,
 }
 
+/// How reconciling one object ended.
 enum Outcome {
+    /// Nothing is left to do for it now.
     Done,
+    /// Its cleanup is under way: something it owns is still being deleted.
     Waiting,
+}
+
+/// Why reconciling one object failed: the step of the table above that did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StepFailed {
+    /// A namespace of its name is not its own, so it is neither made nor emptied nor deleted.
+    #[error("{0}")]
+    NotOurs(NotOurs),
+    /// Adding our finalizer to an object not being deleted.
+    #[error("adding the finalizer: {0}")]
+    AddingFinalizer(KubeError),
+    /// Making (or repairing) the namespace it owns.
+    #[error("making its namespace: {0}")]
+    MakingNamespace(KubeError),
+    /// Reading the namespace it owns, at the start of a cleanup.
+    #[error("reading its namespace: {0}")]
+    ReadingNamespace(KubeError),
+    /// Listing or deleting its children in its namespace.
+    #[error("deleting its children: {0}")]
+    DeletingChildren(KubeError),
+    /// Deleting the namespace it owns.
+    #[error("deleting its namespace: {0}")]
+    DeletingNamespace(KubeError),
+    /// Removing our finalizer once everything it owns is gone.
+    #[error("removing the finalizer: {0}")]
+    RemovingFinalizer(KubeError),
+}
+
+impl StepFailed {
+    /// `refusal` at the step `step` names (an object in the way is the same at every step).
+    fn at(step: fn(KubeError) -> StepFailed) -> impl Fn(Refusal) -> StepFailed {
+        move |refusal| match refusal {
+            Refusal::NotOurs(in_the_way) => StepFailed::NotOurs(in_the_way),
+            Refusal::Kube(e) => step(e),
+        }
+    }
 }
 
 /// Runs one pass over every configured resource type.
@@ -101,15 +140,11 @@ pub fn pass(kube: &dyn Kube, env: &dyn Env, settings: &Settings, backoff: &dyn B
     let started = env.now_ms();
     let mut report = Report::default();
     for (type_name, t) in &settings.types {
-        let namespace = match &t.namespace {
-            NamespaceRule::Fixed(ns) => Some(ns.as_str()),
-            NamespaceRule::Any => None,
-        };
         let objects = match kube.list_all(
             &Identity::Privileged,
             &t.api_version,
             &t.kind,
-            namespace,
+            t.fixed_namespace(),
             &ListOptions::default(),
         ) {
             Ok(o) => o,
@@ -133,7 +168,7 @@ pub fn pass(kube: &dyn Kube, env: &dyn Env, settings: &Settings, backoff: &dyn B
             // What is in the way is recorded on the object itself, where its deletion job reads
             // it at no extra cost, and cleared once the way is free.
             let blocked_by = match &result {
-                Err(Refusal::NotOurs(in_the_way)) => Some(in_the_way.to_string()),
+                Err(StepFailed::NotOurs(in_the_way)) => Some(in_the_way.to_string()),
                 _ => None,
             };
             if let Err(e) = record_blocked_by(kube, &object, blocked_by.as_deref()) {
@@ -181,27 +216,36 @@ pub fn pass(kube: &dyn Kube, env: &dyn Env, settings: &Settings, backoff: &dyn B
     report
 }
 
+/// One object, by the row of the module's table its two facts select.
 fn reconcile_one(
     kube: &dyn Kube,
     t: &ResourceType,
     owner: Owner<'_>,
     report: &mut Report,
-) -> Result<Outcome, Refusal> {
+) -> Result<Outcome, StepFailed> {
     let object = owner.object;
+    let deleting = object.deletion_timestamp.is_some();
     let ours = object.finalizers.iter().position(|f| f == FINALIZER);
-    match (object.deletion_timestamp.is_some(), ours) {
+    match (deleting, ours) {
+        // Not deleting, no finalizer: add it, so a deletion waits for the cleanup.
         (false, None) => {
-            add_finalizer(kube, object)?;
+            add_finalizer(kube, object).map_err(StepFailed::AddingFinalizer)?;
             report.created += 1;
             Ok(Outcome::Done)
         }
+        // Not deleting, finalizer present: the namespace it owns exists (a crashed create is
+        // repaired here).
         (false, Some(_)) => {
-            if ownership::ensure_namespace(kube, owner)? {
+            let made = ownership::ensure_namespace(kube, owner)
+                .map_err(StepFailed::at(StepFailed::MakingNamespace))?;
+            if made {
                 report.created += 1;
             }
             Ok(Outcome::Done)
         }
+        // Deleting, finalizer present: clean up, then release.
         (true, Some(index)) => cleanup(kube, t, owner, index, report),
+        // Deleting, no finalizer of ours: other finalizers hold it, and they are not ours.
         (true, None) => Ok(Outcome::Done),
     }
 }
@@ -258,14 +302,18 @@ fn cleanup(
     owner: Owner<'_>,
     index: usize,
     report: &mut Report,
-) -> Result<Outcome, Refusal> {
+) -> Result<Outcome, StepFailed> {
     let object = owner.object;
     // 1. The namespace it owns, checked first: nothing is listed, deleted or released in a
     //    namespace that is not this object's (SECURITY.md P2). Gone means nothing is left.
-    if let Some(ns) = ownership::owned_namespace(kube, owner)? {
+    let namespace = ownership::owned_namespace(kube, owner)
+        .map_err(StepFailed::at(StepFailed::ReadingNamespace))?;
+    if let Some(ns) = namespace {
         // 2. Children first: they carry finalizers of their own and must be released by this
         //    reconciler before their namespace can go.
-        if delete_children(kube, t, &ns.target.name, report)? {
+        let children_left = delete_children(kube, t, &ns.target.name, report)
+            .map_err(StepFailed::DeletingChildren)?;
+        if children_left {
             return Ok(Outcome::Waiting);
         }
         // 3. Then the namespace; a real cluster's namespace controller (or the embedded
@@ -279,7 +327,7 @@ fn cleanup(
             match kube.delete(&Identity::Privileged, &ns.target, &options) {
                 Ok(_) => report.deleted += 1,
                 Err(KubeError::NotFound(_) | KubeError::Conflict(_)) => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(StepFailed::DeletingNamespace(e)),
             }
         }
         return Ok(Outcome::Waiting);
@@ -301,7 +349,7 @@ fn cleanup(
             report.updated += 1;
             Ok(Outcome::Done)
         }
-        Err(e) => Err(e.into()),
+        Err(e) => Err(StepFailed::RemovingFinalizer(e)),
     }
 }
 

@@ -11,14 +11,13 @@
 
 use serde_json::{Value as Json, json};
 
-use lethe_guest::env::Env;
+use lethe_guest::Response;
 use lethe_guest::kube::{Identity, Kube, KubeError, ListOptions, Object};
-use lethe_guest::{Request, Response};
 
 use crate::access;
-use crate::api::sees_everything;
-use crate::config::Settings;
+use crate::context::RequestContext;
 use crate::errors::HttpError;
+use crate::kind::ResourceKind;
 use crate::ownership::{self, Owner};
 
 const RBAC: &str = "rbac.authorization.k8s.io";
@@ -28,13 +27,13 @@ const ORG_USER: &str = "lethe-cf-organization-user";
 /// The label that carries a binding's role guid.
 const ROLE_GUID_LABEL: &str = "cf.lethe.dev/role-guid";
 
-/// The role types lethe has ClusterRoles for, with them and whether they are space roles.
-fn cluster_role(role_type: &str) -> Option<(&'static str, bool)> {
+/// The role types lethe has ClusterRoles for, with them and the kind of resource they are roles in.
+fn cluster_role(role_type: &str) -> Option<(&'static str, ResourceKind)> {
     match role_type {
-        "organization_manager" => Some((ORG_MANAGER, false)),
-        "organization_user" => Some((ORG_USER, false)),
-        "space_manager" => Some(("lethe-cf-space-manager", true)),
-        "space_developer" => Some(("lethe-cf-space-developer", true)),
+        "organization_manager" => Some((ORG_MANAGER, ResourceKind::Org)),
+        "organization_user" => Some((ORG_USER, ResourceKind::Org)),
+        "space_manager" => Some(("lethe-cf-space-manager", ResourceKind::Space)),
+        "space_developer" => Some(("lethe-cf-space-developer", ResourceKind::Space)),
         _ => None,
     }
 }
@@ -123,14 +122,8 @@ fn visible_target(
 }
 
 /// `POST /v3/roles`.
-pub fn create(
-    kube: &dyn Kube,
-    env: &dyn Env,
-    settings: &Settings,
-    base: &str,
-    req: &Request,
-    caller: &Identity,
-) -> Result<Response, HttpError> {
+pub fn create(ctx: &RequestContext<'_>, caller: &Identity) -> Result<Response, HttpError> {
+    let (kube, env, req, base) = (ctx.kube, ctx.env, ctx.req, ctx.base.as_str());
     access::authenticate(kube, caller)?;
     let kube_err = |e| HttpError::from_kube(e, "Unknown request");
     let parse_error =
@@ -145,7 +138,7 @@ pub fn create(
             "Type must be one of the allowed types",
         ));
     }
-    let Some((cluster_role, space_role)) = cluster_role(role_type) else {
+    let Some((cluster_role, role_in)) = cluster_role(role_type) else {
         return Err(HttpError::unprocessable(format!(
             "Role type '{role_type}' is not supported"
         )));
@@ -157,12 +150,15 @@ pub fn create(
         .filter(|u| !u.is_empty())
         .ok_or_else(|| HttpError::unprocessable("Relationships User must be provided"))?
         .to_string();
-    let org_type = settings
-        .resource_type("org")
+    let org_type = ctx
+        .settings
+        .kind(ResourceKind::Org)
         .ok_or_else(|| HttpError::unprocessable("organizations are not configured"))?;
+    let space_role = role_in == ResourceKind::Space;
     let (target, org_guid, namespace, owner_object) = if space_role {
-        let space_type = settings
-            .resource_type("space")
+        let space_type = ctx
+            .settings
+            .kind(ResourceKind::Space)
             .ok_or_else(|| HttpError::unprocessable("spaces are not configured"))?;
         let (guid, space) = visible_target(kube, caller, space_type, &body, "space")?;
         // The org is where the space lives; a spec naming another org is not believed (the
@@ -179,7 +175,7 @@ pub fn create(
                 ));
             }
         };
-        let allowed = sees_everything(kube, caller, org_type).map_err(kube_err)?
+        let allowed = access::sees_everything(kube, caller, org_type).map_err(kube_err)?
             || access::manages(kube, caller, &org).map_err(kube_err)?
             || access::manages(kube, caller, &guid).map_err(kube_err)?;
         if !allowed {
@@ -188,7 +184,7 @@ pub fn create(
         ("space", org, guid, space)
     } else {
         let (guid, org) = visible_target(kube, caller, org_type, &body, "organization")?;
-        let allowed = sees_everything(kube, caller, org_type).map_err(kube_err)?
+        let allowed = access::sees_everything(kube, caller, org_type).map_err(kube_err)?
             || access::manages(kube, caller, &guid).map_err(kube_err)?;
         if !allowed {
             return Err(HttpError::not_authorized());
@@ -217,7 +213,7 @@ pub fn create(
     }
     // SECURITY.md P3: the binding is written privileged, so only into the namespace that is
     // this org's or space's by its mark (made now if the reconciler has not made it yet).
-    let owner = Owner::new(if space_role { "space" } else { "org" }, &owner_object);
+    let owner = Owner::new(role_in.name(), &owner_object);
     ownership::ensure_namespace(kube, owner).map_err(|e| e.into_http_error(target))?;
     let guid = crate::new_guid(env);
     let mut labels = owner.labels();
@@ -246,11 +242,7 @@ pub fn create(
         "self": {"href": format!("{base}/v3/roles/{guid}")},
         "user": {"href": format!("{base}/v3/users/{user}")},
     });
-    let collection = if space_role {
-        "spaces"
-    } else {
-        "organizations"
-    };
+    let collection = role_in.collection();
     links[target] = json!({"href": format!("{base}/v3/{collection}/{namespace}")});
     Ok(Response::json(
         201,

@@ -10,7 +10,7 @@ use crate::fake::Fake;
 use crate::jobs::{JobState, job_status};
 use crate::ownership::Owner;
 use crate::reconcile::{Backoff, pass};
-use crate::{FINALIZER, api, deletion};
+use crate::{FINALIZER, access, api, deletion};
 
 const ORG: &str = "0f1c2a4e-1b2c-4d5e-8f90-123456789abc";
 const SPACE: &str = "5a9b2a4e-1b2c-4d5e-8f90-123456789abc";
@@ -1326,4 +1326,31 @@ fn an_already_exists_without_the_requests_mark_stays_a_conflict() {
         matches!(result, Err(lethe_guest::kube::KubeError::Conflict(_))),
         "{result:?}"
     );
+}
+
+#[test]
+fn only_callers_who_see_every_org_may_ask_for_a_pass_and_the_check_fails_closed() {
+    let (fake, mut settings) = setup();
+    let allowed = |fake: &Fake, settings: &Settings, token: &str| {
+        access::authorize_pass(fake, &caller(token), settings).map_err(|e| e.status)
+    };
+    assert_eq!(allowed(&fake, &settings, "admin"), Ok(()));
+    assert_eq!(allowed(&fake, &settings, "manager"), Err(403));
+    assert_eq!(allowed(&fake, &settings, "bad"), Err(401));
+
+    // Orgs found in any namespace: the probe lists them everywhere, it is not skipped.
+    for (name, t) in &mut settings.types {
+        if name == "org" {
+            t.namespace = crate::config::NamespaceRule::Any;
+        }
+    }
+    fake.grant("rooted", "list", "Org", "cf");
+    assert_eq!(allowed(&fake, &settings, "rooted"), Err(403));
+    assert_eq!(allowed(&fake, &settings, "admin"), Ok(()));
+
+    // A probe that fails is no permission; nor is a configuration without orgs.
+    fake.fail("list", "Org");
+    assert_eq!(allowed(&fake, &settings, "admin"), Err(403));
+    settings.types.retain(|(name, _)| name != "org");
+    assert_eq!(allowed(&Fake::new(), &settings, "admin"), Err(403));
 }

@@ -9,12 +9,11 @@ mod wasm {
     use std::cell::RefCell;
     use std::collections::HashMap;
 
-    use cf_core::config::{NamespaceRule, Settings};
+    use cf_core::config::Settings;
     use cf_core::reconcile::{Backoff, Report, backoff_delay_ms, pass};
     use lethe_guest::env::{Env, Level};
     use lethe_guest::host::Host;
     use lethe_guest::host::bindings::lethe::platform::sql::{self, Value};
-    use lethe_guest::kube::{Kube, KubeError, ListOptions};
     use lethe_guest::{Request, Response};
     use serde_json::json;
 
@@ -212,26 +211,8 @@ mod wasm {
             Ok(s) => s,
             Err(_) => return lethe_guest::cf::unknown_error(),
         };
-        let root = settings
-            .resource_type("org")
-            .and_then(|t| match &t.namespace {
-                NamespaceRule::Fixed(ns) => {
-                    Some((t.api_version.clone(), t.kind.clone(), ns.clone()))
-                }
-                NamespaceRule::Any => None,
-            });
-        if let Some((api_version, kind, ns)) = root {
-            let options = ListOptions {
-                limit: Some(1),
-                ..Default::default()
-            };
-            match host.list(&caller, &api_version, &kind, Some(&ns), &options) {
-                Ok(_) => {}
-                Err(KubeError::Unauthorized(_)) => {
-                    return cf_core::errors::HttpError::invalid_token().into_response();
-                }
-                Err(_) => return cf_core::errors::HttpError::not_authorized().into_response(),
-            }
+        if let Err(refused) = cf_core::access::authorize_pass(&host, &caller, &settings) {
+            return refused.into_response();
         }
         match run_pass() {
             Ok(r) => Response::json(

@@ -1,0 +1,55 @@
+//! What every handler of one request shares: the capabilities, the settings and the request,
+//! with the base URL its links start with.
+
+use lethe_guest::env::{Env, Level};
+use lethe_guest::kube::Kube;
+use lethe_guest::{Request, Response};
+
+use crate::config::Settings;
+
+/// One request's context.
+pub struct RequestContext<'a> {
+    /// The cluster, as the caller or privileged.
+    pub kube: &'a dyn Kube,
+    /// Clock, configuration, log and randomness.
+    pub env: &'a dyn Env,
+    /// The component's settings.
+    pub settings: Settings,
+    /// The request.
+    pub req: &'a Request,
+    /// The base URL of every link in the answer ([`base_url`]).
+    pub base: String,
+}
+
+impl<'a> RequestContext<'a> {
+    /// The context of `req`; `Err` is the answer when the settings are malformed (logged, and a
+    /// 500 `UnknownError`, since the caller can do nothing about it).
+    pub fn new(
+        kube: &'a dyn Kube,
+        env: &'a dyn Env,
+        req: &'a Request,
+    ) -> Result<RequestContext<'a>, Response> {
+        let settings = Settings::from_env(env).map_err(|e| {
+            env.log(Level::Error, &e);
+            lethe_guest::cf::unknown_error()
+        })?;
+        let base = base_url(&settings, req);
+        Ok(RequestContext {
+            kube,
+            env,
+            settings,
+            req,
+            base,
+        })
+    }
+}
+
+/// The external base URL for links: configured, or the scheme and authority the request came to
+/// ([`Request::origin`]), else `http://localhost`.
+pub fn base_url(settings: &Settings, req: &Request) -> String {
+    if let Some(url) = &settings.external_url {
+        return url.clone();
+    }
+    req.origin()
+        .unwrap_or_else(|| "http://localhost".to_string())
+}
