@@ -442,45 +442,96 @@ fn expected_name(d: &Desired) -> String {
     model::cronjob_name(&d.team, &d.job_name)
 }
 
-/// Decides what `item` needs at `now`. The match is exhaustive over desired × live × actual.
+/// Where an item stands before anything is done to it: whether its failures hold it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    /// Parked on the desired spec it failed on: only a new desired spec moves it.
+    Parked,
+    /// A transient failure's backoff has not run out.
+    BackingOff,
+    /// Free to be worked on.
+    Open,
+}
+
+/// How the live CronJob of the desired name compares with the desired spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LiveMatch {
+    /// No CronJob has the desired name.
+    Missing,
+    /// It exists (at this index) but its spec, or the annotation recording it, differs.
+    Differs(usize),
+    /// It exists (at this index) as desired.
+    Matches(usize),
+}
+
+/// Decides what `item` needs at `now`, as one match over its four facts:
+///
+/// | gate        | desired | live CronJob  | actual row                        | plan      |
+/// |-------------|---------|---------------|-----------------------------------|-----------|
+/// | parked      | any     | any           | any                               | `Parked`  |
+/// | backing off | any     | any           | any                               | `BackingOff` |
+/// | open        | none    | all going     | none                              | `Nothing` |
+/// | open        | none    | any left      | any                               | `Delete`  |
+/// | open        | none    | any           | present                           | `Delete`  |
+/// | open        | some    | missing       | any                               | `Create`  |
+/// | open        | some    | differs       | any                               | `Update`  |
+/// | open        | some    | matches, alone| records it, same hash             | `Nothing` |
+/// | open        | some    | matches       | stale, missing, or others live    | `Record`  |
+///
+/// A parked item stays parked only while its desired spec is the one it failed on, so a fix
+/// (a new spec) is tried at once; a deleted desired row (no desired spec) is never parked.
 fn decide(item: &Item, now: i64) -> Plan {
-    if let Some(s) = &item.state {
-        if let (Some(parked), Some(d)) = (&s.parked_hash, &item.desired)
-            && parked == &d.hash
+    let desired = item.desired.as_ref();
+    let gate = match &item.state {
+        Some(s)
+            if s.parked_hash.is_some()
+                && s.parked_hash.as_deref() == desired.map(|d| d.hash.as_str()) =>
         {
-            return Plan::Parked;
+            Gate::Parked
         }
-        if s.next_attempt_at > now {
-            return Plan::BackingOff;
-        }
-    }
-    let Some(d) = &item.desired else {
-        // No desired state: whatever is left in Kubernetes or in the actual table goes.
-        return if item.live.iter().all(|l| l.terminating) && item.actual.is_none() {
-            Plan::Nothing
-        } else {
-            Plan::Delete
-        };
+        Some(s) if s.next_attempt_at > now => Gate::BackingOff,
+        _ => Gate::Open,
     };
-    let name = expected_name(d);
-    let Some(index) = item.live.iter().position(|l| l.name == name) else {
-        return Plan::Create;
-    };
-    let live = &item.live[index];
-    let spec_matches = live.annotation_hash.as_deref() == Some(d.hash.as_str())
-        && live.live_hash.as_deref() == Some(d.hash.as_str());
-    if !spec_matches {
-        return Plan::Update(index);
-    }
-    match &item.actual {
-        Some(a)
-            if a.hash == d.hash
-                && a.recorded(&live.uid, &live.resource_version, live.generation)
-                && item.live.len() == 1 =>
-        {
-            Plan::Nothing
+    let live = match desired {
+        None => LiveMatch::Missing,
+        Some(d) => {
+            let name = expected_name(d);
+            match item.live.iter().position(|l| l.name == name) {
+                None => LiveMatch::Missing,
+                Some(index) => {
+                    let live = &item.live[index];
+                    let as_desired = live.annotation_hash.as_deref() == Some(d.hash.as_str())
+                        && live.live_hash.as_deref() == Some(d.hash.as_str());
+                    if as_desired {
+                        LiveMatch::Matches(index)
+                    } else {
+                        LiveMatch::Differs(index)
+                    }
+                }
+            }
         }
-        _ => Plan::Record(index),
+    };
+    let all_going = item.live.iter().all(|l| l.terminating);
+    let recorded_alone = |index: usize| {
+        let live = &item.live[index];
+        item.live.len() == 1
+            && match (&item.actual, desired) {
+                (Some(a), Some(d)) => {
+                    a.hash == d.hash
+                        && a.recorded(&live.uid, &live.resource_version, live.generation)
+                }
+                _ => false,
+            }
+    };
+    match (gate, desired, live) {
+        (Gate::Parked, _, _) => Plan::Parked,
+        (Gate::BackingOff, _, _) => Plan::BackingOff,
+        (Gate::Open, None, _) if all_going && item.actual.is_none() => Plan::Nothing,
+        (Gate::Open, None, _) => Plan::Delete,
+        (Gate::Open, Some(_), LiveMatch::Missing) => Plan::Create,
+        (Gate::Open, Some(_), LiveMatch::Differs(index)) => Plan::Update(index),
+        (Gate::Open, Some(_), LiveMatch::Matches(index)) if recorded_alone(index) => Plan::Nothing,
+        (Gate::Open, Some(_), LiveMatch::Matches(index)) => Plan::Record(index),
     }
 }
 
