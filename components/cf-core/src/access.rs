@@ -119,7 +119,7 @@ pub fn user_name(kube: &dyn Kube, caller: &Identity) -> Result<String, KubeError
             let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
                 "spec": {"token": token}});
             let review = kube.create(&Identity::Privileged, &review)?;
-            if review.json.pointer("/status/authenticated") != Some(&json!(true)) {
+            if review.json().pointer("/status/authenticated") != Some(&json!(true)) {
                 return Err(KubeError::Unauthorized(
                     "the cluster does not accept the token".into(),
                 ));

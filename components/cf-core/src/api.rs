@@ -565,7 +565,7 @@ fn create(
         Some(Json::String(n)) => n.clone(),
         Some(_) => return Err(HttpError::unprocessable("Name must be a string")),
     };
-    let guid = crate::new_guid(env);
+    let guid = env.new_uuid();
     let placement = match kind {
         ResourceKind::Org => org_placement(ctx, t, fields, &name)?,
         ResourceKind::Space => space_placement(ctx, caller, t, &body, &name)?,

@@ -353,6 +353,34 @@ impl Kube for Fake {
         Ok(self.put(object.clone()))
     }
 
+    fn replace(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        object: &Json,
+    ) -> Result<Object, KubeError> {
+        self.check(id, "update", &target.kind, target.namespace.as_deref())?;
+        let key = key_ref(target);
+        let mut objects = self.objects.borrow_mut();
+        let current = objects
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| KubeError::NotFound(target.name.clone()))?;
+        let mut next = object.clone();
+        if let Some(rv) = next["metadata"]["resourceVersion"].as_str()
+            && Some(rv) != current["metadata"]["resourceVersion"].as_str()
+        {
+            return Err(KubeError::Conflict("the object has been modified".into()));
+        }
+        next["metadata"]["uid"] = current["metadata"]["uid"].clone();
+        next["metadata"]["deletionTimestamp"] = current["metadata"]["deletionTimestamp"].clone();
+        let v = self.version.get() + 1;
+        self.version.set(v);
+        next["metadata"]["resourceVersion"] = json!(v.to_string());
+        objects.insert(key, next.clone());
+        Ok(object_from_json(next))
+    }
+
     fn patch(
         &self,
         id: &Identity,

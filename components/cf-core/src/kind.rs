@@ -124,7 +124,7 @@ impl ResourceKind {
 
 /// Whether an organization is suspended (then only admins write in it).
 pub fn suspended(org: &Object) -> bool {
-    org.json
+    org.json()
         .pointer("/spec/suspended")
         .and_then(Json::as_bool)
         .unwrap_or(false)

@@ -31,22 +31,3 @@ mod tests;
 
 /// The finalizer lethe puts on orgs and spaces.
 pub const FINALIZER: &str = "cf.lethe.dev/cleanup";
-
-/// A random v4 UUID from the host's CSPRNG, formatted like Cloud Controller's guids.
-pub(crate) fn new_guid(env: &dyn lethe_guest::env::Env) -> String {
-    let mut b = [0u8; 16];
-    for (dst, src) in b.iter_mut().zip(env.random_bytes(16)) {
-        *dst = src;
-    }
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h: Vec<String> = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        h[0..4].concat(),
-        h[4..6].concat(),
-        h[6..8].concat(),
-        h[8..10].concat(),
-        h[10..16].concat()
-    )
-}

@@ -177,7 +177,7 @@ pub fn create_once(
     identity: &Identity,
     mut object: Json,
 ) -> Result<Object, KubeError> {
-    let request = crate::new_guid(env);
+    let request = env.new_uuid();
     object["metadata"]["annotations"][CREATE_REQUEST_ANNOTATION] = json!(request);
     let target = lethe_guest::kube::object_from_json(object.clone()).target;
     let mut pause_ms = 100;

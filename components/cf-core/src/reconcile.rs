@@ -52,10 +52,7 @@ pub trait Backoff {
 /// exponential from 1 s, capped at 5 minutes, with up to 25% jitter from `jitter` (0..=255) so
 /// that objects failing together do not retry together.
 pub fn backoff_delay_ms(attempts: u32, jitter: u8) -> i64 {
-    let base = 1000i64
-        .saturating_mul(1i64 << attempts.saturating_sub(1).min(20))
-        .min(300_000);
-    base + base * i64::from(jitter) / 1024
+    lethe_guest::backoff::delay_ms(attempts, 1000, 300_000, jitter)
 }
 
 /// What one pass did.
@@ -276,7 +273,7 @@ fn record_blocked_by(
 /// SECURITY.md P2a: only objects of lethe's CF kinds, guarded by their resourceVersion.
 fn add_finalizer(kube: &dyn Kube, object: &Object) -> Result<(), KubeError> {
     // Guarded by the resourceVersion: if the object changed meanwhile, the next pass re-decides.
-    let patch = if object.json.pointer("/metadata/finalizers").is_some() {
+    let patch = if object.json().pointer("/metadata/finalizers").is_some() {
         json!([
             { "op": "test", "path": "/metadata/resourceVersion", "value": object.resource_version },
             { "op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER },

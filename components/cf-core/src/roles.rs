@@ -63,18 +63,20 @@ fn subject(user: &str) -> Json {
 
 /// Whether `binding` binds `cluster_role` (any of them when `None`) to `user`.
 fn binds(binding: &Object, user: &Json, cluster_roles: &[&str]) -> bool {
-    let role = &binding.json["roleRef"];
+    let role = &binding.json()["roleRef"];
     role["kind"] == "ClusterRole"
         && role["name"]
             .as_str()
             .is_some_and(|name| cluster_roles.contains(&name))
-        && binding.json["subjects"].as_array().is_some_and(|subjects| {
-            subjects.iter().any(|s| {
-                s["kind"] == user["kind"]
-                    && s["name"] == user["name"]
-                    && (user["namespace"].is_null() || s["namespace"] == user["namespace"])
+        && binding.json()["subjects"]
+            .as_array()
+            .is_some_and(|subjects| {
+                subjects.iter().any(|s| {
+                    s["kind"] == user["kind"]
+                        && s["name"] == user["name"]
+                        && (user["namespace"].is_null() || s["namespace"] == user["namespace"])
+                })
             })
-        })
 }
 
 /// The RoleBindings in `namespace`, read privileged (SECURITY.md R1).
@@ -215,7 +217,7 @@ pub fn create(ctx: &RequestContext<'_>, caller: &Identity) -> Result<Response, H
     // this org's or space's by its mark (made now if the reconciler has not made it yet).
     let owner = Owner::new(role_in.name(), &owner_object);
     ownership::ensure_namespace(kube, owner).map_err(|e| e.into_http_error(target))?;
-    let guid = crate::new_guid(env);
+    let guid = env.new_uuid();
     let mut labels = owner.labels();
     labels[ROLE_GUID_LABEL] = json!(guid);
     labels["cf.lethe.dev/role-type"] = json!(role_type);

@@ -857,10 +857,9 @@ fn roles_are_assigned_as_cloud_controller_allows_them() {
     assert_eq!(role["relationships"]["organization"]["data"]["guid"], ORG);
     assert_eq!(role["relationships"]["user"]["data"]["guid"], "alice");
     let bindings = role_bindings(&fake, ORG);
-    assert!(bindings.iter().any(
-        |b| b.json["roleRef"]["name"] == "lethe-cf-organization-manager"
-            && b.json["subjects"][0]["name"] == "alice"
-    ));
+    assert!(bindings.iter().any(|b| b.json()["roleRef"]["name"]
+        == "lethe-cf-organization-manager"
+        && b.json()["subjects"][0]["name"] == "alice"));
 
     let (status, again) = post("admin", org_role("organization_manager", "alice"));
     assert_eq!(status, 422);
@@ -1159,7 +1158,7 @@ fn what_blocks_an_object_is_recorded_on_it_and_cleared_once_the_way_is_free() {
         crate::ownership::blocked_by(&space)
             .is_some_and(|b| b.starts_with("Namespace payments is in the way")),
         "{:?}",
-        space.json["metadata"]
+        space.json()["metadata"]
     );
     // The administrator removes the foreign namespace: the space gets its own, and the record
     // goes.

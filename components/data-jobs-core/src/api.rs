@@ -25,11 +25,18 @@ use serde_json::{Value as Json, json};
 
 use crate::model::{self, Resources, Spec};
 use crate::status::{self, HttpError, Operation};
-use crate::{Host, Identity, KubeError, ObjRef, Request, Response, Settings, SqlError, Value, cf};
+use crate::{
+    Host, Identity, KubeError, ObjectRef, Request, Response, Settings, SqlError, Value, cf,
+};
 
 /// Answers one request. Never panics; bad input is a 4xx with the CF error envelope.
 pub fn handle(host: &dyn Host, req: &Request) -> Response {
-    let settings = Settings::load(host);
+    handle_with(host, &Settings::load(host), req)
+}
+
+/// [`handle`] with `settings` read elsewhere (a component hosting this logic beside other
+/// logic, under its own variable names).
+pub fn handle_with(host: &dyn Host, settings: &Settings, req: &Request) -> Response {
     let path = req.path.trim_end_matches('/');
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let routed = matches!(segments.as_slice(), ["data-jobs", ..] | ["v3", "jobs", _]);
@@ -41,13 +48,13 @@ pub fn handle(host: &dyn Host, req: &Request) -> Response {
         Ok(None) => return cf::not_authenticated(),
         Err(_) => return cf::invalid_auth_token(),
     };
-    if let Err(e) = authenticate(host, &settings, &token) {
+    if let Err(e) = authenticate(host, settings, &token) {
         return e.response();
     }
     let ctx = Ctx {
         host,
-        settings: &settings,
-        base: base_url(&settings, req),
+        settings,
+        base: base_url(settings, req),
         token: &token,
     };
     let result = match (req.method.as_str(), segments.as_slice()) {
@@ -136,18 +143,24 @@ pub fn handle(host: &dyn Host, req: &Request) -> Response {
 /// The caller may use the API only if the cluster lets them read the data-jobs namespace; any
 /// failure is an error answer, never a pass (SECURITY.md A6).
 fn authenticate(host: &dyn Host, settings: &Settings, token: &str) -> Result<(), HttpError> {
-    let kube = host
-        .kube(Identity::Caller(token))
-        .map_err(|e| auth_error(&e))?;
-    match kube.get(ObjRef {
-        api_version: "v1",
-        kind: "Namespace",
-        namespace: None,
-        name: &settings.namespace,
-    }) {
+    let namespace = ObjectRef::new("v1", "Namespace", None, &settings.namespace);
+    match host.get(&Identity::Caller(token.to_string()), &namespace) {
         Ok(_) | Err(KubeError::NotFound(_)) => Ok(()),
         Err(e) => Err(auth_error(&e)),
     }
+}
+
+/// The deletion job `guid` as `GET /v3/jobs/{guid}` answers it for the caller with bearer
+/// `token`: the caller is authenticated as every request of this API is, then the state is
+/// derived ([`status::job_status`]). For a shared job-status component's typed export.
+pub fn deletion_job(
+    host: &dyn Host,
+    settings: &Settings,
+    token: &str,
+    guid: &str,
+) -> Result<status::JobView, HttpError> {
+    authenticate(host, settings, token)?;
+    status::job_status(host, &Identity::Caller(token.to_string()), settings, guid)
 }
 
 fn auth_error(e: &KubeError) -> HttpError {
@@ -319,19 +332,9 @@ impl Ctx<'_> {
     }
 
     fn job(&self, guid: &str) -> Answer {
-        let kube = match self.host.kube(Identity::Caller(self.token)) {
-            Ok(k) => k,
-            Err(e) => return Ok(auth_error(&e).response()),
-        };
+        let caller = Identity::Caller(self.token.to_string());
         Ok(
-            match status::job_status(
-                self.host,
-                kube.as_ref(),
-                &self.settings.namespace,
-                self.settings.deletion_timeout_ms,
-                self.host.now_ms(),
-                guid,
-            ) {
+            match status::job_status(self.host, &caller, self.settings, guid) {
                 Ok(job) => Response::json(200, &job.to_json(&self.base)),
                 Err(e) => e.response(),
             },
@@ -693,14 +696,15 @@ impl Ctx<'_> {
     /// to touch the object, so this check is only an early answer and may pass.
     fn foreign_cronjob(&self, team: &str, name: &str) -> Option<String> {
         let cronjob = model::cronjob_name(team, name);
-        let kube = self.host.kube(Identity::Caller(self.token)).ok()?;
-        let existing = kube
-            .get(ObjRef {
-                api_version: "batch/v1",
-                kind: "CronJob",
-                namespace: Some(&self.settings.namespace),
-                name: &cronjob,
-            })
+        let target = ObjectRef::new(
+            "batch/v1",
+            "CronJob",
+            Some(&self.settings.namespace),
+            &cronjob,
+        );
+        let existing = self
+            .host
+            .get(&Identity::Caller(self.token.to_string()), &target)
             .ok()?;
         let lethes = existing.label(model::JOB_UID_LABEL).is_some()
             || existing.label(model::MANAGED_BY_LABEL) == Some(model::MANAGED_BY);

@@ -8,9 +8,11 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value as Json, json};
 
+use lethe_guest::kube::{DeleteOptions, DeleteOutcome, ObjectList, PatchKind, object_from_json};
+
 use crate::{
-    Host, Identity, Kube, KubeError, KubeObject, Level, ObjRef, Page, Sql, SqlError, Statement,
-    Value,
+    Env, Identity, Kube, KubeError, Level, ListOptions, Object, ObjectRef, Sql, SqlError,
+    Statement, Value,
 };
 
 /// SQLite in memory behind [`Sql`].
@@ -119,26 +121,8 @@ fn key(kind: &str, ns: Option<&str>, name: &str) -> (String, String, String) {
     (kind.into(), ns.unwrap_or_default().into(), name.into())
 }
 
-fn to_object(v: &Json) -> KubeObject {
-    let pairs = |m: &Json| {
-        m.as_object()
-            .map(|o| {
-                o.iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let meta = &v["metadata"];
-    KubeObject {
-        name: meta["name"].as_str().unwrap_or_default().into(),
-        uid: meta["uid"].as_str().unwrap_or_default().into(),
-        resource_version: meta["resourceVersion"].as_str().unwrap_or_default().into(),
-        generation: meta["generation"].as_i64(),
-        labels: pairs(&meta["labels"]),
-        annotations: pairs(&meta["annotations"]),
-        json: v.to_string(),
-    }
+fn to_object(v: &Json) -> Object {
+    object_from_json(v.clone())
 }
 
 impl FakeKube {
@@ -155,7 +139,7 @@ impl FakeKube {
     }
 
     /// Every object of `kind`, by name.
-    pub fn all(&self, kind: &str) -> Vec<KubeObject> {
+    pub fn all(&self, kind: &str) -> Vec<Object> {
         self.objects
             .borrow()
             .iter()
@@ -183,26 +167,50 @@ impl FakeKube {
     }
 }
 
-impl Kube for &FakeKube {
-    fn get(&self, target: ObjRef<'_>) -> Result<KubeObject, KubeError> {
+impl FakeKube {
+    /// The caller's token must be one of [`FakeKube::tokens`]; the host's identity always works.
+    fn check(&self, id: &Identity) -> Result<(), KubeError> {
+        match id {
+            Identity::Caller(token) if !self.tokens.borrow().iter().any(|t| t == token) => {
+                Err(KubeError::Unauthorized("unknown token".into()))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Kube for FakeKube {
+    fn authenticate(&self, id: &Identity) -> Result<(), KubeError> {
+        self.check(id)
+    }
+
+    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError> {
         self.calls.set(self.calls.get() + 1);
+        self.check(id)?;
         self.objects
             .borrow()
-            .get(&key(target.kind, target.namespace, target.name))
+            .get(&key(
+                &target.kind,
+                target.namespace.as_deref(),
+                &target.name,
+            ))
             .map(to_object)
-            .ok_or_else(|| KubeError::NotFound(target.name.into()))
+            .ok_or_else(|| KubeError::NotFound(target.name.clone()))
     }
 
     fn list(
         &self,
+        id: &Identity,
         _api_version: &str,
         kind: &str,
-        namespace: &str,
-        label_selector: &str,
-        limit: u32,
-        continue_token: Option<&str>,
-    ) -> Result<Page, KubeError> {
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<ObjectList, KubeError> {
         self.calls.set(self.calls.get() + 1);
+        self.check(id)?;
+        let label_selector = options.label_selector.as_deref().unwrap_or_default();
+        let continue_token = options.continue_token.as_deref();
+        let namespace = namespace.unwrap_or_default();
         let (lk, lv) = label_selector
             .split_once('=')
             .unwrap_or((label_selector, ""));
@@ -217,21 +225,24 @@ impl Kube for &FakeKube {
             })
             .map(|(_, v)| v)
             .collect();
-        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-        let items: Vec<KubeObject> = matching.iter().take(limit).map(|v| to_object(v)).collect();
+        let limit = options
+            .limit
+            .and_then(|l| usize::try_from(l).ok())
+            .unwrap_or(usize::MAX);
+        let items: Vec<Object> = matching.iter().take(limit).map(|v| to_object(v)).collect();
         let continue_token = (matching.len() > limit)
-            .then(|| items.last().map(|o| o.name.clone()))
+            .then(|| items.last().map(|o| o.target.name.clone()))
             .flatten();
-        Ok(Page {
+        Ok(ObjectList {
             items,
             continue_token,
         })
     }
 
-    fn create(&self, body: &str) -> Result<KubeObject, KubeError> {
+    fn create(&self, id: &Identity, body: &Json) -> Result<Object, KubeError> {
         self.calls.set(self.calls.get() + 1);
-        let mut v: Json =
-            serde_json::from_str(body).map_err(|e| KubeError::Invalid(e.to_string()))?;
+        self.check(id)?;
+        let mut v = body.clone();
         let kind = v["kind"].as_str().unwrap_or_default().to_string();
         self.write_allowed(&kind)?;
         let ns = v["metadata"]["namespace"].as_str().map(str::to_string);
@@ -259,16 +270,29 @@ impl Kube for &FakeKube {
         Ok(obj)
     }
 
-    fn replace(&self, target: ObjRef<'_>, body: &str) -> Result<KubeObject, KubeError> {
+    fn patch(
+        &self,
+        _id: &Identity,
+        target: &ObjectRef,
+        _kind: PatchKind,
+        _patch: &Json,
+    ) -> Result<Object, KubeError> {
+        Err(KubeError::Invalid(format!(
+            "the data-jobs logic never patches ({} {})",
+            target.kind, target.name
+        )))
+    }
+
+    fn replace(&self, id: &Identity, target: &ObjectRef, body: &Json) -> Result<Object, KubeError> {
         self.calls.set(self.calls.get() + 1);
-        self.write_allowed(target.kind)?;
-        let mut v: Json =
-            serde_json::from_str(body).map_err(|e| KubeError::Invalid(e.to_string()))?;
-        let k = key(target.kind, target.namespace, target.name);
+        self.check(id)?;
+        self.write_allowed(&target.kind)?;
+        let mut v = body.clone();
+        let k = key(&target.kind, target.namespace.as_deref(), &target.name);
         let objects = self.objects.borrow();
         let current = objects
             .get(&k)
-            .ok_or_else(|| KubeError::NotFound(target.name.into()))?;
+            .ok_or_else(|| KubeError::NotFound(target.name.clone()))?;
         if let Some(rv) = v["metadata"]["resourceVersion"].as_str()
             && Some(rv) != current["metadata"]["resourceVersion"].as_str()
         {
@@ -285,21 +309,27 @@ impl Kube for &FakeKube {
         Ok(obj)
     }
 
-    fn delete(&self, target: ObjRef<'_>, precondition_uid: Option<&str>) -> Result<(), KubeError> {
+    fn delete(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        options: &DeleteOptions,
+    ) -> Result<DeleteOutcome, KubeError> {
         self.calls.set(self.calls.get() + 1);
-        self.write_allowed(target.kind)?;
-        let k = key(target.kind, target.namespace, target.name);
+        self.check(id)?;
+        self.write_allowed(&target.kind)?;
+        let k = key(&target.kind, target.namespace.as_deref(), &target.name);
         let mut objects = self.objects.borrow_mut();
         let current = objects
             .get(&k)
-            .ok_or_else(|| KubeError::NotFound(target.name.into()))?;
-        if let Some(uid) = precondition_uid
-            && Some(uid) != current["metadata"]["uid"].as_str()
+            .ok_or_else(|| KubeError::NotFound(target.name.clone()))?;
+        if let Some(uid) = &options.precondition_uid
+            && Some(uid.as_str()) != current["metadata"]["uid"].as_str()
         {
             return Err(KubeError::Conflict("Precondition failed: UID".into()));
         }
         objects.remove(&k);
-        Ok(())
+        Ok(DeleteOutcome::Deleted)
     }
 }
 
@@ -352,30 +382,74 @@ impl Sql for FakeHost<'_> {
     }
 }
 
-impl Host for FakeHost<'_> {
-    fn kube(&self, identity: Identity<'_>) -> Result<Box<dyn Kube + '_>, KubeError> {
-        if let Identity::Caller(token) = identity
-            && !self.kube.tokens.borrow().iter().any(|t| t == token)
-        {
-            return Err(KubeError::Unauthorized("unknown token".into()));
-        }
-        Ok(Box::new(self.kube))
+impl Kube for FakeHost<'_> {
+    fn authenticate(&self, id: &Identity) -> Result<(), KubeError> {
+        self.kube.authenticate(id)
+    }
+    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError> {
+        self.kube.get(id, target)
+    }
+    fn list(
+        &self,
+        id: &Identity,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<ObjectList, KubeError> {
+        self.kube.list(id, api_version, kind, namespace, options)
+    }
+    fn create(&self, id: &Identity, object: &Json) -> Result<Object, KubeError> {
+        self.kube.create(id, object)
+    }
+    fn patch(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        kind: PatchKind,
+        patch: &Json,
+    ) -> Result<Object, KubeError> {
+        self.kube.patch(id, target, kind, patch)
+    }
+    fn replace(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        object: &Json,
+    ) -> Result<Object, KubeError> {
+        self.kube.replace(id, target, object)
+    }
+    fn delete(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        options: &DeleteOptions,
+    ) -> Result<DeleteOutcome, KubeError> {
+        self.kube.delete(id, target, options)
+    }
+}
+
+impl Env for FakeHost<'_> {
+    fn now_ms(&self) -> i64 {
+        self.now.get()
+    }
+
+    fn sleep_ms(&self, ms: u64) {
+        self.advance(i64::try_from(ms).unwrap_or(i64::MAX));
     }
 
     fn config(&self, key: &str) -> Option<String> {
         self.config.get(key).cloned()
     }
 
-    fn now_ms(&self) -> i64 {
-        self.now.get()
-    }
-
-    fn new_uuid(&self) -> String {
-        self.uuids.set(self.uuids.get() + 1);
-        crate::uuid_from_bytes(u128::from(self.uuids.get()).to_be_bytes())
-    }
-
     fn log(&self, _level: Level, _message: &str) {}
+
+    /// Counted up from a per-instance start, so that uuids are reproducible.
+    fn random_bytes(&self, n: usize) -> Vec<u8> {
+        self.uuids.set(self.uuids.get() + 1);
+        let bytes = u128::from(self.uuids.get()).to_be_bytes();
+        bytes.iter().copied().cycle().take(n).collect()
+    }
 
     fn progress(&self, done: u64, total: u64) {
         self.progress.set((done, total));

@@ -6,18 +6,16 @@
 //! the next pass acts on, and `GET /v3/jobs/{guid}` derives the deletion job's state from what is
 //! still there.
 //!
-//! Everything here is a function of a [`Host`]: SQL, Kubernetes, configuration, clock and log.
-//! The `data-jobs` component adapts the WIT imports to these traits; tests use fakes.
+//! Everything here is a function of a [`Host`] (lethe-guest's [`lethe_guest::Capabilities`]):
+//! SQL, Kubernetes, configuration, clock and log. On wasm that is [`lethe_guest::host::Host`];
+//! tests use fakes.
 //!
 //! - [`api`]: the HTTP API (`/data-jobs/for-team/...`, `/data-jobs/sync/reports`, `/v3/jobs/...`);
 //! - [`status`]: deletion-job status, for this component and for a shared job-status component;
 //! - [`sync`]: the reconciler pass and its leader lease;
-//! - [`model`]: validation, spec hashing and the CronJob rendering;
-//! - `guest` (wasm32 only): `guest::WasmHost`, the host's imports behind [`Host`].
+//! - [`model`]: validation, spec hashing and the CronJob rendering.
 
 pub mod api;
-#[cfg(target_arch = "wasm32")]
-pub mod guest;
 pub mod model;
 pub mod status;
 pub mod sync;
@@ -25,289 +23,10 @@ pub mod time;
 
 pub use lethe_guest::{Request, Response, cf};
 
-/// One SQL value as the data-jobs logic exchanges it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    /// SQL NULL.
-    Null,
-    /// A boolean (SQLite reads it back as an integer; [`Value::as_bool`] accepts both).
-    Bool(bool),
-    /// A 64-bit integer.
-    Int(i64),
-    /// Text.
-    Text(String),
-}
-
-impl Value {
-    /// The text, or `""` for anything else.
-    pub fn text(&self) -> &str {
-        match self {
-            Value::Text(t) => t,
-            _ => "",
-        }
-    }
-
-    /// The text, or `None` for NULL and non-text values.
-    pub fn opt_text(&self) -> Option<&str> {
-        match self {
-            Value::Text(t) => Some(t),
-            _ => None,
-        }
-    }
-
-    /// The integer, or `None`.
-    pub fn int(&self) -> Option<i64> {
-        match self {
-            Value::Int(i) => Some(*i),
-            _ => None,
-        }
-    }
-
-    /// A boolean stored as `boolean` (PostgreSQL) or `0/1` (SQLite).
-    pub fn as_bool(&self) -> bool {
-        match self {
-            Value::Bool(b) => *b,
-            Value::Int(i) => *i != 0,
-            _ => false,
-        }
-    }
-}
-
-impl From<&str> for Value {
-    fn from(s: &str) -> Self {
-        Value::Text(s.to_string())
-    }
-}
-
-impl From<String> for Value {
-    fn from(s: String) -> Self {
-        Value::Text(s)
-    }
-}
-
-impl From<i64> for Value {
-    fn from(i: i64) -> Self {
-        Value::Int(i)
-    }
-}
-
-impl From<bool> for Value {
-    fn from(b: bool) -> Self {
-        Value::Bool(b)
-    }
-}
-
-/// Why a SQL call failed.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SqlError {
-    /// A named constraint rejected the write (the payload names it when the database does).
-    Constraint(String),
-    /// Anything else: unreachable database, outcome unknown, invalid statement.
-    Failed(String),
-}
-
-impl std::fmt::Display for SqlError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SqlError::Constraint(c) => write!(f, "constraint {c} rejected the write"),
-            SqlError::Failed(m) => write!(f, "database error: {m}"),
-        }
-    }
-}
-
-/// One statement of a [`Sql::batch`].
-pub type Statement = (&'static str, Vec<Value>);
-
-/// The portable SQL the host supplies (`$1..$n` placeholders, SQLite and PostgreSQL).
-pub trait Sql {
-    /// Runs a read.
-    fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, SqlError>;
-    /// Runs one write; returns the rows affected.
-    fn execute(&self, sql: &str, params: &[Value]) -> Result<u64, SqlError>;
-    /// Runs the statements in one transaction, all or nothing.
-    fn batch(&self, statements: &[Statement]) -> Result<Vec<u64>, SqlError>;
-}
-
-/// The address of one Kubernetes object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ObjRef<'a> {
-    /// For example `batch/v1`.
-    pub api_version: &'a str,
-    /// For example `CronJob`.
-    pub kind: &'a str,
-    /// `None` for cluster-scoped kinds.
-    pub namespace: Option<&'a str>,
-    /// The object's name.
-    pub name: &'a str,
-}
-
-/// One object as the API server returned it, with the metadata decisions are made on.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct KubeObject {
-    /// metadata.name.
-    pub name: String,
-    /// metadata.uid.
-    pub uid: String,
-    /// metadata.resourceVersion.
-    pub resource_version: String,
-    /// metadata.generation (changes only with the spec).
-    pub generation: Option<i64>,
-    /// metadata.labels.
-    pub labels: Vec<(String, String)>,
-    /// metadata.annotations.
-    pub annotations: Vec<(String, String)>,
-    /// The whole object as JSON text.
-    pub json: String,
-}
-
-impl KubeObject {
-    /// The value of label `key`.
-    pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The value of annotation `key`.
-    pub fn annotation(&self, key: &str) -> Option<&str> {
-        self.annotations
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// One page of a LIST.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Page {
-    /// The objects of the page.
-    pub items: Vec<KubeObject>,
-    /// The token of the next page; `None` on the last one.
-    pub continue_token: Option<String>,
-}
-
-/// Why a Kubernetes call failed, as the data-jobs logic decides on it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum KubeError {
-    /// 404.
-    NotFound(String),
-    /// 409: AlreadyExists, a stale resourceVersion or a failed precondition.
-    Conflict(String),
-    /// 422/400: retrying the same object cannot help.
-    Invalid(String),
-    /// 401.
-    Unauthorized(String),
-    /// 403.
-    Forbidden(String),
-    /// Unreachable, overloaded, 5xx after the host's retries, or timed out: try again later.
-    Unavailable(String),
-}
-
-impl KubeError {
-    /// The message.
-    pub fn message(&self) -> &str {
-        match self {
-            KubeError::NotFound(m)
-            | KubeError::Conflict(m)
-            | KubeError::Invalid(m)
-            | KubeError::Unauthorized(m)
-            | KubeError::Forbidden(m)
-            | KubeError::Unavailable(m) => m,
-        }
-    }
-}
-
-impl std::fmt::Display for KubeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match self {
-            KubeError::NotFound(_) => "not found",
-            KubeError::Conflict(_) => "conflict",
-            KubeError::Invalid(_) => "invalid",
-            KubeError::Unauthorized(_) => "unauthorized",
-            KubeError::Forbidden(_) => "forbidden",
-            KubeError::Unavailable(_) => "unavailable",
-        };
-        write!(f, "{kind}: {}", self.message())
-    }
-}
-
-/// Kubernetes calls under one identity.
-pub trait Kube {
-    /// Reads one object.
-    fn get(&self, target: ObjRef<'_>) -> Result<KubeObject, KubeError>;
-    /// Lists one page of a kind in a namespace, label-selected.
-    fn list(
-        &self,
-        api_version: &str,
-        kind: &str,
-        namespace: &str,
-        label_selector: &str,
-        limit: u32,
-        continue_token: Option<&str>,
-    ) -> Result<Page, KubeError>;
-    /// Creates an object from its JSON.
-    fn create(&self, json: &str) -> Result<KubeObject, KubeError>;
-    /// Replaces an object; the body's resourceVersion guards the write.
-    fn replace(&self, target: ObjRef<'_>, json: &str) -> Result<KubeObject, KubeError>;
-    /// Deletes an object (background propagation), only if its uid is still `precondition_uid`.
-    /// `Ok` when the object is gone or being deleted.
-    fn delete(&self, target: ObjRef<'_>, precondition_uid: Option<&str>) -> Result<(), KubeError>;
-}
-
-/// The Kubernetes identity a client is opened with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Identity<'a> {
-    /// The HTTP caller, by bearer token.
-    Caller(&'a str),
-    /// The host's own identity (the reconciler).
-    Privileged,
-}
-
-/// Log severity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
-    /// Diagnostics.
-    Debug,
-    /// Normal operation.
-    Info,
-    /// Handled surprises.
-    Warn,
-    /// Failures.
-    Error,
-}
-
-/// Everything the data-jobs logic needs from its host.
-pub trait Host: Sql {
-    /// Opens a Kubernetes client with `identity`.
-    fn kube(&self, identity: Identity<'_>) -> Result<Box<dyn Kube + '_>, KubeError>;
-    /// A configuration value (component variable), `None` when undefined.
-    fn config(&self, key: &str) -> Option<String>;
-    /// Wall-clock time in milliseconds since the Unix epoch.
-    fn now_ms(&self) -> i64;
-    /// A fresh random UUID (version 4), lower-case with dashes.
-    fn new_uuid(&self) -> String;
-    /// Writes a log line. Never pass tokens.
-    fn log(&self, level: Level, message: &str);
-    /// Reports that `done` of `total` items of a pass are handled (hosts may show a progress
-    /// bar); does nothing unless the host implements it.
-    fn progress(&self, _done: u64, _total: u64) {}
-}
-
-/// Formats 16 random bytes as a version-4 UUID.
-pub fn uuid_from_bytes(mut b: [u8; 16]) -> String {
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
-}
+pub use lethe_guest::Capabilities as Host;
+pub use lethe_guest::env::{Env, Level};
+pub use lethe_guest::kube::{Identity, Kube, KubeError, ListOptions, Object, ObjectRef};
+pub use lethe_guest::sql::{Sql, SqlError, Statement, Value};
 
 /// The configuration of the data-jobs component, read from its variables with defaults.
 #[derive(Debug, Clone, PartialEq)]
@@ -344,15 +63,21 @@ pub struct Settings {
 
 impl Settings {
     /// Reads the settings from `host`'s configuration.
-    pub fn load(host: &dyn Host) -> Settings {
+    pub fn load(host: &dyn Env) -> Settings {
+        Settings::from_config(&|key| host.config(key))
+    }
+
+    /// Reads the settings from `config`, which answers each key (`namespace`, …) with its value;
+    /// a component that hosts this logic beside other logic maps the keys onto its own names.
+    pub fn from_config(config: &dyn Fn(&str) -> Option<String>) -> Settings {
         let num = |key: &str, default: i64| {
-            host.config(key)
+            config(key)
                 .and_then(|v| v.trim().parse::<i64>().ok())
                 .filter(|v| *v > 0)
                 .unwrap_or(default)
         };
         let text = |key: &str, default: &str| {
-            host.config(key)
+            config(key)
                 .map(|v| v.trim().to_string())
                 .filter(|v| !v.is_empty())
                 .unwrap_or_else(|| default.to_string())
@@ -368,8 +93,7 @@ impl Settings {
             backoff_max_ms: num("backoff_max_ms", 300_000),
             reports_kept: num("reports_kept", 50),
             image_registry: text("image_registry", "registry.local/data-jobs"),
-            base_url: host
-                .config("base_url")
+            base_url: config("base_url")
                 .unwrap_or_default()
                 .trim()
                 .trim_end_matches('/')

@@ -415,7 +415,7 @@ pub struct CronJobParams<'a> {
 
 /// The CronJob JSON for a deployment: labels managed-by, job uid and team; annotations spec hash
 /// and `team/job`; one container named `data-job`; `suspend` when disabled; no overlapping runs.
-pub fn render_cronjob(p: &CronJobParams<'_>) -> String {
+pub fn render_cronjob(p: &CronJobParams<'_>) -> Json {
     let labels = json!({
         MANAGED_BY_LABEL: MANAGED_BY,
         JOB_UID_LABEL: p.job_uid,
@@ -464,5 +464,4 @@ pub fn render_cronjob(p: &CronJobParams<'_>) -> String {
             },
         },
     })
-    .to_string()
 }

@@ -15,14 +15,14 @@
 //! A FAILED job turns COMPLETE once the reconciler has removed both. A `deployment.delete` whose
 //! deployment was set again afterwards is COMPLETE with a warning (the deletion was superseded).
 //!
-//! A shared job-status component can call [`job_status`] with its own [`Sql`] and [`Kube`]
-//! implementations; [`is_data_job_guid`] tells it which GUIDs to delegate.
+//! A shared job-status component calls [`job_status`] directly, with its own host and the
+//! caller's identity; [`is_data_job_guid`] tells it which GUIDs to delegate.
 
 use lethe_guest::cf::CfError;
 use serde_json::{Value as Json, json};
 
 use crate::model::{JOB_UID_LABEL, valid_uuid};
-use crate::{Kube, KubeError, Sql, SqlError, Value, time};
+use crate::{Host, Identity, KubeError, ListOptions, Settings, SqlError, Value, time};
 
 /// The operations this module answers for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,22 +117,22 @@ fn sql_unavailable(e: SqlError) -> HttpError {
     HttpError::unavailable(format!("the database could not be read: {e}"))
 }
 
-/// Derives the state of deletion job `guid`.
+/// Derives the state of deletion job `guid`, at the host's time.
 ///
-/// - `kube` is used to LIST the CronJobs labelled with the job's uid in `namespace` (one call,
-///   `limit=1`); open it with the identity the caller should be checked with.
-/// - `timeout_ms`: age after which an unfinished deletion is FAILED (default 120 000).
+/// - The CronJobs labelled with the job's uid in the settings' namespace are LISTed as `caller`
+///   (one call, `limit=1`), so the caller's identity is checked by the cluster.
+/// - The settings' `deletion_timeout_ms` is the age after which an unfinished deletion is FAILED.
 ///
 /// Errors: malformed or unknown GUIDs → 404 10010; the caller's token rejected → 401 1000 /
 /// 403 10003; database or cluster unreachable → 503 10015.
 pub fn job_status(
-    sql: &dyn Sql,
-    kube: &dyn Kube,
-    namespace: &str,
-    timeout_ms: i64,
-    now_ms: i64,
+    host: &dyn Host,
+    caller: &Identity,
+    settings: &Settings,
     guid: &str,
 ) -> Result<JobView, HttpError> {
+    let (sql, namespace) = (host, settings.namespace.as_str());
+    let (timeout_ms, now_ms) = (settings.deletion_timeout_ms, host.now_ms());
     let Some((operation, uid)) = parse_guid(guid) else {
         return Err(HttpError::job_not_found());
     };
@@ -184,7 +184,12 @@ pub fn job_status(
         .is_empty();
     let cronjob_left = actual_left || {
         let selector = format!("{JOB_UID_LABEL}={uid}");
-        match kube.list("batch/v1", "CronJob", namespace, &selector, 1, None) {
+        let options = ListOptions {
+            label_selector: Some(selector),
+            limit: Some(1),
+            ..Default::default()
+        };
+        match host.list(caller, "batch/v1", "CronJob", Some(namespace), &options) {
             Ok(page) => !page.items.is_empty(),
             // No namespace yet: nothing was ever deployed there.
             Err(KubeError::NotFound(_)) => false,

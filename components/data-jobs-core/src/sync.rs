@@ -50,8 +50,12 @@ use serde_json::{Value as Json, json};
 
 use crate::model::{self, CronJobParams, Resources, Spec};
 use crate::{
-    Host, Identity, Kube, KubeError, KubeObject, Level, ObjRef, Page, Settings, Value, time,
+    Host, Identity, Kube, KubeError, Level, ListOptions, Object, ObjectRef, Settings, Value, time,
 };
+use lethe_guest::kube::{DeleteOptions, DeleteOutcome, ObjectList, PatchKind, Propagation};
+
+/// The identity every call of the pass is made with: the host's own (SECURITY.md P5–P7).
+const PRIVILEGED: &Identity = &Identity::Privileged;
 
 /// The Lease's name.
 pub const LEASE_NAME: &str = "data-jobs-sync";
@@ -129,57 +133,68 @@ impl Counted<'_> {
 }
 
 impl Kube for Counted<'_> {
-    fn get(&self, target: ObjRef<'_>) -> Result<KubeObject, KubeError> {
+    fn authenticate(&self, id: &Identity) -> Result<(), KubeError> {
         self.bump();
-        self.inner.get(target)
+        self.inner.authenticate(id)
+    }
+    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError> {
+        self.bump();
+        self.inner.get(id, target)
     }
     fn list(
         &self,
+        id: &Identity,
         api_version: &str,
         kind: &str,
-        namespace: &str,
-        label_selector: &str,
-        limit: u32,
-        continue_token: Option<&str>,
-    ) -> Result<Page, KubeError> {
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<ObjectList, KubeError> {
         self.bump();
-        self.inner.list(
-            api_version,
-            kind,
-            namespace,
-            label_selector,
-            limit,
-            continue_token,
-        )
+        self.inner.list(id, api_version, kind, namespace, options)
     }
-    fn create(&self, json: &str) -> Result<KubeObject, KubeError> {
+    fn create(&self, id: &Identity, object: &Json) -> Result<Object, KubeError> {
         self.bump();
-        self.inner.create(json)
+        self.inner.create(id, object)
     }
-    fn replace(&self, target: ObjRef<'_>, json: &str) -> Result<KubeObject, KubeError> {
+    fn patch(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        kind: PatchKind,
+        patch: &Json,
+    ) -> Result<Object, KubeError> {
         self.bump();
-        self.inner.replace(target, json)
+        self.inner.patch(id, target, kind, patch)
     }
-    fn delete(&self, target: ObjRef<'_>, precondition_uid: Option<&str>) -> Result<(), KubeError> {
+    fn replace(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        object: &Json,
+    ) -> Result<Object, KubeError> {
         self.bump();
-        self.inner.delete(target, precondition_uid)
+        self.inner.replace(id, target, object)
+    }
+    fn delete(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        options: &DeleteOptions,
+    ) -> Result<DeleteOutcome, KubeError> {
+        self.bump();
+        self.inner.delete(id, target, options)
     }
 }
 
-fn cronjob_ref<'a>(namespace: &'a str, name: &'a str) -> ObjRef<'a> {
-    ObjRef {
-        api_version: "batch/v1",
-        kind: "CronJob",
-        namespace: Some(namespace),
-        name,
-    }
+fn cronjob_ref(namespace: &str, name: &str) -> ObjectRef {
+    ObjectRef::new("batch/v1", "CronJob", Some(namespace), name)
 }
 
 /// Creates the configured namespace if it is missing; an existing one is used as it is, never
 /// written or deleted (SECURITY.md P7).
 fn ensure_namespace(kube: &dyn Kube, namespace: &str) -> Result<(), KubeError> {
     let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
-    match kube.create(&body.to_string()) {
+    match kube.create(PRIVILEGED, &body) {
         Ok(_) | Err(KubeError::Conflict(_)) => Ok(()),
         Err(e) => Err(e),
     }
@@ -201,7 +216,7 @@ fn lease_body(
     renew_ms: i64,
     transitions: i64,
     resource_version: Option<&str>,
-) -> String {
+) -> Json {
     let mut metadata = json!({
         "name": LEASE_NAME,
         "namespace": settings.namespace,
@@ -222,17 +237,16 @@ fn lease_body(
             "leaseTransitions": transitions,
         },
     })
-    .to_string()
 }
 
 impl<'a> Lease<'a> {
-    fn target(settings: &'a Settings) -> ObjRef<'a> {
-        ObjRef {
-            api_version: "coordination.k8s.io/v1",
-            kind: "Lease",
-            namespace: Some(&settings.namespace),
-            name: LEASE_NAME,
-        }
+    fn target(settings: &Settings) -> ObjectRef {
+        ObjectRef::new(
+            "coordination.k8s.io/v1",
+            "Lease",
+            Some(&settings.namespace),
+            LEASE_NAME,
+        )
     }
 
     /// Acquires or renews the Lease. `Ok(Err(holder))` when another host holds it.
@@ -241,12 +255,13 @@ impl<'a> Lease<'a> {
         settings: &'a Settings,
         now: i64,
     ) -> Result<Result<Lease<'a>, String>, KubeError> {
-        let current = match kube.get(Self::target(settings)) {
+        let current = match kube.get(PRIVILEGED, &Self::target(settings)) {
             Ok(obj) => obj,
             Err(KubeError::NotFound(_)) => {
                 ensure_namespace(kube, &settings.namespace)?;
                 let acquire = time::micro_time(now);
-                return match kube.create(&lease_body(settings, &acquire, now, 0, None)) {
+                return match kube.create(PRIVILEGED, &lease_body(settings, &acquire, now, 0, None))
+                {
                     Ok(obj) => Ok(Ok(Lease {
                         kube,
                         settings,
@@ -272,8 +287,7 @@ impl<'a> Lease<'a> {
                 model::MANAGED_BY
             )));
         }
-        let v: Json = serde_json::from_str(&current.json).unwrap_or(Json::Null);
-        let spec = &v["spec"];
+        let spec = &current.json()["spec"];
         let holder = spec["holderIdentity"]
             .as_str()
             .unwrap_or_default()
@@ -306,7 +320,7 @@ impl<'a> Lease<'a> {
             transitions,
             Some(&current.resource_version),
         );
-        match kube.replace(Self::target(settings), &body) {
+        match kube.replace(PRIVILEGED, &Self::target(settings), &body) {
             Ok(obj) => Ok(Ok(Lease {
                 kube,
                 settings,
@@ -337,7 +351,10 @@ impl<'a> Lease<'a> {
             self.transitions,
             Some(&self.resource_version),
         );
-        match self.kube.replace(Self::target(self.settings), &body) {
+        match self
+            .kube
+            .replace(PRIVILEGED, &Self::target(self.settings), &body)
+        {
             Ok(obj) => {
                 self.resource_version = obj.resource_version;
                 self.renewed_at = now;
@@ -626,11 +643,8 @@ fn load(host: &dyn Host) -> Result<BTreeMap<String, Item>, String> {
 pub fn tick(host: &dyn Host) -> Result<Tick, String> {
     let settings = Settings::load(host);
     let started = host.now_ms();
-    let client = host
-        .kube(Identity::Privileged)
-        .map_err(|e| format!("cannot open the privileged Kubernetes client: {e}"))?;
     let kube = Counted {
-        inner: client.as_ref(),
+        inner: host,
         calls: Cell::new(0),
     };
     let mut lease = match Lease::acquire(&kube, &settings, started)
@@ -742,9 +756,9 @@ struct Recorded<'a> {
 
 impl<'a> Recorded<'a> {
     /// What the API server returned for a CronJob just written.
-    fn of(obj: &'a KubeObject) -> Self {
+    fn of(obj: &'a Object) -> Self {
         Recorded {
-            name: &obj.name,
+            name: &obj.target.name,
             uid: &obj.uid,
             resource_version: &obj.resource_version,
             generation: obj.generation,
@@ -771,17 +785,22 @@ fn pass(
     let mut orphans: Vec<Live> = Vec::new();
     let mut token: Option<String> = None;
     loop {
+        let options = ListOptions {
+            label_selector: Some(model::MANAGED_SELECTOR.to_string()),
+            limit: Some(settings.page_size),
+            continue_token: token.take(),
+            ..Default::default()
+        };
         let page = match kube.list(
+            PRIVILEGED,
             "batch/v1",
             "CronJob",
-            &settings.namespace,
-            model::MANAGED_SELECTOR,
-            settings.page_size,
-            token.as_deref(),
+            Some(&settings.namespace),
+            &options,
         ) {
             Ok(p) => p,
             // The namespace does not exist yet (the Lease creates it): nothing is deployed.
-            Err(KubeError::NotFound(_)) => Page::default(),
+            Err(KubeError::NotFound(_)) => ObjectList::default(),
             Err(e) => return Err(format!("listing the managed CronJobs failed: {e}")),
         };
         for obj in page.items {
@@ -795,11 +814,11 @@ fn pass(
                     let live_hash = if unchanged {
                         annotation_hash.clone()
                     } else {
-                        model::live_fingerprint(&obj.json)
+                        model::live_fingerprint(&obj.text)
                     };
-                    let terminating = item.desired.is_none() && model::is_terminating(&obj.json);
+                    let terminating = item.desired.is_none() && model::is_terminating(&obj.text);
                     item.live.push(Live {
-                        name: obj.name,
+                        name: obj.target.name,
                         uid: obj.uid,
                         resource_version: obj.resource_version,
                         generation: obj.generation,
@@ -809,8 +828,8 @@ fn pass(
                     });
                 }
                 None => orphans.push(Live {
-                    terminating: model::is_terminating(&obj.json),
-                    name: obj.name,
+                    terminating: model::is_terminating(&obj.text),
+                    name: obj.target.name,
                     uid: obj.uid,
                     resource_version: obj.resource_version,
                     generation: obj.generation,
@@ -934,11 +953,16 @@ impl Pass<'_> {
     /// `Ok(false)` when it was already gone or replaced by another object of the same name.
     fn delete_cronjob(&mut self, name: &str, uid: &str) -> Result<bool, KubeError> {
         self.writes += 1;
-        match self
-            .kube
-            .delete(cronjob_ref(&self.settings.namespace, name), Some(uid))
-        {
-            Ok(()) => Ok(true),
+        let options = DeleteOptions {
+            propagation: Some(Propagation::Background),
+            precondition_uid: Some(uid.to_string()),
+        };
+        match self.kube.delete(
+            PRIVILEGED,
+            &cronjob_ref(&self.settings.namespace, name),
+            &options,
+        ) {
+            Ok(_) => Ok(true),
             Err(KubeError::NotFound(_) | KubeError::Conflict(_)) => Ok(false),
             Err(e) => Err(e),
         }
@@ -992,12 +1016,12 @@ impl Pass<'_> {
             resource_version: None,
         });
         self.writes += 1;
-        let created = match self.kube.create(&body) {
+        let created = match self.kube.create(PRIVILEGED, &body) {
             Err(KubeError::NotFound(_)) => {
                 if let Err(e) = ensure_namespace(self.kube, &self.settings.namespace) {
                     return Step::Failed(e);
                 }
-                self.kube.create(&body)
+                self.kube.create(PRIVILEGED, &body)
             }
             other => other,
         };
@@ -1017,7 +1041,10 @@ impl Pass<'_> {
     /// (labels included); anything else, even if it carries lethe's other labels (another job's
     /// uid, a copied `managed-by`), is left alone and reported (SECURITY.md P5).
     fn take_over(&mut self, uid: &str, d: &Desired, name: &str, report: &mut Report) -> Step {
-        let existing = match self.kube.get(cronjob_ref(&self.settings.namespace, name)) {
+        let existing = match self
+            .kube
+            .get(PRIVILEGED, &cronjob_ref(&self.settings.namespace, name))
+        {
             Ok(obj) => obj,
             Err(e) => return Step::Failed(e),
         };
@@ -1059,10 +1086,11 @@ impl Pass<'_> {
             resource_version: Some(resource_version),
         });
         self.writes += 1;
-        match self
-            .kube
-            .replace(cronjob_ref(&self.settings.namespace, name), &body)
-        {
+        match self.kube.replace(
+            PRIVILEGED,
+            &cronjob_ref(&self.settings.namespace, name),
+            &body,
+        ) {
             Ok(obj) => {
                 report.updated += 1;
                 self.write_actual(uid, d, Recorded::of(&obj), None, report)
@@ -1218,12 +1246,13 @@ impl Pass<'_> {
             _ => None,
         };
         let attempts = item.state.as_ref().map_or(0, |s| s.attempts) + 1;
-        let shift = u32::try_from((attempts - 1).clamp(0, 20)).unwrap_or(20);
-        let backoff = self
-            .settings
-            .backoff_base_ms
-            .saturating_mul(1i64 << shift)
-            .min(self.settings.backoff_max_ms);
+        let jitter = self.host.random_bytes(1).first().copied().unwrap_or(0);
+        let backoff = lethe_guest::backoff::delay_ms(
+            u32::try_from(attempts).unwrap_or(u32::MAX),
+            self.settings.backoff_base_ms,
+            self.settings.backoff_max_ms,
+            jitter,
+        );
         let reason = e.to_string();
         report.failed.push(Failure {
             item: item.label(uid),
@@ -1422,7 +1451,7 @@ mod tests {
         let mut pass = Pass {
             host: &host,
             settings: &settings,
-            kube: &&kube,
+            kube: &kube,
             now: 0,
             writes: 0,
         };

@@ -97,7 +97,8 @@ fn the_rendered_cronjob_fingerprints_to_the_spec_hash() {
         spec: &s,
         hash: &hash,
         resource_version: None,
-    });
+    })
+    .to_string();
     assert_eq!(live_fingerprint(&json).as_deref(), Some(hash.as_str()));
     // A hand edit of the schedule changes the fingerprint.
     let edited = json.replace("*/5 * * * *", "0 0 * * *");
@@ -126,7 +127,7 @@ fn disabling_or_changing_resources_changes_the_hash() {
 
 #[test]
 fn uuids_are_version_4() {
-    let u = crate::uuid_from_bytes([0xff; 16]);
+    let u = lethe_guest::env::uuid_from_bytes([0xff; 16]);
     assert!(valid_uuid(&u), "{u}");
     assert_eq!(&u[14..15], "4");
 }
@@ -136,7 +137,8 @@ mod flows {
 
     use crate::fake::{FakeHost, FakeKube, FakeSql};
     use crate::sync::{Tick, tick};
-    use crate::{Kube as _, Request};
+    use crate::{Identity, Kube as _, ObjectRef, Request};
+    use lethe_guest::kube::DeleteOptions;
 
     fn world() -> (FakeSql, FakeKube) {
         let kube = FakeKube::default();
@@ -323,18 +325,16 @@ mod flows {
         let host = FakeHost::new(&sql, &kube, "a");
         deploy(&host, "ingest");
         tick(&host).expect("lease first");
-        let name = kube.all("CronJob")[0].name.clone();
-        (&kube)
-            .delete(
-                crate::ObjRef {
-                    api_version: "batch/v1",
-                    kind: "CronJob",
-                    namespace: Some("data-jobs"),
-                    name: &name,
-                },
-                None,
-            )
-            .expect("delete by hand");
+        let name = kube.all("CronJob")[0].target.name.clone();
+        kube.delete(
+            &Identity::Privileged,
+            &ObjectRef::new("batch/v1", "CronJob", Some("data-jobs"), &name),
+            &DeleteOptions {
+                precondition_uid: None,
+                ..Default::default()
+            },
+        )
+        .expect("delete by hand");
         kube.fail_writes.set(true);
         let failing = ran(tick(&host).expect("pass"));
         assert_eq!(failing.failed.len(), 1);
@@ -395,7 +395,7 @@ mod flows {
     fn the_cronjob(kube: &FakeKube) -> Json {
         let all = kube.all("CronJob");
         assert_eq!(all.len(), 1, "one CronJob");
-        serde_json::from_str(&all[0].json).expect("json")
+        all[0].json().clone()
     }
 
     #[test]
@@ -433,20 +433,17 @@ mod flows {
         tick(&host).expect("lease first");
         let name = crate::model::cronjob_name("t", "ingest");
         let uid = kube.all("CronJob")[0].uid.clone();
-        (&kube)
-            .delete(
-                crate::ObjRef {
-                    api_version: "batch/v1",
-                    kind: "CronJob",
-                    namespace: Some("data-jobs"),
-                    name: &name,
-                },
-                Some(&uid),
-            )
-            .expect("delete by hand");
+        kube.delete(
+            &Identity::Privileged,
+            &ObjectRef::new("batch/v1", "CronJob", Some("data-jobs"), &name),
+            &DeleteOptions {
+                precondition_uid: Some(uid.clone()),
+                ..Default::default()
+            },
+        )
+        .expect("delete by hand");
         let foreign = foreign_cronjob(&name, json!({}), json!({}));
-        (&kube)
-            .create(&foreign.to_string())
+        kube.create(&Identity::Privileged, &foreign)
             .expect("a foreign CronJob");
         let report = ran(tick(&host).expect("pass"));
         assert_eq!(report.failed.len(), 1);
@@ -478,8 +475,7 @@ mod flows {
             let foreign = foreign_cronjob(&name, labels, annotations);
             // It appears after the deployment was accepted, so only the sync can meet it.
             deploy(&host, "ingest");
-            (&kube)
-                .create(&foreign.to_string())
+            kube.create(&Identity::Privileged, &foreign)
                 .expect("a foreign CronJob");
             let report = ran(tick(&host).expect("pass"));
             assert_eq!(report.failed.len(), 1, "{:?}", report.failed);
@@ -500,8 +496,7 @@ mod flows {
         ran(tick(&host).expect("lease first"));
         let name = crate::model::cronjob_name("t", "ingest");
         let foreign = foreign_cronjob(&name, json!({}), json!({}));
-        (&kube)
-            .create(&foreign.to_string())
+        kube.create(&Identity::Privileged, &foreign)
             .expect("a foreign CronJob");
         let (status, body) = call(
             &host,
@@ -538,7 +533,8 @@ mod flows {
             "metadata": {"name": crate::sync::LEASE_NAME, "namespace": "data-jobs"},
             "spec": {"holderIdentity": "someone-else"},
         });
-        (&kube).create(&lease.to_string()).expect("a foreign Lease");
+        kube.create(&Identity::Privileged, &lease)
+            .expect("a foreign Lease");
         host.advance(3_600_000);
         let e = tick(&host).expect_err("no pass on someone else's Lease");
         assert!(
@@ -547,7 +543,7 @@ mod flows {
         );
         let after = kube.all("Lease");
         assert_eq!(after.len(), 1);
-        let spec: Json = serde_json::from_str(&after[0].json).expect("json");
+        let spec: Json = after[0].json().clone();
         assert_eq!(spec["spec"]["holderIdentity"], "someone-else");
     }
 

@@ -1,7 +1,7 @@
-//! The WebAssembly edges: imports adapted to `data_jobs_core`'s traits, and the three exports.
+//! The WebAssembly edges: the three exports, over lethe-guest's host.
 
-use data_jobs_core::guest::WasmHost;
-use data_jobs_core::{Host as _, Level};
+use data_jobs_core::{Env as _, Level};
+use lethe_guest::host::Host;
 
 wit_bindgen::generate!({
     path: "../../wit",
@@ -25,7 +25,7 @@ impl wasip2::exports::http::incoming_handler::Guest for DataJobs {
         out: wasip2::http::types::ResponseOutparam,
     ) {
         lethe_guest::wasi_http::serve(request, out, |req| {
-            data_jobs_core::api::handle(&WasmHost, &req)
+            data_jobs_core::api::handle(&Host::default(), &req)
         });
     }
 }
@@ -53,7 +53,7 @@ fn to_report(r: data_jobs_core::sync::Report) -> reconciler::Report {
 
 impl reconciler::Guest for DataJobs {
     fn reconcile() -> Result<reconciler::Report, String> {
-        match data_jobs_core::sync::tick(&WasmHost)? {
+        match data_jobs_core::sync::tick(&Host::default())? {
             data_jobs_core::sync::Tick::Ran(report) => Ok(to_report(report)),
             data_jobs_core::sync::Tick::NotLeader { holder } => Ok(reconciler::Report {
                 examined: 0,
@@ -73,10 +73,11 @@ impl Guest for DataJobs {
     async fn handle_cron_event(
         _metadata: spin::cron::cron_types::Metadata,
     ) -> Result<(), spin::cron::cron_types::Error> {
-        match data_jobs_core::sync::tick(&WasmHost) {
+        let host = Host::default();
+        match data_jobs_core::sync::tick(&host) {
             Ok(data_jobs_core::sync::Tick::Ran(_)) => Ok(()),
             Ok(data_jobs_core::sync::Tick::NotLeader { holder }) => {
-                WasmHost.log(
+                host.log(
                     Level::Debug,
                     &format!("not the leader (lease held by {holder}); skipping this tick"),
                 );

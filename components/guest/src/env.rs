@@ -26,6 +26,35 @@ pub trait Env {
     fn log(&self, level: Level, message: &str);
     /// `n` bytes from a cryptographically secure source.
     fn random_bytes(&self, n: usize) -> Vec<u8>;
+
+    /// A fresh random UUID (version 4), lower-case with dashes, from [`Env::random_bytes`].
+    fn new_uuid(&self) -> String {
+        let mut b = [0u8; 16];
+        for (slot, v) in b.iter_mut().zip(self.random_bytes(16)) {
+            *slot = v;
+        }
+        uuid_from_bytes(b)
+    }
+
+    /// Reports that `done` of `total` items of a pass are handled (a host may show a progress
+    /// bar); does nothing unless the host implements it.
+    fn progress(&self, _done: u64, _total: u64) {}
+}
+
+/// Formats 16 random bytes as a version-4 UUID, lower-case with dashes (as Cloud Controller's
+/// guids are).
+pub fn uuid_from_bytes(mut b: [u8; 16]) -> String {
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
 }
 
 /// Parses an RFC 3339 timestamp — `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, the forms

@@ -1,4 +1,5 @@
-//! The host's capabilities (`lethe:platform` imports) behind the [`Kube`] and [`Env`] traits.
+//! The host's capabilities (`lethe:platform` imports) behind the [`Kube`], [`Sql`] and [`Env`]
+//! traits.
 //! Component crates map their own `wit_bindgen::generate!` imports onto [`bindings`] with `with`.
 
 use std::cell::RefCell;
@@ -8,9 +9,10 @@ use serde_json::Value as Json;
 
 use crate::env::{Env, Level};
 use crate::kube::{
-    DeleteOptions, DeleteOutcome, Identity, Kube, KubeError, ListOptions, Object, ObjectList,
-    ObjectRef, PatchKind, Propagation, object_from_json,
+    DeleteOptions, DeleteOutcome, Identity, Kube, KubeError, ListOptions, Metadata, Object,
+    ObjectList, ObjectRef, PatchKind, Propagation, object_from_parts,
 };
+use crate::sql::{Sql, SqlError, Statement, Value};
 
 /// Guest bindings of the capability interfaces.
 pub mod bindings {
@@ -21,7 +23,7 @@ pub mod bindings {
     });
 }
 
-use bindings::lethe::platform::{config, kube as wit, log};
+use bindings::lethe::platform::{config, kube as wit, log, sql};
 
 /// The host, as seen from a component. Kubernetes clients are opened lazily, once per identity.
 #[derive(Default)]
@@ -53,11 +55,26 @@ fn to_ref(r: &ObjectRef) -> wit::ObjectRef {
     }
 }
 
+/// The host's object: its metadata as the host parsed it, its JSON left unparsed until read.
 fn from_object(o: wit::Object) -> Result<Object, KubeError> {
-    let json: Json = serde_json::from_str(&o.json).map_err(|e| {
-        KubeError::Unavailable(format!("the API server returned invalid JSON: {e}"))
-    })?;
-    Ok(object_from_json(json))
+    let target = ObjectRef {
+        api_version: o.target.api_version,
+        kind: o.target.kind,
+        namespace: o.target.namespace,
+        name: o.target.name,
+    };
+    let m = o.metadata;
+    let metadata = Metadata {
+        uid: m.uid,
+        resource_version: m.resource_version,
+        generation: m.generation,
+        creation_timestamp: m.creation_timestamp,
+        deletion_timestamp: m.deletion_timestamp,
+        finalizers: m.finalizers,
+        labels: m.labels,
+        annotations: m.annotations,
+    };
+    Ok(object_from_parts(target, metadata, o.json))
 }
 
 fn from_error(e: wit::Error) -> KubeError {
@@ -136,6 +153,19 @@ impl Kube for Host {
         from_object(patched)
     }
 
+    fn replace(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        object: &Json,
+    ) -> Result<Object, KubeError> {
+        let replaced = self
+            .client(id)?
+            .replace(&to_ref(target), &object.to_string())
+            .map_err(from_error)?;
+        from_object(replaced)
+    }
+
     fn delete(
         &self,
         id: &Identity,
@@ -189,5 +219,63 @@ impl Env for Host {
 
     fn random_bytes(&self, n: usize) -> Vec<u8> {
         wasip2::random::random::get_random_bytes(n as u64)
+    }
+
+    fn progress(&self, done: u64, total: u64) {
+        log::progress(done, total);
+    }
+}
+
+fn to_sql(v: &Value) -> sql::Value {
+    match v {
+        Value::Null => sql::Value::Null,
+        Value::Bool(b) => sql::Value::Boolean(*b),
+        Value::Int(i) => sql::Value::Integer(*i),
+        Value::Text(t) => sql::Value::Text(t.clone()),
+    }
+}
+
+fn from_sql(v: sql::Value) -> Value {
+    match v {
+        sql::Value::Null | sql::Value::Blob(_) => Value::Null,
+        sql::Value::Boolean(b) => Value::Bool(b),
+        sql::Value::Integer(i) => Value::Int(i),
+        sql::Value::Real(f) => Value::Text(f.to_string()),
+        sql::Value::Text(t) => Value::Text(t),
+    }
+}
+
+fn sql_error(e: sql::Error) -> SqlError {
+    match e {
+        sql::Error::ConstraintViolation(c) => SqlError::Constraint(c),
+        other => SqlError::Failed(format!("{other:?}")),
+    }
+}
+
+impl Sql for Host {
+    fn query(&self, statement: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, SqlError> {
+        let params: Vec<sql::Value> = params.iter().map(to_sql).collect();
+        let rows = sql::query(statement, &params).map_err(sql_error)?;
+        Ok(rows
+            .rows
+            .into_iter()
+            .map(|r| r.into_iter().map(from_sql).collect())
+            .collect())
+    }
+
+    fn execute(&self, statement: &str, params: &[Value]) -> Result<u64, SqlError> {
+        let params: Vec<sql::Value> = params.iter().map(to_sql).collect();
+        sql::execute(statement, &params).map_err(sql_error)
+    }
+
+    fn batch(&self, statements: &[Statement]) -> Result<Vec<u64>, SqlError> {
+        let statements: Vec<sql::Statement> = statements
+            .iter()
+            .map(|(s, p)| sql::Statement {
+                sql: (*s).to_string(),
+                params: p.iter().map(to_sql).collect(),
+            })
+            .collect();
+        sql::batch(&statements).map_err(sql_error)
     }
 }

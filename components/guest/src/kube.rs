@@ -13,7 +13,7 @@ pub enum Identity {
 }
 
 /// The address of one object.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ObjectRef {
     /// e.g. `cf.lethe.dev/v1alpha1`.
     pub api_version: String,
@@ -37,8 +37,10 @@ impl ObjectRef {
     }
 }
 
-/// One object, with its metadata parsed.
-#[derive(Debug, Clone, PartialEq)]
+/// One object: the metadata decisions are made on, parsed, and the whole object as the JSON text
+/// it was served as, parsed only when something reads it ([`Object::json`]). A LIST of many
+/// objects that are only compared by their metadata is never parsed whole.
+#[derive(Debug, Clone, Default)]
 pub struct Object {
     /// Where it lives.
     pub target: ObjectRef,
@@ -46,6 +48,8 @@ pub struct Object {
     pub uid: String,
     /// metadata.resourceVersion.
     pub resource_version: String,
+    /// metadata.generation, when the kind has one (it changes only with the spec).
+    pub generation: Option<i64>,
     /// metadata.creationTimestamp.
     pub creation_timestamp: Option<String>,
     /// metadata.deletionTimestamp.
@@ -54,14 +58,39 @@ pub struct Object {
     pub finalizers: Vec<String>,
     /// metadata.labels.
     pub labels: Vec<(String, String)>,
-    /// The whole object.
-    pub json: Json,
+    /// metadata.annotations.
+    pub annotations: Vec<(String, String)>,
+    /// The whole object as JSON text, exactly as served.
+    pub text: String,
+    parsed: std::cell::OnceCell<Json>,
+}
+
+/// Objects are equal when they say the same, whether or not either has been parsed yet.
+impl PartialEq for Object {
+    fn eq(&self, other: &Object) -> bool {
+        self.target == other.target
+            && self.uid == other.uid
+            && self.resource_version == other.resource_version
+            && self.generation == other.generation
+            && self.creation_timestamp == other.creation_timestamp
+            && self.deletion_timestamp == other.deletion_timestamp
+            && self.finalizers == other.finalizers
+            && self.labels == other.labels
+            && self.annotations == other.annotations
+            && self.text == other.text
+    }
 }
 
 impl Object {
+    /// The whole object, parsed on first use; text that is not JSON reads as `null`.
+    pub fn json(&self) -> &Json {
+        self.parsed
+            .get_or_init(|| serde_json::from_str(&self.text).unwrap_or(Json::Null))
+    }
+
     /// The string at JSON pointer `pointer`, e.g. `/spec/displayName`.
     pub fn str_at(&self, pointer: &str) -> Option<&str> {
-        self.json.pointer(pointer).and_then(Json::as_str)
+        self.json().pointer(pointer).and_then(Json::as_str)
     }
 
     /// The value of label `key`.
@@ -74,10 +103,10 @@ impl Object {
 
     /// The value of annotation `key`.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        self.json
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(key))
-            .and_then(Json::as_str)
+        self.annotations
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -203,6 +232,13 @@ pub trait Kube {
         kind: PatchKind,
         patch: &Json,
     ) -> Result<Object, KubeError>;
+    /// Replaces an object; the body's resourceVersion, when it has one, guards the write.
+    fn replace(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        object: &Json,
+    ) -> Result<Object, KubeError>;
     /// Deletes an object.
     fn delete(
         &self,
@@ -236,6 +272,16 @@ pub trait Kube {
 /// Builds an [`Object`] from its JSON, reading the metadata it carries.
 pub fn object_from_json(json: Json) -> Object {
     let s = |p: &str| json.pointer(p).and_then(Json::as_str).map(str::to_string);
+    let pairs = |p: &str| -> Vec<(String, String)> {
+        json.pointer(p)
+            .and_then(Json::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     let target = ObjectRef {
         api_version: s("/apiVersion").unwrap_or_default(),
         kind: s("/kind").unwrap_or_default(),
@@ -251,23 +297,56 @@ pub fn object_from_json(json: Json) -> Object {
                 .collect()
         })
         .unwrap_or_default();
-    let labels = json
-        .pointer("/metadata/labels")
-        .and_then(Json::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        })
-        .unwrap_or_default();
     Object {
         target,
         uid: s("/metadata/uid").unwrap_or_default(),
         resource_version: s("/metadata/resourceVersion").unwrap_or_default(),
+        generation: json.pointer("/metadata/generation").and_then(Json::as_i64),
         creation_timestamp: s("/metadata/creationTimestamp"),
         deletion_timestamp: s("/metadata/deletionTimestamp"),
         finalizers,
-        labels,
-        json,
+        labels: pairs("/metadata/labels"),
+        annotations: pairs("/metadata/annotations"),
+        text: json.to_string(),
+        parsed: std::cell::OnceCell::from(json),
     }
+}
+
+/// Builds an [`Object`] from metadata already parsed (the host's) and the JSON text, which is
+/// parsed only if read.
+pub fn object_from_parts(target: ObjectRef, metadata: Metadata, text: String) -> Object {
+    Object {
+        target,
+        uid: metadata.uid,
+        resource_version: metadata.resource_version,
+        generation: metadata.generation,
+        creation_timestamp: metadata.creation_timestamp,
+        deletion_timestamp: metadata.deletion_timestamp,
+        finalizers: metadata.finalizers,
+        labels: metadata.labels,
+        annotations: metadata.annotations,
+        text,
+        parsed: std::cell::OnceCell::new(),
+    }
+}
+
+/// The parsed metadata of an object, as the host hands it over.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metadata {
+    /// metadata.uid.
+    pub uid: String,
+    /// metadata.resourceVersion.
+    pub resource_version: String,
+    /// metadata.generation.
+    pub generation: Option<i64>,
+    /// metadata.creationTimestamp.
+    pub creation_timestamp: Option<String>,
+    /// metadata.deletionTimestamp.
+    pub deletion_timestamp: Option<String>,
+    /// metadata.finalizers.
+    pub finalizers: Vec<String>,
+    /// metadata.labels.
+    pub labels: Vec<(String, String)>,
+    /// metadata.annotations.
+    pub annotations: Vec<(String, String)>,
 }

@@ -1,16 +1,25 @@
 //! Guest-side helpers shared by lethe's components.
 //!
-//! The request/response model, the CF V3 error envelope, and the [`kube::Kube`] and [`env::Env`]
-//! traits are plain Rust, so that component logic can be unit-tested natively; only [`wasi_http`]
+//! The request/response model, the CF V3 error envelope, the [`kube::Kube`], [`sql::Sql`] and
+//! [`env::Env`] traits and the one [`backoff`] formula are plain Rust, so that component logic can be unit-tested natively; only [`wasi_http`]
 //! and [`host`] touch WebAssembly bindings, and they exist only when compiling for wasm.
 
+pub mod backoff;
 pub mod cf;
 pub mod env;
 #[cfg(target_arch = "wasm32")]
 pub mod host;
 pub mod http;
 pub mod kube;
+pub mod sql;
 #[cfg(target_arch = "wasm32")]
 pub mod wasi_http;
 
 pub use http::{Headers, MAX_BODY_BYTES as MAX_BODY, Request, Response};
+
+/// Everything the host supplies to component logic: Kubernetes, SQL, and clock, configuration,
+/// log and randomness. Logic that needs all three takes `&dyn Capabilities`; the wasm
+/// [`host::Host`] and the tests' fakes implement it.
+pub trait Capabilities: kube::Kube + env::Env + sql::Sql {}
+
+impl<T: kube::Kube + env::Env + sql::Sql + ?Sized> Capabilities for T {}
