@@ -641,7 +641,7 @@ const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 /// The rules of `rules` that `user` does not hold in `ns`, broken down per API group, resource
 /// and resource name (their verbs together), sorted, in `PolicyRule.CompactString` form.
 fn missing_rules(inner: &Inner, user: &UserInfo, ns: &str, rules: &Value) -> Vec<String> {
-    let list = |r: &Value, k: &str| crate::store::string_list(&r[k]);
+    let list = |r: &Value, k: &str| crate::util::string_list(&r[k]);
     let quoted = |xs: &[String]| {
         let parts: Vec<String> = xs.iter().map(|x| format!("{x:?}")).collect();
         format!("[{}]", parts.join(" "))

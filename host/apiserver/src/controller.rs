@@ -165,7 +165,7 @@ fn namespace_defaults(store: &Store, info: &ClusterInfo) -> bool {
     for (ns, o) in stale_ca {
         let mut v = o.value.clone();
         v["data"] = wanted_data.clone();
-        ops::set_in(
+        crate::util::set_in(
             &mut v,
             &["metadata", "annotations", DESCRIPTION_ANNOTATION],
             serde_json::json!(ROOT_CA_DESCRIPTION),
@@ -445,7 +445,7 @@ fn namespace_conditions(store: &Store, def: &ResourceDef, ns: &str, contents: &[
         if current == wanted {
             return Ok((Change::Keep, false));
         }
-        let now = ops::now();
+        let now = crate::util::now();
         let conditions: Vec<Value> = wanted
             .iter()
             .map(|w| {
@@ -455,7 +455,7 @@ fn namespace_conditions(store: &Store, def: &ResourceDef, ns: &str, contents: &[
             })
             .collect();
         let mut v = cur.value.clone();
-        ops::set_in(&mut v, &["status", "conditions"], Value::Array(conditions));
+        crate::util::set_in(&mut v, &["status", "conditions"], Value::Array(conditions));
         Ok((Change::Put(v), true))
     });
     matches!(res, Ok((_, true)))
@@ -528,14 +528,14 @@ fn legacy_token_secrets(store: &Store, info: &ClusterInfo) -> bool {
                 return Ok((Change::Keep, false));
             }
             let mut v = cur.value.clone();
-            ops::set_in(&mut v, &["data", "token"], Value::String(b64(&token)));
-            ops::set_in(&mut v, &["data", "namespace"], Value::String(b64(&ns)));
-            ops::set_in(
+            crate::util::set_in(&mut v, &["data", "token"], Value::String(b64(&token)));
+            crate::util::set_in(&mut v, &["data", "namespace"], Value::String(b64(&ns)));
+            crate::util::set_in(
                 &mut v,
                 &["data", "ca.crt"],
                 Value::String(b64(&info.ca_pem)),
             );
-            ops::set_in(
+            crate::util::set_in(
                 &mut v,
                 &["metadata", "annotations", SA_UID_ANNOTATION],
                 Value::String(account_uid.clone()),
@@ -568,12 +568,12 @@ fn crd_terminating(store: &Store, def: &ResourceDef, name: &str) -> bool {
         conditions.push(serde_json::json!({
             "type": "Terminating",
             "status": "True",
-            "lastTransitionTime": ops::now(),
+            "lastTransitionTime": crate::util::now(),
             "reason": "InstanceDeletionInProgress",
             "message": "CustomResource deletion is in progress",
         }));
         let mut v = cur.value.clone();
-        ops::set_in(&mut v, &["status", "conditions"], Value::Array(conditions));
+        crate::util::set_in(&mut v, &["status", "conditions"], Value::Array(conditions));
         Ok((Change::Put(v), true))
     });
     matches!(res, Ok((_, true)))

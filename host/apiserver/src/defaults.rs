@@ -2,6 +2,7 @@
 //! so that what clients read back and what they are refused match a real cluster: the workload
 //! kinds (CronJob, Job), and the checks of ConfigMaps, Secrets, RBAC roles and Leases.
 
+use crate::pod_spec::{default, pod_spec_defaults};
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, Cause};
 use crate::validation;
@@ -9,48 +10,6 @@ use serde_json::{Map, Value, json};
 
 fn obj_mut<'a>(v: &'a mut Value, key: &str) -> Option<&'a mut Map<String, Value>> {
     v.get_mut(key).and_then(Value::as_object_mut)
-}
-
-fn default(m: &mut Map<String, Value>, key: &str, val: Value) {
-    if m.get(key).is_none_or(Value::is_null) {
-        m.insert(key.to_string(), val);
-    }
-}
-
-fn pull_policy(image: &str) -> &'static str {
-    let last = image.rsplit('/').next().unwrap_or(image);
-    if image.contains('@') {
-        return "IfNotPresent";
-    }
-    match last.split_once(':') {
-        Some((_, "latest")) | None => "Always",
-        Some(_) => "IfNotPresent",
-    }
-}
-
-fn container_defaults(c: &mut Value) {
-    let image = c["image"].as_str().unwrap_or_default().to_string();
-    if let Some(m) = c.as_object_mut() {
-        default(m, "terminationMessagePath", json!("/dev/termination-log"));
-        default(m, "terminationMessagePolicy", json!("File"));
-        default(m, "imagePullPolicy", json!(pull_policy(&image)));
-        default(m, "resources", json!({}));
-    }
-}
-
-pub fn pod_spec_defaults(spec: &mut Value) {
-    if let Some(m) = spec.as_object_mut() {
-        default(m, "restartPolicy", json!("Always"));
-        default(m, "terminationGracePeriodSeconds", json!(30));
-        default(m, "dnsPolicy", json!("ClusterFirst"));
-        default(m, "securityContext", json!({}));
-        default(m, "schedulerName", json!("default-scheduler"));
-    }
-    for list in ["containers", "initContainers"] {
-        if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
-            cs.iter_mut().for_each(container_defaults);
-        }
-    }
 }
 
 fn template_defaults(job_spec: &mut Value) {
@@ -375,8 +334,8 @@ fn container_causes(
             continue;
         };
         if let (Some(r), Some(l)) = (
-            crate::pod::parse_quantity(request),
-            crate::pod::parse_quantity(limit),
+            crate::pod_spec::parse_quantity(request),
+            crate::pod_spec::parse_quantity(limit),
         ) && r > l
         {
             causes.extend(validation::invalid_causes(
@@ -761,7 +720,7 @@ fn policy_rule_causes(v: &Value, namespaced: bool, causes: &mut Vec<Cause>) {
             ));
         }
         if listed(rule, "nonResourceURLs") {
-            let urls = crate::store::string_list(&rule["nonResourceURLs"]);
+            let urls = crate::util::string_list(&rule["nonResourceURLs"]);
             let shown: Vec<String> = urls.iter().map(|u| validation::go_quote(u)).collect();
             let value = format!("[]string{{{}}}", shown.join(", "));
             let mut invalid = |why: &str| {
@@ -1033,14 +992,6 @@ mod tests {
                 .ends_with("minAvailable and maxUnavailable cannot be both set"),
             "{both:?}"
         );
-    }
-
-    #[test]
-    fn pull_policies() {
-        assert_eq!(pull_policy("busybox"), "Always");
-        assert_eq!(pull_policy("busybox:latest"), "Always");
-        assert_eq!(pull_policy("registry:5000/busybox:1"), "IfNotPresent");
-        assert_eq!(pull_policy("registry:5000/busybox"), "Always");
     }
 
     fn def(plural: &str) -> std::sync::Arc<ResourceDef> {

@@ -3,79 +3,11 @@
 //! are stored in the core shape; this module converts between the two shapes and applies the
 //! stricter checks the real server makes on an Event created through `events.k8s.io/v1`.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use crate::shape::RENAMED;
 use crate::status::Cause;
 use crate::validation::{invalid_causes, json_type, qualified_name};
-
-pub const API_VERSION: &str = "events.k8s.io/v1";
-
-/// Where Events of both shapes are stored.
-pub const EVENTS_KEY: &str = "/events";
-
-/// Fields with the same name in both shapes.
-const SHARED: &[&str] = &[
-    "metadata",
-    "reason",
-    "type",
-    "action",
-    "related",
-    "eventTime",
-    "reportingInstance",
-    "series",
-];
-
-/// `(core name, events.k8s.io/v1 name)` of the renamed fields.
-const RENAMED: &[(&str, &str)] = &[
-    ("involvedObject", "regarding"),
-    ("message", "note"),
-    ("reportingComponent", "reportingController"),
-    ("source", "deprecatedSource"),
-    ("firstTimestamp", "deprecatedFirstTimestamp"),
-    ("lastTimestamp", "deprecatedLastTimestamp"),
-    ("count", "deprecatedCount"),
-];
-
-/// The `events.k8s.io/v1` shape of a stored (core) Event.
-pub fn from_core(core: &Value) -> Value {
-    let mut out = Map::new();
-    out.insert("kind".into(), json!("Event"));
-    out.insert("apiVersion".into(), json!(API_VERSION));
-    copy(core, &mut out, SHARED.iter().map(|f| (*f, *f)));
-    copy(core, &mut out, RENAMED.iter().copied());
-    // Empty deprecated fields are left out, as the conversion of the zero values leaves them.
-    for f in ["deprecatedSource", "deprecatedCount"] {
-        if out
-            .get(f)
-            .is_some_and(|v| v.as_object().is_some_and(Map::is_empty) || v.as_i64() == Some(0))
-        {
-            out.remove(f);
-        }
-    }
-    Value::Object(out)
-}
-
-/// The stored (core) shape of an `events.k8s.io/v1` Event.
-pub fn to_core(v1: &Value) -> Value {
-    let mut out = Map::new();
-    out.insert("kind".into(), json!("Event"));
-    out.insert("apiVersion".into(), json!("v1"));
-    copy(v1, &mut out, SHARED.iter().map(|f| (*f, *f)));
-    copy(v1, &mut out, RENAMED.iter().map(|(core, v1)| (*v1, *core)));
-    Value::Object(out)
-}
-
-fn copy<'a>(
-    from: &Value,
-    to: &mut Map<String, Value>,
-    names: impl Iterator<Item = (&'a str, &'a str)>,
-) {
-    for (src, dst) in names {
-        if let Some(v) = from.get(src).filter(|v| !v.is_null()) {
-            to.insert(dst.to_string(), v.clone());
-        }
-    }
-}
 
 /// Refuses (400) an Event, in either shape, whose fields have the wrong JSON types, as the
 /// decoder does.
@@ -237,6 +169,7 @@ pub fn create_causes(v1: &Value) -> Vec<Cause> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shape::{from_core, to_core};
 
     fn recorder_event() -> Value {
         json!({

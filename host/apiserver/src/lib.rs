@@ -55,6 +55,7 @@ mod openapi;
 mod ops;
 mod patch;
 mod pod;
+mod pod_spec;
 mod proto;
 mod resources;
 mod sa_token;
@@ -63,11 +64,13 @@ mod schema;
 mod selector;
 mod server;
 mod service;
+mod shape;
 mod status;
 mod store;
 mod table;
 mod tls;
 mod typed;
+mod util;
 mod validation;
 mod validation_rules;
 
@@ -218,16 +221,6 @@ fn kubeconfig(url: &str, token: &str, ca_pem: Option<&str>) -> String {
     )
 }
 
-fn write_private(path: &Path, content: &str) -> std::io::Result<()> {
-    std::fs::write(path, content)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    }
-    Ok(())
-}
-
 /// Creates the default namespaces and RBAC objects on a fresh store, and what the controllers
 /// keep in place (the `kubernetes` Service, each namespace's defaults) before serving.
 fn bootstrap(store: &store::Store, info: &controller::ClusterInfo) -> anyhow::Result<()> {
@@ -356,7 +349,7 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
                 .map(|key| (key, existing_cert.as_deref())),
         )?;
         if let (Some(f), None) = (&key_file, &existing) {
-            write_private(f, &generated.ca_key_pem)?;
+            crate::util::write_private(f, &generated.ca_key_pem)?;
         }
         Some(generated)
     } else {
@@ -388,7 +381,7 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
     let kubeconfig_path = match (&config.data_dir, &temp_dir) {
         (Some(dir), _) => {
             let p = dir.join("kubeconfig");
-            write_private(&p, &kubeconfig_yaml)?;
+            crate::util::write_private(&p, &kubeconfig_yaml)?;
             if let Some(t) = &tls {
                 std::fs::write(dir.join("ca.crt"), &t.ca_pem)?;
             }
@@ -397,7 +390,7 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
         (None, Some(tmp)) => {
             std::fs::create_dir_all(tmp)?;
             let p = tmp.join("kubeconfig");
-            write_private(&p, &kubeconfig_yaml)?;
+            crate::util::write_private(&p, &kubeconfig_yaml)?;
             Some(p)
         }
         (None, None) => None,

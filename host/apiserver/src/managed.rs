@@ -127,7 +127,7 @@ impl<'a> KindSchema<'a> {
             "coordination.k8s.io/leases" => json!({"spec": {}}),
             "rbac.authorization.k8s.io/rolebindings"
             | "rbac.authorization.k8s.io/clusterrolebindings" => json!({"roleRef": {}}),
-            crate::events_v1::EVENTS_KEY => json!({"involvedObject": {}, "source": {}}),
+            crate::shape::EVENTS_KEY => json!({"involvedObject": {}, "source": {}}),
             crate::resources::CRD_KEY => json!({
                 "spec": {"names": {}},
                 "status": {"acceptedNames": {}},
@@ -151,7 +151,7 @@ impl<'a> KindSchema<'a> {
         match s["x-kubernetes-list-type"].as_str() {
             Some("set") => ListKind::Set,
             Some("map") => {
-                let keys = crate::store::string_list(&s["x-kubernetes-list-map-keys"]);
+                let keys = crate::util::string_list(&s["x-kubernetes-list-map-keys"]);
                 if keys.is_empty() {
                     ListKind::Atomic
                 } else {

@@ -5,14 +5,12 @@ use crate::managed::{KindSchema, Scope, Writer};
 use crate::patch;
 use crate::resources::{CRD_KEY, NS_KEY, NameRule, ResourceDef, crd_preferred_version};
 use crate::status::{ApiError, Cause};
-use crate::store::{Change, Inner, Obj, Store, string_list};
+use crate::store::{Change, Inner, Obj, Store};
+use crate::util::{meta_mut, string_list, strip_nulls};
+use crate::util::{now, random_suffix, set_in};
 use crate::validation;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::sync::Arc;
-
-pub fn now() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
 
 /// Name validation errors (empty when valid).
 pub fn name_errors(rule: NameRule, name: &str) -> Vec<String> {
@@ -88,42 +86,6 @@ pub fn validate_name(def: &ResourceDef, name: &str) -> Result<(), ApiError> {
         return Ok(());
     }
     Err(ApiError::invalid(&def.group, &def.kind, name, causes))
-}
-
-/// Makes `v` an object (replacing anything else) and returns its map.
-pub fn ensure_obj(v: &mut Value) -> &mut Map<String, Value> {
-    if !v.is_object() {
-        *v = Value::Object(Map::new());
-    }
-    match v {
-        Value::Object(m) => m,
-        _ => unreachable!("just made an object"),
-    }
-}
-
-/// Sets `path` inside `v`, turning non-objects on the way into objects.
-pub fn set_in(v: &mut Value, path: &[&str], val: Value) {
-    let mut cur = v;
-    for seg in path {
-        cur = ensure_obj(cur)
-            .entry(seg.to_string())
-            .or_insert(Value::Null);
-    }
-    *cur = val;
-}
-
-fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {
-    ensure_obj(ensure_obj(v).entry("metadata").or_insert(Value::Null))
-}
-
-/// Random suffix as generateName uses.
-pub fn random_suffix() -> String {
-    use rand::Rng;
-    const CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut rng = rand::rng();
-    (0..5)
-        .map(|_| CHARS[rng.random_range(0..CHARS.len())] as char)
-        .collect()
 }
 
 /// The object's namespace/name coordinates, checked against the request's.
@@ -973,15 +935,7 @@ pub fn create(
     })?;
     match (computed, obj) {
         (Some(v), _) => Ok(Obj::new(v, 0)),
-        (None, Some(o)) => {
-            if def.is_namespace() {
-                // The service-account controller's work, done before the namespace is answered,
-                // so that a Pod created right after it finds its `default` account (on a real
-                // cluster the controller usually wins that race; here it always does).
-                crate::controller::create_default_account(store, &name);
-            }
-            Ok(o)
-        }
+        (None, Some(o)) => Ok(o),
         (None, None) => Err(ApiError::internal("create stored nothing")),
     }
 }
@@ -1391,17 +1345,6 @@ fn job_update_causes(old: &Value, new: &Value) -> Vec<Cause> {
         }
     }
     causes
-}
-
-/// Removes null members and the empty objects left by setting an absent field, so that two
-/// templates compare by what they hold.
-fn strip_nulls(v: &mut Value) {
-    if let Value::Object(m) = v {
-        for x in m.values_mut() {
-            strip_nulls(x);
-        }
-        m.retain(|_, x| !(x.is_null() || x.as_object().is_some_and(Map::is_empty)));
-    }
 }
 
 /// ValidatePodUpdate: a Pod's spec may change only in its containers' images, its active

@@ -2,87 +2,10 @@
 //! shared with templates), and the status its strategy sets on create when nothing schedules
 //! or runs the Pod (`phase: Pending`, the QoS class, the scheduling-gated condition).
 
+use crate::pod_spec::{default, parse_quantity};
 use serde_json::{Map, Value, json};
 
 pub const PODS_KEY: &str = "/pods";
-
-/// A `resource.Quantity` in units of 10^-9, enough to compare and add requests and limits.
-pub fn parse_quantity(s: &str) -> Option<i128> {
-    let s = s.trim();
-    let num_end = s
-        .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-')))
-        .unwrap_or(s.len());
-    let (num, suffix) = s.split_at(num_end);
-    let (neg, num) = match num.as_bytes().first() {
-        Some(b'-') => (true, &num[1..]),
-        Some(b'+') => (false, &num[1..]),
-        _ => (false, num),
-    };
-    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
-    if (int.is_empty() && frac.is_empty())
-        || !int.bytes().all(|c| c.is_ascii_digit())
-        || !frac.bytes().all(|c| c.is_ascii_digit())
-    {
-        return None;
-    }
-    // Mantissa scaled by 10^9 (fractions finer than that are rounded up, as Quantity does).
-    // Quantities too large for an i128 saturate (they only need to compare and add).
-    let mut nanos: i128 = 0;
-    for c in int.bytes() {
-        nanos = nanos
-            .saturating_mul(10)
-            .saturating_add(i128::from(c - b'0'));
-    }
-    nanos = nanos.saturating_mul(1_000_000_000);
-    let mut scale: i128 = 100_000_000;
-    let mut rest = false;
-    for c in frac.bytes() {
-        if scale == 0 {
-            rest |= c != b'0';
-            continue;
-        }
-        nanos = nanos.saturating_add(i128::from(c - b'0') * scale);
-        scale /= 10;
-    }
-    if rest {
-        nanos = nanos.saturating_add(1);
-    }
-    let pow10 = |n: i128, e: i64| -> i128 {
-        let Ok(abs) = u32::try_from(e.unsigned_abs()) else {
-            return if e >= 0 {
-                n.signum() * i128::MAX
-            } else {
-                n.signum()
-            };
-        };
-        match (e >= 0, 10i128.checked_pow(abs)) {
-            (true, Some(m)) => n.saturating_mul(m),
-            (true, None) => n.signum() * i128::MAX,
-            // Rounded up, as Quantity rounds to nanos.
-            (false, Some(d)) => n / d + i128::from(n % d != 0),
-            (false, None) => n.signum(),
-        }
-    };
-    let v = match suffix {
-        "" => nanos,
-        "n" => pow10(nanos, -9),
-        "u" => pow10(nanos, -6),
-        "m" => pow10(nanos, -3),
-        "k" => pow10(nanos, 3),
-        "M" => pow10(nanos, 6),
-        "G" => pow10(nanos, 9),
-        "T" => pow10(nanos, 12),
-        "P" => pow10(nanos, 15),
-        "E" => pow10(nanos, 18),
-        "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" => {
-            let shift = 10 * (1 + "KMGTPE".find(&suffix[..1])? as u32);
-            nanos.saturating_mul(1i128 << shift)
-        }
-        e if e.starts_with(['e', 'E']) => pow10(nanos, e[1..].parse().ok()?),
-        _ => return None,
-    };
-    Some(if neg { -v } else { v })
-}
 
 fn quantity(v: &Value) -> Option<i128> {
     match v {
@@ -132,17 +55,11 @@ pub fn qos_class(spec: &Value) -> &'static str {
     "Burstable"
 }
 
-fn default(m: &mut Map<String, Value>, key: &str, val: Value) {
-    if m.get(key).is_none_or(Value::is_null) {
-        m.insert(key.to_string(), val);
-    }
-}
-
 /// The defaults a Pod gets on decoding: the pod-spec ones and those a pod template does not
 /// get (`SetDefaults_Pod`).
 pub fn defaults(v: &mut Value) {
     if let Some(spec) = v.get_mut("spec").filter(|s| s.is_object()) {
-        crate::defaults::pod_spec_defaults(spec);
+        crate::pod_spec::pod_spec_defaults(spec);
     }
     let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
@@ -261,7 +178,7 @@ fn mount_api_access(spec: &mut Map<String, Value>) {
         .map(str::to_string);
     let name = existing
         .clone()
-        .unwrap_or_else(|| format!("{TOKEN_VOLUME_PREFIX}{}", crate::ops::random_suffix()));
+        .unwrap_or_else(|| format!("{TOKEN_VOLUME_PREFIX}{}", crate::util::random_suffix()));
     let mut mounted = false;
     for list in ["initContainers", "containers"] {
         for c in spec
@@ -330,16 +247,6 @@ pub fn create_status(v: &mut Value, sent_qos: Option<&str>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quantities_compare_across_units() {
-        assert_eq!(parse_quantity("100m"), parse_quantity("0.1"));
-        assert_eq!(parse_quantity("1Gi"), parse_quantity("1073741824"));
-        assert_eq!(parse_quantity("1k"), parse_quantity("1e3"));
-        assert_eq!(parse_quantity("1.5"), Some(1_500_000_000));
-        assert_eq!(parse_quantity("abc"), None);
-        assert_eq!(parse_quantity("1Xi"), None);
-    }
 
     #[test]
     fn extreme_quantities_saturate_instead_of_overflowing() {

@@ -41,7 +41,7 @@ pub struct ResourceDef {
     /// How objects look on the wire compared with how they are stored.
     pub shape: Shape,
     /// The `scale` subresource's paths (custom resources whose CRD declares one).
-    pub scale: Option<crate::scale::ScalePaths>,
+    pub scale: Option<ScalePaths>,
 }
 
 /// The wire shape of a resource whose objects are stored as another kind's.
@@ -59,7 +59,7 @@ impl Shape {
     pub fn view(self, stored: &Value) -> Value {
         match self {
             Shape::Stored => stored.clone(),
-            Shape::EventsV1 => crate::events_v1::from_core(stored),
+            Shape::EventsV1 => crate::shape::from_core(stored),
         }
     }
 
@@ -67,7 +67,7 @@ impl Shape {
     pub fn stored(self, view: Value) -> Value {
         match self {
             Shape::Stored => view,
-            Shape::EventsV1 => crate::events_v1::to_core(&view),
+            Shape::EventsV1 => crate::shape::to_core(&view),
         }
     }
 }
@@ -494,7 +494,7 @@ pub fn builtins() -> &'static [Arc<ResourceDef>] {
             false,
             Subdomain,
         );
-        events_v1.storage_key = crate::events_v1::EVENTS_KEY.into();
+        events_v1.storage_key = crate::shape::EVENTS_KEY.into();
         events_v1.shape = Shape::EventsV1;
         v.push(events_v1);
         v.push(ssar);
@@ -530,8 +530,8 @@ pub fn defs_from_crd(crd: &Value) -> Vec<Arc<ResourceDef>> {
         .map(str::to_string)
         .unwrap_or_else(|| kind.to_lowercase());
     let namespaced = spec["scope"].as_str() != Some("Cluster");
-    let short = crate::store::string_list(&names["shortNames"]);
-    let categories = crate::store::string_list(&names["categories"]);
+    let short = crate::util::string_list(&names["shortNames"]);
+    let categories = crate::util::string_list(&names["categories"]);
     let mut out = vec![];
     if let Some(versions) = spec["versions"].as_array() {
         for v in versions {
@@ -543,10 +543,8 @@ pub fn defs_from_crd(crd: &Value) -> Vec<Arc<ResourceDef>> {
             };
             let status = v["subresources"]["status"].is_object()
                 || spec["subresources"]["status"].is_object();
-            let scale = crate::scale::ScalePaths::from_subresource(&v["subresources"]["scale"])
-                .or_else(|| {
-                    crate::scale::ScalePaths::from_subresource(&spec["subresources"]["scale"])
-                });
+            let scale = ScalePaths::from_subresource(&v["subresources"]["scale"])
+                .or_else(|| ScalePaths::from_subresource(&spec["subresources"]["scale"]));
             out.push(Arc::new(ResourceDef {
                 group: group.into(),
                 version: vname.into(),
@@ -988,6 +986,34 @@ pub fn aggregated_discovery(
         "metadata": {},
         "items": items,
     })
+}
+
+/// Where a custom resource keeps its replica counts (`.spec.replicas` → `["spec", "replicas"]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScalePaths {
+    pub spec_replicas: Vec<String>,
+    pub status_replicas: Vec<String>,
+    pub label_selector: Option<Vec<String>>,
+}
+
+impl ScalePaths {
+    /// The paths of a CRD's `subresources.scale`, if it has one.
+    pub fn from_subresource(scale: &Value) -> Option<ScalePaths> {
+        let path = |field: &str| {
+            let text = scale[field].as_str()?;
+            let segments: Vec<String> = text
+                .strip_prefix('.')?
+                .split('.')
+                .map(str::to_string)
+                .collect();
+            (!segments.iter().any(String::is_empty)).then_some(segments)
+        };
+        Some(ScalePaths {
+            spec_replicas: path("specReplicasPath")?,
+            status_replicas: path("statusReplicasPath")?,
+            label_selector: path("labelSelectorPath"),
+        })
+    }
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ impl Signer {
             None => rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?,
         };
         if let (Some(p), None) = (path, &existing) {
-            crate::write_private(p, &pair.serialize_pem())?;
+            crate::util::write_private(p, &pair.serialize_pem())?;
         }
         let rng = SystemRandom::new();
         let key = EcdsaKeyPair::from_pkcs8(

@@ -7,37 +7,9 @@ use serde_json::{Value, json};
 
 use crate::ops::{self, PatchType, Sub, WriteOpts};
 use crate::patch;
-use crate::resources::ResourceDef;
+use crate::resources::{ResourceDef, ScalePaths};
 use crate::status::{ApiError, Cause};
 use crate::store::Store;
-
-/// Where a custom resource keeps its replica counts (`.spec.replicas` → `["spec", "replicas"]`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScalePaths {
-    pub spec_replicas: Vec<String>,
-    pub status_replicas: Vec<String>,
-    pub label_selector: Option<Vec<String>>,
-}
-
-impl ScalePaths {
-    /// The paths of a CRD's `subresources.scale`, if it has one.
-    pub fn from_subresource(scale: &Value) -> Option<ScalePaths> {
-        let path = |field: &str| {
-            let text = scale[field].as_str()?;
-            let segments: Vec<String> = text
-                .strip_prefix('.')?
-                .split('.')
-                .map(str::to_string)
-                .collect();
-            (!segments.iter().any(String::is_empty)).then_some(segments)
-        };
-        Some(ScalePaths {
-            spec_replicas: path("specReplicasPath")?,
-            status_replicas: path("statusReplicasPath")?,
-            label_selector: path("labelSelectorPath"),
-        })
-    }
-}
 
 fn at<'a>(v: &'a Value, path: &[String]) -> &'a Value {
     path.iter().fold(v, |v, segment| &v[segment.as_str()])

@@ -1227,7 +1227,7 @@ async fn token_request(
         None
     };
     // Without audiences a token is for the API server itself.
-    let mut audiences = crate::store::string_list(&request["spec"]["audiences"]);
+    let mut audiences = crate::util::string_list(&request["spec"]["audiences"]);
     if audiences.is_empty() {
         audiences.push(crate::sa_token::ISSUER.to_string());
     }
@@ -1475,7 +1475,7 @@ async fn resource_request(
             if def.virtual_create_only {
                 return review(shared, user, &def, ns, body);
             }
-            if def.key() == crate::events_v1::EVENTS_KEY {
+            if def.key() == crate::shape::EVENTS_KEY {
                 crate::events_v1::check_decodable(&body, def.shape)?;
             }
             if def.shape == Shape::EventsV1 {
@@ -1490,13 +1490,21 @@ async fn resource_request(
             if def.group == "rbac.authorization.k8s.io" {
                 crate::auth::escalation_check(store, user, &def.plural, ns, &body)?;
             }
+            let dry_run = opts.dry_run;
             let obj = ops::create(store, &stored, ns, body, opts).map_err(served)?;
+            if def.is_namespace() && !dry_run {
+                // The service-account controller's work, done before the namespace is answered,
+                // so that a Pod created right after it finds its `default` account (on a real
+                // cluster the controller usually wins that race; here it always does).
+                let name = obj.value["metadata"]["name"].as_str().unwrap_or_default();
+                crate::controller::create_default_account(store, name);
+            }
             Ok(respond(201, obj_bytes(&def, &obj)))
         }
         "update" => {
             let (headers, body) = read_body(req).await?;
             let body = decode_body(&headers, &body)?;
-            if def.key() == crate::events_v1::EVENTS_KEY {
+            if def.key() == crate::shape::EVENTS_KEY {
                 crate::events_v1::check_decodable(&body, def.shape)?;
             }
             let body = def.shape.stored(body);
@@ -1627,7 +1635,7 @@ fn delete_opts(headers: &HeaderMap, body: &[u8], query: &Query) -> Result<Delete
         opts.resource_version = v["preconditions"]["resourceVersion"]
             .as_str()
             .map(str::to_string);
-        dry_run = crate::store::string_list(&v["dryRun"]);
+        dry_run = crate::util::string_list(&v["dryRun"]);
     }
     if let Some(p) = query.get("propagationPolicy") {
         opts.propagation = Some(p.to_string());
@@ -2382,7 +2390,7 @@ fn review(
         "selfsubjectaccessreviews" => user.clone(),
         _ => {
             let name = spec["user"].as_str().unwrap_or_default().to_string();
-            let groups = crate::store::string_list(&spec["groups"]);
+            let groups = crate::util::string_list(&spec["groups"]);
             if name.is_empty() && groups.is_empty() {
                 return Err(ApiError::invalid(
                     &def.group,

@@ -1137,7 +1137,7 @@ pub fn prepare(v: &mut Value, old: Option<&Value>, inner: &Inner) -> Result<(), 
         .unwrap_or_default()
         .to_string();
     let with_name = |e: ApiError| rename(e, &name);
-    let obj = crate::ops::ensure_obj(v);
+    let obj = crate::util::ensure_obj(v);
     let mut spec = match obj.remove("spec") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(m)) => m,
@@ -1190,7 +1190,7 @@ pub fn prepare(v: &mut Value, old: Option<&Value>, inner: &Inner) -> Result<(), 
     if old.is_none() || !status.is_object() {
         status = json!({"loadBalancer": {}});
     }
-    let obj = crate::ops::ensure_obj(v);
+    let obj = crate::util::ensure_obj(v);
     obj.insert("spec".into(), Value::Object(spec));
     obj.insert("status".into(), status);
     Ok(())

@@ -3,6 +3,7 @@
 
 use crate::resources::{CRD_KEY, ResourceDef, defs_from_crd};
 use crate::status::ApiError;
+use crate::util::string_list;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use rusqlite::{Connection, params};
@@ -43,16 +44,6 @@ impl Obj {
     pub fn finalizers(&self) -> Vec<String> {
         string_list(&self.value["metadata"]["finalizers"])
     }
-}
-
-pub fn string_list(v: &Value) -> Vec<String> {
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

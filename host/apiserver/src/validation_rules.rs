@@ -107,7 +107,7 @@ fn walk(schema: &Value, value: &Value, old: Option<&Value>, path: &str, out: &mu
             }
         }
         Value::Array(items) if schema["items"].is_object() => {
-            let keys = crate::store::string_list(&schema["x-kubernetes-list-map-keys"]);
+            let keys = crate::util::string_list(&schema["x-kubernetes-list-map-keys"]);
             for (i, item) in items.iter().enumerate() {
                 // Items of a map list are matched to their old selves by their keys.
                 let old_item = (schema["x-kubernetes-list-type"] == "map" && !keys.is_empty())
