@@ -3,6 +3,7 @@
 
 use crate::ops::{self, CRD_CLEANUP, DeleteOpts};
 use crate::resources::{CRD_KEY, NS_KEY, ResourceDef, builtins, defs_from_crd};
+use crate::status::Warnings;
 use crate::store::{Change, FullKey, Inner, Obj, Store};
 use serde_json::Value;
 use std::sync::Arc;
@@ -67,11 +68,26 @@ fn background() -> DeleteOpts {
 fn delete_all(store: &Store, items: &[Item]) -> bool {
     let mut changed = false;
     for it in items.iter().filter(|i| !i.obj.deleting()) {
-        if ops::delete(store, &it.def, &it.ns, &it.name, &background()).is_ok() {
+        if ops::delete(
+            store,
+            &it.def,
+            &it.ns,
+            &it.name,
+            &background(),
+            &mut unheard(),
+        )
+        .is_ok()
+        {
             changed = true;
         }
     }
     changed
+}
+
+/// Where a controller's own writes put their warnings: nowhere, since no client made them and
+/// none is waiting for them (a real controller manager drops them too).
+fn unheard() -> Warnings {
+    Warnings::default()
 }
 
 /// What the controllers know of the server they run in.
@@ -107,7 +123,15 @@ pub fn create_default_account(store: &Store, ns: &str) -> bool {
         "kind": "ServiceAccount",
         "metadata": {"name": "default", "namespace": ns},
     });
-    ops::create(store, sa, ns, body, ops::WriteOpts::default()).is_ok()
+    ops::create(
+        store,
+        sa,
+        ns,
+        body,
+        ops::WriteOpts::default(),
+        &mut unheard(),
+    )
+    .is_ok()
 }
 
 /// What every active namespace gets from the controller manager, and clients expect: the
@@ -160,7 +184,15 @@ fn namespace_defaults(store: &Store, info: &ClusterInfo) -> bool {
             },
             "data": wanted_data,
         });
-        changed |= ops::create(store, cm, &ns, body, ops::WriteOpts::default()).is_ok();
+        changed |= ops::create(
+            store,
+            cm,
+            &ns,
+            body,
+            ops::WriteOpts::default(),
+            &mut unheard(),
+        )
+        .is_ok();
     }
     for (ns, o) in stale_ca {
         let mut v = o.value.clone();
@@ -178,6 +210,7 @@ fn namespace_defaults(store: &Store, info: &ClusterInfo) -> bool {
             v,
             ops::Sub::Main,
             ops::WriteOpts::default(),
+            &mut unheard(),
         );
         changed |= res.is_ok();
     }
@@ -210,6 +243,7 @@ pub fn kubernetes_service(store: &Store, info: &ClusterInfo) -> bool {
                 v,
                 ops::Sub::Main,
                 ops::WriteOpts::default(),
+                &mut unheard(),
             )
             .map(|_| ())
         }
@@ -220,7 +254,15 @@ pub fn kubernetes_service(store: &Store, info: &ClusterInfo) -> bool {
             if !default_active {
                 return false;
             }
-            ops::create(store, svc, "default", wanted, ops::WriteOpts::default()).map(|_| ())
+            ops::create(
+                store,
+                svc,
+                "default",
+                wanted,
+                ops::WriteOpts::default(),
+                &mut unheard(),
+            )
+            .map(|_| ())
         }
     };
     match result {
@@ -324,7 +366,7 @@ pub fn pass(store: &Store, info: &ClusterInfo) -> bool {
                     propagation: Some("Foreground".into()),
                     ..Default::default()
                 };
-                if ops::delete(store, &d.def, &d.ns, &d.name, &opts).is_ok() {
+                if ops::delete(store, &d.def, &d.ns, &d.name, &opts, &mut unheard()).is_ok() {
                     changed = true;
                 }
             }

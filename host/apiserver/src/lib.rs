@@ -240,6 +240,7 @@ fn bootstrap(store: &store::Store, info: &controller::ClusterInfo) -> anyhow::Re
                 "",
                 serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
                 ops::WriteOpts::default(),
+                &mut status::Warnings::default(),
             )
             .map_err(|e| anyhow::anyhow!("bootstrap namespace {ns}: {e}"))?;
         }
@@ -251,8 +252,15 @@ fn bootstrap(store: &store::Store, info: &controller::ClusterInfo) -> anyhow::Re
             .unwrap_or_default()
             .to_string();
         if store.get(def.key(), "", &name, false).is_none() {
-            ops::create(store, &def, "", obj, ops::WriteOpts::default())
-                .map_err(|e| anyhow::anyhow!("bootstrap {plural} {name}: {e}"))?;
+            ops::create(
+                store,
+                &def,
+                "",
+                obj,
+                ops::WriteOpts::default(),
+                &mut status::Warnings::default(),
+            )
+            .map_err(|e| anyhow::anyhow!("bootstrap {plural} {name}: {e}"))?;
         }
     }
     // Fill the aggregated roles (admin, edit, view) before serving.

@@ -4,7 +4,7 @@
 use crate::managed::{KindSchema, Scope, Writer};
 use crate::patch;
 use crate::resources::{CRD_KEY, NS_KEY, NameRule, ResourceDef, crd_preferred_version};
-use crate::status::{ApiError, Cause};
+use crate::status::{ApiError, Cause, Warnings};
 use crate::store::{Change, Inner, Obj, Store};
 use crate::util::{meta_mut, string_list, strip_nulls};
 use crate::util::{now, random_suffix, set_in};
@@ -640,6 +640,7 @@ fn prepare_create(
     mut body: Value,
     inner: &Inner,
     strict: bool,
+    warnings: &mut Warnings,
 ) -> Result<Value, ApiError> {
     let name = body["metadata"]["name"]
         .as_str()
@@ -724,8 +725,8 @@ fn prepare_create(
     }
     crate::defaults::validate(def, &body)?;
     validate_meta(def, &body)?;
-    check_schema(def, &mut body, None, strict)?;
-    warn_finalizers(&body);
+    check_schema(def, &mut body, None, strict, warnings)?;
+    warn_finalizers(&body, warnings);
     Ok(body)
 }
 
@@ -738,6 +739,7 @@ fn check_schema(
     v: &mut Value,
     old: Option<&Value>,
     strict: bool,
+    warnings: &mut Warnings,
 ) -> Result<(), ApiError> {
     let (causes, pruned) = match &def.schema {
         Some(schema) => {
@@ -765,7 +767,7 @@ fn check_schema(
     };
     if !strict {
         for p in &pruned {
-            warn(format!("unknown field {}", json!(p)));
+            warnings.push(format!("unknown field {}", json!(p)));
         }
     }
     if strict && !pruned.is_empty() {
@@ -792,29 +794,15 @@ fn check_schema(
 
 pub const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
 
-thread_local! {
-    static WARNINGS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Records a warning for the current request (sent as a `Warning` header, which kubectl prints).
-pub(crate) fn warn(msg: String) {
-    WARNINGS.with(|w| w.borrow_mut().push(msg));
-}
-
-/// Takes the warnings recorded on this thread. Operations are synchronous, so calling this
-/// right after one (without an `.await` in between) yields exactly that operation's warnings.
-pub fn take_warnings() -> Vec<String> {
-    WARNINGS.with(|w| std::mem::take(&mut *w.borrow_mut()))
-}
-
-fn warn_finalizers(v: &Value) {
+/// Warns of each finalizer name that is neither domain-qualified nor one of the standard ones.
+fn warn_finalizers(v: &Value, warnings: &mut Warnings) {
     for f in string_list(&v["metadata"]["finalizers"]) {
         let standard = matches!(
             f.as_str(),
             "kubernetes" | "orphan" | "foregroundDeletion" | CRD_CLEANUP
         );
         if !f.contains('/') && !standard {
-            warn(format!(
+            warnings.push(format!(
                 "metadata.finalizers: {}: prefer a domain-qualified finalizer name including a path (/) to avoid accidental conflicts with other finalizer writers",
                 json!(f)
             ));
@@ -876,6 +864,7 @@ pub fn create(
     ns: &str,
     mut body: Value,
     w: WriteOpts,
+    warnings: &mut Warnings,
 ) -> Result<Arc<Obj>, ApiError> {
     check_identity(def, ns, None, &mut body)?;
     let mut name = body["metadata"]["name"]
@@ -908,7 +897,7 @@ pub fn create(
         .and_then(|v| v.parse::<u64>().ok())
         .is_some_and(|v| v != 0);
     let (obj, computed) = store.mutate(def.key(), ns_key, &name, |cur, inner| {
-        let mut v = prepare_create(def, ns, body, inner, w.strict)?;
+        let mut v = prepare_create(def, ns, body, inner, w.strict, warnings)?;
         if versioned && !w.dry_run {
             return Err(ApiError::new(
                 500,
@@ -996,6 +985,7 @@ fn prepare_update(
     sub: Sub,
     strict: bool,
     inner: &Inner,
+    warnings: &mut Warnings,
 ) -> Result<Change, ApiError> {
     let name = cur.meta_str("name").to_string();
     if let Some(rv) = new["metadata"]["resourceVersion"].as_str()
@@ -1156,9 +1146,9 @@ fn prepare_update(
         }
         validate_meta(def, &result)?;
     }
-    check_schema(def, &mut result, Some(&cur.value), strict)?;
+    check_schema(def, &mut result, Some(&cur.value), strict, warnings)?;
     if string_list(&result["metadata"]["finalizers"]) != cur.finalizers() {
-        warn_finalizers(&result);
+        warn_finalizers(&result, warnings);
     }
     if def.is_crd() && sub == Sub::Main {
         for (field, path) in [
@@ -1466,8 +1456,9 @@ fn run_update(
     ns: &str,
     name: &str,
     w: WriteOpts,
-    compute: impl FnOnce(Option<&Arc<Obj>>, &Inner) -> Result<(Value, bool), ApiError>,
+    compute: impl FnOnce(Option<&Arc<Obj>>, &Inner, &mut Warnings) -> Result<(Value, bool), ApiError>,
     sub: Sub,
+    warnings: &mut Warnings,
 ) -> Result<(Outcome, bool), ApiError> {
     let dry_run = w.dry_run;
     let api_version = def.api_version();
@@ -1475,7 +1466,7 @@ fn run_update(
     let mut created = false;
     let mut final_value: Option<Value> = None;
     let (obj, removed) = store.mutate(def.key(), ns_key, name, |cur, inner| {
-        let (candidate, is_create) = compute(cur, inner)?;
+        let (candidate, is_create) = compute(cur, inner, warnings)?;
         if is_create {
             created = true;
             if dry_run {
@@ -1487,7 +1478,7 @@ fn run_update(
         let Some(cur) = cur else {
             return Err(ApiError::not_found(&def.group, &def.plural, name));
         };
-        let mut change = prepare_update(def, cur, candidate, sub, w.strict, inner)?;
+        let mut change = prepare_update(def, cur, candidate, sub, w.strict, inner, warnings)?;
         if let Change::Put(v) = &mut change
             && let Some(writer) = w.writer(&api_version, sub)
         {
@@ -1534,6 +1525,7 @@ pub fn update(
     mut body: Value,
     sub: Sub,
     w: WriteOpts,
+    warnings: &mut Warnings,
 ) -> Result<(Outcome, bool), ApiError> {
     check_identity(def, ns, Some(name), &mut body)?;
     if sub == Sub::Main {
@@ -1545,9 +1537,9 @@ pub fn update(
         ns,
         name,
         w.clone(),
-        |cur, inner| {
+        |cur, inner, warnings| {
             if cur.is_none() && def.create_on_update && sub == Sub::Main {
-                let mut v = prepare_create(def, ns, body, inner, w.strict)?;
+                let mut v = prepare_create(def, ns, body, inner, w.strict, warnings)?;
                 let api_version = def.api_version();
                 if let Some(writer) = w.writer(&api_version, Sub::Main) {
                     record_create(&mut v, &writer, def, sub);
@@ -1593,6 +1585,7 @@ pub fn update(
             Ok((body, false))
         },
         sub,
+        warnings,
     )
 }
 
@@ -1631,6 +1624,7 @@ pub fn patch(
     sub: Sub,
     w: WriteOpts,
     admit: &dyn Fn(&Inner, &Value) -> Result<(), ApiError>,
+    warnings: &mut Warnings,
 ) -> Result<(Outcome, bool), ApiError> {
     if pt != PatchType::Json && !body.is_object() {
         return Err(ApiError::bad_request(
@@ -1684,7 +1678,7 @@ pub fn patch(
         ns,
         name,
         run_opts,
-        |cur, inner| {
+        |cur, inner, warnings| {
             let Some(cur) = cur else {
                 if pt == PatchType::Apply && sub == Sub::Main {
                     let mut b = body.clone();
@@ -1693,7 +1687,7 @@ pub fn patch(
                     decodable(&b)?;
                     check_identity(def, ns, Some(name), &mut b)?;
                     validate_name(def, name)?;
-                    let mut created = prepare_create(def, ns, b, inner, w.strict)?;
+                    let mut created = prepare_create(def, ns, b, inner, w.strict, warnings)?;
                     admit(inner, &created)?;
                     crate::managed::apply(
                         None,
@@ -1760,6 +1754,7 @@ pub fn patch(
             Ok((v, false))
         },
         sub,
+        warnings,
     )
 }
 
@@ -1843,6 +1838,7 @@ pub fn delete(
     ns: &str,
     name: &str,
     opts: &DeleteOpts,
+    warnings: &mut Warnings,
 ) -> Result<Deleted, ApiError> {
     if def.is_namespace() && matches!(name, "default" | "kube-system" | "kube-public") {
         return Err(ApiError::forbidden(
@@ -1925,9 +1921,8 @@ pub fn delete(
             // batch/v1 Jobs orphan their pods unless told otherwise, for compatibility.
             None if def.key() == "batch/jobs" => {
                 if !opts.dry_run {
-                    warn(
-                        "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning"
-                            .into(),
+                    warnings.push(
+                        "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning",
                     );
                 }
                 Some("Orphan")

@@ -247,6 +247,7 @@ mod tests {
             "",
             json!({"metadata": {"name": "ns"}}),
             Default::default(),
+            &mut Default::default(),
         )
         .unwrap();
         let sa = crate::ops::create(
@@ -255,6 +256,7 @@ mod tests {
             "ns",
             json!({"metadata": {"name": "robot"}}),
             Default::default(),
+            &mut Default::default(),
         )
         .unwrap();
         (store, sa.uid().to_string())

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::ops::{self, PatchType, Sub, WriteOpts};
 use crate::patch;
 use crate::resources::{ResourceDef, ScalePaths};
-use crate::status::{ApiError, Cause};
+use crate::status::{ApiError, Cause, Warnings};
 use crate::store::Store;
 
 fn at<'a>(v: &'a Value, path: &[String]) -> &'a Value {
@@ -95,6 +95,7 @@ pub fn update(
     name: &str,
     scale: &Value,
     opts: WriteOpts,
+    warnings: &mut Warnings,
 ) -> Result<Value, ApiError> {
     let paths = paths(def)?;
     let undecodable = |found: &Value, field: &str, go_type: &str| {
@@ -136,7 +137,7 @@ pub fn update(
         obj["metadata"]["resourceVersion"] = json!(rv);
     }
     set(&mut obj, &paths.spec_replicas, json!(replicas));
-    let (out, _) = ops::update(store, def, ns, name, obj, Sub::Main, opts)?;
+    let (out, _) = ops::update(store, def, ns, name, obj, Sub::Main, opts, warnings)?;
     Ok(view(paths, &out.obj().value))
 }
 
@@ -151,6 +152,7 @@ pub fn patch(
     pt: PatchType,
     body: &Value,
     opts: WriteOpts,
+    warnings: &mut Warnings,
 ) -> Result<Value, ApiError> {
     if pt == PatchType::Apply {
         return Err(ApiError::unsupported_media_type());
@@ -175,7 +177,7 @@ pub fn patch(
             _ => patch::merge_patch(&mut after, body),
         }
         let pinned = after["metadata"]["resourceVersion"] != before["metadata"]["resourceVersion"];
-        match update(store, def, ns, name, &after, opts.clone()) {
+        match update(store, def, ns, name, &after, opts.clone(), warnings) {
             Err(e) if e.code == 409 && !pinned => continue,
             other => return other,
         }
@@ -245,7 +247,16 @@ mod tests {
             ..(*crate::resources::builtins()[0]).clone()
         };
         for body in [json!([1, 2]), json!("x"), json!(null), json!({"spec": []})] {
-            let e = update(&store, &def, "", "absent", &body, WriteOpts::default()).unwrap_err();
+            let e = update(
+                &store,
+                &def,
+                "",
+                "absent",
+                &body,
+                WriteOpts::default(),
+                &mut Warnings::default(),
+            )
+            .unwrap_err();
             assert_eq!(e.code, 400, "{body}: {}", e.message);
         }
     }

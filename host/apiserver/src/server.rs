@@ -5,7 +5,7 @@ use crate::auth::{Attributes, Tokens, UserInfo, authorize};
 use crate::ops::{self, DeleteOpts, Deleted, PatchType, Sub};
 use crate::resources::{self, CRD_KEY, ResourceDef, Shape, builtins};
 use crate::selector::{FieldSelector, LabelSelector, field_label_supported};
-use crate::status::{ApiError, Cause, delete_success};
+use crate::status::{ApiError, Cause, Warnings, delete_success};
 use crate::store::{EventType, Obj, Store};
 use base64::Engine;
 use bytes::Bytes;
@@ -329,13 +329,13 @@ pub async fn handle(
         }
     }
     let method = req.method().clone();
-    // Warnings are collected per thread by the (synchronous) object operations; start clean.
-    ops::take_warnings();
-    let mut resp = match serve(&shared, req).await {
+    // What the request's operations warn of, sent with its answer, whether it succeeded or not.
+    let mut warnings = Warnings::default();
+    let mut resp = match serve(&shared, req, &mut warnings).await {
         Ok(r) => r,
         Err(e) => error_response(&e),
     };
-    for w in ops::take_warnings() {
+    for w in warnings.iter() {
         let text = format!("299 - {}", json!(w));
         if let Ok(v) = header::HeaderValue::from_str(&text) {
             resp.headers_mut().append(header::WARNING, v);
@@ -657,7 +657,11 @@ fn method_verb(m: &Method) -> String {
     m.as_str().to_ascii_lowercase()
 }
 
-async fn serve(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+async fn serve(
+    shared: &Shared,
+    req: Request<Incoming>,
+    warnings: &mut Warnings,
+) -> Result<Response<Body>, ApiError> {
     let path = req.uri().path().to_string();
     let user = authenticate(shared, req.headers())?;
     let segs: Vec<String> = path
@@ -681,9 +685,10 @@ async fn serve(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>
             let Some(rest) = query.deprecated_watch(watched) else {
                 return Err(ApiError::path_not_found());
             };
-            return resource_request(shared, &user, req, group, version, &rest, &query).await;
+            return resource_request(shared, &user, req, group, version, &rest, &query, warnings)
+                .await;
         }
-        return resource_request(shared, &user, req, group, version, rest, &query).await;
+        return resource_request(shared, &user, req, group, version, rest, &query, warnings).await;
     }
     // Non-resource requests.
     let attrs = Attributes {
@@ -1125,6 +1130,7 @@ async fn scale_request(
     query: &Query,
     user_agent: &str,
     req: Request<Incoming>,
+    warnings: &mut Warnings,
 ) -> Result<Response<Body>, ApiError> {
     let scale = match verb {
         "get" => crate::scale::get(store, def, ns, name)?,
@@ -1132,7 +1138,7 @@ async fn scale_request(
             let (headers, body) = read_body(req).await?;
             let body = decode_body(&headers, &body)?;
             let opts = query.write_opts(user_agent, "UpdateOptions", None)?;
-            crate::scale::update(store, def, ns, name, &body, opts)?
+            crate::scale::update(store, def, ns, name, &body, opts, warnings)?
         }
         _ => {
             let (headers, body) = read_body(req).await?;
@@ -1144,7 +1150,7 @@ async fn scale_request(
                 PatchType::from_content_type(ct).ok_or_else(ApiError::unsupported_media_type)?;
             let body = parse_json(&body)?;
             let opts = query.write_opts(user_agent, "PatchOptions", Some(pt))?;
-            crate::scale::patch(store, def, ns, name, pt, &body, opts)?
+            crate::scale::patch(store, def, ns, name, pt, &body, opts, warnings)?
         }
     };
     Ok(respond_value(200, &scale))
@@ -1329,6 +1335,7 @@ async fn resource_request(
     version: &str,
     rest: &[&str],
     query: &Query,
+    warnings: &mut Warnings,
 ) -> Result<Response<Body>, ApiError> {
     let store = &shared.store;
     let t = match parse_target(store, group, version, rest) {
@@ -1426,7 +1433,7 @@ async fn resource_request(
         && let Some(crd) = store.get(CRD_KEY, "", &format!("{}.{}", def.plural, def.group), false)
     {
         if let Some(warning) = resources::crd_deprecation_warning(&crd.value, &def.version) {
-            ops::warn(warning);
+            warnings.push(warning);
         }
         // A CRD being deleted takes no new instances while its old ones are removed.
         if verb == "create" && crd.deleting() {
@@ -1442,7 +1449,18 @@ async fn resource_request(
         .unwrap_or_default()
         .to_string();
     if t.sub == "scale" {
-        return scale_request(store, &def, ns, name, verb, query, &user_agent, req).await;
+        return scale_request(
+            store,
+            &def,
+            ns,
+            name,
+            verb,
+            query,
+            &user_agent,
+            req,
+            warnings,
+        )
+        .await;
     }
     if t.sub == "log" {
         return pod_log(store, &def, ns, name, query);
@@ -1491,7 +1509,7 @@ async fn resource_request(
                 crate::auth::escalation_check(store, user, &def.plural, ns, &body)?;
             }
             let dry_run = opts.dry_run;
-            let obj = ops::create(store, &stored, ns, body, opts).map_err(served)?;
+            let obj = ops::create(store, &stored, ns, body, opts, warnings).map_err(served)?;
             if def.is_namespace() && !dry_run {
                 // The service-account controller's work, done before the namespace is answered,
                 // so that a Pod created right after it finds its `default` account (on a real
@@ -1519,6 +1537,7 @@ async fn resource_request(
                 body,
                 sub,
                 query.write_opts(&user_agent, "UpdateOptions", None)?,
+                warnings,
             )
             .map_err(served)?;
             Ok(respond(
@@ -1560,8 +1579,10 @@ async fn resource_request(
                     Ok(())
                 }
             };
-            let (out, created) = ops::patch(store, &stored, ns, name, pt, &body, sub, opts, &admit)
-                .map_err(served)?;
+            let (out, created) = ops::patch(
+                store, &stored, ns, name, pt, &body, sub, opts, &admit, warnings,
+            )
+            .map_err(served)?;
             Ok(respond(
                 if created { 201 } else { 200 },
                 obj_bytes(&def, out.obj()),
@@ -1570,7 +1591,7 @@ async fn resource_request(
         "delete" => {
             let (headers, body) = read_body(req).await?;
             let opts = delete_opts(&headers, &body, query)?;
-            match ops::delete(store, &def, ns, name, &opts)? {
+            match ops::delete(store, &def, ns, name, &opts, warnings)? {
                 Deleted::Gone(o) => Ok(respond_value(
                     200,
                     &delete_success(&def.group, &def.plural, name, o.uid()),
@@ -1607,7 +1628,7 @@ async fn resource_request(
                 let oname = o.meta_str("name").to_string();
                 let ons = o.meta_str("namespace").to_string();
                 // The answer lists the items as they were listed, before their deletion.
-                match ops::delete(store, &def, &ons, &oname, &opts) {
+                match ops::delete(store, &def, &ons, &oname, &opts, warnings) {
                     Ok(Deleted::Gone(_)) | Ok(Deleted::Pending(_)) => items.push(o),
                     Err(e) if e.code == 404 => {}
                     Err(e) => return Err(e),

@@ -365,3 +365,21 @@ pub fn delete_success(group: &str, resource: &str, name: &str, uid: &str) -> Val
         "details": Value::Object(details),
     })
 }
+/// The warnings one request's operations produced, in order: sent back as `Warning: 299`
+/// headers (kubectl prints them). Each request owns its own, passed down to the verbs it runs, as
+/// kube-apiserver records them in the request's context, so a warning can never be lost or land
+/// on another request's answer.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Warnings(Vec<String>);
+
+impl Warnings {
+    /// Records `warning`.
+    pub fn push(&mut self, warning: impl Into<String>) {
+        self.0.push(warning.into());
+    }
+
+    /// The warnings, in the order they were recorded.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(String::as_str)
+    }
+}

@@ -273,3 +273,87 @@ async fn health_and_version_are_public_but_nothing_else_is() {
     assert_eq!(r.status, 401, "a bad token is never anonymous");
     s.shutdown().await;
 }
+
+/// Each request gets its own warnings: many requests at once, half through a deprecated CRD
+/// version (warned before the body is read, across an `.await`) and half to a plain ConfigMap,
+/// and every answer carries exactly the warnings of its own request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_requests_never_lose_or_trade_warnings() {
+    let s = start(ApiServerConfig::default()).await.unwrap();
+    let token = s.admin_token().to_string();
+    let url = s.url().to_string();
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "dials.w.lethe.test"},
+        "spec": {"group": "w.lethe.test", "scope": "Namespaced",
+            "names": {"plural": "dials", "kind": "Dial"},
+            "versions": [
+                {"name": "v1alpha1", "served": true, "storage": false, "deprecated": true,
+                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}},
+                {"name": "v1", "served": true, "storage": true,
+                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    let created = raw_request(
+        &url,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        Some(&token),
+        Some(&crd.to_string()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        created.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&created.body)
+    );
+    let dials = "/apis/w.lethe.test/v1alpha1/namespaces/default/dials";
+    common::eventually(10, || async {
+        raw_request(&url, "GET", dials, Some(&token), None)
+            .await
+            .ok()
+            .filter(|r| r.status == 200)
+    })
+    .await;
+
+    let requests = (0..48).map(|i| {
+        let (url, token) = (url.clone(), token.clone());
+        tokio::spawn(async move {
+            let deprecated = i % 2 == 0;
+            let (path, kind) = if deprecated {
+                (dials.to_string(), "Dial")
+            } else {
+                (
+                    "/api/v1/namespaces/default/configmaps".to_string(),
+                    "ConfigMap",
+                )
+            };
+            let body = json!({"kind": kind, "metadata": {"name": format!("w{i}")}}).to_string();
+            let r = raw_request(&url, "POST", &path, Some(&token), Some(&body))
+                .await
+                .unwrap();
+            let warnings: Vec<String> = r
+                .headers
+                .iter()
+                .filter(|(k, _)| k.eq_ignore_ascii_case("warning"))
+                .map(|(_, v)| v.clone())
+                .collect();
+            (deprecated, r.status, warnings)
+        })
+    });
+    for request in requests.collect::<Vec<_>>() {
+        let (deprecated, status, warnings) = request.await.unwrap();
+        assert_eq!(status, 201, "{warnings:?}");
+        if deprecated {
+            assert_eq!(warnings.len(), 1, "{warnings:?}");
+            assert!(
+                warnings[0].contains("w.lethe.test/v1alpha1 Dial is deprecated"),
+                "{warnings:?}"
+            );
+        } else {
+            assert!(warnings.is_empty(), "a ConfigMap got {warnings:?}");
+        }
+    }
+    s.shutdown().await;
+}
