@@ -9,8 +9,8 @@ use serde_json::Value as Json;
 
 use crate::env::{Env, Level};
 use crate::kube::{
-    DeleteOptions, DeleteOutcome, Identity, Kube, KubeError, ListOptions, Metadata, Object,
-    ObjectList, ObjectRef, PatchKind, Propagation, object_from_parts,
+    DeleteOptions, DeleteOutcome, Identity, Kube, KubeError, ListOptions, Object, ObjectList,
+    ObjectRef, PatchKind, Propagation,
 };
 use crate::sql::{Sql, SqlError, Statement, Value};
 
@@ -57,14 +57,14 @@ fn to_ref(r: &ObjectRef) -> wit::ObjectRef {
 
 /// The host's object: its metadata as the host parsed it, its JSON left unparsed until read.
 fn from_object(o: wit::Object) -> Result<Object, KubeError> {
-    let target = ObjectRef {
-        api_version: o.target.api_version,
-        kind: o.target.kind,
-        namespace: o.target.namespace,
-        name: o.target.name,
-    };
     let m = o.metadata;
-    let metadata = Metadata {
+    Ok(Object {
+        target: ObjectRef {
+            api_version: o.target.api_version,
+            kind: o.target.kind,
+            namespace: o.target.namespace,
+            name: o.target.name,
+        },
         uid: m.uid,
         resource_version: m.resource_version,
         generation: m.generation,
@@ -73,8 +73,9 @@ fn from_object(o: wit::Object) -> Result<Object, KubeError> {
         finalizers: m.finalizers,
         labels: m.labels,
         annotations: m.annotations,
-    };
-    Ok(object_from_parts(target, metadata, o.json))
+        text: o.json,
+        parsed: std::cell::OnceCell::new(),
+    })
 }
 
 fn from_error(e: wit::Error) -> KubeError {

@@ -62,7 +62,8 @@ pub struct Object {
     pub annotations: Vec<(String, String)>,
     /// The whole object as JSON text, exactly as served.
     pub text: String,
-    parsed: std::cell::OnceCell<Json>,
+    /// [`Object::text`] parsed, once something reads it.
+    pub(crate) parsed: std::cell::OnceCell<Json>,
 }
 
 /// Objects are equal when they say the same, whether or not either has been parsed yet.
@@ -310,43 +311,4 @@ pub fn object_from_json(json: Json) -> Object {
         text: json.to_string(),
         parsed: std::cell::OnceCell::from(json),
     }
-}
-
-/// Builds an [`Object`] from metadata already parsed (the host's) and the JSON text, which is
-/// parsed only if read.
-pub fn object_from_parts(target: ObjectRef, metadata: Metadata, text: String) -> Object {
-    Object {
-        target,
-        uid: metadata.uid,
-        resource_version: metadata.resource_version,
-        generation: metadata.generation,
-        creation_timestamp: metadata.creation_timestamp,
-        deletion_timestamp: metadata.deletion_timestamp,
-        finalizers: metadata.finalizers,
-        labels: metadata.labels,
-        annotations: metadata.annotations,
-        text,
-        parsed: std::cell::OnceCell::new(),
-    }
-}
-
-/// The parsed metadata of an object, as the host hands it over.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Metadata {
-    /// metadata.uid.
-    pub uid: String,
-    /// metadata.resourceVersion.
-    pub resource_version: String,
-    /// metadata.generation.
-    pub generation: Option<i64>,
-    /// metadata.creationTimestamp.
-    pub creation_timestamp: Option<String>,
-    /// metadata.deletionTimestamp.
-    pub deletion_timestamp: Option<String>,
-    /// metadata.finalizers.
-    pub finalizers: Vec<String>,
-    /// metadata.labels.
-    pub labels: Vec<(String, String)>,
-    /// metadata.annotations.
-    pub annotations: Vec<(String, String)>,
 }
