@@ -50,6 +50,7 @@ mod controller;
 mod cron;
 mod defaults;
 mod events_v1;
+mod front;
 mod managed;
 mod openapi;
 mod ops;
@@ -62,7 +63,6 @@ mod sa_token;
 mod scale;
 mod schema;
 mod selector;
-mod server;
 mod service;
 mod shape;
 mod status;
@@ -147,7 +147,7 @@ pub struct RunningApiServer {
     kubeconfig_yaml: String,
     kubeconfig_path: Option<PathBuf>,
     temp_dir: Option<PathBuf>,
-    shared: Arc<server::Shared>,
+    shared: Arc<front::Shared>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     connections: Arc<parking_lot::Mutex<tokio::task::JoinSet<()>>>,
 }
@@ -374,7 +374,7 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
     let store = Arc::new(store);
     let scheme = if tls.is_some() { "https" } else { "http" };
     let url = format!("{scheme}://{addr}");
-    let shared = Arc::new(server::Shared {
+    let shared = Arc::new(front::Shared {
         store: store.clone(),
         tokens,
         sa_tokens,
@@ -426,7 +426,7 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
                 while set.try_join_next().is_some() {}
                 set.spawn(async move {
                     let svc =
-                        hyper::service::service_fn(move |req| server::handle(shared.clone(), req));
+                        hyper::service::service_fn(move |req| front::handle(shared.clone(), req));
                     let builder = hyper::server::conn::http1::Builder::new();
                     match acceptor {
                         Some(acc) => {

@@ -1,0 +1,218 @@
+//! Authentication: bearer tokens (the admin's, ServiceAccount tokens, the test users') and
+//! impersonation, as kube-apiserver's authenticators read them.
+
+use crate::auth::{Attributes, UserInfo, authorize};
+use crate::front::shared::Shared;
+use crate::status::ApiError;
+use http::{HeaderMap, header};
+use std::sync::Arc;
+
+/// The bearer credential of a request, read as kube-apiserver's bearer-token authenticator
+/// reads it: `None` when there is none (no `Authorization` header, another scheme, or an empty
+/// token), which makes the request anonymous; `Some(Err(()))` for a token that cannot be one (not
+/// text), which fails authentication like any unknown token.
+fn bearer_credential(headers: &HeaderMap) -> Option<Result<&str, ()>> {
+    let raw = headers.get(header::AUTHORIZATION)?.as_bytes();
+    let raw = raw.trim_ascii();
+    let split = raw.iter().position(|b| *b == b' ')?;
+    let (scheme, rest) = raw.split_at(split);
+    if !scheme.eq_ignore_ascii_case(b"bearer") {
+        return None;
+    }
+    let token = rest[1..].split(|b| *b == b' ').next().unwrap_or_default();
+    if token.is_empty() {
+        return None;
+    }
+    Some(std::str::from_utf8(token).map_err(|_| ()))
+}
+
+/// The bearer token of a request, if it has a usable one.
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
+    bearer_credential(headers)?.ok()
+}
+
+fn header_values(headers: &HeaderMap, name: &str) -> Vec<String> {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Authenticates the caller and applies impersonation.
+pub(crate) fn authenticate(
+    shared: &Shared,
+    headers: &HeaderMap,
+) -> Result<Arc<UserInfo>, ApiError> {
+    let user = match bearer_credential(headers) {
+        Some(Ok(token)) => shared
+            .user_for_token(token)
+            .ok_or_else(ApiError::unauthorized)?,
+        Some(Err(())) => return Err(ApiError::unauthorized()),
+        // A real server's default (`--anonymous-auth=true`): a request without credentials is
+        // system:anonymous's, which RBAC then refuses everything but health and version. A
+        // token that does not authenticate stays a 401.
+        None => Arc::new(UserInfo {
+            name: "system:anonymous".into(),
+            uid: String::new(),
+            groups: vec!["system:unauthenticated".into()],
+        }),
+    };
+    let imp_user = header_values(headers, "impersonate-user")
+        .into_iter()
+        .next();
+    let imp_groups = header_values(headers, "impersonate-group");
+    let imp_uid = header_values(headers, "impersonate-uid").into_iter().next();
+    let mut imp_extras: Vec<(String, String)> = headers
+        .iter()
+        .filter_map(|(name, value)| {
+            let key = name.as_str().strip_prefix("impersonate-extra-")?;
+            let key = percent_encoding::percent_decode_str(key)
+                .decode_utf8_lossy()
+                .into_owned();
+            Some((key, value.to_str().ok()?.to_string()))
+        })
+        .collect();
+    imp_extras.sort();
+    if imp_user.is_none() && imp_groups.is_empty() && imp_uid.is_none() && imp_extras.is_empty() {
+        return Ok(user);
+    }
+    let Some(target) = imp_user else {
+        // The requests as Go prints the object references it made of them.
+        let mut requested: Vec<String> = imp_groups
+            .iter()
+            .map(|g| format!("{{Group  {g}    }}"))
+            .collect();
+        requested.extend(
+            imp_extras
+                .iter()
+                .map(|(k, v)| format!("{{UserExtra  {v}  authentication.k8s.io/v1  {k}}}")),
+        );
+        if let Some(uid) = &imp_uid {
+            requested.push(format!("{{UID  {uid}  authentication.k8s.io/v1  }}"));
+        }
+        return Err(ApiError::bad_request(format!(
+            "requested [{}] without impersonating a user",
+            requested.join(" ")
+        )));
+    };
+    let mut attrs = Attributes {
+        verb: "impersonate".into(),
+        resource_request: true,
+        resource: "users".into(),
+        name: target.clone(),
+        ..Default::default()
+    };
+    if let Some(rest) = target.strip_prefix("system:serviceaccount:")
+        && let Some((ns, name)) = rest.split_once(':')
+    {
+        attrs.resource = "serviceaccounts".into();
+        attrs.namespace = ns.into();
+        attrs.name = name.into();
+    }
+    if !authorize(&shared.store, &user, &attrs) {
+        return Err(ApiError::forbidden(
+            "",
+            &attrs.resource,
+            &attrs.name,
+            &attrs.forbidden_reason(&user.name),
+        ));
+    }
+    for g in &imp_groups {
+        let ga = Attributes {
+            verb: "impersonate".into(),
+            resource_request: true,
+            resource: "groups".into(),
+            name: g.clone(),
+            ..Default::default()
+        };
+        if !authorize(&shared.store, &user, &ga) {
+            return Err(ApiError::forbidden(
+                "",
+                "groups",
+                g,
+                &ga.forbidden_reason(&user.name),
+            ));
+        }
+    }
+    // A uid and extra values are impersonated only with permission for them too.
+    let mut other = Vec::new();
+    if let Some(uid) = &imp_uid {
+        other.push(("uids".to_string(), String::new(), uid.clone()));
+    }
+    for (key, value) in &imp_extras {
+        other.push(("userextras".to_string(), key.clone(), value.clone()));
+    }
+    for (resource, subresource, name) in other {
+        let a = Attributes {
+            verb: "impersonate".into(),
+            resource_request: true,
+            group: "authentication.k8s.io".into(),
+            resource,
+            subresource,
+            name,
+            ..Default::default()
+        };
+        if !authorize(&shared.store, &user, &a) {
+            return Err(ApiError::forbidden(
+                "authentication.k8s.io",
+                &a.resource,
+                &a.name,
+                &a.forbidden_reason(&user.name),
+            ));
+        }
+    }
+    let mut groups = imp_groups;
+    if groups.is_empty()
+        && let Some(rest) = target.strip_prefix("system:serviceaccount:")
+        && let Some((ns, _)) = rest.split_once(':')
+    {
+        groups.push("system:serviceaccounts".into());
+        groups.push(format!("system:serviceaccounts:{ns}"));
+    }
+    if target != "system:anonymous" && !groups.iter().any(|g| g == "system:authenticated") {
+        groups.push("system:authenticated".into());
+    }
+    Ok(Arc::new(UserInfo {
+        name: target,
+        uid: imp_uid.unwrap_or_default(),
+        groups,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_authorization(value: &[u8]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::AUTHORIZATION,
+            header::HeaderValue::from_bytes(value).expect("a header value"),
+        );
+        headers
+    }
+
+    #[test]
+    fn bearer_credentials_are_read_as_the_real_authenticator_reads_them() {
+        assert_eq!(bearer_credential(&HeaderMap::new()), None);
+        assert_eq!(
+            bearer_credential(&with_authorization(b"Bearer abc")),
+            Some(Ok("abc"))
+        );
+        assert_eq!(
+            bearer_credential(&with_authorization(b"bearer abc extra")),
+            Some(Ok("abc"))
+        );
+        // Not a bearer credential at all: the request is anonymous.
+        for anonymous in [&b"Basic dXNlcjpwdw=="[..], b"Bearer", b"Bearer  abc"] {
+            assert_eq!(bearer_credential(&with_authorization(anonymous)), None);
+        }
+        // A token that is not text fails authentication; it never makes the caller anonymous.
+        assert_eq!(
+            bearer_credential(&with_authorization(b"Bearer t\xf6ken")),
+            Some(Err(()))
+        );
+    }
+}

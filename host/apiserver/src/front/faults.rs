@@ -1,0 +1,70 @@
+//! The admin-only `/lethe/...` endpoints: fault injection for tests and chaos drills.
+
+use crate::FaultConfig;
+use crate::front::authn::bearer;
+use crate::front::respond::{Body, read_body, respond_value};
+use crate::front::shared::Shared;
+use crate::status::ApiError;
+use http::{Method, Request, Response};
+use hyper::body::Incoming;
+use serde_json::json;
+
+pub(crate) async fn lethe_endpoint(
+    shared: &Shared,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    let Some(token) = bearer(req.headers()) else {
+        return Err(ApiError::unauthorized());
+    };
+    if token != shared.admin_token {
+        if shared.user_for_token(token).is_none() {
+            return Err(ApiError::unauthorized());
+        }
+        return Err(ApiError::new(
+            403,
+            "Forbidden",
+            format!(
+                "forbidden: only the admin token may use {}",
+                req.uri().path()
+            ),
+        ));
+    }
+    let path = req.uri().path().to_string();
+    let method = req.method().clone();
+    match (method, path.as_str()) {
+        (Method::GET, "/lethe/faults") => {
+            let f = shared.faults.read().clone();
+            Ok(respond_value(
+                200,
+                &serde_json::to_value(f).unwrap_or_default(),
+            ))
+        }
+        (Method::PUT, "/lethe/faults") | (Method::POST, "/lethe/faults") => {
+            let (_, body) = read_body(req).await?;
+            let f: FaultConfig = serde_json::from_slice(&body)
+                .map_err(|e| ApiError::bad_request(format!("invalid fault config: {e}")))?;
+            let rates = [f.error_rate, f.throttle_rate, f.drop_rate];
+            if rates.iter().any(|r| !(0.0..=1.0).contains(r)) {
+                return Err(ApiError::bad_request("rates must be between 0 and 1"));
+            }
+            if f.error_rate > 0.0 && !matches!(f.error_status, 429 | 500 | 503) {
+                return Err(ApiError::bad_request(
+                    "error_status must be 429, 500 or 503",
+                ));
+            }
+            shared.set_faults(f.clone());
+            Ok(respond_value(
+                200,
+                &serde_json::to_value(f).unwrap_or_default(),
+            ))
+        }
+        (Method::POST, "/lethe/compact") => {
+            let rv = shared.store.compact();
+            Ok(respond_value(
+                200,
+                &json!({"compactedResourceVersion": rv.to_string()}),
+            ))
+        }
+        _ => Err(ApiError::path_not_found()),
+    }
+}

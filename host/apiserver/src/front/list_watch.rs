@@ -1,0 +1,626 @@
+//! LIST and WATCH: selectors, pagination with continue tokens, resourceVersion semantics,
+//! bookmarks and the event stream.
+
+use crate::front::negotiate::{Printer, obj_bytes};
+use crate::front::respond::{Body, go_parse_int_error, respond, respond_value};
+use crate::front::shared::Query;
+use crate::resources::{CRD_KEY, ResourceDef};
+use crate::selector::{FieldSelector, LabelSelector, field_label_supported};
+use crate::status::{ApiError, Cause};
+use crate::store::{EventType, Obj, Store};
+use base64::Engine;
+use bytes::Bytes;
+use http::{Response, header};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use serde_json::{Value, json};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+
+pub(crate) fn list_bytes(
+    def: &ResourceDef,
+    rv: u64,
+    items: &[Arc<Obj>],
+    cont: Option<&str>,
+    remaining: Option<i64>,
+) -> Bytes {
+    let mut out = Vec::with_capacity(128 + items.iter().map(|o| o.bytes.len() + 1).sum::<usize>());
+    out.extend_from_slice(b"{\"kind\":");
+    out.extend_from_slice(json!(format!("{}List", def.kind)).to_string().as_bytes());
+    out.extend_from_slice(b",\"apiVersion\":");
+    out.extend_from_slice(json!(def.api_version()).to_string().as_bytes());
+    out.extend_from_slice(b",\"metadata\":{\"resourceVersion\":\"");
+    out.extend_from_slice(rv.to_string().as_bytes());
+    out.push(b'"');
+    if let Some(c) = cont {
+        out.extend_from_slice(b",\"continue\":");
+        out.extend_from_slice(json!(c).to_string().as_bytes());
+    }
+    if let Some(r) = remaining {
+        out.extend_from_slice(b",\"remainingItemCount\":");
+        out.extend_from_slice(r.to_string().as_bytes());
+    }
+    out.extend_from_slice(b"},\"items\":[");
+    for (i, o) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&obj_bytes(def, o));
+    }
+    out.extend_from_slice(b"]}");
+    Bytes::from(out)
+}
+
+pub(crate) fn selectors(
+    store: &Store,
+    def: &ResourceDef,
+    query: &Query,
+) -> Result<(LabelSelector, FieldSelector), ApiError> {
+    let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or_default())
+        .map_err(ApiError::bad_request)?;
+    let fields = FieldSelector::parse(query.get("fieldSelector").unwrap_or_default())
+        .map_err(ApiError::bad_request)?;
+    let custom_fields = if def.custom {
+        let crd = store
+            .get(CRD_KEY, "", &format!("{}.{}", def.plural, def.group), false)
+            .map(|o| o.value.clone())
+            .unwrap_or_default();
+        crate::selector::crd_selectable_fields(&crd, &def.version)
+    } else {
+        vec![]
+    };
+    let supported = |f: &str| {
+        if def.custom {
+            f == "metadata.name"
+                || (def.namespaced && f == "metadata.namespace")
+                || custom_fields.iter().any(|c| c == f)
+        } else {
+            field_label_supported(&def.group, &def.plural, f)
+        }
+    };
+    if let Some(f) = fields.fields().find(|f| !supported(f)) {
+        return Err(ApiError::bad_request(if def.custom {
+            format!("field label not supported: {f}")
+        } else {
+            crate::selector::field_label_error(&def.group, &def.plural, &f)
+        }));
+    }
+    Ok((labels, fields))
+}
+
+/// A continue token as etcd3 storage writes it: unpadded URL-safe base64 of the JSON
+/// `{"v","rv","start"}`, `start` being the next key relative to the list's prefix plus NUL.
+fn encode_continue(rv: i64, start: &str) -> String {
+    let v = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{start}\u{0}")});
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
+}
+
+/// The key relative to the list's prefix: `ns/name` when listing a namespaced kind across
+/// namespaces, else `name`.
+fn continue_key(def: &ResourceDef, ns_filter: Option<&str>, o: &Obj) -> String {
+    if def.namespaced && ns_filter.is_none() {
+        format!("{}/{}", o.meta_str("namespace"), o.meta_str("name"))
+    } else {
+        o.meta_str("name").to_string()
+    }
+}
+
+/// Decodes a continue token into its resourceVersion (-1: "the latest") and start key,
+/// refusing what `storage.DecodeContinue` refuses (400 "invalid continue token: ...").
+fn decode_continue(
+    tok: &str,
+    def: &ResourceDef,
+    ns_filter: Option<&str>,
+) -> Result<(i64, (String, String)), ApiError> {
+    let invalid = |why: &str| ApiError::bad_request(format!("invalid continue token: {why}"));
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(tok.trim_end_matches('='))
+        .map_err(|e| invalid(&format!("continue key is not valid: {e}")))?;
+    let v: Value = serde_json::from_slice(&raw)
+        .map_err(|e| invalid(&format!("continue key is not valid: {e}")))?;
+    if v["v"].as_str() != Some("meta.k8s.io/v1") {
+        return Err(invalid(&format!(
+            "continue key is not valid: server does not recognize this encoded version {}",
+            v["v"].as_str().unwrap_or_default()
+        )));
+    }
+    let rv = v["rv"].as_i64().unwrap_or(0);
+    if rv == 0 {
+        return Err(invalid(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        ));
+    }
+    let start = v["start"].as_str().unwrap_or_default();
+    if start.is_empty() {
+        return Err(invalid(
+            "continue key is not valid: encoded start key empty",
+        ));
+    }
+    let key = start.trim_end_matches('\u{0}');
+    if key.split('/').any(|seg| seg == ".." || seg == ".") || key.starts_with('/') {
+        return Err(invalid(&format!("continue key is not valid: {start}")));
+    }
+    // The token names the first key to return; `Store::list` wants the last key returned, and
+    // a key followed by NUL sorts right after that key.
+    let pos = if def.namespaced && ns_filter.is_none() {
+        match key.split_once('/') {
+            Some((n, name)) => (n.to_string(), name.to_string()),
+            None => (key.to_string(), String::new()),
+        }
+    } else {
+        (ns_filter.unwrap_or_default().to_string(), key.to_string())
+    };
+    Ok((rv, pos))
+}
+
+/// A query boolean as Go's `strconv.ParseBool` reads it; None when absent or unreadable.
+fn parse_go_bool(v: Option<&str>) -> Option<bool> {
+    match v? {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// `ValidateListOptions` (with the WatchList feature on, as in v1.32): 422 on
+/// `ListOptions.meta.k8s.io ""`.
+fn validate_list_options(query: &Query, watch: bool) -> Result<(), ApiError> {
+    let rv = query.get("resourceVersion").unwrap_or_default();
+    let rv_match = query.get("resourceVersionMatch").unwrap_or_default();
+    let send_initial = query.get("sendInitialEvents").filter(|v| !v.is_empty());
+    let cont = query.get("continue").unwrap_or_default();
+    let forbidden = |field: &str, why: &str| Cause {
+        reason: "FieldValueForbidden",
+        message: format!("Forbidden: {why}"),
+        field: field.into(),
+    };
+    let mut causes = vec![];
+    if watch {
+        if send_initial.is_some() && rv_match != "NotOlderThan" {
+            causes.push(forbidden(
+                "resourceVersionMatch",
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if !rv_match.is_empty() {
+            if send_initial.is_none() {
+                causes.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                ));
+            }
+            if rv_match != "NotOlderThan" {
+                causes.push(Cause {
+                    reason: "FieldValueNotSupported",
+                    message: format!(
+                        "Unsupported value: {}: supported values: \"NotOlderThan\"",
+                        json!(rv_match)
+                    ),
+                    field: "resourceVersionMatch".into(),
+                });
+            }
+            if !cont.is_empty() {
+                causes.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+        }
+    } else {
+        if !rv_match.is_empty() {
+            if rv.is_empty() {
+                causes.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+            if !cont.is_empty() {
+                causes.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+            if rv_match != "Exact" && rv_match != "NotOlderThan" {
+                causes.push(Cause {
+                    reason: "FieldValueNotSupported",
+                    message: format!(
+                        "Unsupported value: {}: supported values: \"Exact\", \"NotOlderThan\", \"\"",
+                        json!(rv_match)
+                    ),
+                    field: "resourceVersionMatch".into(),
+                });
+            }
+            if rv_match == "Exact" && rv == "0" {
+                causes.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                ));
+            }
+        }
+        if send_initial.is_some() {
+            causes.push(forbidden(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for list",
+            ));
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid("meta.k8s.io", "ListOptions", "", causes))
+    }
+}
+
+const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
+pub(crate) async fn list(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    query: &Query,
+    printer: Option<&Printer>,
+) -> Result<Response<Body>, ApiError> {
+    validate_list_options(query, false)?;
+    let (labels, fields) = selectors(store, def, query)?;
+    let limit = match query.get("limit") {
+        Some(l) if !l.is_empty() => l
+            .parse::<i64>()
+            .map_err(|_| ApiError::bad_request(go_parse_int_error(l)))?,
+        _ => 0,
+    };
+    let ns_filter = if def.namespaced && !ns.is_empty() {
+        Some(ns)
+    } else {
+        None
+    };
+    let rv_param = query.get("resourceVersion").unwrap_or_default();
+    let rv_match = query.get("resourceVersionMatch").unwrap_or_default();
+    // A list at version "0" is the watch cache's, which has no pages: the limit is ignored.
+    let from_cache = rv_param == "0"
+        && query.get("continue").is_none_or(str::is_empty)
+        && matches!(rv_match, "" | "NotOlderThan");
+    let max = if limit > 0 && !from_cache {
+        limit as usize
+    } else {
+        usize::MAX
+    };
+    let parse_rv = || {
+        rv_param
+            .parse::<u64>()
+            .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv_param}")))
+    };
+    let mut after = None;
+    // The version to list at, as etcd3 storage decides it: a continue token's, or the one asked
+    // for exactly (`resourceVersionMatch=Exact`, or the legacy form: a limit with a version).
+    let mut at = None;
+    if let Some(c) = query.get("continue").filter(|c| !c.is_empty()) {
+        if !rv_param.is_empty() && rv_param != "0" {
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        let (rv, start) = decode_continue(c, def, ns_filter)?;
+        after = Some(start);
+        at = (rv > 0).then_some(rv as u64);
+    } else if rv_match == "Exact" || (rv_match.is_empty() && limit > 0 && rv_param != "0") {
+        if !rv_param.is_empty() {
+            at = Some(parse_rv()?);
+        }
+    } else if !rv_param.is_empty() && rv_param != "0" {
+        // "Not older than": served once the store has caught up, as the watch cache waits.
+        let wanted = parse_rv()?;
+        let reached = store.wait_for_rv(wanted, Duration::from_secs(3)).await;
+        if reached < wanted {
+            return Err(ApiError::too_large_resource_version(wanted, reached, 1));
+        }
+    }
+    if let Some(at) = at {
+        let current = store.current_rv();
+        if at > current {
+            return Err(ApiError::too_large_resource_version(at, current, 0));
+        }
+    }
+    let page = store.list(
+        def.key(),
+        ns_filter,
+        after.as_ref(),
+        at,
+        true,
+        |o| labels.matches(&o.value) && fields.matches(&o.value),
+        max,
+    );
+    let page = match page {
+        Ok(page) => page,
+        Err(_) if query.get("continue").is_some_and(|c| !c.is_empty()) => {
+            // etcd3 storage offers a token that continues at the latest version.
+            let mut e = ApiError::expired(CONTINUE_EXPIRED);
+            if let Some(start) = &after {
+                let key = if def.namespaced && ns_filter.is_none() {
+                    format!("{}/{}", start.0, start.1)
+                } else {
+                    start.1.clone()
+                };
+                e.continue_token = Some(encode_continue(-1, &key));
+            }
+            return Err(e);
+        }
+        Err(_) => {
+            return Err(ApiError::expired(
+                "The resourceVersion for the provided list is too old.",
+            ));
+        }
+    };
+    let crate::store::ListPage {
+        rv: list_rv,
+        items,
+        more,
+        scanned: total,
+    } = page;
+    let cont = if more {
+        items
+            .last()
+            .map(|o| encode_continue(list_rv as i64, &continue_key(def, ns_filter, o)))
+    } else {
+        None
+    };
+    // Only an unfiltered list knows how many items remain (as etcd3 storage reports it).
+    let remaining = (more && labels.is_empty() && fields.is_empty())
+        .then(|| total.saturating_sub(items.len()) as i64);
+    if let Some(p) = printer {
+        let mut v = p.many(def, list_rv, &items, cont.as_deref());
+        if let Some(r) = remaining
+            && let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            m.insert("remainingItemCount".into(), json!(r));
+        }
+        return Ok(respond_value(200, &v));
+    }
+    Ok(respond(
+        200,
+        list_bytes(def, list_rv, &items, cont.as_deref(), remaining),
+    ))
+}
+
+fn event_line(etype: &str, obj: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(obj.len() + 32);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(etype.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    out.extend_from_slice(obj);
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
+}
+
+/// How often a watch with bookmarks gets one, as the watch cache sends them.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
+
+/// When a watch ending at `end` gets its next bookmark, as the watch cache schedules them
+/// (`cacheWatcher.nextBookmarkTime`): a minute from `now`, or 2 s before the end when that is
+/// sooner, so that the client learns the latest version before it reconnects; none once that
+/// moment has passed.
+fn next_bookmark_time(
+    now: tokio::time::Instant,
+    end: tokio::time::Instant,
+) -> Option<tokio::time::Instant> {
+    let beat = now + BOOKMARK_EVERY;
+    let before_end = end.checked_sub(Duration::from_secs(2)).unwrap_or(end);
+    let next = beat.min(before_end);
+    (next >= now).then_some(next)
+}
+
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn bookmark(def: &ResourceDef, rv: u64, initial_end: bool) -> Bytes {
+    let mut meta = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
+    if initial_end {
+        meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    let obj = json!({"kind": def.kind, "apiVersion": def.api_version(), "metadata": meta});
+    event_line("BOOKMARK", obj.to_string().as_bytes())
+}
+
+/// The event a filtered watch reports, and the object it carries: an object that starts
+/// matching is ADDED; one that stops matching is DELETED with its previous content (the state
+/// that matched) stamped with the event's resourceVersion, as the real server's watch cache does.
+fn filtered_event(
+    e: &crate::store::Event,
+    matches: &impl Fn(&Obj) -> bool,
+) -> Option<(&'static str, Arc<Obj>)> {
+    let now = matches(&e.obj);
+    match e.etype {
+        EventType::Modified => {
+            let before = e.prev.as_ref().is_none_or(|p| matches(p));
+            match (before, now, &e.prev) {
+                (true, true, _) => Some(("MODIFIED", e.obj.clone())),
+                (false, true, _) => Some(("ADDED", e.obj.clone())),
+                (true, false, Some(prev)) => {
+                    let mut last = prev.value.clone();
+                    last["metadata"]["resourceVersion"] = json!(e.rv.to_string());
+                    Some(("DELETED", Obj::new(last, e.rv)))
+                }
+                (true, false, None) => Some(("DELETED", e.obj.clone())),
+                (false, false, _) => None,
+            }
+        }
+        other => now.then(|| (other.as_str(), e.obj.clone())),
+    }
+}
+
+fn stream_response(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Response<Body> {
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+    });
+    let mut r = Response::new(StreamBody::new(stream).boxed_unsync());
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+pub(crate) async fn watch(
+    store: &Arc<Store>,
+    def: &Arc<ResourceDef>,
+    ns: &str,
+    query: &Query,
+    printer: Option<Printer>,
+) -> Result<Response<Body>, ApiError> {
+    let encode = move |def: &ResourceDef, o: &Arc<Obj>| match &printer {
+        Some(p) => p.encode(def, o),
+        None => obj_bytes(def, o),
+    };
+    validate_list_options(query, true)?;
+    let (labels, fields) = selectors(store, def, query)?;
+    let bookmarks = query.flag("allowWatchBookmarks");
+    // sendInitialEvents: Some(true) streams the current state then a bookmark marking its end
+    // (WatchList); Some(false) starts at the given version (or now) without synthetic events;
+    // unset keeps the legacy rule (synthetic ADDED events only for "" and "0").
+    let send_initial_param = parse_go_bool(query.get("sendInitialEvents"));
+    let rv_param = query.get("resourceVersion").unwrap_or_default();
+    let from_now = rv_param.is_empty() || rv_param == "0";
+    // With WatchList on (as it is in v1.32), a legacy watch from "" or "0" that says nothing of
+    // initial events is defaulted to a watch-list: its initial events end with a bookmark too.
+    let send_initial = send_initial_param == Some(true)
+        || (send_initial_param.is_none()
+            && from_now
+            && query.get("resourceVersionMatch").is_none_or(str::is_empty));
+    let timeout = match query.get("timeoutSeconds") {
+        Some(t) if !t.is_empty() => t
+            .parse::<i64>()
+            .map_err(|_| ApiError::bad_request(go_parse_int_error(t)))?,
+        _ => 0,
+    };
+    let timeout = u64::try_from(timeout)
+        .ok()
+        .filter(|t| *t > 0)
+        .unwrap_or(1800);
+    let ns_filter: Option<String> = if def.namespaced && !ns.is_empty() {
+        Some(ns.to_string())
+    } else {
+        None
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(1024);
+    let mut initial: Vec<Bytes> = vec![];
+    let matches = {
+        let labels = labels.clone();
+        let fields = fields.clone();
+        move |o: &Obj| labels.matches(&o.value) && fields.matches(&o.value)
+    };
+    let parse_rv = || {
+        rv_param
+            .parse::<u64>()
+            .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv_param}")))
+    };
+    if send_initial && !from_now {
+        // A watch-list is served once the cache has caught up with the version asked for; one
+        // that does not in time ends in an ERROR event, inside a successful response.
+        let wanted = parse_rv()?;
+        let reached = store.wait_for_rv(wanted, Duration::from_secs(3)).await;
+        if reached < wanted {
+            let status = ApiError::too_large_resource_version(wanted, reached, 1);
+            let _ = tx.try_send(event_line(
+                "ERROR",
+                status.to_value().to_string().as_bytes(),
+            ));
+            return Ok(stream_response(rx));
+        }
+    }
+    let (mut sub, mut last_rv) = if send_initial || from_now {
+        let (rv, objs, sub) = store.subscribe_now(def.key(), ns_filter.as_deref());
+        if send_initial_param != Some(false) {
+            for o in objs.iter().filter(|o| matches(o)) {
+                initial.push(event_line("ADDED", &encode(def, o)));
+            }
+        }
+        if send_initial && bookmarks {
+            initial.push(bookmark(def, rv, true));
+        }
+        (sub, rv)
+    } else {
+        let rv = parse_rv()?;
+        // A version the store has not reached: the watch starts now and reports only what comes
+        // after that version, as the watch cache does.
+        let current = store.current_rv();
+        match store.subscribe_from(rv.min(current)) {
+            Ok((events, sub)) => {
+                let mut last = rv;
+                for e in events.into_iter().filter(|e| e.rv > rv) {
+                    last = e.rv;
+                    if &*e.key == def.key()
+                        && ns_filter.as_ref().is_none_or(|n| *n == e.ns)
+                        && let Some((et, obj)) = filtered_event(&e, &matches)
+                    {
+                        initial.push(event_line(et, &encode(def, &obj)));
+                    }
+                }
+                (sub, last)
+            }
+            Err(oldest) => {
+                let status =
+                    ApiError::expired(format!("too old resource version: {rv} ({oldest})"));
+                let line = event_line("ERROR", status.to_value().to_string().as_bytes());
+                let _ = tx.try_send(line);
+                return Ok(stream_response(rx));
+            }
+        }
+    };
+    let store = store.clone();
+    let def = def.clone();
+    tokio::spawn(async move {
+        for line in initial {
+            if tx.send(line).await.is_err() {
+                return;
+            }
+        }
+        let end = tokio::time::Instant::now() + Duration::from_secs(timeout);
+        let deadline = tokio::time::sleep_until(end);
+        tokio::pin!(deadline);
+        let mut next_bookmark = bookmarks
+            .then(|| next_bookmark_time(tokio::time::Instant::now(), end))
+            .flatten();
+        loop {
+            tokio::select! {
+                ev = sub.recv() => match ev {
+                    Ok(e) => {
+                        if e.rv <= last_rv {
+                            continue;
+                        }
+                        last_rv = e.rv;
+                        if &*e.key != def.key() || ns_filter.as_ref().is_some_and(|n| *n != e.ns) {
+                            continue;
+                        }
+                        let Some((et, obj)) = filtered_event(&e, &matches) else {
+                            continue;
+                        };
+                        if tx.send(event_line(et, &encode(&def, &obj))).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => return,
+                },
+                _ = sleep_until_some(next_bookmark), if next_bookmark.is_some() => {
+                    let (cur, caught_up) = store.read(|inner| (inner.rv, sub.is_empty()));
+                    let rv = if caught_up { cur.max(last_rv) } else { last_rv };
+                    last_rv = rv;
+                    if tx.send(bookmark(&def, rv, false)).await.is_err() {
+                        return;
+                    }
+                    next_bookmark = next_bookmark_time(tokio::time::Instant::now(), end)
+                        .filter(|t| Some(*t) != next_bookmark);
+                }
+                _ = tx.closed() => return,
+                _ = &mut deadline => return,
+            }
+        }
+    });
+    Ok(stream_response(rx))
+}

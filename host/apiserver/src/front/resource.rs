@@ -1,0 +1,420 @@
+//! Resource requests: the target a path names, authorization, and each verb handed to the
+//! verbs in `ops` with the request's warnings.
+
+use crate::auth::{Attributes, UserInfo, authorize};
+use crate::front::list_watch::{list, list_bytes, selectors, watch};
+use crate::front::negotiate::{Printer, as_served, obj_bytes};
+use crate::front::respond::{
+    Body, decode_body, parse_json, parse_yaml, read_body, respond, respond_value,
+};
+use crate::front::shared::{Query, Shared, Target, delete_opts, find_def};
+use crate::front::subresources::{pod_log, review, scale_request, token_request};
+use crate::ops::{self, Deleted, PatchType, Sub};
+use crate::resources::{self, CRD_KEY, Shape};
+use crate::selector::FieldSelector;
+use crate::status::{ApiError, Warnings, delete_success};
+use crate::store::Store;
+use http::{Method, Request, Response, header};
+use hyper::body::Incoming;
+use serde_json::Value;
+
+fn parse_target(
+    store: &Store,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+) -> Result<Target, ApiError> {
+    let (namespace, parts): (&str, &[&str]) = match rest {
+        ["namespaces", ns, tail @ ..]
+            if !(tail.is_empty()
+                || tail.len() == 1 && matches!(tail[0], "status" | "finalize")) =>
+        {
+            (ns, tail)
+        }
+        _ => ("", rest),
+    };
+    let (resource, name, sub) = match parts {
+        [r] => (*r, "", ""),
+        [r, n] => (*r, *n, ""),
+        [r, n, s] => (*r, *n, *s),
+        _ => return Err(ApiError::path_not_found()),
+    };
+    let def = find_def(store, group, version, resource).ok_or_else(ApiError::path_not_found)?;
+    if !namespace.is_empty() && !def.namespaced {
+        return Err(ApiError::path_not_found());
+    }
+    Ok(Target {
+        def,
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        sub: sub.to_string(),
+    })
+}
+
+/// The verb of a resource request, as the real server's request-info parser derives it from
+/// the method and whether the path names an object.
+fn request_verb(method: &Method, named: bool, query: &Query) -> Option<&'static str> {
+    Some(match (method, named) {
+        (&Method::GET, false) if query.flag("watch") => "watch",
+        (&Method::GET, false) => "list",
+        (&Method::GET, true) => "get",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, false) => "deletecollection",
+        (&Method::DELETE, true) => "delete",
+        _ => return None,
+    })
+}
+
+/// What a resource request the server cannot route asks for, read from its path as the real
+/// server's request-info parser reads any resource path: the namespace, then resource, name and
+/// subresource.
+fn unrouted_attributes(
+    method: &Method,
+    query: &Query,
+    group: &str,
+    rest: &[&str],
+) -> Option<Attributes> {
+    let (mut namespace, parts): (&str, &[&str]) = match rest {
+        ["namespaces", ns, tail @ ..] if !tail.is_empty() => (ns, tail),
+        _ => ("", rest),
+    };
+    let (resource, name, subresource) = match parts {
+        [r] => (*r, "", ""),
+        [r, n] => (*r, *n, ""),
+        [r, n, s, ..] => (*r, *n, *s),
+        [] => return None,
+    };
+    if namespace.is_empty() && resource == "namespaces" {
+        namespace = name;
+    }
+    let verb = request_verb(method, !name.is_empty(), query)?;
+    Some(Attributes {
+        verb: verb.into(),
+        resource_request: true,
+        group: group.into(),
+        resource: resource.into(),
+        subresource: subresource.into(),
+        name: name.into(),
+        namespace: namespace.into(),
+        path: String::new(),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn resource_request(
+    shared: &Shared,
+    user: &UserInfo,
+    req: Request<Incoming>,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    query: &Query,
+    warnings: &mut Warnings,
+) -> Result<Response<Body>, ApiError> {
+    let store = &shared.store;
+    let t = match parse_target(store, group, version, rest) {
+        Ok(t) => t,
+        Err(e) => {
+            // Authorization comes before routing on a real server: a resource it does not
+            // serve is 404 only to those who may ask for it.
+            if let Some(attrs) = unrouted_attributes(req.method(), query, group, rest)
+                && !authorize(store, user, &attrs)
+            {
+                return Err(ApiError::forbidden(
+                    &attrs.group,
+                    &attrs.resource,
+                    &attrs.name,
+                    &attrs.forbidden_reason(&user.name),
+                ));
+            }
+            return Err(e);
+        }
+    };
+    let def = t.def.clone();
+    let method = req.method().clone();
+    if method == Method::POST
+        && t.sub == "token"
+        && !t.name.is_empty()
+        && def.group.is_empty()
+        && def.plural == "serviceaccounts"
+    {
+        return token_request(shared, user, &t, req).await;
+    }
+    // Creates go to a collection; replaces and patches to an object.
+    let named = !t.name.is_empty();
+    let verb = match request_verb(&method, named, query) {
+        Some("create") if named => None,
+        Some("update" | "patch") if !named => None,
+        verb => verb,
+    }
+    .ok_or_else(|| ApiError::method_not_allowed(&def.group, &def.plural))?;
+    let sub = match t.sub.as_str() {
+        "" => Sub::Main,
+        "status" if def.status_subresource && matches!(verb, "get" | "update" | "patch") => {
+            Sub::Status
+        }
+        "finalize" if def.is_namespace() && verb == "update" => Sub::Finalize,
+        // A scale write is a write of the main object's replica count (see `scale_request`).
+        "scale" if def.scale.is_some() && matches!(verb, "get" | "update" | "patch") => Sub::Main,
+        "log" if def.is_pods() && verb == "get" => Sub::Main,
+        _ => return Err(ApiError::path_not_found()),
+    };
+    if !def.allows(verb) {
+        return Err(ApiError::method_not_allowed(&def.group, &def.plural));
+    }
+    let auth_ns = if def.is_namespace() && !t.name.is_empty() {
+        t.name.clone()
+    } else {
+        t.namespace.clone()
+    };
+    // A list or watch of one object by name is authorized as a request for that name, as the
+    // real server's request info reads it from the field selector (`kubectl get x NAME -w`).
+    let selected_name = if t.name.is_empty() && matches!(verb, "list" | "watch") {
+        query
+            .get("fieldSelector")
+            .and_then(|s| FieldSelector::parse(s).ok())
+            .and_then(|s| s.exact_match("metadata.name").map(str::to_string))
+            .filter(|n| !n.is_empty() && n != "." && n != ".." && !n.contains(['/', '%']))
+    } else {
+        None
+    };
+    let attrs = Attributes {
+        verb: verb.to_string(),
+        resource_request: true,
+        group: def.group.clone(),
+        resource: def.plural.clone(),
+        subresource: t.sub.clone(),
+        name: selected_name.unwrap_or_else(|| t.name.clone()),
+        namespace: auth_ns,
+        path: String::new(),
+    };
+    if !authorize(store, user, &attrs) {
+        // As the real server: the subresource shows in the reason, not in the prefix.
+        return Err(ApiError::forbidden(
+            &def.group,
+            &def.plural,
+            &attrs.name,
+            &attrs.forbidden_reason(&user.name),
+        ));
+    }
+    let ns = t.namespace.as_str();
+    let name = t.name.as_str();
+    // Writes run under the rules of the kind the objects are stored as; answers and errors
+    // speak of the kind asked for.
+    let stored = resources::stored_def(&def);
+    let served = |e: ApiError| as_served(&def, &stored, e);
+    if def.custom
+        && let Some(crd) = store.get(CRD_KEY, "", &format!("{}.{}", def.plural, def.group), false)
+    {
+        if let Some(warning) = resources::crd_deprecation_warning(&crd.value, &def.version) {
+            warnings.push(warning);
+        }
+        // A CRD being deleted takes no new instances while its old ones are removed.
+        if verb == "create" && crd.deleting() {
+            let mut e = ApiError::method_not_allowed(&def.group, &def.plural);
+            e.message = "create not allowed while custom resource definition is terminating".into();
+            return Err(e);
+        }
+    }
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    if t.sub == "scale" {
+        return scale_request(
+            store,
+            &def,
+            ns,
+            name,
+            verb,
+            query,
+            &user_agent,
+            req,
+            warnings,
+        )
+        .await;
+    }
+    if t.sub == "log" {
+        return pod_log(store, &def, ns, name, query);
+    }
+    let printer = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .map(|accept| Printer::from_accept(store, &def, accept, query))
+        .transpose()?
+        .flatten();
+    match verb {
+        "get" => {
+            let obj = store
+                .get(def.key(), ns, name, true)
+                .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+            if let Some(p) = &printer {
+                return Ok(respond_value(200, &p.one(&def, &obj)));
+            }
+            Ok(respond(200, obj_bytes(&def, &obj)))
+        }
+        "list" => list(store, &def, ns, query, printer.as_ref()).await,
+        "watch" => watch(store, &def, ns, query, printer).await,
+        "create" => {
+            if def.namespaced && ns.is_empty() && !def.virtual_create_only {
+                return Err(ApiError::method_not_allowed(&def.group, &def.plural));
+            }
+            let (headers, body) = read_body(req).await?;
+            let body = decode_body(&headers, &body)?;
+            if def.virtual_create_only {
+                return review(shared, user, &def, ns, body);
+            }
+            if def.key() == crate::shape::EVENTS_KEY {
+                crate::events_v1::check_decodable(&body, def.shape)?;
+            }
+            if def.shape == Shape::EventsV1 {
+                let causes = crate::events_v1::create_causes(&body);
+                if !causes.is_empty() {
+                    let name = body["metadata"]["name"].as_str().unwrap_or_default();
+                    return Err(ApiError::invalid(&def.group, &def.kind, name, causes));
+                }
+            }
+            let body = def.shape.stored(body);
+            let opts = query.write_opts(&user_agent, "CreateOptions", None)?;
+            if def.group == "rbac.authorization.k8s.io" {
+                crate::auth::escalation_check(store, user, &def.plural, ns, &body)?;
+            }
+            let dry_run = opts.dry_run;
+            let obj = ops::create(store, &stored, ns, body, opts, warnings).map_err(served)?;
+            if def.is_namespace() && !dry_run {
+                // The service-account controller's work, done before the namespace is answered,
+                // so that a Pod created right after it finds its `default` account (on a real
+                // cluster the controller usually wins that race; here it always does).
+                let name = obj.value["metadata"]["name"].as_str().unwrap_or_default();
+                crate::controller::create_default_account(store, name);
+            }
+            Ok(respond(201, obj_bytes(&def, &obj)))
+        }
+        "update" => {
+            let (headers, body) = read_body(req).await?;
+            let body = decode_body(&headers, &body)?;
+            if def.key() == crate::shape::EVENTS_KEY {
+                crate::events_v1::check_decodable(&body, def.shape)?;
+            }
+            let body = def.shape.stored(body);
+            if def.group == "rbac.authorization.k8s.io" {
+                crate::auth::escalation_check(store, user, &def.plural, ns, &body)?;
+            }
+            let (out, created) = ops::update(
+                store,
+                &stored,
+                ns,
+                name,
+                body,
+                sub,
+                query.write_opts(&user_agent, "UpdateOptions", None)?,
+                warnings,
+            )
+            .map_err(served)?;
+            Ok(respond(
+                if created { 201 } else { 200 },
+                obj_bytes(&def, out.obj()),
+            ))
+        }
+        "patch" => {
+            let (headers, body) = read_body(req).await?;
+            let ct = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            let pt =
+                PatchType::from_content_type(&ct).ok_or_else(ApiError::unsupported_media_type)?;
+            if def.custom && pt == PatchType::Strategic {
+                // As the real server: custom resources have no strategic-merge metadata.
+                return Err(ApiError::new(
+                    415,
+                    "UnsupportedMediaType",
+                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+                ));
+            }
+            // An applied configuration is YAML (JSON being YAML too); other patches are JSON.
+            let body = if pt == PatchType::Apply {
+                parse_yaml(&body)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+            } else {
+                parse_json(&body)?
+            };
+            let mut opts = query.write_opts(&user_agent, "PatchOptions", Some(pt))?;
+            opts.shape = def.shape;
+            // The patched object is what escalation prevention judges, as for an update.
+            let admit = |inner: &crate::store::Inner, patched: &Value| {
+                if def.group == "rbac.authorization.k8s.io" {
+                    crate::auth::escalation_check_in(inner, user, &def.plural, ns, patched)
+                } else {
+                    Ok(())
+                }
+            };
+            let (out, created) = ops::patch(
+                store, &stored, ns, name, pt, &body, sub, opts, &admit, warnings,
+            )
+            .map_err(served)?;
+            Ok(respond(
+                if created { 201 } else { 200 },
+                obj_bytes(&def, out.obj()),
+            ))
+        }
+        "delete" => {
+            let (headers, body) = read_body(req).await?;
+            let opts = delete_opts(&headers, &body, query)?;
+            match ops::delete(store, &def, ns, name, &opts, warnings)? {
+                Deleted::Gone(o) => Ok(respond_value(
+                    200,
+                    &delete_success(&def.group, &def.plural, name, o.uid()),
+                )),
+                Deleted::Pending(o) => {
+                    let code = if opts.orphan_dependents == Some(false) {
+                        202
+                    } else {
+                        200
+                    };
+                    Ok(respond(code, obj_bytes(&def, &o)))
+                }
+            }
+        }
+        "deletecollection" => {
+            let (headers, body) = read_body(req).await?;
+            let opts = delete_opts(&headers, &body, query)?;
+            let (labels, fields) = selectors(store, &def, query)?;
+            let page = store.list(
+                def.key(),
+                if def.namespaced && !ns.is_empty() {
+                    Some(ns)
+                } else {
+                    None
+                },
+                None,
+                None,
+                false,
+                |o| labels.matches(&o.value) && fields.matches(&o.value),
+                usize::MAX,
+            );
+            let mut items = vec![];
+            for o in page.map(|p| p.items).unwrap_or_default() {
+                let oname = o.meta_str("name").to_string();
+                let ons = o.meta_str("namespace").to_string();
+                // The answer lists the items as they were listed, before their deletion.
+                match ops::delete(store, &def, &ons, &oname, &opts, warnings) {
+                    Ok(Deleted::Gone(_)) | Ok(Deleted::Pending(_)) => items.push(o),
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(respond(
+                200,
+                list_bytes(&def, store.current_rv(), &items, None, None),
+            ))
+        }
+        _ => Err(ApiError::method_not_allowed(&def.group, &def.plural)),
+    }
+}

@@ -1,0 +1,133 @@
+//! Writing answers and reading request bodies: status and JSON responses, `Status` errors, and
+//! bodies decoded as JSON or YAML within the size limit.
+
+use crate::status::ApiError;
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited, combinators::UnsyncBoxBody};
+use hyper::body::Incoming;
+use serde_json::Value;
+use std::convert::Infallible;
+
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// Returned by the service to make hyper close the connection without answering.
+#[derive(Debug)]
+pub struct DropConnection;
+
+impl std::fmt::Display for DropConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("connection dropped by fault injection")
+    }
+}
+
+impl std::error::Error for DropConnection {}
+
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
+pub(crate) fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into()).boxed_unsync()
+}
+
+pub(crate) fn respond(code: u16, bytes: Bytes) -> Response<Body> {
+    let mut r = Response::new(full(bytes));
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+pub(crate) fn respond_value(code: u16, v: &Value) -> Response<Body> {
+    respond(code, Bytes::from(serde_json::to_vec(v).unwrap_or_default()))
+}
+
+pub fn error_response(e: &ApiError) -> Response<Body> {
+    let mut r = respond_value(e.code, &e.to_value());
+    if let Some(ra) = e.retry_after
+        && let Ok(v) = header::HeaderValue::from_str(&ra.to_string())
+    {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
+}
+
+pub(crate) async fn read_body(req: Request<Incoming>) -> Result<(HeaderMap, Bytes), ApiError> {
+    let (parts, body) = req.into_parts();
+    let collected = Limited::new(body, MAX_BODY).collect().await.map_err(|e| {
+        if e.is::<http_body_util::LengthLimitError>() {
+            ApiError::too_large()
+        } else {
+            ApiError::bad_request(format!("reading the request body: {e}"))
+        }
+    })?;
+    Ok((parts.headers, collected.to_bytes()))
+}
+
+/// Decodes a request body: JSON, or Kubernetes protobuf for the kinds kubectl's typed
+/// clients send; anything else is 415.
+pub(crate) fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let base = ct.split(';').next().unwrap_or_default().trim();
+    if base.is_empty() || base == "application/json" || base.ends_with("+json") {
+        return parse_json(body);
+    }
+    if base == "application/yaml" || base == "application/apply-patch+yaml" {
+        return parse_yaml(body).map_err(|e| {
+            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+        });
+    }
+    if base == "application/vnd.kubernetes.protobuf" {
+        return crate::proto::decode(body).map_err(|e| {
+            ApiError::new(
+                415,
+                "UnsupportedMediaType",
+                format!("the body of the request could not be decoded: {e}"),
+            )
+        });
+    }
+    Err(ApiError::new(
+        415,
+        "UnsupportedMediaType",
+        "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+    ))
+}
+
+/// Why a query parameter is not an integer, as the server's parameter decoding (Go's
+/// `strconv.ParseInt`) says it.
+pub(crate) fn go_parse_int_error(text: &str) -> String {
+    let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
+    let why = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        "value out of range"
+    } else {
+        "invalid syntax"
+    };
+    format!(
+        "strconv.ParseInt: parsing {}: {why}",
+        crate::validation::go_quote(text)
+    )
+}
+
+/// A YAML body as the server's YAML serializer reads it: its first document, as JSON. JSON is
+/// YAML too, and is read as JSON.
+pub(crate) fn parse_yaml(b: &[u8]) -> Result<Value, String> {
+    if let Ok(v) = serde_json::from_slice(b) {
+        return Ok(v);
+    }
+    let Some(document) = serde_norway::Deserializer::from_slice(b).next() else {
+        return Ok(Value::Null);
+    };
+    let v: Value = serde::Deserialize::deserialize(document)
+        .map_err(|e| format!("error converting YAML to JSON: yaml: {e}"))?;
+    Ok(v)
+}
+
+pub(crate) fn parse_json(b: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(b).map_err(|e| {
+        ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+    })
+}

@@ -1,0 +1,315 @@
+//! What every request shares: the server's state ([`Shared`]), the parsed query ([`Query`]) and
+//! the lookups of resource definitions.
+
+use crate::FaultConfig;
+use crate::auth::{Tokens, UserInfo};
+use crate::front::respond::decode_body;
+use crate::ops::{self, DeleteOpts, PatchType};
+use crate::resources::{ResourceDef, builtins};
+use crate::status::ApiError;
+use crate::store::Store;
+use http::{HeaderMap, Method};
+use parking_lot::RwLock;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub struct Shared {
+    pub store: Arc<Store>,
+    pub tokens: Tokens,
+    pub sa_tokens: Arc<crate::sa_token::Signer>,
+    pub admin_token: String,
+    pub faults: RwLock<FaultConfig>,
+    pub faults_active: AtomicBool,
+    pub server_address: String,
+    /// The URL clients reach the server at (`https://host:port`).
+    pub url: String,
+}
+
+impl Shared {
+    /// The user a bearer token stands for: a static token, else a service-account JWT.
+    pub fn user_for_token(&self, token: &str) -> Option<Arc<UserInfo>> {
+        if let Some(user) = self.tokens.lookup(token) {
+            return Some(user);
+        }
+        if !crate::sa_token::looks_like_jwt(token) {
+            return None;
+        }
+        let now = chrono::Utc::now().timestamp();
+        self.sa_tokens
+            .authenticate(&self.store, token, now)
+            .map(Arc::new)
+    }
+
+    pub fn set_faults(&self, mut f: FaultConfig) {
+        // Only 429, 500 and 503 are meaningful injected errors; anything else becomes 500.
+        if !matches!(f.error_status, 429 | 500 | 503) {
+            f.error_status = 500;
+        }
+        f.error_rate = f.error_rate.clamp(0.0, 1.0);
+        f.throttle_rate = f.throttle_rate.clamp(0.0, 1.0);
+        f.drop_rate = f.drop_rate.clamp(0.0, 1.0);
+        let active =
+            f.latency_ms > 0 || f.error_rate > 0.0 || f.throttle_rate > 0.0 || f.drop_rate > 0.0;
+        self.store
+            .stale_ms
+            .store(f.stale_read_ms, Ordering::Relaxed);
+        *self.faults.write() = f;
+        self.faults_active.store(active, Ordering::Relaxed);
+    }
+}
+
+/// Parsed query string.
+pub(crate) struct Query(Vec<(String, String)>);
+
+pub(crate) fn decode(s: &str) -> String {
+    let s = s.replace('+', " ");
+    percent_encoding::percent_decode_str(&s)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+impl Query {
+    pub(crate) fn parse(q: Option<&str>) -> Query {
+        Query(
+            q.unwrap_or_default()
+                .split('&')
+                .filter(|p| !p.is_empty())
+                .map(|p| match p.split_once('=') {
+                    Some((k, v)) => (decode(k), decode(v)),
+                    None => (decode(p), String::new()),
+                })
+                .collect(),
+        )
+    }
+
+    pub(crate) fn get(&self, k: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub(crate) fn flag(&self, k: &str) -> bool {
+        matches!(self.get(k), Some("true") | Some("1") | Some(""))
+    }
+
+    /// The deprecated `/watch/` form of a resource path (still served by v1.32): the path after
+    /// `watch`, as the watch it stands for. A named object's watch is a watch of its collection
+    /// selected by that name. `None` for a path that is neither.
+    pub(crate) fn deprecated_watch<'a>(&mut self, watched: &[&'a str]) -> Option<Vec<&'a str>> {
+        let (prefix, parts) = match watched {
+            ["namespaces", _, tail @ ..] if !tail.is_empty() => watched.split_at(2),
+            _ => watched.split_at(0),
+        };
+        let mut rest = prefix.to_vec();
+        match parts {
+            [resource] => rest.push(resource),
+            [resource, name] => {
+                rest.push(resource);
+                let by_name = format!("metadata.name={name}");
+                match self.0.iter_mut().find(|(k, _)| k == "fieldSelector") {
+                    Some((_, v)) if !v.is_empty() => *v = format!("{by_name},{v}"),
+                    Some((_, v)) => *v = by_name,
+                    None => self.0.push(("fieldSelector".into(), by_name)),
+                }
+            }
+            _ => return None,
+        }
+        self.0.retain(|(k, _)| k != "watch");
+        self.0.push(("watch".into(), "true".into()));
+        Some(rest)
+    }
+
+    fn dry_run(&self) -> bool {
+        self.0.iter().any(|(k, v)| k == "dryRun" && v == "All")
+    }
+
+    fn all(&self, k: &str) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// The options of a write sent with `user_agent`, checked as the server's
+    /// `Validate{Create,Update,Patch}Options` check them for `options_kind`; `patch` is the patch
+    /// type of a PATCH.
+    pub(crate) fn write_opts(
+        &self,
+        user_agent: &str,
+        options_kind: &str,
+        patch: Option<PatchType>,
+    ) -> Result<ops::WriteOpts, ApiError> {
+        let field_manager = self.get("fieldManager").map(str::to_string);
+        let mut causes = Vec::new();
+        match patch {
+            Some(PatchType::Apply) if field_manager.as_deref().unwrap_or_default().is_empty() => {
+                causes.push(crate::status::Cause {
+                    reason: "FieldValueRequired",
+                    message: "Required value: is required for apply patch".into(),
+                    field: "fieldManager".into(),
+                });
+            }
+            Some(pt) if pt != PatchType::Apply && self.get("force").is_some() => {
+                causes.push(crate::status::Cause {
+                    reason: "FieldValueForbidden",
+                    message: "Forbidden: may not be specified for non-apply patch".into(),
+                    field: "force".into(),
+                });
+            }
+            _ => {}
+        }
+        if let Some(m) = &field_manager {
+            causes.extend(crate::managed::field_manager_causes(m));
+        }
+        causes.extend(dry_run_causes(&self.all("dryRun")));
+        if let Some(v) = self.get("fieldValidation")
+            && !matches!(v, "" | "Ignore" | "Strict" | "Warn")
+        {
+            causes.push(crate::status::Cause {
+                reason: "FieldValueNotSupported",
+                message: format!(
+                    "Unsupported value: {}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"",
+                    crate::validation::go_quote(v)
+                ),
+                field: "fieldValidation".into(),
+            });
+        }
+        if !causes.is_empty() {
+            return Err(ApiError::invalid("meta.k8s.io", options_kind, "", causes));
+        }
+        let manager = match field_manager.as_deref() {
+            Some(m) if !m.is_empty() => m.to_string(),
+            _ => crate::managed::manager_from_user_agent(user_agent),
+        };
+        Ok(ops::WriteOpts {
+            dry_run: self.dry_run(),
+            strict: self.get("fieldValidation") == Some("Strict"),
+            field_manager,
+            force: self.flag("force"),
+            manager: Some(manager),
+            shape: Default::default(),
+        })
+    }
+}
+
+/// `ValidateDryRun`: `All` is the only dry-run mode.
+fn dry_run_causes(values: &[String]) -> Vec<crate::status::Cause> {
+    if values.iter().all(|v| v == "All") {
+        return vec![];
+    }
+    let quoted: Vec<String> = values
+        .iter()
+        .map(|v| crate::validation::go_quote(v))
+        .collect();
+    vec![crate::status::Cause {
+        reason: "FieldValueNotSupported",
+        message: format!(
+            "Unsupported value: []string{{{}}}: supported values: \"All\"",
+            quoted.join(", ")
+        ),
+        field: "dryRun".into(),
+    }]
+}
+
+pub(crate) fn all_defs(store: &Store) -> Vec<Arc<ResourceDef>> {
+    let mut v: Vec<Arc<ResourceDef>> = builtins().to_vec();
+    v.extend(store.custom_defs());
+    v
+}
+
+pub(crate) fn find_def(
+    store: &Store,
+    group: &str,
+    version: &str,
+    plural: &str,
+) -> Option<Arc<ResourceDef>> {
+    if let Some(d) = builtins()
+        .iter()
+        .find(|d| d.group == group && d.version == version && d.plural == plural)
+    {
+        return Some(d.clone());
+    }
+    store.read(|inner| {
+        inner
+            .custom
+            .iter()
+            .find(|d| d.group == group && d.version == version && d.plural == plural)
+            .cloned()
+    })
+}
+
+pub(crate) fn method_verb(m: &Method) -> String {
+    m.as_str().to_ascii_lowercase()
+}
+
+/// The options of a DELETE, from its body and its query, checked as `ValidateDeleteOptions`
+/// checks them.
+pub(crate) fn delete_opts(
+    headers: &HeaderMap,
+    body: &[u8],
+    query: &Query,
+) -> Result<DeleteOpts, ApiError> {
+    let mut opts = DeleteOpts::default();
+    let mut dry_run = Vec::new();
+    if !body.iter().all(u8::is_ascii_whitespace) {
+        let v = decode_body(headers, body)?;
+        opts.propagation = v["propagationPolicy"].as_str().map(str::to_string);
+        opts.orphan_dependents = v["orphanDependents"].as_bool();
+        opts.uid = v["preconditions"]["uid"].as_str().map(str::to_string);
+        opts.resource_version = v["preconditions"]["resourceVersion"]
+            .as_str()
+            .map(str::to_string);
+        dry_run = crate::util::string_list(&v["dryRun"]);
+    }
+    if let Some(p) = query.get("propagationPolicy") {
+        opts.propagation = Some(p.to_string());
+    }
+    if let Some(o) = query.get("orphanDependents") {
+        opts.orphan_dependents = Some(o == "true");
+    }
+    dry_run.extend(query.all("dryRun"));
+    opts.dry_run = !dry_run.is_empty();
+    let mut causes = Vec::new();
+    if let (Some(p), Some(_)) = (&opts.propagation, opts.orphan_dependents) {
+        causes.push(crate::status::Cause {
+            reason: "FieldValueInvalid",
+            message: format!(
+                "Invalid value: {}: orphanDependents and deletionPropagation cannot be both set",
+                crate::validation::go_quote(p)
+            ),
+            field: "propagationPolicy".into(),
+        });
+    }
+    if let Some(p) = &opts.propagation
+        && !matches!(p.as_str(), "Orphan" | "Background" | "Foreground")
+    {
+        causes.push(crate::status::Cause {
+            reason: "FieldValueNotSupported",
+            message: format!(
+                "Unsupported value: {}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"",
+                crate::validation::go_quote(p)
+            ),
+            field: "propagationPolicy".into(),
+        });
+    }
+    causes.extend(dry_run_causes(&dry_run));
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(
+            "meta.k8s.io",
+            "DeleteOptions",
+            "",
+            causes,
+        ));
+    }
+    Ok(opts)
+}
+
+/// Where a resource request points.
+pub(crate) struct Target {
+    pub(crate) def: Arc<ResourceDef>,
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+    pub(crate) sub: String,
+}

@@ -1,0 +1,388 @@
+//! Subresources with their own shapes: `pods/log`, `scale`, `serviceaccounts/token`, and the
+//! access and token reviews.
+
+use crate::auth::{Attributes, UserInfo, authorize};
+use crate::front::respond::{Body, decode_body, full, parse_json, read_body, respond_value};
+use crate::front::shared::{Query, Shared, Target};
+use crate::ops::PatchType;
+use crate::resources::ResourceDef;
+use crate::status::{ApiError, Warnings};
+use crate::store::Store;
+use bytes::Bytes;
+use http::{Request, Response, header};
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+
+/// `GET …/pods/<name>/log`. Nothing runs Pods here, so a Pod never has a node and its log is
+/// empty, as the real server streams nothing for a Pod not yet on a node; the container is
+/// checked first, as the real server checks it.
+pub(crate) fn pod_log(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    query: &Query,
+) -> Result<Response<Body>, ApiError> {
+    let pod = store
+        .get(def.key(), ns, name, false)
+        .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+    let names = |list: &str| -> Vec<String> {
+        pod.value["spec"][list]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str().map(str::to_string))
+            .collect()
+    };
+    let containers = names("containers");
+    let all: Vec<String> = containers
+        .iter()
+        .cloned()
+        .chain(names("initContainers"))
+        .chain(names("ephemeralContainers"))
+        .collect();
+    match query.get("container").filter(|c| !c.is_empty()) {
+        Some(c) if !all.iter().any(|n| n == c) => {
+            return Err(ApiError::bad_request(format!(
+                "container {c} is not valid for pod {name}"
+            )));
+        }
+        None if containers.len() != 1 => {
+            return Err(ApiError::bad_request(format!(
+                "a container name must be specified for pod {name}, choose one of: [{}]",
+                containers.join(" ")
+            )));
+        }
+        _ => {}
+    }
+    let mut r = Response::new(full(Bytes::new()));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain"),
+    );
+    Ok(r)
+}
+
+/// `POST …/serviceaccounts/<name>/token` (`kubectl create token`): a bearer token that
+/// authenticates as `system:serviceaccount:<namespace>:<name>` until it expires.
+/// The `scale` subresource of a custom resource.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn scale_request(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    verb: &str,
+    query: &Query,
+    user_agent: &str,
+    req: Request<Incoming>,
+    warnings: &mut Warnings,
+) -> Result<Response<Body>, ApiError> {
+    let scale = match verb {
+        "get" => crate::scale::get(store, def, ns, name)?,
+        "update" => {
+            let (headers, body) = read_body(req).await?;
+            let body = decode_body(&headers, &body)?;
+            let opts = query.write_opts(user_agent, "UpdateOptions", None)?;
+            crate::scale::update(store, def, ns, name, &body, opts, warnings)?
+        }
+        _ => {
+            let (headers, body) = read_body(req).await?;
+            let ct = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            let pt =
+                PatchType::from_content_type(ct).ok_or_else(ApiError::unsupported_media_type)?;
+            let body = parse_json(&body)?;
+            let opts = query.write_opts(user_agent, "PatchOptions", Some(pt))?;
+            crate::scale::patch(store, def, ns, name, pt, &body, opts, warnings)?
+        }
+    };
+    Ok(respond_value(200, &scale))
+}
+
+pub(crate) async fn token_request(
+    shared: &Shared,
+    user: &UserInfo,
+    t: &Target,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    let attrs = Attributes {
+        verb: "create".into(),
+        resource_request: true,
+        group: String::new(),
+        resource: "serviceaccounts".into(),
+        subresource: "token".into(),
+        name: t.name.clone(),
+        namespace: t.namespace.clone(),
+        path: String::new(),
+    };
+    if !authorize(&shared.store, user, &attrs) {
+        return Err(ApiError::forbidden(
+            "",
+            "serviceaccounts",
+            &t.name,
+            &attrs.forbidden_reason(&user.name),
+        ));
+    }
+    let (headers, body) = read_body(req).await?;
+    let request = if body.is_empty() {
+        json!({})
+    } else {
+        decode_body(&headers, &body)?
+    };
+    let account = shared
+        .store
+        .get(t.def.key(), &t.namespace, &t.name, false)
+        .ok_or_else(|| ApiError::not_found("", "serviceaccounts", &t.name))?;
+    // As the real server: at least ten minutes, an hour unless asked; anything but a whole
+    // number is refused by the decoder.
+    let asked = &request["spec"]["expirationSeconds"];
+    let seconds = match asked.as_i64() {
+        Some(s) => s,
+        None if asked.is_null() => 3600,
+        None => {
+            let found = match asked {
+                Value::Number(n) => format!("number {n}"),
+                other => crate::validation::json_type(other).to_string(),
+            };
+            return Err(ApiError::bad_request(format!(
+                "TokenRequest in version \"v1\" cannot be handled as a TokenRequest: json: cannot unmarshal {found} into Go struct field TokenRequestSpec.spec.expirationSeconds of type int64"
+            )));
+        }
+    };
+    let out_of_range = if seconds < 600 {
+        Some("may not specify a duration less than 10 minutes")
+    } else if seconds > 1 << 32 {
+        Some("may not specify a duration larger than 2^32 seconds")
+    } else {
+        None
+    };
+    if let Some(why) = out_of_range {
+        return Err(ApiError::invalid(
+            "authentication.k8s.io",
+            "TokenRequest",
+            &t.name,
+            vec![crate::status::Cause {
+                reason: "FieldValueInvalid",
+                message: format!("Invalid value: {seconds}: {why}"),
+                field: "spec.expirationSeconds".into(),
+            }],
+        ));
+    }
+    let namespace = &t.namespace;
+    let bound_ref = &request["spec"]["boundObjectRef"];
+    let bound = if bound_ref.is_object() {
+        Some(bound_object(shared, namespace, &t.name, bound_ref)?)
+    } else {
+        None
+    };
+    // Without audiences a token is for the API server itself.
+    let mut audiences = crate::util::string_list(&request["spec"]["audiences"]);
+    if audiences.is_empty() {
+        audiences.push(crate::sa_token::ISSUER.to_string());
+    }
+    let now = chrono::Utc::now();
+    let claims = crate::sa_token::claims(
+        namespace,
+        &t.name,
+        account.uid(),
+        &audiences,
+        bound
+            .as_ref()
+            .map(|(claim, name, uid)| (*claim, name.as_str(), uid.as_str())),
+        now.timestamp(),
+        seconds,
+    );
+    let token = shared
+        .sa_tokens
+        .sign(&claims)
+        .map_err(|e| ApiError::internal(format!("failed to sign the token: {e}")))?;
+    let expires = now + chrono::Duration::seconds(seconds);
+    let rfc3339 =
+        |at: chrono::DateTime<chrono::Utc>| at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    Ok(respond_value(
+        201,
+        &json!({
+            "kind": "TokenRequest",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": t.name, "namespace": namespace, "creationTimestamp": rfc3339(now)},
+            "spec": {
+                "audiences": audiences,
+                "expirationSeconds": seconds,
+                "boundObjectRef": request["spec"]["boundObjectRef"].clone(),
+            },
+            "status": {"token": token, "expirationTimestamp": rfc3339(expires)},
+        }),
+    ))
+}
+
+/// Checks a TokenRequest's `boundObjectRef` as the real server does and returns the claim it
+/// becomes: `("pod" | "secret", name, uid)`.
+fn bound_object(
+    shared: &Shared,
+    namespace: &str,
+    account: &str,
+    r: &Value,
+) -> Result<(&'static str, String, String), ApiError> {
+    let kind = r["kind"].as_str().unwrap_or_default();
+    let api_version = r["apiVersion"].as_str().unwrap_or_default();
+    let name = r["name"].as_str().unwrap_or_default();
+    let (claim, key, plural) = match (api_version, kind) {
+        ("v1", "Pod") => ("pod", "/pods", "pods"),
+        ("v1", "Secret") => ("secret", "/secrets", "secrets"),
+        _ => {
+            let gvk = match api_version.split_once('/') {
+                Some((g, v)) => format!("{g}/{v}, Kind={kind}"),
+                None => format!("/{api_version}, Kind={kind}"),
+            };
+            return Err(ApiError::bad_request(format!(
+                "cannot bind token to object of type {gvk}"
+            )));
+        }
+    };
+    let obj = shared
+        .store
+        .get(key, namespace, name, false)
+        .ok_or_else(|| ApiError::not_found("", plural, name))?;
+    if claim == "pod" {
+        let runs_as = obj.value["spec"]["serviceAccountName"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("default");
+        if runs_as != account {
+            return Err(ApiError::bad_request(format!(
+                "cannot bind token for serviceaccount {account:?} to pod running with different serviceaccount name."
+            )));
+        }
+    }
+    if let Some(want) = r["uid"].as_str().filter(|u| !u.is_empty())
+        && want != obj.uid()
+    {
+        return Err(ApiError::conflict(
+            "",
+            kind,
+            name,
+            &format!(
+                "the UID in the bound object reference ({want}) does not match the UID in record. The object might have been deleted and then recreated"
+            ),
+        ));
+    }
+    Ok((claim, name.to_string(), obj.uid().to_string()))
+}
+
+/// SelfSubjectAccessReview, SubjectAccessReview and LocalSubjectAccessReview.
+pub(crate) fn review(
+    shared: &Shared,
+    user: &UserInfo,
+    def: &ResourceDef,
+    ns: &str,
+    mut body: Value,
+) -> Result<Response<Body>, ApiError> {
+    if !body.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request was not a JSON object",
+        ));
+    }
+    let spec = body["spec"].clone();
+    if def.plural == "selfsubjectreviews" {
+        let mut groups = user.groups.clone();
+        if groups.is_empty() {
+            groups.push("system:authenticated".into());
+        }
+        return Ok(respond_value(
+            201,
+            &json!({
+                "kind": "SelfSubjectReview",
+                "apiVersion": def.api_version(),
+                "metadata": {"creationTimestamp": null},
+                "status": {"userInfo": {"username": user.name, "uid": user.uid, "groups": groups}},
+            }),
+        ));
+    }
+    if def.plural == "selfsubjectrulesreviews" {
+        let ns = spec["namespace"].as_str().unwrap_or_default();
+        let (resource_rules, non_resource_rules) = crate::auth::rules_for(&shared.store, user, ns);
+        return Ok(respond_value(
+            201,
+            &json!({
+                "kind": "SelfSubjectRulesReview",
+                "apiVersion": def.api_version(),
+                "metadata": {"creationTimestamp": null},
+                "spec": spec,
+                "status": {"resourceRules": resource_rules, "nonResourceRules": non_resource_rules, "incomplete": false},
+            }),
+        ));
+    }
+    let subject = match def.plural.as_str() {
+        "selfsubjectaccessreviews" => user.clone(),
+        _ => {
+            let name = spec["user"].as_str().unwrap_or_default().to_string();
+            let groups = crate::util::string_list(&spec["groups"]);
+            if name.is_empty() && groups.is_empty() {
+                return Err(ApiError::invalid(
+                    &def.group,
+                    &def.kind,
+                    "",
+                    vec![crate::status::Cause {
+                        reason: "FieldValueRequired",
+                        message: "Required value: at least one of user or group must be specified"
+                            .into(),
+                        field: "spec.user".into(),
+                    }],
+                ));
+            }
+            UserInfo {
+                name,
+                uid: spec["uid"].as_str().unwrap_or_default().to_string(),
+                groups,
+            }
+        }
+    };
+    let attrs = if let Some(ra) = spec.get("resourceAttributes").filter(|v| v.is_object()) {
+        let s = |k: &str| ra[k].as_str().unwrap_or_default().to_string();
+        let mut namespace = s("namespace");
+        if def.plural == "localsubjectaccessreviews" {
+            namespace = ns.to_string();
+        }
+        Attributes {
+            verb: s("verb"),
+            resource_request: true,
+            group: s("group"),
+            resource: s("resource"),
+            subresource: s("subresource"),
+            name: s("name"),
+            namespace,
+            path: String::new(),
+        }
+    } else if let Some(nra) = spec.get("nonResourceAttributes").filter(|v| v.is_object()) {
+        Attributes {
+            verb: nra["verb"].as_str().unwrap_or_default().to_string(),
+            resource_request: false,
+            path: nra["path"].as_str().unwrap_or_default().to_string(),
+            ..Default::default()
+        }
+    } else {
+        return Err(ApiError::invalid(&def.group, &def.kind, "", vec![crate::status::Cause {
+            reason: "FieldValueRequired",
+            message: "Required value: exactly one of nonResourceAttributes or resourceAttributes must be specified".into(),
+            field: "spec.resourceAttributes".into(),
+        }]));
+    };
+    let allowed = shared
+        .store
+        .read(|inner| crate::auth::allowed_by(inner, &subject, &attrs));
+    body["kind"] = json!(def.kind);
+    body["apiVersion"] = json!(def.api_version());
+    if !body["metadata"].is_object() {
+        body["metadata"] = json!({});
+    }
+    body["metadata"]["creationTimestamp"] = Value::Null;
+    body["status"] = match allowed {
+        Some(reason) if !reason.is_empty() => json!({"allowed": true, "reason": reason}),
+        Some(_) => json!({"allowed": true}),
+        None => json!({"allowed": false}),
+    };
+    Ok(respond_value(201, &body))
+}
