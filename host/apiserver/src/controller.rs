@@ -1,10 +1,10 @@
 //! Background controllers: namespace deletion, CRD cleanup, and the garbage collector for
 //! ownerReferences (Background, Foreground and Orphan propagation).
 
-use crate::ops::{self, CRD_CLEANUP, DeleteOpts};
 use crate::resources::{CRD_KEY, NS_KEY, ResourceDef, builtins, defs_from_crd};
 use crate::status::Warnings;
 use crate::store::{Change, FullKey, Inner, Obj, Store};
+use crate::verbs::{self, CRD_CLEANUP, DeleteOpts};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,7 +68,7 @@ fn background() -> DeleteOpts {
 fn delete_all(store: &Store, items: &[Item]) -> bool {
     let mut changed = false;
     for it in items.iter().filter(|i| !i.obj.deleting()) {
-        if ops::delete(
+        if verbs::delete(
             store,
             &it.def,
             &it.ns,
@@ -123,12 +123,12 @@ pub fn create_default_account(store: &Store, ns: &str) -> bool {
         "kind": "ServiceAccount",
         "metadata": {"name": "default", "namespace": ns},
     });
-    ops::create(
+    verbs::create(
         store,
         sa,
         ns,
         body,
-        ops::WriteOpts::default(),
+        verbs::WriteOpts::default(),
         &mut unheard(),
     )
     .is_ok()
@@ -184,12 +184,12 @@ fn namespace_defaults(store: &Store, info: &ClusterInfo) -> bool {
             },
             "data": wanted_data,
         });
-        changed |= ops::create(
+        changed |= verbs::create(
             store,
             cm,
             &ns,
             body,
-            ops::WriteOpts::default(),
+            verbs::WriteOpts::default(),
             &mut unheard(),
         )
         .is_ok();
@@ -202,14 +202,14 @@ fn namespace_defaults(store: &Store, info: &ClusterInfo) -> bool {
             &["metadata", "annotations", DESCRIPTION_ANNOTATION],
             serde_json::json!(ROOT_CA_DESCRIPTION),
         );
-        let res = ops::update(
+        let res = verbs::update(
             store,
             cm,
             &ns,
             ROOT_CA_CONFIGMAP,
             v,
-            ops::Sub::Main,
-            ops::WriteOpts::default(),
+            verbs::Sub::Main,
+            verbs::WriteOpts::default(),
             &mut unheard(),
         );
         changed |= res.is_ok();
@@ -223,7 +223,7 @@ pub fn kubernetes_service(store: &Store, info: &ClusterInfo) -> bool {
     let Some(svc) = builtin("services") else {
         return false;
     };
-    let wanted = crate::service::kubernetes_service(info.api_port);
+    let wanted = crate::kinds::service::kubernetes_service(info.api_port);
     let current = store.get(svc.key(), "default", "kubernetes", false);
     let result = match current {
         Some(o) if o.deleting() => return false,
@@ -235,14 +235,14 @@ pub fn kubernetes_service(store: &Store, info: &ClusterInfo) -> bool {
             let mut v = o.value.clone();
             v["spec"]["ports"] = wanted["spec"]["ports"].clone();
             v["spec"]["type"] = serde_json::json!("ClusterIP");
-            ops::update(
+            verbs::update(
                 store,
                 svc,
                 "default",
                 "kubernetes",
                 v,
-                ops::Sub::Main,
-                ops::WriteOpts::default(),
+                verbs::Sub::Main,
+                verbs::WriteOpts::default(),
                 &mut unheard(),
             )
             .map(|_| ())
@@ -254,12 +254,12 @@ pub fn kubernetes_service(store: &Store, info: &ClusterInfo) -> bool {
             if !default_active {
                 return false;
             }
-            ops::create(
+            verbs::create(
                 store,
                 svc,
                 "default",
                 wanted,
-                ops::WriteOpts::default(),
+                verbs::WriteOpts::default(),
                 &mut unheard(),
             )
             .map(|_| ())
@@ -320,7 +320,7 @@ pub fn pass(store: &Store, info: &ClusterInfo) -> bool {
             });
             changed |= namespace_conditions(store, &it.def, &ns, &contents);
             if contents.is_empty() {
-                changed |= ops::finalize_namespace(store, &it.def, &ns);
+                changed |= verbs::finalize_namespace(store, &it.def, &ns);
             } else {
                 changed |= delete_all(store, &contents);
             }
@@ -328,7 +328,7 @@ pub fn pass(store: &Store, info: &ClusterInfo) -> bool {
         }
         if it.def.key() == CRD_KEY && fins.iter().any(|f| f == CRD_CLEANUP) {
             let Some(cr_def) = defs_from_crd(&it.obj.value).into_iter().next() else {
-                changed |= ops::remove_finalizer(store, &it.def, "", &it.name, CRD_CLEANUP);
+                changed |= verbs::remove_finalizer(store, &it.def, "", &it.name, CRD_CLEANUP);
                 continue;
             };
             let crs: Vec<Item> = store.read(|inner| {
@@ -343,7 +343,7 @@ pub fn pass(store: &Store, info: &ClusterInfo) -> bool {
                     .collect()
             });
             if crs.is_empty() {
-                changed |= ops::remove_finalizer(store, &it.def, "", &it.name, CRD_CLEANUP);
+                changed |= verbs::remove_finalizer(store, &it.def, "", &it.name, CRD_CLEANUP);
             } else {
                 changed |= crd_terminating(store, &it.def, &it.name);
                 changed |= delete_all(store, &crs);
@@ -359,14 +359,14 @@ pub fn pass(store: &Store, info: &ClusterInfo) -> bool {
             for d in &dependents {
                 changed |= strip_owner(store, d, &uid);
             }
-            changed |= ops::remove_finalizer(store, &it.def, &it.ns, &it.name, "orphan");
+            changed |= verbs::remove_finalizer(store, &it.def, &it.ns, &it.name, "orphan");
         } else if fins.iter().any(|f| f == "foregroundDeletion") {
             for d in dependents.iter().filter(|d| !d.obj.deleting()) {
                 let opts = DeleteOpts {
                     propagation: Some("Foreground".into()),
                     ..Default::default()
                 };
-                if ops::delete(store, &d.def, &d.ns, &d.name, &opts, &mut unheard()).is_ok() {
+                if verbs::delete(store, &d.def, &d.ns, &d.name, &opts, &mut unheard()).is_ok() {
                     changed = true;
                 }
             }
@@ -374,7 +374,7 @@ pub fn pass(store: &Store, info: &ClusterInfo) -> bool {
             let blocking = dependents.iter().any(|d| blocks(&d.obj, &uid));
             if !blocking {
                 changed |=
-                    ops::remove_finalizer(store, &it.def, &it.ns, &it.name, "foregroundDeletion");
+                    verbs::remove_finalizer(store, &it.def, &it.ns, &it.name, "foregroundDeletion");
             }
         }
     }

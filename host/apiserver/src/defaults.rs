@@ -2,7 +2,7 @@
 //! so that what clients read back and what they are refused match a real cluster: the workload
 //! kinds (CronJob, Job), and the checks of ConfigMaps, Secrets, RBAC roles and Leases.
 
-use crate::pod_spec::{default, pod_spec_defaults};
+use crate::kinds::pod_spec::{default, pod_spec_defaults};
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, Cause};
 use crate::validation;
@@ -24,8 +24,8 @@ fn template_defaults(job_spec: &mut Value) {
 
 /// Applies the defaults of `def`'s kind. `uid` is the object's uid (Jobs use it in selectors).
 pub fn apply(def: &ResourceDef, v: &mut Value) {
-    if def.key() == crate::pod::PODS_KEY {
-        crate::pod::defaults(v);
+    if def.key() == crate::kinds::pod::PODS_KEY {
+        crate::kinds::pod::defaults(v);
         return;
     }
     if def.group == RBAC_GROUP && def.plural.ends_with("bindings") {
@@ -334,8 +334,8 @@ fn container_causes(
             continue;
         };
         if let (Some(r), Some(l)) = (
-            crate::pod_spec::parse_quantity(request),
-            crate::pod_spec::parse_quantity(limit),
+            crate::kinds::pod_spec::parse_quantity(request),
+            crate::kinds::pod_spec::parse_quantity(limit),
         ) && r > l
         {
             causes.extend(validation::invalid_causes(

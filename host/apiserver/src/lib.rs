@@ -49,21 +49,16 @@ mod auth;
 mod controller;
 mod cron;
 mod defaults;
-mod events_v1;
 mod front;
+mod kinds;
 mod managed;
 mod openapi;
-mod ops;
 mod patch;
-mod pod;
-mod pod_spec;
 mod proto;
 mod resources;
 mod sa_token;
-mod scale;
 mod schema;
 mod selector;
-mod service;
 mod shape;
 mod status;
 mod store;
@@ -73,6 +68,7 @@ mod typed;
 mod util;
 mod validation;
 mod validation_rules;
+mod verbs;
 
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
@@ -234,12 +230,12 @@ fn bootstrap(store: &store::Store, info: &controller::ClusterInfo) -> anyhow::Re
     let ns_def = find("namespaces")?;
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         if store.get(ns_def.key(), "", ns, false).is_none() {
-            ops::create(
+            verbs::create(
                 store,
                 &ns_def,
                 "",
                 serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-                ops::WriteOpts::default(),
+                verbs::WriteOpts::default(),
                 &mut status::Warnings::default(),
             )
             .map_err(|e| anyhow::anyhow!("bootstrap namespace {ns}: {e}"))?;
@@ -252,12 +248,12 @@ fn bootstrap(store: &store::Store, info: &controller::ClusterInfo) -> anyhow::Re
             .unwrap_or_default()
             .to_string();
         if store.get(def.key(), "", &name, false).is_none() {
-            ops::create(
+            verbs::create(
                 store,
                 &def,
                 "",
                 obj,
-                ops::WriteOpts::default(),
+                verbs::WriteOpts::default(),
                 &mut status::Warnings::default(),
             )
             .map_err(|e| anyhow::anyhow!("bootstrap {plural} {name}: {e}"))?;

@@ -96,7 +96,7 @@ impl<'a> KindSchema<'a> {
             [.., "spec", c] if CONTAINER_LISTS.contains(c) => keys(&["name"]),
             [.., "spec", "volumes" | "imagePullSecrets"] => keys(&["name"]),
             [.., "spec", "hostAliases"] => keys(&["ip"]),
-            ["spec", "ports"] if self.key == crate::service::SERVICES_KEY => {
+            ["spec", "ports"] if self.key == crate::kinds::service::SERVICES_KEY => {
                 keys(&["port", "protocol"])
             }
             ["spec", "versions"] if self.key == crate::resources::CRD_KEY => keys(&["name"]),
@@ -118,7 +118,9 @@ impl<'a> KindSchema<'a> {
         match self.key {
             "/pods" => json!({"spec": pod_spec, "status": {}}),
             "/namespaces" | "/nodes" => json!({"spec": {}, "status": {}}),
-            crate::service::SERVICES_KEY => json!({"spec": {}, "status": {"loadBalancer": {}}}),
+            crate::kinds::service::SERVICES_KEY => {
+                json!({"spec": {}, "status": {"loadBalancer": {}}})
+            }
             "batch/cronjobs" => json!({
                 "spec": {"jobTemplate": {"metadata": {}, "spec": {"template": template}}},
                 "status": {},

@@ -40,7 +40,7 @@ fn merge_key(kind_key: &str, path: &str) -> Option<&'static str> {
         [.., "spec", c] if CONTAINER_LISTS.contains(c) => Some("name"),
         [.., "spec", "volumes" | "imagePullSecrets"] => Some("name"),
         [.., "spec", "hostAliases"] => Some("ip"),
-        ["spec", "ports"] if kind_key == crate::service::SERVICES_KEY => Some("port"),
+        ["spec", "ports"] if kind_key == crate::kinds::service::SERVICES_KEY => Some("port"),
         ["status", "conditions"]
             if matches!(kind_key, "/pods" | "/namespaces" | "/nodes" | "batch/jobs") =>
         {
@@ -487,7 +487,7 @@ mod tests {
             &mut svc,
             &json!({"spec": {"$setElementOrder/ports": [{"port": 80}],
                              "ports": [{"$patch": "delete", "port": 443}]}}),
-            crate::service::SERVICES_KEY,
+            crate::kinds::service::SERVICES_KEY,
         );
         assert_eq!(
             svc["spec"]["ports"],

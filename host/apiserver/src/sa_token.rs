@@ -241,7 +241,7 @@ mod tests {
     fn store_with_account() -> (Store, String) {
         let store = Store::open(None).unwrap();
         let def = |p: &str| builtins().iter().find(|d| d.plural == p).unwrap().clone();
-        crate::ops::create(
+        crate::verbs::create(
             &store,
             &def("namespaces"),
             "",
@@ -250,7 +250,7 @@ mod tests {
             &mut Default::default(),
         )
         .unwrap();
-        let sa = crate::ops::create(
+        let sa = crate::verbs::create(
             &store,
             &def("serviceaccounts"),
             "ns",

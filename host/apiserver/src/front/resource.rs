@@ -9,11 +9,11 @@ use crate::front::respond::{
 };
 use crate::front::shared::{Query, Shared, Target, delete_opts, find_def};
 use crate::front::subresources::{pod_log, review, scale_request, token_request};
-use crate::ops::{self, Deleted, PatchType, Sub};
 use crate::resources::{self, CRD_KEY, Shape};
 use crate::selector::FieldSelector;
 use crate::status::{ApiError, Warnings, delete_success};
 use crate::store::Store;
+use crate::verbs::{self, Deleted, PatchType, Sub};
 use http::{Method, Request, Response, header};
 use hyper::body::Incoming;
 use serde_json::Value;
@@ -270,10 +270,10 @@ pub(crate) async fn resource_request(
                 return review(shared, user, &def, ns, body);
             }
             if def.key() == crate::shape::EVENTS_KEY {
-                crate::events_v1::check_decodable(&body, def.shape)?;
+                crate::kinds::event::check_decodable(&body, def.shape)?;
             }
             if def.shape == Shape::EventsV1 {
-                let causes = crate::events_v1::create_causes(&body);
+                let causes = crate::kinds::event::create_causes(&body);
                 if !causes.is_empty() {
                     let name = body["metadata"]["name"].as_str().unwrap_or_default();
                     return Err(ApiError::invalid(&def.group, &def.kind, name, causes));
@@ -285,7 +285,7 @@ pub(crate) async fn resource_request(
                 crate::auth::escalation_check(store, user, &def.plural, ns, &body)?;
             }
             let dry_run = opts.dry_run;
-            let obj = ops::create(store, &stored, ns, body, opts, warnings).map_err(served)?;
+            let obj = verbs::create(store, &stored, ns, body, opts, warnings).map_err(served)?;
             if def.is_namespace() && !dry_run {
                 // The service-account controller's work, done before the namespace is answered,
                 // so that a Pod created right after it finds its `default` account (on a real
@@ -299,13 +299,13 @@ pub(crate) async fn resource_request(
             let (headers, body) = read_body(req).await?;
             let body = decode_body(&headers, &body)?;
             if def.key() == crate::shape::EVENTS_KEY {
-                crate::events_v1::check_decodable(&body, def.shape)?;
+                crate::kinds::event::check_decodable(&body, def.shape)?;
             }
             let body = def.shape.stored(body);
             if def.group == "rbac.authorization.k8s.io" {
                 crate::auth::escalation_check(store, user, &def.plural, ns, &body)?;
             }
-            let (out, created) = ops::update(
+            let (out, created) = verbs::update(
                 store,
                 &stored,
                 ns,
@@ -355,7 +355,7 @@ pub(crate) async fn resource_request(
                     Ok(())
                 }
             };
-            let (out, created) = ops::patch(
+            let (out, created) = verbs::patch(
                 store, &stored, ns, name, pt, &body, sub, opts, &admit, warnings,
             )
             .map_err(served)?;
@@ -367,7 +367,7 @@ pub(crate) async fn resource_request(
         "delete" => {
             let (headers, body) = read_body(req).await?;
             let opts = delete_opts(&headers, &body, query)?;
-            match ops::delete(store, &def, ns, name, &opts, warnings)? {
+            match verbs::delete(store, &def, ns, name, &opts, warnings)? {
                 Deleted::Gone(o) => Ok(respond_value(
                     200,
                     &delete_success(&def.group, &def.plural, name, o.uid()),
@@ -404,7 +404,7 @@ pub(crate) async fn resource_request(
                 let oname = o.meta_str("name").to_string();
                 let ons = o.meta_str("namespace").to_string();
                 // The answer lists the items as they were listed, before their deletion.
-                match ops::delete(store, &def, &ons, &oname, &opts, warnings) {
+                match verbs::delete(store, &def, &ons, &oname, &opts, warnings) {
                     Ok(Deleted::Gone(_)) | Ok(Deleted::Pending(_)) => items.push(o),
                     Err(e) if e.code == 404 => {}
                     Err(e) => return Err(e),

@@ -4,10 +4,10 @@
 use crate::FaultConfig;
 use crate::auth::{Tokens, UserInfo};
 use crate::front::respond::decode_body;
-use crate::ops::{self, DeleteOpts, PatchType};
 use crate::resources::{ResourceDef, builtins};
 use crate::status::ApiError;
 use crate::store::Store;
+use crate::verbs::{self, DeleteOpts, PatchType};
 use http::{HeaderMap, Method};
 use parking_lot::RwLock;
 use std::sync::Arc;
@@ -140,7 +140,7 @@ impl Query {
         user_agent: &str,
         options_kind: &str,
         patch: Option<PatchType>,
-    ) -> Result<ops::WriteOpts, ApiError> {
+    ) -> Result<verbs::WriteOpts, ApiError> {
         let field_manager = self.get("fieldManager").map(str::to_string);
         let mut causes = Vec::new();
         match patch {
@@ -183,7 +183,7 @@ impl Query {
             Some(m) if !m.is_empty() => m.to_string(),
             _ => crate::managed::manager_from_user_agent(user_agent),
         };
-        Ok(ops::WriteOpts {
+        Ok(verbs::WriteOpts {
             dry_run: self.dry_run(),
             strict: self.get("fieldValidation") == Some("Strict"),
             field_manager,

@@ -4,10 +4,10 @@
 use crate::auth::{Attributes, UserInfo, authorize};
 use crate::front::respond::{Body, decode_body, full, parse_json, read_body, respond_value};
 use crate::front::shared::{Query, Shared, Target};
-use crate::ops::PatchType;
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, Warnings};
 use crate::store::Store;
+use crate::verbs::PatchType;
 use bytes::Bytes;
 use http::{Request, Response, header};
 use hyper::body::Incoming;
@@ -79,12 +79,12 @@ pub(crate) async fn scale_request(
     warnings: &mut Warnings,
 ) -> Result<Response<Body>, ApiError> {
     let scale = match verb {
-        "get" => crate::scale::get(store, def, ns, name)?,
+        "get" => crate::verbs::scale::get(store, def, ns, name)?,
         "update" => {
             let (headers, body) = read_body(req).await?;
             let body = decode_body(&headers, &body)?;
             let opts = query.write_opts(user_agent, "UpdateOptions", None)?;
-            crate::scale::update(store, def, ns, name, &body, opts, warnings)?
+            crate::verbs::scale::update(store, def, ns, name, &body, opts, warnings)?
         }
         _ => {
             let (headers, body) = read_body(req).await?;
@@ -96,7 +96,7 @@ pub(crate) async fn scale_request(
                 PatchType::from_content_type(ct).ok_or_else(ApiError::unsupported_media_type)?;
             let body = parse_json(&body)?;
             let opts = query.write_opts(user_agent, "PatchOptions", Some(pt))?;
-            crate::scale::patch(store, def, ns, name, pt, &body, opts, warnings)?
+            crate::verbs::scale::patch(store, def, ns, name, pt, &body, opts, warnings)?
         }
     };
     Ok(respond_value(200, &scale))

@@ -5,11 +5,11 @@
 
 use serde_json::{Value, json};
 
-use crate::ops::{self, PatchType, Sub, WriteOpts};
 use crate::patch;
 use crate::resources::{ResourceDef, ScalePaths};
 use crate::status::{ApiError, Cause, Warnings};
 use crate::store::Store;
+use crate::verbs::{self, PatchType, Sub, WriteOpts};
 
 fn at<'a>(v: &'a Value, path: &[String]) -> &'a Value {
     path.iter().fold(v, |v, segment| &v[segment.as_str()])
@@ -137,7 +137,7 @@ pub fn update(
         obj["metadata"]["resourceVersion"] = json!(rv);
     }
     set(&mut obj, &paths.spec_replicas, json!(replicas));
-    let (out, _) = ops::update(store, def, ns, name, obj, Sub::Main, opts, warnings)?;
+    let (out, _) = verbs::update(store, def, ns, name, obj, Sub::Main, opts, warnings)?;
     Ok(view(paths, &out.obj().value))
 }
 

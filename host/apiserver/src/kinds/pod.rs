@@ -2,7 +2,9 @@
 //! shared with templates), and the status its strategy sets on create when nothing schedules
 //! or runs the Pod (`phase: Pending`, the QoS class, the scheduling-gated condition).
 
-use crate::pod_spec::{default, parse_quantity};
+use crate::kinds::pod_spec::{default, parse_quantity};
+use crate::status::Cause;
+use crate::util::strip_nulls;
 use serde_json::{Map, Value, json};
 
 pub const PODS_KEY: &str = "/pods";
@@ -59,7 +61,7 @@ pub fn qos_class(spec: &Value) -> &'static str {
 /// get (`SetDefaults_Pod`).
 pub fn defaults(v: &mut Value) {
     if let Some(spec) = v.get_mut("spec").filter(|s| s.is_object()) {
-        crate::pod_spec::pod_spec_defaults(spec);
+        crate::kinds::pod_spec::pod_spec_defaults(spec);
     }
     let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
@@ -242,6 +244,54 @@ pub fn create_status(v: &mut Value, sent_qos: Option<&str>) {
         }]);
     }
     v["status"] = status;
+}
+
+/// ValidatePodUpdate: a Pod's spec may change only in its containers' images, its active
+/// deadline, added tolerations, removed scheduling gates and a negative grace period set to 1.
+pub(crate) fn pod_update_causes(old: &Value, new: &Value) -> Vec<Cause> {
+    let mut allowed = old["spec"].clone();
+    let spec = &new["spec"];
+    for list in ["containers", "initContainers"] {
+        if let (Some(was), Some(now)) = (allowed[list].as_array_mut(), spec[list].as_array())
+            && was.len() == now.len()
+        {
+            for (w, n) in was.iter_mut().zip(now) {
+                w["image"] = n["image"].clone();
+            }
+        }
+    }
+    allowed["activeDeadlineSeconds"] = spec["activeDeadlineSeconds"].clone();
+    let list = |v: &Value| v.as_array().cloned().unwrap_or_default();
+    let (old_tolerations, new_tolerations) =
+        (list(&allowed["tolerations"]), list(&spec["tolerations"]));
+    if old_tolerations.iter().all(|t| new_tolerations.contains(t)) {
+        allowed["tolerations"] = spec["tolerations"].clone();
+    }
+    let (old_gates, new_gates) = (
+        list(&allowed["schedulingGates"]),
+        list(&spec["schedulingGates"]),
+    );
+    if new_gates.iter().all(|g| old_gates.contains(g)) {
+        allowed["schedulingGates"] = spec["schedulingGates"].clone();
+    }
+    if allowed["terminationGracePeriodSeconds"]
+        .as_i64()
+        .is_some_and(|g| g < 0)
+        && spec["terminationGracePeriodSeconds"] == 1
+    {
+        allowed["terminationGracePeriodSeconds"] = json!(1);
+    }
+    let mut now = spec.clone();
+    strip_nulls(&mut allowed);
+    strip_nulls(&mut now);
+    if allowed == now {
+        return vec![];
+    }
+    vec![Cause {
+        reason: "FieldValueForbidden",
+        message: "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)".into(),
+        field: "spec".into(),
+    }]
 }
 
 #[cfg(test)]

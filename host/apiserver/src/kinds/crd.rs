@@ -1,0 +1,241 @@
+//! CustomResourceDefinitions: their validation and defaults, as the apiextensions server has
+//! them.
+
+use crate::resources::crd_preferred_version;
+use crate::status::{ApiError, Cause};
+use crate::util::{now, string_list};
+use crate::validation;
+use serde_json::{Value, json};
+
+pub(crate) fn validate_crd(crd: &Value, name: &str) -> Result<(), ApiError> {
+    let group = "apiextensions.k8s.io";
+    let kind = "CustomResourceDefinition";
+    let spec = &crd["spec"];
+    let mut causes = vec![];
+    let req = |field: &str| Cause {
+        reason: "FieldValueRequired",
+        message: "Required value".into(),
+        field: field.into(),
+    };
+    let g = spec["group"].as_str().unwrap_or_default();
+    let plural = spec["names"]["plural"].as_str().unwrap_or_default();
+    let k = spec["names"]["kind"].as_str().unwrap_or_default();
+    let invalid = |field: &str, value: &str, why: String| Cause {
+        reason: "FieldValueInvalid",
+        message: format!("Invalid value: {}: {why}", json!(value)),
+        field: field.into(),
+    };
+    if g.is_empty() {
+        causes.push(req("spec.group"));
+    } else if let errs = validation::dns1123_subdomain(g)
+        && !errs.is_empty()
+    {
+        causes.push(invalid("spec.group", g, errs.join(",")));
+    } else if !g.contains('.') {
+        causes.push(invalid(
+            "spec.group",
+            g,
+            "should be a domain with at least one dot".into(),
+        ));
+    }
+    if plural.is_empty() {
+        causes.push(req("spec.names.plural"));
+    }
+    if k.is_empty() {
+        causes.push(req("spec.names.kind"));
+    }
+    if !g.is_empty() && !plural.is_empty() && name != format!("{plural}.{g}") {
+        causes.push(Cause {
+            reason: "FieldValueInvalid",
+            message: format!(
+                "Invalid value: {}: must be spec.names.plural+\".\"+spec.group",
+                json!(name)
+            ),
+            field: "metadata.name".into(),
+        });
+    }
+    match spec["scope"].as_str() {
+        Some("Namespaced") | Some("Cluster") => {}
+        other => causes.push(Cause {
+            reason: "FieldValueNotSupported",
+            message: format!(
+                "Unsupported value: {}: supported values: \"Cluster\", \"Namespaced\"",
+                json!(other.unwrap_or_default())
+            ),
+            field: "spec.scope".into(),
+        }),
+    }
+    match spec["versions"].as_array() {
+        Some(v) if !v.is_empty() => {
+            let storage = v
+                .iter()
+                .filter(|x| x["storage"].as_bool() == Some(true))
+                .count();
+            if storage != 1 {
+                causes.push(Cause {
+                    reason: "FieldValueInvalid",
+                    message: format!(
+                        "Invalid value: {}: must have exactly one version marked as storage version",
+                        json!(spec["versions"])
+                    ),
+                    field: "spec.versions".into(),
+                });
+            }
+            let mut names = std::collections::BTreeSet::new();
+            for (i, ver) in v.iter().enumerate() {
+                let version = ver["name"].as_str().unwrap_or_default();
+                let errs = validation::dns1035_label(version);
+                if !errs.is_empty() {
+                    causes.push(invalid(
+                        &format!("spec.versions[{i}].name"),
+                        version,
+                        errs.join(","),
+                    ));
+                }
+                if !names.insert(version) {
+                    causes.push(Cause {
+                        reason: "FieldValueInvalid",
+                        message: format!(
+                            "Invalid value: {}: must contain unique version names",
+                            json!(spec["versions"])
+                        ),
+                        field: "spec.versions".into(),
+                    });
+                }
+                let schema = &ver["schema"]["openAPIV3Schema"];
+                if !schema.is_object() {
+                    causes.push(Cause {
+                        reason: "FieldValueRequired",
+                        message: "Required value: schemas are required".into(),
+                        field: format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                    });
+                } else if schema["type"].as_str().is_none_or(str::is_empty) {
+                    causes.push(Cause {
+                        reason: "FieldValueRequired",
+                        message: "Required value: must not be empty at the root".into(),
+                        field: format!("spec.versions[{i}].schema.openAPIV3Schema.type"),
+                    });
+                }
+                for (at, rule, why) in crate::validation_rules::schema_compile_errors(schema) {
+                    causes.push(invalid(
+                        &format!("spec.versions[{i}].schema.openAPIV3Schema{at}"),
+                        &rule,
+                        format!("compilation failed: {why}"),
+                    ));
+                }
+            }
+        }
+        _ => causes.push(Cause {
+            reason: "FieldValueRequired",
+            message: "Required value: must have exactly one version marked as storage version"
+                .into(),
+            field: "spec.versions".into(),
+        }),
+    }
+    causes.extend(crd_names_causes(&spec["names"]));
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(group, kind, name, causes))
+    }
+}
+
+/// `ValidateCustomResourceDefinitionNames`: the names are DNS-1035 labels (kinds in mixed case),
+/// and a kind is not its own list kind.
+fn crd_names_causes(names: &Value) -> Vec<Cause> {
+    let mut causes = vec![];
+    let text = |k: &str| names[k].as_str().unwrap_or_default();
+    let mut check = |field: String, value: &str, lower: bool, prefix: &str| {
+        if value.is_empty() {
+            return;
+        }
+        let checked = if lower {
+            value.to_lowercase()
+        } else {
+            value.to_string()
+        };
+        let errs = validation::dns1035_label(&checked);
+        if !errs.is_empty() {
+            causes.extend(validation::invalid_causes(
+                &field,
+                &json!(value),
+                vec![format!("{prefix}{}", errs.join(","))],
+            ));
+        }
+    };
+    check("spec.names.plural".into(), text("plural"), false, "");
+    check("spec.names.singular".into(), text("singular"), false, "");
+    let mixed = "may have mixed case, but should otherwise match: ";
+    check("spec.names.kind".into(), text("kind"), true, mixed);
+    check("spec.names.listKind".into(), text("listKind"), true, mixed);
+    for (i, short) in string_list(&names["shortNames"]).iter().enumerate() {
+        check(format!("spec.names.shortNames[{i}]"), short, false, "");
+    }
+    let same_kinds = !text("kind").is_empty() && text("kind") == text("listKind");
+    let categories = string_list(&names["categories"]);
+    for (i, category) in categories.iter().enumerate() {
+        check(format!("spec.names.categories[{i}]"), category, false, "");
+    }
+    if same_kinds {
+        // Reported before the categories, as the server does.
+        let at = causes
+            .iter()
+            .position(|c| c.field.starts_with("spec.names.categories"))
+            .unwrap_or(causes.len());
+        causes.splice(
+            at..at,
+            validation::invalid_causes(
+                "spec.names.listKind",
+                &json!(text("listKind")),
+                vec!["kind and listKind may not be the same".into()],
+            ),
+        );
+    }
+    causes
+}
+
+/// Defaults and status the CRD controllers would fill in.
+pub(crate) fn crd_defaults(v: &mut Value, old_status: Option<&Value>) {
+    let kind = v["spec"]["names"]["kind"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if v["spec"]["names"]["singular"]
+        .as_str()
+        .is_none_or(str::is_empty)
+    {
+        v["spec"]["names"]["singular"] = json!(kind.to_lowercase());
+    }
+    if v["spec"]["names"]["listKind"]
+        .as_str()
+        .is_none_or(str::is_empty)
+    {
+        v["spec"]["names"]["listKind"] = json!(format!("{kind}List"));
+    }
+    if !v["spec"]["conversion"].is_object() {
+        v["spec"]["conversion"] = json!({"strategy": "None"});
+    }
+    let t = now();
+    let mut stored: Vec<String> = old_status
+        .map(|s| string_list(&s["storedVersions"]))
+        .unwrap_or_default();
+    if let Some(sv) = crd_preferred_version(v)
+        && !stored.contains(&sv)
+    {
+        stored.push(sv);
+    }
+    let conditions = old_status
+        .and_then(|s| s["conditions"].as_array().cloned())
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| {
+            vec![
+                json!({"type": "NamesAccepted", "status": "True", "lastTransitionTime": t, "reason": "NoConflicts", "message": "no conflicts found"}),
+                json!({"type": "Established", "status": "True", "lastTransitionTime": t, "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"}),
+            ]
+        });
+    v["status"] = json!({
+        "acceptedNames": v["spec"]["names"].clone(),
+        "conditions": conditions,
+        "storedVersions": stored,
+    });
+}

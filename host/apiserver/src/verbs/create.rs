@@ -1,0 +1,187 @@
+//! Create (POST), with the real server's order of checks.
+
+use crate::kinds::crd::{crd_defaults, validate_crd};
+use crate::kinds::namespace::namespace_finalizer_causes;
+use crate::kinds::secret::secret_defaults;
+use crate::resources::ResourceDef;
+use crate::status::{ApiError, Warnings};
+use crate::store::{Change, Inner, Obj, Store};
+use crate::util::{meta_mut, string_list};
+use crate::util::{now, random_suffix};
+use crate::verbs::meta::{
+    check_identity, check_namespace, check_schema, generate_name_causes, name_causes,
+    validate_meta, warn_finalizers,
+};
+use crate::verbs::options::record_create;
+use crate::verbs::{CRD_CLEANUP, Sub, WriteOpts};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// Builds the object to store for a create.
+pub(crate) fn prepare_create(
+    def: &ResourceDef,
+    ns: &str,
+    mut body: Value,
+    inner: &Inner,
+    strict: bool,
+    warnings: &mut Warnings,
+) -> Result<Value, ApiError> {
+    let name = body["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    check_namespace(inner, def, ns, &name)?;
+    if def.is_crd() {
+        validate_crd(&body, &name)?;
+    }
+    let sent_qos = body["status"]["qosClass"].as_str().map(str::to_string);
+    if def.status_subresource
+        && let Some(m) = body.as_object_mut()
+    {
+        m.remove("status");
+    }
+    let meta = meta_mut(&mut body);
+    meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+    meta.insert("creationTimestamp".into(), json!(now()));
+    for f in [
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "managedFields",
+        "selfLink",
+        "resourceVersion",
+    ] {
+        meta.remove(f);
+    }
+    if def.has_generation {
+        meta.insert("generation".into(), json!(1));
+    } else {
+        meta.remove("generation");
+    }
+    if def.is_namespace() {
+        if !meta.get("labels").is_some_and(Value::is_object) {
+            meta.insert("labels".into(), json!({}));
+        }
+        if let Some(l) = meta.get_mut("labels").and_then(Value::as_object_mut) {
+            l.insert("kubernetes.io/metadata.name".into(), json!(name));
+        }
+        // The client's own spec finalizers stay, with `kubernetes` added after them.
+        let mut finalizers = string_list(&body["spec"]["finalizers"]);
+        let causes = namespace_finalizer_causes(&finalizers, |_| "spec.finalizers".into());
+        if !causes.is_empty() {
+            return Err(ApiError::invalid("", "Namespace", &name, causes));
+        }
+        if !finalizers.iter().any(|f| f == "kubernetes") {
+            finalizers.push("kubernetes".into());
+        }
+        body["spec"] = json!({"finalizers": finalizers});
+        body["status"] = json!({"phase": "Active"});
+    }
+    if def.is_crd() {
+        let mut fins = string_list(&body["metadata"]["finalizers"]);
+        if !fins.iter().any(|f| f == CRD_CLEANUP) {
+            fins.push(CRD_CLEANUP.into());
+        }
+        body["metadata"]["finalizers"] = json!(fins);
+        crd_defaults(&mut body, None);
+    }
+    if def.group.is_empty() && def.plural == "secrets" {
+        secret_defaults(&mut body)?;
+    }
+    if def.key() == crate::kinds::service::SERVICES_KEY {
+        crate::kinds::service::prepare(&mut body, None, inner)?;
+    }
+    crate::defaults::apply(def, &mut body);
+    if def.key() == crate::kinds::pod::PODS_KEY {
+        // The ServiceAccount admission plugin refuses a Pod whose account does not exist.
+        let account_name = crate::kinds::pod::service_account(&body);
+        let Some(account) = inner.get("/serviceaccounts", ns, &account_name) else {
+            return Err(ApiError::forbidden(
+                "",
+                "pods",
+                &name,
+                &format!(
+                    "error looking up service account {ns}/{account_name}: serviceaccount \"{account_name}\" not found"
+                ),
+            ));
+        };
+        crate::kinds::pod::admit(&mut body, Some(&account.value));
+        crate::kinds::pod::create_status(&mut body, sent_qos.as_deref());
+    }
+    crate::defaults::validate(def, &body)?;
+    validate_meta(def, &body)?;
+    check_schema(def, &mut body, None, strict, warnings)?;
+    warn_finalizers(&body, warnings);
+    Ok(body)
+}
+
+/// Creates an object. Returns it as stored.
+pub fn create(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    mut body: Value,
+    w: WriteOpts,
+    warnings: &mut Warnings,
+) -> Result<Arc<Obj>, ApiError> {
+    check_identity(def, ns, None, &mut body)?;
+    let mut name = body["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let generate = body["metadata"]["generateName"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if name.is_empty() && !generate.is_empty() {
+        // The real generator keeps at most 58 bytes of the prefix (63 with the suffix).
+        let mut end = generate.len().min(58);
+        while !generate.is_char_boundary(end) {
+            end -= 1;
+        }
+        name = format!("{}{}", &generate[..end], random_suffix());
+        body["metadata"]["name"] = json!(name);
+    }
+    let mut causes = generate_name_causes(def.name_rule, &generate);
+    causes.extend(name_causes(def, &name));
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(&def.group, &def.kind, &name, causes));
+    }
+    let ns_key = if def.namespaced { ns } else { "" };
+    // Storage refuses a version on a new object, after validation and admission. A value that
+    // is not a number slips through, as it does on the real server.
+    let versioned = body["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|v| v != 0);
+    let (obj, computed) = store.mutate(def.key(), ns_key, &name, |cur, inner| {
+        let mut v = prepare_create(def, ns, body, inner, w.strict, warnings)?;
+        if versioned && !w.dry_run {
+            return Err(ApiError::new(
+                500,
+                "",
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
+        if let Some(cur) = cur {
+            let mut e = ApiError::already_exists(&def.group, &def.plural, &name);
+            if cur.deleting() {
+                e.message = format!("object is being deleted: {}", e.message);
+            }
+            return Err(e);
+        }
+        let api_version = def.api_version();
+        if let Some(writer) = w.writer(&api_version, Sub::Main) {
+            record_create(&mut v, &writer, def, Sub::Main);
+        }
+        if w.dry_run {
+            Ok((Change::Keep, Some(v)))
+        } else {
+            Ok((Change::Put(v.clone()), None))
+        }
+    })?;
+    match (computed, obj) {
+        (Some(v), _) => Ok(Obj::new(v, 0)),
+        (None, Some(o)) => Ok(o),
+        (None, None) => Err(ApiError::internal("create stored nothing")),
+    }
+}

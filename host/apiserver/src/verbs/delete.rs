@@ -1,0 +1,219 @@
+//! Delete: preconditions, finalizers, propagation, and the finalizers' removal.
+
+use crate::resources::ResourceDef;
+use crate::status::{ApiError, Warnings};
+use crate::store::{Change, Obj, Store};
+use crate::util::{meta_mut, string_list};
+use crate::util::{now, set_in};
+use crate::verbs::{DeleteOpts, Deleted};
+use serde_json::{Value, json};
+
+pub fn delete(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    opts: &DeleteOpts,
+    warnings: &mut Warnings,
+) -> Result<Deleted, ApiError> {
+    if def.is_namespace() && matches!(name, "default" | "kube-system" | "kube-public") {
+        return Err(ApiError::forbidden(
+            "",
+            "namespaces",
+            name,
+            "this namespace may not be deleted",
+        ));
+    }
+    let ns_key = if def.namespaced { ns } else { "" };
+    let mut dry: Option<(Value, bool)> = None;
+    let (obj, pending) = store.mutate(def.key(), ns_key, name, |cur, _inner| {
+        let Some(cur) = cur else {
+            return Err(ApiError::not_found(&def.group, &def.plural, name));
+        };
+        // A namespace's own storage checks its preconditions, in its own words.
+        if def.is_namespace() {
+            let differs = |field: &str, wanted: &Option<String>, have: &str| {
+                wanted.as_deref().filter(|w| *w != have).map(|w| {
+                    ApiError::conflict(
+                        "",
+                        "namespaces",
+                        name,
+                        &format!(
+                            "Precondition failed: {field} in precondition: {w}, {field} in object meta: {have}"
+                        ),
+                    )
+                })
+            };
+            if let Some(e) = differs("UID", &opts.uid, cur.uid())
+                .or_else(|| differs("ResourceVersion", &opts.resource_version, cur.meta_str("resourceVersion")))
+            {
+                return Err(e);
+            }
+            if cur.deleting() && !string_list(&cur.value["spec"]["finalizers"]).is_empty() {
+                return Err(ApiError::conflict(
+                    "",
+                    "namespaces",
+                    name,
+                    "The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.",
+                ));
+            }
+        }
+        if let Some(uid) = &opts.uid
+            && uid != cur.uid()
+        {
+            // The real server checks preconditions early, in `rest.BeforeDelete`, and names the
+            // Kind (not the resource) in the Conflict.
+            return Err(ApiError::conflict(
+                &def.group,
+                &def.kind,
+                name,
+                &format!(
+                    "the UID in the precondition ({uid}) does not match the UID in record ({}). The object might have been deleted and then recreated",
+                    cur.uid()
+                ),
+            ));
+        }
+        if let Some(rv) = &opts.resource_version
+            && rv != cur.meta_str("resourceVersion")
+        {
+            return Err(ApiError::conflict(
+                &def.group,
+                &def.kind,
+                name,
+                &format!(
+                    "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
+                    cur.meta_str("resourceVersion")
+                ),
+            ));
+        }
+        if cur.deleting() {
+            return Ok((Change::Keep, true));
+        }
+        let mut fins = cur.finalizers();
+        // Lazily: the Job default's warning is only for deletes that name no policy.
+        let policy = opts.propagation.as_deref().or_else(|| match opts.orphan_dependents {
+            Some(true) => Some("Orphan"),
+            Some(false) => Some("Background"),
+            // batch/v1 Jobs orphan their pods unless told otherwise, for compatibility.
+            None if def.key() == "batch/jobs" => {
+                if !opts.dry_run {
+                    warnings.push(
+                        "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning",
+                    );
+                }
+                Some("Orphan")
+            }
+            None => None,
+        });
+        match policy {
+            Some("Orphan") if !fins.iter().any(|f| f == "orphan") => fins.push("orphan".into()),
+            Some("Foreground") if !fins.iter().any(|f| f == "foregroundDeletion") => {
+                fins.push("foregroundDeletion".into())
+            }
+            _ => {}
+        }
+        if fins.is_empty() && !def.is_namespace() {
+            if opts.dry_run {
+                dry = Some((cur.value.clone(), false));
+                return Ok((Change::Keep, false));
+            }
+            return Ok((Change::Remove, false));
+        }
+        let mut v = cur.value.clone();
+        {
+            let meta = meta_mut(&mut v);
+            meta.insert("deletionTimestamp".into(), json!(now()));
+            // A namespace's storage sets only the timestamp (and the phase).
+            if !def.is_namespace() {
+                meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+            }
+            if fins.is_empty() {
+                meta.remove("finalizers");
+            } else {
+                meta.insert("finalizers".into(), json!(fins));
+            }
+            if def.has_generation {
+                let g = meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
+                meta.insert("generation".into(), json!(g + 1));
+            }
+        }
+        if def.is_namespace() {
+            set_in(&mut v, &["status", "phase"], json!("Terminating"));
+        }
+        if opts.dry_run {
+            dry = Some((v, true));
+            return Ok((Change::Keep, true));
+        }
+        Ok((Change::Put(v), true))
+    })?;
+    if let Some((v, pending)) = dry {
+        let o = Obj::new(v, 0);
+        return Ok(if pending {
+            Deleted::Pending(o)
+        } else {
+            Deleted::Gone(o)
+        });
+    }
+    let obj = obj.ok_or_else(|| ApiError::internal("delete found nothing"))?;
+    Ok(if pending {
+        Deleted::Pending(obj)
+    } else {
+        Deleted::Gone(obj)
+    })
+}
+
+/// Removes one finalizer (used by the controllers). Returns true when something changed.
+pub fn remove_finalizer(store: &Store, def: &ResourceDef, ns: &str, name: &str, fin: &str) -> bool {
+    let ns_key = if def.namespaced { ns } else { "" };
+    let res = store.mutate(def.key(), ns_key, name, |cur, _| {
+        let Some(cur) = cur else {
+            return Ok((Change::Keep, false));
+        };
+        let fins = cur.finalizers();
+        if !fins.iter().any(|f| f == fin) {
+            return Ok((Change::Keep, false));
+        }
+        let mut v = cur.value.clone();
+        let left: Vec<String> = fins.into_iter().filter(|f| f != fin).collect();
+        if left.is_empty() {
+            if let Some(m) = v["metadata"].as_object_mut() {
+                m.remove("finalizers");
+            }
+        } else {
+            v["metadata"]["finalizers"] = json!(left);
+        }
+        let ns_pending = def.is_namespace() && !string_list(&v["spec"]["finalizers"]).is_empty();
+        if left.is_empty() && cur.deleting() && !ns_pending {
+            return Ok((Change::RemoveWith(v), true));
+        }
+        Ok((Change::Put(v), true))
+    });
+    matches!(res, Ok((_, true)))
+}
+
+/// Removes the namespace's spec finalizer (the namespace controller's `finalize`).
+pub fn finalize_namespace(store: &Store, def: &ResourceDef, name: &str) -> bool {
+    let res = store.mutate(def.key(), "", name, |cur, _| {
+        let Some(cur) = cur else {
+            return Ok((Change::Keep, false));
+        };
+        let spec_fins = string_list(&cur.value["spec"]["finalizers"]);
+        if !spec_fins.iter().any(|f| f == "kubernetes") {
+            if cur.deleting() && spec_fins.is_empty() && cur.finalizers().is_empty() {
+                return Ok((Change::Remove, true));
+            }
+            return Ok((Change::Keep, false));
+        }
+        let mut v = cur.value.clone();
+        let left: Vec<String> = spec_fins
+            .into_iter()
+            .filter(|f| f != "kubernetes")
+            .collect();
+        set_in(&mut v, &["spec", "finalizers"], json!(left));
+        if left.is_empty() && cur.finalizers().is_empty() {
+            return Ok((Change::RemoveWith(v), true));
+        }
+        Ok((Change::Put(v), true))
+    });
+    matches!(res, Ok((_, true)))
+}

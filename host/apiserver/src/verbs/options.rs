@@ -1,0 +1,130 @@
+//! What a write is asked to do and what it did: write and delete options, the subresource it
+//! goes through, the patch type, and the outcomes.
+
+use crate::managed::{KindSchema, Scope, Writer};
+use crate::resources::ResourceDef;
+use crate::store::Obj;
+use crate::util::now;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// How a write is carried out.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOpts {
+    /// `dryRun=All`: validate and compute, store nothing.
+    pub dry_run: bool,
+    /// `fieldValidation=Strict`: unknown fields of custom resources are an error, not pruned.
+    pub strict: bool,
+    /// `fieldManager` (required for server-side apply).
+    pub field_manager: Option<String>,
+    /// `force`: a server-side apply takes conflicting fields from their managers.
+    pub force: bool,
+    /// The manager that other writes record in managedFields (`fieldManager`, else from the
+    /// User-Agent); None for the server's own writes, which are not tracked.
+    pub manager: Option<String>,
+    /// The shape a patch is written against (`events.k8s.io/v1` for an Event patched through
+    /// that API): the stored object is shown in it, patched, and stored back.
+    pub shape: crate::resources::Shape,
+}
+
+impl WriteOpts {
+    pub(crate) fn writer<'a>(&'a self, api_version: &'a str, sub: Sub) -> Option<Writer<'a>> {
+        Some(Writer {
+            manager: self.manager.as_deref()?,
+            api_version,
+            subresource: sub.name(),
+        })
+    }
+}
+
+/// Records a create in managedFields, at the object's creation time.
+pub(crate) fn record_create(v: &mut Value, writer: &Writer, def: &ResourceDef, sub: Sub) {
+    let time = match v["metadata"]["creationTimestamp"].as_str() {
+        Some(t) => t.to_string(),
+        None => now(),
+    };
+    crate::managed::record_create(v, writer, scope(def, sub), &KindSchema::of(def), &time);
+}
+
+/// What a write of `sub` may own.
+pub(crate) fn scope(def: &ResourceDef, sub: Sub) -> Scope {
+    match sub {
+        Sub::Status => Scope::StatusOnly,
+        _ if def.status_subresource => Scope::NoStatus,
+        _ => Scope::All,
+    }
+}
+
+/// Which part of an object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sub {
+    Main,
+    Status,
+    Finalize,
+}
+
+impl Sub {
+    /// The name recorded in managedFields.
+    pub(crate) fn name(self) -> Option<&'static str> {
+        match self {
+            Sub::Main => None,
+            Sub::Status => Some("status"),
+            Sub::Finalize => Some("finalize"),
+        }
+    }
+}
+
+/// What an update turns into.
+pub enum Outcome {
+    Stored(Arc<Obj>),
+    /// The last finalizer went away: the object is gone (final state).
+    Removed(Arc<Obj>),
+}
+
+impl Outcome {
+    pub fn obj(&self) -> &Arc<Obj> {
+        match self {
+            Outcome::Stored(o) | Outcome::Removed(o) => o,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    Merge,
+    Json,
+    Strategic,
+    Apply,
+}
+
+impl PatchType {
+    pub fn from_content_type(ct: &str) -> Option<PatchType> {
+        let base = ct.split(';').next().unwrap_or_default().trim();
+        match base {
+            "application/merge-patch+json" => Some(PatchType::Merge),
+            "application/json-patch+json" => Some(PatchType::Json),
+            "application/strategic-merge-patch+json" => Some(PatchType::Strategic),
+            "application/apply-patch+yaml" | "application/apply-patch+json" => {
+                Some(PatchType::Apply)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Options of a DELETE.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOpts {
+    pub propagation: Option<String>,
+    pub orphan_dependents: Option<bool>,
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    pub dry_run: bool,
+}
+
+pub enum Deleted {
+    /// Removed at once (final state).
+    Gone(Arc<Obj>),
+    /// Marked for deletion, waiting on finalizers.
+    Pending(Arc<Obj>),
+}

@@ -1,0 +1,436 @@
+//! Update (PUT), and the update path every write of an existing object takes.
+
+use crate::kinds::crd::{crd_defaults, validate_crd};
+use crate::kinds::namespace::namespace_update;
+use crate::kinds::secret::secret_defaults;
+use crate::managed::KindSchema;
+use crate::resources::ResourceDef;
+use crate::status::{ApiError, Cause, Warnings};
+use crate::store::{Change, Inner, Obj, Store};
+use crate::util::{meta_mut, string_list};
+use crate::util::{now, set_in};
+use crate::validation;
+use crate::verbs::create::prepare_create;
+use crate::verbs::meta::{
+    check_identity, check_meta_types, check_schema, immutable_causes, same_except, storage_key,
+    validate_meta, warn_finalizers,
+};
+use crate::verbs::options::{record_create, scope};
+use crate::verbs::{Outcome, Sub, WriteOpts, validate_name};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// Computes the stored form of an update of `cur` to `new`.
+pub(crate) fn prepare_update(
+    def: &ResourceDef,
+    cur: &Obj,
+    mut new: Value,
+    sub: Sub,
+    strict: bool,
+    inner: &Inner,
+    warnings: &mut Warnings,
+) -> Result<Change, ApiError> {
+    let name = cur.meta_str("name").to_string();
+    if let Some(rv) = new["metadata"]["resourceVersion"].as_str()
+        && !rv.is_empty()
+        && rv != cur.meta_str("resourceVersion")
+    {
+        return Err(ApiError::stale(&def.group, &def.plural, &name));
+    }
+    if !new.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request was not a JSON object",
+        ));
+    }
+    check_meta_types(&new)?;
+    if sub == Sub::Main
+        && let Some(uid) = new["metadata"]["uid"].as_str()
+        && !uid.is_empty()
+        && uid != cur.uid()
+    {
+        return Err(ApiError::invalid(
+            &def.group,
+            &def.kind,
+            &name,
+            validation::invalid_causes(
+                "metadata.uid",
+                &json!(uid),
+                vec!["field is immutable".into()],
+            ),
+        ));
+    }
+    let mut result = match sub {
+        Sub::Status => {
+            let mut r = cur.value.clone();
+            match new.get("status") {
+                Some(s) => r["status"] = s.clone(),
+                None => {
+                    if let Some(m) = r.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            // The entries a server-side apply of the status computed.
+            if let Some(Value::Array(a)) = new["metadata"].get("managedFields")
+                && !a.is_empty()
+                && crate::managed::valid_entries(a)
+            {
+                r["metadata"]["managedFields"] = Value::Array(a.clone());
+            }
+            r
+        }
+        Sub::Finalize => {
+            let mut r = cur.value.clone();
+            let f = match &new["spec"]["finalizers"] {
+                Value::Null => json!([]),
+                other => other.clone(),
+            };
+            set_in(&mut r, &["spec", "finalizers"], f);
+            r
+        }
+        Sub::Main => {
+            if def.status_subresource
+                && let Some(m) = new.as_object_mut()
+            {
+                match cur.value.get("status") {
+                    Some(s) => {
+                        m.insert("status".into(), s.clone());
+                    }
+                    None => {
+                        m.remove("status");
+                    }
+                }
+            }
+            if def.is_namespace() {
+                new["spec"] = cur.value["spec"].clone();
+            }
+            if def.group.is_empty() && def.plural == "secrets" {
+                secret_defaults(&mut new)?;
+            }
+            new
+        }
+    };
+    result["kind"] = cur.value["kind"].clone();
+    result["apiVersion"] = cur.value["apiVersion"].clone();
+    if def.is_namespace() {
+        namespace_update(cur, &mut result, sub)?;
+    }
+    // Server-owned metadata comes from the stored object.
+    {
+        let old_meta = cur.value["metadata"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let meta = meta_mut(&mut result);
+        for f in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "namespace",
+            "name",
+            "generation",
+            "resourceVersion",
+        ] {
+            match old_meta.get(f) {
+                Some(v) => {
+                    meta.insert(f.into(), v.clone());
+                }
+                None => {
+                    meta.remove(f);
+                }
+            }
+        }
+        // A write that leaves managedFields out keeps the stored ones; one that sends them
+        // sets them (an empty list clears them).
+        // (An empty list keeps them too; entries that cannot be decoded, such as `[{}]`,
+        // clear them.)
+        match meta.get("managedFields") {
+            Some(Value::Array(a)) if !a.is_empty() => {
+                if !crate::managed::valid_entries(a) {
+                    meta.remove("managedFields");
+                }
+            }
+            _ => match old_meta.get("managedFields") {
+                Some(m) => {
+                    meta.insert("managedFields".into(), m.clone());
+                }
+                None => {
+                    meta.remove("managedFields");
+                }
+            },
+        }
+        meta.remove("selfLink");
+        if let Some(Value::Array(a)) = meta.get("finalizers")
+            && a.is_empty()
+        {
+            meta.remove("finalizers");
+        }
+        if let Some(Value::Object(l)) = meta.get("labels")
+            && l.is_empty()
+        {
+            meta.remove("labels");
+        }
+        if let Some(Value::Object(l)) = meta.get("annotations")
+            && l.is_empty()
+        {
+            meta.remove("annotations");
+        }
+    }
+    if sub == Sub::Main {
+        if def.key() == crate::kinds::service::SERVICES_KEY {
+            crate::kinds::service::prepare(&mut result, Some(&cur.value), inner)?;
+        }
+        crate::defaults::apply(def, &mut result);
+        crate::defaults::validate(def, &result)?;
+        let causes = immutable_causes(def, &cur.value, &result);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(&def.group, &def.kind, &name, causes));
+        }
+        validate_meta(def, &result)?;
+    }
+    check_schema(def, &mut result, Some(&cur.value), strict, warnings)?;
+    if string_list(&result["metadata"]["finalizers"]) != cur.finalizers() {
+        warn_finalizers(&result, warnings);
+    }
+    if def.is_crd() && sub == Sub::Main {
+        for (field, path) in [
+            ("spec.scope", &["spec", "scope"][..]),
+            ("spec.names.kind", &["spec", "names", "kind"][..]),
+            ("spec.group", &["spec", "group"][..]),
+            ("spec.names.plural", &["spec", "names", "plural"][..]),
+        ] {
+            let get = |v: &Value| path.iter().fold(v.clone(), |acc, k| acc[*k].clone());
+            if get(&result) != get(&cur.value) {
+                return Err(ApiError::invalid(
+                    "apiextensions.k8s.io",
+                    "CustomResourceDefinition",
+                    &name,
+                    vec![Cause {
+                        reason: "FieldValueInvalid",
+                        message: format!("Invalid value: {}: field is immutable", get(&result)),
+                        field: field.into(),
+                    }],
+                ));
+            }
+        }
+    }
+    if def.is_crd() && sub == Sub::Main {
+        // A version objects are stored in cannot leave the spec until they are migrated.
+        let versions: Vec<&str> = result["spec"]["versions"]
+            .as_array()
+            .map(|v| v.iter().filter_map(|x| x["name"].as_str()).collect())
+            .unwrap_or_default();
+        let causes: Vec<Cause> = string_list(&cur.value["status"]["storedVersions"])
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| !versions.contains(&v.as_str()))
+            .flat_map(|(i, v)| {
+                validation::invalid_causes(
+                    &format!("status.storedVersions[{i}]"),
+                    &json!(v),
+                    vec!["must appear in spec.versions".into()],
+                )
+            })
+            .collect();
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                &name,
+                causes,
+            ));
+        }
+        validate_crd(&result, &name)?;
+        let old_status = cur.value.get("status").cloned();
+        crd_defaults(&mut result, old_status.as_ref());
+    }
+    if def.has_generation {
+        let skip: &[&str] = if def.status_subresource {
+            &["metadata", "status"]
+        } else {
+            &["metadata"]
+        };
+        if !same_except(&result, &cur.value, skip) {
+            let g = cur.value["metadata"]["generation"].as_i64().unwrap_or(0);
+            result["metadata"]["generation"] = json!(g + 1);
+        }
+    }
+    if cur.deleting() {
+        let old: Vec<String> = cur.finalizers();
+        let added: Vec<String> = string_list(&result["metadata"]["finalizers"])
+            .into_iter()
+            .filter(|f| !old.contains(f))
+            .collect();
+        if !added.is_empty() {
+            let list = added
+                .iter()
+                .map(|f| format!("{f:?}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(ApiError::invalid(
+                &def.group,
+                &def.kind,
+                &name,
+                vec![Cause {
+                    reason: "FieldValueForbidden",
+                    message: format!(
+                        "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{list}}}"
+                    ),
+                    field: "metadata.finalizers".into(),
+                }],
+            ));
+        }
+    }
+    if result == cur.value {
+        return Ok(Change::Keep);
+    }
+    if cur.deleting() && string_list(&result["metadata"]["finalizers"]).is_empty() {
+        let ns_pending =
+            def.is_namespace() && !string_list(&result["spec"]["finalizers"]).is_empty();
+        if !ns_pending {
+            // The final state (without finalizers) goes into the DELETED event.
+            return Ok(Change::RemoveWith(result));
+        }
+    }
+    Ok(Change::Put(result))
+}
+
+pub(crate) fn run_update(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    w: WriteOpts,
+    compute: impl FnOnce(Option<&Arc<Obj>>, &Inner, &mut Warnings) -> Result<(Value, bool), ApiError>,
+    sub: Sub,
+    warnings: &mut Warnings,
+) -> Result<(Outcome, bool), ApiError> {
+    let dry_run = w.dry_run;
+    let api_version = def.api_version();
+    let ns_key = if def.namespaced { ns } else { "" };
+    let mut created = false;
+    let mut final_value: Option<Value> = None;
+    let (obj, removed) = store.mutate(def.key(), ns_key, name, |cur, inner| {
+        let (candidate, is_create) = compute(cur, inner, warnings)?;
+        if is_create {
+            created = true;
+            if dry_run {
+                final_value = Some(candidate);
+                return Ok((Change::Keep, false));
+            }
+            return Ok((Change::Put(candidate), false));
+        }
+        let Some(cur) = cur else {
+            return Err(ApiError::not_found(&def.group, &def.plural, name));
+        };
+        let mut change = prepare_update(def, cur, candidate, sub, w.strict, inner, warnings)?;
+        if let Change::Put(v) = &mut change
+            && let Some(writer) = w.writer(&api_version, sub)
+        {
+            crate::managed::record_update(
+                &cur.value,
+                v,
+                &writer,
+                scope(def, sub),
+                &KindSchema::of(def),
+                &now(),
+            );
+        }
+        let removed = matches!(change, Change::RemoveWith(_));
+        if dry_run {
+            final_value = Some(match change {
+                Change::Put(v) | Change::RemoveWith(v) => v,
+                _ => cur.value.clone(),
+            });
+            return Ok((Change::Keep, removed));
+        }
+        Ok((change, removed))
+    })?;
+    let obj = match (dry_run, obj, final_value) {
+        (true, _, Some(v)) => Obj::new(v, 0),
+        (_, Some(o), _) => o,
+        _ => return Err(ApiError::internal("update stored nothing")),
+    };
+    Ok((
+        if removed {
+            Outcome::Removed(obj)
+        } else {
+            Outcome::Stored(obj)
+        },
+        created,
+    ))
+}
+
+/// PUT. Returns the outcome and whether the object was created.
+pub fn update(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    mut body: Value,
+    sub: Sub,
+    w: WriteOpts,
+    warnings: &mut Warnings,
+) -> Result<(Outcome, bool), ApiError> {
+    check_identity(def, ns, Some(name), &mut body)?;
+    if sub == Sub::Main {
+        validate_name(def, name)?;
+    }
+    run_update(
+        store,
+        def,
+        ns,
+        name,
+        w.clone(),
+        |cur, inner, warnings| {
+            if cur.is_none() && def.create_on_update && sub == Sub::Main {
+                let mut v = prepare_create(def, ns, body, inner, w.strict, warnings)?;
+                let api_version = def.api_version();
+                if let Some(writer) = w.writer(&api_version, Sub::Main) {
+                    record_create(&mut v, &writer, def, sub);
+                }
+                return Ok((v, true));
+            }
+            // The uid of a replacement is a precondition, checked by storage before anything
+            // else (a patch's uid is only validated, in `prepare_update`).
+            if let (Some(cur), Some(uid)) = (cur, body["metadata"]["uid"].as_str())
+                && !uid.is_empty()
+                && uid != cur.uid()
+            {
+                return Err(ApiError::conflict(
+                    &def.group,
+                    &def.plural,
+                    name,
+                    &format!(
+                        "StorageError: invalid object, Code: 4, Key: {}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        storage_key(def, ns, name),
+                        cur.uid()
+                    ),
+                ));
+            }
+            // Custom resources and Leases have no unconditional update: a PUT must say which
+            // version it replaces.
+            let conditional = def.custom || def.key() == "coordination.k8s.io/leases";
+            let version = body["metadata"]["resourceVersion"]
+                .as_str()
+                .filter(|v| !v.is_empty())
+                .unwrap_or("0");
+            if conditional && cur.is_some() && version.parse::<u64>().ok() == Some(0) {
+                return Err(ApiError::invalid(
+                    &def.group,
+                    &def.plural,
+                    name,
+                    vec![Cause {
+                        reason: "FieldValueInvalid",
+                        message: "Invalid value: 0x0: must be specified for an update".into(),
+                        field: "metadata.resourceVersion".into(),
+                    }],
+                ));
+            }
+            Ok((body, false))
+        },
+        sub,
+        warnings,
+    )
+}
