@@ -636,7 +636,7 @@ pub fn escalation_check_in(
     ))
 }
 
-const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+pub(crate) const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// The rules of `rules` that `user` does not hold in `ns`, broken down per API group, resource
 /// and resource name (their verbs together), sorted, in `PolicyRule.CompactString` form.

@@ -48,7 +48,6 @@
 mod auth;
 mod controller;
 mod cron;
-mod defaults;
 mod front;
 mod kinds;
 mod managed;

@@ -1,15 +1,13 @@
-//! Jobs: what an update may change.
+//! Jobs: the validation of a job spec (shared with CronJobs' job templates) and what an update
+//! of a Job may change.
 
+use crate::kinds::causes::{nonnegative, not_supported, required};
+use crate::kinds::pod_spec::pod_template_causes;
 use crate::status::Cause;
 use crate::util::{set_in, strip_nulls};
 use crate::validation;
 use serde_json::Value;
 
-/// `ValidateConfigMapUpdate`, `ValidateSecretUpdate` and `ValidateRoleBindingUpdate`: a binding
-/// keeps its role, a Secret keeps its type, and a
-/// ConfigMap or Secret marked `immutable` keeps its contents and the mark. Contents are compared
-/// as the server compares them, the stored side without empty maps (storage drops them) and the
-/// new side as sent, so `data: {}` on an immutable object without data is a change.
 /// What a Job's update may not change, as ValidateJobSpecUpdate checks it, in its order: the
 /// completions (but in tandem with the parallelism of an Indexed Job), the selector, the pod
 /// template (whose scheduling directives, labels and annotations a suspended Job that never
@@ -69,4 +67,68 @@ pub(crate) fn job_update_causes(old: &Value, new: &Value) -> Vec<Cause> {
         }
     }
     causes
+}
+
+/// `validateJobSpec`: the checks a Job and a CronJob's job template share. `path` is where the
+/// job spec sits (`spec`, or `spec.jobTemplate.spec`).
+pub(crate) fn job_spec_causes(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
+    for key in [
+        "parallelism",
+        "completions",
+        "activeDeadlineSeconds",
+        "backoffLimit",
+        "ttlSecondsAfterFinished",
+        "backoffLimitPerIndex",
+        "maxFailedIndexes",
+    ] {
+        nonnegative(spec, key, path, causes);
+    }
+    let set = |key: &str| !spec[key].is_null();
+    if set("maxFailedIndexes") && !set("backoffLimitPerIndex") {
+        causes.push(required(
+            &format!("{path}.backoffLimitPerIndex"),
+            "when maxFailedIndexes is specified",
+        ));
+    }
+    match spec["completionMode"].as_str() {
+        None | Some("NonIndexed") => {
+            for key in ["backoffLimitPerIndex", "maxFailedIndexes"] {
+                if set(key) {
+                    causes.extend(validation::invalid_causes(
+                        &format!("{path}.{key}"),
+                        &spec[key],
+                        vec!["requires indexed completion mode".into()],
+                    ));
+                }
+            }
+        }
+        Some("Indexed") => {
+            if !set("completions") {
+                causes.push(required(
+                    &format!("{path}.completions"),
+                    "when completion mode is Indexed",
+                ));
+            }
+        }
+        Some(mode) => causes.push(not_supported(
+            &format!("{path}.completionMode"),
+            mode,
+            &["NonIndexed", "Indexed"],
+        )),
+    }
+    let template = format!("{path}.template");
+    pod_template_causes(&spec["template"], &template, causes);
+    // The pod defaults fill in `Always`, so a template that says nothing is told what it must say.
+    match spec["template"]["spec"]["restartPolicy"].as_str() {
+        None | Some("") | Some("Always") => causes.push(required(
+            &format!("{template}.spec.restartPolicy"),
+            "valid values: \"OnFailure\", \"Never\"",
+        )),
+        Some("OnFailure") | Some("Never") => {}
+        Some(restart) => causes.push(not_supported(
+            &format!("{template}.spec.restartPolicy"),
+            restart,
+            &["OnFailure", "Never"],
+        )),
+    }
 }

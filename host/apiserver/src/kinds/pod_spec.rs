@@ -1,6 +1,9 @@
 //! The pod spec, shared by Pods and by the templates of Jobs, CronJobs and Deployments: its
-//! defaults, and the resource quantities its requests and limits are written in.
+//! defaults and validation, and the resource quantities its requests and limits are written in.
 
+use crate::kinds::causes::{not_supported, req};
+use crate::status::Cause;
+use crate::validation;
 use serde_json::{Map, Value, json};
 
 /// Sets `key` in `m` to `val` unless it holds a non-null value already.
@@ -125,6 +128,219 @@ pub fn parse_quantity(s: &str) -> Option<i128> {
         _ => return None,
     };
     Some(if neg { -v } else { v })
+}
+
+pub(crate) fn template_defaults(job_spec: &mut Value) {
+    if let Some(t) = job_spec.get_mut("template")
+        && t.is_object()
+        && let Some(spec) = t.get_mut("spec")
+        && spec.is_object()
+    {
+        pod_spec_defaults(spec);
+    }
+}
+
+/// A job template's pod spec; the Job's own check names the restart policies a Job allows.
+pub(crate) fn pod_template_causes(tpl: &Value, path: &str, causes: &mut Vec<Cause>) {
+    pod_spec_causes(&tpl["spec"], &format!("{path}.spec"), false, causes);
+}
+
+/// The most common of ValidatePodSpec's checks, in its order: volume names; containers (names,
+/// images, ports, volume mounts, requests within limits) and init containers; the restart and
+/// DNS policies (the restart policy only with `restart_policy`). `path` is where the spec sits
+/// (`spec`, or a template's).
+pub fn pod_spec_causes(spec: &Value, path: &str, restart_policy: bool, causes: &mut Vec<Cause>) {
+    let mut volumes: Vec<&str> = Vec::new();
+    for (i, v) in spec["volumes"].as_array().into_iter().flatten().enumerate() {
+        let field = format!("{path}.volumes[{i}].name");
+        match v["name"].as_str().unwrap_or_default() {
+            "" => causes.push(req(&field)),
+            name if volumes.contains(&name) => causes.push(validation::duplicate(
+                field.as_str(),
+                validation::go_quote(name),
+            )),
+            name => {
+                causes.extend(validation::invalid_causes(
+                    &field,
+                    &json!(name),
+                    validation::dns1123_label(name),
+                ));
+                volumes.push(name);
+            }
+        }
+    }
+    let mut names: Vec<String> = Vec::new();
+    match spec["containers"].as_array() {
+        Some(cs) if !cs.is_empty() => {
+            for (i, c) in cs.iter().enumerate() {
+                container_causes(
+                    c,
+                    &format!("{path}.containers[{i}]"),
+                    &volumes,
+                    &mut names,
+                    causes,
+                );
+            }
+        }
+        _ => causes.push(req(&format!("{path}.containers"))),
+    }
+    for (i, c) in spec["initContainers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        container_causes(
+            c,
+            &format!("{path}.initContainers[{i}]"),
+            &volumes,
+            &mut names,
+            causes,
+        );
+    }
+    if restart_policy
+        && let Some(policy) = spec["restartPolicy"].as_str()
+        && !matches!(policy, "Always" | "OnFailure" | "Never")
+    {
+        causes.push(if policy.is_empty() {
+            req(&format!("{path}.restartPolicy"))
+        } else {
+            not_supported(
+                &format!("{path}.restartPolicy"),
+                policy,
+                &["Always", "OnFailure", "Never"],
+            )
+        });
+    }
+    if let Some(policy) = spec["dnsPolicy"].as_str()
+        && !matches!(
+            policy,
+            "ClusterFirstWithHostNet" | "ClusterFirst" | "Default" | "None"
+        )
+    {
+        causes.push(not_supported(
+            &format!("{path}.dnsPolicy"),
+            policy,
+            &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"],
+        ));
+    }
+}
+
+/// One container's checks (validateContainerCommon): its name (unique among `names`, the names
+/// of the pod's containers so far), image, ports, volume mounts (of `volumes`) and resources.
+fn container_causes(
+    c: &Value,
+    path: &str,
+    volumes: &[&str],
+    names: &mut Vec<String>,
+    causes: &mut Vec<Cause>,
+) {
+    let name_field = format!("{path}.name");
+    match c["name"].as_str().unwrap_or_default() {
+        "" => causes.push(req(&name_field)),
+        name => {
+            causes.extend(validation::invalid_causes(
+                &name_field,
+                &json!(name),
+                validation::dns1123_label(name),
+            ));
+            if names.iter().any(|n| n == name) {
+                causes.push(validation::duplicate(
+                    name_field.as_str(),
+                    validation::go_quote(name),
+                ));
+            }
+            names.push(name.to_string());
+        }
+    }
+    if c["image"].as_str().is_none_or(str::is_empty) {
+        causes.push(req(&format!("{path}.image")));
+    }
+    let mut port_names: Vec<&str> = Vec::new();
+    for (i, port) in c["ports"].as_array().into_iter().flatten().enumerate() {
+        let at = format!("{path}.ports[{i}]");
+        if let Some(name) = port["name"].as_str().filter(|n| !n.is_empty()) {
+            causes.extend(validation::invalid_causes(
+                &format!("{at}.name"),
+                &json!(name),
+                validation::port_name(name),
+            ));
+            if port_names.contains(&name) {
+                causes.push(validation::duplicate(
+                    format!("{at}.name"),
+                    validation::go_quote(name),
+                ));
+            }
+            port_names.push(name);
+        }
+        match port["containerPort"].as_i64() {
+            None | Some(0) => causes.push(req(&format!("{at}.containerPort"))),
+            Some(n) => causes.extend(validation::invalid_causes(
+                &format!("{at}.containerPort"),
+                &json!(n),
+                validation::port_num(n),
+            )),
+        }
+        if let Some(n) = port["hostPort"].as_i64().filter(|n| *n != 0) {
+            causes.extend(validation::invalid_causes(
+                &format!("{at}.hostPort"),
+                &json!(n),
+                validation::port_num(n),
+            ));
+        }
+        if let Some(protocol) = port["protocol"].as_str()
+            && !matches!(protocol, "SCTP" | "TCP" | "UDP")
+        {
+            causes.push(not_supported(
+                &format!("{at}.protocol"),
+                protocol,
+                &["SCTP", "TCP", "UDP"],
+            ));
+        }
+    }
+    for (i, m) in c["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let at = format!("{path}.volumeMounts[{i}]");
+        let name = m["name"].as_str().unwrap_or_default();
+        if name.is_empty() {
+            causes.push(req(&format!("{at}.name")));
+        } else if !volumes.contains(&name) {
+            causes.push(Cause {
+                reason: "FieldValueNotFound",
+                message: format!("Not found: {}", validation::go_quote(name)),
+                field: format!("{at}.name"),
+            });
+        }
+        if m["mountPath"].as_str().is_none_or(str::is_empty) {
+            causes.push(req(&format!("{at}.mountPath")));
+        }
+    }
+    let resources = &c["resources"];
+    for (resource, request) in resources["requests"].as_object().into_iter().flatten() {
+        let (Some(request), Some(limit)) = (
+            request.as_str(),
+            resources["limits"][resource.as_str()].as_str(),
+        ) else {
+            continue;
+        };
+        if let (Some(r), Some(l)) = (
+            crate::kinds::pod_spec::parse_quantity(request),
+            crate::kinds::pod_spec::parse_quantity(limit),
+        ) && r > l
+        {
+            causes.extend(validation::invalid_causes(
+                &format!("{path}.resources.requests"),
+                &json!(request),
+                vec![format!(
+                    "must be less than or equal to {resource} limit of {limit}"
+                )],
+            ));
+        }
+    }
 }
 
 #[cfg(test)]

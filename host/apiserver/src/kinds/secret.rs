@@ -1,6 +1,9 @@
-//! Secrets: their defaults (`type`, `stringData` folded into `data`).
+//! Secrets: their defaults (`type`, `stringData` folded into `data`) and the rules of their
+//! `type`.
 
-use crate::status::ApiError;
+use crate::kinds::causes::req;
+use crate::status::{ApiError, Cause};
+use crate::validation;
 use serde_json::{Value, json};
 
 /// Folds `stringData` into `data`, defaults `type`, and rejects `data` that is not base64 (as
@@ -40,4 +43,92 @@ pub(crate) fn secret_defaults(v: &mut Value) -> Result<(), ApiError> {
         v["type"] = json!("Opaque");
     }
     Ok(())
+}
+
+/// What `ValidateSecret` wants of each type's data.
+pub(crate) fn secret_type_causes(v: &Value, causes: &mut Vec<Cause>) {
+    let data = &v["data"];
+    let has = |key: &str| data.get(key).is_some();
+    let need = |key: &str| req(&format!("data[{key}]"));
+    match v["type"].as_str().unwrap_or_default() {
+        "kubernetes.io/service-account-token" => {
+            let account = &v["metadata"]["annotations"]["kubernetes.io/service-account.name"];
+            if account.as_str().is_none_or(str::is_empty) {
+                causes.push(req(
+                    "metadata.annotations[kubernetes.io/service-account.name]",
+                ));
+            }
+        }
+        kind @ ("kubernetes.io/dockercfg" | "kubernetes.io/dockerconfigjson") => {
+            let key = if kind == "kubernetes.io/dockercfg" {
+                ".dockercfg"
+            } else {
+                ".dockerconfigjson"
+            };
+            if !has(key) {
+                causes.push(need(key));
+                return;
+            }
+            use base64::Engine;
+            let bytes = data[key]
+                .as_str()
+                .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
+                .unwrap_or_default();
+            if let Some(why) = json_object_error(&bytes) {
+                causes.extend(validation::invalid_causes(
+                    &format!("data[{key}]"),
+                    &json!("<secret contents redacted>"),
+                    vec![why],
+                ));
+            }
+        }
+        // Either may be empty, but one must be there.
+        "kubernetes.io/basic-auth" if !has("username") && !has("password") => {
+            causes.push(need("username"));
+            causes.push(need("password"));
+        }
+        "kubernetes.io/ssh-auth" if data["ssh-privatekey"].as_str().is_none_or(str::is_empty) => {
+            causes.push(need("ssh-privatekey"));
+        }
+        "kubernetes.io/tls" => {
+            for key in ["tls.crt", "tls.key"] {
+                if !has(key) {
+                    causes.push(need(key));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Why `bytes` is not a JSON object, in the words of Go's decoder for the commonest cases.
+fn json_object_error(bytes: &[u8]) -> Option<String> {
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(_)) => None,
+        Ok(other) => Some(format!(
+            "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+            validation::json_type(&other)
+        )),
+        Err(e) if e.is_eof() => Some("unexpected end of JSON input".into()),
+        Err(_) => {
+            let first = bytes
+                .iter()
+                .find(|b| !b.is_ascii_whitespace())
+                .map_or(' ', |b| *b as char);
+            Some(format!(
+                "invalid character {} looking for beginning of value",
+                go_char(first)
+            ))
+        }
+    }
+}
+
+/// A byte as Go's `quoteChar` prints it in JSON errors.
+fn go_char(c: char) -> String {
+    match c {
+        '\'' => "'\\''".into(),
+        '"' => "'\"'".into(),
+        c if c.is_ascii_graphic() || c == ' ' => format!("'{c}'"),
+        c => format!("{:?}", c.to_string()),
+    }
 }

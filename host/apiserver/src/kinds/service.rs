@@ -57,7 +57,7 @@ fn invalid(field: impl Into<String>, value: impl std::fmt::Display, detail: &str
     }
 }
 
-fn required(field: impl Into<String>) -> Cause {
+pub(crate) fn required(field: impl Into<String>) -> Cause {
     Cause {
         reason: "FieldValueRequired",
         message: "Required value".into(),
@@ -73,7 +73,7 @@ fn forbidden(field: impl Into<String>, detail: &str) -> Cause {
     }
 }
 
-fn not_supported(field: impl Into<String>, value: &Value, supported: &[&str]) -> Cause {
+pub(crate) fn not_supported(field: impl Into<String>, value: &Value, supported: &[&str]) -> Cause {
     let list: Vec<String> = supported.iter().map(|s| json!(s).to_string()).collect();
     Cause {
         reason: "FieldValueNotSupported",

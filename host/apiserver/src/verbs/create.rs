@@ -90,7 +90,7 @@ pub(crate) fn prepare_create(
     if def.key() == crate::kinds::service::SERVICES_KEY {
         crate::kinds::service::prepare(&mut body, None, inner)?;
     }
-    crate::defaults::apply(def, &mut body);
+    crate::kinds::defaults::apply(def, &mut body);
     if def.key() == crate::kinds::pod::PODS_KEY {
         // The ServiceAccount admission plugin refuses a Pod whose account does not exist.
         let account_name = crate::kinds::pod::service_account(&body);
@@ -107,7 +107,7 @@ pub(crate) fn prepare_create(
         crate::kinds::pod::admit(&mut body, Some(&account.value));
         crate::kinds::pod::create_status(&mut body, sent_qos.as_deref());
     }
-    crate::defaults::validate(def, &body)?;
+    crate::kinds::defaults::validate(def, &body)?;
     validate_meta(def, &body)?;
     check_schema(def, &mut body, None, strict, warnings)?;
     warn_finalizers(&body, warnings);

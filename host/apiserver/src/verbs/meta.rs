@@ -413,6 +413,11 @@ pub(crate) fn storage_key(def: &ResourceDef, ns: &str, name: &str) -> String {
     }
 }
 
+/// `ValidateConfigMapUpdate`, `ValidateSecretUpdate` and `ValidateRoleBindingUpdate`: a binding
+/// keeps its role, a Secret keeps its type, and a
+/// ConfigMap or Secret marked `immutable` keeps its contents and the mark. Contents are compared
+/// as the server compares them, the stored side without empty maps (storage drops them) and the
+/// new side as sent, so `data: {}` on an immutable object without data is a change.
 pub(crate) fn immutable_causes(def: &ResourceDef, old: &Value, new: &Value) -> Vec<Cause> {
     if def.group == "batch" && def.plural == "jobs" {
         return job_update_causes(old, new);

@@ -181,8 +181,8 @@ pub(crate) fn prepare_update(
         if def.key() == crate::kinds::service::SERVICES_KEY {
             crate::kinds::service::prepare(&mut result, Some(&cur.value), inner)?;
         }
-        crate::defaults::apply(def, &mut result);
-        crate::defaults::validate(def, &result)?;
+        crate::kinds::defaults::apply(def, &mut result);
+        crate::kinds::defaults::validate(def, &result)?;
         let causes = immutable_causes(def, &cur.value, &result);
         if !causes.is_empty() {
             return Err(ApiError::invalid(&def.group, &def.kind, &name, causes));

@@ -1,0 +1,98 @@
+//! CronJobs: their spec's validation (schedule, time zone, policies, history limits).
+
+use crate::kinds::causes::{nonnegative, not_supported, req};
+use crate::kinds::job::job_spec_causes;
+use crate::status::Cause;
+use crate::validation;
+use serde_json::{Value, json};
+
+/// `validateTimeZone`: an IANA name, looked up as Go's `time.LoadLocation` does, case and all.
+fn time_zone_causes(tz: &Value, causes: &mut Vec<Cause>) {
+    let Some(name) = tz.as_str() else {
+        return;
+    };
+    let field = "spec.timeZone";
+    let mut invalid = |why: String| {
+        causes.extend(validation::invalid_causes(field, tz, vec![why]));
+    };
+    if name.is_empty() {
+        return invalid("timeZone must be nil or non-empty string".into());
+    }
+    // IANA's naming rules, with the digits and `+` of legacy names tolerated.
+    let valid_part = |part: &str| {
+        !part.is_empty()
+            && part.len() <= 14
+            && part != "."
+            && part != ".."
+            && !part.starts_with('-')
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-+".contains(&b))
+    };
+    if !name.split('/').all(valid_part) {
+        return invalid(format!("unknown time zone {name}"));
+    }
+    if name.eq_ignore_ascii_case("Local") {
+        invalid(
+            "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones"
+                .into(),
+        );
+    }
+    if !known_time_zone(name) {
+        invalid(format!("unknown time zone {name}"));
+    }
+}
+
+/// Whether `time.LoadLocation(name)` succeeds on the server: `UTC` and `Local` always do, any
+/// other name only if the time-zone database has it under exactly that spelling.
+fn known_time_zone(name: &str) -> bool {
+    name == "UTC"
+        || name == "Local"
+        || jiff::tz::db()
+            .get(name)
+            .is_ok_and(|tz| tz.iana_name() == Some(name))
+}
+
+/// `validateCronJobSpec`, in the server's order.
+pub(crate) fn cron_job_spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
+    match spec["schedule"].as_str() {
+        None | Some("") => causes.push(req("spec.schedule")),
+        Some(s) => {
+            let mut invalid = |why: String| {
+                causes.extend(validation::invalid_causes(
+                    "spec.schedule",
+                    &json!(s),
+                    vec![why],
+                ))
+            };
+            if let Some(why) = crate::cron::schedule_error(s) {
+                invalid(why);
+            }
+            if s.contains("TZ") {
+                invalid("cannot use TZ or CRON_TZ in schedule, use timeZone field instead".into());
+            }
+        }
+    }
+    nonnegative(spec, "startingDeadlineSeconds", "spec", causes);
+    time_zone_causes(&spec["timeZone"], causes);
+    match spec["concurrencyPolicy"].as_str() {
+        Some("Allow") | Some("Forbid") | Some("Replace") => {}
+        None | Some("") => causes.push(req("spec.concurrencyPolicy")),
+        Some(policy) => causes.push(not_supported(
+            "spec.concurrencyPolicy",
+            policy,
+            &["Allow", "Forbid", "Replace"],
+        )),
+    }
+    let job = &spec["jobTemplate"]["spec"];
+    job_spec_causes(job, "spec.jobTemplate.spec", causes);
+    if job["manualSelector"].as_bool() == Some(true) {
+        causes.push(Cause {
+            reason: "FieldValueNotSupported",
+            message: "Unsupported value: true: supported values: \"nil\", \"false\"".into(),
+            field: "spec.jobTemplate.spec.manualSelector".into(),
+        });
+    }
+    nonnegative(spec, "successfulJobsHistoryLimit", "spec", causes);
+    nonnegative(spec, "failedJobsHistoryLimit", "spec", causes);
+}

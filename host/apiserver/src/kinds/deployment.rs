@@ -1,0 +1,66 @@
+//! Deployments: their spec's validation.
+
+use crate::kinds::causes::{nonnegative, not_supported, req};
+use crate::kinds::pod_spec::pod_template_causes;
+use crate::status::Cause;
+use crate::validation;
+use serde_json::Value;
+
+/// The most common of ValidateDeploymentSpec's checks: replicas, a selector that is not empty
+/// and matches the template's labels, the pod template, and a restart policy of `Always`.
+pub(crate) fn deployment_spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
+    for key in ["replicas", "minReadySeconds", "revisionHistoryLimit"] {
+        nonnegative(spec, key, "spec", causes);
+    }
+    let selector = &spec["selector"];
+    let labels = &spec["template"]["metadata"]["labels"];
+    if selector.is_null() {
+        causes.push(req("spec.selector"));
+    } else if selector_is_empty(selector) {
+        causes.extend(validation::invalid_causes(
+            "spec.selector",
+            selector,
+            vec!["empty selector is invalid for deployment".into()],
+        ));
+    } else if !crate::selector::label_selector_matches(selector, labels) {
+        causes.push(Cause {
+            reason: "FieldValueInvalid",
+            message: format!(
+                "Invalid value: {}: `selector` does not match template `labels`",
+                go_string_map(labels)
+            ),
+            field: "spec.template.metadata.labels".into(),
+        });
+    }
+    pod_template_causes(&spec["template"], "spec.template", causes);
+    match spec["template"]["spec"]["restartPolicy"].as_str() {
+        None | Some("") | Some("Always") => {}
+        Some(restart) => causes.push(not_supported(
+            "spec.template.spec.restartPolicy",
+            restart,
+            &["Always"],
+        )),
+    }
+}
+
+fn selector_is_empty(selector: &Value) -> bool {
+    let none = |key: &str| match &selector[key] {
+        Value::Null => true,
+        Value::Object(m) => m.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    };
+    none("matchLabels") && none("matchExpressions")
+}
+
+/// A string map as Go's `%v` prints a `map[string]string`: `map[a:b c:d]`, keys sorted.
+fn go_string_map(map: &Value) -> String {
+    let mut pairs: Vec<String> = map
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}:{}", v.as_str().unwrap_or_default()))
+        .collect();
+    pairs.sort();
+    format!("map[{}]", pairs.join(" "))
+}
