@@ -1,0 +1,313 @@
+//! The wire decoder: protobuf fields read against a schema and turned into JSON.
+
+use crate::proto::kinds::schema_for;
+use crate::proto::shape::{Schema, T};
+use base64::Engine;
+use serde_json::{Map, Value, json};
+
+pub(super) struct Reader<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn varint(&mut self) -> Result<u64, String> {
+        let mut v: u64 = 0;
+        for shift in (0..64).step_by(7) {
+            let byte = *self.b.get(self.i).ok_or("truncated varint")?;
+            self.i += 1;
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err("varint too long".into())
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self.i.checked_add(n).ok_or("length overflow")?;
+        let s = self.b.get(self.i..end).ok_or("truncated field")?;
+        self.i = end;
+        Ok(s)
+    }
+
+    fn done(&self) -> bool {
+        self.i >= self.b.len()
+    }
+}
+
+pub(super) enum Raw<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
+    Other,
+}
+
+pub(super) fn fields(b: &[u8]) -> Result<Vec<(u32, Raw<'_>)>, String> {
+    let mut r = Reader { b, i: 0 };
+    let mut out = vec![];
+    while !r.done() {
+        let key = r.varint()?;
+        let num = (key >> 3) as u32;
+        let raw = match key & 7 {
+            0 => Raw::Varint(r.varint()?),
+            1 => {
+                r.take(8)?;
+                Raw::Other
+            }
+            2 => {
+                let n = r.varint()? as usize;
+                Raw::Bytes(r.take(n)?)
+            }
+            5 => {
+                r.take(4)?;
+                Raw::Other
+            }
+            w => return Err(format!("unsupported wire type {w}")),
+        };
+        out.push((num, raw));
+    }
+    Ok(out)
+}
+
+pub(super) fn string(b: &[u8]) -> Result<String, String> {
+    String::from_utf8(b.to_vec()).map_err(|_| "invalid UTF-8 in string".to_string())
+}
+
+pub(super) fn time(b: &[u8], micro: bool) -> Result<Value, String> {
+    let mut secs = 0i64;
+    let mut nanos = 0i64;
+    for (n, raw) in fields(b)? {
+        if let Raw::Varint(v) = raw {
+            match n {
+                1 => secs = v as i64,
+                2 => nanos = v as i64,
+                _ => {}
+            }
+        }
+    }
+    // Go's zero time is `null` in JSON. client-go writes it as an empty message, and
+    // metav1.Time's decoder also reads {0, 0} as the zero time, not the Unix epoch; a literal
+    // 0001-01-01T00:00:00Z is the zero time too.
+    const GO_ZERO_TIME: i64 = -62_135_596_800;
+    if (secs == 0 || secs == GO_ZERO_TIME) && nanos == 0 {
+        return Ok(Value::Null);
+    }
+    let t = chrono::DateTime::from_timestamp(secs, nanos as u32).ok_or("invalid time")?;
+    Ok(json!(if micro {
+        t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+    } else {
+        t.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+    }))
+}
+
+pub(super) fn quantity(b: &[u8]) -> Result<Value, String> {
+    let mut q = None;
+    for (n, raw) in fields(b)? {
+        if let (1, Raw::Bytes(x)) = (n, raw) {
+            q = Some(string(x)?);
+        }
+    }
+    // An empty message is the zero Quantity, which Go prints as "0".
+    Ok(json!(q.unwrap_or_else(|| "0".into())))
+}
+
+pub(super) fn int_or_string(b: &[u8]) -> Result<Value, String> {
+    let (mut kind, mut int, mut text) = (0u64, 0i32, String::new());
+    for (n, raw) in fields(b)? {
+        match (n, raw) {
+            (1, Raw::Varint(v)) => kind = v,
+            // int32 on the wire is sign-extended to 64 bits; Go keeps the low 32.
+            (2, Raw::Varint(v)) => int = v as i32,
+            (3, Raw::Bytes(x)) => text = string(x)?,
+            (1..=3, _) => return Err("unexpected wire type in an IntOrString".into()),
+            _ => {}
+        }
+    }
+    match kind {
+        0 => Ok(json!(int)),
+        1 => Ok(json!(text)),
+        k => Err(format!("invalid IntOrString type {k}")),
+    }
+}
+
+pub(super) fn map_entry(b: &[u8], t: T) -> Result<(String, Value), String> {
+    let mut k = String::new();
+    let mut v = None;
+    for (n, raw) in fields(b)? {
+        if let Raw::Bytes(x) = raw {
+            match n {
+                1 => k = string(x)?,
+                2 => {
+                    v = Some(match t {
+                        T::MapBytes => json!(base64::engine::general_purpose::STANDARD.encode(x)),
+                        T::MapQuantity => quantity(x)?,
+                        _ => json!(string(x)?),
+                    })
+                }
+                _ => {}
+            }
+        }
+    }
+    // A map entry may leave out a default value; Go then stores the zero value.
+    let v = match (v, t) {
+        (Some(v), _) => v,
+        (None, T::MapQuantity) => json!("0"),
+        (None, _) => json!(""),
+    };
+    Ok((k, v))
+}
+
+pub(super) fn packed_varints(b: &[u8]) -> Result<Vec<u64>, String> {
+    let mut r = Reader { b, i: 0 };
+    let mut out = vec![];
+    while !r.done() {
+        out.push(r.varint()?);
+    }
+    Ok(out)
+}
+
+pub(super) fn push(m: &mut Map<String, Value>, name: String, item: Value) {
+    if let Some(a) = m
+        .entry(name)
+        .or_insert_with(|| Value::Array(vec![]))
+        .as_array_mut()
+    {
+        a.push(item);
+    }
+}
+
+pub(super) fn message(b: &[u8], schema: Schema) -> Result<Map<String, Value>, String> {
+    let mut m = Map::new();
+    // A singular message field may occur more than once; protobuf merges the occurrences,
+    // which is what decoding their concatenation does.
+    let mut nested: Vec<(u32, String, bool, Schema, Vec<u8>)> = vec![];
+    for (num, raw) in fields(b)? {
+        let Some((_, name, t)) = schema.iter().find(|(n, _, _)| *n == num) else {
+            continue;
+        };
+        let name = name.to_string();
+        match (t, raw) {
+            (T::Str, Raw::Bytes(x)) => {
+                if !x.is_empty() {
+                    m.insert(name, json!(string(x)?));
+                }
+            }
+            (T::Int, Raw::Varint(v)) => {
+                m.insert(name, json!(v as i64));
+            }
+            (T::IntOmitEmpty, Raw::Varint(v)) => {
+                if v == 0 {
+                    m.remove(&name);
+                } else {
+                    m.insert(name, json!(v as i64));
+                }
+            }
+            (T::Bool, Raw::Varint(v)) => {
+                m.insert(name, json!(v != 0));
+            }
+            (T::BoolOmitEmpty, Raw::Varint(v)) => {
+                if v == 0 {
+                    m.remove(&name);
+                } else {
+                    m.insert(name, json!(true));
+                }
+            }
+            (T::Time, Raw::Bytes(x)) => {
+                let t = time(x, false)?;
+                if !t.is_null() {
+                    m.insert(name, t);
+                }
+            }
+            (T::MicroTime, Raw::Bytes(x)) => {
+                let t = time(x, true)?;
+                if !t.is_null() {
+                    m.insert(name, t);
+                }
+            }
+            (T::Quantity, Raw::Bytes(x)) => {
+                m.insert(name, quantity(x)?);
+            }
+            (T::IntOrStr, Raw::Bytes(x)) => {
+                m.insert(name, int_or_string(x)?);
+            }
+            (T::Msg(s) | T::Inline(s), Raw::Bytes(x)) => {
+                match nested.iter_mut().find(|(n, ..)| *n == num) {
+                    Some((.., bytes)) => bytes.extend_from_slice(x),
+                    None => nested.push((num, name, matches!(t, T::Inline(_)), s, x.to_vec())),
+                }
+            }
+            (T::MapStr | T::MapBytes | T::MapQuantity, Raw::Bytes(x)) => {
+                let (k, v) = map_entry(x, *t)?;
+                if let Some(obj) = m
+                    .entry(name)
+                    .or_insert_with(|| Value::Object(Map::new()))
+                    .as_object_mut()
+                {
+                    obj.insert(k, v);
+                }
+            }
+            (T::RepStr, Raw::Bytes(x)) => {
+                let s = string(x)?;
+                push(&mut m, name, json!(s));
+            }
+            (T::RepInt, Raw::Varint(v)) => push(&mut m, name, json!(v as i64)),
+            // proto2 writes repeated scalars unpacked, but a packed run must decode too.
+            (T::RepInt, Raw::Bytes(x)) => {
+                for v in packed_varints(x)? {
+                    push(&mut m, name.clone(), json!(v as i64));
+                }
+            }
+            (T::RepMsg(s), Raw::Bytes(x)) => {
+                let item = Value::Object(message(x, s)?);
+                push(&mut m, name, item);
+            }
+            _ => return Err(format!("unexpected wire type for field {name}")),
+        }
+    }
+    for (_, name, inline, s, bytes) in nested {
+        let sub = message(&bytes, s)?;
+        if inline {
+            m.extend(sub);
+        } else {
+            m.insert(name, Value::Object(sub));
+        }
+    }
+    Ok(m)
+}
+
+/// Decodes a `k8s\0`-prefixed protobuf body into JSON.
+pub fn decode(body: &[u8]) -> Result<Value, String> {
+    let rest = body
+        .strip_prefix(b"k8s\x00")
+        .ok_or("missing the k8s protobuf envelope")?;
+    let mut api_version = String::new();
+    let mut kind = String::new();
+    let mut raw: &[u8] = &[];
+    for (n, f) in fields(rest)? {
+        match (n, f) {
+            (1, Raw::Bytes(tm)) => {
+                for (tn, tf) in fields(tm)? {
+                    if let Raw::Bytes(x) = tf {
+                        match tn {
+                            1 => api_version = string(x)?,
+                            2 => kind = string(x)?,
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            (2, Raw::Bytes(x)) => raw = x,
+            _ => {}
+        }
+    }
+    let schema = schema_for(&kind)
+        .ok_or_else(|| format!("protobuf bodies of kind {kind:?} are not supported; send JSON"))?;
+    let mut m = message(raw, schema)?;
+    if !api_version.is_empty() {
+        m.insert("apiVersion".into(), json!(api_version));
+    }
+    if !kind.is_empty() {
+        m.insert("kind".into(), json!(kind));
+    }
+    Ok(Value::Object(m))
+}

@@ -1,0 +1,30 @@
+//! The shape of a protobuf schema table: a message is a list of (field number, JSON name, type).
+
+#[derive(Clone, Copy)]
+pub(super) enum T {
+    Str,
+    /// A pointer field, or one without `omitempty`: its presence on the wire is the value.
+    Int,
+    /// A plain `omitempty` field: gogo-protobuf writes it even when zero, Go's JSON encoder
+    /// leaves it out, so zero means "absent".
+    IntOmitEmpty,
+    Bool,
+    BoolOmitEmpty,
+    Time,
+    MicroTime,
+    /// `resource.Quantity`: a message whose field 1 is the quantity's string form.
+    Quantity,
+    /// `intstr.IntOrString`: a JSON number or string, as its `type` says.
+    IntOrStr,
+    Msg(&'static [(u32, &'static str, T)]),
+    /// A Go struct embedded with `json:",inline"`: its fields belong to the enclosing object.
+    Inline(&'static [(u32, &'static str, T)]),
+    MapStr,
+    MapBytes,
+    MapQuantity,
+    RepStr,
+    RepInt,
+    RepMsg(&'static [(u32, &'static str, T)]),
+}
+
+pub(super) type Schema = &'static [(u32, &'static str, T)];
