@@ -252,6 +252,55 @@ pub fn json_type(v: &Value) -> &'static str {
     }
 }
 
+/// `field.Invalid`: `value` already printed as Go prints it.
+pub fn invalid(field: impl Into<String>, value: impl std::fmt::Display, detail: &str) -> Cause {
+    Cause {
+        reason: "FieldValueInvalid",
+        message: format!("Invalid value: {value}: {detail}"),
+        field: field.into(),
+    }
+}
+
+/// `field.Required`, whose detail, when there is one, follows "Required value" after a colon.
+pub fn required(field: impl Into<String>, detail: &str) -> Cause {
+    Cause {
+        reason: "FieldValueRequired",
+        message: if detail.is_empty() {
+            "Required value".into()
+        } else {
+            format!("Required value: {detail}")
+        },
+        field: field.into(),
+    }
+}
+
+/// `field.Forbidden`.
+pub fn forbidden(field: impl Into<String>, detail: &str) -> Cause {
+    Cause {
+        reason: "FieldValueForbidden",
+        message: format!("Forbidden: {detail}"),
+        field: field.into(),
+    }
+}
+
+/// `field.NotSupported`: a string value quoted as Go's `%q` quotes it, any other as JSON, then
+/// the supported values, quoted, in the server's order.
+pub fn not_supported(field: impl Into<String>, value: &Value, supported: &[&str]) -> Cause {
+    let value = match value {
+        Value::String(s) => go_quote(s),
+        other => other.to_string(),
+    };
+    let supported: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
+    Cause {
+        reason: "FieldValueNotSupported",
+        message: format!(
+            "Unsupported value: {value}: supported values: {}",
+            supported.join(", ")
+        ),
+        field: field.into(),
+    }
+}
+
 /// `field.Duplicate`: `value` already printed as Go prints it.
 pub fn duplicate(field: impl Into<String>, value: impl std::fmt::Display) -> Cause {
     Cause {

@@ -1,6 +1,6 @@
 //! CronJobs: their spec's validation (schedule, time zone, policies, history limits).
 
-use crate::kinds::causes::{nonnegative, not_supported, req};
+use crate::kinds::causes::nonnegative;
 use crate::kinds::job::job_spec_causes;
 use crate::status::Cause;
 use crate::validation;
@@ -56,7 +56,7 @@ fn known_time_zone(name: &str) -> bool {
 /// `validateCronJobSpec`, in the server's order.
 pub(crate) fn cron_job_spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
     match spec["schedule"].as_str() {
-        None | Some("") => causes.push(req("spec.schedule")),
+        None | Some("") => causes.push(validation::required("spec.schedule", "")),
         Some(s) => {
             let mut invalid = |why: String| {
                 causes.extend(validation::invalid_causes(
@@ -77,10 +77,10 @@ pub(crate) fn cron_job_spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
     time_zone_causes(&spec["timeZone"], causes);
     match spec["concurrencyPolicy"].as_str() {
         Some("Allow") | Some("Forbid") | Some("Replace") => {}
-        None | Some("") => causes.push(req("spec.concurrencyPolicy")),
-        Some(policy) => causes.push(not_supported(
+        None | Some("") => causes.push(validation::required("spec.concurrencyPolicy", "")),
+        Some(policy) => causes.push(validation::not_supported(
             "spec.concurrencyPolicy",
-            policy,
+            &json!(policy),
             &["Allow", "Forbid", "Replace"],
         )),
     }

@@ -1,10 +1,10 @@
 //! Deployments: their spec's validation.
 
-use crate::kinds::causes::{nonnegative, not_supported, req};
+use crate::kinds::causes::nonnegative;
 use crate::kinds::pod_spec::pod_template_causes;
 use crate::status::Cause;
 use crate::validation;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// The most common of ValidateDeploymentSpec's checks: replicas, a selector that is not empty
 /// and matches the template's labels, the pod template, and a restart policy of `Always`.
@@ -15,7 +15,7 @@ pub(crate) fn deployment_spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
     let selector = &spec["selector"];
     let labels = &spec["template"]["metadata"]["labels"];
     if selector.is_null() {
-        causes.push(req("spec.selector"));
+        causes.push(validation::required("spec.selector", ""));
     } else if selector_is_empty(selector) {
         causes.extend(validation::invalid_causes(
             "spec.selector",
@@ -35,9 +35,9 @@ pub(crate) fn deployment_spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
     pod_template_causes(&spec["template"], "spec.template", causes);
     match spec["template"]["spec"]["restartPolicy"].as_str() {
         None | Some("") | Some("Always") => {}
-        Some(restart) => causes.push(not_supported(
+        Some(restart) => causes.push(validation::not_supported(
             "spec.template.spec.restartPolicy",
-            restart,
+            &json!(restart),
             &["Always"],
         )),
     }

@@ -1,12 +1,12 @@
 //! Jobs: the validation of a job spec (shared with CronJobs' job templates) and what an update
 //! of a Job may change.
 
-use crate::kinds::causes::{nonnegative, not_supported, required};
+use crate::kinds::causes::nonnegative;
 use crate::kinds::pod_spec::pod_template_causes;
 use crate::status::Cause;
 use crate::util::{set_in, strip_nulls};
 use crate::validation;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// What a Job's update may not change, as ValidateJobSpecUpdate checks it, in its order: the
 /// completions (but in tandem with the parallelism of an Indexed Job), the selector, the pod
@@ -85,7 +85,7 @@ pub(crate) fn job_spec_causes(spec: &Value, path: &str, causes: &mut Vec<Cause>)
     }
     let set = |key: &str| !spec[key].is_null();
     if set("maxFailedIndexes") && !set("backoffLimitPerIndex") {
-        causes.push(required(
+        causes.push(validation::required(
             &format!("{path}.backoffLimitPerIndex"),
             "when maxFailedIndexes is specified",
         ));
@@ -104,15 +104,15 @@ pub(crate) fn job_spec_causes(spec: &Value, path: &str, causes: &mut Vec<Cause>)
         }
         Some("Indexed") => {
             if !set("completions") {
-                causes.push(required(
+                causes.push(validation::required(
                     &format!("{path}.completions"),
                     "when completion mode is Indexed",
                 ));
             }
         }
-        Some(mode) => causes.push(not_supported(
+        Some(mode) => causes.push(validation::not_supported(
             &format!("{path}.completionMode"),
-            mode,
+            &json!(mode),
             &["NonIndexed", "Indexed"],
         )),
     }
@@ -120,14 +120,14 @@ pub(crate) fn job_spec_causes(spec: &Value, path: &str, causes: &mut Vec<Cause>)
     pod_template_causes(&spec["template"], &template, causes);
     // The pod defaults fill in `Always`, so a template that says nothing is told what it must say.
     match spec["template"]["spec"]["restartPolicy"].as_str() {
-        None | Some("") | Some("Always") => causes.push(required(
+        None | Some("") | Some("Always") => causes.push(validation::required(
             &format!("{template}.spec.restartPolicy"),
             "valid values: \"OnFailure\", \"Never\"",
         )),
         Some("OnFailure") | Some("Never") => {}
-        Some(restart) => causes.push(not_supported(
+        Some(restart) => causes.push(validation::not_supported(
             &format!("{template}.spec.restartPolicy"),
-            restart,
+            &json!(restart),
             &["OnFailure", "Never"],
         )),
     }

@@ -1,7 +1,6 @@
 //! The pod spec, shared by Pods and by the templates of Jobs, CronJobs and Deployments: its
 //! defaults and validation, and the resource quantities its requests and limits are written in.
 
-use crate::kinds::causes::{not_supported, req};
 use crate::status::Cause;
 use crate::validation;
 use serde_json::{Map, Value, json};
@@ -154,7 +153,7 @@ pub fn pod_spec_causes(spec: &Value, path: &str, restart_policy: bool, causes: &
     for (i, v) in spec["volumes"].as_array().into_iter().flatten().enumerate() {
         let field = format!("{path}.volumes[{i}].name");
         match v["name"].as_str().unwrap_or_default() {
-            "" => causes.push(req(&field)),
+            "" => causes.push(validation::required(&field, "")),
             name if volumes.contains(&name) => causes.push(validation::duplicate(
                 field.as_str(),
                 validation::go_quote(name),
@@ -182,7 +181,7 @@ pub fn pod_spec_causes(spec: &Value, path: &str, restart_policy: bool, causes: &
                 );
             }
         }
-        _ => causes.push(req(&format!("{path}.containers"))),
+        _ => causes.push(validation::required(&format!("{path}.containers"), "")),
     }
     for (i, c) in spec["initContainers"]
         .as_array()
@@ -203,11 +202,11 @@ pub fn pod_spec_causes(spec: &Value, path: &str, restart_policy: bool, causes: &
         && !matches!(policy, "Always" | "OnFailure" | "Never")
     {
         causes.push(if policy.is_empty() {
-            req(&format!("{path}.restartPolicy"))
+            validation::required(&format!("{path}.restartPolicy"), "")
         } else {
-            not_supported(
+            validation::not_supported(
                 &format!("{path}.restartPolicy"),
-                policy,
+                &json!(policy),
                 &["Always", "OnFailure", "Never"],
             )
         });
@@ -218,9 +217,9 @@ pub fn pod_spec_causes(spec: &Value, path: &str, restart_policy: bool, causes: &
             "ClusterFirstWithHostNet" | "ClusterFirst" | "Default" | "None"
         )
     {
-        causes.push(not_supported(
+        causes.push(validation::not_supported(
             &format!("{path}.dnsPolicy"),
-            policy,
+            &json!(policy),
             &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"],
         ));
     }
@@ -237,7 +236,7 @@ fn container_causes(
 ) {
     let name_field = format!("{path}.name");
     match c["name"].as_str().unwrap_or_default() {
-        "" => causes.push(req(&name_field)),
+        "" => causes.push(validation::required(&name_field, "")),
         name => {
             causes.extend(validation::invalid_causes(
                 &name_field,
@@ -254,7 +253,7 @@ fn container_causes(
         }
     }
     if c["image"].as_str().is_none_or(str::is_empty) {
-        causes.push(req(&format!("{path}.image")));
+        causes.push(validation::required(&format!("{path}.image"), ""));
     }
     let mut port_names: Vec<&str> = Vec::new();
     for (i, port) in c["ports"].as_array().into_iter().flatten().enumerate() {
@@ -274,7 +273,7 @@ fn container_causes(
             port_names.push(name);
         }
         match port["containerPort"].as_i64() {
-            None | Some(0) => causes.push(req(&format!("{at}.containerPort"))),
+            None | Some(0) => causes.push(validation::required(&format!("{at}.containerPort"), "")),
             Some(n) => causes.extend(validation::invalid_causes(
                 &format!("{at}.containerPort"),
                 &json!(n),
@@ -291,9 +290,9 @@ fn container_causes(
         if let Some(protocol) = port["protocol"].as_str()
             && !matches!(protocol, "SCTP" | "TCP" | "UDP")
         {
-            causes.push(not_supported(
+            causes.push(validation::not_supported(
                 &format!("{at}.protocol"),
-                protocol,
+                &json!(protocol),
                 &["SCTP", "TCP", "UDP"],
             ));
         }
@@ -307,7 +306,7 @@ fn container_causes(
         let at = format!("{path}.volumeMounts[{i}]");
         let name = m["name"].as_str().unwrap_or_default();
         if name.is_empty() {
-            causes.push(req(&format!("{at}.name")));
+            causes.push(validation::required(&format!("{at}.name"), ""));
         } else if !volumes.contains(&name) {
             causes.push(Cause {
                 reason: "FieldValueNotFound",
@@ -316,7 +315,7 @@ fn container_causes(
             });
         }
         if m["mountPath"].as_str().is_none_or(str::is_empty) {
-            causes.push(req(&format!("{at}.mountPath")));
+            causes.push(validation::required(&format!("{at}.mountPath"), ""));
         }
     }
     let resources = &c["resources"];

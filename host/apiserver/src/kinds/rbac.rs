@@ -1,6 +1,5 @@
 //! Roles, ClusterRoles and their bindings: rule and binding validation, subject defaults.
 
-use crate::kinds::causes::{not_supported, req, required};
 use crate::status::Cause;
 use crate::validation;
 use serde_json::{Value, json};
@@ -14,7 +13,7 @@ pub(crate) fn policy_rule_causes(v: &Value, namespaced: bool, causes: &mut Vec<C
     for (i, rule) in rules.iter().enumerate() {
         let path = format!("rules[{i}]");
         if !listed(rule, "verbs") {
-            causes.push(required(
+            causes.push(validation::required(
                 &format!("{path}.verbs"),
                 "verbs must contain at least one value",
             ));
@@ -42,13 +41,13 @@ pub(crate) fn policy_rule_causes(v: &Value, namespaced: bool, causes: &mut Vec<C
             continue;
         }
         if !listed(rule, "apiGroups") {
-            causes.push(required(
+            causes.push(validation::required(
                 &format!("{path}.apiGroups"),
                 "resource rules must supply at least one api group",
             ));
         }
         if !listed(rule, "resources") {
-            causes.push(required(
+            causes.push(validation::required(
                 &format!("{path}.resources"),
                 "resource rules must supply at least one resource",
             ));
@@ -63,9 +62,9 @@ pub(crate) fn binding_causes(v: &Value, namespaced: bool, causes: &mut Vec<Cause
     let role_ref = &v["roleRef"];
     let text = |x: &Value| x.as_str().unwrap_or_default().to_string();
     if text(&role_ref["apiGroup"]) != RBAC_GROUP {
-        causes.push(not_supported(
+        causes.push(validation::not_supported(
             "roleRef.apiGroup",
-            &text(&role_ref["apiGroup"]),
+            &json!(&text(&role_ref["apiGroup"])),
             &[RBAC_GROUP],
         ));
     }
@@ -76,37 +75,45 @@ pub(crate) fn binding_causes(v: &Value, namespaced: bool, causes: &mut Vec<Cause
     };
     let kind = text(&role_ref["kind"]);
     if !kinds.contains(&kind.as_str()) {
-        causes.push(not_supported("roleRef.kind", &kind, kinds));
+        causes.push(validation::not_supported(
+            "roleRef.kind",
+            &json!(&kind),
+            kinds,
+        ));
     }
     if text(&role_ref["name"]).is_empty() {
-        causes.push(req("roleRef.name"));
+        causes.push(validation::required("roleRef.name", ""));
     }
     for (i, subject) in v["subjects"].as_array().into_iter().flatten().enumerate() {
         let path = format!("subjects[{i}]");
         if text(&subject["name"]).is_empty() {
-            causes.push(req(&format!("{path}.name")));
+            causes.push(validation::required(&format!("{path}.name"), ""));
         }
         let group = text(&subject["apiGroup"]);
         match subject["kind"].as_str().unwrap_or_default() {
             "ServiceAccount" => {
                 if !group.is_empty() {
-                    causes.push(not_supported(&format!("{path}.apiGroup"), &group, &[""]));
+                    causes.push(validation::not_supported(
+                        &format!("{path}.apiGroup"),
+                        &json!(&group),
+                        &[""],
+                    ));
                 }
                 if !namespaced && text(&subject["namespace"]).is_empty() {
-                    causes.push(req(&format!("{path}.namespace")));
+                    causes.push(validation::required(&format!("{path}.namespace"), ""));
                 }
             }
             "User" | "Group" if group != RBAC_GROUP => {
-                causes.push(not_supported(
+                causes.push(validation::not_supported(
                     &format!("{path}.apiGroup"),
-                    &group,
+                    &json!(&group),
                     &[RBAC_GROUP],
                 ));
             }
             "User" | "Group" => {}
-            other => causes.push(not_supported(
+            other => causes.push(validation::not_supported(
                 &format!("{path}.kind"),
-                other,
+                &json!(other),
                 &["ServiceAccount", "User", "Group"],
             )),
         }

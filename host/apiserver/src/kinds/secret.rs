@@ -1,7 +1,6 @@
 //! Secrets: their defaults (`type`, `stringData` folded into `data`) and the rules of their
 //! `type`.
 
-use crate::kinds::causes::req;
 use crate::status::{ApiError, Cause};
 use crate::validation;
 use serde_json::{Value, json};
@@ -49,13 +48,14 @@ pub(crate) fn secret_defaults(v: &mut Value) -> Result<(), ApiError> {
 pub(crate) fn secret_type_causes(v: &Value, causes: &mut Vec<Cause>) {
     let data = &v["data"];
     let has = |key: &str| data.get(key).is_some();
-    let need = |key: &str| req(&format!("data[{key}]"));
+    let need = |key: &str| validation::required(&format!("data[{key}]"), "");
     match v["type"].as_str().unwrap_or_default() {
         "kubernetes.io/service-account-token" => {
             let account = &v["metadata"]["annotations"]["kubernetes.io/service-account.name"];
             if account.as_str().is_none_or(str::is_empty) {
-                causes.push(req(
+                causes.push(validation::required(
                     "metadata.annotations[kubernetes.io/service-account.name]",
+                    "",
                 ));
             }
         }
