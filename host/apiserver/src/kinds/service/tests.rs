@@ -1,6 +1,5 @@
 use super::alloc::*;
 use super::fields::*;
-use super::validate::*;
 use super::*;
 use crate::status::{ApiError, Cause};
 use crate::store::{Inner, Store};
