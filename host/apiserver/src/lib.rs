@@ -46,7 +46,7 @@
 //! kubeconfig.
 
 mod auth;
-mod controller;
+mod controllers;
 mod cron;
 mod front;
 mod kinds;
@@ -218,7 +218,7 @@ fn kubeconfig(url: &str, token: &str, ca_pem: Option<&str>) -> String {
 
 /// Creates the default namespaces and RBAC objects on a fresh store, and what the controllers
 /// keep in place (the `kubernetes` Service, each namespace's defaults) before serving.
-fn bootstrap(store: &store::Store, info: &controller::ClusterInfo) -> anyhow::Result<()> {
+fn bootstrap(store: &store::Store, info: &controllers::ClusterInfo) -> anyhow::Result<()> {
     let find = |plural: &str| {
         resources::builtins()
             .iter()
@@ -260,12 +260,12 @@ fn bootstrap(store: &store::Store, info: &controller::ClusterInfo) -> anyhow::Re
     }
     // Fill the aggregated roles (admin, edit, view) before serving.
     for _ in 0..5 {
-        if !controller::aggregate(store) {
+        if !controllers::aggregate(store) {
             break;
         }
     }
     for _ in 0..5 {
-        if !controller::pass(store, info) {
+        if !controllers::pass(store, &controllers::all(info)) {
             break;
         }
     }
@@ -360,7 +360,7 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
     };
     let sa_key = config.data_dir.as_ref().map(|d| d.join("sa.key"));
     let sa_tokens = Arc::new(sa_token::Signer::load_or_generate(sa_key.as_deref())?);
-    let cluster_info = controller::ClusterInfo {
+    let cluster_info = controllers::ClusterInfo {
         ca_pem: tls.as_ref().map(|t| t.ca_pem.clone()).unwrap_or_default(),
         api_port: addr.port(),
         signer: Some(sa_tokens.clone()),
@@ -439,7 +439,7 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
             }
         })
     };
-    let controller_task = tokio::spawn(controller::run(store.clone(), cluster_info));
+    let controller_task = tokio::spawn(controllers::run(store.clone(), cluster_info));
     tracing::info!(%url, kubeconfig = ?kubeconfig_path, "lethe-apiserver listening");
     Ok(RunningApiServer {
         url,

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use rusqlite::{Connection, params};
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -92,14 +92,19 @@ type Overrides = BTreeMap<(String, String), Option<Arc<Obj>>>;
 
 const RING_CAPACITY: usize = 20_000;
 
+/// The stored state, under the store's lock. The collections the controllers walk are ordered,
+/// so that a pass visits objects in the same order every time (a simulator depends on it).
 pub struct Inner {
+    /// The last resourceVersion given out.
     pub rv: u64,
-    pub objects: HashMap<String, Entries>,
+    /// The objects, by storage key, then by namespace and name.
+    pub objects: BTreeMap<String, Entries>,
+    /// Where each uid lives.
     pub uids: HashMap<String, FullKey>,
     /// Objects that carry ownerReferences (for the garbage collector).
-    pub owned: HashSet<FullKey>,
+    pub owned: BTreeSet<FullKey>,
     /// Objects with a deletionTimestamp (for the controllers).
-    pub deleting: HashSet<FullKey>,
+    pub deleting: BTreeSet<FullKey>,
     ring: VecDeque<Arc<Event>>,
     /// Events at or below this version are no longer in the ring.
     pub compacted_rv: u64,
@@ -193,10 +198,10 @@ impl Store {
         let (tx, _) = broadcast::channel(16_384);
         let mut inner = Inner {
             rv: 0,
-            objects: HashMap::new(),
+            objects: BTreeMap::new(),
             uids: HashMap::new(),
-            owned: HashSet::new(),
-            deleting: HashSet::new(),
+            owned: BTreeSet::new(),
+            deleting: BTreeSet::new(),
             ring: VecDeque::new(),
             compacted_rv: 0,
             stale: HashMap::new(),

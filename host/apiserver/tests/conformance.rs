@@ -2703,7 +2703,8 @@ async fn table_rows_carry_the_object_include_object_asks_for() {
     api.create(&PostParams::default(), &cm).await.unwrap();
     let table = |include: &str| {
         http::Request::get(format!(
-            "/api/v1/namespaces/{ns}/configmaps?includeObject={include}"
+            // Only t1: the namespace also holds the root-CA publisher's kube-root-ca.crt.
+            "/api/v1/namespaces/{ns}/configmaps?fieldSelector=metadata.name%3Dt1&includeObject={include}"
         ))
         .header(
             "accept",

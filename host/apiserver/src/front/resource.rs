@@ -291,7 +291,7 @@ pub(crate) async fn resource_request(
                 // so that a Pod created right after it finds its `default` account (on a real
                 // cluster the controller usually wins that race; here it always does).
                 let name = obj.value["metadata"]["name"].as_str().unwrap_or_default();
-                crate::controller::create_default_account(store, name);
+                crate::controllers::create_default_account(store, name);
             }
             Ok(respond(201, obj_bytes(&def, &obj)))
         }

@@ -97,6 +97,22 @@ impl TestCluster {
         api.create(&PostParams::default(), &ns)
             .await
             .expect("namespace created");
+        // The root-CA publisher adds kube-root-ca.crt a moment later, on a real cluster as here;
+        // wait for it, so that a test counting the namespace's contents counts a settled set.
+        let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::namespaced(self.client.clone(), &name);
+        for _ in 0..300 {
+            if configmaps
+                .get_opt("kube-root-ca.crt")
+                .await
+                .ok()
+                .flatten()
+                .is_some()
+            {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
         name
     }
 

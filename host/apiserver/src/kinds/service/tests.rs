@@ -1,9 +1,9 @@
 use super::alloc::*;
 use super::fields::*;
 use super::*;
-use crate::status::{ApiError, Cause};
-use crate::store::{Inner, Store};
-use serde_json::{Map, Value, json};
+use crate::status::ApiError;
+use crate::store::Store;
+use serde_json::{Value, json};
 use std::net::Ipv4Addr;
 
 fn spec(v: &Value) -> &Value {
