@@ -2,9 +2,10 @@
 
 use crate::controllers::controller::Controller;
 use crate::controllers::shared::{Item, awaits_crd_cleanup, delete_all, deleting};
+use crate::kinds::crd::CRD_CLEANUP;
 use crate::resources::{ResourceDef, defs_from_crd};
 use crate::store::{Change, Store};
-use crate::verbs::{self, CRD_CLEANUP};
+use crate::verbs;
 use serde_json::Value;
 
 /// Marks a CRD whose instances are being deleted as the CRD finalizer does: condition

@@ -1,10 +1,11 @@
 //! What the controllers share: the definition behind a storage key, owner references, the
 //! objects they act on, and their deletes.
 
+use crate::kinds::crd::CRD_CLEANUP;
 use crate::resources::{CRD_KEY, ResourceDef, builtins};
 use crate::status::Warnings;
 use crate::store::{FullKey, Inner, Obj, Store};
-use crate::verbs::{self, CRD_CLEANUP, DeleteOpts};
+use crate::verbs::{self, DeleteOpts};
 use std::sync::Arc;
 
 /// The definition that stores objects under `key`.

@@ -1,5 +1,6 @@
 //! ConfigMaps (and the data keys Secrets share with them): key validation.
 
+use crate::kinds::strategy::Strategy;
 use crate::status::Cause;
 use crate::validation;
 use serde_json::{Value, json};
@@ -44,5 +45,45 @@ pub(crate) fn key_causes(v: &Value, bag: &str, other: Option<&str>, causes: &mut
             msgs.push(format!("duplicate of key present in {other}"));
         }
         causes.extend(validation::invalid_causes(&field, &json!(key), msgs));
+    }
+}
+
+/// What an object marked `immutable` keeps: the mark and its `contents`. Contents are compared as
+/// the server compares them, the stored side without empty maps (storage drops them) and the new
+/// side as sent, so `data: {}` on an immutable object without data is a change.
+pub(crate) fn immutable_contents_causes(old: &Value, new: &Value, contents: &[&str]) -> Vec<Cause> {
+    let mut causes = vec![];
+    if old["immutable"] != json!(true) {
+        return causes;
+    }
+    let forbidden =
+        |field: &str| validation::forbidden(field, "field is immutable when `immutable` is set");
+    if new["immutable"] != json!(true) {
+        causes.push(forbidden("immutable"));
+    }
+    let stored = |v: &Value| match v {
+        Value::Object(m) if m.is_empty() => Value::Null,
+        other => other.clone(),
+    };
+    for field in contents {
+        if stored(&old[*field]) != new[*field] {
+            causes.push(forbidden(field));
+        }
+    }
+    causes
+}
+
+/// ConfigMaps: keys that are file names, and `immutable`.
+pub(crate) struct ConfigMapStrategy;
+
+impl Strategy for ConfigMapStrategy {
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        key_causes(obj, "data", Some("binaryData"), causes);
+        key_causes(obj, "binaryData", None, causes);
+    }
+
+    /// `ValidateConfigMapUpdate`.
+    fn validate_update(&self, old: &Value, new: &Value) -> Vec<Cause> {
+        immutable_contents_causes(old, new, &["data", "binaryData"])
     }
 }

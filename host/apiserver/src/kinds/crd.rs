@@ -1,8 +1,10 @@
 //! CustomResourceDefinitions: their validation and defaults, as the apiextensions server has
 //! them.
 
+use crate::kinds::strategy::{Ctx, Strategy};
 use crate::resources::crd_preferred_version;
 use crate::status::{ApiError, Cause};
+use crate::store::Obj;
 use crate::util::{now, string_list};
 use crate::validation;
 use serde_json::{Value, json};
@@ -238,4 +240,72 @@ pub(crate) fn crd_defaults(v: &mut Value, old_status: Option<&Value>) {
         "conditions": conditions,
         "storedVersions": stored,
     });
+}
+
+/// The finalizer by which a deleted CRD's instances go first.
+pub const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+/// CustomResourceDefinitions: the whole definition checked, the cleanup finalizer, the names
+/// that never change, and the stored versions kept.
+pub(crate) struct CrdStrategy;
+
+impl Strategy for CrdStrategy {
+    fn check_create(&self, obj: &Value, name: &str) -> Result<(), ApiError> {
+        validate_crd(obj, name)
+    }
+
+    fn prepare_create(&self, _ctx: &Ctx, obj: &mut Value) -> Result<(), ApiError> {
+        let mut fins = string_list(&obj["metadata"]["finalizers"]);
+        if !fins.iter().any(|f| f == CRD_CLEANUP) {
+            fins.push(CRD_CLEANUP.into());
+        }
+        obj["metadata"]["finalizers"] = json!(fins);
+        crd_defaults(obj, None);
+        Ok(())
+    }
+
+    fn complete_update(&self, old: &Obj, new: &mut Value) -> Result<(), ApiError> {
+        let group = "apiextensions.k8s.io";
+        let kind = "CustomResourceDefinition";
+        let name = old.meta_str("name");
+        for (field, path) in [
+            ("spec.scope", &["spec", "scope"][..]),
+            ("spec.names.kind", &["spec", "names", "kind"][..]),
+            ("spec.group", &["spec", "group"][..]),
+            ("spec.names.plural", &["spec", "names", "plural"][..]),
+        ] {
+            let get = |v: &Value| path.iter().fold(v.clone(), |acc, k| acc[*k].clone());
+            if get(new) != get(&old.value) {
+                return Err(ApiError::invalid(
+                    group,
+                    kind,
+                    name,
+                    vec![validation::invalid(field, get(new), "field is immutable")],
+                ));
+            }
+        }
+        // A version objects are stored in cannot leave the spec until they are migrated.
+        let versions: Vec<&str> = new["spec"]["versions"]
+            .as_array()
+            .map(|v| v.iter().filter_map(|x| x["name"].as_str()).collect())
+            .unwrap_or_default();
+        let causes: Vec<Cause> = string_list(&old.value["status"]["storedVersions"])
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| !versions.contains(&v.as_str()))
+            .flat_map(|(i, v)| {
+                validation::invalid_causes(
+                    &format!("status.storedVersions[{i}]"),
+                    &json!(v),
+                    vec!["must appear in spec.versions".into()],
+                )
+            })
+            .collect();
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(group, kind, name, causes));
+        }
+        validate_crd(new, name)?;
+        crd_defaults(new, old.value.get("status"));
+        Ok(())
+    }
 }

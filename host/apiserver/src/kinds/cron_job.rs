@@ -1,7 +1,9 @@
 //! CronJobs: their spec's validation (schedule, time zone, policies, history limits).
 
-use crate::kinds::causes::nonnegative;
+use crate::kinds::causes::{nonnegative, obj_mut};
 use crate::kinds::job::job_spec_causes;
+use crate::kinds::pod_spec::{default, template_defaults};
+use crate::kinds::strategy::Strategy;
 use crate::status::Cause;
 use crate::validation;
 use serde_json::{Value, json};
@@ -95,4 +97,39 @@ pub(crate) fn cron_job_spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
     }
     nonnegative(spec, "successfulJobsHistoryLimit", "spec", causes);
     nonnegative(spec, "failedJobsHistoryLimit", "spec", causes);
+}
+
+/// CronJobs: the batch/v1 defaults, the spec's rules and the name's length.
+pub(crate) struct CronJobStrategy;
+
+impl Strategy for CronJobStrategy {
+    fn defaults(&self, v: &mut Value) {
+        let Some(spec) = obj_mut(v, "spec") else {
+            return;
+        };
+        default(spec, "concurrencyPolicy", json!("Allow"));
+        default(spec, "suspend", json!(false));
+        default(spec, "successfulJobsHistoryLimit", json!(3));
+        default(spec, "failedJobsHistoryLimit", json!(1));
+        if let Some(jt) = spec.get_mut("jobTemplate")
+            && let Some(js) = jt.get_mut("spec")
+            && js.is_object()
+        {
+            template_defaults(js);
+        }
+    }
+
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        cron_job_spec_causes(&obj["spec"], causes);
+        // Checked last, as the server does: the controller names each Job after its CronJob plus
+        // an 11-character suffix, and a Job's name has at most 63.
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        if name.len() > 52 {
+            causes.extend(validation::invalid_causes(
+                "metadata.name",
+                &json!(name),
+                vec!["must be no more than 52 characters".into()],
+            ));
+        }
+    }
 }

@@ -2,6 +2,7 @@
 
 use crate::kinds::causes::nonnegative;
 use crate::kinds::pod_spec::pod_template_causes;
+use crate::kinds::strategy::Strategy;
 use crate::status::Cause;
 use crate::validation;
 use serde_json::{Value, json};
@@ -63,4 +64,13 @@ fn go_string_map(map: &Value) -> String {
         .collect();
     pairs.sort();
     format!("map[{}]", pairs.join(" "))
+}
+
+/// Deployments: the spec's rules.
+pub(crate) struct DeploymentStrategy;
+
+impl Strategy for DeploymentStrategy {
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        deployment_spec_causes(&obj["spec"], causes);
+    }
 }

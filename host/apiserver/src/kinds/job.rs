@@ -1,8 +1,9 @@
 //! Jobs: the validation of a job spec (shared with CronJobs' job templates) and what an update
 //! of a Job may change.
 
-use crate::kinds::causes::nonnegative;
-use crate::kinds::pod_spec::pod_template_causes;
+use crate::kinds::causes::{nonnegative, obj_mut};
+use crate::kinds::pod_spec::{default, pod_template_causes, template_defaults};
+use crate::kinds::strategy::{DefaultPropagation, Strategy};
 use crate::status::Cause;
 use crate::util::{set_in, strip_nulls};
 use crate::validation;
@@ -130,5 +131,75 @@ pub(crate) fn job_spec_causes(spec: &Value, path: &str, causes: &mut Vec<Cause>)
             &json!(restart),
             &["OnFailure", "Never"],
         )),
+    }
+}
+
+/// Jobs: the batch/v1 defaults (with the selector and labels of the Job's own uid), the spec's
+/// rules, what an update may change, and the orphaning default of a delete.
+pub(crate) struct JobStrategy;
+
+impl Strategy for JobStrategy {
+    fn defaults(&self, v: &mut Value) {
+        let name = v["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let uid = v["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let manual = v["spec"]["manualSelector"].as_bool() == Some(true);
+        let Some(spec) = obj_mut(v, "spec") else {
+            return;
+        };
+        default(spec, "parallelism", json!(1));
+        default(spec, "completions", json!(1));
+        default(spec, "backoffLimit", json!(6));
+        default(spec, "completionMode", json!("NonIndexed"));
+        default(spec, "suspend", json!(false));
+        default(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
+        if !manual && !uid.is_empty() {
+            default(
+                spec,
+                "selector",
+                json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
+            );
+            if let Some(t) = spec.get_mut("template").and_then(Value::as_object_mut) {
+                let meta = t.entry("metadata").or_insert_with(|| json!({}));
+                if !meta.is_object() {
+                    *meta = json!({});
+                }
+                let labels = meta
+                    .as_object_mut()
+                    .map(|m| m.entry("labels").or_insert_with(|| json!({})));
+                if let Some(l) = labels.and_then(Value::as_object_mut) {
+                    l.insert("batch.kubernetes.io/controller-uid".into(), json!(uid));
+                    l.insert("batch.kubernetes.io/job-name".into(), json!(name));
+                    l.insert("controller-uid".into(), json!(uid));
+                    l.insert("job-name".into(), json!(name));
+                }
+            }
+        }
+        let mut js = Value::Object(spec.clone());
+        template_defaults(&mut js);
+        if let (Value::Object(m), Some(spec)) = (js, obj_mut(v, "spec")) {
+            *spec = m;
+        }
+    }
+
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        job_spec_causes(&obj["spec"], "spec", causes);
+    }
+
+    fn validate_update(&self, old: &Value, new: &Value) -> Vec<Cause> {
+        job_update_causes(old, new)
+    }
+
+    /// batch/v1 Jobs orphan their pods unless told otherwise, for compatibility.
+    fn default_propagation(&self) -> Option<DefaultPropagation> {
+        Some(DefaultPropagation {
+            policy: "Orphan",
+            warning: "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning",
+        })
     }
 }

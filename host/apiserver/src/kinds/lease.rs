@@ -1,6 +1,7 @@
 //! Leases: their spec's validation.
 
 use crate::kinds::causes::nonnegative;
+use crate::kinds::strategy::Strategy;
 use crate::status::Cause;
 use crate::validation;
 use serde_json::{Value, json};
@@ -27,5 +28,18 @@ pub(crate) fn lease_causes(spec: &Value, causes: &mut Vec<Cause>) {
             message: "Forbidden: may only be specified if `strategy` is defined".into(),
             field: "spec.preferredHolder".into(),
         });
+    }
+}
+
+/// Leases: the spec's rules, and no unconditional update.
+pub(crate) struct LeaseStrategy;
+
+impl Strategy for LeaseStrategy {
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        lease_causes(&obj["spec"], causes);
+    }
+
+    fn allows_unconditional_update(&self) -> bool {
+        false
     }
 }

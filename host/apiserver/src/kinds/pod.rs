@@ -2,12 +2,11 @@
 //! shared with templates), and the status its strategy sets on create when nothing schedules
 //! or runs the Pod (`phase: Pending`, the QoS class, the scheduling-gated condition).
 
-use crate::kinds::pod_spec::{default, parse_quantity};
-use crate::status::Cause;
+use crate::kinds::pod_spec::{default, parse_quantity, pod_spec_causes};
+use crate::kinds::strategy::{Ctx, Strategy};
+use crate::status::{ApiError, Cause};
 use crate::util::strip_nulls;
 use serde_json::{Map, Value, json};
-
-pub const PODS_KEY: &str = "/pods";
 
 fn quantity(v: &Value) -> Option<i128> {
     match v {
@@ -292,6 +291,43 @@ pub(crate) fn pod_update_causes(old: &Value, new: &Value) -> Vec<Cause> {
         message: "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)".into(),
         field: "spec".into(),
     }]
+}
+
+/// Pods: defaults, ServiceAccount admission, the status nothing else sets, and what an update
+/// may change.
+pub(crate) struct PodStrategy;
+
+impl Strategy for PodStrategy {
+    fn defaults(&self, obj: &mut Value) {
+        defaults(obj);
+    }
+
+    fn admit(&self, ctx: &Ctx, obj: &mut Value, sent_status: &Value) -> Result<(), ApiError> {
+        // The ServiceAccount admission plugin refuses a Pod whose account does not exist.
+        let account_name = service_account(obj);
+        let Some(account) = ctx.inner.get("/serviceaccounts", ctx.ns, &account_name) else {
+            return Err(ApiError::forbidden(
+                "",
+                "pods",
+                ctx.name,
+                &format!(
+                    "error looking up service account {}/{account_name}: serviceaccount \"{account_name}\" not found",
+                    ctx.ns
+                ),
+            ));
+        };
+        admit(obj, Some(&account.value));
+        create_status(obj, sent_status["qosClass"].as_str());
+        Ok(())
+    }
+
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        pod_spec_causes(&obj["spec"], "spec", true, causes);
+    }
+
+    fn validate_update(&self, old: &Value, new: &Value) -> Vec<Cause> {
+        pod_update_causes(old, new)
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! PodDisruptionBudgets: their spec's validation.
 
+use crate::kinds::strategy::Strategy;
 use crate::status::Cause;
 use crate::validation;
 use serde_json::Value;
@@ -12,5 +13,14 @@ pub(crate) fn pdb_spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
             spec,
             vec!["minAvailable and maxUnavailable cannot be both set".into()],
         ));
+    }
+}
+
+/// PodDisruptionBudgets: the spec's rules.
+pub(crate) struct PodDisruptionBudgetStrategy;
+
+impl Strategy for PodDisruptionBudgetStrategy {
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        pdb_spec_causes(&obj["spec"], causes);
     }
 }

@@ -1,5 +1,6 @@
 //! Roles, ClusterRoles and their bindings: rule and binding validation, subject defaults.
 
+use crate::kinds::strategy::Strategy;
 use crate::status::Cause;
 use crate::validation;
 use serde_json::{Value, json};
@@ -135,5 +136,51 @@ pub(crate) fn subject_defaults(v: &mut Value) {
         {
             m.insert("apiGroup".into(), json!(RBAC_GROUP));
         }
+    }
+}
+
+/// Roles and ClusterRoles: their rules.
+pub(crate) struct RoleStrategy {
+    /// Whether these are namespaced Roles (else ClusterRoles).
+    pub namespaced: bool,
+}
+
+impl Strategy for RoleStrategy {
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        policy_rule_causes(obj, self.namespaced, causes);
+    }
+}
+
+/// RoleBindings and ClusterRoleBindings: subject defaults, their rules, and a fixed role.
+pub(crate) struct BindingStrategy {
+    /// Whether these are namespaced RoleBindings (else ClusterRoleBindings).
+    pub namespaced: bool,
+}
+
+impl Strategy for BindingStrategy {
+    fn defaults(&self, obj: &mut Value) {
+        subject_defaults(obj);
+    }
+
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        binding_causes(obj, self.namespaced, causes);
+    }
+
+    /// `ValidateRoleBindingUpdate`: changing the role means a new binding.
+    fn validate_update(&self, old: &Value, new: &Value) -> Vec<Cause> {
+        if old["roleRef"] == new["roleRef"] {
+            return vec![];
+        }
+        let text = |k: &str| validation::go_quote(new["roleRef"][k].as_str().unwrap_or_default());
+        vec![validation::invalid(
+            "roleRef",
+            format!(
+                "rbac.RoleRef{{APIGroup:{}, Kind:{}, Name:{}}}",
+                text("apiGroup"),
+                text("kind"),
+                text("name")
+            ),
+            "cannot change roleRef",
+        )]
     }
 }

@@ -1,8 +1,12 @@
 //! Secrets: their defaults (`type`, `stringData` folded into `data`) and the rules of their
 //! `type`.
 
+use crate::kinds::config_map::{immutable_contents_causes, key_causes};
+use crate::kinds::strategy::{Ctx, Strategy};
 use crate::status::{ApiError, Cause};
+use crate::store::Obj;
 use crate::validation;
+use crate::verbs::Sub;
 use serde_json::{Value, json};
 
 /// Folds `stringData` into `data`, defaults `type`, and rejects `data` that is not base64 (as
@@ -130,5 +134,46 @@ fn go_char(c: char) -> String {
         '"' => "'\"'".into(),
         c if c.is_ascii_graphic() || c == ' ' => format!("'{c}'"),
         c => format!("{:?}", c.to_string()),
+    }
+}
+
+/// Secrets: `stringData` folded in, `type` defaulted and fixed, the data each type needs.
+pub(crate) struct SecretStrategy;
+
+impl Strategy for SecretStrategy {
+    fn prepare_create(&self, _ctx: &Ctx, obj: &mut Value) -> Result<(), ApiError> {
+        secret_defaults(obj)
+    }
+
+    fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
+        key_causes(obj, "data", None, causes);
+        secret_type_causes(obj, causes);
+    }
+
+    fn prepare_update(
+        &self,
+        _ctx: &Ctx,
+        _old: &Obj,
+        new: &mut Value,
+        sub: Sub,
+    ) -> Result<(), ApiError> {
+        if sub == Sub::Main {
+            secret_defaults(new)?;
+        }
+        Ok(())
+    }
+
+    /// `ValidateSecretUpdate`: the type is fixed, and an `immutable` Secret keeps its data.
+    fn validate_update(&self, old: &Value, new: &Value) -> Vec<Cause> {
+        let mut causes = vec![];
+        if old["type"] != new["type"] {
+            causes.extend(validation::invalid_causes(
+                "type",
+                &new["type"],
+                vec!["field is immutable".into()],
+            ));
+        }
+        causes.extend(immutable_contents_causes(old, new, &["data"]));
+        causes
     }
 }

@@ -1,19 +1,17 @@
 //! Create (POST), with the real server's order of checks.
 
-use crate::kinds::crd::{crd_defaults, validate_crd};
-use crate::kinds::namespace::namespace_finalizer_causes;
-use crate::kinds::secret::secret_defaults;
+use crate::kinds::strategy;
+use crate::kinds::strategy::Ctx;
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, Warnings};
 use crate::store::{Change, Inner, Obj, Store};
-use crate::util::{meta_mut, string_list};
-use crate::util::{now, random_suffix};
+use crate::util::{meta_mut, now, random_suffix};
 use crate::verbs::meta::{
     check_identity, check_namespace, check_schema, generate_name_causes, name_causes,
     validate_meta, warn_finalizers,
 };
 use crate::verbs::options::record_create;
-use crate::verbs::{CRD_CLEANUP, Sub, WriteOpts};
+use crate::verbs::{Sub, WriteOpts};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -31,10 +29,8 @@ pub(crate) fn prepare_create(
         .unwrap_or_default()
         .to_string();
     check_namespace(inner, def, ns, &name)?;
-    if def.is_crd() {
-        validate_crd(&body, &name)?;
-    }
-    let sent_qos = body["status"]["qosClass"].as_str().map(str::to_string);
+    strategy(def).check_create(&body, &name)?;
+    let sent_status = body.get("status").cloned().unwrap_or(Value::Null);
     if def.status_subresource
         && let Some(m) = body.as_object_mut()
     {
@@ -57,57 +53,16 @@ pub(crate) fn prepare_create(
     } else {
         meta.remove("generation");
     }
-    if def.is_namespace() {
-        if !meta.get("labels").is_some_and(Value::is_object) {
-            meta.insert("labels".into(), json!({}));
-        }
-        if let Some(l) = meta.get_mut("labels").and_then(Value::as_object_mut) {
-            l.insert("kubernetes.io/metadata.name".into(), json!(name));
-        }
-        // The client's own spec finalizers stay, with `kubernetes` added after them.
-        let mut finalizers = string_list(&body["spec"]["finalizers"]);
-        let causes = namespace_finalizer_causes(&finalizers, |_| "spec.finalizers".into());
-        if !causes.is_empty() {
-            return Err(ApiError::invalid("", "Namespace", &name, causes));
-        }
-        if !finalizers.iter().any(|f| f == "kubernetes") {
-            finalizers.push("kubernetes".into());
-        }
-        body["spec"] = json!({"finalizers": finalizers});
-        body["status"] = json!({"phase": "Active"});
-    }
-    if def.is_crd() {
-        let mut fins = string_list(&body["metadata"]["finalizers"]);
-        if !fins.iter().any(|f| f == CRD_CLEANUP) {
-            fins.push(CRD_CLEANUP.into());
-        }
-        body["metadata"]["finalizers"] = json!(fins);
-        crd_defaults(&mut body, None);
-    }
-    if def.group.is_empty() && def.plural == "secrets" {
-        secret_defaults(&mut body)?;
-    }
-    if def.key() == crate::kinds::service::SERVICES_KEY {
-        crate::kinds::service::prepare(&mut body, None, inner)?;
-    }
-    crate::kinds::defaults::apply(def, &mut body);
-    if def.key() == crate::kinds::pod::PODS_KEY {
-        // The ServiceAccount admission plugin refuses a Pod whose account does not exist.
-        let account_name = crate::kinds::pod::service_account(&body);
-        let Some(account) = inner.get("/serviceaccounts", ns, &account_name) else {
-            return Err(ApiError::forbidden(
-                "",
-                "pods",
-                &name,
-                &format!(
-                    "error looking up service account {ns}/{account_name}: serviceaccount \"{account_name}\" not found"
-                ),
-            ));
-        };
-        crate::kinds::pod::admit(&mut body, Some(&account.value));
-        crate::kinds::pod::create_status(&mut body, sent_qos.as_deref());
-    }
-    crate::kinds::defaults::validate(def, &body)?;
+    let kind = strategy(def);
+    let ctx = Ctx {
+        inner,
+        ns,
+        name: &name,
+    };
+    kind.prepare_create(&ctx, &mut body)?;
+    kind.defaults(&mut body);
+    kind.admit(&ctx, &mut body, &sent_status)?;
+    crate::kinds::validate(def, &body)?;
     validate_meta(def, &body)?;
     check_schema(def, &mut body, None, strict, warnings)?;
     warn_finalizers(&body, warnings);

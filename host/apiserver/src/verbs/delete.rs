@@ -3,8 +3,7 @@
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, Warnings};
 use crate::store::{Change, Obj, Store};
-use crate::util::{meta_mut, string_list};
-use crate::util::{now, set_in};
+use crate::util::{meta_mut, now, set_in, string_list};
 use crate::verbs::{DeleteOpts, Deleted};
 use serde_json::{Value, json};
 
@@ -16,48 +15,15 @@ pub fn delete(
     opts: &DeleteOpts,
     warnings: &mut Warnings,
 ) -> Result<Deleted, ApiError> {
-    if def.is_namespace() && matches!(name, "default" | "kube-system" | "kube-public") {
-        return Err(ApiError::forbidden(
-            "",
-            "namespaces",
-            name,
-            "this namespace may not be deleted",
-        ));
-    }
+    let kind = crate::kinds::strategy(def);
+    kind.check_delete(name)?;
     let ns_key = if def.namespaced { ns } else { "" };
     let mut dry: Option<(Value, bool)> = None;
     let (obj, pending) = store.mutate(def.key(), ns_key, name, |cur, _inner| {
         let Some(cur) = cur else {
             return Err(ApiError::not_found(&def.group, &def.plural, name));
         };
-        // A namespace's own storage checks its preconditions, in its own words.
-        if def.is_namespace() {
-            let differs = |field: &str, wanted: &Option<String>, have: &str| {
-                wanted.as_deref().filter(|w| *w != have).map(|w| {
-                    ApiError::conflict(
-                        "",
-                        "namespaces",
-                        name,
-                        &format!(
-                            "Precondition failed: {field} in precondition: {w}, {field} in object meta: {have}"
-                        ),
-                    )
-                })
-            };
-            if let Some(e) = differs("UID", &opts.uid, cur.uid())
-                .or_else(|| differs("ResourceVersion", &opts.resource_version, cur.meta_str("resourceVersion")))
-            {
-                return Err(e);
-            }
-            if cur.deleting() && !string_list(&cur.value["spec"]["finalizers"]).is_empty() {
-                return Err(ApiError::conflict(
-                    "",
-                    "namespaces",
-                    name,
-                    "The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.",
-                ));
-            }
-        }
+        kind.check_delete_stored(cur, opts)?;
         if let Some(uid) = &opts.uid
             && uid != cur.uid()
         {
@@ -94,16 +60,12 @@ pub fn delete(
         let policy = opts.propagation.as_deref().or_else(|| match opts.orphan_dependents {
             Some(true) => Some("Orphan"),
             Some(false) => Some("Background"),
-            // batch/v1 Jobs orphan their pods unless told otherwise, for compatibility.
-            None if def.key() == "batch/jobs" => {
+            None => crate::kinds::strategy(def).default_propagation().map(|d| {
                 if !opts.dry_run {
-                    warnings.push(
-                        "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning",
-                    );
+                    warnings.push(d.warning);
                 }
-                Some("Orphan")
-            }
-            None => None,
+                d.policy
+            }),
         });
         match policy {
             Some("Orphan") if !fins.iter().any(|f| f == "orphan") => fins.push("orphan".into()),
@@ -112,7 +74,7 @@ pub fn delete(
             }
             _ => {}
         }
-        if fins.is_empty() && !def.is_namespace() {
+        if fins.is_empty() && !kind.finalized_by_a_controller() {
             if opts.dry_run {
                 dry = Some((cur.value.clone(), false));
                 return Ok((Change::Keep, false));
@@ -123,10 +85,10 @@ pub fn delete(
         {
             let meta = meta_mut(&mut v);
             meta.insert("deletionTimestamp".into(), json!(now()));
-            // A namespace's storage sets only the timestamp (and the phase).
-            if !def.is_namespace() {
-                meta.insert("deletionGracePeriodSeconds".into(), json!(0));
-            }
+        }
+        kind.mark_deleting(&mut v);
+        {
+            let meta = meta_mut(&mut v);
             if fins.is_empty() {
                 meta.remove("finalizers");
             } else {
@@ -136,9 +98,6 @@ pub fn delete(
                 let g = meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
                 meta.insert("generation".into(), json!(g + 1));
             }
-        }
-        if def.is_namespace() {
-            set_in(&mut v, &["status", "phase"], json!("Terminating"));
         }
         if opts.dry_run {
             dry = Some((v, true));
@@ -182,8 +141,7 @@ pub fn remove_finalizer(store: &Store, def: &ResourceDef, ns: &str, name: &str, 
         } else {
             v["metadata"]["finalizers"] = json!(left);
         }
-        let ns_pending = def.is_namespace() && !string_list(&v["spec"]["finalizers"]).is_empty();
-        if left.is_empty() && cur.deleting() && !ns_pending {
+        if left.is_empty() && cur.deleting() && !crate::kinds::strategy(def).held_by_spec(&v) {
             return Ok((Change::RemoveWith(v), true));
         }
         Ok((Change::Put(v), true))

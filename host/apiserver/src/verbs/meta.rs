@@ -1,8 +1,7 @@
 //! The generic checks every write makes: names, the object's identity against the request's,
 //! its namespace, its metadata, its schema, and the warnings about its finalizers.
 
-use crate::kinds::job::job_update_causes;
-use crate::kinds::pod::pod_update_causes;
+use crate::kinds::crd::CRD_CLEANUP;
 use crate::resources::{CRD_KEY, NS_KEY, NameRule, ResourceDef};
 use crate::status::{ApiError, Cause, Warnings};
 use crate::store::Inner;
@@ -363,8 +362,6 @@ pub(crate) fn check_schema(
     Err(ApiError::invalid(&def.group, &def.kind, &name, causes))
 }
 
-pub const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
-
 /// Warns of each finalizer name that is neither domain-qualified nor one of the standard ones.
 pub(crate) fn warn_finalizers(v: &Value, warnings: &mut Warnings) {
     for f in string_list(&v["metadata"]["finalizers"]) {
@@ -411,76 +408,6 @@ pub(crate) fn storage_key(def: &ResourceDef, ns: &str, name: &str) -> String {
     } else {
         format!("/registry/{prefix}/{name}")
     }
-}
-
-/// `ValidateConfigMapUpdate`, `ValidateSecretUpdate` and `ValidateRoleBindingUpdate`: a binding
-/// keeps its role, a Secret keeps its type, and a
-/// ConfigMap or Secret marked `immutable` keeps its contents and the mark. Contents are compared
-/// as the server compares them, the stored side without empty maps (storage drops them) and the
-/// new side as sent, so `data: {}` on an immutable object without data is a change.
-pub(crate) fn immutable_causes(def: &ResourceDef, old: &Value, new: &Value) -> Vec<Cause> {
-    if def.group == "batch" && def.plural == "jobs" {
-        return job_update_causes(old, new);
-    }
-    if def.group.is_empty() && def.plural == "pods" {
-        return pod_update_causes(old, new);
-    }
-    // A binding's role is fixed: changing it means a new binding.
-    if def.group == "rbac.authorization.k8s.io"
-        && def.plural.ends_with("bindings")
-        && old["roleRef"] != new["roleRef"]
-    {
-        let text = |k: &str| validation::go_quote(new["roleRef"][k].as_str().unwrap_or_default());
-        return vec![Cause {
-            reason: "FieldValueInvalid",
-            message: format!(
-                "Invalid value: rbac.RoleRef{{APIGroup:{}, Kind:{}, Name:{}}}: cannot change roleRef",
-                text("apiGroup"),
-                text("kind"),
-                text("name")
-            ),
-            field: "roleRef".into(),
-        }];
-    }
-    let secret = match (def.group.as_str(), def.plural.as_str()) {
-        ("", "secrets") => true,
-        ("", "configmaps") => false,
-        _ => return vec![],
-    };
-    let mut causes = vec![];
-    if secret && old["type"] != new["type"] {
-        causes.extend(validation::invalid_causes(
-            "type",
-            &new["type"],
-            vec!["field is immutable".into()],
-        ));
-    }
-    if old["immutable"] != json!(true) {
-        return causes;
-    }
-    let forbidden = |field: &str| Cause {
-        reason: "FieldValueForbidden",
-        message: "Forbidden: field is immutable when `immutable` is set".into(),
-        field: field.into(),
-    };
-    if new["immutable"] != json!(true) {
-        causes.push(forbidden("immutable"));
-    }
-    let stored = |v: &Value| match v {
-        Value::Object(m) if m.is_empty() => Value::Null,
-        other => other.clone(),
-    };
-    let contents: &[&str] = if secret {
-        &["data"]
-    } else {
-        &["data", "binaryData"]
-    };
-    for field in contents {
-        if stored(&old[*field]) != new[*field] {
-            causes.push(forbidden(field));
-        }
-    }
-    causes
 }
 
 #[cfg(test)]

@@ -1,19 +1,17 @@
 //! Update (PUT), and the update path every write of an existing object takes.
 
-use crate::kinds::crd::{crd_defaults, validate_crd};
-use crate::kinds::namespace::namespace_update;
-use crate::kinds::secret::secret_defaults;
+use crate::kinds::strategy;
+use crate::kinds::strategy::Ctx;
 use crate::managed::KindSchema;
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, Cause, Warnings};
 use crate::store::{Change, Inner, Obj, Store};
-use crate::util::{meta_mut, string_list};
-use crate::util::{now, set_in};
+use crate::util::{meta_mut, now, set_in, string_list};
 use crate::validation;
 use crate::verbs::create::prepare_create;
 use crate::verbs::meta::{
-    check_identity, check_meta_types, check_schema, immutable_causes, same_except, storage_key,
-    validate_meta, warn_finalizers,
+    check_identity, check_meta_types, check_schema, same_except, storage_key, validate_meta,
+    warn_finalizers,
 };
 use crate::verbs::options::{record_create, scope};
 use crate::verbs::{Outcome, Sub, WriteOpts, validate_name};
@@ -101,20 +99,11 @@ pub(crate) fn prepare_update(
                     }
                 }
             }
-            if def.is_namespace() {
-                new["spec"] = cur.value["spec"].clone();
-            }
-            if def.group.is_empty() && def.plural == "secrets" {
-                secret_defaults(&mut new)?;
-            }
             new
         }
     };
     result["kind"] = cur.value["kind"].clone();
     result["apiVersion"] = cur.value["apiVersion"].clone();
-    if def.is_namespace() {
-        namespace_update(cur, &mut result, sub)?;
-    }
     // Server-owned metadata comes from the stored object.
     {
         let old_meta = cur.value["metadata"]
@@ -177,13 +166,17 @@ pub(crate) fn prepare_update(
             meta.remove("annotations");
         }
     }
+    let kind = strategy(def);
+    let ctx = Ctx {
+        inner,
+        ns: cur.meta_str("namespace"),
+        name: &name,
+    };
+    kind.prepare_update(&ctx, cur, &mut result, sub)?;
     if sub == Sub::Main {
-        if def.key() == crate::kinds::service::SERVICES_KEY {
-            crate::kinds::service::prepare(&mut result, Some(&cur.value), inner)?;
-        }
-        crate::kinds::defaults::apply(def, &mut result);
-        crate::kinds::defaults::validate(def, &result)?;
-        let causes = immutable_causes(def, &cur.value, &result);
+        kind.defaults(&mut result);
+        crate::kinds::validate(def, &result)?;
+        let causes = kind.validate_update(&cur.value, &result);
         if !causes.is_empty() {
             return Err(ApiError::invalid(&def.group, &def.kind, &name, causes));
         }
@@ -193,57 +186,8 @@ pub(crate) fn prepare_update(
     if string_list(&result["metadata"]["finalizers"]) != cur.finalizers() {
         warn_finalizers(&result, warnings);
     }
-    if def.is_crd() && sub == Sub::Main {
-        for (field, path) in [
-            ("spec.scope", &["spec", "scope"][..]),
-            ("spec.names.kind", &["spec", "names", "kind"][..]),
-            ("spec.group", &["spec", "group"][..]),
-            ("spec.names.plural", &["spec", "names", "plural"][..]),
-        ] {
-            let get = |v: &Value| path.iter().fold(v.clone(), |acc, k| acc[*k].clone());
-            if get(&result) != get(&cur.value) {
-                return Err(ApiError::invalid(
-                    "apiextensions.k8s.io",
-                    "CustomResourceDefinition",
-                    &name,
-                    vec![Cause {
-                        reason: "FieldValueInvalid",
-                        message: format!("Invalid value: {}: field is immutable", get(&result)),
-                        field: field.into(),
-                    }],
-                ));
-            }
-        }
-    }
-    if def.is_crd() && sub == Sub::Main {
-        // A version objects are stored in cannot leave the spec until they are migrated.
-        let versions: Vec<&str> = result["spec"]["versions"]
-            .as_array()
-            .map(|v| v.iter().filter_map(|x| x["name"].as_str()).collect())
-            .unwrap_or_default();
-        let causes: Vec<Cause> = string_list(&cur.value["status"]["storedVersions"])
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| !versions.contains(&v.as_str()))
-            .flat_map(|(i, v)| {
-                validation::invalid_causes(
-                    &format!("status.storedVersions[{i}]"),
-                    &json!(v),
-                    vec!["must appear in spec.versions".into()],
-                )
-            })
-            .collect();
-        if !causes.is_empty() {
-            return Err(ApiError::invalid(
-                "apiextensions.k8s.io",
-                "CustomResourceDefinition",
-                &name,
-                causes,
-            ));
-        }
-        validate_crd(&result, &name)?;
-        let old_status = cur.value.get("status").cloned();
-        crd_defaults(&mut result, old_status.as_ref());
+    if sub == Sub::Main {
+        kind.complete_update(cur, &mut result)?;
     }
     if def.has_generation {
         let skip: &[&str] = if def.status_subresource {
@@ -286,9 +230,7 @@ pub(crate) fn prepare_update(
         return Ok(Change::Keep);
     }
     if cur.deleting() && string_list(&result["metadata"]["finalizers"]).is_empty() {
-        let ns_pending =
-            def.is_namespace() && !string_list(&result["spec"]["finalizers"]).is_empty();
-        if !ns_pending {
+        if !kind.held_by_spec(&result) {
             // The final state (without finalizers) goes into the DELETED event.
             return Ok(Change::RemoveWith(result));
         }
@@ -411,7 +353,7 @@ pub fn update(
             }
             // Custom resources and Leases have no unconditional update: a PUT must say which
             // version it replaces.
-            let conditional = def.custom || def.key() == "coordination.k8s.io/leases";
+            let conditional = !strategy(def).allows_unconditional_update();
             let version = body["metadata"]["resourceVersion"]
                 .as_str()
                 .filter(|v| !v.is_empty())

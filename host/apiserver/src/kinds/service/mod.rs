@@ -23,9 +23,11 @@ use crate::kinds::service::defaults::{
 };
 use crate::kinds::service::fields::{needs_health_check_port, needs_node_ports, spec_type};
 use crate::kinds::service::validate::{decode_error, validate};
+use crate::kinds::strategy::{Ctx, Strategy};
 use crate::status::ApiError;
-use crate::store::Inner;
+use crate::store::{Inner, Obj};
 use crate::validation::json_type;
+use crate::verbs::Sub;
 use serde_json::{Map, Value, json};
 use std::collections::HashSet;
 
@@ -126,6 +128,28 @@ pub fn kubernetes_service(api_port: u16) -> Value {
             "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": api_port}],
         },
     })
+}
+
+/// Services: defaults, cluster IPs and node ports, and their validation.
+pub(crate) struct ServiceStrategy;
+
+impl Strategy for ServiceStrategy {
+    fn prepare_create(&self, ctx: &Ctx, obj: &mut Value) -> Result<(), ApiError> {
+        prepare(obj, None, ctx.inner)
+    }
+
+    fn prepare_update(
+        &self,
+        ctx: &Ctx,
+        old: &Obj,
+        new: &mut Value,
+        sub: Sub,
+    ) -> Result<(), ApiError> {
+        if sub == Sub::Main {
+            prepare(new, Some(&old.value), ctx.inner)?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
