@@ -83,11 +83,6 @@ fn all() -> &'static Documents {
                         "SelfSubjectAccessReview",
                         add::<authz::SelfSubjectAccessReview>(g),
                     ),
-                    ("SubjectAccessReview", add::<authz::SubjectAccessReview>(g)),
-                    (
-                        "LocalSubjectAccessReview",
-                        add::<authz::LocalSubjectAccessReview>(g),
-                    ),
                     (
                         "SelfSubjectRulesReview",
                         add::<authz::SelfSubjectRulesReview>(g),

@@ -267,7 +267,7 @@ pub(crate) async fn resource_request(
             let (headers, body) = read_body(req).await?;
             let body = decode_body(&headers, &body)?;
             if def.virtual_create_only {
-                return review(shared, user, &def, ns, body);
+                return review(shared, user, &def, body);
             }
             if def.key() == crate::shape::EVENTS_KEY {
                 crate::kinds::event::check_decodable(&body, def.shape)?;

@@ -272,12 +272,12 @@ fn bound_object(
     Ok((claim, name.to_string(), obj.uid().to_string()))
 }
 
-/// SelfSubjectAccessReview, SubjectAccessReview and LocalSubjectAccessReview.
+/// SelfSubjectReview, SelfSubjectRulesReview and SelfSubjectAccessReview: what the caller is
+/// and may do.
 pub(crate) fn review(
     shared: &Shared,
     user: &UserInfo,
     def: &ResourceDef,
-    ns: &str,
     mut body: Value,
 ) -> Result<Response<Body>, ApiError> {
     if !body.is_object() {
@@ -315,37 +315,9 @@ pub(crate) fn review(
             }),
         ));
     }
-    let subject = match def.plural.as_str() {
-        "selfsubjectaccessreviews" => user.clone(),
-        _ => {
-            let name = spec["user"].as_str().unwrap_or_default().to_string();
-            let groups = crate::util::string_list(&spec["groups"]);
-            if name.is_empty() && groups.is_empty() {
-                return Err(ApiError::invalid(
-                    &def.group,
-                    &def.kind,
-                    "",
-                    vec![crate::status::Cause {
-                        reason: "FieldValueRequired",
-                        message: "Required value: at least one of user or group must be specified"
-                            .into(),
-                        field: "spec.user".into(),
-                    }],
-                ));
-            }
-            UserInfo {
-                name,
-                uid: spec["uid"].as_str().unwrap_or_default().to_string(),
-                groups,
-            }
-        }
-    };
     let attrs = if let Some(ra) = spec.get("resourceAttributes").filter(|v| v.is_object()) {
         let s = |k: &str| ra[k].as_str().unwrap_or_default().to_string();
-        let mut namespace = s("namespace");
-        if def.plural == "localsubjectaccessreviews" {
-            namespace = ns.to_string();
-        }
+        let namespace = s("namespace");
         Attributes {
             verb: s("verb"),
             resource_request: true,
@@ -372,7 +344,7 @@ pub(crate) fn review(
     };
     let allowed = shared
         .store
-        .read(|inner| crate::auth::allowed_by(inner, &subject, &attrs));
+        .read(|inner| crate::auth::allowed_by(inner, user, &attrs));
     body["kind"] = json!(def.kind);
     body["apiVersion"] = json!(def.api_version());
     if !body["metadata"].is_object() {

@@ -3,7 +3,7 @@
 
 use crate::proto::meta::{
     BINDING, CLUSTER_ROLE, CONDITION, CONFIGMAP, DELETE_OPTIONS, LABEL_SELECTOR, LEASE, NAMESPACE,
-    OBJECT_META, ROLE, SAR, SECRET, SELF_SUBJECT_REVIEW, SELF_SUBJECT_RULES_REVIEW, SERVICEACCOUNT,
+    OBJECT_META, ROLE, SECRET, SELF_SUBJECT_REVIEW, SELF_SUBJECT_RULES_REVIEW, SERVICEACCOUNT,
     SSAR, TOKEN_REQUEST,
 };
 use crate::proto::pod::{OBJECT_REFERENCE, POD_SPEC, POD_TEMPLATE_SPEC};
@@ -236,7 +236,6 @@ pub(super) fn schema_for(kind: &str) -> Option<Schema> {
         "Secret" => SECRET,
         "ServiceAccount" => SERVICEACCOUNT,
         "SelfSubjectAccessReview" => SSAR,
-        "SubjectAccessReview" | "LocalSubjectAccessReview" => SAR,
         "Role" => ROLE,
         "ClusterRole" => CLUSTER_ROLE,
         "RoleBinding" | "ClusterRoleBinding" => BINDING,

@@ -79,21 +79,6 @@ pub(super) const SSAR: Schema = &[
     ),
 ];
 
-pub(super) const SAR: Schema = &[
-    (1, "metadata", T::Msg(OBJECT_META)),
-    (
-        2,
-        "spec",
-        T::Msg(&[
-            (1, "resourceAttributes", T::Msg(RESOURCE_ATTRS)),
-            (2, "nonResourceAttributes", T::Msg(NON_RESOURCE_ATTRS)),
-            (3, "user", T::Str),
-            (4, "groups", T::RepStr),
-            (6, "uid", T::Str),
-        ]),
-    ),
-];
-
 pub(super) const POLICY_RULE: Schema = &[
     (1, "verbs", T::RepStr),
     (2, "apiGroups", T::RepStr),
