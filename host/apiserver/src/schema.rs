@@ -267,11 +267,7 @@ fn walk(
             if let Some(req) = schema["required"].as_array() {
                 for r in req.iter().filter_map(Value::as_str) {
                     if !m.contains_key(r) {
-                        causes.push(Cause {
-                            reason: "FieldValueRequired",
-                            message: "Required value".into(),
-                            field: join(path, r),
-                        });
+                        causes.push(crate::validation::required(join(path, r), ""));
                     }
                 }
             }
@@ -450,11 +446,7 @@ pub fn apply(schema: &Value, obj: &mut Value) -> (Vec<Cause>, Vec<String>) {
     if let Some(req) = schema["required"].as_array() {
         for r in req.iter().filter_map(Value::as_str) {
             if !m.contains_key(r) {
-                causes.push(Cause {
-                    reason: "FieldValueRequired",
-                    message: "Required value".into(),
-                    field: r.into(),
-                });
+                causes.push(crate::validation::required(r, ""));
             }
         }
     }

@@ -178,11 +178,7 @@ fn check(
                 .or_else(|| message.map(str::to_string))
                 .unwrap_or_else(|| format!("failed rule: {text}"));
             Some(match rule["reason"].as_str() {
-                Some("FieldValueForbidden") => Cause {
-                    reason: "FieldValueForbidden",
-                    message: format!("Forbidden: {detail}"),
-                    field,
-                },
+                Some("FieldValueForbidden") => crate::validation::forbidden(field, &detail),
                 Some("FieldValueRequired") => Cause {
                     reason: "FieldValueRequired",
                     message: format!("Required value: {detail}"),

@@ -171,11 +171,7 @@ fn validate_list_options(query: &Query, watch: bool) -> Result<(), ApiError> {
     let rv_match = query.get("resourceVersionMatch").unwrap_or_default();
     let send_initial = query.get("sendInitialEvents").filter(|v| !v.is_empty());
     let cont = query.get("continue").unwrap_or_default();
-    let forbidden = |field: &str, why: &str| Cause {
-        reason: "FieldValueForbidden",
-        message: format!("Forbidden: {why}"),
-        field: field.into(),
-    };
+    let forbidden = |field: &str, why: &str| crate::validation::forbidden(field, why);
     let mut causes = vec![];
     if watch {
         if send_initial.is_some() && rv_match != "NotOlderThan" {

@@ -145,18 +145,16 @@ impl Query {
         let mut causes = Vec::new();
         match patch {
             Some(PatchType::Apply) if field_manager.as_deref().unwrap_or_default().is_empty() => {
-                causes.push(crate::status::Cause {
-                    reason: "FieldValueRequired",
-                    message: "Required value: is required for apply patch".into(),
-                    field: "fieldManager".into(),
-                });
+                causes.push(crate::validation::required(
+                    "fieldManager",
+                    "is required for apply patch",
+                ));
             }
             Some(pt) if pt != PatchType::Apply && self.get("force").is_some() => {
-                causes.push(crate::status::Cause {
-                    reason: "FieldValueForbidden",
-                    message: "Forbidden: may not be specified for non-apply patch".into(),
-                    field: "force".into(),
-                });
+                causes.push(crate::validation::forbidden(
+                    "force",
+                    "may not be specified for non-apply patch",
+                ));
             }
             _ => {}
         }
@@ -273,14 +271,11 @@ pub(crate) fn delete_opts(
     opts.dry_run = !dry_run.is_empty();
     let mut causes = Vec::new();
     if let (Some(p), Some(_)) = (&opts.propagation, opts.orphan_dependents) {
-        causes.push(crate::status::Cause {
-            reason: "FieldValueInvalid",
-            message: format!(
-                "Invalid value: {}: orphanDependents and deletionPropagation cannot be both set",
-                crate::validation::go_quote(p)
-            ),
-            field: "propagationPolicy".into(),
-        });
+        causes.push(crate::validation::invalid(
+            "propagationPolicy",
+            crate::validation::go_quote(p),
+            "orphanDependents and deletionPropagation cannot be both set",
+        ));
     }
     if let Some(p) = &opts.propagation
         && !matches!(p.as_str(), "Orphan" | "Background" | "Foreground")

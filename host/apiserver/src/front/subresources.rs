@@ -336,11 +336,15 @@ pub(crate) fn review(
             ..Default::default()
         }
     } else {
-        return Err(ApiError::invalid(&def.group, &def.kind, "", vec![crate::status::Cause {
-            reason: "FieldValueRequired",
-            message: "Required value: exactly one of nonResourceAttributes or resourceAttributes must be specified".into(),
-            field: "spec.resourceAttributes".into(),
-        }]));
+        return Err(ApiError::invalid(
+            &def.group,
+            &def.kind,
+            "",
+            vec![crate::validation::required(
+                "spec.resourceAttributes",
+                "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            )],
+        ));
     };
     let allowed = shared
         .store

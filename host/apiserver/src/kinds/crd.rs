@@ -14,11 +14,7 @@ pub(crate) fn validate_crd(crd: &Value, name: &str) -> Result<(), ApiError> {
     let kind = "CustomResourceDefinition";
     let spec = &crd["spec"];
     let mut causes = vec![];
-    let req = |field: &str| Cause {
-        reason: "FieldValueRequired",
-        message: "Required value".into(),
-        field: field.into(),
-    };
+    let req = |field: &str| validation::required(field, "");
     let g = spec["group"].as_str().unwrap_or_default();
     let plural = spec["names"]["plural"].as_str().unwrap_or_default();
     let k = spec["names"]["kind"].as_str().unwrap_or_default();
@@ -74,14 +70,11 @@ pub(crate) fn validate_crd(crd: &Value, name: &str) -> Result<(), ApiError> {
                 .filter(|x| x["storage"].as_bool() == Some(true))
                 .count();
             if storage != 1 {
-                causes.push(Cause {
-                    reason: "FieldValueInvalid",
-                    message: format!(
-                        "Invalid value: {}: must have exactly one version marked as storage version",
-                        json!(spec["versions"])
-                    ),
-                    field: "spec.versions".into(),
-                });
+                causes.push(validation::invalid(
+                    "spec.versions",
+                    json!(spec["versions"]),
+                    "must have exactly one version marked as storage version",
+                ));
             }
             let mut names = std::collections::BTreeSet::new();
             for (i, ver) in v.iter().enumerate() {
@@ -95,28 +88,23 @@ pub(crate) fn validate_crd(crd: &Value, name: &str) -> Result<(), ApiError> {
                     ));
                 }
                 if !names.insert(version) {
-                    causes.push(Cause {
-                        reason: "FieldValueInvalid",
-                        message: format!(
-                            "Invalid value: {}: must contain unique version names",
-                            json!(spec["versions"])
-                        ),
-                        field: "spec.versions".into(),
-                    });
+                    causes.push(validation::invalid(
+                        "spec.versions",
+                        json!(spec["versions"]),
+                        "must contain unique version names",
+                    ));
                 }
                 let schema = &ver["schema"]["openAPIV3Schema"];
                 if !schema.is_object() {
-                    causes.push(Cause {
-                        reason: "FieldValueRequired",
-                        message: "Required value: schemas are required".into(),
-                        field: format!("spec.versions[{i}].schema.openAPIV3Schema"),
-                    });
+                    causes.push(validation::required(
+                        format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                        "schemas are required",
+                    ));
                 } else if schema["type"].as_str().is_none_or(str::is_empty) {
-                    causes.push(Cause {
-                        reason: "FieldValueRequired",
-                        message: "Required value: must not be empty at the root".into(),
-                        field: format!("spec.versions[{i}].schema.openAPIV3Schema.type"),
-                    });
+                    causes.push(validation::required(
+                        format!("spec.versions[{i}].schema.openAPIV3Schema.type"),
+                        "must not be empty at the root",
+                    ));
                 }
                 for (at, rule, why) in crate::validation_rules::schema_compile_errors(schema) {
                     causes.push(invalid(

@@ -24,14 +24,11 @@ pub(crate) fn deployment_spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
             vec!["empty selector is invalid for deployment".into()],
         ));
     } else if !crate::selector::label_selector_matches(selector, labels) {
-        causes.push(Cause {
-            reason: "FieldValueInvalid",
-            message: format!(
-                "Invalid value: {}: `selector` does not match template `labels`",
-                go_string_map(labels)
-            ),
-            field: "spec.template.metadata.labels".into(),
-        });
+        causes.push(validation::invalid(
+            "spec.template.metadata.labels",
+            go_string_map(labels),
+            "`selector` does not match template `labels`",
+        ));
     }
     pod_template_causes(&spec["template"], "spec.template", causes);
     match spec["template"]["spec"]["restartPolicy"].as_str() {

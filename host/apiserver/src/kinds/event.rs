@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::shape::RENAMED;
 use crate::status::Cause;
-use crate::validation::{invalid_causes, json_type, qualified_name};
+use crate::validation::{self, invalid_causes, json_type, qualified_name};
 
 /// Refuses (400) an Event, in either shape, whose fields have the wrong JSON types, as the
 /// decoder does.
@@ -89,11 +89,7 @@ fn decode_error(event: &Value, shape: crate::resources::Shape) -> Option<String>
 pub fn create_causes(v1: &Value) -> Vec<Cause> {
     let mut causes = vec![];
     let text = |f: &str| v1.get(f).and_then(Value::as_str).unwrap_or_default();
-    let required = |field: &str| Cause {
-        reason: "FieldValueRequired",
-        message: "Required value".into(),
-        field: field.into(),
-    };
+    let required = |field: &str| validation::required(field, "");
     let controller = text("reportingController");
     if controller.is_empty() {
         causes.push(required("reportingController"));
@@ -109,14 +105,11 @@ pub fn create_causes(v1: &Value) -> Vec<Cause> {
         if value.is_empty() {
             causes.push(required(field));
         } else if value.len() > 128 {
-            causes.push(Cause {
-                reason: "FieldValueInvalid",
-                message: format!(
-                    "Invalid value: {}: can have at most 128 characters",
-                    json!(value)
-                ),
-                field: field.into(),
-            });
+            causes.push(validation::invalid(
+                field,
+                json!(value),
+                "can have at most 128 characters",
+            ));
         }
     }
     let note = text("note");

@@ -23,11 +23,10 @@ pub(crate) fn lease_causes(spec: &Value, causes: &mut Vec<Cause>) {
         .is_some_and(|h| !h.is_empty())
         && spec["strategy"].as_str().is_none_or(str::is_empty)
     {
-        causes.push(Cause {
-            reason: "FieldValueForbidden",
-            message: "Forbidden: may only be specified if `strategy` is defined".into(),
-            field: "spec.preferredHolder".into(),
-        });
+        causes.push(validation::forbidden(
+            "spec.preferredHolder",
+            "may only be specified if `strategy` is defined",
+        ));
     }
 }
 

@@ -286,11 +286,10 @@ pub(crate) fn pod_update_causes(old: &Value, new: &Value) -> Vec<Cause> {
     if allowed == now {
         return vec![];
     }
-    vec![Cause {
-        reason: "FieldValueForbidden",
-        message: "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)".into(),
-        field: "spec".into(),
-    }]
+    vec![crate::validation::forbidden(
+        "spec",
+        "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+    )]
 }
 
 /// Pods: defaults, ServiceAccount admission, the status nothing else sets, and what an update

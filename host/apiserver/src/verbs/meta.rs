@@ -64,11 +64,10 @@ pub fn generate_name_causes(rule: NameRule, prefix: &str) -> Vec<Cause> {
 /// The errors of `metadata.name` (empty when valid).
 pub(crate) fn name_causes(def: &ResourceDef, name: &str) -> Vec<Cause> {
     if name.is_empty() {
-        return vec![Cause {
-            reason: "FieldValueRequired",
-            message: "Required value: name or generateName is required".into(),
-            field: "metadata.name".into(),
-        }];
+        return vec![validation::required(
+            "metadata.name",
+            "name or generateName is required",
+        )];
     }
     validation::invalid_causes(
         "metadata.name",

@@ -122,11 +122,11 @@ pub fn update(
             "autoscaling",
             "Scale",
             name,
-            vec![Cause {
-                reason: "FieldValueInvalid",
-                message: format!("Invalid value: {replicas}: must be greater than or equal to 0"),
-                field: "spec.replicas".into(),
-            }],
+            vec![crate::validation::invalid(
+                "spec.replicas",
+                replicas,
+                "must be greater than or equal to 0",
+            )],
         ));
     }
     let mut obj = current(store, def, ns, name)?;
