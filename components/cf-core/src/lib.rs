@@ -25,8 +25,6 @@ pub mod reconcile;
 pub mod roles;
 
 #[cfg(test)]
-mod fake;
-#[cfg(test)]
 mod tests;
 
 /// The finalizer lethe puts on orgs and spaces.

@@ -6,11 +6,11 @@ use lethe_guest::Request;
 use lethe_guest::kube::{Identity, Kube, Object};
 
 use crate::config::Settings;
-use crate::fake::Fake;
 use crate::jobs::{JobState, job_status};
 use crate::ownership::Owner;
 use crate::reconcile::{Backoff, pass};
 use crate::{FINALIZER, access, api, deletion};
+use lethe_guest::fake::{FakeCluster, FakeHost};
 
 const ORG: &str = "0f1c2a4e-1b2c-4d5e-8f90-123456789abc";
 const SPACE: &str = "5a9b2a4e-1b2c-4d5e-8f90-123456789abc";
@@ -19,8 +19,9 @@ fn caller(token: &str) -> Identity {
     Identity::Caller(token.into())
 }
 
-fn setup() -> (Fake, Settings) {
-    let fake = Fake::new();
+fn setup() -> (FakeCluster, Settings) {
+    let cluster = FakeCluster::new();
+    let fake = FakeHost::on(&cluster);
     let settings = Settings::from_env(&fake).expect("defaults");
     fake.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "cf"}}));
     let org = fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
@@ -36,11 +37,11 @@ fn setup() -> (Fake, Settings) {
     fake.grant("manager", "*", "Space", ORG);
     fake.grant("manager", "list", "RoleBinding", ORG);
     fake.grant("nobody", "list", "Namespace", "*");
-    (fake, settings)
+    (cluster, settings)
 }
 
 /// The RoleBindings in `namespace`.
-fn role_bindings(fake: &Fake, namespace: &str) -> Vec<Object> {
+fn role_bindings(fake: &FakeHost<'_>, namespace: &str) -> Vec<Object> {
     fake.list_all(
         &Identity::Privileged,
         "rbac.authorization.k8s.io/v1",
@@ -52,7 +53,7 @@ fn role_bindings(fake: &Fake, namespace: &str) -> Vec<Object> {
 }
 
 /// Puts the namespace `owner` owns, with the mark lethe gives it.
-fn put_owned_namespace(fake: &Fake, type_name: &str, owner: &Object) {
+fn put_owned_namespace(fake: &FakeHost<'_>, type_name: &str, owner: &Object) {
     let labels = Owner::new(type_name, owner).labels();
     fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": owner.target.name, "labels": labels}}));
@@ -70,7 +71,7 @@ impl Backoff for NoBackoff {
 }
 
 fn job(
-    fake: &Fake,
+    fake: &FakeHost<'_>,
     settings: &Settings,
     guid: &str,
     token: &str,
@@ -80,7 +81,8 @@ fn job(
 
 #[test]
 fn admin_delete_marks_the_org_deleting_and_the_job_is_processing() {
-    let (fake, settings) = setup();
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
     let j =
         deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("admin")).expect("accepted");
     assert_eq!(j.render(), format!("org.delete~{ORG}"));
@@ -96,7 +98,8 @@ fn admin_delete_marks_the_org_deleting_and_the_job_is_processing() {
 
 #[test]
 fn delete_of_an_invisible_org_is_404_and_of_a_visible_but_forbidden_one_is_403() {
-    let (fake, settings) = setup();
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
     let hidden = deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("nobody"))
         .expect_err("hidden");
     assert_eq!((hidden.status, hidden.errors[0].code), (404, 10010));
@@ -113,7 +116,8 @@ fn delete_of_an_invisible_org_is_404_and_of_a_visible_but_forbidden_one_is_403()
 
 #[test]
 fn org_manager_may_delete_a_space_but_org_user_may_not() {
-    let (fake, settings) = setup();
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
     // An org user does not read the org's spaces at all (Cloud Controller's reading roles are
     // the space roles and the org manager): 404.
     let e = deletion::delete(&fake, &fake, &settings, "space", SPACE, &caller("orguser"))
@@ -125,7 +129,8 @@ fn org_manager_may_delete_a_space_but_org_user_may_not() {
 
 #[test]
 fn bad_token_is_401_invalid_auth_token() {
-    let (fake, settings) = setup();
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
     let e = deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("bad"))
         .expect_err("bad token");
     assert_eq!((e.status, e.errors[0].code), (401, 1000));
@@ -135,7 +140,8 @@ fn bad_token_is_401_invalid_auth_token() {
 
 #[test]
 fn job_is_complete_once_the_resource_is_gone() {
-    let (fake, settings) = setup();
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
     let j = job(
         &fake,
         &settings,
@@ -149,7 +155,8 @@ fn job_is_complete_once_the_resource_is_gone() {
 
 #[test]
 fn org_job_stays_processing_after_the_callers_role_bindings_are_gone() {
-    let (fake, settings) = setup();
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
     deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("admin")).expect("accepted");
     // "nobody" cannot see the org's namespace (as if the cascade had removed their bindings).
     let j = job(&fake, &settings, &format!("org.delete~{ORG}"), "nobody").expect("job");
@@ -162,14 +169,16 @@ fn org_job_stays_processing_after_the_callers_role_bindings_are_gone() {
 
 #[test]
 fn user_with_no_role_gets_complete_for_an_org_that_is_not_being_deleted() {
-    let (fake, settings) = setup();
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
     let j = job(&fake, &settings, &format!("org.delete~{ORG}"), "nobody").expect("job");
     assert_eq!(j.state, JobState::Complete);
 }
 
 #[test]
 fn visible_org_that_is_not_being_deleted_is_404_after_a_bounded_reread() {
-    let (fake, settings) = setup();
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
     let before = fake.now.get();
     let e = job(&fake, &settings, &format!("org.delete~{ORG}"), "admin").expect_err("404");
     assert_eq!(
@@ -185,7 +194,8 @@ fn visible_org_that_is_not_being_deleted_is_404_after_a_bounded_reread() {
 
 #[test]
 fn stuck_deletion_turns_failed_at_the_timeout_and_complete_when_released() {
-    let (fake, settings) = setup();
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
     fake.patch(
         &Identity::Privileged,
         &fake.object("Org", "cf", ORG).expect("org").target,
@@ -220,7 +230,8 @@ fn stuck_deletion_turns_failed_at_the_timeout_and_complete_when_released() {
 
 #[test]
 fn reconciler_finalizes_an_org_with_its_spaces_and_namespaces() {
-    let (fake, settings) = setup();
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
     deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("admin")).expect("accepted");
     for _ in 0..8 {
         let report = pass(&fake, &fake, &settings, &NoBackoff);
@@ -235,7 +246,8 @@ fn reconciler_finalizes_an_org_with_its_spaces_and_namespaces() {
 
 #[test]
 fn reconciler_adds_missing_finalizers_and_namespaces() {
-    let (fake, settings) = setup();
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
     fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
         "metadata": {"name": "bare", "namespace": "cf"}, "spec": {"displayName": "bare"}}));
     pass(&fake, &fake, &settings, &NoBackoff);
@@ -268,7 +280,8 @@ fn api_request(method: &str, path: &str, token: Option<&str>, body: &str) -> Req
 
 #[test]
 fn api_creates_lists_and_rejects_duplicate_orgs() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     let created = api::handle(
         &fake,
         &fake,
@@ -311,7 +324,8 @@ fn api_creates_lists_and_rejects_duplicate_orgs() {
 
 #[test]
 fn names_are_unique_without_case_and_have_no_control_characters() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     let post = |path: &str, token: &str, body: &str| {
         let r = api::handle(&fake, &fake, &api_request("POST", path, Some(token), body));
         let detail = r.json_body().expect("json")["errors"][0]["detail"]
@@ -364,7 +378,8 @@ fn names_are_unique_without_case_and_have_no_control_characters() {
 
 #[test]
 fn names_filter_and_sort_regardless_of_case() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     for name in ["Zed", "alpha"] {
         let r = api::handle(
             &fake,
@@ -403,7 +418,8 @@ fn names_filter_and_sort_regardless_of_case() {
 
 #[test]
 fn a_suspended_org_takes_no_space_writes_but_from_admins() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     fake.grant("manager", "get", "Org", "cf");
     // The same org, suspended (same uid: an update, not a re-creation).
     let uid = fake.object("Org", "cf", ORG).expect("org").uid;
@@ -448,7 +464,8 @@ fn a_suspended_org_takes_no_space_writes_but_from_admins() {
 
 #[test]
 fn api_rejects_bad_input_with_the_envelope() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     let cases = [
         (
             api_request("POST", "/v3/organizations", Some("admin"), "{not json"),
@@ -512,7 +529,8 @@ fn api_rejects_bad_input_with_the_envelope() {
 
 #[test]
 fn api_delete_answers_202_with_the_job_location() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     let r = api::handle(
         &fake,
         &fake,
@@ -533,7 +551,8 @@ fn api_delete_answers_202_with_the_job_location() {
 
 #[test]
 fn org_users_see_only_their_orgs() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
         "metadata": {"name": "other", "namespace": "cf", "finalizers": [FINALIZER]}, "spec": {"displayName": "other"}}));
     fake.grant("orguser", "list", "Namespace", "*");
@@ -549,7 +568,8 @@ fn org_users_see_only_their_orgs() {
 
 #[test]
 fn malformed_escapes_and_unknown_order_by_are_bad_query_parameters() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     for query in [
         "names=%ff",
         "names=%zz",
@@ -583,7 +603,8 @@ fn malformed_escapes_and_unknown_order_by_are_bad_query_parameters() {
 
 #[test]
 fn order_by_sorts_by_name_or_creation_either_way() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     for (guid, name, created) in [
         (
             "b0000000-0000-4000-8000-000000000001",
@@ -636,7 +657,8 @@ fn order_by_sorts_by_name_or_creation_either_way() {
 
 #[test]
 fn query_parameters_are_refused_in_cloud_controllers_words() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     let detail = |path: &str| -> String {
         let r = api::handle(&fake, &fake, &api_request("GET", path, Some("admin"), ""));
         assert_eq!(r.status, 400, "{path}");
@@ -665,7 +687,8 @@ fn query_parameters_are_refused_in_cloud_controllers_words() {
 
 #[test]
 fn spaces_include_their_organizations_on_request() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     let r = api::handle(
         &fake,
         &fake,
@@ -682,7 +705,8 @@ fn spaces_include_their_organizations_on_request() {
 
 #[test]
 fn a_bad_token_is_401_before_the_body_query_or_guid_is_looked_at() {
-    let (fake, settings) = setup();
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
     for req in [
         api_request("POST", "/v3/organizations", Some("bad"), "{not json"),
         api_request("POST", "/v3/organizations", Some("bad"), r#"{"name": ""}"#),
@@ -707,7 +731,8 @@ fn a_bad_token_is_401_before_the_body_query_or_guid_is_looked_at() {
 
 #[test]
 fn unknown_fields_and_metadata_that_would_be_lost_are_422() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     let in_org = |extra: &str| {
         format!(
             r#"{{"name":"t","relationships":{{"organization":{{"data":{{"guid":"{ORG}"}}}}}}{extra}}}"#
@@ -769,7 +794,8 @@ fn unknown_fields_and_metadata_that_would_be_lost_are_422() {
 
 #[test]
 fn whoami_names_users_and_service_accounts_as_korifi_does() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     let r = api::handle(
         &fake,
         &fake,
@@ -800,7 +826,8 @@ fn whoami_names_users_and_service_accounts_as_korifi_does() {
 /// Before Kubernetes 1.28 there is no SelfSubjectReview: the host reviews the token instead.
 #[test]
 fn whoami_falls_back_to_a_token_review_on_clusters_without_self_subject_review() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     fake.missing_kinds
         .borrow_mut()
         .push("SelfSubjectReview".into());
@@ -826,7 +853,8 @@ fn whoami_falls_back_to_a_token_review_on_clusters_without_self_subject_review()
 
 #[test]
 fn roles_are_assigned_as_cloud_controller_allows_them() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     let post = |token: &str, body: serde_json::Value| {
         let r = api::handle(
             &fake,
@@ -904,7 +932,7 @@ fn roles_are_assigned_as_cloud_controller_allows_them() {
 
 /// A Space named after a foreign namespace (which holds a ConfigMap), as an administrator's
 /// `kubectl create` or an older CF role could make it.
-fn put_space_named_after(fake: &Fake, name: &str) {
+fn put_space_named_after(fake: &FakeHost<'_>, name: &str) {
     fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": name, "labels": {"team": "payments"}}}));
     fake.put(json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -916,7 +944,7 @@ fn put_space_named_after(fake: &Fake, name: &str) {
     );
 }
 
-fn untouched(fake: &Fake, name: &str) {
+fn untouched(fake: &FakeHost<'_>, name: &str) {
     let ns = fake
         .object("Namespace", "", name)
         .expect("namespace still there");
@@ -934,7 +962,8 @@ fn untouched(fake: &Fake, name: &str) {
 
 #[test]
 fn reconciler_never_adopts_or_deletes_a_namespace_it_does_not_own() {
-    let (fake, settings) = setup();
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
     put_space_named_after(&fake, "payments");
     let report = pass(&fake, &fake, &settings, &NoBackoff);
     untouched(&fake, "payments");
@@ -979,7 +1008,8 @@ fn reconciler_never_adopts_or_deletes_a_namespace_it_does_not_own() {
 
 #[test]
 fn a_space_re_created_under_the_same_name_inherits_nothing() {
-    let (fake, settings) = setup();
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
     // The space is replaced by another of the same name (a new uid); its namespace still
     // carries the old space's mark, so the new one may neither adopt nor delete it.
     fake.put(
@@ -1004,7 +1034,8 @@ fn a_space_re_created_under_the_same_name_inherits_nothing() {
 
 #[test]
 fn a_namespace_that_appears_between_the_read_and_the_create_is_not_adopted() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": "payments", "labels": {"team": "payments"}}}));
     fake.put(json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -1031,7 +1062,8 @@ fn a_namespace_that_appears_between_the_read_and_the_create_is_not_adopted() {
 
 #[test]
 fn roles_are_never_written_into_a_namespace_lethe_does_not_own() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     put_space_named_after(&fake, "payments");
     fake.grant("manager", "list", "RoleBinding", "payments");
     let body = json!({"type": "space_developer", "relationships": {
@@ -1063,7 +1095,8 @@ fn roles_are_never_written_into_a_namespace_lethe_does_not_own() {
 
 #[test]
 fn role_bindings_carry_the_uid_of_what_they_are_for() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     let body = json!({"type": "organization_user", "relationships": {
         "user": {"data": {"guid": "dana"}}, "organization": {"data": {"guid": ORG}}}});
     let r = api::handle(
@@ -1080,7 +1113,8 @@ fn role_bindings_carry_the_uid_of_what_they_are_for() {
 
 #[test]
 fn a_space_is_created_only_in_a_namespace_that_is_its_orgs() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     // The org's namespace is replaced by a foreign one of the same name.
     fake.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ORG}}));
     let space = json!({"name": "new", "relationships": {"organization": {"data": {"guid": ORG}}}});
@@ -1107,7 +1141,8 @@ fn a_space_is_created_only_in_a_namespace_that_is_its_orgs() {
 
 #[test]
 fn org_managers_create_spaces_through_lethe_which_marks_their_namespaces() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     let space = json!({"name": "new", "relationships": {"organization": {"data": {"guid": ORG}}}});
     // The manager's grants in the fake are wider, but lethe creates the Space privileged.
     let r = api::handle(
@@ -1134,7 +1169,8 @@ fn org_managers_create_spaces_through_lethe_which_marks_their_namespaces() {
 
 #[test]
 fn a_suspended_org_check_that_cannot_be_made_refuses_the_delete() {
-    let (fake, settings) = setup();
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
     let uid = fake.object("Org", "cf", ORG).expect("org").uid;
     fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
         "metadata": {"name": ORG, "namespace": "cf", "finalizers": [FINALIZER], "uid": uid},
@@ -1150,7 +1186,8 @@ fn a_suspended_org_check_that_cannot_be_made_refuses_the_delete() {
 
 #[test]
 fn what_blocks_an_object_is_recorded_on_it_and_cleared_once_the_way_is_free() {
-    let (fake, settings) = setup();
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
     put_space_named_after(&fake, "payments");
     pass(&fake, &fake, &settings, &NoBackoff);
     let space = fake.object("Space", ORG, "payments").expect("space");
@@ -1230,14 +1267,16 @@ fn every_authorization_decision_fails_closed_when_its_probe_fails() {
         ),
     ];
     for (decision, (verb, kind), (method, path, body), token) in cases {
-        let (fake, _) = setup();
+        let (cluster, _) = setup();
+        let fake = FakeHost::on(&cluster);
         fake.grant("manager", "list", "Space", ORG);
         fake.fail(verb, kind);
         let r = api::handle(&fake, &fake, &api_request(method, &path, Some(token), body));
         assert_eq!(r.status, 503, "{decision}: {:?}", r.json_body());
     }
     // A5: the job of an org that is not being deleted, for one who may see it.
-    let (fake, settings) = setup();
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
     fake.fail("list", "Space");
     let e = job(&fake, &settings, &format!("org.delete~{ORG}"), "orguser")
         .expect_err("no COMPLETE while visibility is unknown");
@@ -1249,7 +1288,8 @@ fn every_authorization_decision_fails_closed_when_its_probe_fails() {
 /// early-COMPLETE bug), and the job names nothing but the guid.
 #[test]
 fn a_deletion_in_flight_is_processing_to_any_caller_and_reveals_no_name() {
-    let (fake, settings) = setup();
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
     fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
         "metadata": {"name": ORG, "namespace": "cf", "finalizers": [FINALIZER],
                      "uid": fake.object("Org", "cf", ORG).expect("org").uid},
@@ -1266,7 +1306,8 @@ fn a_deletion_in_flight_is_processing_to_any_caller_and_reveals_no_name() {
 /// and the client gets its 201 for exactly one new org.
 #[test]
 fn a_create_whose_answer_was_lost_is_made_again_and_counted_once() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     fake.lose_next_create("Org", true);
     let r = api::handle(
         &fake,
@@ -1313,7 +1354,8 @@ fn a_create_whose_answer_was_lost_is_made_again_and_counted_once() {
 /// ... and someone else's object of that name is never taken for the request's own.
 #[test]
 fn an_already_exists_without_the_requests_mark_stays_a_conflict() {
-    let (fake, _) = setup();
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
     fake.put(json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "taken", "namespace": "cf",
                      "annotations": {crate::ownership::CREATE_REQUEST_ANNOTATION: "someone-else"}}}));
@@ -1329,8 +1371,9 @@ fn an_already_exists_without_the_requests_mark_stays_a_conflict() {
 
 #[test]
 fn only_callers_who_see_every_org_may_ask_for_a_pass_and_the_check_fails_closed() {
-    let (fake, mut settings) = setup();
-    let allowed = |fake: &Fake, settings: &Settings, token: &str| {
+    let (cluster, mut settings) = setup();
+    let fake = FakeHost::on(&cluster);
+    let allowed = |fake: &FakeHost<'_>, settings: &Settings, token: &str| {
         access::authorize_pass(fake, &caller(token), settings).map_err(|e| e.status)
     };
     assert_eq!(allowed(&fake, &settings, "admin"), Ok(()));
@@ -1351,5 +1394,8 @@ fn only_callers_who_see_every_org_may_ask_for_a_pass_and_the_check_fails_closed(
     fake.fail("list", "Org");
     assert_eq!(allowed(&fake, &settings, "admin"), Err(403));
     settings.types.retain(|(name, _)| name != "org");
-    assert_eq!(allowed(&Fake::new(), &settings, "admin"), Err(403));
+    assert_eq!(
+        allowed(&FakeHost::on(&FakeCluster::new()), &settings, "admin"),
+        Err(403)
+    );
 }

@@ -104,6 +104,4 @@ impl Settings {
 }
 
 #[cfg(test)]
-mod fake;
-#[cfg(test)]
 mod tests;

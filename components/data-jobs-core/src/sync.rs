@@ -1439,8 +1439,8 @@ mod tests {
 
     #[test]
     fn a_job_deleted_after_the_pass_loaded_it_is_not_created() {
-        use crate::fake::{FakeHost, FakeKube, FakeSql};
-        let (sql, kube) = (FakeSql::migrated(), FakeKube::default());
+        use lethe_guest::fake::FakeHost;
+        let (sql, kube) = crate::tests::flows::world();
         let host = FakeHost::new(&sql, &kube, "a");
         let settings = Settings::load(&host);
         // The pass loaded a desired row that a DELETE has removed since.

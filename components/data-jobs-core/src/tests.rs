@@ -132,18 +132,31 @@ fn uuids_are_version_4() {
     assert_eq!(&u[14..15], "4");
 }
 
-mod flows {
+pub(crate) mod flows {
     use serde_json::{Value as Json, json};
 
-    use crate::fake::{FakeHost, FakeKube, FakeSql};
     use crate::sync::{Tick, tick};
     use crate::{Identity, Kube as _, ObjectRef, Request};
+    use lethe_guest::fake::{FakeCluster, FakeHost, FakeSql};
     use lethe_guest::kube::DeleteOptions;
+    use lethe_guest::kube::KubeError;
 
-    fn world() -> (FakeSql, FakeKube) {
-        let kube = FakeKube::default();
-        kube.tokens.borrow_mut().push("t".into());
-        (FakeSql::migrated(), kube)
+    /// A database with the data-jobs migrations, and a cluster where the token `t` may do
+    /// anything and a CronJob needs a valid schedule, as the real server's validation says.
+    pub(crate) fn world() -> (FakeSql, FakeCluster) {
+        let kube = FakeCluster::new();
+        kube.grant("t", "*", "*", "*");
+        kube.admit_with(Box::new(|o| {
+            let valid = o["spec"]["schedule"]
+                .as_str()
+                .is_some_and(crate::model::valid_schedule);
+            if o["kind"] == "CronJob" && !valid {
+                return Err(KubeError::Invalid("spec.schedule: Invalid value".into()));
+            }
+            Ok(())
+        }));
+        let migrations = concat!(env!("CARGO_MANIFEST_DIR"), "/../data-jobs/migrations");
+        (FakeSql::migrated(migrations), kube)
     }
 
     fn call(host: &FakeHost<'_>, method: &str, path: &str, body: Option<Json>) -> (u16, Json) {
@@ -335,13 +348,15 @@ mod flows {
             },
         )
         .expect("delete by hand");
-        kube.fail_writes.set(true);
+        for verb in ["create", "update", "delete"] {
+            kube.fail(verb, "CronJob");
+        }
         let failing = ran(tick(&host).expect("pass"));
         assert_eq!(failing.failed.len(), 1);
         assert!(!failing.failed[0].parked);
         let waiting = ran(tick(&host).expect("pass"));
         assert_eq!((waiting.backing_off, waiting.failed.len()), (1, 0));
-        kube.fail_writes.set(false);
+        kube.heal();
         host.advance(1_500);
         let recovered = ran(tick(&host).expect("pass"));
         assert_eq!(recovered.created, 1);
@@ -351,8 +366,8 @@ mod flows {
     #[test]
     fn every_page_of_the_list_is_visited_and_a_converged_pass_writes_nothing() {
         let (sql, kube) = world();
-        let mut host = FakeHost::new(&sql, &kube, "a");
-        host.config.insert("page_size".into(), "2".into());
+        let host = FakeHost::new(&sql, &kube, "a");
+        host.set_config("page_size", "2");
         for i in 0..5 {
             deploy(&host, &format!("job-{i}"));
         }
@@ -392,7 +407,7 @@ mod flows {
         assert_eq!(ran(tick(&host).expect("pass")).created, 1);
     }
 
-    fn the_cronjob(kube: &FakeKube) -> Json {
+    fn the_cronjob(kube: &FakeCluster) -> Json {
         let all = kube.all("CronJob");
         assert_eq!(all.len(), 1, "one CronJob");
         all[0].json().clone()
@@ -656,7 +671,7 @@ mod flows {
             assert_eq!(kube.all("CronJob").len(), 1);
             assert_eq!(call(&host, "GET", &guid, None).1["state"], "PROCESSING");
         }
-        kube.finalize("CronJob", "data-jobs", &name);
+        kube.clear_finalizers("CronJob", "data-jobs", &name);
         assert_eq!(call(&host, "GET", &guid, None).1["state"], "COMPLETE");
     }
 

@@ -1,12 +1,16 @@
 //! Guest-side helpers shared by lethe's components.
 //!
 //! The request/response model, the CF V3 error envelope, the [`kube::Kube`], [`sql::Sql`] and
-//! [`env::Env`] traits and the one [`backoff`] formula are plain Rust, so that component logic can be unit-tested natively; only [`wasi_http`]
-//! and [`host`] touch WebAssembly bindings, and they exist only when compiling for wasm.
+//! [`env::Env`] traits and the one [`backoff`] formula are plain Rust, so that component logic
+//! can be unit-tested natively, against the one in-memory host in `fake` (feature `fake`). Only
+//! [`wasi_http`] and [`host`] touch WebAssembly bindings, and they exist only when compiling for
+//! wasm.
 
 pub mod backoff;
 pub mod cf;
 pub mod env;
+#[cfg(feature = "fake")]
+pub mod fake;
 #[cfg(target_arch = "wasm32")]
 pub mod host;
 pub mod http;

@@ -1,0 +1,1013 @@
+//! The one in-memory host for the components' native tests (feature `fake`): a small Kubernetes
+//! with the semantics the logic relies on, SQLite in memory, and a host that bundles them with a
+//! clock that advances when the logic sleeps.
+//!
+//! [`FakeCluster`] keeps objects by (kind, namespace, name) and gives them a uid, a
+//! resourceVersion, a generation and a creationTimestamp. It answers AlreadyExists, 404, a
+//! resourceVersion-guarded replace, uid-preconditioned deletes, finalizers with a
+//! deletionTimestamp (namespaces always wait for the namespace controller), label-selected and
+//! paginated LISTs, merge and JSON patches, and the reviews (TokenReview, SelfSubjectReview,
+//! SelfSubjectAccessReview). A permission table decides who may do what, and faults can be
+//! injected: a failing verb, a lost answer, a momentarily hidden object, a kind not served.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::rc::Rc;
+
+use serde_json::{Value as Json, json};
+
+use crate::env::{Env, Level, format_rfc3339};
+use crate::kube::{
+    DeleteOptions, DeleteOutcome, Identity, Kube, KubeError, ListOptions, Object, ObjectList,
+    ObjectRef, PatchKind, object_from_json,
+};
+use crate::sql::{Sql, SqlError, Statement, Value};
+
+type Key = (String, String, String); // (kind, namespace, name)
+
+/// An admission check every create passes through (a kind's server-side validation).
+pub type Admission = Box<dyn Fn(&Json) -> Result<(), KubeError>>;
+
+/// Kubernetes objects in memory, with a permission table and injectable faults.
+pub struct FakeCluster {
+    objects: RefCell<BTreeMap<Key, Json>>,
+    version: Cell<u64>,
+    /// The server's clock (milliseconds since the epoch), for the timestamps it writes.
+    pub now: Rc<Cell<i64>>,
+    /// `(token, verb, kind, namespace or "*")`: who may do what.
+    grants: RefCell<Vec<(String, String, String, String)>>,
+    /// Tokens the cluster does not authenticate.
+    rejected: RefCell<Vec<String>>,
+    /// `(verb, kind)` calls that fail with `Unavailable`, whoever makes them.
+    faults: RefCell<Vec<(String, String)>>,
+    /// `(kind, name)` of objects the next `get` answers 404 for, as if they appeared just after.
+    hidden_once: RefCell<Vec<(String, String)>>,
+    /// Kinds the server does not serve (an older Kubernetes).
+    pub missing_kinds: RefCell<Vec<String>>,
+    /// `(kind, applied)`: the next create of `kind` is answered `Unavailable`, after it was
+    /// carried out when `applied` (a lost answer) or not at all.
+    lost_answers: RefCell<Vec<(String, bool)>>,
+    admission: RefCell<Option<Admission>>,
+}
+
+impl Default for FakeCluster {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FakeCluster {
+    /// An empty cluster whose clock reads 2023-11-14. Every token but `bad` authenticates; the
+    /// token `admin` may do anything, any other what it is granted.
+    pub fn new() -> Self {
+        let cluster = FakeCluster {
+            objects: RefCell::new(BTreeMap::new()),
+            version: Cell::new(1),
+            now: Rc::new(Cell::new(1_700_000_000_000)),
+            grants: RefCell::new(Vec::new()),
+            rejected: RefCell::new(vec!["bad".into()]),
+            faults: RefCell::new(Vec::new()),
+            hidden_once: RefCell::new(Vec::new()),
+            missing_kinds: RefCell::new(Vec::new()),
+            lost_answers: RefCell::new(Vec::new()),
+            admission: RefCell::new(None),
+        };
+        cluster.grant("admin", "*", "*", "*");
+        cluster
+    }
+
+    /// Lets `token` do `verb` on `kind` in `namespace` (`*` = any).
+    pub fn grant(&self, token: &str, verb: &str, kind: &str, namespace: &str) {
+        self.grants
+            .borrow_mut()
+            .push((token.into(), verb.into(), kind.into(), namespace.into()));
+    }
+
+    /// Makes every `verb` on `kind` (`*` = any) fail as an unreachable cluster does.
+    pub fn fail(&self, verb: &str, kind: &str) {
+        self.faults.borrow_mut().push((verb.into(), kind.into()));
+    }
+
+    /// Ends every fault [`FakeCluster::fail`] injected.
+    pub fn heal(&self) {
+        self.faults.borrow_mut().clear();
+    }
+
+    /// Makes the next create of `kind` answer `Unavailable`: after carrying it out (`applied`,
+    /// an answer lost on the way back) or without.
+    pub fn lose_next_create(&self, kind: &str, applied: bool) {
+        self.lost_answers.borrow_mut().push((kind.into(), applied));
+    }
+
+    /// Makes the next `get` of `kind` `name` answer 404, as if the object appeared just after.
+    pub fn hide_once(&self, kind: &str, name: &str) {
+        self.hidden_once
+            .borrow_mut()
+            .push((kind.into(), name.into()));
+    }
+
+    /// Runs `check` on every create, as a kind's server-side validation would.
+    pub fn admit_with(&self, check: Admission) {
+        *self.admission.borrow_mut() = Some(check);
+    }
+
+    fn check(
+        &self,
+        id: &Identity,
+        verb: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<(), KubeError> {
+        if self
+            .faults
+            .borrow()
+            .iter()
+            .any(|(v, k)| (v == "*" || v == verb) && (k == "*" || k == kind))
+        {
+            return Err(KubeError::Unavailable(format!("{verb} {kind}: injected")));
+        }
+        self.authenticate(id)?;
+        let Identity::Caller(token) = id else {
+            return Ok(());
+        };
+        let ns = namespace.unwrap_or("*");
+        let ok = self.grants.borrow().iter().any(|(t, v, k, n)| {
+            t == token
+                && (v == "*" || v == verb)
+                && (k == "*" || k == kind)
+                && (n == "*" || n == ns)
+        });
+        if ok {
+            Ok(())
+        } else {
+            Err(KubeError::Forbidden(format!(
+                "{token} cannot {verb} {kind}"
+            )))
+        }
+    }
+
+    fn next_version(&self) -> String {
+        let v = self.version.get() + 1;
+        self.version.set(v);
+        v.to_string()
+    }
+
+    /// Puts an object in place, as an administrator would: uid, creationTimestamp and generation
+    /// filled in when absent, a new resourceVersion.
+    pub fn put(&self, mut o: Json) -> Object {
+        let key = key_of(&o);
+        if o["metadata"]["uid"].is_null() {
+            o["metadata"]["uid"] = json!(format!("uid-{}-{}", key.2, self.version.get()));
+        }
+        if o["metadata"]["creationTimestamp"].is_null() {
+            o["metadata"]["creationTimestamp"] = json!(format_rfc3339(self.now.get()));
+        }
+        if o["metadata"]["generation"].is_null() {
+            o["metadata"]["generation"] = json!(1);
+        }
+        o["metadata"]["resourceVersion"] = json!(self.next_version());
+        self.objects.borrow_mut().insert(key, o.clone());
+        object_from_json(o)
+    }
+
+    /// Whether the object exists.
+    pub fn exists(&self, kind: &str, ns: &str, name: &str) -> bool {
+        self.objects
+            .borrow()
+            .contains_key(&(kind.into(), ns.into(), name.into()))
+    }
+
+    /// The object, if it exists.
+    pub fn object(&self, kind: &str, ns: &str, name: &str) -> Option<Object> {
+        self.objects
+            .borrow()
+            .get(&(kind.into(), ns.into(), name.into()))
+            .cloned()
+            .map(object_from_json)
+    }
+
+    /// Every object of `kind`, by namespace and name.
+    pub fn all(&self, kind: &str) -> Vec<Object> {
+        self.objects
+            .borrow()
+            .iter()
+            .filter(|((k, _, _), _)| k == kind)
+            .map(|(_, v)| object_from_json(v.clone()))
+            .collect()
+    }
+
+    /// Changes an object as a person with kubectl would (a new resourceVersion and generation).
+    pub fn edit(&self, kind: &str, ns: &str, name: &str, edit: impl FnOnce(&mut Json)) {
+        let version = self.next_version();
+        let mut objects = self.objects.borrow_mut();
+        let Some(obj) = objects.get_mut(&(kind.into(), ns.into(), name.into())) else {
+            panic!("no {kind} {ns}/{name} to edit");
+        };
+        edit(obj);
+        obj["metadata"]["resourceVersion"] = json!(version);
+        let generation = obj["metadata"]["generation"].as_i64().unwrap_or(1);
+        obj["metadata"]["generation"] = json!(generation + 1);
+    }
+
+    /// Removes finalizers and lets the object go, as a foreign controller would.
+    pub fn clear_finalizers(&self, kind: &str, ns: &str, name: &str) {
+        let key = (kind.to_string(), ns.to_string(), name.to_string());
+        let mut objects = self.objects.borrow_mut();
+        if let Some(o) = objects.get_mut(&key) {
+            o["metadata"]["finalizers"] = json!([]);
+            if !o["metadata"]["deletionTimestamp"].is_null() {
+                objects.remove(&key);
+            }
+        }
+    }
+
+    /// Deletes namespaces being deleted once they are empty (the namespace controller's job).
+    pub fn run_namespace_controller(&self) {
+        let terminating: Vec<String> = self
+            .objects
+            .borrow()
+            .iter()
+            .filter(|((k, _, _), o)| {
+                k == "Namespace" && !o["metadata"]["deletionTimestamp"].is_null()
+            })
+            .map(|((_, _, n), _)| n.clone())
+            .collect();
+        for ns in terminating {
+            let inside: Vec<Key> = self
+                .objects
+                .borrow()
+                .keys()
+                .filter(|(_, n, _)| *n == ns)
+                .cloned()
+                .collect();
+            for key in &inside {
+                let _ = self.delete(
+                    &Identity::Privileged,
+                    &ObjectRef::new("", &key.0, Some(&key.1), &key.2),
+                    &DeleteOptions::default(),
+                );
+            }
+            if self.objects.borrow().keys().all(|(_, n, _)| *n != ns) {
+                self.objects
+                    .borrow_mut()
+                    .remove(&("Namespace".to_string(), String::new(), ns));
+            }
+        }
+    }
+
+    /// Answers the reviews, which are not stored; None for any other kind.
+    fn review(&self, id: &Identity, object: &Json) -> Option<Result<Object, KubeError>> {
+        let mut review = object.clone();
+        match object["kind"].as_str()? {
+            "SelfSubjectAccessReview" => {
+                // Answered from the grants, whose kinds are the resources' kinds.
+                let attributes = &object["spec"]["resourceAttributes"];
+                let resource = attributes["resource"].as_str().unwrap_or_default();
+                let kind = self
+                    .objects
+                    .borrow()
+                    .keys()
+                    .map(|(kind, _, _)| kind.clone())
+                    .find(|kind| format!("{}s", kind.to_lowercase()) == resource)
+                    .unwrap_or_default();
+                let allowed = self
+                    .check(
+                        id,
+                        attributes["verb"].as_str().unwrap_or_default(),
+                        &kind,
+                        attributes["namespace"].as_str(),
+                    )
+                    .is_ok();
+                review["status"] = json!({ "allowed": allowed });
+            }
+            "TokenReview" => {
+                // The host's identity may review tokens; an authenticated token is its own user.
+                if let Err(e) = self.check(id, "create", "TokenReview", None) {
+                    return Some(Err(e));
+                }
+                if matches!(id, Identity::Caller(_)) {
+                    return Some(Err(KubeError::Forbidden(
+                        "only the host reviews tokens".into(),
+                    )));
+                }
+                let token = object["spec"]["token"].as_str().unwrap_or_default();
+                review["status"] = if self.knows(token) {
+                    json!({"authenticated": true, "user": {"username": token}})
+                } else {
+                    json!({"authenticated": false})
+                };
+            }
+            "SelfSubjectReview" => {
+                // Every authenticated caller may ask who they are.
+                let user = match id {
+                    Identity::Caller(token) => {
+                        if let Err(e) = self.authenticate(id) {
+                            return Some(Err(e));
+                        }
+                        token.clone()
+                    }
+                    Identity::Privileged => "system:serviceaccount:lethe:host".into(),
+                };
+                review["status"] = json!({"userInfo": {"username": user}});
+            }
+            _ => return None,
+        }
+        Some(Ok(object_from_json(review)))
+    }
+
+    /// Makes the cluster refuse to authenticate `token`.
+    pub fn reject(&self, token: &str) {
+        self.rejected.borrow_mut().push(token.into());
+    }
+
+    fn knows(&self, token: &str) -> bool {
+        !self.rejected.borrow().iter().any(|t| t == token)
+    }
+}
+
+fn key_of(o: &Json) -> Key {
+    let s = |p: &str| {
+        o.pointer(p)
+            .and_then(Json::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    (s("/kind"), s("/metadata/namespace"), s("/metadata/name"))
+}
+
+fn key_ref(r: &ObjectRef) -> Key {
+    (
+        r.kind.clone(),
+        r.namespace.clone().unwrap_or_default(),
+        r.name.clone(),
+    )
+}
+
+/// Whether `labels` satisfy a selector of comma-separated `key=value`, `key` and `!key` terms.
+fn selects(selector: &str, labels: &Json) -> bool {
+    selector
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .all(|term| match term.split_once('=') {
+            Some((k, v)) => labels[k.trim_end_matches('=')].as_str() == Some(v),
+            None => match term.strip_prefix('!') {
+                Some(k) => labels.get(k).is_none(),
+                None => labels.get(term).is_some(),
+            },
+        })
+}
+
+impl Kube for FakeCluster {
+    fn authenticate(&self, id: &Identity) -> Result<(), KubeError> {
+        match id {
+            Identity::Caller(token) if !self.knows(token) => {
+                Err(KubeError::Unauthorized("Unauthorized".into()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError> {
+        self.check(id, "get", &target.kind, target.namespace.as_deref())?;
+        let hidden = (target.kind.clone(), target.name.clone());
+        let mut hidden_once = self.hidden_once.borrow_mut();
+        if let Some(i) = hidden_once.iter().position(|h| *h == hidden) {
+            hidden_once.remove(i);
+            return Err(KubeError::NotFound(target.name.clone()));
+        }
+        drop(hidden_once);
+        self.objects
+            .borrow()
+            .get(&key_ref(target))
+            .cloned()
+            .map(object_from_json)
+            .ok_or_else(|| KubeError::NotFound(target.name.clone()))
+    }
+
+    /// Label and `metadata.name` field selectors; pages continue after the last key returned.
+    fn list(
+        &self,
+        id: &Identity,
+        _api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<ObjectList, KubeError> {
+        self.check(id, "list", kind, namespace)?;
+        let name = options
+            .field_selector
+            .as_deref()
+            .and_then(|f| f.strip_prefix("metadata.name="));
+        let labels = options.label_selector.as_deref().unwrap_or_default();
+        let after = options.continue_token.as_deref();
+        let objects = self.objects.borrow();
+        let matching: Vec<(String, &Json)> = objects
+            .iter()
+            .filter(|((k, n, nm), o)| {
+                k == kind
+                    && namespace.is_none_or(|ns| ns == n)
+                    && name.is_none_or(|x| x == nm)
+                    && selects(labels, &o["metadata"]["labels"])
+            })
+            .map(|((_, n, nm), o)| (format!("{n}/{nm}"), o))
+            .filter(|(at, _)| after.is_none_or(|c| at.as_str() > c))
+            .collect();
+        let limit = options
+            .limit
+            .and_then(|l| usize::try_from(l).ok())
+            .filter(|l| *l > 0)
+            .unwrap_or(usize::MAX);
+        let continue_token = (matching.len() > limit).then(|| matching[limit - 1].0.clone());
+        Ok(ObjectList {
+            items: matching
+                .into_iter()
+                .take(limit)
+                .map(|(_, o)| object_from_json(o.clone()))
+                .collect(),
+            continue_token,
+        })
+    }
+
+    fn create(&self, id: &Identity, object: &Json) -> Result<Object, KubeError> {
+        if let Some(answer) = self.review(id, object) {
+            return answer;
+        }
+        if let Some(kind) = object["kind"].as_str()
+            && self.missing_kinds.borrow().iter().any(|k| k == kind)
+        {
+            return Err(KubeError::NotFound(format!(
+                "the server does not serve {kind}"
+            )));
+        }
+        let key = key_of(object);
+        self.check(
+            id,
+            "create",
+            &key.0,
+            Some(&key.1).filter(|n| !n.is_empty()).map(String::as_str),
+        )?;
+        if let Some(admit) = self.admission.borrow().as_ref() {
+            admit(object)?;
+        }
+        let lost = self
+            .lost_answers
+            .borrow()
+            .iter()
+            .position(|(k, _)| *k == key.0);
+        if let Some(i) = lost {
+            let (_, applied) = self.lost_answers.borrow_mut().remove(i);
+            if applied && !self.objects.borrow().contains_key(&key) {
+                self.put(object.clone());
+            }
+            return Err(KubeError::Unavailable("the answer was lost".into()));
+        }
+        if self.objects.borrow().contains_key(&key) {
+            return Err(KubeError::Conflict(format!("{} already exists", key.2)));
+        }
+        let mut o = object.clone();
+        for server_owned in [
+            "uid",
+            "generation",
+            "creationTimestamp",
+            "deletionTimestamp",
+        ] {
+            if let Some(m) = o["metadata"].as_object_mut() {
+                m.remove(server_owned);
+            }
+        }
+        Ok(self.put(o))
+    }
+
+    /// A resourceVersion in the body must match; uid and deletionTimestamp stay the stored ones,
+    /// and the generation moves when the spec changes.
+    fn replace(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        object: &Json,
+    ) -> Result<Object, KubeError> {
+        self.check(id, "update", &target.kind, target.namespace.as_deref())?;
+        let key = key_ref(target);
+        let current = self
+            .objects
+            .borrow()
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| KubeError::NotFound(target.name.clone()))?;
+        let mut next = object.clone();
+        if let Some(rv) = next["metadata"]["resourceVersion"].as_str()
+            && Some(rv) != current["metadata"]["resourceVersion"].as_str()
+        {
+            return Err(KubeError::Conflict("the object has been modified".into()));
+        }
+        let generation = current["metadata"]["generation"].as_i64().unwrap_or(1)
+            + i64::from(current["spec"] != next["spec"]);
+        for kept in ["uid", "deletionTimestamp", "creationTimestamp"] {
+            next["metadata"][kept] = current["metadata"][kept].clone();
+        }
+        next["metadata"]["generation"] = json!(generation);
+        next["metadata"]["resourceVersion"] = json!(self.next_version());
+        self.objects.borrow_mut().insert(key, next.clone());
+        Ok(object_from_json(next))
+    }
+
+    /// A merge patch, or a JSON patch of `test`, `add` and `remove`. An object being deleted
+    /// goes once its last finalizer does.
+    fn patch(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        kind: PatchKind,
+        patch: &Json,
+    ) -> Result<Object, KubeError> {
+        self.check(id, "patch", &target.kind, target.namespace.as_deref())?;
+        let key = key_ref(target);
+        let current = self
+            .objects
+            .borrow()
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| KubeError::NotFound(target.name.clone()))?;
+        let mut next = current.clone();
+        match kind {
+            PatchKind::Merge => merge(&mut next, patch),
+            PatchKind::Json => {
+                for op in patch.as_array().into_iter().flatten() {
+                    let path = op["path"].as_str().unwrap_or_default();
+                    match op["op"].as_str() {
+                        Some("test") => {
+                            if next.pointer(path) != Some(&op["value"]) {
+                                return Err(KubeError::Invalid(format!("test failed at {path}")));
+                            }
+                        }
+                        Some("add") => json_add(&mut next, path, op["value"].clone()),
+                        Some("remove") => json_remove(&mut next, path),
+                        _ => return Err(KubeError::Invalid("unsupported op".into())),
+                    }
+                }
+            }
+        }
+        next["metadata"]["resourceVersion"] = json!(self.next_version());
+        let gone = !next["metadata"]["deletionTimestamp"].is_null()
+            && next["metadata"]["finalizers"]
+                .as_array()
+                .is_none_or(Vec::is_empty);
+        let mut objects = self.objects.borrow_mut();
+        if gone {
+            objects.remove(&key);
+        } else {
+            objects.insert(key, next.clone());
+        }
+        Ok(object_from_json(next))
+    }
+
+    /// Objects with finalizers, and namespaces, are marked; others go at once.
+    fn delete(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        options: &DeleteOptions,
+    ) -> Result<DeleteOutcome, KubeError> {
+        self.check(id, "delete", &target.kind, target.namespace.as_deref())?;
+        let key = key_ref(target);
+        let mut objects = self.objects.borrow_mut();
+        let current = objects
+            .get_mut(&key)
+            .ok_or_else(|| KubeError::NotFound(target.name.clone()))?;
+        if let Some(uid) = &options.precondition_uid
+            && current["metadata"]["uid"].as_str() != Some(uid)
+        {
+            return Err(KubeError::Conflict("uid precondition failed".into()));
+        }
+        let has_finalizers = current["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
+        if has_finalizers || key.0 == "Namespace" {
+            if current["metadata"]["deletionTimestamp"].is_null() {
+                current["metadata"]["deletionTimestamp"] = json!(format_rfc3339(self.now.get()));
+            }
+            Ok(DeleteOutcome::Pending(Box::new(object_from_json(
+                current.clone(),
+            ))))
+        } else {
+            objects.remove(&key);
+            Ok(DeleteOutcome::Deleted)
+        }
+    }
+}
+
+fn merge(target: &mut Json, patch: &Json) {
+    match (target, patch) {
+        (Json::Object(t), Json::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge(t.entry(k.clone()).or_insert(Json::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+fn split(path: &str) -> (String, String) {
+    let (parent, last) = path.rsplit_once('/').unwrap_or(("", path));
+    (parent.to_string(), last.to_string())
+}
+
+fn json_add(doc: &mut Json, path: &str, value: Json) {
+    let (parent, last) = split(path);
+    match doc.pointer_mut(&parent) {
+        Some(Json::Array(a)) if last == "-" => a.push(value),
+        Some(Json::Array(a)) => {
+            if let Ok(i) = last.parse::<usize>() {
+                a.insert(i.min(a.len()), value);
+            }
+        }
+        Some(Json::Object(o)) => {
+            o.insert(last, value);
+        }
+        _ => {}
+    }
+}
+
+fn json_remove(doc: &mut Json, path: &str) {
+    let (parent, last) = split(path);
+    match doc.pointer_mut(&parent) {
+        Some(Json::Array(a)) => {
+            if let Ok(i) = last.parse::<usize>()
+                && i < a.len()
+            {
+                a.remove(i);
+            }
+        }
+        Some(Json::Object(o)) => {
+            o.remove(&last);
+        }
+        _ => {}
+    }
+}
+
+/// SQLite in memory behind [`Sql`], with `$1`-style parameters as the hosts take them.
+pub struct FakeSql(rusqlite::Connection);
+
+impl FakeSql {
+    /// A database with every `.sql` file of `dir` applied, in name order.
+    pub fn migrated(dir: impl AsRef<Path>) -> FakeSql {
+        let conn = rusqlite::Connection::open_in_memory().expect("sqlite in memory");
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .expect("migrations")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        files.sort();
+        for f in files {
+            conn.execute_batch(&std::fs::read_to_string(f).expect("read"))
+                .expect("migrate");
+        }
+        FakeSql(conn)
+    }
+
+    fn run(&self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, SqlError> {
+        let sql = sql.replace('$', "?");
+        let mut stmt = self.0.prepare(&sql).map_err(map_err)?;
+        let params: Vec<rusqlite::types::Value> = params
+            .iter()
+            .map(|v| match v {
+                Value::Null => rusqlite::types::Value::Null,
+                Value::Bool(b) => rusqlite::types::Value::Integer(i64::from(*b)),
+                Value::Int(i) => rusqlite::types::Value::Integer(*i),
+                Value::Text(t) => rusqlite::types::Value::Text(t.clone()),
+            })
+            .collect();
+        let columns = stmt.column_count();
+        let mut rows = stmt
+            .query(rusqlite::params_from_iter(params))
+            .map_err(map_err)?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(map_err)? {
+            let mut values = Vec::new();
+            for i in 0..columns {
+                values.push(match row.get_ref(i).map_err(map_err)? {
+                    rusqlite::types::ValueRef::Integer(n) => Value::Int(n),
+                    rusqlite::types::ValueRef::Text(t) => {
+                        Value::Text(String::from_utf8_lossy(t).into_owned())
+                    }
+                    rusqlite::types::ValueRef::Real(f) => Value::Text(f.to_string()),
+                    _ => Value::Null,
+                });
+            }
+            out.push(values);
+        }
+        Ok(out)
+    }
+}
+
+fn map_err(e: rusqlite::Error) -> SqlError {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::ConstraintViolation) => SqlError::Constraint(e.to_string()),
+        _ => SqlError::Failed(e.to_string()),
+    }
+}
+
+impl Sql for FakeSql {
+    fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, SqlError> {
+        self.run(sql, params)
+    }
+
+    fn execute(&self, sql: &str, params: &[Value]) -> Result<u64, SqlError> {
+        self.run(sql, params)?;
+        Ok(self.0.changes())
+    }
+
+    fn batch(&self, statements: &[Statement]) -> Result<Vec<u64>, SqlError> {
+        self.0.execute_batch("BEGIN").map_err(map_err)?;
+        let mut counts = Vec::new();
+        for (sql, params) in statements {
+            match self.execute(sql, params) {
+                Ok(n) => counts.push(n),
+                Err(e) => {
+                    let _ = self.0.execute_batch("ROLLBACK");
+                    return Err(e);
+                }
+            }
+        }
+        self.0.execute_batch("COMMIT").map_err(map_err)?;
+        Ok(counts)
+    }
+}
+
+/// A host: a cluster, a database if it has one, its own clock, configuration and instance.
+/// It dereferences to its cluster, so a test arranges the world through the host it runs.
+pub struct FakeHost<'a> {
+    /// The cluster.
+    pub kube: &'a FakeCluster,
+    /// The database; without one every SQL call fails.
+    pub sql: Option<&'a FakeSql>,
+    /// Milliseconds since the epoch; sleeping advances it.
+    pub now: Rc<Cell<i64>>,
+    /// Component variables.
+    pub config: RefCell<BTreeMap<String, String>>,
+    /// The last `(done, total)` progress report.
+    pub progress: Cell<(u64, u64)>,
+    uuids: Cell<u64>,
+}
+
+impl<'a> FakeHost<'a> {
+    /// A host named `instance` with a database, its own clock at 1 000 000 ms and a backoff
+    /// base of a second.
+    pub fn new(sql: &'a FakeSql, kube: &'a FakeCluster, instance: &str) -> FakeHost<'a> {
+        let host = FakeHost {
+            kube,
+            sql: Some(sql),
+            now: Rc::new(Cell::new(1_000_000)),
+            config: RefCell::new(BTreeMap::new()),
+            progress: Cell::new((0, 0)),
+            uuids: Cell::new(seed(instance)),
+        };
+        host.set_config("lethe_instance_id", instance);
+        host.set_config("backoff_base_ms", "1000");
+        host
+    }
+
+    /// A host without a database that shares the cluster's clock.
+    pub fn on(kube: &'a FakeCluster) -> FakeHost<'a> {
+        FakeHost {
+            kube,
+            sql: None,
+            now: kube.now.clone(),
+            config: RefCell::new(BTreeMap::new()),
+            progress: Cell::new((0, 0)),
+            uuids: Cell::new(seed("")),
+        }
+    }
+
+    /// Sets a component variable.
+    pub fn set_config(&self, key: &str, value: &str) {
+        self.config.borrow_mut().insert(key.into(), value.into());
+    }
+
+    /// Advances the clock.
+    pub fn advance(&self, ms: i64) {
+        self.now.set(self.now.get() + ms);
+    }
+
+    fn database(&self) -> Result<&FakeSql, SqlError> {
+        self.sql
+            .ok_or_else(|| SqlError::Failed("this host has no database".into()))
+    }
+}
+
+/// A stream seed from a name (FNV-1a).
+fn seed(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+impl std::ops::Deref for FakeHost<'_> {
+    type Target = FakeCluster;
+
+    fn deref(&self) -> &FakeCluster {
+        self.kube
+    }
+}
+
+impl Sql for FakeHost<'_> {
+    fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, SqlError> {
+        self.database()?.query(sql, params)
+    }
+    fn execute(&self, sql: &str, params: &[Value]) -> Result<u64, SqlError> {
+        self.database()?.execute(sql, params)
+    }
+    fn batch(&self, statements: &[Statement]) -> Result<Vec<u64>, SqlError> {
+        self.database()?.batch(statements)
+    }
+}
+
+impl Kube for FakeHost<'_> {
+    fn authenticate(&self, id: &Identity) -> Result<(), KubeError> {
+        self.kube.authenticate(id)
+    }
+    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError> {
+        self.kube.get(id, target)
+    }
+    fn list(
+        &self,
+        id: &Identity,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<ObjectList, KubeError> {
+        self.kube.list(id, api_version, kind, namespace, options)
+    }
+    fn create(&self, id: &Identity, object: &Json) -> Result<Object, KubeError> {
+        self.kube.create(id, object)
+    }
+    fn patch(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        kind: PatchKind,
+        patch: &Json,
+    ) -> Result<Object, KubeError> {
+        self.kube.patch(id, target, kind, patch)
+    }
+    fn replace(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        object: &Json,
+    ) -> Result<Object, KubeError> {
+        self.kube.replace(id, target, object)
+    }
+    fn delete(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        options: &DeleteOptions,
+    ) -> Result<DeleteOutcome, KubeError> {
+        self.kube.delete(id, target, options)
+    }
+}
+
+impl Env for FakeHost<'_> {
+    fn now_ms(&self) -> i64 {
+        self.now.get()
+    }
+
+    fn sleep_ms(&self, ms: u64) {
+        self.advance(i64::try_from(ms).unwrap_or(i64::MAX));
+    }
+
+    fn config(&self, key: &str) -> Option<String> {
+        self.config.borrow().get(key).cloned()
+    }
+
+    fn log(&self, _level: Level, _message: &str) {}
+
+    /// A splitmix64 stream seeded by the instance's name: random-looking, and the same in every
+    /// run.
+    fn random_bytes(&self, n: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n {
+            let mut z = self.uuids.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+            self.uuids.set(z);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            out.extend_from_slice(&(z ^ (z >> 31)).to_be_bytes());
+        }
+        out.truncate(n);
+        out
+    }
+
+    fn progress(&self, done: u64, total: u64) {
+        self.progress.set((done, total));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cm(ns: &str, name: &str, labels: Json) -> Json {
+        json!({"kind": "ConfigMap", "metadata": {"namespace": ns, "name": name, "labels": labels}})
+    }
+
+    #[test]
+    fn lists_select_by_label_and_page_across_namespaces() {
+        let cluster = FakeCluster::new();
+        for (ns, name, labels) in [
+            ("a", "x", json!({"app": "j"})),
+            ("a", "y", json!({"app": "k"})),
+            ("b", "x", json!({"app": "j", "tier": "1"})),
+            ("b", "z", json!({"app": "j"})),
+        ] {
+            cluster.put(cm(ns, name, labels));
+        }
+        let list = |ns: Option<&str>, selector: &str, limit: Option<u32>, after: Option<String>| {
+            let options = ListOptions {
+                label_selector: Some(selector.into()),
+                limit,
+                continue_token: after,
+                ..ListOptions::default()
+            };
+            let l = cluster
+                .list(&Identity::Privileged, "v1", "ConfigMap", ns, &options)
+                .expect("list");
+            let names: Vec<String> = l
+                .items
+                .iter()
+                .map(|o| {
+                    format!(
+                        "{}/{}",
+                        o.target.namespace.clone().unwrap_or_default(),
+                        o.target.name
+                    )
+                })
+                .collect();
+            (names, l.continue_token)
+        };
+        assert_eq!(list(None, "app=j", None, None).0, ["a/x", "b/x", "b/z"]);
+        assert_eq!(list(Some("b"), "app=j,!tier", None, None).0, ["b/z"]);
+        assert_eq!(list(None, "tier", None, None).0, ["b/x"]);
+        let (first, token) = list(None, "app=j", Some(2), None);
+        assert_eq!(first, ["a/x", "b/x"]);
+        let (rest, end) = list(None, "app=j", Some(2), token);
+        assert_eq!((rest, end), (vec!["b/z".to_string()], None));
+    }
+
+    #[test]
+    fn rejected_tokens_are_not_authenticated_and_grants_decide_the_rest() {
+        let cluster = FakeCluster::new();
+        cluster.grant("reader", "get", "ConfigMap", "a");
+        cluster.put(cm("a", "x", json!({})));
+        let target = ObjectRef::new("v1", "ConfigMap", Some("a"), "x");
+        let caller = |t: &str| Identity::Caller(t.into());
+        assert!(cluster.get(&caller("reader"), &target).is_ok());
+        assert!(matches!(
+            cluster.delete(&caller("reader"), &target, &DeleteOptions::default()),
+            Err(KubeError::Forbidden(_))
+        ));
+        assert!(matches!(
+            cluster.get(&caller("stranger"), &target),
+            Err(KubeError::Forbidden(_))
+        ));
+        cluster.reject("stranger");
+        assert!(matches!(
+            cluster.get(&caller("stranger"), &target),
+            Err(KubeError::Unauthorized(_))
+        ));
+        cluster.fail("get", "ConfigMap");
+        assert!(matches!(
+            cluster.get(&caller("admin"), &target),
+            Err(KubeError::Unavailable(_))
+        ));
+        cluster.heal();
+        assert!(cluster.get(&caller("admin"), &target).is_ok());
+    }
+
+    #[test]
+    fn replace_guards_the_version_and_moves_the_generation_with_the_spec() {
+        let cluster = FakeCluster::new();
+        let stored = cluster.put(json!({"kind": "CronJob", "metadata": {"namespace": "a", "name": "c"}, "spec": {"s": 1}}));
+        let target = ObjectRef::new("batch/v1", "CronJob", Some("a"), "c");
+        let mut body = stored.json().clone();
+        body["spec"]["s"] = json!(2);
+        let next = cluster
+            .replace(&Identity::Privileged, &target, &body)
+            .expect("replace");
+        assert_eq!(next.json()["metadata"]["generation"], 2);
+        assert_eq!(
+            next.json()["metadata"]["uid"],
+            stored.json()["metadata"]["uid"]
+        );
+        assert!(matches!(
+            cluster.replace(&Identity::Privileged, &target, &body),
+            Err(KubeError::Conflict(_))
+        ));
+    }
+}
