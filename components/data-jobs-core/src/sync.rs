@@ -52,7 +52,7 @@ use crate::model::{self, CronJobParams, Resources, Spec};
 use crate::{
     Host, Identity, Kube, KubeError, Level, ListOptions, Object, ObjectRef, Settings, Value, time,
 };
-use lethe_guest::kube::{DeleteOptions, DeleteOutcome, ObjectList, PatchKind, Propagation};
+use lethe_guest::kube::{DeleteOptions, KubeVia, ObjectList, Propagation};
 
 /// The identity every call of the pass is made with: the host's own (SECURITY.md P5–P7).
 const PRIVILEGED: &Identity = &Identity::Privileged;
@@ -132,57 +132,10 @@ impl Counted<'_> {
     }
 }
 
-impl Kube for Counted<'_> {
-    fn authenticate(&self, id: &Identity) -> Result<(), KubeError> {
+impl KubeVia for Counted<'_> {
+    fn via(&self) -> &dyn Kube {
         self.bump();
-        self.inner.authenticate(id)
-    }
-    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError> {
-        self.bump();
-        self.inner.get(id, target)
-    }
-    fn list(
-        &self,
-        id: &Identity,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        options: &ListOptions,
-    ) -> Result<ObjectList, KubeError> {
-        self.bump();
-        self.inner.list(id, api_version, kind, namespace, options)
-    }
-    fn create(&self, id: &Identity, object: &Json) -> Result<Object, KubeError> {
-        self.bump();
-        self.inner.create(id, object)
-    }
-    fn patch(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        kind: PatchKind,
-        patch: &Json,
-    ) -> Result<Object, KubeError> {
-        self.bump();
-        self.inner.patch(id, target, kind, patch)
-    }
-    fn replace(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        object: &Json,
-    ) -> Result<Object, KubeError> {
-        self.bump();
-        self.inner.replace(id, target, object)
-    }
-    fn delete(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        options: &DeleteOptions,
-    ) -> Result<DeleteOutcome, KubeError> {
-        self.bump();
-        self.inner.delete(id, target, options)
+        self.inner
     }
 }
 

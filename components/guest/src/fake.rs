@@ -19,8 +19,8 @@ use serde_json::{Value as Json, json};
 
 use crate::env::{Env, Level, format_rfc3339};
 use crate::kube::{
-    DeleteOptions, DeleteOutcome, Identity, Kube, KubeError, ListOptions, Object, ObjectList,
-    ObjectRef, PatchKind, object_from_json,
+    DeleteOptions, DeleteOutcome, Identity, Kube, KubeError, KubeVia, ListOptions, Object,
+    ObjectList, ObjectRef, PatchKind, object_from_json,
 };
 use crate::sql::{Sql, SqlError, Statement, Value};
 
@@ -827,50 +827,9 @@ impl Sql for FakeHost<'_> {
     }
 }
 
-impl Kube for FakeHost<'_> {
-    fn authenticate(&self, id: &Identity) -> Result<(), KubeError> {
-        self.kube.authenticate(id)
-    }
-    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError> {
-        self.kube.get(id, target)
-    }
-    fn list(
-        &self,
-        id: &Identity,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        options: &ListOptions,
-    ) -> Result<ObjectList, KubeError> {
-        self.kube.list(id, api_version, kind, namespace, options)
-    }
-    fn create(&self, id: &Identity, object: &Json) -> Result<Object, KubeError> {
-        self.kube.create(id, object)
-    }
-    fn patch(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        kind: PatchKind,
-        patch: &Json,
-    ) -> Result<Object, KubeError> {
-        self.kube.patch(id, target, kind, patch)
-    }
-    fn replace(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        object: &Json,
-    ) -> Result<Object, KubeError> {
-        self.kube.replace(id, target, object)
-    }
-    fn delete(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        options: &DeleteOptions,
-    ) -> Result<DeleteOutcome, KubeError> {
-        self.kube.delete(id, target, options)
+impl KubeVia for FakeHost<'_> {
+    fn via(&self) -> &dyn Kube {
+        self.kube
     }
 }
 

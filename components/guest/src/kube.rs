@@ -270,6 +270,61 @@ pub trait Kube {
     }
 }
 
+/// A [`Kube`] whose calls all go to another one: a wrapper that counts or watches the calls, or a
+/// test host that bundles a cluster. It names where each call goes ([`KubeVia::via`] runs once
+/// per call) and gets every [`Kube`] method from that.
+pub trait KubeVia {
+    /// Where this call goes.
+    fn via(&self) -> &dyn Kube;
+}
+
+impl<T: KubeVia> Kube for T {
+    fn authenticate(&self, id: &Identity) -> Result<(), KubeError> {
+        self.via().authenticate(id)
+    }
+    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError> {
+        self.via().get(id, target)
+    }
+    fn list(
+        &self,
+        id: &Identity,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<ObjectList, KubeError> {
+        self.via().list(id, api_version, kind, namespace, options)
+    }
+    fn create(&self, id: &Identity, object: &Json) -> Result<Object, KubeError> {
+        self.via().create(id, object)
+    }
+    fn patch(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        kind: PatchKind,
+        patch: &Json,
+    ) -> Result<Object, KubeError> {
+        self.via().patch(id, target, kind, patch)
+    }
+    fn replace(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        object: &Json,
+    ) -> Result<Object, KubeError> {
+        self.via().replace(id, target, object)
+    }
+    fn delete(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        options: &DeleteOptions,
+    ) -> Result<DeleteOutcome, KubeError> {
+        self.via().delete(id, target, options)
+    }
+}
+
 /// Builds an [`Object`] from its JSON, reading the metadata it carries.
 pub fn object_from_json(json: Json) -> Object {
     let s = |p: &str| json.pointer(p).and_then(Json::as_str).map(str::to_string);
