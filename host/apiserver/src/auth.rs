@@ -8,14 +8,19 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// The identity a bearer token authenticates as, as `user.Info` carries it in kube-apiserver.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserInfo {
+    /// The user name RBAC subjects of kind `User` match, e.g. `admin`.
     pub name: String,
+    /// The user's UID, from the third column of the token file.
     pub uid: String,
+    /// The groups RBAC subjects of kind `Group` match; always includes `system:authenticated`.
     pub groups: Vec<String>,
 }
 
 impl UserInfo {
+    /// Whether the user is in `system:masters`, which bypasses RBAC entirely.
     pub fn is_master(&self) -> bool {
         self.groups.iter().any(|g| g == "system:masters")
     }
@@ -48,6 +53,9 @@ fn split_csv(line: &str) -> Vec<String> {
     out
 }
 
+/// Parses one `token,user,uid,"group1,group2"` line of a token file into the token and its
+/// user, adding `system:authenticated` to the groups.
+/// None for blank lines, `#` comments and lines lacking a token, user name or UID.
 pub fn parse_token_line(line: &str) -> Option<(String, UserInfo)> {
     let line = line.trim();
     if line.is_empty() || line.starts_with('#') {
@@ -88,6 +96,8 @@ fn csv_field(f: &str) -> String {
     }
 }
 
+/// The token-file line, newline included, that [`parse_token_line`] reads back as the same
+/// token and user; fields are quoted as CSV needs and line breaks become spaces.
 pub fn format_token_line(token: &str, user: &str, uid: &str, groups: &[&str]) -> String {
     format!(
         "{},{},{},\"{}\"\n",
@@ -102,6 +112,8 @@ pub fn format_token_line(token: &str, user: &str, uid: &str, groups: &[&str]) ->
 }
 
 impl Tokens {
+    /// A table holding the tokens of the token-file text `content`; lines that do not parse are
+    /// skipped. Tokens added later are appended to `file`, when there is one.
     pub fn new(file: Option<PathBuf>, content: &str) -> Tokens {
         let map = content
             .lines()
@@ -114,10 +126,14 @@ impl Tokens {
         }
     }
 
+    /// The user `token` authenticates as, or None for an unknown token.
     pub fn lookup(&self, token: &str) -> Option<Arc<UserInfo>> {
         self.map.read().get(token).cloned()
     }
 
+    /// Makes `token` authenticate as `user`, replacing any earlier user of that token, and
+    /// appends it to the token file if there is one. A failed write is only logged: the token
+    /// still works until the server restarts.
     pub fn add(&self, token: &str, user: &str, uid: &str, groups: &[&str]) {
         let line = format_token_line(token, user, uid, groups);
         if let Some((t, u)) = parse_token_line(&line) {
@@ -139,18 +155,27 @@ impl Tokens {
 /// What a request asks to do, for authorization.
 #[derive(Debug, Clone, Default)]
 pub struct Attributes {
+    /// The authorization verb, e.g. `get`, `list`, `watch`, `create`, `deletecollection`, or for
+    /// a non-resource request the lowercased HTTP method.
     pub verb: String,
     /// A resource request (else a non-resource path).
     pub resource_request: bool,
+    /// The API group, empty for the core group.
     pub group: String,
+    /// The resource's plural name, e.g. `pods`.
     pub resource: String,
+    /// The subresource, e.g. `status`; empty for the resource itself.
     pub subresource: String,
+    /// The object's name; empty for collection requests such as list or create.
     pub name: String,
+    /// The namespace; empty for cluster-scoped resources and all-namespace requests.
     pub namespace: String,
+    /// The request path a non-resource rule's `nonResourceURLs` are matched against.
     pub path: String,
 }
 
 impl Attributes {
+    /// The resource as RBAC rules name it: `pods`, or `pods/status` for a subresource.
     pub fn resource_with_sub(&self) -> String {
         if self.subresource.is_empty() {
             self.resource.clone()
@@ -636,6 +661,7 @@ pub fn escalation_check_in(
     ))
 }
 
+/// The API group of Roles, ClusterRoles and their bindings.
 pub(crate) const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// The rules of `rules` that `user` does not hold in `ns`, broken down per API group, resource

@@ -163,6 +163,8 @@ impl RunningApiServer {
         self.kubeconfig_yaml.clone()
     }
 
+    /// The bearer token of the `system:masters` admin the kubeconfig uses; on disk it is reused
+    /// from `tokens.csv` across restarts.
     pub fn admin_token(&self) -> &str {
         &self.admin_token
     }
@@ -172,6 +174,8 @@ impl RunningApiServer {
         self.shared.tokens.add(token, user, uid, groups);
     }
 
+    /// Replaces the fault injection in force, as a PUT of `/lethe/faults` does; out-of-range rates
+    /// are clamped to 0..1 and an `error_status` other than 429, 500 or 503 becomes 500.
     pub fn set_faults(&self, faults: FaultConfig) {
         self.shared.set_faults(faults);
     }

@@ -39,6 +39,8 @@ impl std::fmt::Debug for Signer {
     }
 }
 
+/// The cluster's service-account signing key (ECDSA P-256): it signs the tokens the
+/// TokenRequest API issues and verifies the bearer tokens that look like JWTs.
 pub struct Signer {
     key: EcdsaKeyPair,
     /// As the real server derives it: base64url(SHA-256(SubjectPublicKeyInfo DER)).

@@ -401,6 +401,10 @@ fn duplicates(schema: &Value, items: &[Value], path: &str, causes: &mut Vec<Caus
     }
 }
 
+/// Runs a custom resource through its CRD's structural schema, in place: prunes unknown fields
+/// and `metadata` fields, applies `default`s, drops disallowed nulls, and validates. Returns the
+/// validation causes and the paths of the pruned fields (for `fieldValidation` warnings or
+/// errors); an `obj` that is not an object is left as it is.
 pub fn apply(schema: &Value, obj: &mut Value) -> (Vec<Cause>, Vec<String>) {
     let mut causes = vec![];
     let mut pruned = vec![];

@@ -326,12 +326,13 @@ impl LabelSelector {
         Ok(LabelSelector { reqs })
     }
 
-    /// Does an object (its `metadata.labels`) match?
     /// Whether the selector selects everything.
     pub fn is_empty(&self) -> bool {
         self.reqs.is_empty()
     }
 
+    /// Does an object (its `metadata.labels`) match? A label that is not a string counts as
+    /// absent.
     pub fn matches(&self, obj: &Value) -> bool {
         if self.reqs.is_empty() {
             return true;
@@ -364,6 +365,9 @@ pub struct FieldSelector {
 }
 
 impl FieldSelector {
+    /// Parses a `fieldSelector`: comma-separated `path=value`, `path==value` or `path!=value`
+    /// terms; empty selects everything. Err carries the real server's message for a term without
+    /// an operator or a path. Whether the fields may be selected on is checked separately.
     pub fn parse(s: &str) -> Result<FieldSelector, String> {
         let mut reqs = vec![];
         if s.trim().is_empty() {
@@ -411,6 +415,8 @@ impl FieldSelector {
         self.reqs.iter().map(|(path, _, _)| path.join("."))
     }
 
+    /// Whether `obj` satisfies every term: the value at each path, as text (absent is empty),
+    /// equals the wanted one, or differs from it for `!=`.
     pub fn matches(&self, obj: &Value) -> bool {
         self.reqs.iter().all(|(path, eq, want)| {
             let mut cur = obj;

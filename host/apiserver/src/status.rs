@@ -5,30 +5,45 @@ use serde_json::{Map, Value, json};
 /// One entry of `details.causes`.
 #[derive(Debug, Clone)]
 pub struct Cause {
+    /// The machine-readable cause, e.g. `FieldValueRequired` or `FieldValueInvalid`.
     pub reason: &'static str,
+    /// The human-readable explanation, without the field path.
     pub message: String,
+    /// The JSON path of the offending field, e.g. `metadata.name`; empty when no field applies,
+    /// and then left out of the body.
     pub field: String,
 }
 
 /// An API error that renders as a `Status` object.
 #[derive(Debug, Clone)]
 pub struct ApiError {
+    /// The HTTP status code, also the Status's `code`.
     pub code: u16,
+    /// The Status's `reason`, e.g. `NotFound` or `Conflict`; empty leaves it out.
     pub reason: &'static str,
+    /// The Status's `message`, as kubectl prints it.
     pub message: String,
     /// `details`: None leaves the field out (as the real server does for 401).
     pub details: Option<Box<Details>>,
+    /// A `Retry-After` header to send, in seconds.
     pub retry_after: Option<u64>,
     /// `metadata.continue` of the Status: the token a 410 for an expired continue token offers.
     pub continue_token: Option<String>,
 }
 
+/// The `details` of a `Status`: which object the error is about and, for 422s, what is wrong
+/// with it. Empty fields are left out of the body.
 #[derive(Debug, Clone, Default)]
 pub struct Details {
+    /// The object's name.
     pub name: String,
+    /// The API group of the resource.
     pub group: String,
+    /// The Kind for a 422, else the resource (e.g. `pods`), as the real server fills it in.
     pub kind: String,
+    /// What is wrong, one entry per field.
     pub causes: Vec<Cause>,
+    /// `retryAfterSeconds`: how long the client should wait before retrying.
     pub retry_after_seconds: Option<u64>,
 }
 
@@ -59,6 +74,7 @@ pub fn qualified(group: &str, resource: &str) -> String {
 }
 
 impl ApiError {
+    /// An error with this code, reason and message, and no `details`.
     pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         ApiError {
             code,
@@ -70,6 +86,7 @@ impl ApiError {
         }
     }
 
+    /// 404 `NotFound` for object `name` of `resource` in `group`.
     pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
         ApiError {
             code: 404,
@@ -93,6 +110,7 @@ impl ApiError {
         }
     }
 
+    /// 409 `AlreadyExists`: a create found an object of that name already stored.
     pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
         ApiError {
             code: 409,
@@ -104,6 +122,7 @@ impl ApiError {
         }
     }
 
+    /// 409 `Conflict` on object `name`, `why` saying what went wrong, e.g. a failed precondition.
     pub fn conflict(group: &str, resource: &str, name: &str, why: &str) -> Self {
         ApiError {
             code: 409,
@@ -120,6 +139,8 @@ impl ApiError {
         }
     }
 
+    /// 409 `Conflict` for a write whose `resourceVersion` is not the stored one: the client read
+    /// an older version and must re-read before writing again.
     pub fn stale(group: &str, resource: &str, name: &str) -> Self {
         Self::conflict(
             group,
@@ -167,6 +188,7 @@ impl ApiError {
         }
     }
 
+    /// 403 `Forbidden` on `resource` (object `name`, or the collection when `name` is empty).
     pub fn forbidden(group: &str, resource: &str, name: &str, why: &str) -> Self {
         let subject = if name.is_empty() {
             qualified(group, resource)
@@ -183,6 +205,7 @@ impl ApiError {
         }
     }
 
+    /// 400 `BadRequest` with `message` and no `details`, for a request the server cannot parse.
     pub fn bad_request(message: impl Into<String>) -> Self {
         ApiError {
             code: 400,
@@ -194,10 +217,13 @@ impl ApiError {
         }
     }
 
+    /// 401 `Unauthorized`: a missing or unknown bearer token. It carries no `details`, as in
+    /// kube-apiserver.
     pub fn unauthorized() -> Self {
         ApiError::new(401, "Unauthorized", "Unauthorized")
     }
 
+    /// 405 `MethodNotAllowed`: the resource does not serve the verb the request's method maps to.
     pub fn method_not_allowed(group: &str, resource: &str) -> Self {
         ApiError {
             code: 405,
@@ -225,6 +251,7 @@ impl ApiError {
         }
     }
 
+    /// 410 `Expired`: a continue token or resourceVersion older than the history kept.
     pub fn expired(message: impl Into<String>) -> Self {
         ApiError::new(410, "Expired", message)
     }
@@ -250,6 +277,7 @@ impl ApiError {
         e
     }
 
+    /// 413 `RequestEntityTooLarge`: a request body above the 3 MiB limit.
     pub fn too_large() -> Self {
         ApiError::new(
             413,
@@ -258,6 +286,8 @@ impl ApiError {
         )
     }
 
+    /// 500 `InternalError`, such as a failed SQLite write; `message` is appended to the
+    /// generic text.
     pub fn internal(message: impl Into<String>) -> Self {
         ApiError::new(
             500,

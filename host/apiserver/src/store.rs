@@ -18,42 +18,58 @@ use tokio::sync::{Notify, broadcast};
 /// A stored object with its serialized form cached.
 #[derive(Debug)]
 pub struct Obj {
+    /// The object as JSON, `metadata.resourceVersion` included.
     pub value: Value,
+    /// `value` serialized, as it is persisted and served as JSON.
     pub bytes: Bytes,
+    /// The resourceVersion of the write that stored this version (0 for the object a dry run
+    /// returns, which was never stored).
     pub rv: u64,
 }
 
 impl Obj {
+    /// Wraps `value`, stored at resourceVersion `rv`, serializing it once; `rv` is not written
+    /// into `value` here.
     pub fn new(value: Value, rv: u64) -> Arc<Obj> {
         let bytes = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
         Arc::new(Obj { value, bytes, rv })
     }
 
+    /// The string `metadata.<field>`; empty when it is absent or not a string.
     pub fn meta_str(&self, field: &str) -> &str {
         self.value["metadata"][field].as_str().unwrap_or_default()
     }
 
+    /// `metadata.uid`; empty when unset.
     pub fn uid(&self) -> &str {
         self.meta_str("uid")
     }
 
+    /// Whether the object has a `deletionTimestamp`: it is being deleted, once its finalizers
+    /// are gone.
     pub fn deleting(&self) -> bool {
         self.value["metadata"]["deletionTimestamp"].is_string()
     }
 
+    /// `metadata.finalizers`, in order; empty when there are none.
     pub fn finalizers(&self) -> Vec<String> {
         string_list(&self.value["metadata"]["finalizers"])
     }
 }
 
+/// What a write did to an object, as a watch reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
+    /// The object was created.
     Added,
+    /// An existing object was replaced, including when a deletionTimestamp was set.
     Modified,
+    /// The object was removed from the store.
     Deleted,
 }
 
 impl EventType {
+    /// The watch event's `type`: `ADDED`, `MODIFIED` or `DELETED`.
     pub fn as_str(self) -> &'static str {
         match self {
             EventType::Added => "ADDED",
@@ -63,24 +79,34 @@ impl EventType {
     }
 }
 
+/// One write to the store, as kept in the ring for watch replay and sent to live watchers.
 #[derive(Debug)]
 pub struct Event {
+    /// What the write did.
     pub etype: EventType,
+    /// The storage key of the object's resource (see [`ResourceDef::key`]).
     pub key: Arc<str>,
+    /// The object's namespace; empty for cluster-scoped objects.
     pub ns: String,
+    /// The object after the write; for a deletion, its final state.
     pub obj: Arc<Obj>,
     /// The version before a modification or deletion (for selector transitions in filtered
     /// watches, and for lists at past versions).
     pub prev: Option<Arc<Obj>>,
+    /// The resourceVersion the write was given.
     pub rv: u64,
 }
 
 /// What a mutation does to the object.
 pub enum Change {
+    /// Stores this value, creating or replacing the object at a new resourceVersion.
     Put(Value),
+    /// Removes the object, reporting its current state in the DELETED event; a no-op when it
+    /// does not exist.
     Remove,
     /// Remove, reporting this final state (e.g. without finalizers) in the DELETED event.
     RemoveWith(Value),
+    /// Writes nothing: no new resourceVersion and no event.
     Keep,
 }
 
@@ -114,12 +140,14 @@ pub struct Inner {
 }
 
 impl Inner {
+    /// The live object `name` of resource `key` in namespace `ns` (empty when cluster-scoped).
     pub fn get(&self, key: &str, ns: &str, name: &str) -> Option<&Arc<Obj>> {
         self.objects
             .get(key)?
             .get(&(ns.to_string(), name.to_string()))
     }
 
+    /// Every object of resource `key`, across namespaces, by (namespace, name) in key order.
     pub fn entries(&self, key: &str) -> impl Iterator<Item = (&(String, String), &Arc<Obj>)> {
         self.objects.get(key).into_iter().flat_map(|m| m.iter())
     }
@@ -152,6 +180,7 @@ impl Inner {
 pub struct ListPage {
     /// The resourceVersion the list reflects.
     pub rv: u64,
+    /// The objects of the page that `keep` accepted, in key order.
     pub items: Vec<Arc<Obj>>,
     /// Whether more matching objects follow.
     pub more: bool,
@@ -176,6 +205,8 @@ fn undo_since(inner: &Inner, key: &str, ns: Option<&str>, at: u64) -> Overrides 
     before
 }
 
+/// The cluster's objects: an in-memory index, written through to SQLite when on disk, with one
+/// resourceVersion counter and the event history watches replay from.
 pub struct Store {
     inner: RwLock<Inner>,
     db: Option<Mutex<Connection>>,
@@ -275,14 +306,18 @@ impl Store {
         })
     }
 
+    /// The last resourceVersion given out, i.e. the version the store is at now.
     pub fn current_rv(&self) -> u64 {
         self.inner.read().rv
     }
 
+    /// Runs `f` on a consistent view of the whole store, under its read lock: keep `f` short, as
+    /// writes wait for it.
     pub fn read<T>(&self, f: impl FnOnce(&Inner) -> T) -> T {
         f(&self.inner.read())
     }
 
+    /// The resources the stored CustomResourceDefinitions define, as of now.
     pub fn custom_defs(&self) -> Vec<Arc<ResourceDef>> {
         self.inner.read().custom.clone()
     }

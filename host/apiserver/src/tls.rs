@@ -2,10 +2,15 @@
 
 use std::sync::Arc;
 
+/// The CA and the TLS acceptor the server serves HTTPS with.
 pub struct Generated {
+    /// The CA certificate (PEM) clients trust: written into the kubeconfig, `ca.crt` and the
+    /// `kube-root-ca.crt` ConfigMaps.
     pub ca_pem: String,
     /// The CA's private key (PEM), to keep the CA stable across restarts.
     pub ca_key_pem: String,
+    /// Accepts TLS connections with the server certificate the CA signed, for `localhost` and the
+    /// loopback addresses.
     pub acceptor: tokio_rustls::TlsAcceptor,
 }
 

@@ -35,6 +35,11 @@ impl Resolved {
             _ => format!("{prefix}/{}", r.plural),
         }
     }
+
+    /// An object of this kind, from the server's answer.
+    pub fn object(&self, text: String) -> Result<crate::types::Object> {
+        lethe_kube_model::parse::object(text, &self.resource.api_version, &self.resource.kind)
+    }
 }
 
 /// The discovery cache. Entries are filled a whole group version at a time and refreshed on a

@@ -328,6 +328,15 @@ impl std::fmt::Debug for KubeClient {
     }
 }
 
+/// A PATCH of `url` with `body` as `content_type`, answered as JSON.
+fn patch_request(url: &str, content_type: &str, body: &str) -> Result<http::Request<Vec<u8>>> {
+    http::Request::patch(url)
+        .header(http::header::ACCEPT, "application/json")
+        .header(http::header::CONTENT_TYPE, content_type)
+        .body(body.as_bytes().to_vec())
+        .map_err(build_error)
+}
+
 fn build_error(e: impl std::fmt::Display) -> KubeError {
     KubeError::bad_request(format!("cannot build the request: {e}"))
 }
@@ -457,11 +466,7 @@ impl KubeClient {
                     .map_err(build_error)
             })
             .await?;
-        parse::object(
-            text,
-            &resolved.resource.api_version,
-            &resolved.resource.kind,
-        )
+        resolved.object(text)
     }
 
     /// Lists objects of a kind in `namespace`, or across all namespaces with `None` (the
@@ -544,11 +549,7 @@ impl KubeClient {
                     .map_err(build_error)
             })
             .await?;
-        parse::object(
-            text,
-            &resolved.resource.api_version,
-            &resolved.resource.kind,
-        )
+        resolved.object(text)
     }
 
     /// Replaces an object (PUT). When the body's metadata.resourceVersion is set, the server
@@ -583,11 +584,7 @@ impl KubeClient {
                     .map_err(build_error)
             })
             .await?;
-        parse::object(
-            text,
-            &resolved.resource.api_version,
-            &resolved.resource.kind,
-        )
+        resolved.object(text)
     }
 
     /// Patches an object, or its subresource (e.g. `Some("status")`).
@@ -647,19 +644,9 @@ impl KubeClient {
             url.push_str(sub);
         }
         let text = self
-            .send(safety, || {
-                http::Request::patch(url.as_str())
-                    .header(http::header::ACCEPT, "application/json")
-                    .header(http::header::CONTENT_TYPE, kind.content_type())
-                    .body(patch.as_bytes().to_vec())
-                    .map_err(build_error)
-            })
+            .send(safety, || patch_request(&url, kind.content_type(), patch))
             .await?;
-        parse::object(
-            text,
-            &resolved.resource.api_version,
-            &resolved.resource.kind,
-        )
+        resolved.object(text)
     }
 
     /// Applies `object` server-side (`PATCH` as `application/apply-patch+yaml`) as
@@ -689,18 +676,10 @@ impl KubeClient {
         );
         let text = self
             .send(Safety::Repeatable, || {
-                http::Request::patch(url.as_str())
-                    .header(http::header::ACCEPT, "application/json")
-                    .header(http::header::CONTENT_TYPE, "application/apply-patch+yaml")
-                    .body(object.as_bytes().to_vec())
-                    .map_err(build_error)
+                patch_request(&url, "application/apply-patch+yaml", object)
             })
             .await?;
-        parse::object(
-            text,
-            &resolved.resource.api_version,
-            &resolved.resource.kind,
-        )
+        resolved.object(text)
     }
 
     /// Deletes an object. Deletes are safe to repeat and retried like reads (a repeat after a

@@ -108,6 +108,8 @@ impl ResourceLimiter for InstanceLimits {
 
 /// The per-instance state of one request or tick.
 pub struct InstanceState {
+    /// The instance's resources (WASI streams, HTTP bodies, SQL transactions), shared by every
+    /// host interface it imports.
     pub(crate) table: ResourceTable,
     /// Built on first use: most HTTP components never touch WASI's clocks, random, environment or
     /// stdio, and building a context (its random generators above all) and dropping it costs

@@ -379,16 +379,28 @@ fn closed_before_send(client: &Object) -> std::result::Result<(), Failure> {
     }
 }
 
+/// The statement prepared, on a connection that is still open, so that a failure so far proves
+/// the statement was not sent.
+async fn ready(
+    client: &Object,
+    sql: &str,
+    params: &[Value],
+    phase: Phase,
+) -> std::result::Result<tokio_postgres::Statement, Failure> {
+    let stmt = prepare(client, sql, params)
+        .await
+        .map_err(|f| tx_phase(f, phase))?;
+    closed_before_send(client).map_err(|f| tx_phase(f, phase))?;
+    Ok(stmt)
+}
+
 async fn run_query(
     client: &Object,
     sql: &str,
     params: &[Value],
     phase: Phase,
 ) -> std::result::Result<RowSet, Failure> {
-    let stmt = prepare(client, sql, params)
-        .await
-        .map_err(|f| tx_phase(f, phase))?;
-    closed_before_send(client).map_err(|f| tx_phase(f, phase))?;
+    let stmt = ready(client, sql, params, phase).await?;
     let args: Vec<PgParam<'_>> = params.iter().map(PgParam).collect();
     let refs: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
     let rows = client
@@ -409,10 +421,7 @@ async fn run_execute(
     params: &[Value],
     phase: Phase,
 ) -> std::result::Result<u64, Failure> {
-    let stmt = prepare(client, sql, params)
-        .await
-        .map_err(|f| tx_phase(f, phase))?;
-    closed_before_send(client).map_err(|f| tx_phase(f, phase))?;
+    let stmt = ready(client, sql, params, phase).await?;
     let args: Vec<PgParam<'_>> = params.iter().map(PgParam).collect();
     let refs: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
     client

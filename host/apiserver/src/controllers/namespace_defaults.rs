@@ -8,6 +8,8 @@ use crate::store::{Obj, Store};
 use crate::verbs;
 use std::sync::Arc;
 
+/// The ConfigMap every active namespace gets holding the cluster's CA bundle (`ca.crt`), kept
+/// current by the root-CA publisher.
 pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
 
 pub(super) const DESCRIPTION_ANNOTATION: &str = "kubernetes.io/description";

@@ -9,6 +9,10 @@ use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use serde_json::json;
 
+/// The `/lethe/...` endpoints, for the admin token alone (another valid token gets a 403):
+/// GET and PUT/POST of `/lethe/faults` read and replace the fault injection, and POST of
+/// `/lethe/compact` drops the watch history, answering the compacted resourceVersion. A 400
+/// for a fault config with a rate outside 0..1 or an `error_status` not 429, 500 or 503.
 pub(crate) async fn lethe_endpoint(
     shared: &Shared,
     req: Request<Incoming>,

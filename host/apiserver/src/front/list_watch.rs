@@ -19,6 +19,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 
+/// The `<Kind>List` of `items` at resourceVersion `rv`, written straight from each object's
+/// cached bytes; `cont` and `remaining` become `metadata.continue` and `remainingItemCount`.
 pub(crate) fn list_bytes(
     def: &ResourceDef,
     rv: u64,
@@ -53,6 +55,9 @@ pub(crate) fn list_bytes(
     Bytes::from(out)
 }
 
+/// The `labelSelector` and `fieldSelector` of a list or watch. A 400 when either does not
+/// parse, or when the field selector names a field the resource does not support (for custom
+/// resources: name, namespace and the CRD's `selectableFields`).
 pub(crate) fn selectors(
     store: &Store,
     def: &ResourceDef,
@@ -251,6 +256,11 @@ fn validate_list_options(query: &Query, watch: bool) -> Result<(), ApiError> {
 
 const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
+/// LIST, as etcd3 storage and the watch cache serve it: selectors, `limit` pages with continue
+/// tokens, and `resourceVersion` / `resourceVersionMatch` (unset: the latest; `0`: the cache,
+/// unpaged; `NotOlderThan`: waits up to 3 s for the store to get there; `Exact`: the list as it
+/// was). 410 for a version or continue token older than the history kept, 504 for a version
+/// the store has not reached.
 pub(crate) async fn list(
     store: &Store,
     def: &ResourceDef,
@@ -463,6 +473,11 @@ fn stream_response(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Response<Body> {
     r
 }
 
+/// WATCH: a stream of `{"type","object"}` lines, from now (with the current objects as ADDED
+/// events for a watch-list, ending in an initial-events bookmark) or replayed from a given
+/// resourceVersion. Objects that start or stop matching the selectors are ADDED or DELETED.
+/// Bookmarks come every minute when allowed; the stream ends after `timeoutSeconds` (30 min by
+/// default). A version too old to replay is an ERROR event with a 410 inside a 200.
 pub(crate) async fn watch(
     store: &Arc<Store>,
     def: &Arc<ResourceDef>,

@@ -31,6 +31,9 @@ fn partial_metadata(o: &Obj) -> Value {
 }
 
 impl Printer {
+    /// The representation the `Accept` header asks for: `PartialObjectMetadata`, a `Table` (with
+    /// the CRD of a custom resource, for its printer columns), or None for the plain object. A 400
+    /// when `includeObject` is not `None`, `Metadata` or `Object`.
     pub(crate) fn from_accept(
         store: &Store,
         def: &ResourceDef,
@@ -71,6 +74,7 @@ impl Printer {
         }
     }
 
+    /// One object in this representation, serialized as JSON (see [`Printer::one`]).
     pub(crate) fn encode(&self, def: &ResourceDef, o: &Arc<Obj>) -> Bytes {
         Bytes::from(serde_json::to_vec(&self.one(def, o)).unwrap_or_default())
     }
@@ -136,8 +140,6 @@ pub(crate) fn as_served(def: &ResourceDef, stored: &ResourceDef, mut e: ApiError
     e
 }
 
-/// The serialized object, with apiVersion rewritten when served under another CR version, or
-/// in another shape than stored.
 /// An object as the client reads it (what [`obj_bytes`] encodes).
 fn served_value(def: &ResourceDef, o: &Obj) -> Value {
     if def.shape != Shape::Stored {
@@ -150,6 +152,8 @@ fn served_value(def: &ResourceDef, o: &Obj) -> Value {
     v
 }
 
+/// The serialized object, with apiVersion rewritten when served under another CR version, or
+/// in another shape than stored; the stored bytes themselves when neither applies.
 pub(crate) fn obj_bytes(def: &ResourceDef, o: &Obj) -> Bytes {
     if def.shape != Shape::Stored {
         return Bytes::from(serde_json::to_vec(&def.shape.view(&o.value)).unwrap_or_default());

@@ -13,6 +13,9 @@ use http::{HeaderMap, Method, Request, Response, header};
 use hyper::body::Incoming;
 use serde_json::{Value, json};
 
+/// Routes one authenticated request: `/api/v1/...` and `/apis/<group>/<version>/...` to the
+/// resource handler (the deprecated `/watch/` paths as watches), the rest to the non-resource
+/// paths, authorized by their URL. 401 without a known token, 404 for unknown paths.
 pub(crate) async fn serve(
     shared: &Shared,
     req: Request<Incoming>,

@@ -102,6 +102,11 @@ fn unrouted_attributes(
     })
 }
 
+/// Serves a resource request: `rest` (the path after `group/version`) names the target,
+/// the method and whether it names an object give the verb, RBAC authorizes it, and the verb
+/// runs in the store, answering in the representation `Accept` asks for. 404 for a resource
+/// or subresource not served, 405 for a verb the resource does not allow, 403 when RBAC
+/// denies; a denied request for an unknown resource is a 403 too, as on a real server.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn resource_request(
     shared: &Shared,

@@ -9,6 +9,7 @@ use hyper::body::Incoming;
 use serde_json::Value;
 use std::convert::Infallible;
 
+/// The body of every response: buffered answers and streamed watches alike.
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 /// Returned by the service to make hyper close the connection without answering.
@@ -25,10 +26,13 @@ impl std::error::Error for DropConnection {}
 
 const MAX_BODY: usize = 3 * 1024 * 1024;
 
+/// A body that sends `b` in one piece.
 pub(crate) fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into()).boxed_unsync()
 }
 
+/// A response with status `code` (500 when not a valid status) and `bytes` as its
+/// `application/json` body.
 pub(crate) fn respond(code: u16, bytes: Bytes) -> Response<Body> {
     let mut r = Response::new(full(bytes));
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -39,10 +43,12 @@ pub(crate) fn respond(code: u16, bytes: Bytes) -> Response<Body> {
     r
 }
 
+/// A JSON response of `v` with status `code`.
 pub(crate) fn respond_value(code: u16, v: &Value) -> Response<Body> {
     respond(code, Bytes::from(serde_json::to_vec(v).unwrap_or_default()))
 }
 
+/// The `Status` answer of `e`, with its `Retry-After` header when it has one.
 pub fn error_response(e: &ApiError) -> Response<Body> {
     let mut r = respond_value(e.code, &e.to_value());
     if let Some(ra) = e.retry_after
@@ -53,6 +59,8 @@ pub fn error_response(e: &ApiError) -> Response<Body> {
     r
 }
 
+/// The request's headers and whole body; a 413 when the body is over 3 MiB, a 400 when it
+/// cannot be read.
 pub(crate) async fn read_body(req: Request<Incoming>) -> Result<(HeaderMap, Bytes), ApiError> {
     let (parts, body) = req.into_parts();
     let collected = Limited::new(body, MAX_BODY).collect().await.map_err(|e| {
@@ -126,6 +134,8 @@ pub(crate) fn parse_yaml(b: &[u8]) -> Result<Value, String> {
     Ok(v)
 }
 
+/// `b` parsed as JSON; a 400 with the parser's message, worded as the real server's, when it
+/// does not parse.
 pub(crate) fn parse_json(b: &[u8]) -> Result<Value, ApiError> {
     serde_json::from_slice(b).map_err(|e| {
         ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))

@@ -13,13 +13,22 @@ use parking_lot::RwLock;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// The state every request handler shares: the store, the authenticators and the fault
+/// injection in force.
 pub struct Shared {
+    /// The cluster's objects.
     pub store: Arc<Store>,
+    /// The static bearer tokens (`tokens.csv`).
     pub tokens: Tokens,
+    /// Signs and verifies service-account JWTs, and serves their key at the OIDC JWKS endpoint.
     pub sa_tokens: Arc<crate::sa_token::Signer>,
+    /// The admin's token: the only one the `/lethe/...` endpoints accept.
     pub admin_token: String,
+    /// The fault injection in force; set through [`Shared::set_faults`] so `faults_active` agrees.
     pub faults: RwLock<FaultConfig>,
+    /// Whether any fault is on, so that requests skip reading `faults` when none is.
     pub faults_active: AtomicBool,
+    /// The `host:port` the API advertises in `serverAddressByClientCIDRs`.
     pub server_address: String,
     /// The URL clients reach the server at (`https://host:port`).
     pub url: String,
@@ -40,6 +49,8 @@ impl Shared {
             .map(Arc::new)
     }
 
+    /// Puts `f` in force for the next requests, and its `stale_read_ms` on the store. Rates are
+    /// clamped to 0..1, and an `error_status` other than 429, 500 or 503 becomes 500.
     pub fn set_faults(&self, mut f: FaultConfig) {
         // Only 429, 500 and 503 are meaningful injected errors; anything else becomes 500.
         if !matches!(f.error_status, 429 | 500 | 503) {
@@ -61,6 +72,7 @@ impl Shared {
 /// Parsed query string.
 pub(crate) struct Query(Vec<(String, String)>);
 
+/// A query-string component percent-decoded, with `+` as a space; invalid UTF-8 is replaced.
 pub(crate) fn decode(s: &str) -> String {
     let s = s.replace('+', " ");
     percent_encoding::percent_decode_str(&s)
@@ -69,6 +81,8 @@ pub(crate) fn decode(s: &str) -> String {
 }
 
 impl Query {
+    /// The `key=value` pairs of a URL's query, decoded and in order; a key without `=` has an
+    /// empty value. None (no query) is an empty query.
     pub(crate) fn parse(q: Option<&str>) -> Query {
         Query(
             q.unwrap_or_default()
@@ -82,6 +96,7 @@ impl Query {
         )
     }
 
+    /// The first value of parameter `k`, or None when it is absent.
     pub(crate) fn get(&self, k: &str) -> Option<&str> {
         self.0
             .iter()
@@ -89,6 +104,7 @@ impl Query {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Whether boolean parameter `k` is set: `true`, `1`, or the key alone (`?watch`).
     pub(crate) fn flag(&self, k: &str) -> bool {
         matches!(self.get(k), Some("true") | Some("1") | Some(""))
     }
@@ -211,12 +227,15 @@ fn dry_run_causes(values: &[String]) -> Vec<crate::status::Cause> {
     }]
 }
 
+/// Every resource served: the built-in ones, then those of the CustomResourceDefinitions.
 pub(crate) fn all_defs(store: &Store) -> Vec<Arc<ResourceDef>> {
     let mut v: Vec<Arc<ResourceDef>> = builtins().to_vec();
     v.extend(store.custom_defs());
     v
 }
 
+/// The resource `plural` of `group`/`version`, built-in or custom; None when no such resource
+/// is served.
 pub(crate) fn find_def(
     store: &Store,
     group: &str,
@@ -238,6 +257,7 @@ pub(crate) fn find_def(
     })
 }
 
+/// The RBAC verb of a non-resource request: its HTTP method, lowercased (`get`, `post`...).
 pub(crate) fn method_verb(m: &Method) -> String {
     m.as_str().to_ascii_lowercase()
 }
@@ -303,8 +323,12 @@ pub(crate) fn delete_opts(
 
 /// Where a resource request points.
 pub(crate) struct Target {
+    /// The resource addressed.
     pub(crate) def: Arc<ResourceDef>,
+    /// The namespace of the path; empty for cluster-scoped and all-namespace requests.
     pub(crate) namespace: String,
+    /// The object's name; empty for a collection.
     pub(crate) name: String,
+    /// The subresource (`status`, `scale`...); empty for the object itself.
     pub(crate) sub: String,
 }

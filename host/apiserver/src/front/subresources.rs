@@ -102,6 +102,11 @@ pub(crate) async fn scale_request(
     Ok(respond_value(200, &scale))
 }
 
+/// `POST .../serviceaccounts/<name>/token`: issues a service-account JWT for account `t` and
+/// answers 201 with the TokenRequest. The lifetime is `spec.expirationSeconds` (an hour when
+/// unset, 10 minutes to 2^32 seconds, else a 422); the token is for the API server unless
+/// `spec.audiences` names other audiences, and a `boundObjectRef` ties it to that object.
+/// Needs `create` on `serviceaccounts/token`; 404 when the account does not exist.
 pub(crate) async fn token_request(
     shared: &Shared,
     user: &UserInfo,

@@ -5,6 +5,7 @@ use crate::status::Cause;
 use crate::validation;
 use serde_json::{Map, Value, json};
 
+/// The object at `v[key]`, to fill in defaults; None when it is absent or not an object.
 pub(crate) fn obj_mut<'a>(v: &'a mut Value, key: &str) -> Option<&'a mut Map<String, Value>> {
     v.get_mut(key).and_then(Value::as_object_mut)
 }

@@ -129,6 +129,8 @@ pub fn parse_quantity(s: &str) -> Option<i128> {
     Some(if neg { -v } else { v })
 }
 
+/// Applies the pod-spec defaults to the pod template of a Job spec (or of a CronJob's
+/// `jobTemplate.spec`); a spec without a template object is left alone.
 pub(crate) fn template_defaults(job_spec: &mut Value) {
     if let Some(t) = job_spec.get_mut("template")
         && t.is_object()

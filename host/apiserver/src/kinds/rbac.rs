@@ -56,6 +56,7 @@ pub(crate) fn policy_rule_causes(v: &Value, namespaced: bool, causes: &mut Vec<C
     }
 }
 
+/// The API group of Roles, ClusterRoles and their bindings, which a `roleRef` must name.
 pub(crate) const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// `ValidateRoleBinding` / `ValidateClusterRoleBinding`: what a binding refers to and to whom.

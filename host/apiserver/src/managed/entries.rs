@@ -62,7 +62,10 @@ pub fn field_manager_causes(manager: &str) -> Vec<Cause> {
 /// Who writes: an entry's identity without its time and fields.
 #[derive(Debug, Clone, Copy)]
 pub struct Writer<'a> {
+    /// The field manager's name: `fieldManager`, else derived from the User-Agent (`kubectl`).
     pub manager: &'a str,
+    /// The `apiVersion` the write was made in; entries of other operations than apply are kept
+    /// per version.
     pub api_version: &'a str,
     /// `status` for writes of the status subresource.
     pub subresource: Option<&'a str>,

@@ -176,6 +176,7 @@ pub fn path_string(p: &FieldPath) -> String {
 /// Which top-level fields a write may own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
+    /// The whole object, for kinds without a status subresource.
     All,
     /// The main resource of a kind with a status subresource.
     NoStatus,

@@ -7,27 +7,43 @@ use std::sync::Arc;
 /// How object names are validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NameRule {
+    /// An RFC 1123 subdomain, the rule of most kinds and of every custom resource.
     Subdomain,
+    /// An RFC 1123 label, at most 63 characters (Namespaces).
     Label,
     /// Services' names become DNS names that must not look like numbers.
     Dns1035Label,
+    /// Anything usable as one URL path segment: not `.` or `..`, without `/` or `%` (RBAC objects
+    /// and the review kinds).
     PathSegment,
 }
 
 /// One REST resource (a plural under a group/version).
 #[derive(Debug, Clone)]
 pub struct ResourceDef {
+    /// The API group; empty for the core group.
     pub group: String,
+    /// The version served, e.g. `v1`.
     pub version: String,
+    /// The resource name in URLs and RBAC rules, e.g. `deployments`.
     pub plural: String,
+    /// The singular name discovery lists, e.g. `deployment`.
     pub singular: String,
+    /// The Kind of the objects, e.g. `Deployment`.
     pub kind: String,
+    /// Whether objects live in a namespace (else the resource is cluster-scoped).
     pub namespaced: bool,
+    /// The short names discovery offers kubectl, e.g. `deploy`.
     pub short_names: Vec<String>,
+    /// The categories discovery lists (`kubectl get all` uses `all`); from the CRD for custom
+    /// resources.
     pub categories: Vec<String>,
     /// Writes to the main resource ignore status; `/status` writes only status.
     pub status_subresource: bool,
+    /// Whether `metadata.generation` is kept: 1 on create, bumped when the spec changes and when
+    /// deletion starts.
     pub has_generation: bool,
+    /// The rule object names must follow.
     pub name_rule: NameRule,
     /// Not stored (e.g. SelfSubjectAccessReview): only `create`.
     pub virtual_create_only: bool,
@@ -37,7 +53,8 @@ pub struct ResourceDef {
     pub create_on_update: bool,
     /// The CRD version's `openAPIV3Schema` (custom resources only).
     pub schema: Option<Arc<Value>>,
-    /// Every served version (for CRs), used to accept requests for any of them.
+    /// The key the store files the objects under (`group/plural`), shared by every version; see
+    /// [`ResourceDef::key`].
     pub storage_key: String,
     /// How objects look on the wire compared with how they are stored.
     pub shape: Shape,
@@ -73,6 +90,7 @@ impl Shape {
     }
 }
 
+/// Every verb a stored resource may serve, in the order discovery lists them.
 pub const ALL_VERBS: &[&str] = &[
     "create",
     "delete",
@@ -84,11 +102,15 @@ pub const ALL_VERBS: &[&str] = &[
     "watch",
 ];
 
+/// The storage key of CustomResourceDefinitions.
 pub const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
 
+/// The storage key of Namespaces (core group, so nothing before the `/`).
 pub const NS_KEY: &str = "/namespaces";
 
 impl ResourceDef {
+    /// The `apiVersion` of the resource's objects: `group/version`, or just `version` for the core
+    /// group.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.clone()
@@ -97,10 +119,13 @@ impl ResourceDef {
         }
     }
 
+    /// The key the store files the objects under, `group/plural`; every version of a resource
+    /// shares it, and `events.k8s.io` Events share core Events'.
     pub fn key(&self) -> &str {
         &self.storage_key
     }
 
+    /// The verbs the resource serves, as discovery lists them (see [`ResourceDef::allows`]).
     pub fn verbs(&self) -> Vec<&'static str> {
         ALL_VERBS
             .iter()
@@ -120,14 +145,18 @@ impl ResourceDef {
         }
     }
 
+    /// Whether this is core `pods`, which alone serve the `log` subresource.
     pub fn is_pods(&self) -> bool {
         self.group.is_empty() && self.plural == "pods"
     }
 
+    /// Whether this is core `namespaces`, which have the `finalize` subresource and no
+    /// collection delete.
     pub fn is_namespace(&self) -> bool {
         self.group.is_empty() && self.plural == "namespaces"
     }
 
+    /// Whether this is `customresourcedefinitions`, whose writes change the resources served.
     pub fn is_crd(&self) -> bool {
         self.storage_key == CRD_KEY
     }
@@ -180,8 +209,12 @@ pub(super) fn def(
 /// Where a custom resource keeps its replica counts (`.spec.replicas` → `["spec", "replicas"]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScalePaths {
+    /// The path of the desired replica count (`specReplicasPath`).
     pub spec_replicas: Vec<String>,
+    /// The path of the observed replica count (`statusReplicasPath`).
     pub status_replicas: Vec<String>,
+    /// The path of the selector string the Scale's `status.selector` reports, when the CRD gives
+    /// one (`labelSelectorPath`).
     pub label_selector: Option<Vec<String>>,
 }
 

@@ -9,8 +9,11 @@ use std::sync::Arc;
 
 /// A group with its versions, for `/apis`.
 pub struct GroupInfo {
+    /// The group's name, e.g. `apps`.
     pub name: String,
+    /// The versions served, the preferred one first.
     pub versions: Vec<String>,
+    /// The version clients should use, `preferredVersion` in discovery.
     pub preferred: String,
 }
 
@@ -51,6 +54,7 @@ pub fn groups(custom: &[Arc<ResourceDef>], crds: &[Value]) -> Vec<GroupInfo> {
     out
 }
 
+/// The `APIGroup` object for `g`, as listed in `/apis` and served at `/apis/<group>`.
 pub fn group_json(g: &GroupInfo) -> Value {
     let versions: Vec<Value> = g
         .versions
@@ -152,11 +156,12 @@ pub fn openapi_v3_index(defs: &[Arc<ResourceDef>], hash: u64) -> Value {
     json!({ "paths": Value::Object(paths) })
 }
 
-/// A minimal OpenAPI v3 document for one group/version: enough for kubectl to see that the
-/// server validates fields itself (`fieldValidation`) and which kinds each path serves.
 /// The schema name of ObjectMeta in the OpenAPI documents.
 pub(super) const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
+/// A minimal OpenAPI v3 document for one group/version: enough for kubectl to see that the
+/// server validates fields itself (`fieldValidation`) and which kinds each path serves.
+/// None when no resource of `defs` is in that group/version (the path is a 404).
 pub fn openapi_v3_doc(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> Option<Value> {
     let mut paths = serde_json::Map::new();
     let mut any = false;

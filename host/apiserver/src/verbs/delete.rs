@@ -7,6 +7,10 @@ use crate::util::{meta_mut, now, set_in, string_list};
 use crate::verbs::{DeleteOpts, Deleted};
 use serde_json::{Value, json};
 
+/// Deletes object `name` as a DELETE does: checks the preconditions of `opts`, then removes
+/// the object at once, or sets its deletionTimestamp (and the `orphan` or `foregroundDeletion`
+/// finalizer the propagation asks for) when finalizers must run first. Deleting an object
+/// already being deleted changes nothing. 404 when there is no such object.
 pub fn delete(
     store: &Store,
     def: &ResourceDef,

@@ -76,6 +76,8 @@ pub(crate) fn name_causes(def: &ResourceDef, name: &str) -> Vec<Cause> {
     )
 }
 
+/// Checks `name` against the resource's name rule; a 422 naming `metadata.name` when it breaks
+/// it.
 pub fn validate_name(def: &ResourceDef, name: &str) -> Result<(), ApiError> {
     let causes = name_causes(def, name);
     if causes.is_empty() {
@@ -377,6 +379,9 @@ pub(crate) fn warn_finalizers(v: &Value, warnings: &mut Warnings) {
     }
 }
 
+/// Whether two objects are equal once their top-level fields named in `skip` are ignored (e.g.
+/// `metadata` and `status`, to tell a spec change that bumps the generation). Values that are
+/// not objects are compared whole.
 pub(crate) fn same_except(a: &Value, b: &Value, skip: &[&str]) -> bool {
     match (a.as_object(), b.as_object()) {
         (Some(x), Some(y)) => {

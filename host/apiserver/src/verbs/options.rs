@@ -28,6 +28,8 @@ pub struct WriteOpts {
 }
 
 impl WriteOpts {
+    /// Who to record in managedFields for a write through `sub` at `api_version`; None when the
+    /// write has no manager (the server's own writes), so that nothing is recorded.
     pub(crate) fn writer<'a>(&'a self, api_version: &'a str, sub: Sub) -> Option<Writer<'a>> {
         Some(Writer {
             manager: self.manager.as_deref()?,
@@ -58,8 +60,11 @@ pub(crate) fn scope(def: &ResourceDef, sub: Sub) -> Scope {
 /// Which part of an object a write addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sub {
+    /// The object itself (with a `status` subresource, everything but status).
     Main,
+    /// The `status` subresource: only the status changes.
     Status,
+    /// A Namespace's `finalize` subresource: only `spec.finalizers` changes.
     Finalize,
 }
 
@@ -76,12 +81,14 @@ impl Sub {
 
 /// What an update turns into.
 pub enum Outcome {
+    /// The object as stored by the update.
     Stored(Arc<Obj>),
     /// The last finalizer went away: the object is gone (final state).
     Removed(Arc<Obj>),
 }
 
 impl Outcome {
+    /// The object the update left, stored or final.
     pub fn obj(&self) -> &Arc<Obj> {
         match self {
             Outcome::Stored(o) | Outcome::Removed(o) => o,
@@ -89,15 +96,23 @@ impl Outcome {
     }
 }
 
+/// The kind of PATCH, chosen by its Content-Type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatchType {
+    /// JSON merge patch (RFC 7386), `application/merge-patch+json`.
     Merge,
+    /// JSON patch (RFC 6902), `application/json-patch+json`.
     Json,
+    /// Strategic merge patch, `application/strategic-merge-patch+json`: lists merge by their
+    /// patch merge keys.
     Strategic,
+    /// Server-side apply, `application/apply-patch+yaml` (or `+json`); needs a `fieldManager`.
     Apply,
 }
 
 impl PatchType {
+    /// The patch type of a Content-Type header, parameters ignored; None for a media type that is
+    /// not a patch type (a 415).
     pub fn from_content_type(ct: &str) -> Option<PatchType> {
         let base = ct.split(';').next().unwrap_or_default().trim();
         match base {
@@ -115,13 +130,20 @@ impl PatchType {
 /// Options of a DELETE.
 #[derive(Debug, Clone, Default)]
 pub struct DeleteOpts {
+    /// `propagationPolicy`: `Orphan`, `Background` or `Foreground`; None takes the kind's default.
     pub propagation: Option<String>,
+    /// The deprecated `orphanDependents`: true means `Orphan`, false `Background`.
     pub orphan_dependents: Option<bool>,
+    /// `preconditions.uid`: the delete fails with a 409 unless the stored object has this uid.
     pub uid: Option<String>,
+    /// `preconditions.resourceVersion`: the delete fails with a 409 unless the stored object is at
+    /// this version.
     pub resource_version: Option<String>,
+    /// `dryRun=All`: report what the delete would do, change nothing.
     pub dry_run: bool,
 }
 
+/// What a DELETE did to the object.
 pub enum Deleted {
     /// Removed at once (final state).
     Gone(Arc<Obj>),

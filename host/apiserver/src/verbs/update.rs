@@ -238,6 +238,12 @@ pub(crate) fn prepare_update(
     Ok(Change::Put(result))
 }
 
+/// The write shared by PUT and PATCH, done atomically in one store mutation. `compute` turns the
+/// stored object (None when missing) into the candidate and says whether it is a create; an
+/// update then goes through the update checks and managedFields, and removes the object when
+/// its last finalizer goes while it is being deleted. 404 when the object is missing and
+/// `compute` does not create it. Returns the outcome and whether the object was created; under
+/// dry run nothing is stored and the outcome holds the object as it would have been.
 pub(crate) fn run_update(
     store: &Store,
     def: &ResourceDef,

@@ -35,6 +35,7 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// is set to parse well past these, so that a request over them is still read and answered with
 /// the CF envelope; only one past the HTTP layer's own limits gets its bare 431.
 pub const MAX_HEADERS: usize = 100;
+/// Most header bytes a request may carry, counting each line as sent (name, `: `, value, CRLF).
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 const PARSER_MAX_HEADERS: usize = 4 * MAX_HEADERS;
 
@@ -172,6 +173,8 @@ pub struct Peer {
 }
 
 impl Peer {
+    /// The ends of a connection from `client` accepted on `local`; the `spin-client-addr` header
+    /// value is formatted here, once for all the connection's requests.
     pub fn new(client: SocketAddr, local: SocketAddr) -> Self {
         Self {
             local,
