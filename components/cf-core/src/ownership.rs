@@ -165,6 +165,27 @@ pub const CREATE_REQUEST_ANNOTATION: &str = "cf.lethe.dev/create-request";
 /// How often a create whose outcome is unknown is made.
 const CREATE_ATTEMPTS: u32 = 4;
 
+/// Makes `create` until it answers anything but unavailable or timed out (an unknown outcome),
+/// at most [`CREATE_ATTEMPTS`] times, with a growing pause. Returns the last answer, and whether
+/// an earlier attempt's outcome was unknown (so that an `AlreadyExists` may be its own doing).
+fn create_until_known(
+    env: &dyn Env,
+    mut create: impl FnMut() -> Result<Object, KubeError>,
+) -> (Result<Object, KubeError>, bool) {
+    let mut pause_ms = 100;
+    let mut attempt = 1;
+    loop {
+        match create() {
+            Err(KubeError::Unavailable(_) | KubeError::Timeout(_)) if attempt < CREATE_ATTEMPTS => {
+                env.sleep_ms(pause_ms);
+                pause_ms *= 2;
+                attempt += 1;
+            }
+            answer => return (answer, attempt > 1),
+        }
+    }
+}
+
 /// Creates `object`, whose name lethe chose, as `identity`, so that the create is safe to make
 /// again: the object carries a fresh request id ([`CREATE_REQUEST_ANNOTATION`]); a create whose
 /// outcome is unknown (unavailable, timed out) is made again, with a growing pause, up to
@@ -180,26 +201,16 @@ pub fn create_once(
     let request = env.new_uuid();
     object["metadata"]["annotations"][CREATE_REQUEST_ANNOTATION] = json!(request);
     let target = lethe_guest::kube::object_from_json(object.clone()).target;
-    let mut pause_ms = 100;
-    let mut attempt = 1;
-    loop {
-        match kube.create(identity, &object) {
-            Ok(created) => return Ok(created),
-            Err(KubeError::Conflict(m)) if attempt > 1 => {
-                let found = kube.get(&Identity::Privileged, &target)?;
-                return if found.annotation(CREATE_REQUEST_ANNOTATION) == Some(request.as_str()) {
-                    Ok(found)
-                } else {
-                    Err(KubeError::Conflict(m))
-                };
+    match create_until_known(env, || kube.create(identity, &object)) {
+        (Err(KubeError::Conflict(m)), true) => {
+            let found = kube.get(&Identity::Privileged, &target)?;
+            if found.annotation(CREATE_REQUEST_ANNOTATION) == Some(request.as_str()) {
+                Ok(found)
+            } else {
+                Err(KubeError::Conflict(m))
             }
-            Err(KubeError::Unavailable(_) | KubeError::Timeout(_)) if attempt < CREATE_ATTEMPTS => {
-                env.sleep_ms(pause_ms);
-                pause_ms *= 2;
-                attempt += 1;
-            }
-            Err(e) => return Err(e),
         }
+        (answer, _) => answer,
     }
 }
 
@@ -227,8 +238,9 @@ pub fn owned_namespace(kube: &dyn Kube, owner: Owner<'_>) -> Result<Option<Objec
 /// Creates the namespace `owner` owns if it is missing; `Ok(true)` if this call created it.
 /// A namespace of that name without `owner`'s mark is never adopted: `NotOurs` (SECURITY.md P1).
 /// An `AlreadyExists` on create is re-read and judged the same way, so a namespace that appeared
-/// in between is adopted only if it is this owner's.
-pub fn ensure_namespace(kube: &dyn Kube, owner: Owner<'_>) -> Result<bool, Refusal> {
+/// in between is adopted only if it is this owner's. That makes the create safe to make again,
+/// so one whose outcome is unknown is made again as [`create_once`] does.
+pub fn ensure_namespace(kube: &dyn Kube, env: &dyn Env, owner: Owner<'_>) -> Result<bool, Refusal> {
     if owned_namespace(kube, owner)?.is_some() {
         return Ok(false);
     }
@@ -237,7 +249,7 @@ pub fn ensure_namespace(kube: &dyn Kube, owner: Owner<'_>) -> Result<bool, Refus
         "kind": "Namespace",
         "metadata": { "name": owner.namespace_name(), "labels": owner.labels() },
     });
-    match kube.create(&Identity::Privileged, &ns) {
+    match create_until_known(env, || kube.create(&Identity::Privileged, &ns)).0 {
         Ok(_) => Ok(true),
         Err(KubeError::Conflict(m)) => match owned_namespace(kube, owner)? {
             Some(_) => Ok(false),

@@ -1032,6 +1032,28 @@ fn a_space_re_created_under_the_same_name_inherits_nothing() {
     assert!(ns.deletion_timestamp.is_none());
 }
 
+/// A namespace create whose answer was lost is made again: the namespace exists afterwards,
+/// whether or not the lost attempt landed, and a space created in a storm finds it.
+#[test]
+fn a_namespace_create_with_an_unknown_outcome_is_made_again() {
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
+    let orgs = [
+        (false, "1a2b3c4d-0000-4000-8000-000000000001"),
+        (true, "1a2b3c4d-0000-4000-8000-000000000002"),
+    ];
+    for (applied, guid) in orgs {
+        let org = fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+            "metadata": {"name": guid, "namespace": "cf", "finalizers": [FINALIZER]},
+            "spec": {"displayName": guid}}));
+        fake.lose_next_create("Namespace", applied);
+        let made = crate::ownership::ensure_namespace(&fake, &fake, Owner::new("org", &org));
+        assert_eq!(made, Ok(!applied), "applied: {applied}");
+        let ns = fake.object("Namespace", "", guid).expect("namespace made");
+        assert!(Owner::new("org", &org).check(&ns).is_ok());
+    }
+}
+
 #[test]
 fn a_namespace_that_appears_between_the_read_and_the_create_is_not_adopted() {
     let (cluster, _) = setup();
@@ -1047,7 +1069,7 @@ fn a_namespace_that_appears_between_the_read_and_the_create_is_not_adopted() {
     );
     // The first read misses it, so the create answers AlreadyExists: not "created".
     fake.hide_once("Namespace", "payments");
-    let result = crate::ownership::ensure_namespace(&fake, Owner::new("space", &space));
+    let result = crate::ownership::ensure_namespace(&fake, &fake, Owner::new("space", &space));
     assert!(
         matches!(result, Err(crate::ownership::Refusal::NotOurs(_))),
         "{result:?}"
@@ -1056,7 +1078,7 @@ fn a_namespace_that_appears_between_the_read_and_the_create_is_not_adopted() {
     // And the namespace of an object that is its own is adopted on that conflict.
     let org = fake.object("Org", "cf", ORG).expect("org");
     fake.hide_once("Namespace", ORG);
-    let result = crate::ownership::ensure_namespace(&fake, Owner::new("org", &org));
+    let result = crate::ownership::ensure_namespace(&fake, &fake, Owner::new("org", &org));
     assert_eq!(result, Ok(false));
 }
 

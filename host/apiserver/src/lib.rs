@@ -46,6 +46,7 @@
 //! kubeconfig.
 
 mod auth;
+mod bootstrap_policy;
 mod controllers;
 mod cron;
 mod front;
@@ -244,7 +245,7 @@ fn bootstrap(store: &store::Store, info: &controllers::ClusterInfo) -> anyhow::R
             .map_err(|e| anyhow::anyhow!("bootstrap namespace {ns}: {e}"))?;
         }
     }
-    for (plural, obj) in auth::default_rbac() {
+    for (plural, obj) in bootstrap_policy::default_rbac() {
         let def = find(plural)?;
         let name = obj["metadata"]["name"]
             .as_str()

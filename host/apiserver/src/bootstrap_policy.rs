@@ -1,0 +1,163 @@
+//! kube-apiserver's bootstrap RBAC policy, as far as a user meets it: the aggregated
+//! user-facing roles and the rights every user has.
+
+use serde_json::Value;
+
+/// The default cluster roles and bindings created on a fresh cluster: those of kube-apiserver's
+/// bootstrap policy that a user meets (the aggregated user-facing roles and the rights every
+/// user has), with the same names, labels, rules and subjects.
+pub fn default_rbac() -> Vec<(&'static str, Value)> {
+    use serde_json::json;
+    let read = json!(["get", "list", "watch"]);
+    let change = json!(["create", "delete", "deletecollection", "patch", "update"]);
+    let all = json!([
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch"
+    ]);
+    let agg = |to: &str| format!("rbac.authorization.k8s.io/aggregate-to-{to}");
+    let boot = "kubernetes.io/bootstrapping";
+    let meta = |name: &str, labels: Value| {
+        json!({
+            "name": name,
+            "labels": labels,
+            "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
+        })
+    };
+    let role = |name: &str, labels: Value, body: Value| {
+        let mut v = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": meta(name, labels),
+        });
+        if let (Some(m), Value::Object(b)) = (v.as_object_mut(), body) {
+            m.extend(b);
+        }
+        ("clusterroles", v)
+    };
+    let rule = |groups: &[&str], resources: &[&str], verbs: &Value| json!({"apiGroups": groups, "resources": resources, "verbs": verbs});
+    let aggregated = |to: &str| json!({"aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {agg(to): "true"}}]}, "rules": []});
+    let binding = |name: &str, groups: &[&str]| {
+        let subjects: Vec<Value> = groups
+            .iter()
+            .map(|g| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g}))
+            .collect();
+        (
+            "clusterrolebindings",
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": meta(name, json!({boot: "rbac-defaults"})),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                "subjects": subjects,
+            }),
+        )
+    };
+    let get = json!(["get"]);
+    vec![
+        role(
+            "cluster-admin",
+            json!({boot: "rbac-defaults"}),
+            json!({"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}]}),
+        ),
+        role(
+            "system:aggregate-to-admin",
+            json!({boot: "rbac-defaults", agg("admin"): "true"}),
+            json!({"rules": [
+                rule(&["authorization.k8s.io"], &["localsubjectaccessreviews"], &json!(["create"])),
+                rule(&["rbac.authorization.k8s.io"], &["rolebindings", "roles"], &all),
+            ]}),
+        ),
+        role(
+            "system:aggregate-to-edit",
+            json!({boot: "rbac-defaults", agg("edit"): "true"}),
+            json!({"rules": [
+                rule(&[""], &["pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "secrets", "services/proxy"], &read),
+                rule(&[""], &["serviceaccounts"], &json!(["impersonate"])),
+                rule(&[""], &["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy"], &change),
+                rule(&[""], &["pods/eviction"], &json!(["create"])),
+                rule(&[""], &["configmaps", "events", "persistentvolumeclaims", "replicationcontrollers", "replicationcontrollers/scale", "secrets", "serviceaccounts", "services", "services/proxy"], &change),
+                rule(&[""], &["serviceaccounts/token"], &json!(["create"])),
+                rule(&["apps"], &["daemonsets", "deployments", "deployments/rollback", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets", "statefulsets/scale"], &change),
+                rule(&["autoscaling"], &["horizontalpodautoscalers"], &change),
+                rule(&["batch"], &["cronjobs", "jobs"], &change),
+                rule(&["extensions"], &["daemonsets", "deployments", "deployments/rollback", "deployments/scale", "ingresses", "networkpolicies", "replicasets", "replicasets/scale", "replicationcontrollers/scale"], &change),
+                rule(&["policy"], &["poddisruptionbudgets"], &change),
+                rule(&["networking.k8s.io"], &["ingresses", "networkpolicies"], &change),
+                rule(&["coordination.k8s.io"], &["leases"], &all),
+            ]}),
+        ),
+        role(
+            "system:aggregate-to-view",
+            json!({boot: "rbac-defaults", agg("view"): "true"}),
+            json!({"rules": [
+                rule(&[""], &["configmaps", "endpoints", "persistentvolumeclaims", "persistentvolumeclaims/status", "pods", "replicationcontrollers", "replicationcontrollers/scale", "serviceaccounts", "services", "services/status"], &read),
+                rule(&[""], &["bindings", "events", "limitranges", "namespaces/status", "pods/log", "pods/status", "replicationcontrollers/status", "resourcequotas", "resourcequotas/status"], &read),
+                rule(&[""], &["namespaces"], &read),
+                rule(&["discovery.k8s.io"], &["endpointslices"], &read),
+                rule(&["apps"], &["controllerrevisions", "daemonsets", "daemonsets/status", "deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale", "replicasets/status", "statefulsets", "statefulsets/scale", "statefulsets/status"], &read),
+                rule(&["autoscaling"], &["horizontalpodautoscalers", "horizontalpodautoscalers/status"], &read),
+                rule(&["batch"], &["cronjobs", "cronjobs/status", "jobs", "jobs/status"], &read),
+                rule(&["extensions"], &["daemonsets", "daemonsets/status", "deployments", "deployments/scale", "deployments/status", "ingresses", "ingresses/status", "networkpolicies", "replicasets", "replicasets/scale", "replicasets/status", "replicationcontrollers/scale"], &read),
+                rule(&["policy"], &["poddisruptionbudgets", "poddisruptionbudgets/status"], &read),
+                rule(&["networking.k8s.io"], &["ingresses", "ingresses/status", "networkpolicies"], &read),
+            ]}),
+        ),
+        role("admin", json!({boot: "rbac-defaults"}), aggregated("admin")),
+        role(
+            "edit",
+            json!({boot: "rbac-defaults", agg("admin"): "true"}),
+            aggregated("edit"),
+        ),
+        role(
+            "view",
+            json!({boot: "rbac-defaults", agg("edit"): "true"}),
+            aggregated("view"),
+        ),
+        role(
+            "system:basic-user",
+            json!({boot: "rbac-defaults"}),
+            json!({"rules": [
+                rule(&["authorization.k8s.io"], &["selfsubjectaccessreviews", "selfsubjectrulesreviews"], &json!(["create"])),
+                rule(&["authentication.k8s.io"], &["selfsubjectreviews"], &json!(["create"])),
+            ]}),
+        ),
+        role(
+            "system:discovery",
+            json!({boot: "rbac-defaults"}),
+            json!({"rules": [{"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"], "verbs": get}]}),
+        ),
+        role(
+            "system:public-info-viewer",
+            json!({boot: "rbac-defaults"}),
+            json!({"rules": [{"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": get}]}),
+        ),
+        role(
+            "system:service-account-issuer-discovery",
+            json!({boot: "rbac-defaults"}),
+            json!({"rules": [{"nonResourceURLs": ["/.well-known/openid-configuration", "/.well-known/openid-configuration/", "/openid/v1/jwks", "/openid/v1/jwks/"], "verbs": get}]}),
+        ),
+        role(
+            "system:auth-delegator",
+            json!({boot: "rbac-defaults"}),
+            json!({"rules": [
+                rule(&["authentication.k8s.io"], &["tokenreviews"], &json!(["create"])),
+                rule(&["authorization.k8s.io"], &["subjectaccessreviews"], &json!(["create"])),
+            ]}),
+        ),
+        binding("cluster-admin", &["system:masters"]),
+        binding("system:basic-user", &["system:authenticated"]),
+        binding("system:discovery", &["system:authenticated"]),
+        binding(
+            "system:public-info-viewer",
+            &["system:authenticated", "system:unauthenticated"],
+        ),
+        binding(
+            "system:service-account-issuer-discovery",
+            &["system:serviceaccounts"],
+        ),
+    ]
+}
