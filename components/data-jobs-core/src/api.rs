@@ -26,7 +26,8 @@ use serde_json::{Value as Json, json};
 use crate::model::{self, Resources, Spec};
 use crate::status::{self, HttpError, Operation};
 use crate::{
-    Host, Identity, KubeError, ObjectRef, Request, Response, Settings, SqlError, Value, cf,
+    Host, Identity, KubeError, ObjectRef, Request, Response, Settings, SqlError, Statement, Value,
+    cf,
 };
 
 /// Answers one request. Never panics; bad input is a 4xx with the CF error envelope.
@@ -511,22 +512,37 @@ impl Ctx<'_> {
                 "DELETE FROM desired_data_job_deployment WHERE job_uid = $1",
                 vec![job.uid.clone().into()],
             ),
-            ("DELETE FROM data_job WHERE uid = $1", vec![job.uid.clone().into()]),
             (
-                "INSERT INTO data_job_deletion (guid, operation, job_uid, team, job_name, requested_at, completed_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, NULL) \
-                 ON CONFLICT (guid) DO UPDATE SET requested_at = excluded.requested_at, completed_at = NULL",
-                vec![
-                    guid.clone().into(),
-                    Operation::DataJobDelete.as_str().into(),
-                    job.uid.clone().into(),
-                    team.into(),
-                    name.into(),
-                    self.host.now_ms().into(),
-                ],
+                "DELETE FROM data_job WHERE uid = $1",
+                vec![job.uid.clone().into()],
             ),
+            self.deletion_requested(Operation::DataJobDelete, &guid, &job, team, name),
         ])?;
         Ok(self.accepted(&guid))
+    }
+
+    /// Records that deletion job `guid` was asked for (again: a repeat restarts it).
+    fn deletion_requested(
+        &self,
+        operation: Operation,
+        guid: &str,
+        job: &Job,
+        team: &str,
+        name: &str,
+    ) -> Statement {
+        (
+            "INSERT INTO data_job_deletion (guid, operation, job_uid, team, job_name, requested_at, completed_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, NULL) \
+             ON CONFLICT (guid) DO UPDATE SET requested_at = excluded.requested_at, completed_at = NULL",
+            vec![
+                guid.into(),
+                operation.as_str().into(),
+                job.uid.clone().into(),
+                team.into(),
+                name.into(),
+                self.host.now_ms().into(),
+            ],
+        )
     }
 
     fn accepted(&self, guid: &str) -> Response {
@@ -864,19 +880,7 @@ impl Ctx<'_> {
                 "DELETE FROM desired_data_job_deployment WHERE job_uid = $1",
                 vec![job.uid.clone().into()],
             ),
-            (
-                "INSERT INTO data_job_deletion (guid, operation, job_uid, team, job_name, requested_at, completed_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, NULL) \
-                 ON CONFLICT (guid) DO UPDATE SET requested_at = excluded.requested_at, completed_at = NULL",
-                vec![
-                    guid.clone().into(),
-                    Operation::DeploymentDelete.as_str().into(),
-                    job.uid.clone().into(),
-                    team.into(),
-                    name.into(),
-                    self.host.now_ms().into(),
-                ],
-            ),
+            self.deletion_requested(Operation::DeploymentDelete, &guid, &job, team, name),
         ])?;
         Ok(self.accepted(&guid))
     }

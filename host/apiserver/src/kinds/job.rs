@@ -87,7 +87,7 @@ pub(crate) fn job_spec_causes(spec: &Value, path: &str, causes: &mut Vec<Cause>)
     let set = |key: &str| !spec[key].is_null();
     if set("maxFailedIndexes") && !set("backoffLimitPerIndex") {
         causes.push(validation::required(
-            &format!("{path}.backoffLimitPerIndex"),
+            format!("{path}.backoffLimitPerIndex"),
             "when maxFailedIndexes is specified",
         ));
     }
@@ -106,13 +106,13 @@ pub(crate) fn job_spec_causes(spec: &Value, path: &str, causes: &mut Vec<Cause>)
         Some("Indexed") => {
             if !set("completions") {
                 causes.push(validation::required(
-                    &format!("{path}.completions"),
+                    format!("{path}.completions"),
                     "when completion mode is Indexed",
                 ));
             }
         }
         Some(mode) => causes.push(validation::not_supported(
-            &format!("{path}.completionMode"),
+            format!("{path}.completionMode"),
             &json!(mode),
             &["NonIndexed", "Indexed"],
         )),
@@ -122,12 +122,12 @@ pub(crate) fn job_spec_causes(spec: &Value, path: &str, causes: &mut Vec<Cause>)
     // The pod defaults fill in `Always`, so a template that says nothing is told what it must say.
     match spec["template"]["spec"]["restartPolicy"].as_str() {
         None | Some("") | Some("Always") => causes.push(validation::required(
-            &format!("{template}.spec.restartPolicy"),
+            format!("{template}.spec.restartPolicy"),
             "valid values: \"OnFailure\", \"Never\"",
         )),
         Some("OnFailure") | Some("Never") => {}
         Some(restart) => causes.push(validation::not_supported(
-            &format!("{template}.spec.restartPolicy"),
+            format!("{template}.spec.restartPolicy"),
             &json!(restart),
             &["OnFailure", "Never"],
         )),

@@ -183,7 +183,7 @@ pub fn pod_spec_causes(spec: &Value, path: &str, restart_policy: bool, causes: &
                 );
             }
         }
-        _ => causes.push(validation::required(&format!("{path}.containers"), "")),
+        _ => causes.push(validation::required(format!("{path}.containers"), "")),
     }
     for (i, c) in spec["initContainers"]
         .as_array()
@@ -204,10 +204,10 @@ pub fn pod_spec_causes(spec: &Value, path: &str, restart_policy: bool, causes: &
         && !matches!(policy, "Always" | "OnFailure" | "Never")
     {
         causes.push(if policy.is_empty() {
-            validation::required(&format!("{path}.restartPolicy"), "")
+            validation::required(format!("{path}.restartPolicy"), "")
         } else {
             validation::not_supported(
-                &format!("{path}.restartPolicy"),
+                format!("{path}.restartPolicy"),
                 &json!(policy),
                 &["Always", "OnFailure", "Never"],
             )
@@ -220,7 +220,7 @@ pub fn pod_spec_causes(spec: &Value, path: &str, restart_policy: bool, causes: &
         )
     {
         causes.push(validation::not_supported(
-            &format!("{path}.dnsPolicy"),
+            format!("{path}.dnsPolicy"),
             &json!(policy),
             &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"],
         ));
@@ -255,7 +255,7 @@ fn container_causes(
         }
     }
     if c["image"].as_str().is_none_or(str::is_empty) {
-        causes.push(validation::required(&format!("{path}.image"), ""));
+        causes.push(validation::required(format!("{path}.image"), ""));
     }
     let mut port_names: Vec<&str> = Vec::new();
     for (i, port) in c["ports"].as_array().into_iter().flatten().enumerate() {
@@ -275,7 +275,7 @@ fn container_causes(
             port_names.push(name);
         }
         match port["containerPort"].as_i64() {
-            None | Some(0) => causes.push(validation::required(&format!("{at}.containerPort"), "")),
+            None | Some(0) => causes.push(validation::required(format!("{at}.containerPort"), "")),
             Some(n) => causes.extend(validation::invalid_causes(
                 &format!("{at}.containerPort"),
                 &json!(n),
@@ -293,7 +293,7 @@ fn container_causes(
             && !matches!(protocol, "SCTP" | "TCP" | "UDP")
         {
             causes.push(validation::not_supported(
-                &format!("{at}.protocol"),
+                format!("{at}.protocol"),
                 &json!(protocol),
                 &["SCTP", "TCP", "UDP"],
             ));
@@ -308,7 +308,7 @@ fn container_causes(
         let at = format!("{path}.volumeMounts[{i}]");
         let name = m["name"].as_str().unwrap_or_default();
         if name.is_empty() {
-            causes.push(validation::required(&format!("{at}.name"), ""));
+            causes.push(validation::required(format!("{at}.name"), ""));
         } else if !volumes.contains(&name) {
             causes.push(Cause {
                 reason: "FieldValueNotFound",
@@ -317,7 +317,7 @@ fn container_causes(
             });
         }
         if m["mountPath"].as_str().is_none_or(str::is_empty) {
-            causes.push(validation::required(&format!("{at}.mountPath"), ""));
+            causes.push(validation::required(format!("{at}.mountPath"), ""));
         }
     }
     let resources = &c["resources"];

@@ -15,7 +15,7 @@ pub(crate) fn policy_rule_causes(v: &Value, namespaced: bool, causes: &mut Vec<C
         let path = format!("rules[{i}]");
         if !listed(rule, "verbs") {
             causes.push(validation::required(
-                &format!("{path}.verbs"),
+                format!("{path}.verbs"),
                 "verbs must contain at least one value",
             ));
         }
@@ -43,13 +43,13 @@ pub(crate) fn policy_rule_causes(v: &Value, namespaced: bool, causes: &mut Vec<C
         }
         if !listed(rule, "apiGroups") {
             causes.push(validation::required(
-                &format!("{path}.apiGroups"),
+                format!("{path}.apiGroups"),
                 "resource rules must supply at least one api group",
             ));
         }
         if !listed(rule, "resources") {
             causes.push(validation::required(
-                &format!("{path}.resources"),
+                format!("{path}.resources"),
                 "resource rules must supply at least one resource",
             ));
         }
@@ -89,32 +89,32 @@ pub(crate) fn binding_causes(v: &Value, namespaced: bool, causes: &mut Vec<Cause
     for (i, subject) in v["subjects"].as_array().into_iter().flatten().enumerate() {
         let path = format!("subjects[{i}]");
         if text(&subject["name"]).is_empty() {
-            causes.push(validation::required(&format!("{path}.name"), ""));
+            causes.push(validation::required(format!("{path}.name"), ""));
         }
         let group = text(&subject["apiGroup"]);
         match subject["kind"].as_str().unwrap_or_default() {
             "ServiceAccount" => {
                 if !group.is_empty() {
                     causes.push(validation::not_supported(
-                        &format!("{path}.apiGroup"),
+                        format!("{path}.apiGroup"),
                         &json!(&group),
                         &[""],
                     ));
                 }
                 if !namespaced && text(&subject["namespace"]).is_empty() {
-                    causes.push(validation::required(&format!("{path}.namespace"), ""));
+                    causes.push(validation::required(format!("{path}.namespace"), ""));
                 }
             }
             "User" | "Group" if group != RBAC_GROUP => {
                 causes.push(validation::not_supported(
-                    &format!("{path}.apiGroup"),
+                    format!("{path}.apiGroup"),
                     &json!(&group),
                     &[RBAC_GROUP],
                 ));
             }
             "User" | "Group" => {}
             other => causes.push(validation::not_supported(
-                &format!("{path}.kind"),
+                format!("{path}.kind"),
                 &json!(other),
                 &["ServiceAccount", "User", "Group"],
             )),

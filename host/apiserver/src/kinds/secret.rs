@@ -52,7 +52,7 @@ pub(crate) fn secret_defaults(v: &mut Value) -> Result<(), ApiError> {
 pub(crate) fn secret_type_causes(v: &Value, causes: &mut Vec<Cause>) {
     let data = &v["data"];
     let has = |key: &str| data.get(key).is_some();
-    let need = |key: &str| validation::required(&format!("data[{key}]"), "");
+    let need = |key: &str| validation::required(format!("data[{key}]"), "");
     match v["type"].as_str().unwrap_or_default() {
         "kubernetes.io/service-account-token" => {
             let account = &v["metadata"]["annotations"]["kubernetes.io/service-account.name"];

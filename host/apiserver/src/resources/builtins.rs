@@ -17,10 +17,24 @@ enum Serves {
     EventsV1,
 }
 
-/// The built-in resources, all at version `v1`: group, plural, singular, kind, namespaced, short
-/// names, status subresource, generation, name rule, and how they are served.
+/// A row of [`TABLE`]: group, plural, singular, kind, namespaced, short names, status
+/// subresource, generation, name rule, and how the resource is served.
+type Row = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    bool,
+    &'static [&'static str],
+    bool,
+    bool,
+    NameRule,
+    Serves,
+);
+
+/// The built-in resources, all at version `v1`.
 #[rustfmt::skip]
-const TABLE: &[(&str, &str, &str, &str, bool, &[&str], bool, bool, NameRule, Serves)] = &[
+const TABLE: &[Row] = &[
     ("", "namespaces", "namespace", "Namespace", false, &["ns"], true, false, Label, Stored),
     ("", "configmaps", "configmap", "ConfigMap", true, &["cm"], false, false, Subdomain, Stored),
     ("", "secrets", "secret", "Secret", true, &[], false, false, Subdomain, Stored),

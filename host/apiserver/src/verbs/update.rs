@@ -229,11 +229,12 @@ pub(crate) fn prepare_update(
     if result == cur.value {
         return Ok(Change::Keep);
     }
-    if cur.deleting() && string_list(&result["metadata"]["finalizers"]).is_empty() {
-        if !kind.held_by_spec(&result) {
-            // The final state (without finalizers) goes into the DELETED event.
-            return Ok(Change::RemoveWith(result));
-        }
+    if cur.deleting()
+        && string_list(&result["metadata"]["finalizers"]).is_empty()
+        && !kind.held_by_spec(&result)
+    {
+        // The final state (without finalizers) goes into the DELETED event.
+        return Ok(Change::RemoveWith(result));
     }
     Ok(Change::Put(result))
 }
