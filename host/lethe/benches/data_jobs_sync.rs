@@ -154,7 +154,7 @@ async fn main() -> anyhow::Result<()> {
                 hash: &hash,
                 resource_version: None,
             });
-            let obj = client.create(&body).await?;
+            let obj = client.create(&body.to_string()).await?;
             anyhow::Ok((
                 i,
                 obj.target.name,
