@@ -321,6 +321,24 @@ impl FakeCluster {
         self.rejected.borrow_mut().push(token.into());
     }
 
+    /// The stored object `target` that `id` may `verb`, with its key; 404 when there is none.
+    fn stored(
+        &self,
+        id: &Identity,
+        verb: &str,
+        target: &ObjectRef,
+    ) -> Result<(Key, Json), KubeError> {
+        self.check(id, verb, &target.kind, target.namespace.as_deref())?;
+        let key = key_ref(target);
+        let current = self
+            .objects
+            .borrow()
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| KubeError::NotFound(target.name.clone()))?;
+        Ok((key, current))
+    }
+
     fn knows(&self, token: &str) -> bool {
         !self.rejected.borrow().iter().any(|t| t == token)
     }
@@ -488,14 +506,7 @@ impl Kube for FakeCluster {
         target: &ObjectRef,
         object: &Json,
     ) -> Result<Object, KubeError> {
-        self.check(id, "update", &target.kind, target.namespace.as_deref())?;
-        let key = key_ref(target);
-        let current = self
-            .objects
-            .borrow()
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| KubeError::NotFound(target.name.clone()))?;
+        let (key, current) = self.stored(id, "update", target)?;
         let mut next = object.clone();
         if let Some(rv) = next["metadata"]["resourceVersion"].as_str()
             && Some(rv) != current["metadata"]["resourceVersion"].as_str()
@@ -522,14 +533,7 @@ impl Kube for FakeCluster {
         kind: PatchKind,
         patch: &Json,
     ) -> Result<Object, KubeError> {
-        self.check(id, "patch", &target.kind, target.namespace.as_deref())?;
-        let key = key_ref(target);
-        let current = self
-            .objects
-            .borrow()
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| KubeError::NotFound(target.name.clone()))?;
+        let (key, current) = self.stored(id, "patch", target)?;
         let mut next = current.clone();
         match kind {
             PatchKind::Merge => merge(&mut next, patch),
