@@ -587,7 +587,7 @@ fn create(
         other => HttpError::from_kube(other, &t.display),
     })?;
     // The namespace it owns, marked with its uid; the reconciler repairs it if this fails.
-    if let Err(e) = ownership::ensure_namespace(kube, env, Owner::new(kind.name(), &created)) {
+    if let Err(e) = ownership::ensure_namespace_now(kube, env, Owner::new(kind.name(), &created)) {
         env.log(
             lethe_guest::env::Level::Warn,
             &format!("namespace {guid} not created yet ({e}); the reconciler will retry"),
@@ -716,7 +716,7 @@ fn space_placement(
     }
     // SECURITY.md P4: the space goes into the org's namespace only if that namespace is the
     // org's by its mark.
-    ownership::ensure_namespace(kube, ctx.env, Owner::new(ResourceKind::Org.name(), &org))
+    ownership::ensure_namespace_now(kube, ctx.env, Owner::new(ResourceKind::Org.name(), &org))
         .map_err(|e| e.into_http_error("organization"))?;
     Ok(Placement {
         namespace: org_guid.clone(),

@@ -238,9 +238,29 @@ pub fn owned_namespace(kube: &dyn Kube, owner: Owner<'_>) -> Result<Option<Objec
 /// Creates the namespace `owner` owns if it is missing; `Ok(true)` if this call created it.
 /// A namespace of that name without `owner`'s mark is never adopted: `NotOurs` (SECURITY.md P1).
 /// An `AlreadyExists` on create is re-read and judged the same way, so a namespace that appeared
-/// in between is adopted only if it is this owner's. That makes the create safe to make again,
-/// so one whose outcome is unknown is made again as [`create_once`] does.
-pub fn ensure_namespace(kube: &dyn Kube, env: &dyn Env, owner: Owner<'_>) -> Result<bool, Refusal> {
+/// in between is adopted only if it is this owner's. One attempt: the reconciler's own backoff
+/// decides when a failed create is made again.
+pub fn ensure_namespace(kube: &dyn Kube, owner: Owner<'_>) -> Result<bool, Refusal> {
+    ensure_namespace_by(kube, owner, |ns| kube.create(&Identity::Privileged, ns))
+}
+
+/// [`ensure_namespace`] for a request a client waits on: the conflict rule makes the create safe
+/// to repeat, so one whose outcome is unknown is made again, as [`create_once`] does.
+pub fn ensure_namespace_now(
+    kube: &dyn Kube,
+    env: &dyn Env,
+    owner: Owner<'_>,
+) -> Result<bool, Refusal> {
+    ensure_namespace_by(kube, owner, |ns| {
+        create_until_known(env, || kube.create(&Identity::Privileged, ns)).0
+    })
+}
+
+fn ensure_namespace_by(
+    kube: &dyn Kube,
+    owner: Owner<'_>,
+    create: impl FnOnce(&Json) -> Result<Object, KubeError>,
+) -> Result<bool, Refusal> {
     if owned_namespace(kube, owner)?.is_some() {
         return Ok(false);
     }
@@ -249,7 +269,7 @@ pub fn ensure_namespace(kube: &dyn Kube, env: &dyn Env, owner: Owner<'_>) -> Res
         "kind": "Namespace",
         "metadata": { "name": owner.namespace_name(), "labels": owner.labels() },
     });
-    match create_until_known(env, || kube.create(&Identity::Privileged, &ns)).0 {
+    match create(&ns) {
         Ok(_) => Ok(true),
         Err(KubeError::Conflict(m)) => match owned_namespace(kube, owner)? {
             Some(_) => Ok(false),

@@ -161,7 +161,7 @@ pub fn pass(kube: &dyn Kube, env: &dyn Env, settings: &Settings, backoff: &dyn B
                 report.backing_off += 1;
                 continue;
             }
-            let result = reconcile_one(kube, env, t, Owner::new(type_name, &object), &mut report);
+            let result = reconcile_one(kube, t, Owner::new(type_name, &object), &mut report);
             // What is in the way is recorded on the object itself, where its deletion job reads
             // it at no extra cost, and cleared once the way is free.
             let blocked_by = match &result {
@@ -216,7 +216,6 @@ pub fn pass(kube: &dyn Kube, env: &dyn Env, settings: &Settings, backoff: &dyn B
 /// One object, by the row of the module's table its two facts select.
 fn reconcile_one(
     kube: &dyn Kube,
-    env: &dyn Env,
     t: &ResourceType,
     owner: Owner<'_>,
     report: &mut Report,
@@ -234,7 +233,7 @@ fn reconcile_one(
         // Not deleting, finalizer present: the namespace it owns exists (a crashed create is
         // repaired here).
         (false, Some(_)) => {
-            let made = ownership::ensure_namespace(kube, env, owner)
+            let made = ownership::ensure_namespace(kube, owner)
                 .map_err(StepFailed::at(StepFailed::MakingNamespace))?;
             if made {
                 report.created += 1;

@@ -216,7 +216,7 @@ pub fn create(ctx: &RequestContext<'_>, caller: &Identity) -> Result<Response, H
     // SECURITY.md P3: the binding is written privileged, so only into the namespace that is
     // this org's or space's by its mark (made now if the reconciler has not made it yet).
     let owner = Owner::new(role_in.name(), &owner_object);
-    ownership::ensure_namespace(kube, env, owner).map_err(|e| e.into_http_error(target))?;
+    ownership::ensure_namespace_now(kube, env, owner).map_err(|e| e.into_http_error(target))?;
     let guid = env.new_uuid();
     let mut labels = owner.labels();
     labels[ROLE_GUID_LABEL] = json!(guid);

@@ -1047,7 +1047,7 @@ fn a_namespace_create_with_an_unknown_outcome_is_made_again() {
             "metadata": {"name": guid, "namespace": "cf", "finalizers": [FINALIZER]},
             "spec": {"displayName": guid}}));
         fake.lose_next_create("Namespace", applied);
-        let made = crate::ownership::ensure_namespace(&fake, &fake, Owner::new("org", &org));
+        let made = crate::ownership::ensure_namespace_now(&fake, &fake, Owner::new("org", &org));
         assert_eq!(made, Ok(!applied), "applied: {applied}");
         let ns = fake.object("Namespace", "", guid).expect("namespace made");
         assert!(Owner::new("org", &org).check(&ns).is_ok());
@@ -1069,7 +1069,7 @@ fn a_namespace_that_appears_between_the_read_and_the_create_is_not_adopted() {
     );
     // The first read misses it, so the create answers AlreadyExists: not "created".
     fake.hide_once("Namespace", "payments");
-    let result = crate::ownership::ensure_namespace(&fake, &fake, Owner::new("space", &space));
+    let result = crate::ownership::ensure_namespace(&fake, Owner::new("space", &space));
     assert!(
         matches!(result, Err(crate::ownership::Refusal::NotOurs(_))),
         "{result:?}"
@@ -1078,7 +1078,7 @@ fn a_namespace_that_appears_between_the_read_and_the_create_is_not_adopted() {
     // And the namespace of an object that is its own is adopted on that conflict.
     let org = fake.object("Org", "cf", ORG).expect("org");
     fake.hide_once("Namespace", ORG);
-    let result = crate::ownership::ensure_namespace(&fake, &fake, Owner::new("org", &org));
+    let result = crate::ownership::ensure_namespace(&fake, Owner::new("org", &org));
     assert_eq!(result, Ok(false));
 }
 

@@ -29,7 +29,8 @@ pub(crate) fn prepare_create(
         .unwrap_or_default()
         .to_string();
     check_namespace(inner, def, ns, &name)?;
-    strategy(def).check_create(&body, &name)?;
+    let kind = strategy(def);
+    kind.check_create(&body, &name)?;
     let sent_status = body.get("status").cloned().unwrap_or(Value::Null);
     if def.status_subresource
         && let Some(m) = body.as_object_mut()
@@ -53,7 +54,6 @@ pub(crate) fn prepare_create(
     } else {
         meta.remove("generation");
     }
-    let kind = strategy(def);
     let ctx = Ctx {
         inner,
         ns,

@@ -64,7 +64,7 @@ pub fn delete(
         let policy = opts.propagation.as_deref().or_else(|| match opts.orphan_dependents {
             Some(true) => Some("Orphan"),
             Some(false) => Some("Background"),
-            None => crate::kinds::strategy(def).default_propagation().map(|d| {
+            None => kind.default_propagation().map(|d| {
                 if !opts.dry_run {
                     warnings.push(d.warning);
                 }
