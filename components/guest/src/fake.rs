@@ -19,8 +19,8 @@ use serde_json::{Value as Json, json};
 
 use crate::env::{Env, Level, format_rfc3339};
 use crate::kube::{
-    DeleteOptions, DeleteOutcome, Identity, Kube, KubeError, KubeVia, ListOptions, Object,
-    ObjectList, ObjectRef, PatchKind, object_from_json,
+    Change, ChangeBatch, ChangeType, Collection, DeleteOptions, DeleteOutcome, Identity, Kube,
+    KubeError, KubeVia, ListOptions, Object, ObjectList, ObjectRef, PatchKind, object_from_json,
 };
 use crate::sql::{Sql, SqlError, Statement, Value};
 
@@ -49,6 +49,10 @@ pub struct FakeCluster {
     /// carried out when `applied` (a lost answer) or not at all.
     lost_answers: RefCell<Vec<(String, bool)>>,
     admission: RefCell<Option<Admission>>,
+    /// What the objects were at each bookmark given out, for `changes`; bookmark `i` of
+    /// `watch_epoch` is `snapshots[i]`.
+    snapshots: RefCell<Vec<BTreeMap<Key, Json>>>,
+    watch_epoch: Cell<u64>,
 }
 
 impl Default for FakeCluster {
@@ -72,6 +76,8 @@ impl FakeCluster {
             missing_kinds: RefCell::new(Vec::new()),
             lost_answers: RefCell::new(Vec::new()),
             admission: RefCell::new(None),
+            snapshots: RefCell::new(Vec::new()),
+            watch_epoch: Cell::new(1),
         };
         cluster.grant("admin", "*", "*", "*");
         cluster
@@ -254,6 +260,20 @@ impl FakeCluster {
                     .remove(&("Namespace".to_string(), String::new(), ns));
             }
         }
+    }
+
+    /// Makes every bookmark given out so far `gone`, as a watch relisted after its version
+    /// expired (or a host restart) does.
+    pub fn expire_watches(&self) {
+        self.watch_epoch.set(self.watch_epoch.get() + 1);
+        self.snapshots.borrow_mut().clear();
+    }
+
+    /// Gives out a bookmark for `objects` as they are.
+    fn bookmark(&self, objects: BTreeMap<Key, Json>) -> String {
+        let mut snapshots = self.snapshots.borrow_mut();
+        snapshots.push(objects);
+        format!("fake{}.{}", self.watch_epoch.get(), snapshots.len() - 1)
     }
 
     /// Answers the reviews, which are not stored; None for any other kind.
@@ -567,6 +587,82 @@ impl Kube for FakeCluster {
         Ok(object_from_json(next))
     }
 
+    /// Changes between the objects at bookmark `since` and now, one per object that differs
+    /// (several writes to one object in between come as one), in key order.
+    fn changes(
+        &self,
+        id: &Identity,
+        collection: &Collection,
+        since: Option<&str>,
+        max: u32,
+    ) -> Result<ChangeBatch, KubeError> {
+        let namespace = collection.namespace.as_deref();
+        self.check(id, "changes", &collection.kind, namespace)?;
+        self.check(id, "list", &collection.kind, namespace)?;
+        self.check(id, "watch", &collection.kind, namespace)?;
+        let now = self.objects.borrow().clone();
+        let Some(since) = since else {
+            return Ok(ChangeBatch {
+                bookmark: self.bookmark(now),
+                ..ChangeBatch::default()
+            });
+        };
+        let prefix = format!("fake{}.", self.watch_epoch.get());
+        let before = since
+            .strip_prefix(&prefix)
+            .and_then(|i| i.parse::<usize>().ok())
+            .and_then(|i| self.snapshots.borrow().get(i).cloned())
+            .ok_or_else(|| KubeError::Gone(format!("bookmark {since} expired")))?;
+        let selector = collection.label_selector.as_deref().unwrap_or_default();
+        let followed = |(k, n, _): &Key, o: &Json| {
+            *k == collection.kind
+                && namespace.is_none_or(|ns| ns == n)
+                && selects(selector, &o["metadata"]["labels"])
+        };
+        let mut changes = Vec::new();
+        let keys: std::collections::BTreeSet<&Key> = before.keys().chain(now.keys()).collect();
+        for key in keys {
+            let old = before.get(key).filter(|o| followed(key, o));
+            let new = now.get(key).filter(|o| followed(key, o));
+            let change = match (old, new) {
+                (None, Some(o)) => (ChangeType::Added, o),
+                (Some(a), Some(b)) if a != b => (ChangeType::Modified, b),
+                (Some(o), None) => (ChangeType::Deleted, o),
+                _ => continue,
+            };
+            changes.push((key.clone(), change.0, change.1.clone()));
+        }
+        let take = usize::try_from(max.max(1)).unwrap_or(usize::MAX);
+        let more = changes.len() > take;
+        changes.truncate(take);
+        // The next bookmark is the old state with the changes handed out applied.
+        let mut next = before.clone();
+        for (key, change_type, object) in &changes {
+            match change_type {
+                ChangeType::Deleted => {
+                    next.remove(key);
+                }
+                _ => {
+                    next.insert(key.clone(), object.clone());
+                }
+            }
+        }
+        if !more {
+            next = now;
+        }
+        Ok(ChangeBatch {
+            changes: changes
+                .into_iter()
+                .map(|(_, change_type, object)| Change {
+                    change_type,
+                    object: object_from_json(object),
+                })
+                .collect(),
+            bookmark: self.bookmark(next),
+            more,
+        })
+    }
+
     /// Objects with finalizers, and namespaces, are marked; others go at once.
     fn delete(
         &self,
@@ -878,6 +974,60 @@ mod tests {
 
     fn cm(ns: &str, name: &str, labels: Json) -> Json {
         json!({"kind": "ConfigMap", "metadata": {"namespace": ns, "name": name, "labels": labels}})
+    }
+
+    #[test]
+    fn changes_come_from_a_bookmark_in_batches_until_the_watch_expires() {
+        let cluster = FakeCluster::new();
+        let followed = Collection {
+            label_selector: Some("app=j".into()),
+            ..Collection::new("v1", "ConfigMap", Some("a"))
+        };
+        let changes = |since: Option<&str>, max: u32| {
+            cluster
+                .changes(&Identity::Privileged, &followed, since, max)
+                .expect("changes")
+        };
+        let start = changes(None, 10);
+        assert!(start.changes.is_empty() && !start.more);
+        cluster.put(cm("a", "x", json!({"app": "j"})));
+        cluster.put(cm("a", "y", json!({"app": "j"})));
+        cluster.put(cm("a", "other", json!({"app": "k"})));
+        cluster.put(cm("b", "x", json!({"app": "j"})));
+        let first = changes(Some(&start.bookmark), 1);
+        let seen = |b: &ChangeBatch| -> Vec<(ChangeType, String)> {
+            b.changes
+                .iter()
+                .map(|c| (c.change_type, c.object.target.name.clone()))
+                .collect()
+        };
+        assert_eq!(seen(&first), [(ChangeType::Added, "x".to_string())]);
+        assert!(first.more, "one more waits");
+        let second = changes(Some(&first.bookmark), 10);
+        assert_eq!(seen(&second), [(ChangeType::Added, "y".to_string())]);
+        assert!(!second.more);
+        cluster.edit("ConfigMap", "a", "x", |o| o["data"] = json!({"k": "v"}));
+        cluster
+            .delete(
+                &Identity::Privileged,
+                &ObjectRef::new("v1", "ConfigMap", Some("a"), "y"),
+                &DeleteOptions::default(),
+            )
+            .expect("delete");
+        let third = changes(Some(&second.bookmark), 10);
+        assert_eq!(
+            seen(&third),
+            [
+                (ChangeType::Modified, "x".to_string()),
+                (ChangeType::Deleted, "y".to_string())
+            ]
+        );
+        assert!(changes(Some(&third.bookmark), 10).changes.is_empty());
+        cluster.expire_watches();
+        assert!(matches!(
+            cluster.changes(&Identity::Privileged, &followed, Some(&third.bookmark), 10),
+            Err(KubeError::Gone(_))
+        ));
     }
 
     #[test]

@@ -9,8 +9,8 @@ use serde_json::Value as Json;
 
 use crate::env::{Env, Level};
 use crate::kube::{
-    DeleteOptions, DeleteOutcome, Identity, Kube, KubeError, ListOptions, Object, ObjectList,
-    ObjectRef, PatchKind, Propagation,
+    Change, ChangeBatch, ChangeType, Collection, DeleteOptions, DeleteOutcome, Identity, Kube,
+    KubeError, ListOptions, Object, ObjectList, ObjectRef, PatchKind, Propagation,
 };
 use crate::sql::{Sql, SqlError, Statement, Value};
 
@@ -190,6 +190,43 @@ impl Kube for Host {
             wit::DeleteOutcome::Deleted => Ok(DeleteOutcome::Deleted),
             wit::DeleteOutcome::Pending(o) => Ok(DeleteOutcome::Pending(Box::new(from_object(o)?))),
         }
+    }
+
+    fn changes(
+        &self,
+        id: &Identity,
+        collection: &Collection,
+        since: Option<&str>,
+        max: u32,
+    ) -> Result<ChangeBatch, KubeError> {
+        let collection = wit::Collection {
+            api_version: collection.api_version.clone(),
+            kind: collection.kind.clone(),
+            namespace: collection.namespace.clone(),
+            label_selector: collection.label_selector.clone(),
+        };
+        let batch = self
+            .client(id)?
+            .changes(&collection, since, max)
+            .map_err(from_error)?;
+        Ok(ChangeBatch {
+            changes: batch
+                .changes
+                .into_iter()
+                .map(|c| {
+                    Ok(Change {
+                        change_type: match c.type_ {
+                            wit::ChangeType::Added => ChangeType::Added,
+                            wit::ChangeType::Modified => ChangeType::Modified,
+                            wit::ChangeType::Deleted => ChangeType::Deleted,
+                        },
+                        object: from_object(c.object)?,
+                    })
+                })
+                .collect::<Result<_, KubeError>>()?,
+            bookmark: batch.bookmark,
+            more: batch.more,
+        })
     }
 }
 

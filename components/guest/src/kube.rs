@@ -133,6 +133,63 @@ pub struct ObjectList {
     pub continue_token: Option<String>,
 }
 
+/// A collection whose changes a component follows: one kind, in one namespace or all, optionally
+/// only what a label selector matches.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Collection {
+    /// e.g. `v1`.
+    pub api_version: String,
+    /// e.g. `Namespace`.
+    pub kind: String,
+    /// One namespace; `None` for all (and for cluster-scoped kinds).
+    pub namespace: Option<String>,
+    /// A label selector.
+    pub label_selector: Option<String>,
+}
+
+impl Collection {
+    /// Every `kind` object in `namespace` (`None`: in all), with no selector.
+    pub fn new(api_version: &str, kind: &str, namespace: Option<&str>) -> Self {
+        Collection {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: namespace.map(str::to_string),
+            label_selector: None,
+        }
+    }
+}
+
+/// What happened to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeType {
+    /// Created, or started to match.
+    Added,
+    /// Changed.
+    Modified,
+    /// Gone, or stopped matching; the object is its last state.
+    Deleted,
+}
+
+/// One change to one object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// What happened.
+    pub change_type: ChangeType,
+    /// The object right after it.
+    pub object: Object,
+}
+
+/// The changes since a bookmark, oldest first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChangeBatch {
+    /// The changes.
+    pub changes: Vec<Change>,
+    /// Where the next call starts.
+    pub bookmark: String,
+    /// More changes wait: call again with `bookmark` now.
+    pub more: bool,
+}
+
 /// How a patch body is interpreted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatchKind {
@@ -247,6 +304,16 @@ pub trait Kube {
         target: &ObjectRef,
         options: &DeleteOptions,
     ) -> Result<DeleteOutcome, KubeError>;
+    /// What changed in `collection` since bookmark `since` (WIT `client.changes`): `None`
+    /// starts following (no changes, the bookmark to start from; read the collection after);
+    /// `Gone` means read it all again and start over.
+    fn changes(
+        &self,
+        id: &Identity,
+        collection: &Collection,
+        since: Option<&str>,
+        max: u32,
+    ) -> Result<ChangeBatch, KubeError>;
 
     /// Lists every page.
     fn list_all(
@@ -322,6 +389,15 @@ impl<T: KubeVia> Kube for T {
         options: &DeleteOptions,
     ) -> Result<DeleteOutcome, KubeError> {
         self.via().delete(id, target, options)
+    }
+    fn changes(
+        &self,
+        id: &Identity,
+        collection: &Collection,
+        since: Option<&str>,
+        max: u32,
+    ) -> Result<ChangeBatch, KubeError> {
+        self.via().changes(id, collection, since, max)
     }
 }
 

@@ -100,6 +100,38 @@ impl From<model::ObjectList> for wit::ObjectList {
     }
 }
 
+impl From<wit::Collection> for model::Collection {
+    fn from(c: wit::Collection) -> Self {
+        model::Collection {
+            api_version: c.api_version,
+            kind: c.kind,
+            namespace: c.namespace,
+            label_selector: c.label_selector,
+        }
+    }
+}
+
+impl From<model::ChangeBatch> for wit::ChangeBatch {
+    fn from(b: model::ChangeBatch) -> Self {
+        wit::ChangeBatch {
+            changes: b
+                .changes
+                .into_iter()
+                .map(|c| wit::Change {
+                    type_: match c.change_type {
+                        model::ChangeType::Added => wit::ChangeType::Added,
+                        model::ChangeType::Modified => wit::ChangeType::Modified,
+                        model::ChangeType::Deleted => wit::ChangeType::Deleted,
+                    },
+                    object: c.object.into(),
+                })
+                .collect(),
+            bookmark: b.bookmark,
+            more: b.more,
+        }
+    }
+}
+
 impl From<model::DeleteOutcome> for wit::DeleteOutcome {
     fn from(outcome: model::DeleteOutcome) -> Self {
         match outcome {

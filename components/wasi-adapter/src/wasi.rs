@@ -133,6 +133,18 @@ impl wit::GuestClient for KubeClient {
     ) -> Result<wit::DeleteOutcome, wit::Error> {
         Ok(self.0.delete(&target.into(), &options.into())?.into())
     }
+
+    fn changes(
+        &self,
+        collection: wit::Collection,
+        since: Option<String>,
+        max: u32,
+    ) -> Result<wit::ChangeBatch, wit::Error> {
+        Ok(self
+            .0
+            .changes(&collection.into(), since.as_deref(), max)?
+            .into())
+    }
 }
 
 crate::bindings::export!(Adapter with_types_in crate::bindings);

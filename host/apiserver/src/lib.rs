@@ -40,7 +40,8 @@
 //! directory is given. Faults (latency, error rates, dropped connections, stale reads) can be
 //! injected for tests, by configuration or at runtime through the admin-only `/lethe/faults`
 //! endpoint (`GET`/`PUT` a [`FaultConfig`] as JSON); `POST /lethe/compact` drops the watch
-//! history, like an etcd compaction.
+//! history, like an etcd compaction; `POST /lethe/drop-watches` ends every open watch, like an
+//! API server restart.
 //!
 //! Start it with [`start`]; the returned [`RunningApiServer`] knows its URL, admin token and
 //! kubeconfig.
@@ -179,6 +180,17 @@ impl RunningApiServer {
     /// are clamped to 0..1 and an `error_status` other than 429, 500 or 503 becomes 500.
     pub fn set_faults(&self, faults: FaultConfig) {
         self.shared.set_faults(faults);
+    }
+
+    /// Ends every open watch stream, as `POST /lethe/drop-watches` does.
+    pub fn drop_watches(&self) {
+        self.shared.store.drop_watches();
+    }
+
+    /// Drops the watch history, as `POST /lethe/compact` does: a watch from an older version
+    /// is answered 410 Gone. Returns the version compacted to.
+    pub fn compact(&self) -> u64 {
+        self.shared.store.compact()
     }
 
     /// Stops accepting, closes every connection and the controllers.

@@ -215,6 +215,8 @@ pub struct Store {
     pub notify: Notify,
     /// Stale-read window in ms (0 = off).
     pub stale_ms: AtomicU64,
+    /// Bumped to end every open watch (see [`Store::drop_watches`]).
+    watch_drops: tokio::sync::watch::Sender<u64>,
 }
 
 fn set_rv(value: &mut Value, rv: u64) {
@@ -303,6 +305,7 @@ impl Store {
             tx,
             notify: Notify::new(),
             stale_ms: AtomicU64::new(0),
+            watch_drops: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -634,6 +637,17 @@ impl Store {
             None => inner.entries(key).map(|(_, o)| o.clone()).collect(),
         };
         (inner.rv, objs, self.tx.subscribe())
+    }
+
+    /// Ends every open watch stream, as an API server restart or a proxy's idle timeout does;
+    /// clients resume from the last version they saw.
+    pub fn drop_watches(&self) {
+        self.watch_drops.send_modify(|n| *n += 1);
+    }
+
+    /// What a watch stream waits on to end when [`Store::drop_watches`] is called.
+    pub fn watch_drops(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.watch_drops.subscribe()
     }
 
     /// Drops the event history (like an etcd compaction).

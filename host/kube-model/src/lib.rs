@@ -6,7 +6,8 @@
 //!
 //! * [`types`]: the data model of the WIT interface;
 //! * [`error`]: [`KubeError`], one variant per WIT error case, and the status mapping;
-//! * [`parse`]: API server answers into objects, lists, delete outcomes and `Status`es;
+//! * [`parse`]: API server answers into objects, lists, watch events, delete outcomes and
+//!   `Status`es;
 //! * [`check_segment`], [`target_namespace`]: which addresses are refused before sending;
 //! * [`served_kinds`]: what a discovery document says a group version serves.
 
@@ -18,8 +19,8 @@ pub mod types;
 
 pub use error::{KubeError, Result};
 pub use types::{
-    DeleteOptions, DeleteOutcome, Identity, ListOptions, Metadata, Object, ObjectList, ObjectRef,
-    PatchKind, PropagationPolicy, Status,
+    Change, ChangeBatch, ChangeType, Collection, DeleteOptions, DeleteOutcome, Identity,
+    ListOptions, Metadata, Object, ObjectList, ObjectRef, PatchKind, PropagationPolicy, Status,
 };
 
 /// Checks one segment of an API path (group, version, namespace, name, subresource) before it is

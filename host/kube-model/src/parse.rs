@@ -5,7 +5,7 @@ use serde_json::Value as Json;
 use serde_json::value::RawValue;
 
 use crate::error::{KubeError, Result};
-use crate::types::{Metadata, Object, ObjectList, ObjectRef, Status};
+use crate::types::{Change, ChangeType, Metadata, Object, ObjectList, ObjectRef, Status};
 
 fn malformed(what: &str, e: impl std::fmt::Display) -> KubeError {
     KubeError::Unavailable(format!("malformed {what} from the API server: {e}"))
@@ -153,6 +153,71 @@ pub fn list(text: &str, api_version: &str, kind: &str) -> Result<ObjectList> {
     })
 }
 
+/// One line of a watch stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchEvent {
+    /// An object was added, modified or deleted.
+    Change(Change),
+    /// The stream has reached this resourceVersion; nothing to act on.
+    Bookmark(String),
+    /// The server ended the watch with this `Status` (a 410 when the version is too old).
+    Error(Status),
+}
+
+impl WatchEvent {
+    /// The resourceVersion the stream has reached with this event, if it says.
+    pub fn resource_version(&self) -> Option<&str> {
+        match self {
+            WatchEvent::Change(change) => Some(&change.object.metadata.resource_version),
+            WatchEvent::Bookmark(rv) => Some(rv),
+            WatchEvent::Error(_) => None,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RawEvent<'a> {
+    #[serde(rename = "type")]
+    event_type: String,
+    #[serde(borrow)]
+    object: &'a RawValue,
+}
+
+/// Parses one line of a watch stream of `kind` objects, keeping the object's served text.
+pub fn watch_event(line: &str, api_version: &str, kind: &str) -> Result<WatchEvent> {
+    let raw: RawEvent<'_> = serde_json::from_str(line).map_err(|e| malformed("watch event", e))?;
+    let change_type = match raw.event_type.as_str() {
+        "ADDED" => ChangeType::Added,
+        "MODIFIED" => ChangeType::Modified,
+        "DELETED" => ChangeType::Deleted,
+        "BOOKMARK" => {
+            let json: Json = serde_json::from_str(raw.object.get())
+                .map_err(|e| malformed("watch bookmark", e))?;
+            return Ok(WatchEvent::Bookmark(
+                json.pointer("/metadata/resourceVersion")
+                    .and_then(Json::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+            ));
+        }
+        "ERROR" => {
+            let body = raw.object.get().as_bytes();
+            let code = serde_json::from_slice::<Json>(body)
+                .ok()
+                .and_then(|j| j.get("code").and_then(Json::as_u64))
+                .and_then(|c| u16::try_from(c).ok())
+                .unwrap_or(500);
+            return Ok(WatchEvent::Error(status(code, body)));
+        }
+        other => return Err(malformed("watch event", format!("unknown type {other:?}"))),
+    };
+    let object = self::object(raw.object.get().to_owned(), api_version, kind)?;
+    Ok(WatchEvent::Change(Change {
+        change_type,
+        object,
+    }))
+}
+
 /// The `Status` of a failed response: from its body when it is one, else from the HTTP status.
 pub fn status(code: u16, body: &[u8]) -> Status {
     let canonical = http::StatusCode::from_u16(code)
@@ -186,6 +251,41 @@ pub fn status(code: u16, body: &[u8]) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watch_lines_are_changes_bookmarks_or_errors() {
+        let added = r#"{"type":"ADDED","object":{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a","uid":"u","resourceVersion":"12"}}}"#;
+        let WatchEvent::Change(change) = watch_event(added, "v1", "Namespace").unwrap() else {
+            panic!("a change");
+        };
+        assert_eq!(change.change_type, ChangeType::Added);
+        assert_eq!(
+            change.object.target,
+            ObjectRef::cluster("v1", "Namespace", "a")
+        );
+        assert_eq!(change.object.metadata.resource_version, "12");
+        assert!(
+            change.object.json.contains(r#""uid":"u""#),
+            "the served text is kept"
+        );
+        let deleted =
+            r#"{"type":"DELETED","object":{"metadata":{"name":"a","resourceVersion":"13"}}}"#;
+        let event = watch_event(deleted, "v1", "Namespace").unwrap();
+        assert!(matches!(&event, WatchEvent::Change(c) if c.change_type == ChangeType::Deleted));
+        assert_eq!(event.resource_version(), Some("13"));
+        let bookmark = r#"{"type":"BOOKMARK","object":{"kind":"Namespace","apiVersion":"v1","metadata":{"resourceVersion":"20"}}}"#;
+        assert_eq!(
+            watch_event(bookmark, "v1", "Namespace").unwrap(),
+            WatchEvent::Bookmark("20".into())
+        );
+        let expired = r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}}"#;
+        let WatchEvent::Error(status) = watch_event(expired, "v1", "Namespace").unwrap() else {
+            panic!("an error");
+        };
+        assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
+        assert!(watch_event("{}", "v1", "Namespace").is_err());
+        assert!(watch_event(r#"{"type":"WHAT","object":{}}"#, "v1", "Namespace").is_err());
+    }
 
     #[test]
     fn list_items_keep_text_and_gain_type() {

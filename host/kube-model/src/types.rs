@@ -124,6 +124,50 @@ pub struct ObjectList {
     pub resource_version: String,
 }
 
+/// A collection whose changes a component follows (WIT `collection`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Collection {
+    /// For example `v1`, `batch/v1`.
+    pub api_version: String,
+    /// For example `Namespace`, `CronJob`.
+    pub kind: String,
+    /// One namespace; `None` for every namespace, and for cluster-scoped kinds.
+    pub namespace: Option<String>,
+    /// Only objects this label selector matches.
+    pub label_selector: Option<String>,
+}
+
+/// What happened to an object (WIT `change-type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChangeType {
+    /// Created, or started to match the selector.
+    Added,
+    /// Changed.
+    Modified,
+    /// Gone, or stopped matching the selector; the object is its last state.
+    Deleted,
+}
+
+/// One change to one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// What happened.
+    pub change_type: ChangeType,
+    /// The object right after the change.
+    pub object: Object,
+}
+
+/// Changes since a bookmark, oldest first (WIT `change-batch`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChangeBatch {
+    /// The changes.
+    pub changes: Vec<Change>,
+    /// Where the next call starts.
+    pub bookmark: String,
+    /// More changes wait beyond the batch's limit.
+    pub more: bool,
+}
+
 /// How a patch body is interpreted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PatchKind {

@@ -6,7 +6,6 @@ use std::sync::{PoisonError, RwLock};
 use kube::core::ApiResource;
 
 use crate::check_segment;
-use crate::config::RetryPolicy;
 use crate::error::{KubeError, Result};
 use crate::transport::{self, Safety};
 use crate::types::Status;
@@ -58,15 +57,12 @@ fn not_found(message: String) -> KubeError {
 }
 
 impl DiscoveryCache {
-    /// Resolves `kind` in `api_version`, asking the server (with `client`) on a cache miss: a read
+    /// Resolves `kind` in `api_version`, asking the server (along `route`) on a cache miss: a read
     /// of `/api` or `/apis/<group>/<version>`, which every authenticated identity may make
     /// (SECURITY.md R2).
     pub async fn resolve(
         &self,
-        client: &kube::Client,
-        policy: &RetryPolicy,
-        counters: &transport::Counters,
-        deadline: Option<std::time::Instant>,
+        route: &transport::Route<'_>,
         api_version: &str,
         kind: &str,
     ) -> Result<Resolved> {
@@ -96,19 +92,12 @@ impl DiscoveryCache {
         } else {
             format!("/apis/{group}/{version}")
         };
-        let answer = transport::call(
-            client,
-            policy,
-            counters,
-            Safety::Repeatable,
-            deadline,
-            || {
-                http::Request::get(path.as_str())
-                    .header(http::header::ACCEPT, "application/json")
-                    .body(Vec::new())
-                    .map_err(|e| KubeError::bad_request(e.to_string()))
-            },
-        )
+        let answer = transport::call(route, Safety::Repeatable, || {
+            http::Request::get(path.as_str())
+                .header(http::header::ACCEPT, "application/json")
+                .body(Vec::new())
+                .map_err(|e| KubeError::bad_request(e.to_string()))
+        })
         .await
         .map_err(|e| match e {
             KubeError::NotFound(_) => not_found(format!(

@@ -20,8 +20,10 @@
 
 #![warn(missing_docs)]
 
+mod changes;
 mod config;
 mod discovery;
+mod rate_limit;
 mod transport;
 
 // The model, errors and parsing are shared with the wasi-adapter component.
@@ -38,11 +40,13 @@ use kube::core::params::{DeleteParams, GetParams, ListParams, PostParams, Precon
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 
+pub use changes::{BUFFER as CHANGES_BUFFER, MAX_BATCH as CHANGES_MAX_BATCH};
 pub use config::{ClusterOptions, RetryPolicy};
 pub use error::{KubeError, Result};
+pub use rate_limit::{RateLimit, RateLimitError, RateLimitOptions, Waited};
 pub use types::{
-    DeleteOptions, DeleteOutcome, Identity, ListOptions, Metadata, Object, ObjectList, ObjectRef,
-    PatchKind, PropagationPolicy, Status,
+    Change, ChangeBatch, ChangeType, Collection, DeleteOptions, DeleteOutcome, Identity,
+    ListOptions, Metadata, Object, ObjectList, ObjectRef, PatchKind, PropagationPolicy, Status,
 };
 
 use discovery::{DiscoveryCache, Resolved};
@@ -67,6 +71,8 @@ struct ClusterInner {
     callers: Mutex<HashMap<[u8; 32], CallerClient>>,
     options: ClusterOptions,
     counters: transport::Counters,
+    /// The collections followed for `changes`.
+    feeds: changes::Feeds,
 }
 
 /// A snapshot of a [`Cluster`]'s counters.
@@ -76,6 +82,8 @@ pub struct KubeStats {
     pub retries: u64,
     /// Answers of 429 Too Many Requests since the cluster was built (each one was waited out).
     pub throttled: u64,
+    /// Collections followed for `changes` now (each one open watch).
+    pub followed: usize,
 }
 
 /// One Kubernetes cluster: the privileged client, the discovery cache and the caller-client
@@ -119,6 +127,7 @@ impl Cluster {
                 callers: Mutex::new(HashMap::new()),
                 options,
                 counters: Default::default(),
+                feeds: Default::default(),
             }),
         })
     }
@@ -152,6 +161,7 @@ impl Cluster {
         KubeStats {
             retries: self.inner.counters.retries.load(Ordering::Relaxed),
             throttled: self.inner.counters.throttled.load(Ordering::Relaxed),
+            followed: self.inner.feeds.len(),
         }
     }
 
@@ -182,6 +192,7 @@ impl Cluster {
             privileged: matches!(identity, Identity::Privileged),
             token_key,
             deadline: None,
+            admission: None,
         })
     }
 
@@ -193,6 +204,7 @@ impl Cluster {
             privileged: true,
             token_key: None,
             deadline: None,
+            admission: None,
         }
     }
 
@@ -285,17 +297,18 @@ impl Cluster {
         api_version: &str,
         kind: &str,
         deadline: Option<Instant>,
+        admission: Option<&rate_limit::Admission>,
     ) -> Result<Resolved> {
+        let route = transport::Route {
+            client: &self.inner.privileged,
+            policy: &self.inner.options.retry,
+            counters: &self.inner.counters,
+            deadline,
+            admission,
+        };
         self.inner
             .discovery
-            .resolve(
-                &self.inner.privileged,
-                &self.inner.options.retry,
-                &self.inner.counters,
-                deadline,
-                api_version,
-                kind,
-            )
+            .resolve(&route, api_version, kind)
             .await
     }
 }
@@ -310,6 +323,8 @@ pub struct KubeClient {
     token_key: Option<[u8; 32]>,
     /// When the caller must have its answer: no retry is started that would end later.
     deadline: Option<Instant>,
+    /// The rate limit its calls wait for, if any.
+    admission: Option<rate_limit::Admission>,
 }
 
 impl std::fmt::Debug for KubeClient {
@@ -401,6 +416,28 @@ impl KubeClient {
         self
     }
 
+    /// The same client, whose calls (every attempt, discovery included) first wait for their
+    /// identity's bucket in `limit`; the time they wait is added to `waited`. A wait that would
+    /// pass the deadline fails the call with [`KubeError::Timeout`].
+    pub fn with_rate_limit(mut self, limit: Arc<RateLimit>, waited: Arc<Waited>) -> KubeClient {
+        self.admission = Some(rate_limit::Admission {
+            limit,
+            caller: self.token_key,
+            waited,
+        });
+        self
+    }
+
+    fn route(&self) -> transport::Route<'_> {
+        transport::Route {
+            client: &self.client,
+            policy: &self.cluster.inner.options.retry,
+            counters: &self.cluster.inner.counters,
+            deadline: self.deadline,
+            admission: self.admission.as_ref(),
+        }
+    }
+
     /// Whether this client runs as the host's own identity.
     pub fn is_privileged(&self) -> bool {
         self.privileged
@@ -411,15 +448,7 @@ impl KubeClient {
         safety: Safety,
         build: impl Fn() -> Result<http::Request<Vec<u8>>>,
     ) -> Result<String> {
-        let answer = transport::call(
-            &self.client,
-            &self.cluster.inner.options.retry,
-            &self.cluster.inner.counters,
-            safety,
-            self.deadline,
-            build,
-        )
-        .await?;
+        let answer = transport::call(&self.route(), safety, build).await?;
         body_text(answer.body)
     }
 
@@ -427,7 +456,12 @@ impl KubeClient {
     async fn locate(&self, target: &ObjectRef) -> Result<(Resolved, String)> {
         let resolved = self
             .cluster
-            .resolve(&target.api_version, &target.kind, self.deadline)
+            .resolve(
+                &target.api_version,
+                &target.kind,
+                self.deadline,
+                self.admission.as_ref(),
+            )
             .await?;
         let namespace = lethe_kube_model::target_namespace(target, resolved.namespaced)?;
         let path = resolved.collection_path(namespace);
@@ -481,7 +515,7 @@ impl KubeClient {
     ) -> Result<ObjectList> {
         let resolved = self
             .cluster
-            .resolve(api_version, kind, self.deadline)
+            .resolve(api_version, kind, self.deadline, self.admission.as_ref())
             .await?;
         if let Some(ns) = namespace {
             check_segment("namespace", ns)?;
@@ -524,7 +558,7 @@ impl KubeClient {
         }
         let resolved = self
             .cluster
-            .resolve(api_version, kind, self.deadline)
+            .resolve(api_version, kind, self.deadline, self.admission.as_ref())
             .await?;
         let namespace = body
             .get("metadata")

@@ -14,6 +14,7 @@ use kube::client::Body;
 use crate::config::RetryPolicy;
 use crate::error::{KubeError, Result};
 use crate::parse;
+use crate::rate_limit::Admission;
 
 /// Whether repeating a call can change its outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,23 +58,37 @@ enum Attempt {
     TimedOut,
 }
 
-/// Runs the request built by `build` under `policy`.
-pub(crate) async fn call<F>(
-    client: &kube::Client,
-    policy: &RetryPolicy,
-    counters: &Counters,
-    safety: Safety,
-    deadline: Option<Instant>,
-    build: F,
-) -> Result<Answer>
+/// Where a call goes and under which rules: the client, the retry policy, the counters, the
+/// caller's deadline, and the rate limit every attempt waits for.
+#[derive(Clone, Copy)]
+pub(crate) struct Route<'a> {
+    pub client: &'a kube::Client,
+    pub policy: &'a RetryPolicy,
+    pub counters: &'a Counters,
+    pub deadline: Option<Instant>,
+    pub admission: Option<&'a Admission>,
+}
+
+/// Runs the request built by `build` along `route`.
+pub(crate) async fn call<F>(route: &Route<'_>, safety: Safety, build: F) -> Result<Answer>
 where
     F: Fn() -> Result<http::Request<Vec<u8>>>,
 {
+    let Route {
+        client,
+        policy,
+        counters,
+        deadline,
+        admission,
+    } = *route;
     let attempts = policy.attempts();
     // Attempts that failed (5xx, transport, timeout) and that were throttled (429), apart.
     let (mut failed, mut throttled) = (0u32, 0u32);
     loop {
         let request = build()?;
+        if let Some(admission) = admission {
+            admission.admit(deadline).await?;
+        }
         let what = format!("{} {}", request.method(), request.uri().path());
         // An attempt never runs past the deadline (an unsafe write cut short is outcome unknown).
         let limit = match deadline {

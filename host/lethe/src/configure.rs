@@ -219,6 +219,13 @@ fn capability_envs(
             caps::config::INSTANCE_ID_KEY.to_string(),
             instance_id.to_string(),
         );
+        let rate_limit = Arc::new(
+            lethe_kube::RateLimit::new(decl.grants.kube_rate_limit())
+                .with_context(|| format!("component `{id}`"))?,
+        );
+        if decl.grants.allows(Capability::Kube) {
+            observers.metrics.watch_rate_limit(id, &rate_limit);
+        }
         let env = CapabilityEnv {
             component_id: Arc::from(id.as_str()),
             grants: decl.grants.clone(),
@@ -231,6 +238,7 @@ fn capability_envs(
                 .cloned(),
             progress: observers.progress.clone(),
             metrics: observers.metrics.clone(),
+            kube_rate_limit: rate_limit,
         };
         envs.insert(id.clone(), Arc::new(env));
     }

@@ -17,7 +17,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric as _};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
@@ -149,6 +149,8 @@ pub struct Metrics {
 struct Backends {
     databases: Mutex<Vec<lethe_sql::Database>>,
     clusters: Mutex<Vec<lethe_kube::Cluster>>,
+    /// Each component's Kubernetes rate limit, by component id.
+    rate_limits: Mutex<Vec<(String, Arc<lethe_kube::RateLimit>)>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -310,6 +312,11 @@ impl Metrics {
         lock(&self.backends.clusters).push(cluster.clone());
     }
 
+    /// Reads how long `component`'s Kubernetes calls waited for `limit` at every scrape.
+    pub fn watch_rate_limit(&self, component: &str, limit: &Arc<lethe_kube::RateLimit>) {
+        lock(&self.backends.rate_limits).push((component.to_string(), limit.clone()));
+    }
+
     /// Records one answered HTTP request. (Nothing is allocated: the route is shared, the method
     /// a constant.)
     pub fn http_request(
@@ -383,10 +390,12 @@ impl Collector for Backends {
             .iter()
             .map(|d| d.stats().retries)
             .sum();
-        let (kube_retries, kube_throttled) = lock(&self.clusters)
+        let (kube_retries, kube_throttled, kube_watches) = lock(&self.clusters)
             .iter()
             .map(|c| c.stats())
-            .fold((0, 0), |(r, t), s| (r + s.retries, t + s.throttled));
+            .fold((0, 0, 0), |(r, t, w), s| {
+                (r + s.retries, t + s.throttled, w + s.followed)
+            });
         let counters = [
             (
                 "sql_retries",
@@ -408,6 +417,30 @@ impl Collector for Backends {
             let counter = ConstCounter::new(value);
             let metric = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
             counter.encode(metric)?;
+        }
+        let watches = ConstGauge::new(i64::try_from(kube_watches).unwrap_or(i64::MAX));
+        let metric = encoder.encode_descriptor(
+            "kube_watches",
+            "Collections the host follows with an open watch, for components' `changes` calls",
+            None,
+            watches.metric_type(),
+        )?;
+        watches.encode(metric)?;
+        let limits = lock(&self.rate_limits);
+        if !limits.is_empty() {
+            let mut family = encoder.encode_descriptor(
+                "kube_rate_limit_wait",
+                "Time Kubernetes calls waited for the component's client-side rate limit (kube_qps, kube_burst)",
+                Some(&Unit::Seconds),
+                prometheus_client::metrics::MetricType::Counter,
+            )?;
+            for (component, limit) in limits.iter() {
+                let labels = ComponentLabels {
+                    component: component.clone(),
+                };
+                let counter = ConstCounter::new(limit.waited().as_secs_f64());
+                counter.encode(family.encode_family(&labels)?)?;
+            }
         }
         Ok(())
     }
@@ -437,6 +470,7 @@ mod tests {
             "lethe_component_instantiations_total{component=\"cf_api\"} 1",
             "lethe_sql_retries_total 0",
             "lethe_kube_throttled_total 0",
+            "lethe_kube_watches 0",
             "# EOF",
         ] {
             assert!(text.contains(needle), "missing `{needle}` in:\n{text}");

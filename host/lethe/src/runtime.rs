@@ -540,6 +540,9 @@ mod tests {
                 cluster: None,
                 progress: None,
                 metrics: Default::default(),
+                kube_rate_limit: Arc::new(
+                    lethe_kube::RateLimit::new(Default::default()).expect("the defaults"),
+                ),
             }),
         }
     }

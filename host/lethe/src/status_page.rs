@@ -178,7 +178,10 @@ pub fn render(view: &StatusView) -> String {
                     at.to_rfc3339()
                 );
             }
-            Pass::Ran(report) => {
+            Pass::Ran {
+                report,
+                kube_waited,
+            } => {
                 let _ = writeln!(
                     h,
                     "<p>Leader: <strong>this host</strong>. Last pass at {}: examined {}, created {}, updated {}, deleted {}, failed {}, in {}.</p>",
@@ -190,6 +193,13 @@ pub fn render(view: &StatusView) -> String {
                     report.failed.len(),
                     seconds(report.duration_ms)
                 );
+                if !kube_waited.is_zero() {
+                    let _ = writeln!(
+                        h,
+                        "<p>Its Kubernetes calls waited {} for the rate limit (kube_qps, kube_burst).</p>",
+                        seconds(u64::try_from(kube_waited.as_millis()).unwrap_or(u64::MAX))
+                    );
+                }
                 if !report.failed.is_empty() {
                     h.push_str("<table class=\"failures\">\n<caption>Failures of the last pass</caption>\n<tr><th>Item</th><th>Reason</th><th>Parked</th></tr>\n");
                     for f in &report.failed {
@@ -233,7 +243,9 @@ pub fn render(view: &StatusView) -> String {
 fn tick_summary(outcome: &TickOutcome) -> String {
     match outcome {
         TickOutcome::Done => "done".into(),
-        TickOutcome::Pass(Pass::Ran(r)) => format!("pass ran, {} failed", r.failed.len()),
+        TickOutcome::Pass(Pass::Ran { report, .. }) => {
+            format!("pass ran, {} failed", report.failed.len())
+        }
         TickOutcome::Pass(Pass::NotLeader { holder }) => format!("not the leader; {holder} leads"),
         TickOutcome::Failed(why) => format!("failed: {why}"),
     }
@@ -278,7 +290,13 @@ mod tests {
                     component: "cf-reconciler".into(),
                     expression: "* * * * * *".into(),
                     next: Some(now),
-                    last: Some((now, TickOutcome::Pass(Pass::Ran(report())))),
+                    last: Some((
+                        now,
+                        TickOutcome::Pass(Pass::Ran {
+                            report: report(),
+                            kube_waited: std::time::Duration::from_millis(1500),
+                        }),
+                    )),
                 },
                 Schedule {
                     component: "data-jobs".into(),
@@ -299,6 +317,7 @@ mod tests {
             "<td><code>/v3/...</code></td><td>cf-api</td>",
             "<td><code>*/5 * * * * *</code></td>",
             "Leader: <strong>this host</strong>",
+            "Its Kubernetes calls waited 1.5 s for the rate limit",
             "Leader: <strong>host-b</strong>, not this host",
             "<td>namespace &lt;o1&gt; is not lethe&#39;s</td>",
             "<tr><td>org/o1</td><td>FAILED</td><td>61.0 s</td><td>cf-reconciler</td></tr>",

@@ -20,8 +20,8 @@ use serde_json::Value as Json;
 use discovery::{DiscoveryCache, Resolved};
 use error::{forbidden, unauthorized};
 use lethe_kube_model::{
-    DeleteOptions, DeleteOutcome, Identity, KubeError as Error, ListOptions, Object, ObjectList,
-    ObjectRef, PatchKind, PropagationPolicy,
+    ChangeBatch, Collection, DeleteOptions, DeleteOutcome, Identity, KubeError as Error,
+    ListOptions, Object, ObjectList, ObjectRef, PatchKind, PropagationPolicy, Status,
 };
 use lethe_kube_model::{check_segment, parse};
 use retry::{Answer, Attempt, MAX_ATTEMPTS, Safety, Verdict};
@@ -38,6 +38,14 @@ pub const AUTHENTICATION_TTL: Duration = Duration::from_secs(10);
 pub const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
 const JSON: &str = "application/json";
+
+/// How long one `changes` call's watch request runs: the server ends it after this many seconds
+/// and the changes it sent are the batch. (This adapter keeps nothing between calls, so it cannot
+/// hold a watch open as the lethe host does.)
+pub const CHANGES_WATCH_SECONDS: u32 = 1;
+
+/// The prefix of this adapter's bookmarks, which are resourceVersions.
+const BOOKMARK_PREFIX: &str = "rv:";
 
 /// An HTTP method the client uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -478,6 +486,98 @@ impl<T: Transport> Client<T> {
         );
         let text = self.call_text(Method::Get, &path, None, Safety::Repeatable)?;
         parse::list(&text, &resolved.api_version, &resolved.kind)
+    }
+
+    /// What changed in `collection` since bookmark `since` (WIT `client.changes`), with one
+    /// bounded watch request: `since: None` answers the collection's current resourceVersion
+    /// (a list of one item) as the bookmark; otherwise the changes the server sends within
+    /// [`CHANGES_WATCH_SECONDS`] from that version, at most `max`. An expired version (410), or a
+    /// bookmark that is not this adapter's, is `gone`.
+    pub fn changes(
+        &self,
+        collection: &Collection,
+        since: Option<&str>,
+        max: u32,
+    ) -> Result<ChangeBatch, Error> {
+        let resolved = self.resolve(&collection.api_version, &collection.kind)?;
+        let namespace = collection
+            .namespace
+            .as_deref()
+            .filter(|_| resolved.namespaced);
+        if let Some(ns) = namespace {
+            check_segment("namespace", ns)?;
+        }
+        let Some(since) = since else {
+            let options = ListOptions {
+                label_selector: collection.label_selector.clone(),
+                limit: Some(1),
+                ..ListOptions::default()
+            };
+            let list = self.list(
+                &collection.api_version,
+                &collection.kind,
+                namespace,
+                &options,
+            )?;
+            return Ok(ChangeBatch {
+                bookmark: format!("{BOOKMARK_PREFIX}{}", list.resource_version),
+                ..ChangeBatch::default()
+            });
+        };
+        let gone = |message: String| {
+            Error::Gone(Status {
+                code: 410,
+                reason: "Expired".into(),
+                message,
+            })
+        };
+        let from = since
+            .strip_prefix(BOOKMARK_PREFIX)
+            .filter(|rv| !rv.is_empty())
+            .ok_or_else(|| gone(format!("{since:?} is not a bookmark of this host")))?;
+        let timeout = CHANGES_WATCH_SECONDS.to_string();
+        let path = format!(
+            "{}{}",
+            resolved.collection_path(namespace),
+            url::query(&[
+                ("watch", Some("1")),
+                ("resourceVersion", Some(from)),
+                ("allowWatchBookmarks", Some("true")),
+                ("timeoutSeconds", Some(&timeout)),
+                ("labelSelector", collection.label_selector.as_deref()),
+            ])
+        );
+        let text = self
+            .call_text(Method::Get, &path, None, Safety::Repeatable)
+            .map_err(|e| match e {
+                Error::Gone(s) => gone(s.message),
+                other => other,
+            })?;
+        let mut batch = ChangeBatch {
+            bookmark: since.to_owned(),
+            ..ChangeBatch::default()
+        };
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let event = parse::watch_event(line, &resolved.api_version, &resolved.kind)?;
+            if let parse::WatchEvent::Error(status) = &event {
+                return Err(if status.code == 410 {
+                    gone(status.message.clone())
+                } else {
+                    Error::from_status(status.clone())
+                });
+            }
+            if let parse::WatchEvent::Change(change) = event.clone() {
+                if batch.changes.len() >= usize::try_from(max.max(1)).unwrap_or(usize::MAX) {
+                    batch.more = true;
+                    break;
+                }
+                batch.changes.push(change);
+            }
+            if let Some(rv) = event.resource_version().filter(|rv| !rv.is_empty()) {
+                batch.bookmark = format!("{BOOKMARK_PREFIX}{rv}");
+            }
+        }
+        Ok(batch)
     }
 
     /// Creates an object from its JSON; where it goes is read from the body. Never repeated

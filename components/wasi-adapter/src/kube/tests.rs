@@ -331,6 +331,86 @@ fn an_expired_continue_token_is_gone() {
 }
 
 #[test]
+fn changes_start_from_a_list_and_come_from_one_bounded_watch() {
+    let stream = concat!(
+        r#"{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"ns","resourceVersion":"11"}}}"#,
+        "\n",
+        r#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"12"}}}"#,
+        "\n",
+        r#"{"type":"DELETED","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"b","namespace":"ns","resourceVersion":"13"}}}"#,
+        "\n",
+    );
+    let fake = Fake::with(vec![
+        ok(200, r#"{"metadata":{"resourceVersion":"10"},"items":[]}"#),
+        ok(200, stream),
+        ok(200, stream),
+    ]);
+    let c = client(&fake);
+    let collection = Collection {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: Some("ns".into()),
+        label_selector: Some("app=j".into()),
+    };
+    let start = c.changes(&collection, None, 10).unwrap();
+    assert_eq!(
+        fake.last().path_with_query,
+        "/prefix/api/v1/namespaces/ns/configmaps?labelSelector=app%3Dj&limit=1"
+    );
+    assert_eq!((start.bookmark.as_str(), start.changes.len()), ("rv:10", 0));
+    let all = c.changes(&collection, Some(&start.bookmark), 10).unwrap();
+    assert_eq!(
+        fake.last().path_with_query,
+        "/prefix/api/v1/namespaces/ns/configmaps?watch=1&resourceVersion=10&allowWatchBookmarks=true&timeoutSeconds=1&labelSelector=app%3Dj"
+    );
+    let names: Vec<_> = all
+        .changes
+        .iter()
+        .map(|c| (c.change_type, c.object.target.name.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            (lethe_kube_model::ChangeType::Added, "a"),
+            (lethe_kube_model::ChangeType::Deleted, "b")
+        ]
+    );
+    assert_eq!((all.bookmark.as_str(), all.more), ("rv:13", false));
+    // A batch cut at `max` ends before the first change it leaves out (a bookmark in between
+    // moves it on).
+    let one = c.changes(&collection, Some("rv:10"), 1).unwrap();
+    assert_eq!(one.changes.len(), 1);
+    assert_eq!((one.bookmark.as_str(), one.more), ("rv:12", true));
+}
+
+#[test]
+fn an_expired_or_foreign_bookmark_is_gone() {
+    let expired = r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version: 2 (9)","reason":"Expired","code":410}}"#;
+    let fake = Fake::with(vec![ok(200, expired)]);
+    let c = client(&fake);
+    let collection = Collection {
+        api_version: "v1".into(),
+        kind: "Namespace".into(),
+        namespace: None,
+        label_selector: None,
+    };
+    assert!(matches!(
+        c.changes(&collection, Some("rv:2"), 10),
+        Err(Error::Gone(s)) if s.message.contains("too old")
+    ));
+    let requests = fake.requests.borrow().len();
+    assert!(matches!(
+        c.changes(&collection, Some("w:abc.3"), 10),
+        Err(Error::Gone(_))
+    ));
+    assert_eq!(
+        fake.requests.borrow().len(),
+        requests,
+        "no request for a foreign bookmark"
+    );
+}
+
+#[test]
 fn create_posts_to_the_bodys_collection() {
     let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"ns"}}"#;
     let fake = Fake::with(vec![ok(201, CM)]);

@@ -69,6 +69,10 @@ pub(crate) async fn lethe_endpoint(
                 &json!({"compactedResourceVersion": rv.to_string()}),
             ))
         }
+        (Method::POST, "/lethe/drop-watches") => {
+            shared.store.drop_watches();
+            Ok(respond_value(200, &json!({"dropped": true})))
+        }
         _ => Err(ApiError::path_not_found()),
     }
 }

@@ -586,6 +586,7 @@ pub(crate) async fn watch(
     };
     let store = store.clone();
     let def = def.clone();
+    let mut drops = store.watch_drops();
     tokio::spawn(async move {
         for line in initial {
             if tx.send(line).await.is_err() {
@@ -630,6 +631,7 @@ pub(crate) async fn watch(
                 }
                 _ = tx.closed() => return,
                 _ = &mut deadline => return,
+                _ = drops.changed() => return,
             }
         }
     });

@@ -8,8 +8,9 @@ use wasmtime::component::Resource;
 
 use super::CapsView;
 use super::bindings::lethe::platform::kube::{
-    DeleteOptions, DeleteOutcome, Error, Host, HostClient, Identity, ListOptions, Metadata, Object,
-    ObjectList, ObjectRef, PatchKind, PropagationPolicy, Status,
+    Change, ChangeBatch, ChangeType, Collection, DeleteOptions, DeleteOutcome, Error, Host,
+    HostClient, Identity, ListOptions, Metadata, Object, ObjectList, ObjectRef, PatchKind,
+    PropagationPolicy, Status,
 };
 use crate::manifest::KubeIdentityGrant;
 
@@ -83,7 +84,13 @@ impl HostClient for CapsView<'_> {
             )));
         };
         match cluster.client(&identity) {
-            Ok(client) => Ok(Ok(self.table.push(client.with_deadline(self.deadline))?)),
+            Ok(client) => {
+                let waited = self.kube_waited.get_or_init(Default::default).clone();
+                let client = client
+                    .with_deadline(self.deadline)
+                    .with_rate_limit(self.env.kube_rate_limit.clone(), waited);
+                Ok(Ok(self.table.push(client)?))
+            }
             Err(e) => Ok(Err(from_error(e))),
         }
     }
@@ -219,6 +226,43 @@ impl HostClient for CapsView<'_> {
             .map_err(from_error))
     }
 
+    async fn changes(
+        &mut self,
+        client: Resource<ClientHandle>,
+        collection: Collection,
+        since: Option<String>,
+        max: u32,
+    ) -> wasmtime::Result<Result<ChangeBatch, Error>> {
+        let client = self.table.get(&client)?;
+        let kind = collection.kind.clone();
+        let collection = lethe_kube::Collection {
+            api_version: collection.api_version,
+            kind: collection.kind,
+            namespace: collection.namespace,
+            label_selector: collection.label_selector,
+        };
+        let result = client.changes(&collection, since.as_deref(), max).await;
+        Ok(self
+            .counted("changes", &kind, result)
+            .map(|batch| ChangeBatch {
+                changes: batch
+                    .changes
+                    .into_iter()
+                    .map(|c| Change {
+                        type_: match c.change_type {
+                            lethe_kube::ChangeType::Added => ChangeType::Added,
+                            lethe_kube::ChangeType::Modified => ChangeType::Modified,
+                            lethe_kube::ChangeType::Deleted => ChangeType::Deleted,
+                        },
+                        object: from_object(c.object),
+                    })
+                    .collect(),
+                bookmark: batch.bookmark,
+                more: batch.more,
+            })
+            .map_err(from_error))
+    }
+
     async fn drop(&mut self, client: Resource<ClientHandle>) -> wasmtime::Result<()> {
         self.table.delete(client)?;
         Ok(())
@@ -327,15 +371,20 @@ mod tests {
             cluster: None,
             progress: None,
             metrics: Default::default(),
+            kube_rate_limit: Arc::new(
+                lethe_kube::RateLimit::new(Default::default()).expect("the defaults"),
+            ),
         }
     }
 
     async fn open(env: &CapabilityEnv, identity: Identity) -> Result<(), Error> {
         let mut table = ResourceTable::new();
+        let waited = std::sync::OnceLock::new();
         let mut view = CapsView {
             env,
             table: &mut table,
             deadline: std::time::Instant::now() + std::time::Duration::from_secs(5),
+            kube_waited: &waited,
         };
         view.open(identity).await.expect("no trap").map(|_| ())
     }

@@ -44,6 +44,8 @@ pub struct CapabilityEnv {
     pub database: Option<lethe_sql::Database>,
     /// The cluster, when `kube` is granted.
     pub cluster: Option<lethe_kube::Cluster>,
+    /// The buckets its Kubernetes calls wait for (`kube_qps`, `kube_burst`), one per identity.
+    pub kube_rate_limit: Arc<lethe_kube::RateLimit>,
     /// Where `log.progress` reports go, when someone is watching (`lethe sync --once`).
     pub progress: Option<Arc<Progress>>,
     /// Where the component's calls are counted.
@@ -64,6 +66,8 @@ pub struct Progress {
 pub struct Capabilities {
     env: Arc<CapabilityEnv>,
     deadline: std::time::Instant,
+    /// The time this instance's Kubernetes calls waited for the rate limit (made on first use).
+    kube_waited: std::sync::OnceLock<Arc<lethe_kube::Waited>>,
 }
 
 impl Capabilities {
@@ -76,7 +80,15 @@ impl Capabilities {
         Capabilities {
             env,
             deadline: std::time::Instant::now() + time_limit.saturating_sub(margin),
+            kube_waited: std::sync::OnceLock::new(),
         }
+    }
+
+    /// How long this instance's Kubernetes calls have waited for the rate limit.
+    pub fn kube_waited(&self) -> std::time::Duration {
+        self.kube_waited
+            .get()
+            .map_or(std::time::Duration::ZERO, |w| w.total())
     }
 
     /// What the host calls of an instance holding these capabilities and `table` see.
@@ -85,6 +97,7 @@ impl Capabilities {
             env: &self.env,
             table,
             deadline: self.deadline,
+            kube_waited: &self.kube_waited,
         }
     }
 }
@@ -95,6 +108,8 @@ pub struct CapsView<'a> {
     table: &'a mut ResourceTable,
     /// When retries must have ended (see [`Capabilities::new`]).
     deadline: std::time::Instant,
+    /// Where the instance's rate-limit waits are summed.
+    kube_waited: &'a std::sync::OnceLock<Arc<lethe_kube::Waited>>,
 }
 
 struct CapsData;

@@ -156,6 +156,11 @@ pub struct Grants {
     /// A directory of `NNNN_name.sql` migrations the host applies before serving, relative to
     /// the manifest.
     pub migrations: Option<PathBuf>,
+    /// The client-side rate limit of its Kubernetes calls, per identity: calls per second
+    /// (client-go's default, 5, when unset).
+    pub kube_qps: Option<f64>,
+    /// The burst of that rate limit (client-go's default, 10, when unset).
+    pub kube_burst: Option<u32>,
 }
 
 /// A lethe capability interface.
@@ -215,6 +220,16 @@ impl Grants {
     /// Whether Kubernetes calls as `identity` are granted.
     pub fn allows_identity(&self, identity: KubeIdentityGrant) -> bool {
         self.allows(Capability::Kube) && self.kube_identities.contains(&identity)
+    }
+
+    /// The rate limit of its Kubernetes calls: `kube_qps` and `kube_burst`, client-go's
+    /// defaults where unset.
+    pub fn kube_rate_limit(&self) -> lethe_kube::RateLimitOptions {
+        let defaults = lethe_kube::RateLimitOptions::default();
+        lethe_kube::RateLimitOptions {
+            qps: self.kube_qps.unwrap_or(defaults.qps),
+            burst: self.kube_burst.unwrap_or(defaults.burst),
+        }
     }
 }
 
@@ -394,6 +409,8 @@ pub fn parse(text: &str, base_dir: &Path) -> anyhow::Result<Manifest> {
         if !grants.kube_identities.is_empty() && !grants.allows(Capability::Kube) {
             bail!("component `{id}`: kube_identities are granted but the `kube` capability is not");
         }
+        lethe_kube::RateLimit::new(grants.kube_rate_limit())
+            .with_context(|| format!("in [component.{id}.tool.lethe]"))?;
         if let Some(m) = grants.migrations.take() {
             grants.migrations = Some(base_dir.join(m));
         }
@@ -665,6 +682,33 @@ migrations = "migrations"
             "kube_identities = [\"privileged\"]",
         );
         assert!(parse(&bad, Path::new("/")).is_err());
+    }
+
+    #[test]
+    fn the_kube_rate_limit_defaults_to_client_go_and_rejects_what_cannot_limit() {
+        let m = parse(GOOD, Path::new("/")).expect("good");
+        let smoke = &m.components["smoke"].grants;
+        assert_eq!(
+            smoke.kube_rate_limit(),
+            lethe_kube::RateLimitOptions::default()
+        );
+        let set = GOOD.replace(
+            "migrations = \"migrations\"",
+            "kube_qps = 0.5\nkube_burst = 3",
+        );
+        let m = parse(&set, Path::new("/")).expect("set");
+        assert_eq!(
+            m.components["smoke"].grants.kube_rate_limit(),
+            lethe_kube::RateLimitOptions { qps: 0.5, burst: 3 }
+        );
+        for bad in ["kube_qps = 0", "kube_qps = -2", "kube_burst = 0"] {
+            let bad = GOOD.replace("migrations = \"migrations\"", bad);
+            let err = format!("{:#}", parse(&bad, Path::new("/")).expect_err(&bad));
+            assert!(
+                err.contains("[component.smoke.tool.lethe]") && err.contains("kube_"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -191,10 +191,14 @@ impl CronJob {
                 TickOutcome::Done => {
                     tracing::debug!(component = self.component_id(), "cron tick at {next} done")
                 }
-                TickOutcome::Pass(Pass::Ran(report)) => tracing::debug!(
+                TickOutcome::Pass(Pass::Ran {
+                    report,
+                    kube_waited,
+                }) => tracing::debug!(
                     component = self.component_id(),
                     examined = report.examined,
                     failed = report.failed.len(),
+                    kube_rate_limited_ms = kube_waited.as_millis() as u64,
                     "cron tick at {next}: pass done"
                 ),
                 TickOutcome::Pass(Pass::NotLeader { holder }) => tracing::debug!(

@@ -27,8 +27,13 @@ pub use bindings::exports::lethe::platform::reconciler::{DeletionInFlight, ItemF
 /// What one call to a reconciler came to.
 #[derive(Debug, Clone)]
 pub enum Pass {
-    /// A pass ran; its report.
-    Ran(Report),
+    /// A pass ran.
+    Ran {
+        /// What the component reported.
+        report: Report,
+        /// How long its Kubernetes calls waited for the component's rate limit.
+        kube_waited: std::time::Duration,
+    },
     /// No pass ran: another instance holds the reconciler's lease.
     NotLeader {
         /// The lease holder's identity.
@@ -41,7 +46,7 @@ impl Pass {
     /// where the caller asked for a pass).
     pub fn into_report(self) -> anyhow::Result<Report> {
         match self {
-            Pass::Ran(report) => Ok(report),
+            Pass::Ran { report, .. } => Ok(report),
             Pass::NotLeader { holder } => Err(anyhow::anyhow!(
                 "not the leader: the lease is held by {holder}; no pass was run"
             )),
@@ -102,7 +107,10 @@ impl Reconciler {
             .with_context(|| format!("component `{}` could not run a pass", self.component.id))?;
         Ok(match report.leader_elsewhere.clone() {
             Some(holder) => Pass::NotLeader { holder },
-            None => Pass::Ran(report),
+            None => Pass::Ran {
+                report,
+                kube_waited: store.data().caps.kube_waited(),
+            },
         })
     }
 }
@@ -117,7 +125,7 @@ pub fn record(component: &LoadedComponent, outcome: &anyhow::Result<Pass>) {
         component: id.clone(),
     };
     let (label, leads) = match outcome {
-        Ok(Pass::Ran(_)) => ("ran", Some(true)),
+        Ok(Pass::Ran { .. }) => ("ran", Some(true)),
         Ok(Pass::NotLeader { .. }) => ("not_leader", Some(false)),
         Err(_) => ("error", None),
     };
@@ -140,7 +148,7 @@ pub fn record(component: &LoadedComponent, outcome: &anyhow::Result<Pass>) {
     }
     let empty = Vec::new();
     let deletions = match outcome {
-        Ok(Pass::Ran(report)) => {
+        Ok(Pass::Ran { report, .. }) => {
             metrics
                 .pass_duration
                 .get_or_create(&by_component)
