@@ -104,6 +104,9 @@ pub struct Settings {
     pub delete_confirm_ms: u64,
     /// How long a job poll re-reads a resource that exists but is not being deleted.
     pub job_reread_ms: u64,
+    /// How often the reconciler lists everything again although it follows the changes
+    /// (`full_resync_seconds`, default 600): the safety net for a change it missed.
+    pub full_resync_ms: u64,
 }
 
 /// The API group version of lethe's org and space resources.
@@ -150,6 +153,7 @@ impl Settings {
             deletion_timeout_seconds: number("deletion_timeout_seconds", 120)?,
             delete_confirm_ms: number("delete_confirm_ms", 5000)?,
             job_reread_ms: number("job_reread_ms", 2000)?,
+            full_resync_ms: number("full_resync_seconds", 600)?.saturating_mul(1000),
             root_namespace,
         })
     }

@@ -18,6 +18,7 @@ pub mod config;
 pub mod context;
 pub mod deletion;
 pub mod errors;
+pub mod follow;
 pub mod jobs;
 pub mod kind;
 pub mod ownership;

@@ -46,6 +46,9 @@ pub trait Backoff {
     fn failed(&self, key: &str, now_ms: i64, reason: &str);
     /// Forgets `key`'s failures after a success.
     fn succeeded(&self, key: &str);
+    /// The keys that failed before and whose wait is over at `now_ms`: a pass that visits only
+    /// what changed visits these too.
+    fn due_now(&self, now_ms: i64) -> Vec<String>;
 }
 
 /// How long to wait before retrying an object that failed `attempts` times in a row:
@@ -75,6 +78,8 @@ pub struct Report {
     pub duration_ms: u64,
     /// Deletions still under way after this pass.
     pub deletions: Vec<DeletionInFlight>,
+    /// Whether it was a full pass (everything listed), not one on the changes alone.
+    pub full: bool,
 }
 
 /// A deletion still under way after a pass: what its deletion job says now.
@@ -86,6 +91,10 @@ pub struct DeletionInFlight {
     pub state: JobState,
     /// Milliseconds since the deletion was asked for.
     pub age_ms: u64,
+    /// When the deletion was asked for (its deletionTimestamp).
+    pub since: String,
+    /// What blocks it, when something not lethe's is in the way.
+    pub blocked_by: Option<String>,
 }
 
 /// How reconciling one object ended.
@@ -132,85 +141,143 @@ impl StepFailed {
     }
 }
 
-/// Runs one pass over every configured resource type.
+/// Runs one pass over every configured resource type (a full pass: every object is listed and
+/// visited; the `follow` module runs the passes in between on what changed).
 pub fn pass(kube: &dyn Kube, env: &dyn Env, settings: &Settings, backoff: &dyn Backoff) -> Report {
-    let started = env.now_ms();
-    let mut report = Report::default();
-    for (type_name, t) in &settings.types {
-        let objects = match kube.list_all(
-            &Identity::Privileged,
-            &t.api_version,
-            &t.kind,
-            t.fixed_namespace(),
-            &ListOptions::default(),
-        ) {
-            Ok(o) => o,
-            // The CRD may not be installed on this cluster yet: nothing to do for this type.
-            Err(KubeError::NotFound(_)) => continue,
-            Err(e) => {
-                report
-                    .failed
-                    .push((format!("{type_name}/*"), format!("listing: {e}")));
-                continue;
-            }
-        };
-        for object in objects {
-            report.examined += 1;
-            let key = format!("{type_name}/{}", object.target.name);
-            if !backoff.due(&key, env.now_ms()) {
-                report.backing_off += 1;
-                continue;
-            }
-            let result = reconcile_one(kube, t, Owner::new(type_name, &object), &mut report);
-            // What is in the way is recorded on the object itself, where its deletion job reads
-            // it at no extra cost, and cleared once the way is free.
-            let blocked_by = match &result {
-                Err(StepFailed::NotOurs(in_the_way)) => Some(in_the_way.to_string()),
-                _ => None,
+    Reconciler {
+        kube,
+        env,
+        settings,
+        backoff,
+    }
+    .pass()
+}
+
+/// What visiting one object needs: the capabilities, the settings and the backoff state.
+pub(crate) struct Reconciler<'a> {
+    pub kube: &'a dyn Kube,
+    pub env: &'a dyn Env,
+    pub settings: &'a Settings,
+    pub backoff: &'a dyn Backoff,
+}
+
+impl Reconciler<'_> {
+    /// Lists every object of every configured type and visits each.
+    pub(crate) fn pass(&self) -> Report {
+        let started = self.env.now_ms();
+        let mut report = Report::default();
+        for (type_name, t) in &self.settings.types {
+            let objects = match self.kube.list_all(
+                &Identity::Privileged,
+                &t.api_version,
+                &t.kind,
+                t.fixed_namespace(),
+                &ListOptions::default(),
+            ) {
+                Ok(o) => o,
+                // The CRD may not be installed on this cluster yet: nothing to do for this type.
+                Err(KubeError::NotFound(_)) => continue,
+                Err(e) => {
+                    report
+                        .failed
+                        .push((format!("{type_name}/*"), format!("listing: {e}")));
+                    continue;
+                }
             };
-            if let Err(e) = record_blocked_by(kube, &object, blocked_by.as_deref()) {
+            for object in objects {
+                self.visit(type_name, t, &object, &mut report);
+            }
+        }
+        report.duration_ms = u64::try_from(self.env.now_ms() - started).unwrap_or(0);
+        report
+    }
+
+    /// Reconciles `object` of type `type_name` (unless it is backing off), recording in
+    /// `report` what it did, its failure, and its deletion if one is still under way.
+    pub(crate) fn visit(
+        &self,
+        type_name: &str,
+        t: &ResourceType,
+        object: &Object,
+        report: &mut Report,
+    ) {
+        let (kube, env, settings, backoff) = (self.kube, self.env, self.settings, self.backoff);
+        report.examined += 1;
+        let key = format!("{type_name}/{}", object.target.name);
+        if !backoff.due(&key, env.now_ms()) {
+            report.backing_off += 1;
+            return;
+        }
+        let result = reconcile_one(kube, t, Owner::new(type_name, object), report);
+        // What is in the way is recorded on the object itself, where its deletion job reads it
+        // at no extra cost, and cleared once the way is free.
+        let blocked_by = match &result {
+            Err(StepFailed::NotOurs(in_the_way)) => Some(in_the_way.to_string()),
+            _ => None,
+        };
+        if let Err(e) = record_blocked_by(kube, object, blocked_by.as_deref()) {
+            env.log(
+                lethe_guest::env::Level::Warn,
+                &format!("recording what blocks {key}: {e}"),
+            );
+        }
+        if let Some(since) = &object.deletion_timestamp {
+            // Released: our finalizer was the last one and is gone, so the object is too.
+            let released = matches!(result, Ok(Outcome::Done))
+                && object.finalizers.iter().all(|f| f == FINALIZER);
+            if !released {
+                report.deletions.push(DeletionInFlight::of(
+                    &key,
+                    since,
+                    blocked_by.as_deref(),
+                    settings,
+                    t,
+                    env.now_ms(),
+                ));
+            }
+        }
+        match result {
+            Ok(_) => backoff.succeeded(&key),
+            Err(e) => {
+                let reason = e.to_string();
                 env.log(
                     lethe_guest::env::Level::Warn,
-                    &format!("recording what blocks {key}: {e}"),
+                    &format!("reconciling {key}: {reason}"),
                 );
-            }
-            if let Some(since) = &object.deletion_timestamp {
-                // Released: our finalizer was the last one and is gone, so the object is too.
-                let released = matches!(result, Ok(Outcome::Done))
-                    && object.finalizers.iter().all(|f| f == FINALIZER);
-                if !released {
-                    let guid = JobGuid {
-                        resource_type: type_name.clone(),
-                        verb: "delete".into(),
-                        guid: object.target.name.clone(),
-                    };
-                    let now = env.now_ms();
-                    let job =
-                        jobs::deleting_job(&guid, since, blocked_by.as_deref(), settings, t, now);
-                    let age = now.saturating_sub(parse_rfc3339_ms(since).unwrap_or(now));
-                    report.deletions.push(DeletionInFlight {
-                        item: key.clone(),
-                        state: job.state,
-                        age_ms: u64::try_from(age).unwrap_or(0),
-                    });
-                }
-            }
-            match result {
-                Ok(_) => backoff.succeeded(&key),
-                Err(e) => {
-                    let reason = e.to_string();
-                    env.log(
-                        lethe_guest::env::Level::Warn,
-                        &format!("reconciling {key}: {reason}"),
-                    );
-                    backoff.failed(&key, env.now_ms(), &reason);
-                    report.failed.push((key, reason));
-                }
+                backoff.failed(&key, env.now_ms(), &reason);
+                report.failed.push((key, reason));
             }
         }
     }
-    report.duration_ms = u64::try_from(env.now_ms() - started).unwrap_or(0);
-    report
+}
+
+impl DeletionInFlight {
+    /// The deletion of `key` (`<type>/<guid>`) asked for at `since`, blocked by `blocked_by` if
+    /// anything, as its deletion job describes it at `now`.
+    pub fn of(
+        key: &str,
+        since: &str,
+        blocked_by: Option<&str>,
+        settings: &Settings,
+        t: &ResourceType,
+        now: i64,
+    ) -> DeletionInFlight {
+        let (type_name, name) = key.split_once('/').unwrap_or((key, ""));
+        let guid = JobGuid {
+            resource_type: type_name.to_string(),
+            verb: "delete".into(),
+            guid: name.to_string(),
+        };
+        let job = jobs::deleting_job(&guid, since, blocked_by, settings, t, now);
+        let age = now.saturating_sub(parse_rfc3339_ms(since).unwrap_or(now));
+        DeletionInFlight {
+            item: key.to_string(),
+            state: job.state,
+            age_ms: u64::try_from(age).unwrap_or(0),
+            since: since.to_string(),
+            blocked_by: blocked_by.map(str::to_string),
+        }
+    }
 }
 
 /// One object, by the row of the module's table its two facts select.

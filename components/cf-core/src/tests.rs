@@ -68,6 +68,9 @@ impl Backoff for NoBackoff {
     }
     fn failed(&self, _key: &str, _now_ms: i64, _reason: &str) {}
     fn succeeded(&self, _key: &str) {}
+    fn due_now(&self, _now_ms: i64) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 fn job(
@@ -1420,4 +1423,88 @@ fn only_callers_who_see_every_org_may_ask_for_a_pass_and_the_check_fails_closed(
         allowed(&FakeHost::on(&FakeCluster::new()), &settings, "admin"),
         Err(403)
     );
+}
+
+/// The passes between full passes follow the changes: an idle one visits nothing, a deletion
+/// is carried through by the changes it makes, a hand-deleted namespace comes back, and a lost
+/// watch or the resync interval brings a full pass.
+#[test]
+fn passes_on_changes_visit_only_what_changed_and_fall_back_to_a_full_pass() {
+    use crate::follow::pass_on_changes;
+    use lethe_guest::fake::FakeSql;
+    let (cluster, settings) = setup();
+    let sql = FakeSql::migrated(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../cf-reconciler/migrations"
+    ));
+    let fake = FakeHost::new(&sql, &cluster, "host-1");
+    let run = |full: bool| {
+        let report = pass_on_changes(&fake, &fake, &fake, &settings, &NoBackoff, full);
+        assert!(report.failed.is_empty(), "{:?}", report.failed);
+        report
+    };
+    let first = run(false);
+    assert!(first.full, "no bookmark yet: a full pass");
+    assert_eq!(first.examined, 2, "the org and its space");
+    let idle = run(false);
+    assert!(!idle.full);
+    assert_eq!(idle.examined, 0, "nothing changed, nothing visited");
+
+    // A new org is given its finalizer and namespace by the changes alone.
+    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+        "metadata": {"name": "bare", "namespace": "cf"}, "spec": {"displayName": "bare"}}));
+    for _ in 0..3 {
+        assert!(!run(false).full);
+    }
+    assert_eq!(
+        fake.object("Org", "cf", "bare").expect("org").finalizers,
+        vec![FINALIZER.to_string()]
+    );
+    assert!(fake.exists("Namespace", "", "bare"));
+
+    // A namespace deleted by hand is made again: its deletion is a change of a followed
+    // namespace, which names its owner.
+    fake.delete(
+        &Identity::Privileged,
+        &lethe_guest::kube::ObjectRef::new("v1", "Namespace", None, "bare"),
+        &Default::default(),
+    )
+    .expect("delete");
+    fake.run_namespace_controller();
+    assert!(!fake.exists("Namespace", "", "bare"));
+    for _ in 0..2 {
+        assert!(!run(false).full);
+    }
+    assert!(fake.exists("Namespace", "", "bare"), "made again");
+
+    // An org deletion goes through: its space first, then the namespaces, then the org, each
+    // step set off by the change the one before made.
+    deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("admin")).expect("accepted");
+    let mut reported = false;
+    for _ in 0..10 {
+        let report = run(false);
+        assert!(!report.full);
+        reported |= report
+            .deletions
+            .iter()
+            .any(|d| d.item == format!("org/{ORG}"));
+        fake.run_namespace_controller();
+    }
+    assert!(reported, "the deletion under way was reported");
+    assert!(!fake.exists("Org", "cf", ORG));
+    assert!(!fake.exists("Space", ORG, SPACE));
+    assert!(!fake.exists("Namespace", "", ORG));
+    assert!(!fake.exists("Namespace", "", SPACE));
+    assert!(
+        run(false).deletions.is_empty(),
+        "nothing under way any more"
+    );
+
+    // A watch the host lost (its bookmarks gone) brings a full pass, and so does the interval.
+    fake.expire_watches();
+    assert!(run(false).full);
+    assert!(!run(false).full);
+    fake.advance(i64::try_from(settings.full_resync_ms).expect("ms"));
+    assert!(run(false).full);
+    assert!(run(true).full, "and asking for one");
 }

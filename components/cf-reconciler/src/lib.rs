@@ -1,8 +1,10 @@
 //! The `cf-reconciler` component: finalizes orgs and spaces being deleted (see
-//! [`cf_core::reconcile`]). It runs on every tick of its `[[trigger.cron]]`, on demand over HTTP
-//! (`POST` to its route, as a caller who may list orgs), and through the
-//! `lethe:platform/reconciler` export. Per-object backoff lives in SQL, so it survives restarts
-//! and is shared by every host.
+//! [`cf_core::reconcile`]). It runs on every tick of its `[[trigger.cron]]` and through the
+//! `lethe:platform/reconciler` export, on the changes since the last pass
+//! ([`cf_core::follow`]), with a full pass at the start and every `full_resync_seconds`; and a
+//! full pass on demand over HTTP (`POST` to its route, as a caller who may list orgs).
+//! Per-object backoff, bookmarks and the deletions under way live in SQL, so they survive
+//! restarts and are shared by every host.
 
 #[cfg(target_arch = "wasm32")]
 mod wasm {
@@ -10,7 +12,8 @@ mod wasm {
     use std::collections::HashMap;
 
     use cf_core::config::Settings;
-    use cf_core::reconcile::{Backoff, Report, backoff_delay_ms, pass};
+    use cf_core::follow::pass_on_changes;
+    use cf_core::reconcile::{Backoff, Report, backoff_delay_ms};
     use lethe_guest::env::{Env, Level};
     use lethe_guest::host::Host;
     use lethe_guest::host::bindings::lethe::platform::sql::{self, Value};
@@ -104,6 +107,15 @@ mod wasm {
             }
         }
 
+        fn due_now(&self, now_ms: i64) -> Vec<String> {
+            self.rows
+                .borrow()
+                .iter()
+                .filter(|(_, (_, next))| now_ms >= *next)
+                .map(|(key, _)| key.clone())
+                .collect()
+        }
+
         fn succeeded(&self, key: &str) {
             if self.rows.borrow_mut().remove(key).is_some() {
                 if let Err(e) = sql::execute(
@@ -119,16 +131,18 @@ mod wasm {
         }
     }
 
-    fn run_pass() -> Result<Report, String> {
+    /// One pass: on the changes since the last one, unless `full` asks to list everything.
+    fn run_pass(full: bool) -> Result<Report, String> {
         let host = Host::default();
         let settings = Settings::from_env(&host)?;
         let backoff = SqlBackoff::load(Host::default())?;
-        let report = pass(&host, &host, &settings, &backoff);
+        let report = pass_on_changes(&host, &host, &host, &settings, &backoff, full);
         if report.created + report.updated + report.deleted > 0 || !report.failed.is_empty() {
             host.log(
                 Level::Info,
                 &format!(
-                    "cf reconcile pass: examined {}, created {}, updated {}, deleted {}, backing off {}, failed {:?}, {} deletions under way, {} ms",
+                    "cf reconcile {} pass: examined {}, created {}, updated {}, deleted {}, backing off {}, failed {:?}, {} deletions under way, {} ms",
+                    if report.full { "full" } else { "change" },
                     report.examined,
                     report.created,
                     report.updated,
@@ -147,7 +161,7 @@ mod wasm {
 
     impl reconciler::Guest for CfReconciler {
         fn reconcile() -> Result<reconciler::Report, String> {
-            let r = run_pass()?;
+            let r = run_pass(false)?;
             Ok(reconciler::Report {
                 examined: r.examined,
                 created: r.created,
@@ -181,7 +195,7 @@ mod wasm {
         async fn handle_cron_event(
             _metadata: spin::cron::cron_types::Metadata,
         ) -> Result<(), spin::cron::cron_types::Error> {
-            run_pass()
+            run_pass(false)
                 .map(|_| ())
                 .map_err(spin::cron::cron_types::Error::Other)
         }
@@ -214,7 +228,7 @@ mod wasm {
         if let Err(refused) = cf_core::access::authorize_pass(&host, &caller, &settings) {
             return refused.into_response();
         }
-        match run_pass() {
+        match run_pass(true) {
             Ok(r) => Response::json(
                 200,
                 &json!({
@@ -225,6 +239,7 @@ mod wasm {
                     "backing_off": r.backing_off,
                     "failed": r.failed.iter().map(|(item, reason)| json!({"item": item, "reason": reason})).collect::<Vec<_>>(),
                     "duration_ms": r.duration_ms,
+                    "full": r.full,
                 }),
             ),
             Err(e) => cf_core::errors::HttpError::unavailable(e).into_response(),

@@ -1,0 +1,456 @@
+//! Reconciling what changed: the cf-reconciler's pass costs what changed since the last one, not
+//! the number of orgs and spaces, in the manner of a watch-driven controller.
+//!
+//! The pass follows three kinds of collection through the `kube` capability's `changes` (one
+//! watch each, kept by the host): every configured resource type (orgs, spaces), the kinds that
+//! are their children (a space's deletion lets its org go on), and the namespaces lethe marked
+//! ([`OWNER_LABEL`]: a namespace gone lets its owner be released; one deleted by hand is made
+//! again). Each change names the objects to visit; so do the objects whose backoff is over and
+//! the deletions under way that nothing was heard of for [`REVISIT_MS`]. Each is visited exactly
+//! as the full pass visits it ([`crate::reconcile`]).
+//!
+//! A full pass still runs at the start (no bookmark yet), every `full_resync_seconds`, when the
+//! host says a bookmark is `gone` (its watch was relisted or it restarted), and on demand. It
+//! takes the bookmarks *before* it lists, so a change made while it lists comes again after it:
+//! nothing is missed, some things are visited twice, and visiting is idempotent.
+//!
+//! Bookmarks, the time of the last full pass and the deletions under way are kept in SQL
+//! (`cf_reconcile_state`, `cf_reconcile_deletions`), so any instance on any host can run the next
+//! pass; bookmarks are written after the pass acted on the changes, so a pass that crashes midway
+//! leaves the next one to act on them again.
+
+use std::collections::BTreeMap;
+
+use lethe_guest::env::{Env, Level};
+use lethe_guest::kube::{ChangeType, Collection, Identity, Kube, KubeError, Object};
+use lethe_guest::sql::{Sql, SqlError, Statement, Value};
+
+use crate::access;
+use crate::config::Settings;
+use crate::ownership::OWNER_LABEL;
+use crate::reconcile::{Backoff, DeletionInFlight, Reconciler, Report};
+
+/// How soon a deletion under way is visited again when no change about it came (its namespace's
+/// and children's changes usually come sooner).
+pub const REVISIT_MS: i64 = 5_000;
+
+/// Changes asked for per call.
+const BATCH: u32 = 1_000;
+
+/// Batches read per collection in one pass; what is left waits for the next pass.
+const MAX_BATCHES: usize = 20;
+
+/// Why a followed collection's changes name an object to visit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Role {
+    /// The objects of a configured type, by its name.
+    Type(String),
+    /// Children of the configured type of this name: their namespace is its object's name.
+    ChildOf(String),
+    /// Namespaces lethe made: their [`OWNER_LABEL`] names the owner.
+    Namespaces,
+}
+
+/// One followed collection.
+#[derive(Debug, Clone)]
+struct Feed {
+    collection: Collection,
+    roles: Vec<Role>,
+}
+
+impl Feed {
+    /// Its key in `cf_reconcile_state`.
+    fn state_key(&self) -> String {
+        let c = &self.collection;
+        format!(
+            "bookmark:{}/{}/{}/{}",
+            c.api_version,
+            c.kind,
+            c.namespace.as_deref().unwrap_or("*"),
+            c.label_selector.as_deref().unwrap_or_default()
+        )
+    }
+}
+
+/// The collections `settings` make the reconciler follow, in a fixed order.
+fn feeds(settings: &Settings) -> Vec<Feed> {
+    let mut feeds: BTreeMap<Collection, Vec<Role>> = BTreeMap::new();
+    for (name, t) in &settings.types {
+        let of_type = Collection::new(&t.api_version, &t.kind, t.fixed_namespace());
+        feeds
+            .entry(of_type)
+            .or_default()
+            .push(Role::Type(name.clone()));
+        for (api_version, kind) in &t.children {
+            let children = Collection::new(api_version, kind, None);
+            feeds
+                .entry(children)
+                .or_default()
+                .push(Role::ChildOf(name.clone()));
+        }
+    }
+    let namespaces = Collection {
+        label_selector: Some(OWNER_LABEL.to_string()),
+        ..Collection::new("v1", "Namespace", None)
+    };
+    feeds.entry(namespaces).or_default().push(Role::Namespaces);
+    feeds
+        .into_iter()
+        .map(|(collection, roles)| Feed { collection, roles })
+        .collect()
+}
+
+/// The objects to visit, by `<type>/<name>`, with the object when a change carried it.
+type Visits = BTreeMap<String, Option<Object>>;
+
+/// Notes what `change` of `feed` asks to visit.
+fn note(
+    settings: &Settings,
+    feed: &Feed,
+    change_type: ChangeType,
+    object: &Object,
+    visits: &mut Visits,
+) {
+    for role in &feed.roles {
+        match role {
+            Role::Type(type_name) => {
+                let key = format!("{type_name}/{}", object.target.name);
+                // A deleted object is looked up again: one of the same name may be there now.
+                let carried = (change_type != ChangeType::Deleted).then(|| object.clone());
+                visits.insert(key, carried);
+            }
+            Role::ChildOf(type_name) => {
+                if let Some(namespace) = &object.target.namespace {
+                    visits
+                        .entry(format!("{type_name}/{namespace}"))
+                        .or_insert(None);
+                }
+            }
+            Role::Namespaces => {
+                let owner = object.label(OWNER_LABEL).and_then(|o| o.split_once('.'));
+                if let Some((type_name, name)) = owner
+                    && name == object.target.name
+                    && settings.resource_type(type_name).is_some()
+                {
+                    visits.entry(format!("{type_name}/{name}")).or_insert(None);
+                }
+            }
+        }
+    }
+}
+
+/// A deletion under way as `cf_reconcile_deletions` keeps it.
+struct Tracked {
+    key: String,
+    since: String,
+    blocked_by: Option<String>,
+    next_visit_ms: i64,
+}
+
+/// What the reconciler keeps between passes, in SQL.
+struct Memory<'a> {
+    sql: &'a dyn Sql,
+}
+
+impl Memory<'_> {
+    fn value(&self, name: &str) -> Result<Option<String>, SqlError> {
+        let rows = self.sql.query(
+            "SELECT value FROM cf_reconcile_state WHERE name = $1",
+            &[name.into()],
+        )?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.first())
+            .and_then(Value::opt_text)
+            .map(str::to_string))
+    }
+
+    fn set(&self, values: &[(String, String)]) -> Result<(), SqlError> {
+        let statements: Vec<Statement> = values
+            .iter()
+            .map(|(name, value)| {
+                (
+                    "INSERT INTO cf_reconcile_state (name, value) VALUES ($1, $2) \
+                     ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                    vec![name.as_str().into(), value.as_str().into()],
+                )
+            })
+            .collect();
+        self.sql.batch(&statements).map(|_| ())
+    }
+
+    fn tracked(&self) -> Result<Vec<Tracked>, SqlError> {
+        let rows = self.sql.query(
+            "SELECT object_key, since, blocked_by, next_visit_ms FROM cf_reconcile_deletions \
+             ORDER BY object_key",
+            &[],
+        )?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| match r.as_slice() {
+                [key, since, blocked_by, next] => Some(Tracked {
+                    key: key.text().to_string(),
+                    since: since.text().to_string(),
+                    blocked_by: blocked_by.opt_text().map(str::to_string),
+                    next_visit_ms: next.int().unwrap_or(0),
+                }),
+                _ => None,
+            })
+            .collect())
+    }
+
+    fn track(&self, deletion: &DeletionInFlight, next_visit_ms: i64) -> Result<(), SqlError> {
+        let blocked_by = deletion
+            .blocked_by
+            .as_deref()
+            .map_or(Value::Null, Value::from);
+        self.sql
+            .execute(
+                "INSERT INTO cf_reconcile_deletions (object_key, since, blocked_by, next_visit_ms) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (object_key) DO UPDATE SET \
+                 since = excluded.since, blocked_by = excluded.blocked_by, \
+                 next_visit_ms = excluded.next_visit_ms",
+                &[
+                    deletion.item.as_str().into(),
+                    deletion.since.as_str().into(),
+                    blocked_by,
+                    next_visit_ms.into(),
+                ],
+            )
+            .map(|_| ())
+    }
+
+    fn untrack(&self, key: &str) -> Result<(), SqlError> {
+        self.sql
+            .execute(
+                "DELETE FROM cf_reconcile_deletions WHERE object_key = $1",
+                &[key.into()],
+            )
+            .map(|_| ())
+    }
+
+    /// Replaces the deletions under way with those a full pass saw.
+    fn track_only(
+        &self,
+        deletions: &[DeletionInFlight],
+        next_visit_ms: i64,
+    ) -> Result<(), SqlError> {
+        self.sql
+            .execute("DELETE FROM cf_reconcile_deletions", &[])?;
+        deletions
+            .iter()
+            .try_for_each(|d| self.track(d, next_visit_ms))
+    }
+}
+
+/// Why a pass could not go on the changes alone.
+enum NeedsFullPass {
+    /// No bookmark yet, or the last full pass is older than the resync interval.
+    Due,
+    /// The host could not tell the changes (a bookmark `gone`, or it failed).
+    Changes(KubeError),
+    /// The kept state could not be read or written.
+    State(SqlError),
+}
+
+/// Runs one pass: on the changes since the last one, or a full pass when one is due (see the
+/// module documentation), or when `full` asks for one.
+pub fn pass_on_changes(
+    kube: &dyn Kube,
+    env: &dyn Env,
+    sql: &dyn Sql,
+    settings: &Settings,
+    backoff: &dyn Backoff,
+    full: bool,
+) -> Report {
+    let memory = Memory { sql };
+    let feeds = feeds(settings);
+    let reconciler = Reconciler {
+        kube,
+        env,
+        settings,
+        backoff,
+    };
+    let reason = if full {
+        NeedsFullPass::Due
+    } else {
+        match on_changes(&reconciler, &memory, &feeds) {
+            Ok(report) => return report,
+            Err(reason) => reason,
+        }
+    };
+    match &reason {
+        NeedsFullPass::Due => {}
+        NeedsFullPass::Changes(e) => env.log(
+            Level::Info,
+            &format!("cf reconcile: a full pass, since the changes cannot be told: {e}"),
+        ),
+        NeedsFullPass::State(e) => env.log(
+            Level::Warn,
+            &format!("cf reconcile: a full pass, since the kept state failed: {e}"),
+        ),
+    }
+    full_pass(&reconciler, &memory, &feeds)
+}
+
+/// Bookmarks first, then the full pass, then what it saw is kept.
+fn full_pass(reconciler: &Reconciler<'_>, memory: &Memory<'_>, feeds: &[Feed]) -> Report {
+    let (kube, env) = (reconciler.kube, reconciler.env);
+    let started = env.now_ms();
+    let mut kept = Vec::new();
+    for feed in feeds {
+        match kube.changes(&Identity::Privileged, &feed.collection, None, 1) {
+            Ok(batch) => kept.push((feed.state_key(), batch.bookmark)),
+            // A kind not served yet (its CRD is missing): there is nothing of it to follow.
+            Err(KubeError::NotFound(_)) => {}
+            Err(e) => env.log(
+                Level::Warn,
+                &format!("cannot follow {}: {e}", feed.collection.kind),
+            ),
+        }
+    }
+    let mut report = reconciler.pass();
+    report.full = true;
+    // The next pass follows the changes only when every collection has a bookmark.
+    if kept.len() == feeds.len() {
+        kept.push(("full_pass_ms".to_string(), started.to_string()));
+    }
+    let saved = memory
+        .track_only(&report.deletions, started + REVISIT_MS)
+        .and_then(|()| memory.set(&kept));
+    if let Err(e) = saved {
+        env.log(
+            Level::Warn,
+            &format!("cannot keep what the full pass saw: {e}"),
+        );
+    }
+    report
+}
+
+/// The pass between full passes.
+fn on_changes(
+    reconciler: &Reconciler<'_>,
+    memory: &Memory<'_>,
+    feeds: &[Feed],
+) -> Result<Report, NeedsFullPass> {
+    let (kube, env, settings, backoff) = (
+        reconciler.kube,
+        reconciler.env,
+        reconciler.settings,
+        reconciler.backoff,
+    );
+    let started = env.now_ms();
+    let last_full = memory
+        .value("full_pass_ms")
+        .map_err(NeedsFullPass::State)?
+        .and_then(|v| v.parse::<i64>().ok());
+    let resync = i64::try_from(settings.full_resync_ms).unwrap_or(i64::MAX);
+    if last_full.is_none_or(|at| started.saturating_sub(at) >= resync) {
+        return Err(NeedsFullPass::Due);
+    }
+    let mut visits = Visits::new();
+    let mut kept = Vec::new();
+    for feed in feeds {
+        let Some(mut bookmark) = memory
+            .value(&feed.state_key())
+            .map_err(NeedsFullPass::State)?
+        else {
+            return Err(NeedsFullPass::Due);
+        };
+        for _ in 0..MAX_BATCHES {
+            let batch = kube
+                .changes(
+                    &Identity::Privileged,
+                    &feed.collection,
+                    Some(&bookmark),
+                    BATCH,
+                )
+                .map_err(NeedsFullPass::Changes)?;
+            for change in &batch.changes {
+                note(
+                    settings,
+                    feed,
+                    change.change_type,
+                    &change.object,
+                    &mut visits,
+                );
+            }
+            bookmark = batch.bookmark;
+            if !batch.more {
+                break;
+            }
+        }
+        kept.push((feed.state_key(), bookmark));
+    }
+    for key in backoff.due_now(started) {
+        visits.entry(key).or_insert(None);
+    }
+    let tracked = memory.tracked().map_err(NeedsFullPass::State)?;
+    for t in tracked.iter().filter(|t| t.next_visit_ms <= started) {
+        visits.entry(t.key.clone()).or_insert(None);
+    }
+
+    let mut report = Report::default();
+    let keep = |result: Result<(), SqlError>| {
+        if let Err(e) = result {
+            env.log(Level::Warn, &format!("cannot keep a deletion's state: {e}"));
+        }
+    };
+    for (key, carried) in visits {
+        let Some((type_name, name)) = key.split_once('/') else {
+            continue;
+        };
+        let Some(t) = settings.resource_type(type_name) else {
+            continue;
+        };
+        let object = match carried {
+            Some(object) => object,
+            None => match access::locate(kube, t, name) {
+                Ok(Some(object)) => object,
+                // Gone: nothing is left to do for it.
+                Ok(None) => {
+                    backoff.succeeded(&key);
+                    keep(memory.untrack(&key));
+                    continue;
+                }
+                Err(e) => {
+                    let reason = format!("reading it: {e}");
+                    backoff.failed(&key, env.now_ms(), &reason);
+                    report.failed.push((key, reason));
+                    continue;
+                }
+            },
+        };
+        let (deletions, backing_off) = (report.deletions.len(), report.backing_off);
+        reconciler.visit(type_name, t, &object, &mut report);
+        if report.backing_off > backing_off {
+            continue;
+        }
+        match report.deletions.get(deletions) {
+            Some(deletion) => keep(memory.track(deletion, env.now_ms() + REVISIT_MS)),
+            None => keep(memory.untrack(&key)),
+        }
+    }
+    memory.set(&kept).map_err(NeedsFullPass::State)?;
+    // Every deletion under way, visited now or not, as its job says at this moment.
+    let now = env.now_ms();
+    report.deletions = memory
+        .tracked()
+        .map_err(NeedsFullPass::State)?
+        .into_iter()
+        .filter_map(|t| {
+            let (type_name, _) = t.key.split_once('/')?;
+            let rt = settings.resource_type(type_name)?;
+            Some(DeletionInFlight::of(
+                &t.key,
+                &t.since,
+                t.blocked_by.as_deref(),
+                settings,
+                rt,
+                now,
+            ))
+        })
+        .collect();
+    report.duration_ms = u64::try_from(now - started).unwrap_or(0);
+    Ok(report)
+}
