@@ -147,16 +147,24 @@ struct Tracked {
     next_visit_ms: i64,
 }
 
-/// What the reconciler keeps between passes, in SQL.
+/// What the reconciler keeps between passes, in SQL. Bookmarks are one host's (another host's
+/// watches do not know them), so the state a host keeps is named by its `lethe_instance_id`:
+/// reconcilers on several hosts each follow the changes, rather than undoing each other's
+/// bookmarks into a full pass every time.
 struct Memory<'a> {
     sql: &'a dyn Sql,
+    instance: String,
 }
 
 impl Memory<'_> {
+    fn name(&self, name: &str) -> String {
+        format!("{}:{name}", self.instance)
+    }
+
     fn value(&self, name: &str) -> Result<Option<String>, SqlError> {
         let rows = self.sql.query(
             "SELECT value FROM cf_reconcile_state WHERE name = $1",
-            &[name.into()],
+            &[self.name(name).into()],
         )?;
         Ok(rows
             .first()
@@ -172,7 +180,7 @@ impl Memory<'_> {
                 (
                     "INSERT INTO cf_reconcile_state (name, value) VALUES ($1, $2) \
                      ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-                    vec![name.as_str().into(), value.as_str().into()],
+                    vec![self.name(name).into(), value.as_str().into()],
                 )
             })
             .collect();
@@ -263,7 +271,10 @@ pub fn pass_on_changes(
     backoff: &dyn Backoff,
     full: bool,
 ) -> Report {
-    let memory = Memory { sql };
+    let memory = Memory {
+        sql,
+        instance: env.config("lethe_instance_id").unwrap_or_default(),
+    };
     let feeds = feeds(settings);
     let reconciler = Reconciler {
         kube,

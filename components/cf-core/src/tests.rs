@@ -1507,4 +1507,11 @@ fn passes_on_changes_visit_only_what_changed_and_fall_back_to_a_full_pass() {
     fake.advance(i64::try_from(settings.full_resync_ms).expect("ms"));
     assert!(run(false).full);
     assert!(run(true).full, "and asking for one");
+
+    // Another host keeps bookmarks of its own: its first pass is full, and this host's
+    // passes still follow the changes afterwards.
+    let other = FakeHost::new(&sql, &cluster, "host-2");
+    let report = pass_on_changes(&other, &other, &other, &settings, &NoBackoff, false);
+    assert!(report.full);
+    assert!(!run(false).full, "host-1's bookmarks are its own");
 }
