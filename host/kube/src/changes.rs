@@ -234,13 +234,7 @@ impl KubeClient {
         max: u32,
     ) -> Result<ChangeBatch> {
         let resolved = self
-            .cluster
-            .resolve(
-                &collection.api_version,
-                &collection.kind,
-                self.deadline,
-                self.admission.as_ref(),
-            )
+            .resolve(&collection.api_version, &collection.kind)
             .await?;
         let mut collection = collection.clone();
         if !resolved.namespaced {

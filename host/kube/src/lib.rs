@@ -452,17 +452,16 @@ impl KubeClient {
         body_text(answer.body)
     }
 
+    /// Resolves a kind through discovery, within this client's deadline and rate limit.
+    async fn resolve(&self, api_version: &str, kind: &str) -> Result<Resolved> {
+        self.cluster
+            .resolve(api_version, kind, self.deadline, self.admission.as_ref())
+            .await
+    }
+
     /// Resolves the target's kind and checks its namespace and name.
     async fn locate(&self, target: &ObjectRef) -> Result<(Resolved, String)> {
-        let resolved = self
-            .cluster
-            .resolve(
-                &target.api_version,
-                &target.kind,
-                self.deadline,
-                self.admission.as_ref(),
-            )
-            .await?;
+        let resolved = self.resolve(&target.api_version, &target.kind).await?;
         let namespace = lethe_kube_model::target_namespace(target, resolved.namespaced)?;
         let path = resolved.collection_path(namespace);
         Ok((resolved, path))
@@ -513,10 +512,7 @@ impl KubeClient {
         namespace: Option<&str>,
         options: &ListOptions,
     ) -> Result<ObjectList> {
-        let resolved = self
-            .cluster
-            .resolve(api_version, kind, self.deadline, self.admission.as_ref())
-            .await?;
+        let resolved = self.resolve(api_version, kind).await?;
         if let Some(ns) = namespace {
             check_segment("namespace", ns)?;
         }
@@ -556,10 +552,7 @@ impl KubeClient {
                 "the object needs apiVersion and kind",
             ));
         }
-        let resolved = self
-            .cluster
-            .resolve(api_version, kind, self.deadline, self.admission.as_ref())
-            .await?;
+        let resolved = self.resolve(api_version, kind).await?;
         let namespace = body
             .get("metadata")
             .and_then(|m| m.get("namespace"))
