@@ -23,6 +23,7 @@
 
 use serde_json::{Value as Json, json};
 
+use crate::feed;
 use crate::model::{self, Resources, Spec};
 use crate::status::{self, HttpError, Operation};
 use crate::{
@@ -507,6 +508,7 @@ impl Ctx<'_> {
             return Ok(job_not_found());
         };
         let guid = Operation::DataJobDelete.guid(&job.uid);
+        let [bump, stamp] = feed::record(&job.uid);
         self.host.batch(&[
             (
                 "DELETE FROM desired_data_job_deployment WHERE job_uid = $1",
@@ -517,6 +519,8 @@ impl Ctx<'_> {
                 vec![job.uid.clone().into()],
             ),
             self.deletion_requested(Operation::DataJobDelete, &guid, &job, team, name),
+            bump,
+            stamp,
         ])?;
         Ok(self.accepted(&guid))
     }
@@ -699,6 +703,7 @@ impl Ctx<'_> {
                 vec![job.uid.clone().into()],
             ));
         }
+        statements.extend(feed::record(&job.uid));
         self.host.batch(&statements)?;
         let view = self.deployment_view(job)?;
         Ok(Response::json(202, &view.unwrap_or(Json::Null)))
@@ -875,12 +880,15 @@ impl Ctx<'_> {
             )?;
             return Ok(self.accepted(&guid));
         }
+        let [bump, stamp] = feed::record(&job.uid);
         self.host.batch(&[
             (
                 "DELETE FROM desired_data_job_deployment WHERE job_uid = $1",
                 vec![job.uid.clone().into()],
             ),
             self.deletion_requested(Operation::DeploymentDelete, &guid, &job, team, name),
+            bump,
+            stamp,
         ])?;
         Ok(self.accepted(&guid))
     }

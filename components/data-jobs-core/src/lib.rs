@@ -13,9 +13,14 @@
 //! - [`api`]: the HTTP API (`/data-jobs/for-team/...`, `/data-jobs/sync/reports`, `/v3/jobs/...`);
 //! - [`status`]: deletion-job status, for this component and for a shared job-status component;
 //! - [`sync`]: the reconciler pass and its leader lease;
+//! - [`follow`]: which items a pass visits: what changed since the last one, or everything;
+//! - [`feed`]: the change feed of desired state in SQL;
 //! - [`model`]: validation, spec hashing and the CronJob rendering.
 
 pub mod api;
+pub mod feed;
+pub mod follow;
+mod items;
 pub mod model;
 pub mod status;
 pub mod sync;
@@ -52,6 +57,9 @@ pub struct Settings {
     pub backoff_max_ms: i64,
     /// Reports kept in SQL (`reports_kept`, default 50).
     pub reports_kept: i64,
+    /// Between full passes, a pass visits only what changed; a full pass runs at least this
+    /// often (`full_resync_seconds`, default 600), besides at start and after a lost watch.
+    pub full_resync_ms: i64,
     /// Image used when a deployment names none: `<image_registry>/<team>/<job>:<job_version>`
     /// (`image_registry`, default `registry.local/data-jobs`).
     pub image_registry: String,
@@ -92,6 +100,7 @@ impl Settings {
             backoff_base_ms: num("backoff_base_ms", 2000),
             backoff_max_ms: num("backoff_max_ms", 300_000),
             reports_kept: num("reports_kept", 50),
+            full_resync_ms: num("full_resync_seconds", 600).saturating_mul(1000),
             image_registry: text("image_registry", "registry.local/data-jobs"),
             base_url: config("base_url")
                 .unwrap_or_default()

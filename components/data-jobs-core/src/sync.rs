@@ -11,9 +11,11 @@
 //!
 //! # One pass
 //!
-//! It visits the union of desired rows, actual rows and the CronJobs labelled
+//! A full pass visits the union of desired rows, actual rows and the CronJobs labelled
 //! `app.kubernetes.io/managed-by=lethe` (label-selected, paginated LIST), keyed by the data
-//! job's uid (label `lethe.dev/data-job-uid`), and decides per item:
+//! job's uid (label `lethe.dev/data-job-uid`); a pass between full passes visits only the jobs
+//! that changed since the last one, in SQL or in the cluster ([`crate::follow`] says which, and
+//! when a full pass runs). Either decides per item:
 //!
 //! | desired | live CronJob                       | action |
 //! |---------|------------------------------------|--------|
@@ -39,20 +41,22 @@
 //!   spec only) and resourceVersion both differ from the actual row's, so an unchanged CronJob, or
 //!   one whose status alone changed, costs no JSON parsing and no write.
 //! - Concurrency is bounded: a component is single-threaded, and at most `max_changes_per_pass`
-//!   Kubernetes writes are made per pass; the rest are deferred to the next pass.
-//! - Requests per pass: one Lease read and write, the LIST pages, one request per change.
+//!   Kubernetes writes are made per pass; the rest are deferred to the next pass, which is full.
+//! - Requests per pass: one Lease read and write; then, in a full pass, the LIST pages and one
+//!   request per change; in a pass on the changes, one LIST per job whose desired state changed
+//!   or whose CronJob changed in spec, and one request per write. An idle pass makes none beyond
+//!   the Lease's.
 
 use std::cell::Cell;
-use std::collections::BTreeMap;
 
 use serde::Serialize;
 use serde_json::{Value as Json, json};
 
-use crate::model::{self, CronJobParams, Resources, Spec};
-use crate::{
-    Host, Identity, Kube, KubeError, Level, ListOptions, Object, ObjectRef, Settings, Value, time,
-};
-use lethe_guest::kube::{DeleteOptions, KubeVia, ObjectList, Propagation};
+use crate::follow;
+use crate::items::{Desired, Item, Live, World};
+use crate::model::{self, CronJobParams};
+use crate::{Host, Identity, Kube, KubeError, Level, Object, ObjectRef, Settings, Value, time};
+use lethe_guest::kube::{DeleteOptions, KubeVia, Propagation};
 
 /// The identity every call of the pass is made with: the host's own (SECURITY.md P5–P7).
 const PRIVILEGED: &Identity = &Identity::Privileged;
@@ -90,9 +94,10 @@ pub struct Report {
     pub recorded: u32,
     /// Actual rows removed (tombstones resolved).
     pub forgotten: u32,
-    /// Items skipped because they are backing off.
+    /// Items skipped because they are backing off (in a pass on the changes, those not visited
+    /// too).
     pub backing_off: u32,
-    /// Items skipped because they are parked.
+    /// Items skipped because they are parked (in a pass on the changes, those not visited too).
     pub parked: u32,
     /// Items left for the next pass because the pass reached `max_changes_per_pass`.
     pub deferred: u32,
@@ -106,6 +111,9 @@ pub struct Report {
     pub list_ms: u64,
     /// Wall time in milliseconds.
     pub duration_ms: u64,
+    /// Whether it was a full pass (every row, every managed CronJob) rather than one on the
+    /// changes since the last pass.
+    pub full: bool,
 }
 
 /// The outcome of a tick.
@@ -318,78 +326,6 @@ impl<'a> Lease<'a> {
     }
 }
 
-struct Desired {
-    team: String,
-    job_name: String,
-    job_version: String,
-    spec: Spec,
-    hash: String,
-}
-
-struct Actual {
-    team: String,
-    job_name: String,
-    cronjob_name: String,
-    cronjob_uid: String,
-    resource_version: String,
-    generation: Option<i64>,
-    hash: String,
-    applied_at: i64,
-}
-
-impl Actual {
-    /// Whether the live CronJob is the one recorded, unchanged since: same uid, and the same
-    /// generation (spec unchanged; status updates do not count) or resourceVersion.
-    fn recorded(&self, uid: &str, resource_version: &str, generation: Option<i64>) -> bool {
-        self.cronjob_uid == uid
-            && (self.resource_version == resource_version
-                || (self.generation.is_some() && self.generation == generation))
-    }
-}
-
-struct SyncState {
-    attempts: i64,
-    next_attempt_at: i64,
-    parked_hash: Option<String>,
-}
-
-struct Live {
-    name: String,
-    uid: String,
-    resource_version: String,
-    generation: Option<i64>,
-    annotation_hash: Option<String>,
-    /// The fingerprint of the live spec, or the annotation when the object is unchanged since
-    /// it was applied.
-    live_hash: Option<String>,
-    /// Deleted already and held by a finalizer: asking again would change nothing. Only looked
-    /// at for CronJobs that are to go, so that a large converged LIST is not parsed for it.
-    terminating: bool,
-}
-
-#[derive(Default)]
-struct Item {
-    desired: Option<Desired>,
-    actual: Option<Actual>,
-    state: Option<SyncState>,
-    live: Vec<Live>,
-}
-
-impl Item {
-    fn label(&self, uid: &str) -> String {
-        if let Some(d) = &self.desired {
-            return format!("{}/{}", d.team, d.job_name);
-        }
-        if let Some(a) = &self.actual {
-            return format!("{}/{}", a.team, a.job_name);
-        }
-        match self.live.first() {
-            Some(l) => format!("cronjob {}", l.name),
-            None => uid.to_string(),
-        }
-    }
-}
-
 /// What one item needs.
 enum Plan {
     /// Nothing to do.
@@ -406,6 +342,8 @@ enum Plan {
     Record(usize),
     /// Delete every CronJob of the item, then the actual row.
     Delete,
+    /// Its CronJobs could not be read: it fails this pass and backs off.
+    Unread(KubeError),
 }
 
 fn expected_name(d: &Desired) -> String {
@@ -505,95 +443,16 @@ fn decide(item: &Item, now: i64) -> Plan {
     }
 }
 
-const SQL_PAGE: i64 = 5000;
-
-fn load(host: &dyn Host) -> Result<BTreeMap<String, Item>, String> {
-    let mut items: BTreeMap<String, Item> = BTreeMap::new();
-    let mut after = String::new();
-    loop {
-        let rows = host
-            .query(
-                "SELECT job_uid, team, job_name, job_version, image, schedule, enabled, resources, spec_hash \
-                 FROM desired_data_job_deployment WHERE job_uid > $1 ORDER BY job_uid LIMIT $2",
-                &[after.clone().into(), SQL_PAGE.into()],
-            )
-            .map_err(|e| format!("reading desired deployments: {e}"))?;
-        let n = rows.len();
-        for r in rows {
-            let t = |i: usize| r.get(i).map(Value::text).unwrap_or_default().to_string();
-            let resources = serde_json::from_str::<Json>(&t(7))
-                .ok()
-                .and_then(|v| Resources::from_vdk(&v).ok())
-                .unwrap_or_default();
-            let uid = t(0);
-            after.clone_from(&uid);
-            items.entry(uid).or_default().desired = Some(Desired {
-                team: t(1),
-                job_name: t(2),
-                job_version: t(3),
-                spec: Spec {
-                    image: t(4),
-                    schedule: t(5),
-                    enabled: r.get(6).is_some_and(Value::as_bool),
-                    resources,
-                },
-                hash: t(8),
-            });
-        }
-        if i64::try_from(n).unwrap_or(0) < SQL_PAGE {
-            break;
-        }
-    }
-    after.clear();
-    loop {
-        let rows = host
-            .query(
-                "SELECT job_uid, team, job_name, cronjob_name, cronjob_uid, resource_version, spec_hash, applied_at, generation \
-                 FROM actual_data_job_deployment WHERE job_uid > $1 ORDER BY job_uid LIMIT $2",
-                &[after.clone().into(), SQL_PAGE.into()],
-            )
-            .map_err(|e| format!("reading actual deployments: {e}"))?;
-        let n = rows.len();
-        for r in rows {
-            let t = |i: usize| r.get(i).map(Value::text).unwrap_or_default().to_string();
-            let uid = t(0);
-            after.clone_from(&uid);
-            items.entry(uid).or_default().actual = Some(Actual {
-                team: t(1),
-                job_name: t(2),
-                cronjob_name: t(3),
-                cronjob_uid: t(4),
-                resource_version: t(5),
-                generation: r.get(8).and_then(Value::int),
-                hash: t(6),
-                applied_at: r.get(7).and_then(Value::int).unwrap_or(0),
-            });
-        }
-        if i64::try_from(n).unwrap_or(0) < SQL_PAGE {
-            break;
-        }
-    }
-    let rows = host
-        .query(
-            "SELECT job_uid, attempts, next_attempt_at, parked_hash FROM data_job_sync_state",
-            &[],
-        )
-        .map_err(|e| format!("reading the sync state: {e}"))?;
-    for r in rows {
-        let uid = r.first().map(Value::text).unwrap_or_default().to_string();
-        items.entry(uid).or_default().state = Some(SyncState {
-            attempts: r.get(1).and_then(Value::int).unwrap_or(0),
-            next_attempt_at: r.get(2).and_then(Value::int).unwrap_or(0),
-            parked_hash: r.get(3).and_then(Value::opt_text).map(str::to_string),
-        });
-    }
-    Ok(items)
+/// Runs one tick: takes or renews the Lease, and runs a pass when this host holds it, on the
+/// changes since the last pass or a full one when one is due ([`crate::follow`]). The report is
+/// logged and stored (the last `reports_kept`). `Err` only when the pass could not start or had
+/// to stop (database unreadable, cluster unreachable, Lease lost).
+pub fn tick(host: &dyn Host) -> Result<Tick, String> {
+    tick_with(host, false)
 }
 
-/// Runs one tick: takes or renews the Lease, and runs a pass when this host holds it. The
-/// report is logged and stored (the last `reports_kept`). `Err` only when the pass could not
-/// start or had to stop (database unreadable, cluster unreachable, Lease lost).
-pub fn tick(host: &dyn Host) -> Result<Tick, String> {
+/// [`tick`], with a full pass when `full` is true, whatever the bookmarks say.
+pub fn tick_with(host: &dyn Host, full: bool) -> Result<Tick, String> {
     let settings = Settings::load(host);
     let started = host.now_ms();
     let kube = Counted {
@@ -611,7 +470,7 @@ pub fn tick(host: &dyn Host) -> Result<Tick, String> {
         started_at: time::rfc3339(started),
         ..Report::default()
     };
-    let result = pass(host, &settings, &kube, &mut lease, &mut report);
+    let result = pass(host, &settings, &kube, &mut lease, full, &mut report);
     report.kube_requests = kube.calls.get();
     report.duration_ms = u64::try_from(host.now_ms() - started).unwrap_or(0);
     result?;
@@ -626,7 +485,8 @@ pub fn tick(host: &dyn Host) -> Result<Tick, String> {
     host.log(
         level,
         &format!(
-            "data-jobs sync pass: examined {}, created {}, updated {}, deleted {}, recorded {}, forgotten {}, failed {}, backing off {}, parked {}, deferred {}, {} Kubernetes requests, {} ms",
+            "data-jobs sync {} pass: examined {}, created {}, updated {}, deleted {}, recorded {}, forgotten {}, failed {}, backing off {}, parked {}, deferred {}, {} Kubernetes requests, {} ms",
+            if report.full { "full" } else { "change" },
             report.examined,
             report.created,
             report.updated,
@@ -729,85 +589,30 @@ fn pass(
     settings: &Settings,
     kube: &dyn Kube,
     lease: &mut Lease<'_>,
+    full: bool,
     report: &mut Report,
 ) -> Result<(), String> {
-    let t0 = host.now_ms();
-    let mut items = load(host)?;
-    let t1 = host.now_ms();
-    report.load_ms = u64::try_from(t1 - t0).unwrap_or(0);
-    let mut orphans: Vec<Live> = Vec::new();
-    let mut token: Option<String> = None;
-    loop {
-        let options = ListOptions {
-            label_selector: Some(model::MANAGED_SELECTOR.to_string()),
-            limit: Some(settings.page_size),
-            continue_token: token.take(),
-            ..Default::default()
-        };
-        let page = match kube.list(
-            PRIVILEGED,
-            "batch/v1",
-            "CronJob",
-            Some(&settings.namespace),
-            &options,
-        ) {
-            Ok(p) => p,
-            // The namespace does not exist yet (the Lease creates it): nothing is deployed.
-            Err(KubeError::NotFound(_)) => ObjectList::default(),
-            Err(e) => return Err(format!("listing the managed CronJobs failed: {e}")),
-        };
-        for obj in page.items {
-            let annotation_hash = obj.annotation(model::HASH_ANNOTATION).map(str::to_string);
-            match obj.label(model::JOB_UID_LABEL).map(str::to_string) {
-                Some(uid) => {
-                    let item = items.entry(uid).or_default();
-                    let unchanged = item.actual.as_ref().is_some_and(|a| {
-                        a.recorded(&obj.uid, &obj.resource_version, obj.generation)
-                    });
-                    let live_hash = if unchanged {
-                        annotation_hash.clone()
-                    } else {
-                        model::live_fingerprint(&obj.text)
-                    };
-                    let terminating = item.desired.is_none() && model::is_terminating(&obj.text);
-                    item.live.push(Live {
-                        name: obj.target.name,
-                        uid: obj.uid,
-                        resource_version: obj.resource_version,
-                        generation: obj.generation,
-                        annotation_hash,
-                        live_hash,
-                        terminating,
-                    });
-                }
-                None => orphans.push(Live {
-                    terminating: model::is_terminating(&obj.text),
-                    name: obj.target.name,
-                    uid: obj.uid,
-                    resource_version: obj.resource_version,
-                    generation: obj.generation,
-                    annotation_hash,
-                    live_hash: None,
-                }),
-            }
-        }
-        lease.keep(host.now_ms())?;
-        // While listing, the total is what is known so far: rows loaded and CronJobs seen.
-        let seen = items.len() + orphans.len();
-        host.progress(0, u64::try_from(seen).unwrap_or(u64::MAX));
-        match page.continue_token {
-            Some(t) if !t.is_empty() => token = Some(t),
-            _ => break,
-        }
-    }
-    report.list_ms = u64::try_from(host.now_ms() - t1).unwrap_or(0);
-    items.retain(|_, item| {
-        item.desired.is_some()
-            || item.actual.is_some()
-            || !item.live.is_empty()
-            || item.state.is_some()
-    });
+    let gathered = follow::gather(host, settings, kube, full, &mut || {
+        lease.keep(host.now_ms())
+    })?;
+    report.full = gathered.full;
+    report.load_ms = gathered.load_ms;
+    report.list_ms = gathered.list_ms;
+    act(host, settings, kube, lease, &gathered, report)?;
+    follow::finish(host, settings, &gathered, report.deferred > 0);
+    Ok(())
+}
 
+/// Decides on every item gathered and acts on it: orphans first, then deletions, then the rest.
+fn act(
+    host: &dyn Host,
+    settings: &Settings,
+    kube: &dyn Kube,
+    lease: &mut Lease<'_>,
+    gathered: &follow::Gathered,
+    report: &mut Report,
+) -> Result<(), String> {
+    let World { items, orphans } = &gathered.world;
     let mut p = Pass {
         host,
         settings,
@@ -815,14 +620,10 @@ fn pass(
         now: host.now_ms(),
         writes: 0,
     };
-    report.examined = u32::try_from(
-        items
-            .values()
-            .filter(|i| i.desired.is_some() || i.actual.is_some() || !i.live.is_empty())
-            .count()
-            + orphans.len(),
-    )
-    .unwrap_or(u32::MAX);
+    report.backing_off = gathered.held_back.backing_off;
+    report.parked = gathered.held_back.parked;
+    report.examined = u32::try_from(items.values().filter(|i| i.exists()).count() + orphans.len())
+        .unwrap_or(u32::MAX);
 
     // Orphans: labelled as ours but naming no job.
     for o in orphans.iter().filter(|o| !o.terminating) {
@@ -841,10 +642,20 @@ fn pass(
         }
     }
 
-    // Deletions first, so re-created jobs find their CronJob name free.
+    // Deletions first, so re-created jobs find their CronJob name free. A job whose CronJobs
+    // could not be read fails before any decision.
     let mut plans: Vec<(&String, &Item, Plan)> = items
         .iter()
-        .map(|(uid, item)| (uid, item, decide(item, p.now)))
+        .filter(|(uid, item)| {
+            item.exists() || item.state.is_some() || gathered.unread.contains_key(*uid)
+        })
+        .map(|(uid, item)| {
+            let plan = match gathered.unread.get(uid) {
+                Some(e) => Plan::Unread(e.clone()),
+                None => decide(item, p.now),
+            };
+            (uid, item, plan)
+        })
         .collect();
     plans.sort_by_key(|(_, _, plan)| match plan {
         Plan::Delete => 0,
@@ -852,13 +663,13 @@ fn pass(
     });
     let mut since_checkpoint = 0;
     let total = u64::try_from(plans.len()).unwrap_or(u64::MAX);
-    for (index, (uid, item, plan)) in plans.iter().enumerate() {
+    for (index, (uid, item, plan)) in plans.into_iter().enumerate() {
         if index % 256 == 0 {
             host.progress(u64::try_from(index).unwrap_or(u64::MAX), total);
         }
-        let writes = match plan {
+        let writes = match &plan {
             Plan::Nothing => {
-                if item.desired.is_none() && item.actual.is_none() && item.live.is_empty() {
+                if !item.exists() {
                     // Stale state of an item that no longer exists.
                     p.clear_state(uid, item);
                 }
@@ -872,7 +683,7 @@ fn pass(
                 report.parked += 1;
                 continue;
             }
-            Plan::Record(_) => 0,
+            Plan::Record(_) | Plan::Unread(_) => 0,
             Plan::Create | Plan::Update(_) => 1,
             Plan::Delete => u32::try_from(item.live.len().max(1)).unwrap_or(1),
         };
@@ -882,9 +693,10 @@ fn pass(
         }
         let step = match plan {
             Plan::Create => p.create(uid, item, report),
-            Plan::Update(i) => p.update(uid, item, *i, report),
-            Plan::Record(i) => p.record(uid, item, *i, report),
+            Plan::Update(i) => p.update(uid, item, i, report),
+            Plan::Record(i) => p.record(uid, item, i, report),
             Plan::Delete => p.delete(uid, item, report),
+            Plan::Unread(e) => Step::Failed(e),
             Plan::Nothing | Plan::BackingOff | Plan::Parked => Step::Done,
         };
         match step {
@@ -1238,6 +1050,8 @@ impl Pass<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::items::{Actual, SyncState};
+    use crate::model::{Resources, Spec};
 
     fn desired(hash: &str) -> Desired {
         Desired {

@@ -135,7 +135,7 @@ fn uuids_are_version_4() {
 pub(crate) mod flows {
     use serde_json::{Value as Json, json};
 
-    use crate::sync::{Tick, tick};
+    use crate::sync::{Tick, tick, tick_with};
     use crate::{Identity, Kube as _, ObjectRef, Request};
     use lethe_guest::fake::{FakeCluster, FakeHost, FakeSql};
     use lethe_guest::kube::DeleteOptions;
@@ -372,13 +372,35 @@ pub(crate) mod flows {
             deploy(&host, &format!("job-{i}"));
         }
         assert_eq!(ran(tick(&host).expect("pass")).created, 5);
-        let quiet = ran(tick(&host).expect("pass"));
+        let quiet = ran(tick_with(&host, true).expect("full pass"));
+        assert!(quiet.full);
         assert_eq!(
             (quiet.examined, quiet.created, quiet.updated, quiet.recorded),
             (5, 0, 0, 0)
         );
-        // Lease get + replace, and three pages of two.
-        assert_eq!(quiet.kube_requests, 2 + 3);
+        // Lease get + replace, the bookmark, and three pages of two.
+        assert_eq!(quiet.kube_requests, 2 + 1 + 3);
+    }
+
+    #[test]
+    fn an_idle_pass_on_the_changes_visits_nothing_and_lists_nothing() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        for i in 0..5 {
+            deploy(&host, &format!("job-{i}"));
+        }
+        let first = ran(tick(&host).expect("pass"));
+        assert!(first.full, "the first pass has no bookmark");
+        assert_eq!(first.created, 5);
+        // The next pass hears of its own creates, and sees them recorded.
+        let next = ran(tick(&host).expect("pass"));
+        assert!(!next.full);
+        assert_eq!((next.examined, next.created, next.recorded), (0, 0, 0));
+        let idle = ran(tick(&host).expect("pass"));
+        assert!(!idle.full);
+        assert_eq!(idle.examined, 0);
+        // Lease get + replace, and the (empty) changes of the CronJobs.
+        assert_eq!(idle.kube_requests, 2 + 1);
     }
 
     #[test]

@@ -26,12 +26,80 @@ use crate::sql::{Sql, SqlError, Statement, Value};
 
 type Key = (String, String, String); // (kind, namespace, name)
 
+/// One write to one object, as a watch sees it: its state before and after (`None`: absent).
+struct Write {
+    key: Key,
+    before: Option<Json>,
+    after: Option<Json>,
+}
+
+/// The objects, and every write made to them in order, so that `changes` delivers each write
+/// as a watch would (one event per write, a selector's start or end of matching included).
+#[derive(Default)]
+struct Store {
+    objects: RefCell<BTreeMap<Key, Json>>,
+    writes: RefCell<Vec<Write>>,
+}
+
+/// A mutable borrow of the objects that logs, when dropped, what changed through it.
+struct Writing<'a> {
+    objects: std::cell::RefMut<'a, BTreeMap<Key, Json>>,
+    before: BTreeMap<Key, Json>,
+    writes: &'a RefCell<Vec<Write>>,
+}
+
+impl std::ops::Deref for Writing<'_> {
+    type Target = BTreeMap<Key, Json>;
+    fn deref(&self) -> &Self::Target {
+        &self.objects
+    }
+}
+
+impl std::ops::DerefMut for Writing<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.objects
+    }
+}
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        let keys: std::collections::BTreeSet<&Key> =
+            self.before.keys().chain(self.objects.keys()).collect();
+        let mut writes = self.writes.borrow_mut();
+        for key in keys {
+            let (before, after) = (self.before.get(key), self.objects.get(key));
+            if before != after {
+                writes.push(Write {
+                    key: key.clone(),
+                    before: before.cloned(),
+                    after: after.cloned(),
+                });
+            }
+        }
+    }
+}
+
+impl Store {
+    fn borrow(&self) -> std::cell::Ref<'_, BTreeMap<Key, Json>> {
+        self.objects.borrow()
+    }
+
+    fn borrow_mut(&self) -> Writing<'_> {
+        let objects = self.objects.borrow_mut();
+        Writing {
+            before: objects.clone(),
+            objects,
+            writes: &self.writes,
+        }
+    }
+}
+
 /// An admission check every create passes through (a kind's server-side validation).
 pub type Admission = Box<dyn Fn(&Json) -> Result<(), KubeError>>;
 
 /// Kubernetes objects in memory, with a permission table and injectable faults.
 pub struct FakeCluster {
-    objects: RefCell<BTreeMap<Key, Json>>,
+    objects: Store,
     version: Cell<u64>,
     /// The server's clock (milliseconds since the epoch), for the timestamps it writes.
     pub now: Rc<Cell<i64>>,
@@ -49,9 +117,8 @@ pub struct FakeCluster {
     /// carried out when `applied` (a lost answer) or not at all.
     lost_answers: RefCell<Vec<(String, bool)>>,
     admission: RefCell<Option<Admission>>,
-    /// What the objects were at each bookmark given out, for `changes`; bookmark `i` of
-    /// `watch_epoch` is `snapshots[i]`.
-    snapshots: RefCell<Vec<BTreeMap<Key, Json>>>,
+    /// Bookmarks are `fake<epoch>.<index into the writes>`; expiring the watches starts a new
+    /// epoch.
     watch_epoch: Cell<u64>,
 }
 
@@ -66,7 +133,7 @@ impl FakeCluster {
     /// token `admin` may do anything, any other what it is granted.
     pub fn new() -> Self {
         let cluster = FakeCluster {
-            objects: RefCell::new(BTreeMap::new()),
+            objects: Store::default(),
             version: Cell::new(1),
             now: Rc::new(Cell::new(1_700_000_000_000)),
             grants: RefCell::new(Vec::new()),
@@ -76,7 +143,6 @@ impl FakeCluster {
             missing_kinds: RefCell::new(Vec::new()),
             lost_answers: RefCell::new(Vec::new()),
             admission: RefCell::new(None),
-            snapshots: RefCell::new(Vec::new()),
             watch_epoch: Cell::new(1),
         };
         cluster.grant("admin", "*", "*", "*");
@@ -266,14 +332,11 @@ impl FakeCluster {
     /// expired (or a host restart) does.
     pub fn expire_watches(&self) {
         self.watch_epoch.set(self.watch_epoch.get() + 1);
-        self.snapshots.borrow_mut().clear();
     }
 
-    /// Gives out a bookmark for `objects` as they are.
-    fn bookmark(&self, objects: BTreeMap<Key, Json>) -> String {
-        let mut snapshots = self.snapshots.borrow_mut();
-        snapshots.push(objects);
-        format!("fake{}.{}", self.watch_epoch.get(), snapshots.len() - 1)
+    /// The bookmark after write `index`.
+    fn bookmark(&self, index: usize) -> String {
+        format!("fake{}.{index}", self.watch_epoch.get())
     }
 
     /// Answers the reviews, which are not stored; None for any other kind.
@@ -587,8 +650,8 @@ impl Kube for FakeCluster {
         Ok(object_from_json(next))
     }
 
-    /// Changes between the objects at bookmark `since` and now, one per object that differs
-    /// (several writes to one object in between come as one), in key order.
+    /// The writes after bookmark `since` to objects of the collection, one change per write,
+    /// oldest first, as a watch delivers them.
     fn changes(
         &self,
         id: &Identity,
@@ -600,18 +663,18 @@ impl Kube for FakeCluster {
         self.check(id, "changes", &collection.kind, namespace)?;
         self.check(id, "list", &collection.kind, namespace)?;
         self.check(id, "watch", &collection.kind, namespace)?;
-        let now = self.objects.borrow().clone();
+        let writes = self.objects.writes.borrow();
         let Some(since) = since else {
             return Ok(ChangeBatch {
-                bookmark: self.bookmark(now),
+                bookmark: self.bookmark(writes.len()),
                 ..ChangeBatch::default()
             });
         };
         let prefix = format!("fake{}.", self.watch_epoch.get());
-        let before = since
+        let from = since
             .strip_prefix(&prefix)
             .and_then(|i| i.parse::<usize>().ok())
-            .and_then(|i| self.snapshots.borrow().get(i).cloned())
+            .filter(|i| *i <= writes.len())
             .ok_or_else(|| KubeError::Gone(format!("bookmark {since} expired")))?;
         let selector = collection.label_selector.as_deref().unwrap_or_default();
         let followed = |(k, n, _): &Key, o: &Json| {
@@ -619,47 +682,31 @@ impl Kube for FakeCluster {
                 && namespace.is_none_or(|ns| ns == n)
                 && selects(selector, &o["metadata"]["labels"])
         };
-        let mut changes = Vec::new();
-        let keys: std::collections::BTreeSet<&Key> = before.keys().chain(now.keys()).collect();
-        for key in keys {
-            let old = before.get(key).filter(|o| followed(key, o));
-            let new = now.get(key).filter(|o| followed(key, o));
-            let change = match (old, new) {
-                (None, Some(o)) => (ChangeType::Added, o),
-                (Some(a), Some(b)) if a != b => (ChangeType::Modified, b),
-                (Some(o), None) => (ChangeType::Deleted, o),
-                _ => continue,
-            };
-            changes.push((key.clone(), change.0, change.1.clone()));
-        }
         let take = usize::try_from(max.max(1)).unwrap_or(usize::MAX);
-        let more = changes.len() > take;
-        changes.truncate(take);
-        // The next bookmark is the old state with the changes handed out applied.
-        let mut next = before.clone();
-        for (key, change_type, object) in &changes {
-            match change_type {
-                ChangeType::Deleted => {
-                    next.remove(key);
-                }
-                _ => {
-                    next.insert(key.clone(), object.clone());
-                }
+        let mut changes = Vec::new();
+        let mut next = writes.len();
+        for (index, write) in writes.iter().enumerate().skip(from) {
+            let before = write.before.as_ref().filter(|o| followed(&write.key, o));
+            let after = write.after.as_ref().filter(|o| followed(&write.key, o));
+            let change = match (before, after) {
+                (None, Some(o)) => (ChangeType::Added, o),
+                (Some(_), Some(o)) => (ChangeType::Modified, o),
+                (Some(o), None) => (ChangeType::Deleted, o),
+                (None, None) => continue,
+            };
+            if changes.len() == take {
+                next = index;
+                break;
             }
-        }
-        if !more {
-            next = now;
+            changes.push(Change {
+                change_type: change.0,
+                object: object_from_json(change.1.clone()),
+            });
         }
         Ok(ChangeBatch {
-            changes: changes
-                .into_iter()
-                .map(|(_, change_type, object)| Change {
-                    change_type,
-                    object: object_from_json(object),
-                })
-                .collect(),
+            changes,
             bookmark: self.bookmark(next),
-            more,
+            more: next < writes.len(),
         })
     }
 

@@ -1,0 +1,464 @@
+//! Which jobs a pass visits: what changed since the last pass, or everything.
+//!
+//! Between full passes the reconciler pays for what changed, not for the number of deployments,
+//! in the manner of a watch-driven controller. A pass on the changes visits:
+//!
+//! | source | what it names | read before deciding |
+//! |--------|---------------|----------------------|
+//! | the desired-state feed ([`crate::feed`]) since the revision bookmark | jobs whose desired deployment was set, changed or deleted | rows, and the job's CronJobs (one label-selected LIST) |
+//! | `kube` `changes` of the managed CronJobs since the CronJob bookmark | jobs whose CronJob was created, edited, deleted, or lost lethe's labels; orphans; jobs whose actual row records an orphan's name | rows; the CronJobs unless the change shows the one the actual row records, unchanged in spec, with the desired hash |
+//! | `data_job_sync_state` | jobs whose backoff is over | rows and CronJobs |
+//!
+//! Each job is then decided and acted on exactly as the full pass does ([`crate::sync`]): the
+//! same uid-precondition deletes, claim before create, ownership checks, backoff and parking.
+//! A CronJob's status update (its controller writes `lastScheduleTime`) changes no generation,
+//! so it costs a SQL read and no Kubernetes request.
+//!
+//! A full pass — every row and a paginated LIST of every managed CronJob — runs at start (no
+//! bookmark), every `full_resync_seconds` (default 600), when the host says the CronJob bookmark
+//! is `gone` (its watch was relisted, the host restarted, or changes piled up unread), when the
+//! kept state cannot be read, after a pass that deferred work (`max_changes_per_pass`), and when
+//! the caller asks for one. It takes both bookmarks *before* it reads, so a change made while it
+//! reads comes again after it: nothing is missed, some jobs are visited twice, and a visit is
+//! idempotent.
+//!
+//! Bookmarks and the time of the last full pass are kept in SQL (`data_job_sync_follow`), named
+//! by the host's `lethe_instance_id` (a CronJob bookmark means something only to the host that
+//! gave it). They are written only after the pass acted, so a pass that crashes midway leaves the
+//! next one to act on the same changes again.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use lethe_guest::kube::{Change, ChangeType, Collection};
+
+use crate::items::{self, Item, Live, World};
+use crate::{
+    Host, Identity, Kube, KubeError, Level, Settings, Sql, SqlError, Statement, Value, feed, model,
+};
+
+/// Changes asked for per call, from the feed and from the cluster.
+const BATCH: u32 = 1_000;
+
+/// Batches read per source in one pass; what is left waits for the next pass.
+const MAX_BATCHES: usize = 20;
+
+/// Names of what is kept between passes.
+const CRONJOB_BOOKMARK: &str = "cronjobs";
+const REVISION_BOOKMARK: &str = "desired_revision";
+const FULL_PASS_AT: &str = "full_pass_ms";
+
+/// The managed CronJobs, as followed.
+fn collection(settings: &Settings) -> Collection {
+    Collection {
+        label_selector: Some(model::MANAGED_SELECTOR.to_string()),
+        ..Collection::new("batch/v1", "CronJob", Some(&settings.namespace))
+    }
+}
+
+/// What the reconciler keeps between passes, in SQL, under this host's name.
+struct Memory<'a> {
+    sql: &'a dyn Sql,
+    instance: &'a str,
+}
+
+impl Memory<'_> {
+    fn name(&self, name: &str) -> String {
+        format!("{}:{name}", self.instance)
+    }
+
+    fn value(&self, name: &str) -> Result<Option<String>, SqlError> {
+        let rows = self.sql.query(
+            "SELECT value FROM data_job_sync_follow WHERE name = $1",
+            &[self.name(name).into()],
+        )?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.first())
+            .and_then(Value::opt_text)
+            .map(str::to_string))
+    }
+
+    fn number(&self, name: &str) -> Result<Option<i64>, SqlError> {
+        Ok(self.value(name)?.and_then(|v| v.parse().ok()))
+    }
+
+    /// Sets `values` and forgets `forgotten`, in one transaction.
+    fn write(&self, values: &[(&str, String)], forgotten: &[&str]) -> Result<(), SqlError> {
+        let mut statements: Vec<Statement> = values
+            .iter()
+            .map(|(name, value)| {
+                (
+                    "INSERT INTO data_job_sync_follow (name, value) VALUES ($1, $2) \
+                     ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                    vec![self.name(name).into(), value.as_str().into()],
+                )
+            })
+            .collect();
+        statements.extend(forgotten.iter().map(|name| {
+            (
+                "DELETE FROM data_job_sync_follow WHERE name = $1",
+                vec![self.name(name).into()],
+            )
+        }));
+        self.sql.batch(&statements).map(|_| ())
+    }
+}
+
+/// Why a pass could not go on the changes alone.
+enum NeedsFullPass {
+    /// Asked for, no bookmark yet, or the last full pass is older than the resync interval.
+    Due,
+    /// The host could not tell the CronJobs' changes (a bookmark `gone`, or it failed).
+    Changes(KubeError),
+    /// The kept state or the feed could not be read.
+    State(SqlError),
+}
+
+/// Jobs held back by their failures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct HeldBack {
+    /// Waiting for their backoff to end.
+    pub(crate) backing_off: u32,
+    /// Parked until their desired spec changes.
+    pub(crate) parked: u32,
+}
+
+/// What a pass works on, and what to keep once it acted.
+pub(crate) struct Gathered {
+    /// The jobs and orphans to decide on.
+    pub(crate) world: World,
+    /// Jobs whose CronJobs could not be read: they fail this pass and back off.
+    pub(crate) unread: BTreeMap<String, KubeError>,
+    /// Whether this is a full pass.
+    pub(crate) full: bool,
+    /// Jobs held back by a failure that this pass does not visit.
+    pub(crate) held_back: HeldBack,
+    /// Milliseconds spent reading SQL.
+    pub(crate) load_ms: u64,
+    /// Milliseconds spent reading the cluster.
+    pub(crate) list_ms: u64,
+    /// The bookmarks to keep after acting (both, or none: the next pass is then full).
+    bookmarks: Option<(String, i64)>,
+    /// When this full pass started (kept as the time of the last full pass).
+    full_at: Option<i64>,
+}
+
+/// Gathers what this pass visits: a full pass when `full` asks for one or one is due (see the
+/// module documentation), else the changes since the last pass. `checkpoint` is called between
+/// LIST pages (the Lease is renewed there). `Err` when nothing could be read.
+pub(crate) fn gather(
+    host: &dyn Host,
+    settings: &Settings,
+    kube: &dyn Kube,
+    full: bool,
+    checkpoint: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<Gathered, String> {
+    let memory = Memory {
+        sql: host,
+        instance: &settings.instance_id,
+    };
+    let reason = if full {
+        NeedsFullPass::Due
+    } else {
+        match on_changes(host, settings, kube, &memory) {
+            Ok(gathered) => return Ok(gathered),
+            Err(reason) => reason,
+        }
+    };
+    match &reason {
+        NeedsFullPass::Due => {}
+        NeedsFullPass::Changes(e) => host.log(
+            Level::Info,
+            &format!(
+                "data-jobs sync: a full pass, since the CronJobs' changes cannot be told: {e}"
+            ),
+        ),
+        NeedsFullPass::State(e) => host.log(
+            Level::Warn,
+            &format!("data-jobs sync: a full pass, since the kept state cannot be read: {e}"),
+        ),
+    }
+    full_pass(host, settings, kube, checkpoint)
+}
+
+/// Bookmarks first, then every row and every managed CronJob.
+fn full_pass(
+    host: &dyn Host,
+    settings: &Settings,
+    kube: &dyn Kube,
+    checkpoint: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<Gathered, String> {
+    let started = host.now_ms();
+    let cronjobs = match kube.changes(&Identity::Privileged, &collection(settings), None, 1) {
+        Ok(batch) => Some(batch.bookmark),
+        Err(e) => {
+            host.log(
+                Level::Warn,
+                &format!("data-jobs sync: cannot follow the CronJobs' changes, so the next pass is full too: {e}"),
+            );
+            None
+        }
+    };
+    let revision = match feed::head(host) {
+        Ok(revision) => Some(revision),
+        Err(e) => {
+            host.log(
+                Level::Warn,
+                &format!("data-jobs sync: cannot read the desired-state feed, so the next pass is full too: {e}"),
+            );
+            None
+        }
+    };
+    let mut world = World {
+        items: items::load_all(host)?,
+        ..World::default()
+    };
+    let listed_at = host.now_ms();
+    let mut token = None;
+    loop {
+        let page = items::list_page(
+            kube,
+            settings,
+            model::MANAGED_SELECTOR.to_string(),
+            token.take(),
+        )
+        .map_err(|e| format!("listing the managed CronJobs failed: {e}"))?;
+        for obj in page.items {
+            world.add_live(obj);
+        }
+        checkpoint()?;
+        // While listing, the total is what is known so far: rows loaded and CronJobs seen.
+        let seen = world.items.len() + world.orphans.len();
+        host.progress(0, u64::try_from(seen).unwrap_or(u64::MAX));
+        match page.continue_token {
+            Some(t) if !t.is_empty() => token = Some(t),
+            _ => break,
+        }
+    }
+    Ok(Gathered {
+        world,
+        unread: BTreeMap::new(),
+        full: true,
+        held_back: HeldBack::default(),
+        load_ms: u64::try_from(listed_at - started).unwrap_or(0),
+        list_ms: u64::try_from(host.now_ms() - listed_at).unwrap_or(0),
+        bookmarks: cronjobs.zip(revision),
+        full_at: Some(started),
+    })
+}
+
+/// The pass between full passes.
+fn on_changes(
+    host: &dyn Host,
+    settings: &Settings,
+    kube: &dyn Kube,
+    memory: &Memory<'_>,
+) -> Result<Gathered, NeedsFullPass> {
+    let started = host.now_ms();
+    let last_full = memory.number(FULL_PASS_AT).map_err(NeedsFullPass::State)?;
+    if last_full.is_none_or(|at| started.saturating_sub(at) >= settings.full_resync_ms) {
+        return Err(NeedsFullPass::Due);
+    }
+    let (Some(mut revision), Some(mut bookmark)) = (
+        memory
+            .number(REVISION_BOOKMARK)
+            .map_err(NeedsFullPass::State)?,
+        memory
+            .value(CRONJOB_BOOKMARK)
+            .map_err(NeedsFullPass::State)?,
+    ) else {
+        return Err(NeedsFullPass::Due);
+    };
+
+    // Jobs whose CronJobs are read before deciding.
+    let mut read: BTreeSet<String> = BTreeSet::new();
+    for _ in 0..MAX_BATCHES {
+        let changed = feed::since(host, revision, BATCH).map_err(NeedsFullPass::State)?;
+        read.extend(changed.job_uids);
+        revision = changed.bookmark;
+        if !changed.more {
+            break;
+        }
+    }
+    let due = host
+        .query(
+            "SELECT job_uid FROM data_job_sync_state WHERE next_attempt_at <= $1 AND parked_hash IS NULL",
+            &[started.into()],
+        )
+        .map_err(NeedsFullPass::State)?;
+    read.extend(
+        due.iter()
+            .filter_map(|r| r.first())
+            .map(|v| v.text().to_string()),
+    );
+
+    // The CronJobs' changes, the last one per CronJob.
+    let listed_at = host.now_ms();
+    let mut last: BTreeMap<String, Change> = BTreeMap::new();
+    for _ in 0..MAX_BATCHES {
+        let batch = kube
+            .changes(
+                &Identity::Privileged,
+                &collection(settings),
+                Some(&bookmark),
+                BATCH,
+            )
+            .map_err(NeedsFullPass::Changes)?;
+        for change in batch.changes {
+            last.insert(change.object.target.name.clone(), change);
+        }
+        bookmark = batch.bookmark;
+        if !batch.more {
+            break;
+        }
+    }
+    let mut carried: BTreeMap<String, Vec<Change>> = BTreeMap::new();
+    let mut world = World::default();
+    for (name, change) in last {
+        match change.object.label(model::JOB_UID_LABEL) {
+            Some(uid) => carried.entry(uid.to_string()).or_default().push(change),
+            None => {
+                // The job whose CronJob this was, if its JOB_UID_LABEL was edited away.
+                let owners = host
+                    .query(
+                        "SELECT job_uid FROM actual_data_job_deployment WHERE cronjob_name = $1",
+                        &[name.as_str().into()],
+                    )
+                    .map_err(NeedsFullPass::State)?;
+                read.extend(
+                    owners
+                        .iter()
+                        .filter_map(|r| r.first())
+                        .map(|v| v.text().to_string()),
+                );
+                if change.change_type != ChangeType::Deleted {
+                    world.orphans.push(Live::of(change.object, None));
+                }
+            }
+        }
+    }
+
+    let changed_at = host.now_ms();
+    let uids: Vec<String> = read
+        .iter()
+        .chain(carried.keys())
+        .cloned()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let loaded =
+        items::load_some(host, &uids).map_err(|e| NeedsFullPass::State(SqlError::Failed(e)))?;
+    let loaded_at = host.now_ms();
+    // The jobs held back that this pass does not visit, so the report still counts them.
+    let held = host
+        .query(
+            "SELECT job_uid, parked_hash FROM data_job_sync_state \
+             WHERE parked_hash IS NOT NULL OR next_attempt_at > $1",
+            &[started.into()],
+        )
+        .map_err(NeedsFullPass::State)?;
+    let mut held_back = HeldBack::default();
+    let visited = |uid: &str| uids.binary_search_by(|v| v.as_str().cmp(uid)).is_ok();
+    for row in held
+        .iter()
+        .filter(|r| r.first().is_some_and(|u| !visited(u.text())))
+    {
+        match row.get(1).and_then(Value::opt_text) {
+            Some(_) => held_back.parked += 1,
+            None => held_back.backing_off += 1,
+        }
+    }
+    let mut unread = BTreeMap::new();
+    for (uid, mut item) in loaded {
+        let changes = carried.remove(&uid).unwrap_or_default();
+        if !read.contains(&uid) && settled(&item, &changes) {
+            continue;
+        }
+        match items::list_of_job(kube, settings, &uid) {
+            Ok(objects) => {
+                for obj in objects {
+                    let live = Live::of(obj, item.actual.as_ref());
+                    item.live.push(live);
+                }
+                world.items.insert(uid, item);
+            }
+            Err(e) => {
+                unread.insert(uid.clone(), e);
+                world.items.insert(uid, item);
+            }
+        }
+    }
+    Ok(Gathered {
+        world,
+        unread,
+        full: false,
+        held_back,
+        load_ms: u64::try_from((listed_at - started) + (loaded_at - changed_at)).unwrap_or(0),
+        list_ms: u64::try_from((changed_at - listed_at) + (host.now_ms() - loaded_at)).unwrap_or(0),
+        bookmarks: Some((bookmark, revision)),
+        full_at: None,
+    })
+}
+
+/// Whether the CronJob changes of a job need no visit: either the job left nothing in SQL and
+/// every change is a CronJob going away, or each change shows the very CronJob the actual row
+/// records, under the desired name, its spec unchanged since it was applied and annotated with
+/// the desired hash, not being deleted, and the job not backing off. A status update is such a
+/// change.
+fn settled(item: &Item, changes: &[Change]) -> bool {
+    if item.desired.is_none() && item.actual.is_none() && item.state.is_none() {
+        return changes.iter().all(|c| c.change_type == ChangeType::Deleted);
+    }
+    let (Some(d), Some(a), None) = (&item.desired, &item.actual, &item.state) else {
+        return false;
+    };
+    let name = model::cronjob_name(&d.team, &d.job_name);
+    a.hash == d.hash
+        && changes.iter().all(|c| {
+            let o = &c.object;
+            c.change_type != ChangeType::Deleted
+                && o.deletion_timestamp.is_none()
+                && o.target.name == name
+                && a.recorded(&o.uid, &o.resource_version, o.generation)
+                && o.annotation(model::HASH_ANNOTATION) == Some(d.hash.as_str())
+        })
+}
+
+/// Keeps, once the pass acted, what the next pass starts from. A pass that left work for later
+/// (`deferred`) makes the next pass full, which finds that work again.
+pub(crate) fn finish(host: &dyn Host, settings: &Settings, gathered: &Gathered, deferred: bool) {
+    let memory = Memory {
+        sql: host,
+        instance: &settings.instance_id,
+    };
+    let mut values = Vec::new();
+    if let Some((cronjobs, revision)) = &gathered.bookmarks {
+        values.push((CRONJOB_BOOKMARK, cronjobs.clone()));
+        values.push((REVISION_BOOKMARK, revision.to_string()));
+        if let Some(at) = gathered.full_at
+            && !deferred
+        {
+            values.push((FULL_PASS_AT, at.to_string()));
+        }
+    }
+    let forgotten: &[&str] = if deferred || gathered.bookmarks.is_none() {
+        &[FULL_PASS_AT]
+    } else {
+        &[]
+    };
+    if let Err(e) = memory.write(&values, forgotten) {
+        host.log(
+            Level::Warn,
+            &format!("data-jobs sync: cannot keep the bookmarks, so the next pass is full: {e}"),
+        );
+    }
+    if gathered.full
+        && let Some((_, revision)) = &gathered.bookmarks
+        && let Err(e) = feed::prune(host, *revision)
+    {
+        host.log(
+            Level::Warn,
+            &format!("data-jobs sync: cannot prune the desired-state feed: {e}"),
+        );
+    }
+}
