@@ -391,7 +391,7 @@ fn a_data_jobs_editor_cannot_steer_lethe_onto_a_foreign_cronjob_or_lease() {
     let racing = kubectl_create_as(&lethe, Some(DAVE), &foreign);
     assert_eq!(r.status, 202, "{}", r.body);
     if racing.0 {
-        // Lethe's sync did not get there first (it runs every 5 s): it must report the clash.
+        // Lethe's sync did not get there first (it runs every second): it must report the clash.
         let before = cronjob(&lethe);
         assert!(
             lethe.wait_for_log(

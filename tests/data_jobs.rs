@@ -138,11 +138,20 @@ impl World {
     }
 
     fn start_with(backend: &Backend, variables: &str) -> World {
+        World::start_manifest(backend, &manifest(None, variables))
+    }
+
+    /// `lethe up` with the data-jobs pass on a cron trigger of `expression`.
+    fn start_on_cron(backend: &Backend, expression: &str) -> World {
+        World::start_manifest(backend, &manifest(Some(expression), ""))
+    }
+
+    fn start_manifest(backend: &Backend, manifest: &str) -> World {
         let args: Vec<&str> = match backend {
             Backend::Sqlite => vec![],
             Backend::Postgres(url) => vec!["--database-url", url],
         };
-        let lethe = Lethe::up(&manifest(None, variables), &args);
+        let lethe = Lethe::up(manifest, &args);
         let kubeconfig = lethe.data_dir.path().join("data/cluster/kubeconfig");
         let (_, token) = kubeconfig_server_and_token(&kubeconfig);
         World {
@@ -238,6 +247,48 @@ impl World {
             None,
         )
         .expect("kubectl delete");
+    }
+
+    /// Kubernetes calls of verb `verb` the data-jobs component made so far (its /metrics).
+    fn kube_calls(&self, verb: &str) -> u64 {
+        let metrics = support::get(&format!("{}/metrics", self.lethe.admin_url));
+        let label = format!("verb=\"{verb}\"");
+        metrics
+            .body
+            .lines()
+            .filter(|l| {
+                l.starts_with("lethe_kube_requests_total{")
+                    && l.contains("component=\"data-jobs\"")
+                    && l.contains(&label)
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    }
+
+    /// The report of the latest pass.
+    fn last_report(&self) -> Json {
+        self.api("GET", "/data-jobs/sync/reports?limit=1", None)
+            .json()[0]
+            .clone()
+    }
+
+    /// Waits (bounded) until `done` says yes; panics with `what` otherwise.
+    fn wait_until(&self, what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}: {}", self.lethe.log());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Calls one of the embedded cluster's own endpoints (`/lethe/...`) as its administrator.
+    fn cluster_post(&self, path: &str) {
+        kubectl(
+            &self.kubeconfig,
+            &["create", "--raw", path, "-f", "-"],
+            Some(json!({})),
+        )
+        .unwrap_or_else(|e| panic!("POST {path}: {e}"));
     }
 
     fn patch_cronjob(&self, name: &str, patch: Json) {
@@ -387,7 +438,112 @@ on_both_backends!(
     redeploying_after_a_deployment_delete_supersedes_the_deletion,
     two_hosts_run_one_leader_and_the_other_takes_over_within_the_lease,
     shipped_app_runs_data_jobs_on_its_cron_and_answers_their_jobs_under_v3_jobs,
+    the_cron_pass_follows_the_changes_and_lists_nothing_while_idle,
 );
+
+/// Between full passes, the data-jobs pass acts on what changed (desired state through its SQL
+/// change feed, CronJobs through the host's watch) and makes no LIST while nothing changes; a
+/// dropped watch loses no change, and a watch whose history is gone (410) brings a full pass.
+fn the_cron_pass_follows_the_changes_and_lists_nothing_while_idle(backend: &Backend) {
+    let w = World::start_on_cron(backend, "* * * * * *");
+    let uid = w.deploy(
+        "alpha",
+        "ingest",
+        json!({"job_version": "v1", "schedule": {"schedule_cron": "*/10 * * * *"}}),
+    );
+    w.wait_until("the cron pass deploys the job", || {
+        !labelled(&w.cronjobs(), &uid).is_empty()
+    });
+    let name = labelled(&w.cronjobs(), &uid)[0]["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    w.wait_until("a pass on the changes runs", || {
+        w.last_report()["full"] == false
+    });
+
+    // Idle: passes keep running on the changes, and none lists anything.
+    let (lists, passes) = (w.kube_calls("list"), w.kube_calls("get"));
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        w.kube_calls("get") > passes,
+        "passes ran (each reads the Lease)"
+    );
+    assert_eq!(w.kube_calls("list"), lists, "an idle pass lists nothing");
+
+    // A desired change reaches the CronJob through the change feed, without a full pass.
+    let changed = w.api(
+        "POST",
+        "/data-jobs/for-team/alpha/jobs/ingest/deployments",
+        Some(json!({"image": "busybox:2"})),
+    );
+    assert_eq!(changed.status, 202, "{}", changed.body);
+    let image = |w: &World| {
+        labelled(&w.cronjobs(), &uid)[0]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+            ["containers"][0]["image"]
+            .clone()
+    };
+    w.wait_until("the new image is applied", || image(&w) == "busybox:2");
+    let full_lists = w.kube_calls("list") - lists;
+    assert!(
+        full_lists <= 1,
+        "one LIST of the job's CronJobs at most, no full pass ({full_lists})"
+    );
+
+    // A hand edit is undone through the watch; so is one made after every watch was dropped.
+    w.patch_cronjob(&name, json!({"spec": {"schedule": "0 0 * * *"}}));
+    let schedule = |w: &World| labelled(&w.cronjobs(), &uid)[0]["spec"]["schedule"].clone();
+    w.wait_until("the hand edit is undone", || schedule(&w) == "*/10 * * * *");
+    w.cluster_post("/lethe/drop-watches");
+    w.patch_cronjob(&name, json!({"spec": {"schedule": "0 1 * * *"}}));
+    w.wait_until("the edit after a dropped watch is undone", || {
+        schedule(&w) == "*/10 * * * *"
+    });
+
+    // History compacted and the watch dropped: the host relists, the bookmark is gone, and the
+    // next pass is full; an edit made meanwhile is repaired all the same.
+    w.wait_until("passes on the changes again", || {
+        w.last_report()["full"] == false
+    });
+    let full_passes = || -> Vec<Json> {
+        let reports = w
+            .api("GET", "/data-jobs/sync/reports?limit=50", None)
+            .json();
+        let reports = reports.as_array().cloned().unwrap_or_default();
+        reports
+            .into_iter()
+            .filter(|r| r["full"] == true)
+            .map(|r| r["started_at"].clone())
+            .collect()
+    };
+    let before = full_passes();
+    // A write the watch does not follow moves the store past the watch's version first.
+    kubectl(
+        &w.kubeconfig,
+        &["create", "configmap", "unfollowed", "-n", "default"],
+        None,
+    )
+    .expect("create a ConfigMap");
+    w.cluster_post("/lethe/compact");
+    w.cluster_post("/lethe/drop-watches");
+    w.patch_cronjob(&name, json!({"spec": {"schedule": "0 2 * * *"}}));
+    w.wait_until("a full pass after the relist", || {
+        full_passes().iter().any(|p| !before.contains(p))
+    });
+    w.wait_until("the edit made around the relist is undone", || {
+        schedule(&w) == "*/10 * * * *"
+    });
+
+    // Deleting the job reaches the cluster through the change feed too.
+    let deleted = w.api("DELETE", "/data-jobs/for-team/alpha/jobs/ingest", None);
+    assert_eq!(deleted.status, 202, "{}", deleted.body);
+    w.wait_until("the CronJob is deleted", || {
+        labelled(&w.cronjobs(), &uid).is_empty()
+    });
+    w.wait_until("the deletion job completes", || {
+        w.job_state(&location_path(&deleted))["state"] == "COMPLETE"
+    });
+}
 
 fn api_rejects_bad_input_with_the_envelope_and_never_500(backend: &Backend) {
     let w = World::start(backend);
@@ -1008,7 +1164,7 @@ fn shipped_app_runs_data_jobs_on_its_cron_and_answers_their_jobs_under_v3_jobs(b
     );
     assert_eq!(deployed.status, 202, "{}", deployed.body);
 
-    // The cron trigger (every 5 s) deploys it.
+    // The cron trigger (every second) deploys it.
     let deadline = Instant::now() + Duration::from_secs(30);
     while labelled(&cronjobs_of(&lethe.kubeconfig()), &uid).is_empty() {
         assert!(

@@ -263,6 +263,21 @@ impl<'a> Lease<'a> {
         if !mine && !holder.is_empty() && renewed + duration_ms > now {
             return Ok(Err(holder));
         }
+        if mine && now - renewed < settings.lease_renew_ms && renewed <= now {
+            // Held and renewed recently: a tick every second costs one read, not a write too;
+            // `keep` renews it once it is due.
+            return Ok(Ok(Lease {
+                kube,
+                settings,
+                resource_version: current.resource_version.clone(),
+                acquire_time: spec["acquireTime"]
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| time::micro_time(now)),
+                transitions,
+                renewed_at: renewed,
+            }));
+        }
         let (acquire, transitions) = if mine {
             (
                 spec["acquireTime"]
@@ -524,7 +539,11 @@ pub fn tick_with(host: &dyn Host, full: bool) -> Result<Tick, String> {
             ),
         );
     }
-    store_report(host, &settings, started, &report);
+    // An idle pass on the changes runs every tick and says nothing worth keeping: the stored
+    // reports stay those of passes that examined or failed something, and of full passes.
+    if report.full || report.examined > 0 || !report.failed.is_empty() {
+        store_report(host, &settings, started, &report);
+    }
     Ok(Tick::Ran(report))
 }
 
@@ -1202,6 +1221,41 @@ mod tests {
             ..parked
         };
         assert!(matches!(decide(&respec, 1_000_000), Plan::Create));
+    }
+
+    #[test]
+    fn a_pass_interrupted_before_it_kept_its_bookmarks_acts_on_the_same_changes_again() {
+        use lethe_guest::fake::FakeHost;
+        let (sql, kube) = crate::tests::flows::world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        assert!(matches!(
+            tick(&host),
+            Ok(Tick::Ran(Report { full: true, .. }))
+        ));
+        crate::tests::flows::deploy(&host, "ingest");
+        // An instance that gathered and acted, then was stopped before `follow::finish`.
+        let settings = Settings::load(&host);
+        let mut lease = match Lease::acquire(&host, &settings, crate::Env::now_ms(&host)) {
+            Ok(Ok(lease)) => lease,
+            other => panic!("the lease: {:?}", other.err()),
+        };
+        let gathered =
+            follow::gather(&host, &settings, &host, false, &mut || Ok(())).expect("gather");
+        assert!(!gathered.full);
+        let mut report = Report::default();
+        act(&host, &settings, &host, &mut lease, &gathered, &mut report).expect("act");
+        assert_eq!(report.created, 1);
+        // The next pass hears of the same change again, finds it done, and duplicates nothing.
+        let Ok(Tick::Ran(next)) = tick(&host) else {
+            panic!("no pass");
+        };
+        assert!(!next.full);
+        assert_eq!((next.examined, next.created, next.recorded), (1, 0, 0));
+        assert_eq!(kube.all("CronJob").len(), 1);
+        let Ok(Tick::Ran(after)) = tick(&host) else {
+            panic!("no pass");
+        };
+        assert_eq!(after.examined, 0, "the bookmarks moved on this time");
     }
 
     #[test]

@@ -171,7 +171,7 @@ pub(crate) mod flows {
         (r.status, r.json_body().unwrap_or(Json::Null))
     }
 
-    fn deploy(host: &FakeHost<'_>, job: &str) -> String {
+    pub(crate) fn deploy(host: &FakeHost<'_>, job: &str) -> String {
         let (status, body) = call(
             host,
             "POST",
@@ -378,8 +378,157 @@ pub(crate) mod flows {
             (quiet.examined, quiet.created, quiet.updated, quiet.recorded),
             (5, 0, 0, 0)
         );
-        // Lease get + replace, the bookmark, and three pages of two.
-        assert_eq!(quiet.kube_requests, 2 + 1 + 3);
+        // The Lease read (renewed less than lease_renew_seconds ago, so not written), the
+        // bookmark, and three pages of two.
+        assert_eq!(quiet.kube_requests, 1 + 1 + 3);
+    }
+
+    /// A host with `n` jobs deployed and a first (full) pass behind it.
+    fn deployed(sql: &FakeSql, kube: &FakeCluster, jobs: &[&str]) {
+        let host = FakeHost::new(sql, kube, "a");
+        for job in jobs {
+            deploy(&host, job);
+        }
+        assert!(ran(tick(&host).expect("first pass")).full);
+    }
+
+    fn change_pass(host: &FakeHost<'_>) -> crate::sync::Report {
+        let report = ran(tick(host).expect("pass"));
+        assert!(!report.full, "a pass on the changes: {report:?}");
+        report
+    }
+
+    #[test]
+    fn desired_changes_hand_edits_and_deletions_are_acted_on_between_full_passes() {
+        let (sql, kube) = world();
+        deployed(&sql, &kube, &["ingest", "other"]);
+        let host = FakeHost::new(&sql, &kube, "a");
+        change_pass(&host);
+        let (status, _) = call(
+            &host,
+            "POST",
+            "/data-jobs/for-team/t/jobs/ingest/deployments",
+            Some(json!({"image": "busybox:2"})),
+        );
+        assert_eq!(status, 202);
+        let changed = change_pass(&host);
+        assert_eq!((changed.examined, changed.updated), (1, 1), "{changed:?}");
+        let name = crate::model::cronjob_name("t", "ingest");
+        let container = |kube: &FakeCluster| {
+            kube.object("CronJob", "data-jobs", &name)
+                .expect("cronjob")
+                .json()["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+                .clone()
+        };
+        assert_eq!(container(&kube)["image"], "busybox:2");
+        // Its own write comes back as a change, and is seen as settled.
+        assert_eq!(change_pass(&host).examined, 0);
+
+        kube.edit("CronJob", "data-jobs", &name, |v| {
+            v["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"] =
+                json!("evil:1");
+        });
+        let repaired = change_pass(&host);
+        assert_eq!(
+            (repaired.examined, repaired.updated),
+            (1, 1),
+            "{repaired:?}"
+        );
+        assert_eq!(container(&kube)["image"], "busybox:2");
+
+        let (status, _) = call(&host, "DELETE", "/data-jobs/for-team/t/jobs/ingest", None);
+        assert_eq!(status, 202);
+        let deleted = change_pass(&host);
+        assert_eq!((deleted.deleted, deleted.forgotten), (1, 1), "{deleted:?}");
+        assert!(!kube.exists("CronJob", "data-jobs", &name));
+        assert_eq!(
+            kube.all("CronJob").len(),
+            1,
+            "the other job's CronJob stays"
+        );
+    }
+
+    #[test]
+    fn orphans_and_a_cronjob_that_lost_its_uid_label_are_handled_between_full_passes() {
+        let (sql, kube) = world();
+        deployed(&sql, &kube, &["ingest"]);
+        let host = FakeHost::new(&sql, &kube, "a");
+        change_pass(&host);
+        kube.create(
+            &Identity::Privileged,
+            &foreign_cronjob(
+                "stray",
+                json!({"app.kubernetes.io/managed-by": "lethe"}),
+                json!({}),
+            ),
+        )
+        .expect("a labelled orphan");
+        let swept = change_pass(&host);
+        assert_eq!(swept.deleted, 1, "{swept:?}");
+        assert!(!kube.exists("CronJob", "data-jobs", "stray"));
+
+        // Someone strips the job's uid from its CronJob: that CronJob is now an orphan, and
+        // the job, found by the name its actual row records, gets its CronJob back.
+        let name = crate::model::cronjob_name("t", "ingest");
+        kube.edit("CronJob", "data-jobs", &name, |v| {
+            v["metadata"]["labels"]
+                .as_object_mut()
+                .expect("labels")
+                .remove("lethe.dev/data-job-uid");
+        });
+        let report = change_pass(&host);
+        assert_eq!((report.deleted, report.created), (1, 1), "{report:?}");
+        assert!(report.failed.is_empty(), "{:?}", report.failed);
+        let cronjob = the_cronjob(&kube);
+        assert!(cronjob["metadata"]["labels"]["lethe.dev/data-job-uid"].is_string());
+    }
+
+    #[test]
+    fn a_lost_watch_the_resync_interval_and_deferred_work_bring_a_full_pass() {
+        let (sql, kube) = world();
+        deployed(&sql, &kube, &["ingest"]);
+        let host = FakeHost::new(&sql, &kube, "a");
+        change_pass(&host);
+        kube.expire_watches();
+        assert!(ran(tick(&host).expect("pass")).full, "a gone bookmark");
+        change_pass(&host);
+        host.advance(599_000);
+        change_pass(&host);
+        host.advance(1_000);
+        assert!(ran(tick(&host).expect("pass")).full, "full_resync_seconds");
+        change_pass(&host);
+
+        host.set_config("max_changes_per_pass", "1");
+        for job in ["a", "b", "c"] {
+            deploy(&host, job);
+        }
+        let first = change_pass(&host);
+        assert_eq!((first.created, first.deferred), (1, 2), "{first:?}");
+        let second = ran(tick(&host).expect("pass"));
+        assert!(second.full, "deferred work is found again by a full pass");
+        assert_eq!((second.created, second.deferred), (1, 1), "{second:?}");
+        let third = ran(tick(&host).expect("pass"));
+        assert!(third.full);
+        assert_eq!((third.created, third.deferred), (1, 0), "{third:?}");
+        assert_eq!(kube.all("CronJob").len(), 4);
+        change_pass(&host);
+    }
+
+    #[test]
+    fn a_create_whose_answer_was_lost_is_adopted_once_its_backoff_is_over() {
+        let (sql, kube) = world();
+        deployed(&sql, &kube, &[]);
+        let host = FakeHost::new(&sql, &kube, "a");
+        deploy(&host, "ingest");
+        kube.lose_next_create("CronJob", true);
+        let lost = change_pass(&host);
+        assert_eq!(lost.failed.len(), 1, "{lost:?}");
+        assert_eq!(kube.all("CronJob").len(), 1, "the create was carried out");
+        host.advance(60_000);
+        let adopted = change_pass(&host);
+        assert_eq!((adopted.created, adopted.recorded), (0, 1), "{adopted:?}");
+        assert_eq!(kube.all("CronJob").len(), 1, "no duplicate");
+        assert_eq!(change_pass(&host).examined, 0);
     }
 
     #[test]
@@ -399,8 +548,11 @@ pub(crate) mod flows {
         let idle = ran(tick(&host).expect("pass"));
         assert!(!idle.full);
         assert_eq!(idle.examined, 0);
-        // Lease get + replace, and the (empty) changes of the CronJobs.
-        assert_eq!(idle.kube_requests, 2 + 1);
+        // The Lease read, and the (empty) changes of the CronJobs.
+        assert_eq!(idle.kube_requests, 1 + 1);
+        // Once the renewal is due, the Lease is written too.
+        host.advance(5_000);
+        assert_eq!(ran(tick(&host).expect("pass")).kube_requests, 2 + 1);
     }
 
     #[test]
