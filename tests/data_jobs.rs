@@ -458,9 +458,6 @@ fn the_cron_pass_follows_the_changes_and_lists_nothing_while_idle(backend: &Back
         .as_str()
         .expect("name")
         .to_string();
-    w.wait_until("a pass on the changes runs", || {
-        w.last_report()["full"] == false
-    });
 
     // Idle: passes keep running on the changes, and none lists anything.
     let (lists, passes) = (w.kube_calls("list"), w.kube_calls("get"));
@@ -484,6 +481,12 @@ fn the_cron_pass_follows_the_changes_and_lists_nothing_while_idle(backend: &Back
             .clone()
     };
     w.wait_until("the new image is applied", || image(&w) == "busybox:2");
+    let report = w.last_report();
+    assert_eq!(
+        (&report["full"], &report["updated"]),
+        (&json!(false), &json!(1)),
+        "{report}"
+    );
     let full_lists = w.kube_calls("list") - lists;
     assert!(
         full_lists <= 1,

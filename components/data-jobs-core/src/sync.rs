@@ -53,7 +53,7 @@ use serde::Serialize;
 use serde_json::{Value as Json, json};
 
 use crate::follow;
-use crate::items::{Desired, Item, Live, World};
+use crate::items::{Desired, Item, World};
 use crate::model::{self, CronJobParams};
 use crate::{Host, Identity, Kube, KubeError, Level, Object, ObjectRef, Settings, Value, time};
 use lethe_guest::kube::{DeleteOptions, KubeVia, Propagation};
@@ -1069,7 +1069,7 @@ impl Pass<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::items::{Actual, SyncState};
+    use crate::items::{Actual, Live, SyncState};
     use crate::model::{Resources, Spec};
 
     fn desired(hash: &str) -> Desired {
