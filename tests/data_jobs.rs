@@ -439,7 +439,52 @@ on_both_backends!(
     two_hosts_run_one_leader_and_the_other_takes_over_within_the_lease,
     shipped_app_runs_data_jobs_on_its_cron_and_answers_their_jobs_under_v3_jobs,
     the_cron_pass_follows_the_changes_and_lists_nothing_while_idle,
+    a_throttled_reconciler_converges,
 );
+
+/// Under a client-side rate limit far below what the pass would use (2 requests/s, burst 2), the
+/// cron pass still deploys every job, waiting for the limiter rather than failing, and the wait
+/// shows in the metrics.
+fn a_throttled_reconciler_converges(backend: &Backend) {
+    let throttled = manifest(Some("* * * * * *"), "").replace(
+        "memory_limit_mb = 128\n",
+        "memory_limit_mb = 128\nkube_qps = 2\nkube_burst = 2\n",
+    );
+    assert!(throttled.contains("kube_qps = 2"));
+    let w = World::start_manifest(backend, &throttled);
+    let uids: Vec<String> = (0..6)
+        .map(|i| {
+            w.deploy(
+                "alpha",
+                &format!("job-{i}"),
+                json!({"job_version": "v1", "schedule": {"schedule_cron": "*/10 * * * *"}}),
+            )
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let cronjobs = w.cronjobs();
+        if uids.iter().all(|uid| labelled(&cronjobs, uid).len() == 1) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every job was deployed: {}",
+            w.lethe.log()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let metrics = support::get(&format!("{}/metrics", w.lethe.admin_url)).body;
+    let waited: f64 = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("lethe_kube_rate_limit_wait_seconds_total{")
+                && l.contains("component=\"data-jobs\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(waited > 0.0, "the limiter made the pass wait: {metrics}");
+}
 
 /// Between full passes, the data-jobs pass acts on what changed (desired state through its SQL
 /// change feed, CronJobs through the host's watch) and makes no LIST while nothing changes; a

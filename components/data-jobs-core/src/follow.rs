@@ -17,8 +17,9 @@
 //! A full pass — every row and a paginated LIST of every managed CronJob — runs at start (no
 //! bookmark), every `full_resync_seconds` (default 600), when the host says the CronJob bookmark
 //! is `gone` (its watch was relisted, the host restarted, or changes piled up unread), when the
-//! kept state cannot be read, after a pass that deferred work (`max_changes_per_pass`), and when
-//! the caller asks for one. It takes both bookmarks *before* it reads, so a change made while it
+//! kept state cannot be read, after a pass that deferred work (`max_changes_per_pass`), when more
+//! jobs changed than a LIST page holds (`page_size`: reading each would cost more than the
+//! pages), and when the caller asks for one. It takes both bookmarks *before* it reads, so a change made while it
 //! reads comes again after it: nothing is missed, some jobs are visited twice, and a visit is
 //! idempotent.
 //!
@@ -112,6 +113,8 @@ enum NeedsFullPass {
     Changes(KubeError),
     /// The kept state or the feed could not be read.
     State(SqlError),
+    /// So many jobs changed (this many) that reading each costs more than a full pass.
+    ManyChanges(usize),
 }
 
 /// Jobs held back by their failures.
@@ -171,6 +174,12 @@ pub(crate) fn gather(
             Level::Info,
             &format!(
                 "data-jobs sync: a full pass, since the CronJobs' changes cannot be told: {e}"
+            ),
+        ),
+        NeedsFullPass::ManyChanges(n) => host.log(
+            Level::Info,
+            &format!(
+                "data-jobs sync: a full pass, since {n} jobs changed (more than a LIST page holds)"
             ),
         ),
         NeedsFullPass::State(e) => host.log(
@@ -369,11 +378,18 @@ fn on_changes(
         }
     }
     let mut unread = BTreeMap::new();
-    for (uid, mut item) in loaded {
-        let changes = carried.remove(&uid).unwrap_or_default();
-        if !read.contains(&uid) && settled(&item, &changes) {
-            continue;
-        }
+    let to_read: Vec<(String, Item)> = loaded
+        .into_iter()
+        .filter(|(uid, item)| {
+            let changes = carried.remove(uid).unwrap_or_default();
+            read.contains(uid) || !settled(item, &changes)
+        })
+        .collect();
+    if to_read.len() > usize::try_from(settings.page_size).unwrap_or(usize::MAX) {
+        // One LIST per job would cost more than the pages of a full pass.
+        return Err(NeedsFullPass::ManyChanges(to_read.len()));
+    }
+    for (uid, mut item) in to_read {
         match items::list_of_job(kube, settings, &uid) {
             Ok(objects) => {
                 for obj in objects {

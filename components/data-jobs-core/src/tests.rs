@@ -515,6 +515,24 @@ pub(crate) mod flows {
     }
 
     #[test]
+    fn more_changed_jobs_than_a_page_holds_bring_a_full_pass() {
+        let (sql, kube) = world();
+        deployed(&sql, &kube, &[]);
+        let host = FakeHost::new(&sql, &kube, "a");
+        host.set_config("page_size", "2");
+        deploy(&host, "one");
+        deploy(&host, "two");
+        assert_eq!(change_pass(&host).created, 2, "two fit in a page");
+        for job in ["three", "four", "five"] {
+            deploy(&host, job);
+        }
+        let bulk = ran(tick(&host).expect("pass"));
+        assert!(bulk.full, "three LISTs would cost more than the pages");
+        assert_eq!(bulk.created, 3);
+        change_pass(&host);
+    }
+
+    #[test]
     fn a_create_whose_answer_was_lost_is_adopted_once_its_backoff_is_over() {
         let (sql, kube) = world();
         deployed(&sql, &kube, &[]);

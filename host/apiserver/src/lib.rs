@@ -41,7 +41,8 @@
 //! injected for tests, by configuration or at runtime through the admin-only `/lethe/faults`
 //! endpoint (`GET`/`PUT` a [`FaultConfig`] as JSON); `POST /lethe/compact` drops the watch
 //! history, like an etcd compaction; `POST /lethe/drop-watches` ends every open watch, like an
-//! API server restart.
+//! API server restart. `GET /lethe/requests` counts the requests answered, by verb and resource,
+//! for benchmarks.
 //!
 //! Start it with [`start`]; the returned [`RunningApiServer`] knows its URL, admin token and
 //! kubeconfig.
@@ -191,6 +192,12 @@ impl RunningApiServer {
     /// is answered 410 Gone. Returns the version compacted to.
     pub fn compact(&self) -> u64 {
         self.shared.store.compact()
+    }
+
+    /// The requests answered so far, keyed `"<verb> <resource>"` (for example
+    /// `"GET cronjobs"`, `"WATCH cronjobs"`), as `GET /lethe/requests` answers them.
+    pub fn requests(&self) -> std::collections::BTreeMap<String, u64> {
+        self.shared.requests.snapshot()
     }
 
     /// Stops accepting, closes every connection and the controllers.
@@ -395,6 +402,7 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
         faults_active: AtomicBool::new(false),
         server_address: addr.to_string(),
         url: url.clone(),
+        requests: front::RequestCounts::default(),
     });
     shared.set_faults(config.faults.clone());
     let kubeconfig_yaml = kubeconfig(&url, &admin_token, tls.as_ref().map(|t| t.ca_pem.as_str()));

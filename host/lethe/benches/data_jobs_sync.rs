@@ -8,8 +8,16 @@
 //! reports its wall time, the Kubernetes requests the pass made (counted by the component, Lease
 //! included) and the child's peak RSS.
 //!
+//! Then (unless `--idle-seconds 0`) it starts the real `lethe up` with the pass on a cron trigger
+//! of every second over the same world, waits for its first (full) pass, and measures what the
+//! pass costs while nothing changes — the requests the embedded cluster answered
+//! (`RunningApiServer::requests`) and lethe's CPU over `--idle-seconds` — and how long a desired
+//! change takes to reach the cluster: `--changes` image changes made one by one through the API,
+//! each timed from its 202 to the CronJob's watch event that shows the new image.
+//!
 //! ```text
 //! cargo bench -p lethe --bench data_jobs_sync -- [--jobs 100000] [--changed-percent 1] [--database-url URL]
+//!     [--idle-seconds 60] [--changes 100]
 //! ```
 
 use std::path::PathBuf;
@@ -25,6 +33,8 @@ struct Args {
     jobs: usize,
     changed_percent: usize,
     database_url: Option<String>,
+    idle_seconds: u64,
+    changes: usize,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -32,6 +42,8 @@ fn args() -> anyhow::Result<Args> {
         jobs: 100_000,
         changed_percent: 1,
         database_url: None,
+        idle_seconds: 60,
+        changes: 100,
     };
     // `cargo bench` appends `--bench`; everything else is ours.
     let mut it = std::env::args().skip(1).filter(|a| a != "--bench");
@@ -42,6 +54,10 @@ fn args() -> anyhow::Result<Args> {
                 out.changed_percent = it.next().context("--changed-percent P")?.parse()?
             }
             "--database-url" => out.database_url = Some(it.next().context("--database-url URL")?),
+            "--idle-seconds" => {
+                out.idle_seconds = it.next().context("--idle-seconds S")?.parse()?
+            }
+            "--changes" => out.changes = it.next().context("--changes N")?.parse()?,
             other => bail!("unknown argument {other}"),
         }
     }
@@ -303,6 +319,252 @@ memory_limit_mb = 1024
         }
     }
     run("no-change pass")?;
+    if args.idle_seconds > 0 {
+        let world = World {
+            dir: dir.path().to_path_buf(),
+            db_url: db_url.clone(),
+            kubeconfig: kubeconfig.clone(),
+            lethe_bin: lethe_bin.clone(),
+            migrations: repo.join("components/data-jobs/migrations"),
+        };
+        follow(&args, &world, &server, &cluster, &db).await?;
+    }
     server.shutdown().await;
+    Ok(())
+}
+
+/// Where the benchmark's world lives.
+struct World {
+    dir: PathBuf,
+    db_url: String,
+    kubeconfig: PathBuf,
+    lethe_bin: PathBuf,
+    migrations: PathBuf,
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// CPU seconds (user and system) process `pid` has used.
+fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .context("stat")?
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Ok(ticks / hz)
+}
+
+/// The p-th percentile of sorted `v`.
+fn percentile(v: &[Duration], p: f64) -> Duration {
+    let index = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[index.min(v.len() - 1)]
+}
+
+/// `lethe up` with the pass on a cron trigger of every second: what an idle pass costs, and how
+/// long a desired change takes to reach the cluster.
+async fn follow(
+    args: &Args,
+    world: &World,
+    server: &lethe_apiserver::RunningApiServer,
+    cluster: &lethe_kube::Cluster,
+    db: &lethe_sql::Database,
+) -> anyhow::Result<()> {
+    let manifest = world.dir.join("spin-up.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            r#"spin_manifest_version = 2
+[application]
+name = "bench"
+[[trigger.http]]
+route = "/data-jobs/..."
+component = "data-jobs"
+[[trigger.cron]]
+cron_expression = "* * * * * *"
+component = "data-jobs"
+[component.data-jobs]
+source = "{wasm}"
+variables = {{ namespace = "data-jobs", max_changes_per_pass = "100000" }}
+[component.data-jobs.tool.lethe]
+capabilities = ["sql", "kube", "log", "config"]
+kube_identities = ["caller", "privileged"]
+migrations = "{migrations}"
+timeout_ms = 600000
+memory_limit_mb = 1024
+kube_qps = 50
+kube_burst = 100
+"#,
+            wasm = PathBuf::from(lethe::COMPONENTS_DIR)
+                .join("data_jobs.wasm")
+                .display(),
+            migrations = world.migrations.display(),
+        ),
+    )?;
+    let (port, admin_port) = (free_port()?, free_port()?);
+    let mut child = Command::new(&world.lethe_bin)
+        .args(["up", "--manifest"])
+        .arg(&manifest)
+        .arg("--data-dir")
+        .arg(world.dir.join("data"))
+        .arg("--database-url")
+        .arg(&world.db_url)
+        .arg("--kubeconfig")
+        .arg(&world.kubeconfig)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
+        .env("LETHE_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()?;
+    let pid = child.id();
+    let result = measure(args, port, pid, server, cluster, db).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    result
+}
+
+async fn measure(
+    args: &Args,
+    port: u16,
+    pid: u32,
+    server: &lethe_apiserver::RunningApiServer,
+    cluster: &lethe_kube::Cluster,
+    db: &lethe_sql::Database,
+) -> anyhow::Result<()> {
+    // The first pass of `lethe up` is full; it waits for the Lease `lethe sync` held to expire.
+    let t = Instant::now();
+    loop {
+        anyhow::ensure!(
+            t.elapsed() < Duration::from_secs(300),
+            "lethe up ran no full pass"
+        );
+        let rows = db
+            .query(
+                "SELECT report FROM data_job_sync_report ORDER BY started_at DESC LIMIT 1",
+                &[],
+            )
+            .await?;
+        let last: Option<serde_json::Value> =
+            rows.rows
+                .first()
+                .and_then(|r| r.first())
+                .and_then(|v| match v {
+                    Value::Text(t) => serde_json::from_str(t).ok(),
+                    _ => None,
+                });
+        if let Some(r) = last
+            && r["full"] == true
+            && !r["holder"].as_str().unwrap_or_default().ends_with("-sync")
+        {
+            println!(
+                "lethe up: first (full) pass {} ms, {} Kubernetes requests",
+                r["duration_ms"], r["kube_requests"]
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+
+    // Idle.
+    let (before, cpu_before, t) = (server.requests(), cpu_seconds(pid)?, Instant::now());
+    tokio::time::sleep(Duration::from_secs(args.idle_seconds)).await;
+    let (after, cpu_after, window) = (
+        server.requests(),
+        cpu_seconds(pid)?,
+        t.elapsed().as_secs_f64(),
+    );
+    let mut total = 0;
+    let mut lease = 0;
+    let mut lines = Vec::new();
+    for (key, n) in &after {
+        let d = n - before.get(key).copied().unwrap_or(0);
+        if d == 0 {
+            continue;
+        }
+        lines.push(format!("{key} {d}"));
+        if key.ends_with(" leases") {
+            lease += d;
+        } else if !key.starts_with("WATCH ") {
+            total += d;
+        }
+    }
+    println!(
+        "idle {window:.0} s at {} deployments: {:.2} Kubernetes requests/s (Lease {:.2}/s and watches aside), lethe CPU {:.2}% of one core; answered: {}",
+        args.jobs,
+        total as f64 / window,
+        lease as f64 / window,
+        100.0 * (cpu_after - cpu_before) / window,
+        lines.join(", ")
+    );
+
+    // Change -> converged, one change at a time, timed from the API's 202 to the watch event.
+    let token = server.admin_token().to_string();
+    let client = cluster.privileged();
+    let collection = lethe_kube::Collection {
+        api_version: "batch/v1".into(),
+        kind: "CronJob".into(),
+        namespace: Some("data-jobs".into()),
+        label_selector: Some(model::MANAGED_SELECTOR.into()),
+    };
+    let mut bookmark = client.changes(&collection, None, 1).await?.bookmark;
+    let mut latencies = Vec::with_capacity(args.changes);
+    let step = (args.jobs / args.changes.max(1)).max(1);
+    let http = ureq::Agent::new_with_defaults();
+    for k in 0..args.changes {
+        let i = (k * step + 7) % args.jobs;
+        let image = format!("registry.local/bench/changed:{k}");
+        let url = format!(
+            "http://127.0.0.1:{port}/data-jobs/for-team/team-{}/jobs/job-{i}/deployments",
+            i % 50
+        );
+        let body = serde_json::json!({ "image": image }).to_string();
+        let answer = tokio::task::block_in_place(|| {
+            http.post(&url)
+                .header("authorization", &format!("Bearer {token}"))
+                .content_type("application/json")
+                .send(body.as_str())
+        })?;
+        anyhow::ensure!(answer.status() == 202, "the change was not accepted");
+        let t0 = Instant::now();
+        let job_uid = uid(i);
+        'seen: loop {
+            anyhow::ensure!(
+                t0.elapsed() < Duration::from_secs(60),
+                "change {k} never reached the cluster"
+            );
+            let batch = client.changes(&collection, Some(&bookmark), 1000).await?;
+            bookmark = batch.bookmark;
+            for change in batch.changes {
+                let o: serde_json::Value = serde_json::from_str(&change.object.json)?;
+                if o["metadata"]["labels"][model::JOB_UID_LABEL] == job_uid.as_str()
+                    && o["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"]
+                        == image.as_str()
+                {
+                    latencies.push(t0.elapsed());
+                    break 'seen;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+    latencies.sort();
+    println!(
+        "change -> CronJob updated, {} changes at {} deployments (pass every second): p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+        latencies.len(),
+        args.jobs,
+        percentile(&latencies, 0.5).as_secs_f64() * 1000.0,
+        percentile(&latencies, 0.99).as_secs_f64() * 1000.0,
+        latencies.last().copied().unwrap_or_default().as_secs_f64() * 1000.0
+    );
     Ok(())
 }

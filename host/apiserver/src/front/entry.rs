@@ -24,6 +24,9 @@ pub async fn handle(
             .await
             .unwrap_or_else(|e| error_response(&e)));
     }
+    shared
+        .requests
+        .count(req.method(), &path, req.uri().query());
     if shared.faults_active.load(Ordering::Relaxed) {
         let f = shared.faults.read().clone();
         let (drop, fail) = {

@@ -11,7 +11,9 @@ use serde_json::json;
 
 /// The `/lethe/...` endpoints, for the admin token alone (another valid token gets a 403):
 /// GET and PUT/POST of `/lethe/faults` read and replace the fault injection, and POST of
-/// `/lethe/compact` drops the watch history, answering the compacted resourceVersion. A 400
+/// `/lethe/compact` drops the watch history, answering the compacted resourceVersion; POST of
+/// `/lethe/drop-watches` ends every open watch, and GET of `/lethe/requests` answers the request
+/// counts ([`crate::front::RequestCounts`]). A 400
 /// for a fault config with a rate outside 0..1 or an `error_status` not 429, 500 or 503.
 pub(crate) async fn lethe_endpoint(
     shared: &Shared,
@@ -69,6 +71,10 @@ pub(crate) async fn lethe_endpoint(
                 &json!({"compactedResourceVersion": rv.to_string()}),
             ))
         }
+        (Method::GET, "/lethe/requests") => Ok(respond_value(
+            200,
+            &serde_json::to_value(shared.requests.snapshot()).unwrap_or_default(),
+        )),
         (Method::POST, "/lethe/drop-watches") => {
             shared.store.drop_watches();
             Ok(respond_value(200, &json!({"dropped": true})))

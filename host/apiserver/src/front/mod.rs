@@ -3,10 +3,11 @@
 //! [`entry`] takes a request (injected faults, the request's warnings), [`nonresource`] routes
 //! it, [`authn`] says who is asking, and [`resource`] authorizes a resource request and hands
 //! each verb to `ops`; [`list_watch`] and [`subresources`] serve the verbs with their own
-//! shapes, and [`negotiate`] and [`respond`] write the answer. Nothing below the front knows
-//! about HTTP.
+//! shapes, and [`negotiate`] and [`respond`] write the answer; [`counts`] tallies what was
+//! asked. Nothing below the front knows about HTTP.
 
 mod authn;
+mod counts;
 mod entry;
 mod faults;
 mod list_watch;
@@ -17,5 +18,6 @@ mod respond;
 mod shared;
 mod subresources;
 
+pub(crate) use counts::RequestCounts;
 pub(crate) use entry::handle;
 pub(crate) use shared::Shared;

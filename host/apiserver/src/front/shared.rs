@@ -32,6 +32,8 @@ pub struct Shared {
     pub server_address: String,
     /// The URL clients reach the server at (`https://host:port`).
     pub url: String,
+    /// The requests answered so far (`/lethe/...` aside).
+    pub requests: crate::front::RequestCounts,
 }
 
 impl Shared {
