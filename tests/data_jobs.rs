@@ -440,7 +440,46 @@ on_both_backends!(
     shipped_app_runs_data_jobs_on_its_cron_and_answers_their_jobs_under_v3_jobs,
     the_cron_pass_follows_the_changes_and_lists_nothing_while_idle,
     a_throttled_reconciler_converges,
+    a_change_made_while_lethe_is_down_is_picked_up_at_start,
 );
+
+/// A host that starts has no watch and no bookmark the host knows, so its first pass is full:
+/// what changed while no lethe ran — here a desired image written straight into SQL, past the
+/// API and its change feed — reaches the cluster without waiting for the resync interval.
+fn a_change_made_while_lethe_is_down_is_picked_up_at_start(backend: &Backend) {
+    let mut w = World::start_on_cron(backend, "* * * * * *");
+    let uid = w.deploy(
+        "alpha",
+        "ingest",
+        json!({"job_version": "v1", "schedule": {"schedule_cron": "*/10 * * * *"}}),
+    );
+    w.wait_until("the cron pass deploys the job", || {
+        !labelled(&w.cronjobs(), &uid).is_empty()
+    });
+    w.lethe.crash();
+    let spec = data_jobs_core::model::Spec {
+        image: "busybox:while-down".into(),
+        schedule: "*/10 * * * *".into(),
+        enabled: true,
+        resources: Default::default(),
+    };
+    w.sql(
+        "UPDATE desired_data_job_deployment SET image = $2, spec_hash = $3 WHERE job_uid = $1",
+        &[
+            lethe_sql::Value::Text(uid.clone()),
+            lethe_sql::Value::Text(spec.image.clone()),
+            lethe_sql::Value::Text(spec.hash()),
+        ],
+    );
+    w.lethe.restart();
+    w.wait_until("the change made while down is applied", || {
+        labelled(&w.cronjobs(), &uid)[0]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+            ["containers"][0]["image"]
+            == "busybox:while-down"
+    });
+    let report = w.last_report();
+    assert_eq!(report["full"], true, "{report}");
+}
 
 /// Under a client-side rate limit far below what the pass would use (2 requests/s, burst 2), the
 /// cron pass still deploys every job, waiting for the limiter rather than failing, and the wait

@@ -225,8 +225,19 @@ impl Lethe {
     /// it again the same way on the same data dir; returns once it serves HTTP again. The log
     /// starts afresh.
     pub fn crash_and_restart(&mut self) {
+        self.crash();
+        self.restart();
+    }
+
+    /// Kills the process without warning (SIGKILL), leaving its data dir as a crash leaves it.
+    pub fn crash(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Starts the process again the same way on the same data dir, after [`Lethe::crash`] or
+    /// [`Lethe::stop`]; returns once it serves HTTP again. The log starts afresh.
+    pub fn restart(&mut self) {
         match self.launch.run(self.data_dir.path()) {
             Ok((child, [url, admin_url], log)) => {
                 self.child = child;

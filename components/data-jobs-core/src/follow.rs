@@ -301,8 +301,10 @@ fn on_changes(
             .map(|v| v.text().to_string()),
     );
 
-    // The CronJobs' changes, the last one per CronJob.
+    // The CronJobs' changes: every one of each job's, and the last one per CronJob name (which
+    // alone says whether a CronJob is an orphan now).
     let listed_at = host.now_ms();
+    let mut carried: BTreeMap<String, Vec<Change>> = BTreeMap::new();
     let mut last: BTreeMap<String, Change> = BTreeMap::new();
     for _ in 0..MAX_BATCHES {
         let batch = kube
@@ -314,6 +316,12 @@ fn on_changes(
             )
             .map_err(NeedsFullPass::Changes)?;
         for change in batch.changes {
+            if let Some(uid) = change.object.label(model::JOB_UID_LABEL) {
+                carried
+                    .entry(uid.to_string())
+                    .or_default()
+                    .push(change.clone());
+            }
             last.insert(change.object.target.name.clone(), change);
         }
         bookmark = batch.bookmark;
@@ -321,29 +329,26 @@ fn on_changes(
             break;
         }
     }
-    let mut carried: BTreeMap<String, Vec<Change>> = BTreeMap::new();
     let mut world = World::default();
     for (name, change) in last {
-        match change.object.label(model::JOB_UID_LABEL) {
-            Some(uid) => carried.entry(uid.to_string()).or_default().push(change),
-            None => {
-                // The job whose CronJob this was, if its JOB_UID_LABEL was edited away.
-                let owners = host
-                    .query(
-                        "SELECT job_uid FROM actual_data_job_deployment WHERE cronjob_name = $1",
-                        &[name.as_str().into()],
-                    )
-                    .map_err(NeedsFullPass::State)?;
-                read.extend(
-                    owners
-                        .iter()
-                        .filter_map(|r| r.first())
-                        .map(|v| v.text().to_string()),
-                );
-                if change.change_type != ChangeType::Deleted {
-                    world.orphans.push(Live::of(change.object, None));
-                }
-            }
+        if change.object.label(model::JOB_UID_LABEL).is_some() {
+            continue;
+        }
+        // The job whose CronJob this was, if its JOB_UID_LABEL was edited away.
+        let owners = host
+            .query(
+                "SELECT job_uid FROM actual_data_job_deployment WHERE cronjob_name = $1",
+                &[name.as_str().into()],
+            )
+            .map_err(NeedsFullPass::State)?;
+        read.extend(
+            owners
+                .iter()
+                .filter_map(|r| r.first())
+                .map(|v| v.text().to_string()),
+        );
+        if change.change_type != ChangeType::Deleted {
+            world.orphans.push(Live::of(change.object, None));
         }
     }
 

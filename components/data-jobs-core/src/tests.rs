@@ -484,6 +484,52 @@ pub(crate) mod flows {
     }
 
     #[test]
+    fn a_cronjob_swapped_for_another_jobs_under_its_name_is_noticed_between_full_passes() {
+        let (sql, kube) = world();
+        deployed(&sql, &kube, &["ingest", "other"]);
+        let host = FakeHost::new(&sql, &kube, "a");
+        change_pass(&host);
+        // Between two passes, ingest's CronJob is deleted and one of the same name, marked
+        // with the other job's uid, takes its place: the last change of that name is the
+        // newcomer's, yet ingest must still be visited.
+        let name = crate::model::cronjob_name("t", "ingest");
+        let mut swapped = kube
+            .object("CronJob", "data-jobs", &name)
+            .expect("cronjob")
+            .json()
+            .clone();
+        let other = kube
+            .all("CronJob")
+            .into_iter()
+            .find(|c| c.target.name != name)
+            .expect("the other CronJob");
+        kube.delete(
+            &Identity::Privileged,
+            &ObjectRef::new("batch/v1", "CronJob", Some("data-jobs"), &name),
+            &DeleteOptions::default(),
+        )
+        .expect("delete by hand");
+        swapped["metadata"]["labels"]["lethe.dev/data-job-uid"] =
+            json!(other.label("lethe.dev/data-job-uid").expect("uid"));
+        for field in ["uid", "resourceVersion", "generation"] {
+            swapped["metadata"]
+                .as_object_mut()
+                .expect("metadata")
+                .remove(field);
+        }
+        kube.create(&Identity::Privileged, &swapped)
+            .expect("the swap");
+        let report = change_pass(&host);
+        assert!(
+            report
+                .failed
+                .iter()
+                .any(|f| f.item == "t/ingest" && f.reason.contains("is not lethe's for this job")),
+            "{report:?}"
+        );
+    }
+
+    #[test]
     fn a_lost_watch_the_resync_interval_and_deferred_work_bring_a_full_pass() {
         let (sql, kube) = world();
         deployed(&sql, &kube, &["ingest"]);

@@ -251,6 +251,10 @@ kube_identities = ["caller", "privileged"]
 migrations = "{migrations}"
 timeout_ms = 600000
 memory_limit_mb = 1024
+# The pass itself is measured, not the client-side rate limit (spin.toml's 50/s would make the
+# 1 000 replaces alone take 20 s).
+kube_qps = 100000
+kube_burst = 100000
 "#,
             wasm = PathBuf::from(lethe::COMPONENTS_DIR)
                 .join("data_jobs.wasm")

@@ -1,28 +1,75 @@
 #!/usr/bin/env bash
-# Idle load of the cf-reconciler: N orgs with S spaces each, then the Kubernetes calls the
-# reconciler makes (lethe_kube_requests_total, `changes` aside: answered from the host's memory)
-# and the CPU lethe uses, over WINDOW seconds of idling.
+# Idle load of the cf-reconciler: N orgs with S spaces each, created through the CF API, then what
+# an idle `lethe up` costs the cluster over WINDOW seconds, counted two ways: by the embedded
+# cluster itself (`GET /lethe/requests`: every request it answered, by verb and resource) and by
+# lethe (lethe_kube_requests_total{component="cf-reconciler"}, `changes` aside: answered from the
+# host's memory); and lethe's CPU. Then the latency of a change: an org deleted through the API
+# until its namespace is gone and its finalizer released (the Org itself gone), CHANGES times.
+#
+#   cargo build --release -p lethe && BIN=target/release/lethe N=10000 S=5 WINDOW=60 \
+#     bash host/lethe/benches/idle_cf.sh
+#
+# The manifest is the repository's with the client-side rate limits raised, so that seeding
+# N*(S+1) objects through the API does not take hours; the idle window is unaffected by them.
 set -euo pipefail
-N=${N:-200}; S=${S:-2}; WINDOW=${WINDOW:-30}
+N=${N:-200}; S=${S:-2}; WINDOW=${WINDOW:-30}; CHANGES=${CHANGES:-20}; PARALLEL=${PARALLEL:-8}
 BIN=${BIN:-target/debug/lethe}
+cd "$(dirname "$0")/../../.."
 D=$(mktemp -d)
-$BIN up --data-dir "$D" --listen 127.0.0.1:3300 --admin-listen 127.0.0.1:9390 > "$D/log" 2>&1 &
+MANIFEST=$(mktemp ./spin-bench-XXXXXX.toml)
+sed -e 's/^kube_qps = .*/kube_qps = 100000/' -e 's/^kube_burst = .*/kube_burst = 100000/' \
+  spin.toml > "$MANIFEST"
+$BIN up --manifest "$MANIFEST" --data-dir "$D" --listen 127.0.0.1:3300 \
+  --admin-listen 127.0.0.1:9390 > "$D/log" 2>&1 &
 PID=$!
-trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$D"' EXIT
+trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$D" "$MANIFEST"' EXIT
 for _ in $(seq 1 240); do curl -sf 127.0.0.1:9390/readyz >/dev/null && break; sleep 0.5; done
-TOKEN=$(awk '/token:/ {print $2}' "$D/cluster/kubeconfig")
-for i in $(seq 1 "$N"); do
-  org=$(curl -sf -X POST 127.0.0.1:3300/v3/organizations -H "Authorization: Bearer $TOKEN" -d "{\"name\":\"idle-$i\"}" | python3 -c 'import sys,json; print(json.load(sys.stdin)["guid"])')
+KC="$D/cluster/kubeconfig"
+TOKEN=$(awk '/token:/ {print $2}' "$KC")
+export TOKEN S D
+t0=$(date +%s)
+seq 1 "$N" | xargs -P "$PARALLEL" -I{} bash -c '
+  org=$(curl -sf -X POST 127.0.0.1:3300/v3/organizations -H "Authorization: Bearer $TOKEN" \
+    -d "{\"name\":\"idle-{}\"}" | python3 -c "import sys,json; print(json.load(sys.stdin)[\"guid\"])")
+  echo "$org" >> "$D/orgs"
   for j in $(seq 1 "$S"); do
-    curl -sf -X POST 127.0.0.1:3300/v3/spaces -H "Authorization: Bearer $TOKEN" \
-      -d "{\"name\":\"s$j\",\"relationships\":{\"organization\":{\"data\":{\"guid\":\"$org\"}}}}" >/dev/null
-  done
-done
-sleep 15
+    curl -sf -o /dev/null -X POST 127.0.0.1:3300/v3/spaces -H "Authorization: Bearer $TOKEN" \
+      -d "{\"name\":\"s$j\",\"relationships\":{\"organization\":{\"data\":{\"guid\":\"$org\"}}}}"
+  done'
+echo "seeded $N orgs and $((N*S)) spaces in $(( $(date +%s) - t0 )) s"
+# Let the reconciler finish what the creates started (finalizers, its first full pass).
+sleep 20
+served() { kubectl --kubeconfig "$KC" get --raw /lethe/requests; }
 calls() { curl -s 127.0.0.1:9390/metrics | awk '/^lethe_kube_requests_total\{component="cf-reconciler"/ && !/verb="changes"/ {s+=$NF} END {print s+0}'; }
 cpu() { awk '{print $14+$15}' /proc/$PID/stat; }
-c1=$(calls); t1=$(cpu)
+s1=$(served); c1=$(calls); t1=$(cpu)
 sleep "$WINDOW"
-c2=$(calls); t2=$(cpu)
+s2=$(served); c2=$(calls); t2=$(cpu)
 hz=$(getconf CLK_TCK)
-python3 -c "print(f'orgs {$N}, spaces {$N*$S}: cf-reconciler Kubernetes requests/s {($c2-$c1)/$WINDOW:.2f}; lethe CPU {100*($t2-$t1)/$hz/$WINDOW:.1f}% of one core over {$WINDOW} s')"
+python3 - "$s1" "$s2" <<EOF
+import json, sys
+before, after = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+diff = {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+leases = sum(v for k, v in diff.items() if k.endswith(" leases"))
+watches = sum(v for k, v in diff.items() if k.startswith("WATCH "))
+rest = sum(diff.values()) - leases - watches
+print(f"orgs {$N}, spaces {$N*$S}, idle {$WINDOW} s: the cluster answered {rest/$WINDOW:.2f} requests/s "
+      f"(Leases {leases/$WINDOW:.2f}/s and {watches} watch requests aside: {diff}); "
+      f"cf-reconciler's own count {($c2-$c1)/$WINDOW:.2f}/s; lethe CPU {100*($t2-$t1)/$hz/$WINDOW:.1f}% of one core")
+EOF
+# Change -> converged: delete an org; done when the Org object is gone (lethe released its
+# finalizer after its namespace and its spaces' were deleted).
+lat=()
+for guid in $(head -n "$CHANGES" "$D/orgs"); do
+  start=$(date +%s%N)
+  curl -sf -o /dev/null -X DELETE "127.0.0.1:3300/v3/organizations/$guid" -H "Authorization: Bearer $TOKEN"
+  until ! kubectl --kubeconfig "$KC" get orgs.cf.lethe.dev -n cf "$guid" >/dev/null 2>&1; do sleep 0.05; done
+  lat+=($(( ($(date +%s%N) - start) / 1000000 )))
+done
+python3 - "${lat[@]}" <<EOF
+import sys
+v = sorted(int(x) for x in sys.argv[1:])
+q = lambda p: v[min(len(v) - 1, round((len(v) - 1) * p))]
+print(f"org delete -> Org gone (namespaces of the org and its {$S} spaces deleted, finalizer released), "
+      f"{len(v)} deletions: p50 {q(0.5)} ms, p99 {q(0.99)} ms, max {v[-1]} ms (kubectl polls every 50 ms and costs ~60 ms a call)")
+EOF

@@ -3,7 +3,9 @@
 //! floor of any design that serves the poll over HTTP: a native hyper handler that does nothing
 //! but the same GET with the same client and answers a constant.
 //!
-//! Run: `cargo bench -p lethe --bench job_status -- [seconds] [concurrency] [rounds]`
+//! Run: `cargo bench -p lethe --bench job_status -- [seconds] [concurrency] [rounds] [latency_ms]`
+//! `latency_ms` makes the embedded cluster answer every request that much later (its
+//! `latency_ms` fault), as a real API server whose GET costs about a millisecond does.
 //! The three targets take turns for `rounds` rounds, so drift in the machine's speed falls on
 //! all of them alike; latencies are pooled over the rounds, and each round's ratios are printed.
 
@@ -23,6 +25,7 @@ async fn main() -> anyhow::Result<()> {
     let seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(10);
     let concurrency: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(4);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3).max(1);
+    let latency_ms: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(0);
     let dir = tempfile::tempdir()?;
     let app = lethe::app::App::start(lethe::app::UpOptions {
         manifest: std::path::Path::new(lethe::REPO_ROOT).join("spin.toml"),
@@ -30,7 +33,13 @@ async fn main() -> anyhow::Result<()> {
         admin_listen: "127.0.0.1:0".parse()?,
         data_dir: dir.path().join("data"),
         database_url: None,
-        cluster: lethe::configure::ClusterSource::Embedded(Default::default()),
+        cluster: lethe::configure::ClusterSource::Embedded(lethe::configure::EmbeddedCluster {
+            faults: lethe_apiserver::FaultConfig {
+                latency_ms,
+                ..Default::default()
+            },
+            ..Default::default()
+        }),
     })
     .await?;
     let kubeconfig = dir.path().join("data/cluster/kubeconfig");
@@ -75,7 +84,9 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         },
     });
-    println!("{rounds} rounds of {seconds} s per target, concurrency {concurrency}");
+    println!(
+        "{rounds} rounds of {seconds} s per target, concurrency {concurrency}, cluster latency {latency_ms} ms"
+    );
     let p50 = |l: &[Duration]| {
         let mut sorted = l.to_vec();
         sorted.sort();
