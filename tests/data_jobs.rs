@@ -441,7 +441,38 @@ on_both_backends!(
     the_cron_pass_follows_the_changes_and_lists_nothing_while_idle,
     a_throttled_reconciler_converges,
     a_change_made_while_lethe_is_down_is_picked_up_at_start,
+    a_reconciler_is_woken_by_its_api_and_by_what_it_follows_not_only_by_its_schedule,
 );
+
+/// With a schedule that never comes due while the test runs (once a year), the data-jobs pass
+/// still runs: a write to its API wakes it, and so does a change to a CronJob it follows.
+fn a_reconciler_is_woken_by_its_api_and_by_what_it_follows_not_only_by_its_schedule(
+    backend: &Backend,
+) {
+    let w = World::start_on_cron(backend, "0 0 0 1 1 *");
+    let uid = w.deploy(
+        "alpha",
+        "ingest",
+        json!({"job_version": "v1", "schedule": {"schedule_cron": "*/10 * * * *"}}),
+    );
+    w.wait_until("the write to the API deploys the job", || {
+        !labelled(&w.cronjobs(), &uid).is_empty()
+    });
+    let name = labelled(&w.cronjobs(), &uid)[0]["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    w.patch_cronjob(&name, json!({"spec": {"schedule": "0 0 * * *"}}));
+    w.wait_until("the hand edit wakes the pass, which undoes it", || {
+        labelled(&w.cronjobs(), &uid)[0]["spec"]["schedule"] == "*/10 * * * *"
+    });
+    let deleted = w.api("DELETE", "/data-jobs/for-team/alpha/jobs/ingest", None);
+    assert_eq!(deleted.status, 202, "{}", deleted.body);
+    w.wait_until(
+        "the delete wakes the pass, which removes the CronJob",
+        || labelled(&w.cronjobs(), &uid).is_empty(),
+    );
+}
 
 /// A host that starts has no watch and no bookmark the host knows, so its first pass is full:
 /// what changed while no lethe ran — here a desired image written straight into SQL, past the

@@ -14,6 +14,10 @@
 //!
 //! Bookmarks are `<epoch>.<sequence>`: the feed's epoch and the number of changes it had
 //! received before the next one to deliver.
+//!
+//! A client made [`KubeClient::with_waker`] registers its waker with every feed it asks; the feed
+//! wakes it on each change it receives and when its followers must start over, so a follower can
+//! act at once instead of at its next scheduled pass.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -61,6 +65,8 @@ struct Feed {
     state: Mutex<FeedState>,
     /// Bumped whenever the state changes, so that a waiting call wakes up.
     version: tokio::sync::watch::Sender<u64>,
+    /// Who asked to be woken when the collection changes ([`KubeClient::with_waker`]).
+    followers: Mutex<Vec<std::sync::Weak<tokio::sync::Notify>>>,
 }
 
 struct FeedState {
@@ -110,6 +116,33 @@ impl Feed {
         drop(state);
         self.version.send_modify(|v| *v += 1);
         out
+    }
+
+    /// Wakes `waker` whenever the collection changes from now on (or the feed must start over),
+    /// for as long as someone holds it.
+    fn follow_by(&self, waker: &Arc<tokio::sync::Notify>) {
+        let mut followers = self
+            .followers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        followers.retain(|f| f.strong_count() > 0);
+        if !followers
+            .iter()
+            .any(|f| std::ptr::eq(f.as_ptr(), Arc::as_ptr(waker)))
+        {
+            followers.push(Arc::downgrade(waker));
+        }
+    }
+
+    /// Tells the followers that there is something new to fetch: changes, or a `gone`.
+    fn wake_followers(&self) {
+        let followers = self
+            .followers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for waker in followers.iter().filter_map(std::sync::Weak::upgrade) {
+            waker.notify_one();
+        }
     }
 
     fn read<T>(&self, f: impl FnOnce(&FeedState) -> T) -> T {
@@ -188,6 +221,7 @@ impl Feeds {
                 last_asked: Instant::now(),
             }),
             version: tokio::sync::watch::Sender::new(0),
+            followers: Mutex::new(Vec::new()),
         });
         feeds.insert(key.clone(), feed.clone());
         // The feed's own requests run without the caller's deadline or rate limit: they are the
@@ -195,6 +229,7 @@ impl Feeds {
         let mut watcher = client.clone();
         watcher.deadline = None;
         watcher.admission = None;
+        watcher.waker = None;
         tokio::spawn(follow(
             feed.clone(),
             watcher,
@@ -244,6 +279,9 @@ impl KubeClient {
             crate::check_segment("namespace", ns)?;
         }
         let feed = self.cluster.inner.feeds.feed(self, &collection, resolved)?;
+        if let Some(waker) = &self.waker {
+            feed.follow_by(waker);
+        }
         let mut version = feed.version.subscribe();
         loop {
             let started = feed.read(|s| match &s.failed {
@@ -321,15 +359,22 @@ async fn follow(
             Err(e) => {
                 tracing::debug!(kind = %collection.kind, error = %e, "cannot start following a collection");
                 feed.update(|s| s.failed = Some(e));
+                feed.wake_followers();
                 forget();
                 return;
             }
         };
-        feed.update(|s| {
+        let relisted = feed.update(|s| {
+            let relisted = s.epoch.is_some();
             s.epoch = Some(new_epoch());
             s.first = 0;
             s.buffer.clear();
+            relisted
         });
+        if relisted {
+            // Every bookmark is gone now: followers should relist soon, not at their next tick.
+            feed.wake_followers();
+        }
         loop {
             if feed.read(|s| s.last_asked.elapsed() > IDLE) {
                 forget();
@@ -351,6 +396,7 @@ async fn follow(
                 WatchEnd::Fatal(e) => {
                     tracing::warn!(kind = %collection.kind, error = %e, "watch refused; the feed stops");
                     feed.update(|s| s.failed = Some(e));
+                    feed.wake_followers();
                     forget();
                     return;
                 }
@@ -435,6 +481,7 @@ async fn watch_once(
                                 s.first += 1;
                             }
                         });
+                        feed.wake_followers();
                     }
                 }
                 Err(e) => return WatchEnd::Transient(e.to_string()),

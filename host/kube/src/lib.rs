@@ -193,6 +193,7 @@ impl Cluster {
             token_key,
             deadline: None,
             admission: None,
+            waker: None,
         })
     }
 
@@ -205,6 +206,7 @@ impl Cluster {
             token_key: None,
             deadline: None,
             admission: None,
+            waker: None,
         }
     }
 
@@ -325,6 +327,8 @@ pub struct KubeClient {
     deadline: Option<Instant>,
     /// The rate limit its calls wait for, if any.
     admission: Option<rate_limit::Admission>,
+    /// Woken when a collection it follows through `changes` changes.
+    waker: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl std::fmt::Debug for KubeClient {
@@ -413,6 +417,13 @@ impl KubeClient {
     /// with a time limit (a component instance) gets the failure while it can still answer.
     pub fn with_deadline(mut self, at: Instant) -> KubeClient {
         self.deadline = Some(at);
+        self
+    }
+
+    /// This client, whose `changes` calls register `waker` with the collections they follow:
+    /// it is notified whenever one of them changes (see [`changes`](KubeClient::changes)).
+    pub fn with_waker(mut self, waker: Arc<tokio::sync::Notify>) -> KubeClient {
+        self.waker = Some(waker);
         self
     }
 

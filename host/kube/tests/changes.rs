@@ -201,3 +201,40 @@ async fn every_call_waits_for_the_rate_limit_and_the_wait_is_counted() {
     ));
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_follower_with_a_waker_is_woken_by_a_change_and_not_by_its_own_asking() {
+    let (_server, cluster) = embedded().await;
+    let waker = Arc::new(tokio::sync::Notify::new());
+    let client = cluster.privileged().with_waker(waker.clone());
+    let start = client
+        .changes(&config_maps(), None, 100)
+        .await
+        .expect("start");
+    // Asking again, with nothing new, does not ring.
+    let quiet = client
+        .changes(&config_maps(), Some(&start.bookmark), 100)
+        .await
+        .expect("changes");
+    assert!(quiet.changes.is_empty());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), waker.notified())
+            .await
+            .is_err(),
+        "woken with nothing new"
+    );
+    // A change to an object of another collection does not ring either; one of this does.
+    create(&cluster, "elsewhere", "other").await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), waker.notified())
+            .await
+            .is_err(),
+        "woken by a collection it does not follow"
+    );
+    create(&cluster, "here", "feed").await;
+    tokio::time::timeout(Duration::from_secs(10), waker.notified())
+        .await
+        .expect("woken by the change");
+    let (seen, _) = collect(&cluster, &quiet.bookmark, 1).await;
+    assert_eq!(seen, [(ChangeType::Added, "here".into())]);
+}

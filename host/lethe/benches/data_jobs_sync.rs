@@ -13,7 +13,8 @@
 //! pass costs while nothing changes — the requests the embedded cluster answered
 //! (`RunningApiServer::requests`) and lethe's CPU over `--idle-seconds` — and how long a desired
 //! change takes to reach the cluster: `--changes` image changes made one by one through the API,
-//! each timed from its 202 to the CronJob's watch event that shows the new image.
+//! spread over the pass's period, each timed from its 202 to the CronJob's watch event that shows
+//! the new image.
 //!
 //! ```text
 //! cargo bench -p lethe --bench data_jobs_sync -- [--jobs 100000] [--changed-percent 1] [--database-url URL]
@@ -525,6 +526,9 @@ async fn measure(
     let step = (args.jobs / args.changes.max(1)).max(1);
     let http = ureq::Agent::new_with_defaults();
     for k in 0..args.changes {
+        // Changes come at any moment of the pass's 1 s period, not right after a pass: each
+        // waits a spread of 0-999 ms first (a fixed sequence, so runs compare).
+        tokio::time::sleep(Duration::from_millis(((k * 7919) % 1000) as u64)).await;
         let i = (k * step + 7) % args.jobs;
         let image = format!("registry.local/bench/changed:{k}");
         let url = format!(

@@ -239,6 +239,7 @@ fn capability_envs(
             progress: observers.progress.clone(),
             metrics: observers.metrics.clone(),
             kube_rate_limit: rate_limit,
+            wake: Arc::new(tokio::sync::Notify::new()),
         };
         envs.insert(id.clone(), Arc::new(env));
     }

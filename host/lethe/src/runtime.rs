@@ -543,6 +543,7 @@ mod tests {
                 kube_rate_limit: Arc::new(
                     lethe_kube::RateLimit::new(Default::default()).expect("the defaults"),
                 ),
+                wake: Default::default(),
             }),
         }
     }

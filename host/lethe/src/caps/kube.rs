@@ -88,7 +88,8 @@ impl HostClient for CapsView<'_> {
                 let waited = self.kube_waited.get_or_init(Default::default).clone();
                 let client = client
                     .with_deadline(self.deadline)
-                    .with_rate_limit(self.env.kube_rate_limit.clone(), waited);
+                    .with_rate_limit(self.env.kube_rate_limit.clone(), waited)
+                    .with_waker(self.env.wake.clone());
                 Ok(Ok(self.table.push(client)?))
             }
             Err(e) => Ok(Err(from_error(e))),
@@ -374,6 +375,7 @@ mod tests {
             kube_rate_limit: Arc::new(
                 lethe_kube::RateLimit::new(Default::default()).expect("the defaults"),
             ),
+            wake: Default::default(),
         }
     }
 

@@ -50,6 +50,10 @@ pub struct CapabilityEnv {
     pub progress: Option<Arc<Progress>>,
     /// Where the component's calls are counted.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Rings when something the component acts on changed: a collection it follows through
+    /// `kube` `changes` received a change, or it answered a write request. Its cron triggers
+    /// then tick at once rather than at their next scheduled time.
+    pub wake: Arc<tokio::sync::Notify>,
 }
 
 /// The latest `log.progress` report of a component: `done` of `total`.

@@ -36,6 +36,10 @@ pub mod bindings {
 use bindings::SpinCronPre;
 use bindings::spin::cron::cron_types::Metadata;
 
+/// How long a woken trigger waits before it ticks, so that changes arriving together make one
+/// tick; it also bounds the woken ticks of one trigger to about 20 a second.
+const WAKE_SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// One scheduled component.
 pub struct CronJob {
     schedule: cron::Schedule,
@@ -170,8 +174,10 @@ impl CronJob {
         })
     }
 
-    /// Ticks on schedule until `shutdown` turns true. A tick that is still running when the
-    /// next one is due delays it (ticks of one trigger never overlap).
+    /// Ticks on schedule until `shutdown` turns true, and, for a reconciler, also soon after the
+    /// component's [`wake`](crate::caps::CapabilityEnv::wake) rings. A tick that is still running when the
+    /// next one is due delays it (ticks of one trigger never overlap); a wake during a tick brings
+    /// one more tick right after it.
     pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         loop {
             let Some(next) = self.schedule.upcoming(Utc).next() else {
@@ -183,10 +189,24 @@ impl CronJob {
                 return;
             };
             let wait = (next - Utc::now()).to_std().unwrap_or_default();
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
+            // Only a reconciler (it exports lethe:platform/reconciler: its passes are idempotent
+            // and act on what changed) is woken early; any other cron job keeps its schedule.
+            let woken = async {
+                match self.reconciler {
+                    Some(_) => self.component.env.wake.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let next = tokio::select! {
+                _ = tokio::time::sleep(wait) => next,
+                _ = woken => {
+                    // Something it acts on changed: tick now, once the changes that came with
+                    // it (a burst of watch events, a cascade's next step) have arrived too.
+                    tokio::time::sleep(WAKE_SETTLE).await;
+                    Utc::now()
+                }
                 _ = shutdown.changed() => return,
-            }
+            };
             match self.tick_and_record(next).await {
                 TickOutcome::Done => {
                     tracing::debug!(component = self.component_id(), "cron tick at {next} done")

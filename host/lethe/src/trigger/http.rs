@@ -280,13 +280,24 @@ async fn answer<'r>(
     if let Some(value) = header_value(id) {
         req.headers_mut().insert(REQUEST_ID_HEADER, value);
     }
+    let writes = !matches!(
+        *req.method(),
+        hyper::Method::GET | hyper::Method::HEAD | hyper::Method::OPTIONS
+    );
     let req = match read_body(req, BODY_TIMEOUT).await {
         Ok(req) => req,
         Err(refused) => return (route_text, errors.render(&refused)),
     };
     let component = target.component.id.clone();
     let resp = match invoke(target, req).await {
-        Ok(resp) => resp,
+        Ok(resp) => {
+            if writes && resp.status().as_u16() < 400 {
+                // What it wrote may be for its own reconciler to act on (the data-jobs API's
+                // desired state): its cron trigger ticks now rather than at its next time.
+                target.component.env.wake.notify_one();
+            }
+            resp
+        }
         Err(e) => {
             let resp = errors.render(&failure(&e));
             router
