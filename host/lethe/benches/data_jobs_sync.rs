@@ -251,7 +251,8 @@ capabilities = ["sql", "kube", "log", "config"]
 kube_identities = ["caller", "privileged"]
 migrations = "{migrations}"
 timeout_ms = 600000
-memory_limit_mb = 1024
+# A full pass holds every job's rows and CronJob summary: about 1 KiB each.
+memory_limit_mb = {memory_mb}
 # The pass itself is measured, not the client-side rate limit (spin.toml's 50/s would make the
 # 1 000 replaces alone take 20 s).
 kube_qps = 100000
@@ -261,6 +262,7 @@ kube_burst = 100000
                 .join("data_jobs.wasm")
                 .display(),
             migrations = repo.join("components/data-jobs/migrations").display(),
+            memory_mb = (args.jobs / 250).clamp(1024, 4000),
         ),
     )?;
     let lethe_bin = PathBuf::from(env!("CARGO_BIN_EXE_lethe"));

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Idle load of the cf-reconciler: N orgs with S spaces each, created through the CF API, then what
-# an idle `lethe up` costs the cluster over WINDOW seconds, counted two ways: by the embedded
-# cluster itself (`GET /lethe/requests`: every request it answered, by verb and resource) and by
-# lethe (lethe_kube_requests_total{component="cf-reconciler"}, `changes` aside: answered from the
-# host's memory); and lethe's CPU. Then the latency of a change: an org deleted through the API
-# until its namespace is gone and its finalizer released (the Org itself gone), CHANGES times.
+# an idle `lethe up` costs the cluster over WINDOW seconds, counted two ways: by the cluster itself
+# (`GET /lethe/requests`: every request it answered, by verb and resource) and by lethe
+# (lethe_kube_requests_total{component="cf-reconciler"}, `changes` aside: answered from the host's
+# memory); and the CPU of lethe and of the cluster, each its own process (`lethe cluster`, as a
+# real cluster would be). Then the latency of a change: an org deleted through the API until its
+# Org is gone (its namespace and its spaces' deleted, its finalizer released), CHANGES times.
 #
-#   cargo build --release -p lethe && BIN=target/release/lethe N=10000 S=5 WINDOW=60 \
+#   cargo build --release -p lethe && BIN=target/release/lethe N=2000 S=5 WINDOW=60 \
 #     bash host/lethe/benches/idle_cf.sh
 #
 # The manifest is the repository's with the client-side rate limits raised, so that seeding
@@ -19,12 +20,19 @@ D=$(mktemp -d)
 MANIFEST=$(mktemp ./spin-bench-XXXXXX.toml)
 sed -e 's/^kube_qps = .*/kube_qps = 100000/' -e 's/^kube_burst = .*/kube_burst = 100000/' \
   spin.toml > "$MANIFEST"
-$BIN up --manifest "$MANIFEST" --data-dir "$D" --listen 127.0.0.1:3300 \
+$BIN cluster --data-dir "$D/c" --listen 127.0.0.1:6543 > "$D/cluster.log" 2>&1 &
+CPID=$!
+trap 'kill $PID $CPID 2>/dev/null; wait 2>/dev/null; rm -rf "$D" "$MANIFEST"' EXIT
+PID=$CPID
+KC="$D/c/cluster/kubeconfig"
+for _ in $(seq 1 240); do [ -f "$KC" ] && kubectl --kubeconfig "$KC" get ns >/dev/null 2>&1 && break; sleep 0.5; done
+for f in components/cf-core/kubernetes/crds.json components/cf-core/kubernetes/roles.json deploy/rbac.json; do
+  kubectl --kubeconfig "$KC" apply -f "$f" >/dev/null
+done
+$BIN up --manifest "$MANIFEST" --data-dir "$D/up" --kubeconfig "$KC" --listen 127.0.0.1:3300 \
   --admin-listen 127.0.0.1:9390 > "$D/log" 2>&1 &
 PID=$!
-trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$D" "$MANIFEST"' EXIT
 for _ in $(seq 1 240); do curl -sf 127.0.0.1:9390/readyz >/dev/null && break; sleep 0.5; done
-KC="$D/cluster/kubeconfig"
 TOKEN=$(awk '/token:/ {print $2}' "$KC")
 export TOKEN S D
 t0=$(date +%s)
@@ -41,10 +49,10 @@ echo "seeded $N orgs and $((N*S)) spaces in $(( $(date +%s) - t0 )) s"
 sleep 20
 served() { kubectl --kubeconfig "$KC" get --raw /lethe/requests; }
 calls() { curl -s 127.0.0.1:9390/metrics | awk '/^lethe_kube_requests_total\{component="cf-reconciler"/ && !/verb="changes"/ {s+=$NF} END {print s+0}'; }
-cpu() { awk '{print $14+$15}' /proc/$PID/stat; }
-s1=$(served); c1=$(calls); t1=$(cpu)
+cpu() { awk '{print $14+$15}' /proc/$1/stat; }
+s1=$(served); c1=$(calls); t1=$(cpu $PID); k1=$(cpu $CPID)
 sleep "$WINDOW"
-s2=$(served); c2=$(calls); t2=$(cpu)
+s2=$(served); c2=$(calls); t2=$(cpu $PID); k2=$(cpu $CPID)
 hz=$(getconf CLK_TCK)
 python3 - "$s1" "$s2" <<EOF
 import json, sys
@@ -55,7 +63,8 @@ watches = sum(v for k, v in diff.items() if k.startswith("WATCH "))
 rest = sum(diff.values()) - leases - watches
 print(f"orgs {$N}, spaces {$N*$S}, idle {$WINDOW} s: the cluster answered {rest/$WINDOW:.2f} requests/s "
       f"(Leases {leases/$WINDOW:.2f}/s and {watches} watch requests aside: {diff}); "
-      f"cf-reconciler's own count {($c2-$c1)/$WINDOW:.2f}/s; lethe CPU {100*($t2-$t1)/$hz/$WINDOW:.1f}% of one core")
+      f"cf-reconciler's own count {($c2-$c1)/$WINDOW:.2f}/s; lethe CPU {100*($t2-$t1)/$hz/$WINDOW:.1f}% of one core, "
+      f"the cluster's {100*($k2-$k1)/$hz/$WINDOW:.1f}%")
 EOF
 # Change -> converged: delete an org; done when the Org object is gone (lethe released its
 # finalizer after its namespace and its spaces' were deleted).
