@@ -281,6 +281,22 @@ impl World {
         }
     }
 
+    /// Deploys `alpha/ingest` (every 10 minutes) through the API and waits (bounded) until a
+    /// pass gave it its CronJob; the job's uid and the CronJob's name.
+    fn deploy_ingest_and_wait(&self, what: &str) -> (String, String) {
+        let uid = self.deploy(
+            "alpha",
+            "ingest",
+            json!({"job_version": "v1", "schedule": {"schedule_cron": "*/10 * * * *"}}),
+        );
+        self.wait_until(what, || !labelled(&self.cronjobs(), &uid).is_empty());
+        let name = labelled(&self.cronjobs(), &uid)[0]["metadata"]["name"]
+            .as_str()
+            .expect("name")
+            .to_string();
+        (uid, name)
+    }
+
     /// Calls one of the embedded cluster's own endpoints (`/lethe/...`) as its administrator.
     fn cluster_post(&self, path: &str) {
         kubectl(
@@ -450,18 +466,7 @@ fn a_reconciler_is_woken_by_its_api_and_by_what_it_follows_not_only_by_its_sched
     backend: &Backend,
 ) {
     let w = World::start_on_cron(backend, "0 0 0 1 1 *");
-    let uid = w.deploy(
-        "alpha",
-        "ingest",
-        json!({"job_version": "v1", "schedule": {"schedule_cron": "*/10 * * * *"}}),
-    );
-    w.wait_until("the write to the API deploys the job", || {
-        !labelled(&w.cronjobs(), &uid).is_empty()
-    });
-    let name = labelled(&w.cronjobs(), &uid)[0]["metadata"]["name"]
-        .as_str()
-        .expect("name")
-        .to_string();
+    let (uid, name) = w.deploy_ingest_and_wait("the write to the API deploys the job");
     w.patch_cronjob(&name, json!({"spec": {"schedule": "0 0 * * *"}}));
     w.wait_until("the hand edit wakes the pass, which undoes it", || {
         labelled(&w.cronjobs(), &uid)[0]["spec"]["schedule"] == "*/10 * * * *"
@@ -479,14 +484,7 @@ fn a_reconciler_is_woken_by_its_api_and_by_what_it_follows_not_only_by_its_sched
 /// API and its change feed — reaches the cluster without waiting for the resync interval.
 fn a_change_made_while_lethe_is_down_is_picked_up_at_start(backend: &Backend) {
     let mut w = World::start_on_cron(backend, "* * * * * *");
-    let uid = w.deploy(
-        "alpha",
-        "ingest",
-        json!({"job_version": "v1", "schedule": {"schedule_cron": "*/10 * * * *"}}),
-    );
-    w.wait_until("the cron pass deploys the job", || {
-        !labelled(&w.cronjobs(), &uid).is_empty()
-    });
+    let (uid, _) = w.deploy_ingest_and_wait("the cron pass deploys the job");
     w.lethe.crash();
     let spec = data_jobs_core::model::Spec {
         image: "busybox:while-down".into(),
@@ -561,18 +559,7 @@ fn a_throttled_reconciler_converges(backend: &Backend) {
 /// dropped watch loses no change, and a watch whose history is gone (410) brings a full pass.
 fn the_cron_pass_follows_the_changes_and_lists_nothing_while_idle(backend: &Backend) {
     let w = World::start_on_cron(backend, "* * * * * *");
-    let uid = w.deploy(
-        "alpha",
-        "ingest",
-        json!({"job_version": "v1", "schedule": {"schedule_cron": "*/10 * * * *"}}),
-    );
-    w.wait_until("the cron pass deploys the job", || {
-        !labelled(&w.cronjobs(), &uid).is_empty()
-    });
-    let name = labelled(&w.cronjobs(), &uid)[0]["metadata"]["name"]
-        .as_str()
-        .expect("name")
-        .to_string();
+    let (uid, name) = w.deploy_ingest_and_wait("the cron pass deploys the job");
 
     // Idle: passes keep running on the changes, and none lists anything.
     let (lists, passes) = (w.kube_calls("list"), w.kube_calls("get"));

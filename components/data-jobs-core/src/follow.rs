@@ -9,7 +9,7 @@
 //! | `kube` `changes` of the managed CronJobs since the CronJob bookmark | jobs whose CronJob was created, edited, deleted, or lost lethe's labels; orphans; jobs whose actual row records an orphan's name | rows; the CronJobs unless the change shows the one the actual row records, unchanged in spec, with the desired hash |
 //! | `data_job_sync_state` | jobs whose backoff is over | rows and CronJobs |
 //!
-//! Each job is then decided and acted on exactly as the full pass does ([`crate::sync`]): the
+//! Each job is then decided and acted on exactly as the full pass does (the `sync` module): the
 //! same uid-precondition deletes, claim before create, ownership checks, backoff and parking.
 //! A CronJob's status update (its controller writes `lastScheduleTime`) changes no generation,
 //! so it costs a SQL read and no Kubernetes request.
@@ -144,6 +144,9 @@ pub(crate) struct Gathered {
     bookmarks: Option<(String, i64)>,
     /// When this full pass started (kept as the time of the last full pass).
     full_at: Option<i64>,
+    /// The bookmarks this pass on the changes started from: when they did not move, there is
+    /// nothing to write back.
+    started_from: Option<(String, i64)>,
 }
 
 /// Gathers what this pass visits: a full pass when `full` asks for one or one is due (see the
@@ -253,6 +256,7 @@ fn full_pass(
         list_ms: u64::try_from(host.now_ms() - listed_at).unwrap_or(0),
         bookmarks: cronjobs.zip(revision),
         full_at: Some(started),
+        started_from: None,
     })
 }
 
@@ -278,6 +282,7 @@ fn on_changes(
     ) else {
         return Err(NeedsFullPass::Due);
     };
+    let started_from = (bookmark.clone(), revision);
 
     // Jobs whose CronJobs are read before deciding.
     let mut read: BTreeSet<String> = BTreeSet::new();
@@ -418,6 +423,7 @@ fn on_changes(
         list_ms: u64::try_from((changed_at - listed_at) + (host.now_ms() - loaded_at)).unwrap_or(0),
         bookmarks: Some((bookmark, revision)),
         full_at: None,
+        started_from: Some(started_from),
     })
 }
 
@@ -448,6 +454,10 @@ fn settled(item: &Item, changes: &[Change]) -> bool {
 /// Keeps, once the pass acted, what the next pass starts from. A pass that left work for later
 /// (`deferred`) makes the next pass full, which finds that work again.
 pub(crate) fn finish(host: &dyn Host, settings: &Settings, gathered: &Gathered, deferred: bool) {
+    if !deferred && gathered.bookmarks.is_some() && gathered.bookmarks == gathered.started_from {
+        // An idle pass on the changes: what is kept is already right.
+        return;
+    }
     let memory = Memory {
         sql: host,
         instance: &settings.instance_id,

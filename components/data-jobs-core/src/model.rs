@@ -389,11 +389,6 @@ const BACKOFF_LIMIT: i64 = 3;
 const RESTART_POLICY: &str = "OnFailure";
 const CONTAINER_NAME: &str = "data-job";
 
-/// Whether the object in `json` has been deleted and waits on finalizers.
-pub fn is_terminating(json: &str) -> bool {
-    serde_json::from_str::<Json>(json).is_ok_and(|v| v["metadata"]["deletionTimestamp"].is_string())
-}
-
 /// Everything the CronJob of one deployment is rendered from.
 #[derive(Debug, Clone, Copy)]
 pub struct CronJobParams<'a> {

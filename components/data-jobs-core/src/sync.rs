@@ -263,21 +263,6 @@ impl<'a> Lease<'a> {
         if !mine && !holder.is_empty() && renewed + duration_ms > now {
             return Ok(Err(holder));
         }
-        if mine && now - renewed < settings.lease_renew_ms && renewed <= now {
-            // Held and renewed recently: a tick every second costs one read, not a write too;
-            // `keep` renews it once it is due.
-            return Ok(Ok(Lease {
-                kube,
-                settings,
-                resource_version: current.resource_version.clone(),
-                acquire_time: spec["acquireTime"]
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| time::micro_time(now)),
-                transitions,
-                renewed_at: renewed,
-            }));
-        }
         let (acquire, transitions) = if mine {
             (
                 spec["acquireTime"]
@@ -289,6 +274,18 @@ impl<'a> Lease<'a> {
         } else {
             (time::micro_time(now), transitions + 1)
         };
+        if mine && now - renewed < settings.lease_renew_ms && renewed <= now {
+            // Held and renewed recently: a tick every second costs one read, not a write too;
+            // `keep` renews it once it is due.
+            return Ok(Ok(Lease {
+                kube,
+                settings,
+                resource_version: current.resource_version.clone(),
+                acquire_time: acquire,
+                transitions,
+                renewed_at: renewed,
+            }));
+        }
         let body = lease_body(
             settings,
             &acquire,
