@@ -388,58 +388,267 @@ async fn smoke_composed_with_both_adapters_runs_on_spin_sqlite() {
     assert_eq!(stored, "uno");
 }
 
+/// The embedded cluster with the CF manifests applied, served over HTTPS (for kubectl) and over
+/// plain HTTP beside it (for the adapter, whose `wasi:http` trusts only public roots): the cluster, its admin token, a client of it, and lethe's ServiceAccount token (the
+/// adapter's own identity, as in a real deployment). A caller `nobody-token-0123456789` has no
+/// role anywhere.
+struct CfCluster {
+    dir: tempfile::TempDir,
+    cluster: lethe_apiserver::RunningApiServer,
+    admin: String,
+    client: lethe_kube::Cluster,
+    service_account: String,
+}
+
+impl CfCluster {
+    async fn start() -> CfCluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cluster = lethe_apiserver::start(lethe_apiserver::ApiServerConfig {
+            data_dir: Some(dir.path().join("cluster")),
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            // HTTPS for kubectl and lethe's own client, plain HTTP beside it for the adapter.
+            tls: true,
+            plain_listen: Some("127.0.0.1:0".parse().expect("addr")),
+            faults: Default::default(),
+        })
+        .await
+        .expect("embedded cluster");
+        let admin = cluster.admin_token().to_string();
+        cluster.add_token("nobody-token-0123456789", "nobody", "nobody", &[]);
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, cluster.kubeconfig_yaml()).expect("kubeconfig");
+        let client = lethe_kube::Cluster::from_kubeconfig(&kubeconfig, Default::default())
+            .await
+            .expect("cluster client");
+        for manifest in [
+            "components/cf-core/kubernetes/crds.json",
+            "components/cf-core/kubernetes/roles.json",
+            "deploy/rbac.json",
+        ] {
+            let path = PathBuf::from(lethe::REPO_ROOT).join(manifest);
+            lethe::kubernetes_manifests::apply_file(&client, &path)
+                .await
+                .expect("CF manifests");
+        }
+        let service_account = lethe::service_account::token(&client, "lethe-system", "lethe")
+            .await
+            .expect("the ServiceAccount's token");
+        CfCluster {
+            dir,
+            cluster,
+            admin,
+            client,
+            service_account,
+        }
+    }
+
+    async fn shutdown(self) {
+        self.cluster.shutdown().await;
+    }
+
+    /// The environment that configures the composed `cf_api.wasm` for this cluster.
+    fn cf_api_env(&self) -> Vec<(String, String)> {
+        vec![
+            (
+                "LETHE_KUBE_URL".into(),
+                self.cluster.plain_url().expect("plain HTTP").to_string(),
+            ),
+            ("LETHE_KUBE_TOKEN".into(), self.service_account.clone()),
+            ("LETHE_VAR_CF_ROOT_NAMESPACE".into(), "cf".into()),
+        ]
+    }
+}
+
+/// A host serving a composed handler: in this process, as `wasmtime serve` would, or jco (a
+/// second implementation of the component model and WASI, in Node.js) over a real socket.
+enum Server {
+    InProcess(PlainHost),
+    Jco(JcoServe),
+}
+
+impl Server {
+    /// The scheme and authority requests are sent to, which links must carry.
+    fn origin(&self) -> String {
+        match self {
+            Server::InProcess(_) => "http://lethe.test:39100".to_string(),
+            Server::Jco(jco) => jco.origin.clone(),
+        }
+    }
+
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&str>,
+    ) -> anyhow::Result<Answer> {
+        match self {
+            Server::InProcess(host) => host.call(method, path, token, body).await,
+            Server::Jco(jco) => {
+                let url = format!("{}{path}", jco.origin);
+                let (method, token, body) = (
+                    method.to_string(),
+                    token.map(str::to_string),
+                    body.map(str::to_string),
+                );
+                tokio::task::spawn_blocking(move || http_call(&method, &url, token, body))
+                    .await?
+            }
+        }
+    }
+}
+
+/// One request over a socket.
+fn http_call(
+    method: &str,
+    url: &str,
+    token: Option<String>,
+    body: Option<String>,
+) -> anyhow::Result<Answer> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(std::time::Duration::from_secs(60)))
+        .build()
+        .into();
+    let mut req = http::Request::builder().method(method).uri(url);
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let mut resp = match body {
+        Some(b) => agent.run(
+            req.header("content-type", "application/json")
+                .body(b)?,
+        )?,
+        None => agent.run(req.body(())?)?,
+    };
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = resp.body_mut().read_to_string()?;
+    Ok(Answer {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// `jco serve` of a composed handler, stopped when dropped.
+struct JcoServe {
+    child: std::process::Child,
+    origin: String,
+}
+
+impl Drop for JcoServe {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The jco command: `LETHE_TEST_JCO`, else the copy `.ci/run` and the README install under
+/// `target/jco`. `None` (the test skips) only outside CI: in CI a missing jco fails the test.
+fn jco_command() -> Option<PathBuf> {
+    let path = std::env::var_os("LETHE_TEST_JCO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(lethe::REPO_ROOT).join("target/jco/node_modules/.bin/jco")
+        });
+    if path.exists() {
+        return Some(path);
+    }
+    let hint = "install it with `npm install --prefix target/jco @bytecodealliance/jco@1.35.0` \
+                or set LETHE_TEST_JCO";
+    assert!(
+        std::env::var("CI").is_err(),
+        "jco is required in CI but {} does not exist: {hint}",
+        path.display()
+    );
+    eprintln!("skipping the jco test: no {}; {hint}", path.display());
+    None
+}
+
+impl JcoServe {
+    /// Serves `component` with `env`, once it answers (jco transpiles the component first).
+    fn start(jco: &std::path::Path, component: &std::path::Path, env: &[(String, String)]) -> JcoServe {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = std::process::Command::new(jco)
+            .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
+            .arg(component)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", jco.display()));
+        let mut serve = JcoServe {
+            child,
+            origin: format!("http://127.0.0.1:{port}"),
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+        loop {
+            if let Some(status) = serve.child.try_wait().expect("jco's status") {
+                panic!("jco serve exited before answering: {status}");
+            }
+            if http_call("GET", &format!("{}/", serve.origin), None, None).is_ok() {
+                return serve;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "jco serve did not answer within 180 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cf_api_composed_with_the_adapter_runs_in_a_host_without_lethe_capabilities() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let cluster = lethe_apiserver::start(lethe_apiserver::ApiServerConfig {
-        data_dir: Some(dir.path().join("cluster")),
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        tls: false,
-        faults: Default::default(),
-    })
-    .await
-    .expect("embedded cluster");
-    let admin = cluster.admin_token().to_string();
-    cluster.add_token("nobody-token-0123456789", "nobody", "nobody", &[]);
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, cluster.kubeconfig_yaml()).expect("kubeconfig");
-    let client = lethe_kube::Cluster::from_kubeconfig(&kubeconfig, Default::default())
-        .await
-        .expect("cluster client");
-    for manifest in [
-        "components/cf-core/kubernetes/crds.json",
-        "components/cf-core/kubernetes/roles.json",
-        "deploy/rbac.json",
-    ] {
-        let path = PathBuf::from(lethe::REPO_ROOT).join(manifest);
-        lethe::kubernetes_manifests::apply_file(&client, &path)
-            .await
-            .expect("CF manifests");
-    }
-    // The adapter's own identity is lethe's ServiceAccount, as in a real deployment.
-    let service_account = lethe::service_account::token(&client, "lethe-system", "lethe")
-        .await
-        .expect("the ServiceAccount's token");
+    let cf = CfCluster::start().await;
+    let host = PlainHost::new(&composed("cf_api"), cf.cf_api_env(), None)
+        .expect("the composed component links against WASI and wasi:http alone");
+    cf_api_scenario(&cf, &Server::InProcess(host)).await;
+    cf.shutdown().await;
+}
 
-    let host = PlainHost::new(
-        &composed("cf_api"),
-        vec![
-            ("LETHE_KUBE_URL".into(), cluster.url().to_string()),
-            ("LETHE_KUBE_TOKEN".into(), service_account),
-            ("LETHE_VAR_CF_ROOT_NAMESPACE".into(), "cf".into()),
-        ],
-        None,
-    )
-    .expect("the composed component links against WASI and wasi:http alone");
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cf_api_composed_with_the_adapter_runs_under_jco_serve() {
+    let Some(jco) = jco_command() else {
+        return;
+    };
+    let cf = CfCluster::start().await;
+    let (component, env) = (composed("cf_api"), cf.cf_api_env());
+    let serve = tokio::task::spawn_blocking(move || JcoServe::start(&jco, &component, &env))
+        .await
+        .expect("jco serve");
+    let server = Server::Jco(serve);
+    cf_api_scenario(&cf, &server).await;
+    drop(server);
+    cf.shutdown().await;
+}
+
+/// What a CF client does through the composed `cf_api`: links, authentication, create, list, a
+/// hidden org, and a deletion accepted as a job.
+async fn cf_api_scenario(cf: &CfCluster, server: &Server) {
+    let admin = cf.admin.as_str();
+    let origin = server.origin();
+
+    // Links carry the request's own scheme and authority, port included (no Spin header here).
+    let root = server.call("GET", "/", None, None).await.expect("call");
+    assert_eq!(root.status, 200, "{}", root.body);
+    assert_eq!(root.json()["links"]["self"]["href"], origin.as_str());
+    assert_eq!(
+        root.json()["links"]["cloud_controller_v3"]["href"],
+        format!("{origin}/v3")
+    );
 
     // Authentication goes through the adapter's SelfSubjectReview.
-    let none = host
+    let none = server
         .call("GET", "/v3/organizations", None, None)
         .await
         .expect("call");
     assert_eq!(none.status, 401, "{}", none.body);
     assert_eq!(none.json()["errors"][0]["code"], 10002);
-    let bad = host
+    let bad = server
         .call("GET", "/v3/organizations", Some("not-a-token"), None)
         .await
         .expect("call");
@@ -447,26 +656,30 @@ async fn cf_api_composed_with_the_adapter_runs_in_a_host_without_lethe_capabilit
     assert_eq!(bad.json()["errors"][0]["code"], 1000);
 
     // Create, list and read through kube over wasi:http.
-    let created = host
+    let created = server
         .call(
             "POST",
             "/v3/organizations",
-            Some(&admin),
+            Some(admin),
             Some(r#"{"name":"abroad"}"#),
         )
         .await
         .expect("call");
     assert_eq!(created.status, 201, "{}", created.body);
     let guid = created.json()["guid"].as_str().expect("guid").to_string();
-    let listed = host
-        .call("GET", "/v3/organizations?names=abroad", Some(&admin), None)
+    assert_eq!(
+        created.json()["links"]["self"]["href"],
+        format!("{origin}/v3/organizations/{guid}")
+    );
+    let listed = server
+        .call("GET", "/v3/organizations?names=abroad", Some(admin), None)
         .await
         .expect("call");
     assert_eq!(listed.status, 200, "{}", listed.body);
     assert_eq!(listed.json()["resources"][0]["guid"], guid.as_str());
 
     // A caller without a role sees nothing: 404, as Cloud Controller answers.
-    let hidden = host
+    let hidden = server
         .call(
             "DELETE",
             &format!("/v3/organizations/{guid}"),
@@ -478,11 +691,11 @@ async fn cf_api_composed_with_the_adapter_runs_in_a_host_without_lethe_capabilit
     assert_eq!(hidden.status, 404, "{}", hidden.body);
 
     // The admin's DELETE is accepted as a job once the deletionTimestamp is visible.
-    let deleted = host
+    let deleted = server
         .call(
             "DELETE",
             &format!("/v3/organizations/{guid}"),
-            Some(&admin),
+            Some(admin),
             None,
         )
         .await
@@ -493,13 +706,9 @@ async fn cf_api_composed_with_the_adapter_runs_in_a_host_without_lethe_capabilit
         .get("location")
         .and_then(|v| v.to_str().ok())
         .expect("Location");
-    // The link is the request's own scheme and authority, port included, as wasi:http gives
-    // them (no Spin header here).
-    assert_eq!(
-        location,
-        format!("http://lethe.test:39100/v3/jobs/org.delete~{guid}")
-    );
-    let org = client
+    assert_eq!(location, format!("{origin}/v3/jobs/org.delete~{guid}"));
+    let org = cf
+        .client
         .privileged()
         .get(&lethe_kube::ObjectRef {
             api_version: "cf.lethe.dev/v1alpha1".into(),
@@ -513,5 +722,18 @@ async fn cf_api_composed_with_the_adapter_runs_in_a_host_without_lethe_capabilit
         org.metadata.deletion_timestamp.is_some(),
         "deletion requested"
     );
-    cluster.shutdown().await;
+
+    // kubectl reaches the same cluster through the kubeconfig's HTTPS address.
+    let kubectl = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(cf.dir.path().join("kubeconfig"))
+        .args(["get", "orgs.cf.lethe.dev", "-n", "cf", "-o", "name"])
+        .output()
+        .expect("kubectl runs");
+    let listed = String::from_utf8_lossy(&kubectl.stdout);
+    assert!(
+        kubectl.status.success() && listed.contains(&guid),
+        "kubectl sees the org: {listed} {}",
+        String::from_utf8_lossy(&kubectl.stderr)
+    );
 }

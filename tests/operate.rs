@@ -579,3 +579,68 @@ spec:
         "{err}"
     );
 }
+
+/// `lethe cluster --plain-listen`: kubectl reaches the cluster through the kubeconfig's HTTPS
+/// address, and a foreign host (whose `wasi:http` trusts only public roots) reaches the same
+/// cluster over plain HTTP, with the same bearer tokens and the same authorization.
+#[test]
+fn the_embedded_cluster_serves_kubectl_over_https_and_foreign_hosts_over_plain_http() {
+    let free_port = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port()
+    };
+    let (tls_port, plain_port) = (free_port(), free_port());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cluster = Command::new(support::lethe_bin())
+        .arg("cluster")
+        .args(["--listen", &format!("127.0.0.1:{tls_port}")])
+        .args(["--plain-listen", &format!("127.0.0.1:{plain_port}")])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env("LETHE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start lethe cluster");
+    let checked = std::panic::catch_unwind(|| {
+        let kubeconfig = dir.path().join("cluster/kubeconfig");
+        let namespaces = wait_for(Duration::from_secs(60), "kubectl over HTTPS", || {
+            let out = Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["get", "namespaces", "-o", "name"])
+                .output()
+                .ok()?;
+            out.status
+                .success()
+                .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        });
+        assert!(namespaces.contains("namespace/default"), "{namespaces}");
+        let config = std::fs::read_to_string(&kubeconfig).expect("kubeconfig");
+        assert!(
+            config.contains(&format!("server: https://127.0.0.1:{tls_port}")),
+            "kubectl is pointed at HTTPS: {config}"
+        );
+        let token = config
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("token: "))
+            .expect("the admin token")
+            .to_string();
+        let plain = format!("http://127.0.0.1:{plain_port}/api/v1/namespaces/default");
+        let with_token = request("GET", &plain, None, &[("authorization", &format!("Bearer {token}"))]);
+        assert_eq!(with_token.status, 200, "{}", with_token.body);
+        assert_eq!(with_token.json()["metadata"]["name"], "default");
+        let anonymous = request("GET", &plain, None, &[]);
+        assert!(
+            matches!(anonymous.status, 401 | 403),
+            "no token, no namespace: {}",
+            anonymous.status
+        );
+    });
+    let _ = cluster.kill();
+    let _ = cluster.wait();
+    checked.unwrap_or_else(|e| std::panic::resume_unwind(e));
+}

@@ -123,6 +123,10 @@ pub struct ApiServerConfig {
     pub listen: SocketAddr,
     /// Serve HTTPS with a generated self-signed CA (CA written into the kubeconfig).
     pub tls: bool,
+    /// Also serve the same cluster over plain HTTP here, beside the TLS listener. Hosts whose
+    /// `wasi:http` trusts only the public web roots need it, while kubectl keeps the kubeconfig's
+    /// TLS address: client-go sends no bearer token over plain HTTP.
+    pub plain_listen: Option<SocketAddr>,
     /// Fault injection, off by default.
     pub faults: FaultConfig,
 }
@@ -133,6 +137,7 @@ impl Default for ApiServerConfig {
             data_dir: None,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             tls: false,
+            plain_listen: None,
             faults: FaultConfig::default(),
         }
     }
@@ -141,6 +146,7 @@ impl Default for ApiServerConfig {
 /// A running server; dropping it does not stop it, call [`RunningApiServer::shutdown`].
 pub struct RunningApiServer {
     url: String,
+    plain_url: Option<String>,
     admin_token: String,
     kubeconfig_yaml: String,
     kubeconfig_path: Option<PathBuf>,
@@ -154,6 +160,12 @@ impl RunningApiServer {
     /// e.g. `http://127.0.0.1:41234`
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The plain HTTP address served beside the main one ([`ApiServerConfig::plain_listen`]),
+    /// e.g. `http://127.0.0.1:6480`.
+    pub fn plain_url(&self) -> Option<&str> {
+        self.plain_url.as_deref()
     }
 
     /// The kubeconfig file (in the data dir, or a temporary file for in-memory servers).
@@ -347,16 +359,10 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
         }
     };
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
-    let bound = listener.local_addr()?;
-    // Clients cannot connect to 0.0.0.0 / [::]: advertise loopback instead.
-    let addr = match bound.ip() {
-        std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
-            SocketAddr::from(([127, 0, 0, 1], bound.port()))
-        }
-        std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
-            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, bound.port()))
-        }
-        _ => bound,
+    let addr = advertised(listener.local_addr()?);
+    let plain_listener = match config.plain_listen {
+        Some(plain) => Some(tokio::net::TcpListener::bind(plain).await?),
+        None => None,
     };
     let tls = if config.tls {
         let key_file = config.data_dir.as_ref().map(|d| d.join("ca.key"));
@@ -425,55 +431,89 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
     };
     let connections = Arc::new(parking_lot::Mutex::new(tokio::task::JoinSet::new()));
     let acceptor = tls.map(|t| t.acceptor);
-    let accept_task = {
-        let shared = shared.clone();
-        let connections = connections.clone();
-        tokio::spawn(async move {
-            loop {
-                let (stream, _) = match listener.accept().await {
-                    Ok(s) => s,
-                    Err(e) => {
-                        tracing::warn!("accept failed: {e}");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let _ = stream.set_nodelay(true);
-                let shared = shared.clone();
-                let acceptor = acceptor.clone();
-                let mut set = connections.lock();
-                // Reap finished connections so the set does not grow without bound.
-                while set.try_join_next().is_some() {}
-                set.spawn(async move {
-                    let svc =
-                        hyper::service::service_fn(move |req| front::handle(shared.clone(), req));
-                    let builder = hyper::server::conn::http1::Builder::new();
-                    match acceptor {
-                        Some(acc) => {
-                            if let Ok(tls_stream) = acc.accept(stream).await {
-                                let io = hyper_util::rt::TokioIo::new(tls_stream);
-                                let _ = builder.serve_connection(io, svc).await;
-                            }
-                        }
-                        None => {
-                            let io = hyper_util::rt::TokioIo::new(stream);
-                            let _ = builder.serve_connection(io, svc).await;
-                        }
-                    }
-                });
-            }
-        })
-    };
-    let controller_task = tokio::spawn(controllers::run(store.clone(), cluster_info));
-    tracing::info!(%url, kubeconfig = ?kubeconfig_path, "lethe-apiserver listening");
+    let mut tasks = vec![tokio::spawn(accept(
+        listener,
+        acceptor,
+        shared.clone(),
+        connections.clone(),
+    ))];
+    let mut plain_url = None;
+    if let Some(plain) = plain_listener {
+        plain_url = Some(format!("http://{}", advertised(plain.local_addr()?)));
+        tasks.push(tokio::spawn(accept(
+            plain,
+            None,
+            shared.clone(),
+            connections.clone(),
+        )));
+    }
+    tasks.push(tokio::spawn(controllers::run(store.clone(), cluster_info)));
+    tracing::info!(%url, plain_url = ?plain_url, kubeconfig = ?kubeconfig_path, "lethe-apiserver listening");
     Ok(RunningApiServer {
         url,
+        plain_url,
         admin_token,
         kubeconfig_yaml,
         kubeconfig_path,
         temp_dir,
         shared,
-        tasks: vec![accept_task, controller_task],
+        tasks,
         connections,
     })
+}
+
+/// The address clients are told to use for a listener bound to `bound`: they cannot connect to
+/// 0.0.0.0 or [::], so loopback stands in for those.
+fn advertised(bound: SocketAddr) -> SocketAddr {
+    match bound.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::from(([127, 0, 0, 1], bound.port()))
+        }
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, bound.port()))
+        }
+        _ => bound,
+    }
+}
+
+/// Accepts connections on `listener` for ever, over TLS when there is an acceptor, each served
+/// in `connections`.
+async fn accept(
+    listener: tokio::net::TcpListener,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    shared: Arc<front::Shared>,
+    connections: Arc<parking_lot::Mutex<tokio::task::JoinSet<()>>>,
+) {
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        let acceptor = acceptor.clone();
+        let mut set = connections.lock();
+        // Reap finished connections so the set does not grow without bound.
+        while set.try_join_next().is_some() {}
+        set.spawn(async move {
+            let svc = hyper::service::service_fn(move |req| front::handle(shared.clone(), req));
+            let builder = hyper::server::conn::http1::Builder::new();
+            match acceptor {
+                Some(acc) => {
+                    if let Ok(tls_stream) = acc.accept(stream).await {
+                        let io = hyper_util::rt::TokioIo::new(tls_stream);
+                        let _ = builder.serve_connection(io, svc).await;
+                    }
+                }
+                None => {
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    let _ = builder.serve_connection(io, svc).await;
+                }
+            }
+        });
+    }
 }

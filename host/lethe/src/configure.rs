@@ -288,6 +288,7 @@ async fn connect_cluster(
         listen: embedded.listen.unwrap_or(defaults.listen),
         // kubectl sends bearer tokens only over TLS.
         tls: true,
+        plain_listen: None,
         faults: embedded.faults.clone(),
     })
     .await

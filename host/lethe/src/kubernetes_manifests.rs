@@ -155,6 +155,7 @@ mod tests {
             data_dir: Some(dir.path().join("cluster")),
             listen: "127.0.0.1:0".parse().expect("addr"),
             tls: false,
+            plain_listen: None,
             faults: Default::default(),
         })
         .await

@@ -98,8 +98,12 @@ struct ClusterArgs {
     #[arg(long, default_value = "127.0.0.1:6443")]
     listen: SocketAddr,
     /// Serve plain HTTP instead of HTTPS with a generated CA (kubectl then sends no tokens).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "plain_listen")]
     plain_http: bool,
+    /// Also serve the cluster over plain HTTP on this address, for hosts whose `wasi:http` trusts
+    /// only public roots; kubectl keeps the kubeconfig's HTTPS address.
+    #[arg(long)]
+    plain_listen: Option<SocketAddr>,
     /// A JSON file of faults to inject from the start (see `lethe up --cluster-faults`).
     #[arg(long)]
     faults: Option<PathBuf>,
@@ -218,10 +222,14 @@ async fn cluster(args: ClusterArgs) -> anyhow::Result<()> {
         data_dir: Some(args.data_dir.join("cluster")),
         listen: args.listen,
         tls: !args.plain_http,
+        plain_listen: args.plain_listen,
         faults: read_faults(args.faults.as_deref())?,
     })
     .await?;
     tracing::info!("Kubernetes API at {}", server.url());
+    if let Some(plain) = server.plain_url() {
+        tracing::info!("the same API over plain HTTP at {plain}");
+    }
     if let Some(path) = server.kubeconfig_path() {
         tracing::info!("kubeconfig (admin): {}", path.display());
     }
