@@ -491,8 +491,7 @@ impl Server {
                     token.map(str::to_string),
                     body.map(str::to_string),
                 );
-                tokio::task::spawn_blocking(move || http_call(&method, &url, token, body))
-                    .await?
+                tokio::task::spawn_blocking(move || http_call(&method, &url, token, body)).await?
             }
         }
     }
@@ -515,10 +514,7 @@ fn http_call(
         req = req.header("authorization", format!("Bearer {t}"));
     }
     let mut resp = match body {
-        Some(b) => agent.run(
-            req.header("content-type", "application/json")
-                .body(b)?,
-        )?,
+        Some(b) => agent.run(req.header("content-type", "application/json").body(b)?)?,
         None => agent.run(req.body(())?)?,
     };
     let status = resp.status().as_u16();
@@ -568,7 +564,11 @@ fn jco_command() -> Option<PathBuf> {
 
 impl JcoServe {
     /// Serves `component` with `env`, once it answers (jco transpiles the component first).
-    fn start(jco: &std::path::Path, component: &std::path::Path, env: &[(String, String)]) -> JcoServe {
+    fn start(
+        jco: &std::path::Path,
+        component: &std::path::Path,
+        env: &[(String, String)],
+    ) -> JcoServe {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
@@ -736,4 +736,99 @@ async fn cf_api_scenario(cf: &CfCluster, server: &Server) {
         "kubectl sees the org: {listed} {}",
         String::from_utf8_lossy(&kubectl.stderr)
     );
+}
+
+/// The adapter's side of a bad day, through the composed `cf_api.wasm` over `wasi:http`: a
+/// cluster that answers only 503 is tried exactly as often as the lethe host tries it, then the
+/// caller gets a typed CF error (never a 500); once the cluster is back the same call succeeds;
+/// and without `LETHE_KUBE_TOKEN` the privileged identity is refused, not borrowed from the caller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_adapter_retries_a_failing_cluster_boundedly_and_refuses_an_unset_privileged_identity()
+{
+    let cf = CfCluster::start().await;
+    let host = PlainHost::new(&composed("cf_api"), cf.cf_api_env(), None).expect("links");
+    let admin = cf.admin.as_str();
+    let reviews = |cf: &CfCluster| {
+        cf.cluster
+            .requests()
+            .get("POST selfsubjectreviews")
+            .copied()
+            .unwrap_or(0)
+    };
+
+    cf.cluster.set_faults(lethe_apiserver::FaultConfig {
+        error_rate: 1.0,
+        error_status: 503,
+        ..Default::default()
+    });
+    let before = reviews(&cf);
+    let down = host
+        .call("GET", "/v3/organizations", Some(admin), None)
+        .await
+        .expect("call");
+    let tried = reviews(&cf) - before;
+    assert_eq!(down.status, 503, "{}", down.body);
+    assert!(
+        down.json()["errors"][0]["code"].is_number(),
+        "{}",
+        down.body
+    );
+    assert_eq!(
+        tried, 4,
+        "the caller's token review is tried as often as the host tries a read"
+    );
+
+    cf.cluster.set_faults(Default::default());
+    let up = host
+        .call("GET", "/v3/organizations", Some(admin), None)
+        .await
+        .expect("call");
+    assert_eq!(up.status, 200, "{}", up.body);
+
+    // No privileged token configured: what needs lethe's own identity is refused.
+    let env = cf
+        .cf_api_env()
+        .into_iter()
+        .filter(|(k, _)| k != "LETHE_KUBE_TOKEN")
+        .collect();
+    let unprivileged = PlainHost::new(&composed("cf_api"), env, None).expect("links");
+    let created = host
+        .call(
+            "POST",
+            "/v3/organizations",
+            Some(admin),
+            Some(r#"{"name":"kept"}"#),
+        )
+        .await
+        .expect("call");
+    assert_eq!(created.status, 201, "{}", created.body);
+    let guid = created.json()["guid"].as_str().expect("guid").to_string();
+    let refused = unprivileged
+        .call(
+            "DELETE",
+            &format!("/v3/organizations/{guid}"),
+            Some(admin),
+            None,
+        )
+        .await
+        .expect("call");
+    // The contract's `forbidden` for an identity that was not granted: it fails closed.
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert_eq!(refused.json()["errors"][0]["code"], 10003);
+    let org = cf
+        .client
+        .privileged()
+        .get(&lethe_kube::ObjectRef {
+            api_version: "cf.lethe.dev/v1alpha1".into(),
+            kind: "Org".into(),
+            namespace: Some("cf".into()),
+            name: guid,
+        })
+        .await
+        .expect("the org is still there");
+    assert!(
+        org.metadata.deletion_timestamp.is_none(),
+        "nothing was deleted"
+    );
+    cf.shutdown().await;
 }

@@ -630,7 +630,12 @@ fn the_embedded_cluster_serves_kubectl_over_https_and_foreign_hosts_over_plain_h
             .expect("the admin token")
             .to_string();
         let plain = format!("http://127.0.0.1:{plain_port}/api/v1/namespaces/default");
-        let with_token = request("GET", &plain, None, &[("authorization", &format!("Bearer {token}"))]);
+        let with_token = request(
+            "GET",
+            &plain,
+            None,
+            &[("authorization", &format!("Bearer {token}"))],
+        );
         assert_eq!(with_token.status, 200, "{}", with_token.body);
         assert_eq!(with_token.json()["metadata"]["name"], "default");
         let anonymous = request("GET", &plain, None, &[]);
