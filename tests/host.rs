@@ -352,3 +352,67 @@ fn malformed_cluster_fault_file_refuses_to_start() {
         failure.log
     );
 }
+
+/// `lethe migrate` prepares a database for a host that applies no migrations (Spin's `default`
+/// SQLite database): every component's tables, recorded as applied, so a second run (or the
+/// next `lethe up` on the same database) applies nothing and nothing fails.
+#[test]
+fn migrate_prepares_a_database_once_and_is_then_up_to_date() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("sqlite_db.db");
+    let url = format!("sqlite:{}", db.display());
+    let run = || {
+        let out = std::process::Command::new(support::lethe_bin())
+            .current_dir(support::repo_root())
+            .args(["migrate", "--manifest", "spin.toml", "--database-url", &url])
+            .env("LETHE_LOG", "warn")
+            .output()
+            .expect("lethe migrate runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let first = run();
+    for component in ["smoke", "data-jobs", "cf-reconciler"] {
+        assert!(
+            first
+                .lines()
+                .any(|l| l.starts_with(&format!("{component}: applied "))),
+            "{first}"
+        );
+    }
+    let conn = rusqlite::Connection::open(&db).expect("open");
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .expect("prepare")
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    for table in [
+        "smoke_note",
+        "data_job",
+        "data_job_change",
+        "cf_reconcile_backoff",
+        "cf_reconcile_state",
+    ] {
+        assert!(tables.iter().any(|t| t == table), "{table} in {tables:?}");
+    }
+    let generation: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM pragma_table_info('actual_data_job_deployment') WHERE name = 'generation'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("columns");
+    assert_eq!(generation, 1, "the later migrations are applied too");
+    drop(conn);
+    let second = run();
+    assert!(
+        second.lines().all(|l| l.ends_with(": up to date")) && !second.is_empty(),
+        "{second}"
+    );
+}

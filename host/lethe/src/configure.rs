@@ -178,6 +178,23 @@ async fn prepare_embedded(
     Ok(cluster)
 }
 
+/// Applies every component's migrations to the application's database, as `lethe up` does at
+/// start, and returns what each component got (`lethe migrate`). This is how a database is
+/// prepared for hosts that apply no migrations of their own, such as Spin.
+pub async fn migrate(
+    manifest: &Path,
+    database_url: Option<&str>,
+    data_dir: &Path,
+) -> anyhow::Result<Vec<(String, Vec<i64>)>> {
+    let manifest = manifest::load(manifest)?;
+    if database_url.is_none() {
+        std::fs::create_dir_all(data_dir)
+            .with_context(|| format!("cannot create data dir {}", data_dir.display()))?;
+    }
+    let (_db, applied) = open_migrated(&manifest, database_url, data_dir).await?;
+    Ok(applied)
+}
+
 /// Opens the application's database — `database_url`, else the manifest variable
 /// `database_url`, else SQLite in `data_dir` — and applies every component's migrations.
 async fn open_database(
@@ -185,6 +202,15 @@ async fn open_database(
     database_url: Option<&str>,
     data_dir: &Path,
 ) -> anyhow::Result<lethe_sql::Database> {
+    Ok(open_migrated(manifest, database_url, data_dir).await?.0)
+}
+
+/// [`open_database`], with the versions each component's migrations applied now.
+async fn open_migrated(
+    manifest: &Manifest,
+    database_url: Option<&str>,
+    data_dir: &Path,
+) -> anyhow::Result<(lethe_sql::Database, Vec<(String, Vec<i64>)>)> {
     let url = database_url
         .map(str::to_string)
         .or_else(|| caps::config::app_variable(manifest, "database_url").filter(|u| !u.is_empty()))
@@ -192,15 +218,18 @@ async fn open_database(
     let db = lethe_sql::Database::open(&url)
         .await
         .with_context(|| format!("cannot open the database ({})", redact_url(&url)))?;
+    let mut applied = Vec::new();
     for (id, decl) in &manifest.components {
         if let Some(dir) = &decl.grants.migrations {
             let migrations = crate::migrations::load(id, dir)?;
-            db.migrate(&migrations)
+            let now = db
+                .migrate(&migrations)
                 .await
                 .with_context(|| format!("applying the migrations of component `{id}`"))?;
+            applied.push((id.clone(), now));
         }
     }
-    Ok(db)
+    Ok((db, applied))
 }
 
 /// Each component's capability environment: its grants, its resolved configuration (plus the

@@ -27,6 +27,23 @@ enum Command {
     Cluster(ClusterArgs),
     /// Run the manifest's reconcilers once, on the same database and cluster as `lethe up`.
     Sync(SyncArgs),
+    /// Apply every component's migrations to the database and exit (for example, to prepare
+    /// the SQLite database of a Spin application, which applies none of its own).
+    Migrate(MigrateArgs),
+}
+
+#[derive(clap::Args)]
+struct MigrateArgs {
+    /// The Spin v2 manifest.
+    #[arg(long, default_value = "spin.toml")]
+    manifest: PathBuf,
+    /// The data dir of `lethe up` (its SQLite database is the default).
+    #[arg(long, default_value = ".lethe", env = "LETHE_DATA_DIR")]
+    data_dir: PathBuf,
+    /// Database URL (`postgres://…` or `sqlite:<path>`, e.g. `sqlite:.spin/sqlite_db.db` for
+    /// Spin's `default` database); SQLite in the data dir when absent.
+    #[arg(long, env = "LETHE_DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -132,6 +149,7 @@ fn run() -> anyhow::Result<()> {
             Command::Up(args) => up(args).await,
             Command::Cluster(args) => cluster(args).await,
             Command::Sync(args) => sync(args).await,
+            Command::Migrate(args) => migrate(args).await,
         }
     })
 }
@@ -185,6 +203,19 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     signal.wait().await;
     tracing::info!("shutting down");
     app.shutdown().await;
+    Ok(())
+}
+
+async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
+    let applied =
+        lethe::configure::migrate(&args.manifest, args.database_url.as_deref(), &args.data_dir)
+            .await?;
+    for (component, versions) in applied {
+        match versions.len() {
+            0 => println!("{component}: up to date"),
+            n => println!("{component}: applied {n} migration(s)"),
+        }
+    }
     Ok(())
 }
 
