@@ -4,10 +4,13 @@
 //!   `log` to stderr, `config` from the environment) runs in a plain wasmtime host that links only
 //!   WASI 0.2 and `wasi:http`, as `wasmtime serve` does, against the embedded cluster over plain
 //!   HTTP;
-//! * `smoke` composed with that adapter and the `spin-sqlite-adapter` (`sql` over Spin's SQLite)
-//!   runs in a host that adds only `spin:sqlite`, implemented here the way Spin does (one SQLite
-//!   database, statements prepared and stepped with their `?N` parameters), with Spin's routing
-//!   headers and its migrations applied first, as `spin up --sqlite @file` would.
+//! * `smoke` composed with the `spin-adapter` (`sql` over Spin's SQLite, `config` from Spin
+//!   variables) runs in a host that adds only `spin:sqlite` and Spin's variables, implemented here
+//!   the way Spin does (one SQLite database, statements prepared and stepped with their `?N`
+//!   parameters), with Spin's routing headers and its schema prepared first;
+//! * the repository's `spin.toml` names, for every handler, the Spin `dependencies` that supply
+//!   its `lethe:platform` imports, checked by Spin's own matching rules, and the composition Spin
+//!   would make links in that Spin-like host.
 //!
 //! Unlike the other scenario tests this one ignores `KUBECONFIG`: outgoing `wasi:http` requests
 //! trust only the public web roots, which neither the embedded cluster's generated CA nor a typical
@@ -26,28 +29,50 @@ use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-/// A host's per-request state: WASI and `wasi:http`, plus Spin's SQLite when the host has it.
+/// A host's per-request state: WASI and `wasi:http`, plus Spin's SQLite and variables when the
+/// host is Spin-like.
 struct Plain {
     table: ResourceTable,
     wasi: WasiCtx,
     http: WasiHttpCtx,
     sqlite: Option<Database>,
+    variables: Arc<Vec<(String, String)>>,
 }
 
 /// The application's one SQLite database, shared by every request as Spin shares it.
 type Database = Arc<Mutex<rusqlite::Connection>>;
 
-/// Host bindings of `spin:sqlite`, from the adapter world that imports it.
+/// Host bindings of `spin:sqlite` and Spin's variables, from the adapter world that imports them.
 mod spin {
     wasmtime::component::bindgen!({
         path: "../../wit",
-        world: "lethe:platform/spin-sqlite-adapter",
+        world: "lethe:platform/spin-adapter",
         imports: { default: trappable },
         with: { "spin:sqlite/sqlite.connection": super::SpinConnection },
     });
 }
 
+use spin::fermyon::spin::variables as spin_variables;
 use spin::spin::sqlite::sqlite as spin_sqlite;
+
+impl spin_variables::Host for Plain {
+    /// Spin's rules: a valid name, then the component's variable or `undefined`.
+    fn get(&mut self, name: String) -> wasmtime::Result<Result<String, spin_variables::Error>> {
+        let valid = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !valid {
+            return Ok(Err(spin_variables::Error::InvalidName(name)));
+        }
+        Ok(self
+            .variables
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.clone())
+            .ok_or(spin_variables::Error::Undefined(name)))
+    }
+}
 
 /// An open `spin:sqlite` connection (the database lives in [`Plain::sqlite`]).
 pub struct SpinConnection;
@@ -150,6 +175,7 @@ struct PlainHost {
     pre: ProxyPre<Plain>,
     env: Vec<(String, String)>,
     sqlite: Option<Database>,
+    variables: Arc<Vec<(String, String)>>,
 }
 
 struct Answer {
@@ -177,6 +203,7 @@ impl PlainHost {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
         if sqlite.is_some() {
             spin_sqlite::add_to_linker::<Plain, HasSelf<Plain>>(&mut linker, |s| s)?;
+            spin_variables::add_to_linker::<Plain, HasSelf<Plain>>(&mut linker, |s| s)?;
         }
         let pre = ProxyPre::new(linker.instantiate_pre(&component)?)?;
         Ok(PlainHost {
@@ -184,7 +211,19 @@ impl PlainHost {
             pre,
             env,
             sqlite,
+            variables: Arc::default(),
         })
+    }
+
+    /// The component's Spin variables (a Spin-like host's).
+    fn with_variables(mut self, variables: &[(&str, &str)]) -> PlainHost {
+        self.variables = Arc::new(
+            variables
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        self
     }
 
     async fn call(
@@ -217,6 +256,7 @@ impl PlainHost {
                 wasi: wasi.build(),
                 http: WasiHttpCtx::new(),
                 sqlite: self.sqlite.clone(),
+                variables: self.variables.clone(),
             },
         );
         let mut req = hyper::Request::builder()
@@ -284,14 +324,10 @@ fn imports_of(name: &str) -> Vec<String> {
 }
 
 #[test]
-fn composed_handlers_import_only_wasi_and_spin_sqlite() {
-    // `lethe:platform/types` holds only types, which a host need not supply.
-    let lethe = |i: &&String| i.starts_with("lethe:") && !i.starts_with("lethe:platform/types@");
+fn composed_handlers_import_only_wasi_and_spin() {
     let cf_api = imports_of("cf_api");
     assert!(
-        cf_api
-            .iter()
-            .all(|i| i.starts_with("wasi:") || i.starts_with("lethe:platform/types@")),
+        cf_api.iter().all(|i| i.starts_with("wasi:")),
         "cf-api needs nothing but WASI: {cf_api:?}"
     );
     assert!(
@@ -302,8 +338,8 @@ fn composed_handlers_import_only_wasi_and_spin_sqlite() {
     for name in ["cf_job_status", "cf_reconciler", "data_jobs", "smoke"] {
         let imports = imports_of(name);
         assert!(
-            !imports.iter().any(|i| lethe(&i)),
-            "{name} has no lethe import left: {imports:?}"
+            imports.iter().all(|i| spin_supplies(i)),
+            "{name} imports only WASI and Spin's SQLite, variables and cron types: {imports:?}"
         );
         assert!(
             imports.iter().any(|i| i == "spin:sqlite/sqlite@3.0.0"),
@@ -315,9 +351,9 @@ fn composed_handlers_import_only_wasi_and_spin_sqlite() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn smoke_composed_with_both_adapters_runs_on_spin_sqlite() {
+async fn smoke_composed_with_the_spin_adapter_runs_on_spin_sqlite_and_variables() {
     let db = rusqlite::Connection::open_in_memory().expect("sqlite");
-    // What `spin up --sqlite @components/smoke/migrations/…` does before serving.
+    // The schema `lethe migrate` prepares before `spin up`.
     let migrations = PathBuf::from(lethe::REPO_ROOT).join("components/smoke/migrations");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&migrations)
         .expect("migrations")
@@ -330,12 +366,14 @@ async fn smoke_composed_with_both_adapters_runs_on_spin_sqlite() {
             .expect("migration applies");
     }
     let db: Database = Arc::new(Mutex::new(db));
+    // On Spin, configuration is the component's Spin variables, not the environment.
     let host = PlainHost::new(
         &composed("smoke"),
-        vec![("LETHE_VAR_GREETING".into(), "hello from Spin".into())],
+        vec![("LETHE_VAR_GREETING".into(), "not read on Spin".into())],
         Some(db.clone()),
     )
-    .expect("the composed smoke links against WASI, wasi:http and spin:sqlite alone");
+    .expect("the composed smoke links against WASI, wasi:http and Spin's SQLite and variables")
+    .with_variables(&[("greeting", "hello from Spin")]);
     // Spin's routing headers for the route `/smoke/...`.
     let call = |method: &'static str, info: &'static str, body: Option<&'static str>| {
         let host = &host;
@@ -831,4 +869,227 @@ async fn the_adapter_retries_a_failing_cluster_boundedly_and_refuses_an_unset_pr
         "nothing was deleted"
     );
     cf.shutdown().await;
+}
+
+/// Whether a Spin host (with the cron trigger plugin) supplies the import `name`: WASI 0.2,
+/// `wasi:http`, Spin's SQLite and variables, and the cron trigger's types (which hold only types).
+fn spin_supplies(name: &str) -> bool {
+    name.starts_with("wasi:")
+        || name == "spin:sqlite/sqlite@3.0.0"
+        || name == "fermyon:spin/variables@2.0.0"
+        || name == "spin:cron/cron-types@3.0.0"
+}
+
+/// Whether Spin's dependency key `key` (`ns:pkg`, `ns:pkg@version`, `ns:pkg/iface`,
+/// `ns:pkg/iface@version`) matches the import `import`, by Spin's rule: the package must be the
+/// same, and the interface and the version too where the key names them.
+fn spin_key_matches(key: &str, import: &str) -> bool {
+    let split = |name: &str| -> (String, Option<String>, Option<String>) {
+        let (name, version) = match name.split_once('@') {
+            Some((n, v)) => (n.to_string(), Some(v.to_string())),
+            None => (name.to_string(), None),
+        };
+        match name.split_once('/') {
+            Some((package, interface)) => {
+                (package.to_string(), Some(interface.to_string()), version)
+            }
+            None => (name, None, version),
+        }
+    };
+    let (key_package, key_interface, key_version) = split(key);
+    let (package, interface, version) = split(import);
+    key_package == package
+        && key_interface.is_none_or(|i| Some(i) == interface)
+        && key_version.is_none_or(|v| Some(v) == version)
+}
+
+/// What `spin up` does with the repository's `spin.toml`, for every component: Spin's matching of
+/// `dependencies` to the component's imports (every `lethe:platform` import matched by exactly
+/// one key, every key matching something, the dependency exporting each matched import under its
+/// name), configuration inherited (else Spin's deny-all adapter takes the adapter's SQLite,
+/// variables and outbound HTTP), the grants the adapter uses made (the `default` database, the
+/// cluster's address, its variables), and then Spin's composition (the dependency's exports as
+/// the component's imports, every export of the component exported again), which must leave no
+/// `lethe:platform` import and link in a host with only WASI, `wasi:http` and Spin's SQLite and
+/// variables.
+#[test]
+fn spin_toml_supplies_every_lethe_import_through_spin_dependencies() {
+    use wac_graph::{CompositionGraph, EncodeOptions, types::Package};
+    let root = PathBuf::from(lethe::REPO_ROOT);
+    let manifest: toml::Table = std::fs::read_to_string(root.join("spin.toml"))
+        .expect("spin.toml")
+        .parse()
+        .expect("TOML");
+    let variables = manifest["variables"].as_table().expect("[variables]");
+    let components = manifest["component"].as_table().expect("[component]");
+    let engine = Engine::new(Config::new().wasm_component_model(true)).expect("engine");
+    let mut checked = 0;
+    for (id, component) in components {
+        let source = root.join(component["source"].as_str().expect("source"));
+        let bytes = std::fs::read(&source).unwrap_or_else(|e| panic!("{id}: {e}"));
+        let mut graph = CompositionGraph::new();
+        let main = Package::from_bytes(id, None, bytes, graph.types_mut()).expect("a component");
+        let main_world = main.ty();
+        let imports: Vec<String> = graph.types()[main_world].imports.keys().cloned().collect();
+        let exports: Vec<String> = graph.types()[main_world].exports.keys().cloned().collect();
+        let lethe_imports: Vec<&String> = imports
+            .iter()
+            .filter(|i| i.starts_with("lethe:platform/"))
+            .collect();
+        let Some(dependencies) = component.get("dependencies").and_then(|d| d.as_table()) else {
+            assert!(
+                lethe_imports.is_empty(),
+                "{id} imports {lethe_imports:?} but has no dependencies"
+            );
+            continue;
+        };
+        assert_eq!(
+            component.get("dependencies_inherit_configuration"),
+            Some(&toml::Value::Boolean(true)),
+            "{id}: without it Spin denies the adapter SQLite, variables and outbound HTTP"
+        );
+        let main = graph.register_package(main).expect("register");
+        let main = graph.instantiate(main);
+        let mut adapters = std::collections::BTreeMap::new();
+        for (key, dependency) in dependencies {
+            let matched: Vec<&String> = imports
+                .iter()
+                .filter(|i| spin_key_matches(key, i))
+                .collect();
+            assert!(
+                !matched.is_empty(),
+                "{id}: dependency `{key}` matches no import (Spin refuses it)"
+            );
+            let path = root.join(dependency["path"].as_str().expect("a path dependency"));
+            let bytes =
+                std::fs::read(&path).unwrap_or_else(|e| panic!("{id}: {}: {e}", path.display()));
+            let package_name = key
+                .split('/')
+                .next()
+                .unwrap_or(key)
+                .split('@')
+                .next()
+                .unwrap_or(key);
+            let adapter = Package::from_bytes(package_name, None, bytes, graph.types_mut())
+                .expect("a component");
+            let adapter_world = adapter.ty();
+            let adapter_imports: Vec<String> = graph.types()[adapter_world]
+                .imports
+                .keys()
+                .cloned()
+                .collect();
+            let uses_sql = lethe_imports
+                .iter()
+                .any(|i| i.starts_with("lethe:platform/sql@"));
+            if uses_sql
+                && adapter_imports
+                    .iter()
+                    .any(|i| i.starts_with("spin:sqlite/"))
+            {
+                let databases = component.get("sqlite_databases").and_then(|d| d.as_array());
+                assert!(
+                    databases.is_some_and(|d| d.iter().any(|v| v.as_str() == Some("default"))),
+                    "{id}: the adapter's sql needs sqlite_databases = [\"default\"]"
+                );
+            }
+            let adapter = graph.register_package(adapter).expect("register");
+            let adapter = graph.instantiate(adapter);
+            for import in matched {
+                assert!(
+                    graph.types()[adapter_world].exports.contains_key(import),
+                    "{id}: dependency `{key}` does not export `{import}`"
+                );
+                assert!(
+                    adapters
+                        .insert(import.clone(), (adapter, key.clone()))
+                        .is_none(),
+                    "{id}: `{import}` matched twice"
+                );
+            }
+        }
+        for import in &lethe_imports {
+            assert!(
+                adapters.contains_key(*import),
+                "{id}: no dependency supplies `{import}`"
+            );
+        }
+        if lethe_imports
+            .iter()
+            .any(|i| i.starts_with("lethe:platform/kube@"))
+        {
+            let hosts = component
+                .get("allowed_outbound_hosts")
+                .and_then(|h| h.as_array());
+            assert!(
+                hosts.is_some_and(|h| h.iter().any(|v| v.as_str() == Some("{{ kube_url }}"))),
+                "{id}: the adapter calls the cluster, so it must be an allowed outbound host"
+            );
+            let component_variables = component["variables"].as_table().expect("variables");
+            for name in ["kube_url", "kube_token"] {
+                assert!(
+                    variables.contains_key(name),
+                    "the application declares `{name}`"
+                );
+                assert_eq!(
+                    component_variables.get(name).and_then(|v| v.as_str()),
+                    Some(format!("{{{{ {name} }}}}").as_str()),
+                    "{id}: the adapter reads the cluster from the component's `{name}`"
+                );
+            }
+        }
+        if exports
+            .iter()
+            .any(|e| e.starts_with("lethe:platform/reconciler@"))
+        {
+            let component_variables = component["variables"].as_table().expect("variables");
+            assert!(
+                variables.contains_key("lethe_instance_id")
+                    && component_variables
+                        .get("lethe_instance_id")
+                        .and_then(|v| v.as_str())
+                        == Some("{{ lethe_instance_id }}"),
+                "{id}: on Spin the reconciler's Lease holder is the variable `lethe_instance_id`"
+            );
+        }
+        for (import, (adapter, _)) in &adapters {
+            let export = graph
+                .alias_instance_export(*adapter, import)
+                .expect("alias");
+            graph
+                .set_instantiation_argument(main, import, export)
+                .expect("argument");
+        }
+        for export in &exports {
+            let node = graph.alias_instance_export(main, export).expect("alias");
+            graph.export(node, export).expect("export");
+        }
+        let composed = graph
+            .encode(EncodeOptions::default())
+            .unwrap_or_else(|e| panic!("{id}: Spin's composition fails: {e:#}"));
+        let composed = Component::new(&engine, &composed).expect("a valid component");
+        let left: Vec<String> = composed
+            .component_type()
+            .imports(&engine)
+            .map(|(name, _)| name.to_string())
+            .filter(|name| !spin_supplies(name))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{id}: Spin would still have to supply {left:?}"
+        );
+        let mut linker: Linker<Plain> = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).expect("wasi");
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).expect("http");
+        spin_sqlite::add_to_linker::<Plain, HasSelf<Plain>>(&mut linker, |s| s).expect("sqlite");
+        spin_variables::add_to_linker::<Plain, HasSelf<Plain>>(&mut linker, |s| s)
+            .expect("variables");
+        linker
+            .instantiate_pre(&composed)
+            .unwrap_or_else(|e| panic!("{id} does not link on a Spin-like host: {e:#}"));
+        checked += 1;
+    }
+    assert_eq!(
+        checked, 5,
+        "smoke, cf-api, cf-job-status, cf-reconciler and data-jobs"
+    );
 }

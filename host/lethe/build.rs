@@ -2,11 +2,11 @@
 //! runs against components built from the same tree. They land in `target/wasm/wasm32-wasip2/wasm/`,
 //! the paths `spin.toml` names.
 //!
-//! Then it composes every handler whose lethe imports the adapter components supply with those
-//! adapters, into `…/wasm/foreign/`: `wasi-adapter` (`kube`, `log`, `config` over standard WASI)
-//! and `spin-sqlite-adapter` (`sql` over Spin's SQLite). A handler without `sql` then imports only
-//! standard WASI (Spin, `wasmtime serve`, any WASI 0.2 host); one with `sql` also imports
-//! `spin:sqlite` (Spin).
+//! Then it composes every handler whose lethe imports an adapter component supplies with that
+//! adapter, into `…/wasm/foreign/`: a handler without `sql` with `wasi-adapter` (`kube`, `log`,
+//! `config` over standard WASI), so it imports only standard WASI (`wasmtime serve`, jco, any WASI
+//! 0.2 host); one with `sql` with `spin-adapter` (every `lethe:platform` interface, over WASI and
+//! Spin's SQLite and variables), as Spin's component `dependencies` compose it at load time.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -75,10 +75,12 @@ fn main() {
     }
 }
 
-/// The adapter components and the `lethe:platform` interfaces each one exports.
+/// The adapter components and the `lethe:platform` capabilities each one exports, the one that
+/// needs least of its host first: a handler is composed with the first that supplies all it
+/// imports.
 const ADAPTERS: [(&str, &[&str]); 2] = [
     ("wasi_adapter.wasm", &["kube", "log", "config"]),
-    ("spin_sqlite_adapter.wasm", &["sql"]),
+    ("spin_adapter.wasm", &["kube", "log", "config", "sql"]),
 ];
 
 /// Writes `foreign/<name>.wasm` for every handler whose lethe imports the adapters supply.
@@ -115,9 +117,9 @@ fn compose_for_foreign_hosts(out_dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `handler` with its `lethe:platform` imports satisfied by the adapters that export them, or
-/// `None` when it imports no lethe capability or one no adapter supplies. `types` holds only
-/// types, which a host need not supply.
+/// `handler` with its `lethe:platform` imports satisfied by the first adapter that exports them
+/// all, or `None` when it imports no lethe capability or one no adapter supplies. `types` holds
+/// only types, which a host need not supply.
 fn compose(
     adapters: &[(&str, &[&str], Vec<u8>)],
     handler: &[u8],
@@ -132,24 +134,17 @@ fn compose(
         .map(|name| name.split('@').next().unwrap_or(name).to_string())
         .filter(|name| name != "types")
         .collect();
-    let supplied = |c: &String| {
-        adapters
-            .iter()
-            .any(|(_, exports, _)| exports.contains(&c.as_str()))
-    };
-    if capabilities.is_empty() || !capabilities.iter().all(supplied) {
+    let adapter = adapters
+        .iter()
+        .find(|(_, exports, _)| capabilities.iter().all(|c| exports.contains(&c.as_str())));
+    let (Some((file, _, bytes)), false) = (adapter, capabilities.is_empty()) else {
         return Ok(None);
-    }
+    };
     let socket = graph.register_package(socket)?;
-    let mut plugs = Vec::new();
-    for (file, exports, bytes) in adapters {
-        if capabilities.iter().any(|c| exports.contains(&c.as_str())) {
-            let name = format!("lethe:{}", file.trim_end_matches(".wasm").replace('_', "-"));
-            let plug = Package::from_bytes(&name, None, bytes.clone(), graph.types_mut())?;
-            plugs.push(graph.register_package(plug)?);
-        }
-    }
-    wac_graph::plug(&mut graph, plugs, socket)?;
+    let name = format!("lethe:{}", file.trim_end_matches(".wasm").replace('_', "-"));
+    let plug = Package::from_bytes(&name, None, bytes.clone(), graph.types_mut())?;
+    let plug = graph.register_package(plug)?;
+    wac_graph::plug(&mut graph, vec![plug], socket)?;
     Ok(Some(graph.encode(EncodeOptions::default())?))
 }
 

@@ -15,12 +15,11 @@ mod wasm {
             "lethe:platform/kube@0.1.0": lethe_guest::host::bindings::lethe::platform::kube,
             "lethe:platform/log@0.1.0": lethe_guest::host::bindings::lethe::platform::log,
             "lethe:platform/config@0.1.0": lethe_guest::host::bindings::lethe::platform::config,
-            "lethe:platform/types@0.1.0": generate,
         },
     });
 
     use exports::lethe::platform::deletion::{DeletionRequest, Guest};
-    use lethe::platform::types::{CfError, HttpError};
+    use exports::lethe::platform::types::{CfError, HttpError};
 
     struct CfApi;
 

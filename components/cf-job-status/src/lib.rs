@@ -17,12 +17,11 @@ mod wasm {
             "lethe:platform/sql@0.1.0": lethe_guest::host::bindings::lethe::platform::sql,
             "lethe:platform/log@0.1.0": lethe_guest::host::bindings::lethe::platform::log,
             "lethe:platform/config@0.1.0": lethe_guest::host::bindings::lethe::platform::config,
-            "lethe:platform/types@0.1.0": generate,
         },
     });
 
     use exports::lethe::platform::job_status::Guest;
-    use lethe::platform::types::{CfError, HttpError, Job, JobState};
+    use exports::lethe::platform::types::{CfError, HttpError, Job, JobState};
 
     struct CfJobStatus;
 

@@ -1,15 +1,15 @@
-//! The `spin-sqlite-adapter` component: lethe's `sql` capability over Spin's SQLite
-//! (`spin:sqlite/sqlite@3.0.0`, the application's `default` database).
+//! The logic of lethe's `sql` capability over Spin's SQLite (`spin:sqlite/sqlite@3.0.0`, the
+//! application's `default` database), which the `spin-adapter` component exports.
 //!
-//! Composed into a handler (with `wac`), it serves the handler's `lethe:platform/sql` import, so
-//! the handler runs on Spin with the same SQL semantics as on the lethe host's SQLite backend
+//! Composed into a handler (by Spin's component `dependencies`, or with `wac`), that adapter serves
+//! the handler's `lethe:platform/sql` import, so the handler runs on Spin with the same SQL semantics as on the lethe host's SQLite backend
 //! (`host/sql`): the portable dialect (`$N` placeholders, shared through `lethe-sql-model`),
 //! booleans stored as 0/1, the same error cases for the same SQLite failures, all-or-nothing
 //! batches under `BEGIN IMMEDIATE`, and interactive transactions that roll back when dropped.
 //!
 //! Everything is plain Rust over the [`Connection`] trait, so it is unit-tested natively against
-//! real SQLite; the wit-bindgen layer, compiled only for wasm32, adapts Spin's connection to the
-//! trait and the WIT exports to [`Adapter`].
+//! real SQLite; the adapter's wit-bindgen layer (`components/wasi-adapter/src/spin.rs`) adapts
+//! Spin's connection to the trait and the WIT exports to [`Adapter`].
 //!
 //! Where Spin cannot be made to behave like the host, the adapter says so here:
 //!
@@ -32,8 +32,6 @@
 mod classify;
 #[cfg(test)]
 mod tests;
-#[cfg(target_arch = "wasm32")]
-mod wasm;
 
 use std::borrow::Cow;
 use std::cell::Cell;

@@ -28,6 +28,8 @@ thread_local! {
     static PROGRESS: RefCell<crate::log::Progress> = RefCell::default();
 }
 
+/// The environment variable `name`.
+#[cfg_attr(feature = "spin", allow(dead_code))]
 fn env(name: &str) -> Option<String> {
     ENVIRONMENT.with(|e| {
         e.get_or_init(wasip2::cli::environment::get_environment)
@@ -38,7 +40,7 @@ fn env(name: &str) -> Option<String> {
 }
 
 /// Writes one line to stderr. Failures are dropped: logging must never fail a component.
-fn stderr(line: &str) {
+pub(crate) fn stderr(line: &str) {
     let stream = wasip2::cli::stderr::get_stderr();
     // `blocking-write-and-flush` takes at most 4096 bytes per call.
     for chunk in line.as_bytes().chunks(4096) {
@@ -48,11 +50,23 @@ fn stderr(line: &str) {
     }
 }
 
-struct Adapter;
+/// The adapter's setting `name` (`LETHE_KUBE_URL`, `LETHE_KUBE_TOKEN`): from the environment on
+/// plain WASI hosts, from the Spin variable of the same meaning on Spin.
+fn setting(name: &str) -> Option<String> {
+    #[cfg(feature = "spin")]
+    return crate::spin::setting(name);
+    #[cfg(not(feature = "spin"))]
+    return env(name);
+}
+
+pub(crate) struct Adapter;
 
 impl config::Guest for Adapter {
     fn get(key: String) -> Result<String, config::Error> {
-        crate::config::get(&key, env)
+        #[cfg(feature = "spin")]
+        return crate::spin::config(&key);
+        #[cfg(not(feature = "spin"))]
+        return crate::config::get(&key, env);
     }
 }
 
@@ -73,11 +87,11 @@ impl wit::Guest for Adapter {
 }
 
 /// The `client` resource.
-struct KubeClient(Client<WasiHttp>);
+pub(crate) struct KubeClient(Client<WasiHttp>);
 
 impl wit::GuestClient for KubeClient {
     fn open(identity: wit::Identity) -> Result<wit::Client, wit::Error> {
-        let (url, token) = crate::kube::credentials(&identity.into(), env)?;
+        let (url, token) = crate::kube::credentials(&identity.into(), setting)?;
         let discovery = DISCOVERY.with(Rc::clone);
         Ok(wit::Client::new(KubeClient(Client::new(
             WasiHttp, url, token, discovery,

@@ -307,6 +307,24 @@ enum RawSource {
     Remote(serde::de::IgnoredAny),
 }
 
+/// Whether component `id` declares the Spin dependency that supplies `lethe:platform` (the
+/// `spin-adapter` component, for `spin up`). Any other dependency is refused: lethe composes
+/// nothing at load time.
+fn platform_dependency(id: &str, dependencies: Option<&toml::Table>) -> anyhow::Result<bool> {
+    let Some(dependencies) = dependencies else {
+        return Ok(false);
+    };
+    for key in dependencies.keys() {
+        let package = key.split('@').next().unwrap_or(key);
+        if package != "lethe:platform" && !package.starts_with("lethe:platform/") {
+            bail!(
+                "component `{id}`: dependency `{key}` is not supported by lethe, which composes no components at load time (only `lethe:platform` dependencies, which lethe supplies itself, are allowed)"
+            );
+        }
+    }
+    Ok(!dependencies.is_empty())
+}
+
 /// Reads and validates the manifest at `path`.
 pub fn load(path: &Path) -> anyhow::Result<Manifest> {
     let text = std::fs::read_to_string(path)
@@ -370,11 +388,18 @@ pub fn parse(text: &str, base_dir: &Path) -> anyhow::Result<Manifest> {
                 "component `{id}`: only local file sources are supported by lethe (`source = \"path/to.wasm\"`)"
             ),
         };
-        if !c.allowed_outbound_hosts.is_empty() || !c.allowed_http_hosts.is_empty() {
+        // On Spin, the adapter that a `lethe:platform` dependency names needs outbound access to
+        // the cluster and the `default` database; lethe supplies those interfaces itself, so it
+        // ignores the dependency and the grants made for it.
+        let adapted = platform_dependency(&id, c.dependencies.as_ref())?;
+        let adapter_grants = adapted && c.sqlite_databases.iter().all(|d| d == "default");
+        if !adapter_grants
+            && (!c.allowed_outbound_hosts.is_empty() || !c.allowed_http_hosts.is_empty())
+        {
             bail!("component `{id}`: outbound network access is not supported by lethe");
         }
         if !c.key_value_stores.is_empty()
-            || !c.sqlite_databases.is_empty()
+            || (!adapter_grants && !c.sqlite_databases.is_empty())
             || !c.ai_models.is_empty()
         {
             bail!(
@@ -388,7 +413,7 @@ pub fn parse(text: &str, base_dir: &Path) -> anyhow::Result<Manifest> {
             &c.exclude_files,
             &c.build,
         );
-        let _ = (&c.dependencies_inherit_configuration, &c.dependencies);
+        let _ = &c.dependencies_inherit_configuration;
         for (name, template) in &c.variables {
             check_variable_name(name)?;
             for reference in template_references(template)? {
@@ -637,6 +662,32 @@ migrations = "migrations"
             parse(&bad, Path::new("/")).expect_err("unknown format")
         );
         assert!(err.contains("xml"), "{err}");
+    }
+
+    #[test]
+    fn ignores_the_spin_adapter_dependency_and_the_grants_made_for_it() {
+        let spin = GOOD.replace(
+            "[component.smoke.tool.lethe]",
+            "[component.smoke.dependencies]\n\"lethe:platform@0.1.0\" = { path = \"spin_adapter.wasm\" }\n\n[component.smoke.tool.lethe]",
+        );
+        let with_grants = spin.replace(
+            "variables = { greeting = \"{{ greeting }}!\" }",
+            "variables = { greeting = \"{{ greeting }}!\" }\nsqlite_databases = [\"default\"]\nallowed_outbound_hosts = [\"{{ greeting }}\"]\ndependencies_inherit_configuration = true",
+        );
+        let m =
+            parse(&with_grants, Path::new("/app")).expect("the one manifest for Spin and lethe");
+        assert!(m.components["smoke"].grants.allows(Capability::Sql));
+        // Without the dependency those grants would be the component's own: refused.
+        let own = with_grants.replace("\"lethe:platform@0.1.0\"", "\"acme:cache@1.0.0\"");
+        let err = parse(&own, Path::new("/")).expect_err("a dependency lethe cannot supply");
+        assert!(format!("{err:#}").contains("acme:cache@1.0.0"), "{err:#}");
+        let no_dependency = GOOD.replace(
+            "variables = { greeting = \"{{ greeting }}!\" }",
+            "variables = { greeting = \"{{ greeting }}!\" }\nsqlite_databases = [\"default\"]",
+        );
+        assert!(parse(&no_dependency, Path::new("/")).is_err());
+        let other_database = with_grants.replace("[\"default\"]", "[\"other\"]");
+        assert!(parse(&other_database, Path::new("/")).is_err());
     }
 
     #[test]

@@ -1,22 +1,16 @@
-//! The WebAssembly edges: Spin's `connection` as a [`Connection`], and the `sql` exports as calls
-//! into the instance's [`Adapter`]. Type conversions only; every decision is in the crate root.
+//! The Spin edges of the `spin-adapter` build: `config` and the adapter's own settings from Spin
+//! variables, and `sql` over Spin's SQLite (`spin:sqlite`, the `default` database) through the
+//! logic of `spin-sqlite-adapter`. Type conversions only; every decision is in that crate.
 
-use crate::{
-    Adapter, Connection, DATABASE, QueryResult, RowSet, SpinError, SpinValue, SqlError, Statement,
-    Transaction, Value,
+use spin_sqlite_adapter::{
+    Adapter as SqlAdapter, Connection, DATABASE, QueryResult, RowSet, SpinError, SpinValue,
+    SqlError, Statement, Transaction, Value,
 };
 
-mod bindings {
-    wit_bindgen::generate!({
-        path: "../../wit",
-        world: "lethe:platform/spin-sqlite-adapter",
-        // Spin's interface comes from wit/deps; generate it here rather than share bindings.
-        generate_all,
-    });
-}
-
-use bindings::exports::lethe::platform::sql as wit;
-use bindings::spin::sqlite::sqlite as spin;
+use crate::bindings::exports::lethe::platform::{config, sql as wit};
+use crate::bindings::fermyon::spin::variables;
+use crate::bindings::spin::sqlite::sqlite as spin;
+use crate::wasi::Adapter;
 
 /// Spin's connection to the `default` database.
 struct SpinConnection(spin::Connection);
@@ -47,13 +41,13 @@ fn open() -> Result<SpinConnection, SpinError> {
 thread_local! {
     /// The instance's adapter: one connection, opened by the first SQL call and kept for the
     /// instance's life (a wasm instance is single-threaded, so thread-local is instance-wide).
-    static ADAPTER: Adapter<SpinConnection> = Adapter::new(open);
+    static ADAPTER: SqlAdapter<SpinConnection> = SqlAdapter::new(open);
 }
 
 /// Runs `f` on the instance's adapter. `try_with` only fails while thread-locals are being torn
 /// down, which a component instance never does; it is used so that even that cannot panic.
 fn with_adapter<T>(
-    f: impl FnOnce(&Adapter<SpinConnection>) -> Result<T, SqlError>,
+    f: impl FnOnce(&SqlAdapter<SpinConnection>) -> Result<T, SqlError>,
 ) -> Result<T, wit::Error> {
     ADAPTER
         .try_with(f)
@@ -61,9 +55,7 @@ fn with_adapter<T>(
         .map_err(to_wit_error)
 }
 
-struct Component;
-
-impl wit::Guest for Component {
+impl wit::Guest for Adapter {
     type Transaction = Tx;
 
     fn query(sql: String, params: Vec<wit::Value>) -> Result<wit::RowSet, wit::Error> {
@@ -87,7 +79,7 @@ impl wit::Guest for Component {
 }
 
 /// The `transaction` resource. Dropping it drops the [`Transaction`], which rolls back.
-struct Tx(Transaction<SpinConnection>);
+pub(crate) struct Tx(Transaction<SpinConnection>);
 
 impl wit::GuestTransaction for Tx {
     fn begin() -> Result<wit::Transaction, wit::Error> {
@@ -113,8 +105,6 @@ impl wit::GuestTransaction for Tx {
         self.0.rollback().map_err(to_wit_error)
     }
 }
-
-bindings::export!(Component with_types_in bindings);
 
 fn values(params: Vec<wit::Value>) -> Vec<Value> {
     params
@@ -192,5 +182,36 @@ fn spin_error(e: spin::Error) -> SpinError {
         spin::Error::InvalidConnection => SpinError::InvalidConnection,
         spin::Error::DatabaseFull => SpinError::DatabaseFull,
         spin::Error::Io(m) => SpinError::Io(m),
+    }
+}
+
+/// The Spin variable that holds the adapter setting `name`: `kube_url` for `LETHE_KUBE_URL`,
+/// `kube_token` for `LETHE_KUBE_TOKEN`. Spin's own variable providers (`SPIN_VARIABLE_KUBE_URL`,
+/// Vault, …) then override them, as they do every variable.
+pub fn setting(name: &str) -> Option<String> {
+    let key = match name {
+        crate::kube::url::URL_ENV => "kube_url",
+        crate::kube::TOKEN_ENV => "kube_token",
+        _ => return None,
+    };
+    variables::get(key).ok()
+}
+
+/// `config.get(key)`: the component's Spin variable `key`. A provider's failure is reported on
+/// stderr and read as `undefined`, so the component falls back as it does for a missing key.
+pub fn config(key: &str) -> Result<String, config::Error> {
+    if !crate::config::is_valid_key(key) {
+        return Err(config::Error::InvalidName(key.to_owned()));
+    }
+    match variables::get(key) {
+        Ok(value) => Ok(value),
+        Err(variables::Error::InvalidName(_)) => Err(config::Error::InvalidName(key.to_owned())),
+        Err(variables::Error::Undefined(_)) => Err(config::Error::Undefined(key.to_owned())),
+        Err(variables::Error::Provider(m) | variables::Error::Other(m)) => {
+            crate::wasi::stderr(&format!(
+                "[warn] the Spin variable `{key}` could not be read: {m}\n"
+            ));
+            Err(config::Error::Undefined(key.to_owned()))
+        }
     }
 }
