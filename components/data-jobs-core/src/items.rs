@@ -66,6 +66,8 @@ pub(crate) struct Live {
     pub(crate) live_hash: Option<String>,
     /// Deleted already and held by a finalizer: asking again would change nothing.
     pub(crate) terminating: bool,
+    /// Its finalizers: others' (a backup tool's, a policy's), which a replace must keep.
+    pub(crate) finalizers: Vec<String>,
 }
 
 impl Live {
@@ -88,6 +90,7 @@ impl Live {
             generation: obj.generation,
             annotation_hash,
             live_hash,
+            finalizers: obj.finalizers,
         }
     }
 }

@@ -837,27 +837,44 @@ impl Pass<'_> {
                 model::JOB_UID_LABEL
             )));
         }
-        self.replace(uid, d, name, &existing.resource_version, report)
+        self.replace(
+            uid,
+            d,
+            name,
+            &existing.resource_version,
+            &existing.finalizers,
+            report,
+        )
     }
 
     fn update(&mut self, uid: &str, item: &Item, index: usize, report: &mut Report) -> Step {
         let (Some(d), Some(live)) = (&item.desired, item.live.get(index)) else {
             return Step::Done;
         };
-        self.replace(uid, d, &live.name, &live.resource_version, report)
+        self.replace(
+            uid,
+            d,
+            &live.name,
+            &live.resource_version,
+            &live.finalizers,
+            report,
+        )
     }
 
     /// Replaces CronJob `name`, as it was at `resource_version`, with the desired one, then
-    /// records it.
+    /// records it. A replace takes the whole object, so the live `finalizers` go into it: they
+    /// are others' (a backup tool waiting to copy the object, a policy), and dropping them would
+    /// release what they hold.
     fn replace(
         &mut self,
         uid: &str,
         d: &Desired,
         name: &str,
         resource_version: &str,
+        finalizers: &[String],
         report: &mut Report,
     ) -> Step {
-        let body = model::render_cronjob(&CronJobParams {
+        let mut body = model::render_cronjob(&CronJobParams {
             namespace: &self.settings.namespace,
             team: &d.team,
             job_name: &d.job_name,
@@ -866,6 +883,9 @@ impl Pass<'_> {
             hash: &d.hash,
             resource_version: Some(resource_version),
         });
+        if !finalizers.is_empty() {
+            body["metadata"]["finalizers"] = json!(finalizers);
+        }
         self.writes += 1;
         match self.kube.replace(
             PRIVILEGED,
@@ -1093,6 +1113,7 @@ mod tests {
             annotation_hash: Some(hash.into()),
             live_hash: Some(hash.into()),
             terminating: false,
+            finalizers: Vec::new(),
         }
     }
 

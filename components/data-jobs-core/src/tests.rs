@@ -817,6 +817,31 @@ pub(crate) mod flows {
         assert_eq!(cronjob["spec"]["jobTemplate"]["spec"]["backoffLimit"], 3);
     }
 
+    /// Found by the simulator (lethe-sim seed 2): reverting a hand edit replaced the CronJob
+    /// with lethe's rendering alone, which dropped a finalizer someone else had added.
+    #[test]
+    fn reverting_a_hand_edit_keeps_the_finalizers_of_others() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        deploy(&host, "ingest");
+        ran(tick(&host).expect("pass"));
+        let name = crate::model::cronjob_name("t", "ingest");
+        kube.edit("CronJob", "data-jobs", &name, |v| {
+            v["spec"]["schedule"] = json!("7 7 * * *");
+            v["metadata"]["finalizers"] = json!(["example.com/keep"]);
+        });
+        assert_eq!(ran(tick(&host).expect("pass")).updated, 1);
+        let cronjob = the_cronjob(&kube);
+        assert_eq!(
+            cronjob["spec"]["schedule"], "0 * * * *",
+            "the edit is reverted"
+        );
+        assert_eq!(
+            cronjob["metadata"]["finalizers"],
+            json!(["example.com/keep"])
+        );
+    }
+
     #[test]
     fn a_deployment_update_merges_resources_and_patch_needs_a_deployment() {
         let (sql, kube) = world();

@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""Proof that the simulator has teeth: weakens each guard of the data-jobs logic in turn, runs
+the seeds `cargo test` runs, prints the first seed that breaks an invariant, and restores the
+source (also when interrupted). Run from the repository root: `python3 sim/mutate.py`.
+A guard whose line reads `all seeds passed` is one the simulator does not check."""
+import subprocess
+
+# name: (file, the guard as written, the guard weakened)
+MUTATIONS = {
+ 'finalizers':('components/data-jobs-core/src/sync.rs','        if !finalizers.is_empty() {\n            body["metadata"]["finalizers"]','        if false && !finalizers.is_empty() {\n            body["metadata"]["finalizers"]'),
+ 'uidprecondition':('components/data-jobs-core/src/sync.rs','            precondition_uid: Some(uid.to_string()),\n        };\n        match self.kube.delete(','            precondition_uid: None.filter(|_: &String| !uid.is_empty()),\n        };\n        match self.kube.delete('),
+ 'takeover':('components/data-jobs-core/src/sync.rs','        if existing.label(model::JOB_UID_LABEL) != Some(uid) {','        if false && existing.label(model::JOB_UID_LABEL) != Some(uid) {'),
+ 'lease':('components/data-jobs-core/src/sync.rs','        if !mine && !holder.is_empty() && renewed + duration_ms > now {','        if !mine && !holder.is_empty() && renewed + duration_ms > now + duration_ms {'),
+ 'status':('components/data-jobs-core/src/status.rs','    let remaining = actual_left || cronjob_left;','    let remaining = actual_left || (cronjob_left && false);'),
+ 'record':('components/data-jobs-core/src/api.rs','''            "INSERT INTO data_job_deletion (guid, operation, job_uid, team, job_name, requested_at, completed_at) \\
+             VALUES ($1, $2, $3, $4, $5, $6, NULL) \\
+             ON CONFLICT (guid) DO UPDATE SET requested_at = excluded.requested_at, completed_at = NULL",''','''            "SELECT $1, $2, $3, $4, $5, $6",'''),
+ 'claim':('components/data-jobs-core/src/sync.rs','            match claimed {\n                Ok(0) => return Step::Done,','            match claimed.map(|_| 1) {\n                Ok(0) => return Step::Done,'),
+}
+
+def main():
+    for name, (path, guard, weakened) in MUTATIONS.items():
+        original = open(path).read()
+        assert guard in original, f"{name}: the guard is no longer in {path}"
+        open(path, "w").write(original.replace(guard, weakened, 1))
+        try:
+            build = subprocess.run("cargo build -q -p lethe-sim", shell=True)
+            if build.returncode != 0:
+                print(f"{name}: does not build")
+                continue
+            run = subprocess.run("./target/debug/lethe-sim --seeds 10000", shell=True,
+                                 capture_output=True, text=True)
+            found = [l for l in run.stdout.splitlines() if "VIOLATION" in l]
+            print(f"{name}: {found[0] if found else 'all seeds passed'}")
+        finally:
+            open(path, "w").write(original)
+
+if __name__ == "__main__":
+    main()

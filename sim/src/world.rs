@@ -1,0 +1,767 @@
+//! One seeded world: its actors, its steps and the invariants checked after each.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::panic::AssertUnwindSafe;
+
+use data_jobs_core::model::{self, HASH_ANNOTATION, JOB_UID_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
+use data_jobs_core::sync::{Tick, tick_with};
+use lethe_guest::env::parse_rfc3339_ms;
+use lethe_guest::fake::{FakeCluster, FakeHost, FakeSql};
+use lethe_guest::http::Request;
+use lethe_guest::kube::{DeleteOptions, Identity, Kube as _, KubeError, ObjectRef};
+use lethe_guest::sql::{Sql as _, Value};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value as Json, json};
+
+use crate::crash::{Crash, Scheduled};
+
+const MIGRATIONS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../components/data-jobs/migrations"
+);
+const NAMESPACE: &str = "data-jobs";
+const TEAM: &str = "t";
+/// The client's bearer token; the hostile user acts as the cluster's administrator.
+const CLIENT: &str = "t";
+const JOB_NAMES: [&str; 3] = ["alpha", "beta", "gamma"];
+const FOREIGN_FINALIZER: &str = "example.com/keep";
+/// Passes allowed to converge once the clients, the hostile user and the faults have stopped.
+const QUIESCENT_PASSES: usize = 30;
+
+/// What one seed's run found.
+pub struct Outcome {
+    /// The seed.
+    pub seed: u64,
+    /// Steps taken, the quiescent passes included.
+    pub steps: usize,
+    /// One line per step: who moved, what they did, what came of it.
+    pub trace: Vec<String>,
+    /// The first invariant found broken, if any.
+    pub violation: Option<String>,
+}
+
+/// Runs the world of `seed` for `steps` steps, then lets it quiesce.
+pub fn run(seed: u64, steps: usize) -> Outcome {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let kube = FakeCluster::new();
+    kube.grant(CLIENT, "*", "*", "*");
+    kube.admit_with(Box::new(|o| {
+        let valid = o["spec"]["schedule"]
+            .as_str()
+            .is_some_and(model::valid_schedule);
+        if o["kind"] == "CronJob" && !valid {
+            return Err(KubeError::Invalid("spec.schedule: Invalid value".into()));
+        }
+        Ok(())
+    }));
+    let sql = FakeSql::migrated(MIGRATIONS);
+    let host_count = rng.random_range(1..=3);
+    let hosts: Vec<FakeHost<'_>> = (0..host_count)
+        .map(|i| lethe_host(&sql, &kube, &format!("host-{i}")))
+        .collect();
+    let api = lethe_host(&sql, &kube, "api");
+    let mut world = World {
+        rng,
+        kube: &kube,
+        hosts: &hosts,
+        api: &api,
+        trace: Vec::new(),
+        deletions: BTreeMap::new(),
+        foreign: BTreeMap::new(),
+        faulty: false,
+        gone: BTreeSet::new(),
+    };
+    let violation = world.play(steps).err();
+    Outcome {
+        seed,
+        steps: world.trace.len(),
+        trace: world.trace,
+        violation,
+    }
+}
+
+/// A lethe host on the world's clock. Deletion jobs never time out here: a FAILED job would be
+/// right after a long fault, and the invariants are about COMPLETE.
+fn lethe_host<'a>(sql: &'a FakeSql, kube: &'a FakeCluster, instance: &str) -> FakeHost<'a> {
+    let mut host = FakeHost::new(sql, kube, instance);
+    host.now = kube.now.clone();
+    host.set_config("deletion_timeout_seconds", "100000000");
+    host
+}
+
+/// A deletion job a client was given: its status path, the job uid it is about, and whether its
+/// first poll already said COMPLETE.
+struct Deletion {
+    path: String,
+    job_uid: String,
+    complete: bool,
+}
+
+struct World<'w, 'a> {
+    rng: StdRng,
+    kube: &'a FakeCluster,
+    hosts: &'w [FakeHost<'a>],
+    api: &'w FakeHost<'a>,
+    trace: Vec<String>,
+    /// Deletion jobs not yet seen COMPLETE, by status path.
+    deletions: BTreeMap<String, Deletion>,
+    /// The hostile user's own CronJobs (none of lethe's labels), by name: their uid.
+    foreign: BTreeMap<String, String>,
+    /// Whether a fault is in force (the quiescent phase heals it).
+    faulty: bool,
+    /// Jobs whose deletion a client saw COMPLETE: deleted for good (a job's uid never returns).
+    gone: BTreeSet<String>,
+}
+
+/// A CronJob as the invariants see it.
+#[derive(Clone)]
+struct Seen {
+    name: String,
+    resource_version: String,
+    job_uid: Option<String>,
+    managed: bool,
+    deleting: bool,
+    finalizers: Vec<String>,
+}
+
+type Failure = String;
+
+impl World<'_, '_> {
+    fn play(&mut self, steps: usize) -> Result<(), Failure> {
+        for _ in 0..steps {
+            match self.rng.random_range(0..100) {
+                0..30 => self.lethe_pass(false)?,
+                30..55 => self.client()?,
+                55..65 => self.poll()?,
+                65..77 => self.hostile(),
+                77..87 => self.fault(),
+                _ => {
+                    let ms = self.rng.random_range(100..30_000);
+                    self.advance(ms);
+                    self.note(format!("clock +{ms} ms"));
+                }
+            }
+        }
+        self.quiesce()
+    }
+
+    fn note(&mut self, line: String) {
+        let at = self.kube.now.get() - 1_700_000_000_000;
+        self.trace
+            .push(format!("{:>4} t={at}ms {line}", self.trace.len()));
+    }
+
+    fn advance(&self, ms: i64) {
+        self.kube.now.set(self.kube.now.get() + ms);
+    }
+
+    // --- lethe -----------------------------------------------------------------------------
+
+    /// One pass by a host the seed picks (`full` forces a full pass), which may crash; then the
+    /// invariants that compare the cluster before and after it.
+    fn lethe_pass(&mut self, full: bool) -> Result<(), Failure> {
+        let index = self.rng.random_range(0..self.hosts.len());
+        let hosts = self.hosts;
+        let host = &hosts[index];
+        let crash_after =
+            (!full && self.rng.random_ratio(1, 8)).then(|| self.rng.random_range(0..40));
+        let lease = self.lease();
+        let before = self.cronjobs();
+        let desired_before = self.desired();
+        let now = self.kube.now.get();
+        // Clients keep calling the API while the pass runs: between any two of its calls, one
+        // may act (not once the world quiesces).
+        let interleave = RefCell::new(StdRng::seed_from_u64(self.rng.random()));
+        let during = RefCell::new(Vec::new());
+        let client = Client { api: self.api };
+        let between = || {
+            let mut rng = interleave.borrow_mut();
+            if !full && rng.random_ratio(1, 16) {
+                during.borrow_mut().push(client.act(&mut rng));
+            }
+        };
+        let scheduled = Scheduled::new(host, crash_after, &between);
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| tick_with(&scheduled, full)));
+        let during = during.into_inner();
+        // Deployments removed while the pass ran were not desired throughout it.
+        let interrupted: BTreeSet<String> = during
+            .iter()
+            .filter_map(|a| a.deletion.as_ref().map(|d| d.job_uid.clone()))
+            .collect();
+        for acted in during {
+            self.apply(Acted {
+                lines: acted
+                    .lines
+                    .into_iter()
+                    .map(|l| format!("  during the pass: {l}"))
+                    .collect(),
+                ..acted
+            })?;
+        }
+        let said = match &outcome {
+            Ok(Ok(Tick::Ran(r))) => {
+                let mut said = format!(
+                    "ran: created {} updated {} deleted {}",
+                    r.created, r.updated, r.deleted
+                );
+                for f in &r.failed {
+                    let _ = write!(said, "; {} failed: {}", f.item, f.reason);
+                }
+                said
+            }
+            Ok(Ok(Tick::NotLeader { holder })) => format!("not leader ({holder})"),
+            Ok(Err(e)) => format!("error: {e}"),
+            Err(payload) if payload.is::<Crash>() => {
+                format!("crashed after {} calls", crash_after.unwrap_or(0))
+            }
+            Err(_) => return Err(format!("host-{index}'s pass panicked")),
+        };
+        self.note(format!(
+            "host-{index} pass{}: {said}",
+            if full { " (full)" } else { "" }
+        ));
+        if let (Ok(Ok(Tick::Ran(_))), Some((holder, renewed, duration))) = (&outcome, lease)
+            && holder != format!("host-{index}")
+            && now < renewed + duration
+        {
+            return Err(format!(
+                "two leaders: host-{index} ran while {holder}'s lease was valid until {}",
+                renewed + duration
+            ));
+        }
+        self.check_pass(&before, &desired_before, &interrupted)
+    }
+
+    /// The Lease's holder, renew time and duration, if there is one.
+    fn lease(&self) -> Option<(String, i64, i64)> {
+        let lease = self.kube.object("Lease", NAMESPACE, "data-jobs-sync")?;
+        let spec = &lease.json()["spec"];
+        Some((
+            spec["holderIdentity"].as_str()?.to_string(),
+            parse_rfc3339_ms(spec["renewTime"].as_str()?)?,
+            spec["leaseDurationSeconds"].as_i64()? * 1000,
+        ))
+    }
+
+    fn cronjobs(&self) -> BTreeMap<String, Seen> {
+        self.kube
+            .all("CronJob")
+            .into_iter()
+            .map(|o| {
+                let labels = &o.json()["metadata"]["labels"];
+                let seen = Seen {
+                    name: o.json()["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    resource_version: o.resource_version.clone(),
+                    job_uid: labels[JOB_UID_LABEL].as_str().map(str::to_string),
+                    managed: labels[MANAGED_BY_LABEL] == MANAGED_BY,
+                    deleting: o.deletion_timestamp.is_some(),
+                    finalizers: o.finalizers.clone(),
+                };
+                (o.uid.clone(), seen)
+            })
+            .collect()
+    }
+
+    /// The desired deployments: job uid → (team, job name, spec hash).
+    fn desired(&self) -> BTreeMap<String, (String, String, String)> {
+        let rows = self
+            .api
+            .query(
+                "SELECT job_uid, team, job_name, spec_hash FROM desired_data_job_deployment",
+                &[],
+            )
+            .unwrap_or_default();
+        rows.into_iter()
+            .filter_map(|row| match row.as_slice() {
+                [
+                    Value::Text(uid),
+                    Value::Text(team),
+                    Value::Text(job),
+                    Value::Text(hash),
+                ] => Some((uid.clone(), (team.clone(), job.clone(), hash.clone()))),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Invariants 1, 2 and 5, on what one lethe pass changed. Invariant 2 is about deployments
+    /// desired throughout the pass: one removed and set again while the pass ran (`interrupted`)
+    /// may lose its CronJob to that pass, and the next pass makes it again.
+    fn check_pass(
+        &mut self,
+        before: &BTreeMap<String, Seen>,
+        desired_before: &BTreeMap<String, (String, String, String)>,
+        interrupted: &BTreeSet<String>,
+    ) -> Result<(), Failure> {
+        let after = self.cronjobs();
+        let desired = self.desired();
+        for (uid, c) in &after {
+            if !before.contains_key(uid)
+                && let Some(job_uid) = &c.job_uid
+                && self.gone.contains(job_uid)
+            {
+                return Err(format!(
+                    "lethe created the CronJob {} for job {job_uid}, whose deletion was COMPLETE",
+                    c.name
+                ));
+            }
+        }
+        for (uid, was) in before {
+            let now = after.get(uid);
+            let foreign = self.foreign.values().any(|u| u == uid);
+            if foreign && now.is_none_or(|n| n.resource_version != was.resource_version) {
+                return Err(format!(
+                    "lethe changed or deleted the foreign CronJob {}",
+                    was.name
+                ));
+            }
+            let deleted = now.is_none_or(|n| n.deleting && !was.deleting);
+            if deleted
+                && let Some(job_uid) = &was.job_uid
+                && let Some((team, job, _)) = desired.get(job_uid)
+                && desired_before.contains_key(job_uid)
+                && !interrupted.contains(job_uid)
+                && model::cronjob_name(team, job) == was.name
+            {
+                return Err(format!(
+                    "lethe deleted the CronJob {} of job {job_uid}, whose desired deployment exists",
+                    was.name
+                ));
+            }
+            if let Some(now) = now
+                && was.finalizers.iter().any(|f| f == FOREIGN_FINALIZER)
+                && !now.finalizers.iter().any(|f| f == FOREIGN_FINALIZER)
+            {
+                return Err(format!(
+                    "lethe removed the foreign finalizer of {}",
+                    was.name
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    // --- clients ---------------------------------------------------------------------------
+
+    fn call(&self, method: &str, path: &str, body: Option<Json>) -> (u16, Json, Option<String>) {
+        Client { api: self.api }.call(method, path, body)
+    }
+
+    fn client(&mut self) -> Result<(), Failure> {
+        let acted = Client { api: self.api }.act(&mut self.rng);
+        self.apply(acted)
+    }
+
+    /// Takes in what a client did: its trace, its deletion job, its violation.
+    fn apply(&mut self, acted: Acted) -> Result<(), Failure> {
+        for line in acted.lines {
+            self.note(line);
+        }
+        if let Some(d) = acted.deletion {
+            if !d.complete {
+                self.deletions.insert(d.path.clone(), d);
+            } else if d.path.contains("/data_job.delete~") {
+                self.gone.insert(d.job_uid);
+            }
+        }
+        acted.violation.map_or(Ok(()), Err)
+    }
+
+    /// Polls one outstanding deletion job. Invariant 3: COMPLETE only once no CronJob of the
+    /// job is left.
+    fn poll(&mut self) -> Result<(), Failure> {
+        if self.deletions.is_empty() {
+            return Ok(());
+        }
+        let index = self.rng.random_range(0..self.deletions.len());
+        let Some(path) = self.deletions.keys().nth(index).cloned() else {
+            return Ok(());
+        };
+        self.poll_one(&path).map(|_| ())
+    }
+
+    /// Polls `path`; whether it is COMPLETE (and then forgets it).
+    fn poll_one(&mut self, path: &str) -> Result<bool, Failure> {
+        let (status, body, _) = self.call("GET", path, None);
+        self.note(format!("client polls {path}: {status} {}", body["state"]));
+        if status != 200 || body["state"] != "COMPLETE" {
+            return Ok(false);
+        }
+        let Some(deletion) = self.deletions.remove(path) else {
+            return Ok(true);
+        };
+        if path.contains("/data_job.delete~") {
+            self.gone.insert(deletion.job_uid.clone());
+        }
+        let desired = self.desired();
+        let left = self
+            .cronjobs()
+            .into_values()
+            .find(|c| c.job_uid.as_deref() == Some(deletion.job_uid.as_str()) && c.managed);
+        // A deployment deleted and then made again is a new deployment of the same job.
+        if let Some(c) = left
+            && !desired.contains_key(&deletion.job_uid)
+        {
+            return Err(format!(
+                "{} is COMPLETE while the CronJob {} of job {} exists",
+                deletion.path, c.name, deletion.job_uid
+            ));
+        }
+        Ok(true)
+    }
+
+    // --- the hostile user ------------------------------------------------------------------
+
+    fn admin(&self) -> Identity {
+        Identity::Caller("admin".into())
+    }
+
+    fn cronjob_ref(name: &str) -> ObjectRef {
+        ObjectRef::new("batch/v1", "CronJob", Some(NAMESPACE), name)
+    }
+
+    fn hostile(&mut self) {
+        let ours: Vec<String> = self
+            .cronjobs()
+            .into_values()
+            .filter(|c| c.managed && !c.deleting)
+            .map(|c| c.name)
+            .collect();
+        let pick = |rng: &mut StdRng, names: &[String]| {
+            names.get(rng.random_range(0..names.len().max(1))).cloned()
+        };
+        match self.rng.random_range(0..100) {
+            0..25 => {
+                if let Some(name) = pick(&mut self.rng, &ours) {
+                    self.kube.edit("CronJob", NAMESPACE, &name, |o| {
+                        o["spec"]["schedule"] = json!("7 7 * * *");
+                    });
+                    self.note(format!("hostile hand-edits {name}"));
+                }
+            }
+            25..45 => {
+                if let Some(name) = pick(&mut self.rng, &ours) {
+                    let r = self.kube.delete(
+                        &self.admin(),
+                        &Self::cronjob_ref(&name),
+                        &DeleteOptions::default(),
+                    );
+                    self.note(format!("hostile deletes {name}: {}", r.is_ok()));
+                }
+            }
+            45..60 => {
+                if let Some(name) = pick(&mut self.rng, &ours) {
+                    self.kube.edit("CronJob", NAMESPACE, &name, |o| {
+                        let finalizers = o["metadata"]["finalizers"]
+                            .as_array()
+                            .cloned()
+                            .unwrap_or_default();
+                        if !finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
+                            let mut finalizers = finalizers;
+                            finalizers.push(json!(FOREIGN_FINALIZER));
+                            o["metadata"]["finalizers"] = json!(finalizers);
+                        }
+                    });
+                    self.note(format!("hostile adds a finalizer to {name}"));
+                }
+            }
+            60..80 => {
+                // A CronJob of its own, often under the name one of lethe's jobs wants.
+                let job = JOB_NAMES[self.rng.random_range(0..JOB_NAMES.len())];
+                let name = if self.rng.random_ratio(1, 2) {
+                    model::cronjob_name(TEAM, job)
+                } else {
+                    format!("theirs-{job}")
+                };
+                if self.kube.exists("CronJob", NAMESPACE, &name) {
+                    return;
+                }
+                let o = self.kube.put(cronjob(&name, json!({"app": "theirs"})));
+                self.foreign.insert(name.clone(), o.uid.clone());
+                self.note(format!("hostile creates its own CronJob {name}"));
+            }
+            80..90 => {
+                let n = self.rng.random_range(0..1000);
+                let name = format!("orphan-{n}");
+                if !self.kube.exists("CronJob", NAMESPACE, &name) {
+                    self.kube
+                        .put(cronjob(&name, json!({MANAGED_BY_LABEL: MANAGED_BY})));
+                    self.note(format!("hostile creates a labelled orphan {name}"));
+                }
+            }
+            90..95 => {
+                // Releases what its finalizers hold (the object goes if it was being deleted).
+                let held: Vec<String> = self
+                    .cronjobs()
+                    .into_values()
+                    .filter(|c| c.finalizers.iter().any(|f| f == FOREIGN_FINALIZER))
+                    .map(|c| c.name)
+                    .collect();
+                if let Some(name) = pick(&mut self.rng, &held) {
+                    self.kube.clear_finalizers("CronJob", NAMESPACE, &name);
+                    self.note(format!("hostile removes its finalizer from {name}"));
+                }
+            }
+            _ => {
+                if let Some(name) = self.foreign.keys().next().cloned() {
+                    let r = self.kube.delete(
+                        &self.admin(),
+                        &Self::cronjob_ref(&name),
+                        &DeleteOptions::default(),
+                    );
+                    if r.is_ok() {
+                        self.foreign.remove(&name);
+                    }
+                    self.note(format!("hostile deletes its own {name}: {}", r.is_ok()));
+                }
+            }
+        }
+    }
+
+    // --- faults ----------------------------------------------------------------------------
+
+    fn fault(&mut self) {
+        match self.rng.random_range(0..100) {
+            0..30 => {
+                let verb = ["create", "replace", "delete", "patch", "list", "get"]
+                    [self.rng.random_range(0..6)];
+                let kind = ["CronJob", "Lease", "*"][self.rng.random_range(0..3)];
+                self.kube.fail(verb, kind);
+                self.faulty = true;
+                self.note(format!("fault: {verb} {kind} fails"));
+            }
+            30..55 => {
+                self.kube.heal();
+                self.faulty = false;
+                self.note("fault: healed".into());
+            }
+            55..70 => {
+                let applied = self.rng.random_ratio(1, 2);
+                self.kube.lose_next_create("CronJob", applied);
+                self.note(format!(
+                    "fault: the next CronJob create's answer is lost (applied: {applied})"
+                ));
+            }
+            70..85 => {
+                self.kube.expire_watches();
+                self.note("fault: watches expire".into());
+            }
+            _ => {
+                let job = JOB_NAMES[self.rng.random_range(0..JOB_NAMES.len())];
+                let name = model::cronjob_name(TEAM, job);
+                self.kube.hide_once("CronJob", &name);
+                self.note(format!("fault: the next read of {name} misses it"));
+            }
+        }
+    }
+
+    // --- quiescence ------------------------------------------------------------------------
+
+    /// Stops the clients, the hostile user and the faults, then runs passes until the world
+    /// converges or the bound is reached.
+    fn quiesce(&mut self) -> Result<(), Failure> {
+        self.kube.heal();
+        self.faulty = false;
+        for (name, _) in std::mem::take(&mut self.foreign) {
+            let _ = self.kube.delete(
+                &self.admin(),
+                &Self::cronjob_ref(&name),
+                &DeleteOptions::default(),
+            );
+        }
+        // lethe puts no finalizer on its CronJobs: every one there is the hostile user's.
+        for c in self.cronjobs().into_values() {
+            if c.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
+                self.kube.clear_finalizers("CronJob", NAMESPACE, &c.name);
+            }
+        }
+        self.note(
+            "quiescence: faults healed, the hostile user's objects and finalizers removed".into(),
+        );
+        let mut last = String::new();
+        for _ in 0..QUIESCENT_PASSES {
+            // Past any lease, backoff and resync interval.
+            self.advance(700_000);
+            self.lethe_pass(true)?;
+            let paths: Vec<String> = self.deletions.keys().cloned().collect();
+            for path in paths {
+                self.poll_one(&path)?;
+            }
+            match self.divergence() {
+                None if self.deletions.is_empty() => return Ok(()),
+                None => {
+                    last = format!(
+                        "deletion jobs not COMPLETE: {:?}",
+                        self.deletions.keys().collect::<Vec<_>>()
+                    )
+                }
+                Some(d) => last = d,
+            }
+        }
+        Err(format!(
+            "no convergence after {QUIESCENT_PASSES} quiescent passes: {last}"
+        ))
+    }
+
+    /// How the cluster differs from the desired state, if it does.
+    fn divergence(&self) -> Option<String> {
+        let desired = self.desired();
+        let cronjobs = self.cronjobs();
+        let mut wanted = BTreeSet::new();
+        for (uid, (team, job, hash)) in &desired {
+            let name = model::cronjob_name(team, job);
+            wanted.insert(name.clone());
+            let Some(o) = self.kube.object("CronJob", NAMESPACE, &name) else {
+                return Some(format!("no CronJob {name} for job {uid}"));
+            };
+            let labels = &o.json()["metadata"]["labels"];
+            let annotations = &o.json()["metadata"]["annotations"];
+            if labels[JOB_UID_LABEL] != uid.as_str()
+                || annotations[HASH_ANNOTATION] != hash.as_str()
+            {
+                return Some(format!(
+                    "CronJob {name} is not job {uid}'s desired spec: labels {labels}, annotations {annotations}"
+                ));
+            }
+        }
+        let mut extra = String::new();
+        for c in cronjobs
+            .values()
+            .filter(|c| c.managed && !wanted.contains(&c.name))
+        {
+            let _ = write!(extra, "{} ", c.name);
+        }
+        (!extra.is_empty()).then(|| format!("orphans left: {extra}"))
+    }
+}
+
+/// What one client action did.
+#[derive(Default)]
+struct Acted {
+    lines: Vec<String>,
+    deletion: Option<Deletion>,
+    violation: Option<String>,
+}
+
+/// A data-jobs client of the API (through the `api` host, as any lethe host serves it).
+#[derive(Clone, Copy)]
+struct Client<'w, 'a> {
+    api: &'w FakeHost<'a>,
+}
+
+impl Client<'_, '_> {
+    fn call(&self, method: &str, path: &str, body: Option<Json>) -> (u16, Json, Option<String>) {
+        let req = Request {
+            method: method.into(),
+            path: path.into(),
+            headers: vec![(
+                "authorization".into(),
+                format!("Bearer {CLIENT}").into_bytes(),
+            )]
+            .into(),
+            body: body.map(|b| b.to_string().into_bytes()).unwrap_or_default(),
+            ..Default::default()
+        };
+        let r = data_jobs_core::api::handle(self.api, &req);
+        let location = r
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("location"))
+            .map(|(_, v)| v.clone());
+        (r.status, r.json_body().unwrap_or(Json::Null), location)
+    }
+
+    fn job_uid(&self, job: &str) -> Option<String> {
+        let (status, body, _) = self.call(
+            "GET",
+            &format!("/data-jobs/for-team/{TEAM}/jobs/{job}"),
+            None,
+        );
+        (status == 200)
+            .then(|| body["uid"].as_str().map(str::to_string))
+            .flatten()
+    }
+
+    /// One request the seed picks: create, deploy, undeploy or delete a job; a deletion's
+    /// first poll is checked (invariant 4).
+    fn act(&self, rng: &mut StdRng) -> Acted {
+        let mut acted = Acted::default();
+        let job = JOB_NAMES[rng.random_range(0..JOB_NAMES.len())];
+        let jobs = format!("/data-jobs/for-team/{TEAM}/jobs");
+        let (what, method, path, body) = match rng.random_range(0..100) {
+            0..25 => (
+                "create",
+                "POST",
+                jobs.clone(),
+                Some(json!({
+                "job_name": job, "config": {"schedule": {"schedule_cron": "0 * * * *"}}})),
+            ),
+            25..60 => {
+                let version = rng.random_range(1..4);
+                let enabled = rng.random_ratio(4, 5);
+                let schedule = ["0 * * * *", "*/5 * * * *", "30 2 * * 1"][rng.random_range(0..3)];
+                (
+                    "deploy",
+                    "POST",
+                    format!("{jobs}/{job}/deployments"),
+                    Some(json!({
+                    "job_version": format!("v{version}"), "enabled": enabled,
+                    "schedule": {"schedule_cron": schedule}})),
+                )
+            }
+            60..80 => (
+                "undeploy",
+                "DELETE",
+                format!("{jobs}/{job}/deployments/production"),
+                None,
+            ),
+            _ => ("delete", "DELETE", format!("{jobs}/{job}"), None),
+        };
+        let job_uid = self.job_uid(job);
+        let (status, _, location) = self.call(method, &path, body);
+        acted.lines.push(format!("client {what} {job}: {status}"));
+        if status != 202 || method != "DELETE" {
+            return acted;
+        }
+        let (Some(location), Some(job_uid)) = (location, job_uid) else {
+            acted.violation = Some(format!(
+                "{what} {job}: 202 without a Location or for no job"
+            ));
+            return acted;
+        };
+        let path = location
+            .find("/v3/jobs/")
+            .map(|i| location[i..].to_string())
+            .unwrap_or(location);
+        let (status, body, _) = self.call("GET", &path, None);
+        acted
+            .lines
+            .push(format!("client polls {path}: {status} {}", body["state"]));
+        if status == 404 {
+            acted.violation = Some(format!("the first poll of {path} after its 202 was 404"));
+        }
+        let complete = status == 200 && body["state"] == "COMPLETE";
+        acted.deletion = Some(Deletion {
+            path,
+            job_uid,
+            complete,
+        });
+        acted
+    }
+}
+
+/// A CronJob as someone other than lethe would write it.
+fn cronjob(name: &str, labels: Json) -> Json {
+    json!({
+        "apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
+        "spec": {"schedule": "1 1 * * *", "jobTemplate": {"spec": {"template": {"spec": {
+            "containers": [{"name": "theirs", "image": "theirs"}]}}}}},
+    })
+}
