@@ -1331,25 +1331,8 @@ struct StandaloneCluster {
 impl StandaloneCluster {
     fn start() -> StandaloneCluster {
         let dir = tempfile::tempdir().expect("tempdir");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .expect("free port")
-            .local_addr()
-            .expect("addr")
-            .port();
-        let child = Command::new(support::lethe_bin())
-            .args([
-                "cluster",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--data-dir",
-            ])
-            .arg(dir.path())
-            .env("LETHE_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn lethe cluster");
+        let port = support::free_port();
+        let child = support::spawn_cluster(dir.path(), &["--listen", &format!("127.0.0.1:{port}")]);
         let deadline = Instant::now() + Duration::from_secs(30);
         while !dir.path().join("cluster/kubeconfig").exists()
             || std::net::TcpStream::connect(("127.0.0.1", port)).is_err()

@@ -289,11 +289,7 @@ fn json_logs_are_one_object_per_line_and_carry_the_request_id() {
 
 #[test]
 fn readyz_names_an_unreachable_cluster_until_it_answers() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("free port")
-        .local_addr()
-        .expect("addr")
-        .port();
+    let port = support::free_port();
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(
@@ -349,17 +345,10 @@ migrations = "{migrations}"
     assert_eq!(health.status, 200, "alive while not ready");
 
     let cluster_dir = dir.path().join("cluster");
-    let mut cluster = Command::new(support::lethe_bin())
-        .args(["cluster", "--plain-http", "--listen"])
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--data-dir")
-        .arg(&cluster_dir)
-        .env("LETHE_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start lethe cluster");
+    let mut cluster = support::spawn_cluster(
+        &cluster_dir,
+        &["--plain-http", "--listen", &format!("127.0.0.1:{port}")],
+    );
     let ready = std::panic::catch_unwind(|| {
         wait_for(
             Duration::from_secs(60),
@@ -585,26 +574,17 @@ spec:
 /// cluster over plain HTTP, with the same bearer tokens and the same authorization.
 #[test]
 fn the_embedded_cluster_serves_kubectl_over_https_and_foreign_hosts_over_plain_http() {
-    let free_port = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port()
-    };
-    let (tls_port, plain_port) = (free_port(), free_port());
+    let (tls_port, plain_port) = (support::free_port(), support::free_port());
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut cluster = Command::new(support::lethe_bin())
-        .arg("cluster")
-        .args(["--listen", &format!("127.0.0.1:{tls_port}")])
-        .args(["--plain-listen", &format!("127.0.0.1:{plain_port}")])
-        .arg("--data-dir")
-        .arg(dir.path())
-        .env("LETHE_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start lethe cluster");
+    let mut cluster = support::spawn_cluster(
+        dir.path(),
+        &[
+            "--listen",
+            &format!("127.0.0.1:{tls_port}"),
+            "--plain-listen",
+            &format!("127.0.0.1:{plain_port}"),
+        ],
+    );
     let checked = std::panic::catch_unwind(|| {
         let kubeconfig = dir.path().join("cluster/kubeconfig");
         let namespaces = wait_for(Duration::from_secs(60), "kubectl over HTTPS", || {

@@ -49,13 +49,13 @@
 
 #![warn(missing_docs)]
 
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
 mod crash;
 mod world;
 
 pub use world::{Outcome, run};
-
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// What a run of many seeds found.
 pub struct Summary {

@@ -71,7 +71,6 @@ pub fn run(seed: u64, steps: usize) -> Outcome {
         trace: Vec::new(),
         deletions: BTreeMap::new(),
         foreign: BTreeMap::new(),
-        faulty: false,
         gone: BTreeSet::new(),
     };
     let violation = world.play(steps).err();
@@ -110,8 +109,6 @@ struct World<'w, 'a> {
     deletions: BTreeMap<String, Deletion>,
     /// The hostile user's own CronJobs (none of lethe's labels), by name: their uid.
     foreign: BTreeMap<String, String>,
-    /// Whether a fault is in force (the quiescent phase heals it).
-    faulty: bool,
     /// Jobs whose deletion a client saw COMPLETE: deleted for good (a job's uid never returns).
     gone: BTreeSet<String>,
 }
@@ -533,12 +530,10 @@ impl World<'_, '_> {
                     [self.rng.random_range(0..6)];
                 let kind = ["CronJob", "Lease", "*"][self.rng.random_range(0..3)];
                 self.kube.fail(verb, kind);
-                self.faulty = true;
                 self.note(format!("fault: {verb} {kind} fails"));
             }
             30..55 => {
                 self.kube.heal();
-                self.faulty = false;
                 self.note("fault: healed".into());
             }
             55..70 => {
@@ -567,7 +562,6 @@ impl World<'_, '_> {
     /// converges or the bound is reached.
     fn quiesce(&mut self) -> Result<(), Failure> {
         self.kube.heal();
-        self.faulty = false;
         for (name, _) in std::mem::take(&mut self.foreign) {
             let _ = self.kube.delete(
                 &self.admin(),

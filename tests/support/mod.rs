@@ -16,6 +16,29 @@ pub fn lethe_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_lethe"))
 }
 
+/// A TCP port nothing listens on right now (the OS picks it; released for the caller to bind).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Starts `lethe cluster --data-dir <data_dir>` with `args`, quietly; the caller stops it.
+pub fn spawn_cluster(data_dir: &Path, args: &[&str]) -> Child {
+    Command::new(lethe_bin())
+        .arg("cluster")
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env("LETHE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start lethe cluster")
+}
+
 /// Where the build script put the wasm components.
 pub fn component(name: &str) -> PathBuf {
     Path::new(lethe::COMPONENTS_DIR).join(format!("{name}.wasm"))

@@ -25,6 +25,8 @@
 
 pub mod config;
 mod convert;
+#[cfg(target_arch = "wasm32")]
+mod edge;
 pub mod kube;
 pub mod log;
 #[cfg(all(target_arch = "wasm32", feature = "spin"))]

@@ -10,7 +10,7 @@ use spin_sqlite_adapter::{
 use crate::bindings::exports::lethe::platform::{config, sql as wit};
 use crate::bindings::fermyon::spin::variables;
 use crate::bindings::spin::sqlite::sqlite as spin;
-use crate::wasi::Adapter;
+use crate::edge::{Adapter, stderr};
 
 /// Spin's connection to the `default` database.
 struct SpinConnection(spin::Connection);
@@ -208,7 +208,7 @@ pub fn config(key: &str) -> Result<String, config::Error> {
         Err(variables::Error::InvalidName(_)) => Err(config::Error::InvalidName(key.to_owned())),
         Err(variables::Error::Undefined(_)) => Err(config::Error::Undefined(key.to_owned())),
         Err(variables::Error::Provider(m) | variables::Error::Other(m)) => {
-            crate::wasi::stderr(&format!(
+            stderr(&format!(
                 "[warn] the Spin variable `{key}` could not be read: {m}\n"
             ));
             Err(config::Error::Undefined(key.to_owned()))

@@ -14,6 +14,7 @@ use wasip2::http::types::{
 use wasip2::io::streams::{InputStream, StreamError};
 
 use crate::bindings::exports::lethe::platform::{config, kube as wit, log};
+use crate::edge::{Adapter, stderr};
 use crate::kube::discovery::DiscoveryCache;
 use crate::kube::retry::{self, Answer, Attempt, TransportError};
 use crate::kube::url::Scheme;
@@ -39,17 +40,6 @@ fn env(name: &str) -> Option<String> {
     })
 }
 
-/// Writes one line to stderr. Failures are dropped: logging must never fail a component.
-pub(crate) fn stderr(line: &str) {
-    let stream = wasip2::cli::stderr::get_stderr();
-    // `blocking-write-and-flush` takes at most 4096 bytes per call.
-    for chunk in line.as_bytes().chunks(4096) {
-        if stream.blocking_write_and_flush(chunk).is_err() {
-            return;
-        }
-    }
-}
-
 /// The adapter's setting `name` (`LETHE_KUBE_URL`, `LETHE_KUBE_TOKEN`): from the environment on
 /// plain WASI hosts, from the Spin variable of the same meaning on Spin.
 fn setting(name: &str) -> Option<String> {
@@ -58,8 +48,6 @@ fn setting(name: &str) -> Option<String> {
     #[cfg(not(feature = "spin"))]
     return env(name);
 }
-
-pub(crate) struct Adapter;
 
 impl config::Guest for Adapter {
     fn get(key: String) -> Result<String, config::Error> {

@@ -29,15 +29,16 @@ enum Command {
     Sync(SyncArgs),
     /// Apply every component's migrations to the database and exit (for example, to prepare
     /// the SQLite database of a Spin application, which applies none of its own).
-    Migrate(MigrateArgs),
+    Migrate(AppArgs),
 }
 
+/// The application a command works on, as `lethe up` runs it: its manifest and its database.
 #[derive(clap::Args)]
-struct MigrateArgs {
+struct AppArgs {
     /// The Spin v2 manifest.
     #[arg(long, default_value = "spin.toml")]
     manifest: PathBuf,
-    /// The data dir of `lethe up` (its SQLite database is the default).
+    /// The data dir of `lethe up` (its SQLite database, its embedded cluster).
     #[arg(long, default_value = ".lethe", env = "LETHE_DATA_DIR")]
     data_dir: PathBuf,
     /// Database URL (`postgres://…` or `sqlite:<path>`, e.g. `sqlite:.spin/sqlite_db.db` for
@@ -51,15 +52,8 @@ struct SyncArgs {
     /// Run one pass and exit (the only mode: the periodic sync is `lethe up`'s cron trigger).
     #[arg(long, required = true)]
     once: bool,
-    /// The Spin v2 manifest.
-    #[arg(long, default_value = "spin.toml")]
-    manifest: PathBuf,
-    /// The data dir of `lethe up` (database, embedded cluster).
-    #[arg(long, default_value = ".lethe", env = "LETHE_DATA_DIR")]
-    data_dir: PathBuf,
-    /// Database URL (`postgres://…` or `sqlite:<path>`); SQLite in the data dir when absent.
-    #[arg(long, env = "LETHE_DATABASE_URL", hide_env_values = true)]
-    database_url: Option<String>,
+    #[command(flatten)]
+    app: AppArgs,
     /// Use this kubeconfig instead of the embedded cluster.
     #[arg(long, env = "KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
@@ -206,7 +200,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
+async fn migrate(args: AppArgs) -> anyhow::Result<()> {
     let applied =
         lethe::configure::migrate(&args.manifest, args.database_url.as_deref(), &args.data_dir)
             .await?;
@@ -222,9 +216,9 @@ async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
 async fn sync(args: SyncArgs) -> anyhow::Result<()> {
     let _ = args.once;
     let outcomes = lethe::sync::run_once(lethe::sync::SyncOptions {
-        manifest: args.manifest,
-        data_dir: args.data_dir,
-        database_url: args.database_url,
+        manifest: args.app.manifest,
+        data_dir: args.app.data_dir,
+        database_url: args.app.database_url,
         kubeconfig: args.kubeconfig,
         component: args.component,
         instance_id: args.instance_id,
