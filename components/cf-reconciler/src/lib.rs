@@ -8,15 +8,12 @@
 
 #[cfg(target_arch = "wasm32")]
 mod wasm {
-    use std::cell::RefCell;
-    use std::collections::HashMap;
-
+    use cf_core::backoff::SqlBackoff;
     use cf_core::config::Settings;
     use cf_core::follow::pass_on_changes;
-    use cf_core::reconcile::{Backoff, Report, backoff_delay_ms};
+    use cf_core::reconcile::Report;
     use lethe_guest::env::{Env, Level};
     use lethe_guest::host::Host;
-    use lethe_guest::host::bindings::lethe::platform::sql::{self, Value};
     use lethe_guest::{Request, Response};
     use serde_json::json;
 
@@ -34,108 +31,12 @@ mod wasm {
 
     use exports::lethe::platform::reconciler::{self, ItemFailure};
 
-    /// Backoff rows read once per pass; failures and successes are written through.
-    struct SqlBackoff {
-        rows: RefCell<HashMap<String, (u32, i64)>>,
-        host: Host,
-    }
-
-    impl SqlBackoff {
-        fn load(host: Host) -> Result<Self, String> {
-            let rows = sql::query(
-                "SELECT object_key, attempts, next_attempt_ms FROM cf_reconcile_backoff",
-                &[],
-            )
-            .map_err(|e| format!("reading backoff state: {e:?}"))?;
-            let mut map = HashMap::new();
-            for row in rows.rows {
-                if let [
-                    Value::Text(key),
-                    Value::Integer(attempts),
-                    Value::Integer(next),
-                ] = row.as_slice()
-                {
-                    map.insert(
-                        key.clone(),
-                        (u32::try_from(*attempts).unwrap_or(u32::MAX), *next),
-                    );
-                }
-            }
-            Ok(SqlBackoff {
-                rows: RefCell::new(map),
-                host,
-            })
-        }
-    }
-
-    impl Backoff for SqlBackoff {
-        fn due(&self, key: &str, now_ms: i64) -> bool {
-            self.rows
-                .borrow()
-                .get(key)
-                .is_none_or(|(_, next)| now_ms >= *next)
-        }
-
-        fn failed(&self, key: &str, now_ms: i64, reason: &str) {
-            let attempts = self
-                .rows
-                .borrow()
-                .get(key)
-                .map_or(0, |(a, _)| *a)
-                .saturating_add(1);
-            let jitter = self.host.random_bytes(1).first().copied().unwrap_or(0);
-            let next = now_ms + backoff_delay_ms(attempts, jitter);
-            self.rows
-                .borrow_mut()
-                .insert(key.to_string(), (attempts, next));
-            let result = sql::execute(
-                "INSERT INTO cf_reconcile_backoff (object_key, attempts, next_attempt_ms, last_error) \
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (object_key) DO UPDATE SET \
-                 attempts = excluded.attempts, next_attempt_ms = excluded.next_attempt_ms, last_error = excluded.last_error",
-                &[
-                    Value::Text(key.into()),
-                    Value::Integer(attempts.into()),
-                    Value::Integer(next),
-                    Value::Text(reason.into()),
-                ],
-            );
-            if let Err(e) = result {
-                self.host.log(
-                    Level::Warn,
-                    &format!("cannot record backoff of {key}: {e:?}"),
-                );
-            }
-        }
-
-        fn due_now(&self, now_ms: i64) -> Vec<String> {
-            self.rows
-                .borrow()
-                .iter()
-                .filter(|(_, (_, next))| now_ms >= *next)
-                .map(|(key, _)| key.clone())
-                .collect()
-        }
-
-        fn succeeded(&self, key: &str) {
-            if self.rows.borrow_mut().remove(key).is_some() {
-                if let Err(e) = sql::execute(
-                    "DELETE FROM cf_reconcile_backoff WHERE object_key = $1",
-                    &[Value::Text(key.into())],
-                ) {
-                    self.host.log(
-                        Level::Warn,
-                        &format!("cannot clear backoff of {key}: {e:?}"),
-                    );
-                }
-            }
-        }
-    }
-
     /// One pass: on the changes since the last one, unless `full` asks to list everything.
     fn run_pass(full: bool) -> Result<Report, String> {
         let host = Host::default();
         let settings = Settings::from_env(&host)?;
-        let backoff = SqlBackoff::load(Host::default())?;
+        let backoff =
+            SqlBackoff::load(&host, &host).map_err(|e| format!("reading backoff state: {e}"))?;
         let report = pass_on_changes(&host, &host, &host, &settings, &backoff, full);
         if report.created + report.updated + report.deleted > 0 || !report.failed.is_empty() {
             host.log(
