@@ -26,19 +26,22 @@ use crate::sql::{Sql, SqlError, Statement, Value};
 
 type Key = (String, String, String); // (kind, namespace, name)
 
-/// One write to one object, as a watch sees it: its state before and after (`None`: absent).
+/// One write to one object, as a watch sees it: its state before and after (`None`: absent), and
+/// when the cluster's clock said it was made.
 struct Write {
     key: Key,
     before: Option<Json>,
     after: Option<Json>,
+    at_ms: i64,
 }
 
 /// The objects, and every write made to them in order, so that `changes` delivers each write
 /// as a watch would (one event per write, a selector's start or end of matching included).
-#[derive(Default)]
 struct Store {
     objects: RefCell<BTreeMap<Key, Json>>,
     writes: RefCell<Vec<Write>>,
+    /// The cluster's clock, which stamps each write.
+    now: Rc<Cell<i64>>,
 }
 
 /// A mutable borrow of the objects that logs, when dropped, what changed through it.
@@ -46,6 +49,7 @@ struct Writing<'a> {
     objects: std::cell::RefMut<'a, BTreeMap<Key, Json>>,
     before: BTreeMap<Key, Json>,
     writes: &'a RefCell<Vec<Write>>,
+    at_ms: i64,
 }
 
 impl std::ops::Deref for Writing<'_> {
@@ -73,6 +77,7 @@ impl Drop for Writing<'_> {
                     key: key.clone(),
                     before: before.cloned(),
                     after: after.cloned(),
+                    at_ms: self.at_ms,
                 });
             }
         }
@@ -90,7 +95,26 @@ impl Store {
             before: objects.clone(),
             objects,
             writes: &self.writes,
+            at_ms: self.now.get(),
         }
+    }
+
+    /// The objects as a reader `lag_ms` behind saw them: writes made since then are not seen yet,
+    /// except that an object created since is seen as it was created (a lagging read shows what
+    /// changed late, and what is gone still there, but never hides what exists).
+    fn lagging(&self, lag_ms: i64) -> BTreeMap<Key, Json> {
+        let mut seen = self.objects.borrow().clone();
+        let since = self.now.get() - lag_ms;
+        for write in self.writes.borrow().iter().rev() {
+            if write.at_ms <= since {
+                break;
+            }
+            match write.before.as_ref().or(write.after.as_ref()) {
+                Some(o) => seen.insert(write.key.clone(), o.clone()),
+                None => seen.remove(&write.key),
+            };
+        }
+        seen
     }
 }
 
@@ -120,6 +144,8 @@ pub struct FakeCluster {
     /// Bookmarks are `fake<epoch>.<index into the writes>`; expiring the watches starts a new
     /// epoch.
     watch_epoch: Cell<u64>,
+    /// How far behind the writes the reads of a [`Lagging`] view are, in milliseconds.
+    pub read_lag_ms: Cell<i64>,
 }
 
 impl Default for FakeCluster {
@@ -132,10 +158,15 @@ impl FakeCluster {
     /// An empty cluster whose clock reads 2023-11-14. Every token but `bad` authenticates; the
     /// token `admin` may do anything, any other what it is granted.
     pub fn new() -> Self {
+        let now = Rc::new(Cell::new(1_700_000_000_000));
         let cluster = FakeCluster {
-            objects: Store::default(),
+            objects: Store {
+                objects: RefCell::default(),
+                writes: RefCell::default(),
+                now: now.clone(),
+            },
             version: Cell::new(1),
-            now: Rc::new(Cell::new(1_700_000_000_000)),
+            now,
             grants: RefCell::new(Vec::new()),
             rejected: RefCell::new(vec!["bad".into()]),
             faults: RefCell::new(Vec::new()),
@@ -144,6 +175,7 @@ impl FakeCluster {
             lost_answers: RefCell::new(Vec::new()),
             admission: RefCell::new(None),
             watch_epoch: Cell::new(1),
+            read_lag_ms: Cell::new(0),
         };
         cluster.grant("admin", "*", "*", "*");
         cluster
@@ -460,6 +492,150 @@ fn selects(selector: &str, labels: &Json) -> bool {
         })
 }
 
+/// The cluster as a reader that lags behind the writes sees it ([`FakeCluster::read_lag_ms`]): a
+/// read path served from a cache that has not caught up, as the deletion seed's first poll met
+/// (the deletionTimestamp not visible yet). Its reads show what changed late and what is gone
+/// still there, but never hide an object that exists; its writes and watches are the cluster's.
+pub struct Lagging<'a>(pub &'a FakeCluster);
+
+impl FakeCluster {
+    /// This cluster, read with its [`FakeCluster::read_lag_ms`].
+    pub fn lagging(&self) -> Lagging<'_> {
+        Lagging(self)
+    }
+}
+
+impl Kube for Lagging<'_> {
+    fn authenticate(&self, id: &Identity) -> Result<(), KubeError> {
+        self.0.authenticate(id)
+    }
+
+    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError> {
+        match self.0.read_lag_ms.get() {
+            0 => self.0.get(id, target),
+            lag => {
+                self.0
+                    .check(id, "get", &target.kind, target.namespace.as_deref())?;
+                get_in(&self.0.objects.lagging(lag), target)
+            }
+        }
+    }
+
+    fn list(
+        &self,
+        id: &Identity,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<ObjectList, KubeError> {
+        match self.0.read_lag_ms.get() {
+            0 => self.0.list(id, api_version, kind, namespace, options),
+            lag => {
+                self.0.check(id, "list", kind, namespace)?;
+                Ok(list_in(
+                    &self.0.objects.lagging(lag),
+                    kind,
+                    namespace,
+                    options,
+                ))
+            }
+        }
+    }
+
+    fn create(&self, id: &Identity, object: &Json) -> Result<Object, KubeError> {
+        self.0.create(id, object)
+    }
+
+    fn patch(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        kind: PatchKind,
+        patch: &Json,
+    ) -> Result<Object, KubeError> {
+        self.0.patch(id, target, kind, patch)
+    }
+
+    fn replace(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        object: &Json,
+    ) -> Result<Object, KubeError> {
+        self.0.replace(id, target, object)
+    }
+
+    fn delete(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        options: &DeleteOptions,
+    ) -> Result<DeleteOutcome, KubeError> {
+        self.0.delete(id, target, options)
+    }
+
+    fn changes(
+        &self,
+        id: &Identity,
+        collection: &Collection,
+        since: Option<&str>,
+        max: u32,
+    ) -> Result<ChangeBatch, KubeError> {
+        self.0.changes(id, collection, since, max)
+    }
+}
+
+/// `target` in `objects`, or 404.
+fn get_in(objects: &BTreeMap<Key, Json>, target: &ObjectRef) -> Result<Object, KubeError> {
+    objects
+        .get(&key_ref(target))
+        .cloned()
+        .map(object_from_json)
+        .ok_or_else(|| KubeError::NotFound(target.name.clone()))
+}
+
+/// The objects of `kind` in `objects` that `options` select (label and `metadata.name` field
+/// selectors); pages continue after the last key returned.
+fn list_in(
+    objects: &BTreeMap<Key, Json>,
+    kind: &str,
+    namespace: Option<&str>,
+    options: &ListOptions,
+) -> ObjectList {
+    let name = options
+        .field_selector
+        .as_deref()
+        .and_then(|f| f.strip_prefix("metadata.name="));
+    let labels = options.label_selector.as_deref().unwrap_or_default();
+    let after = options.continue_token.as_deref();
+    let matching: Vec<(String, &Json)> = objects
+        .iter()
+        .filter(|((k, n, nm), o)| {
+            k == kind
+                && namespace.is_none_or(|ns| ns == n)
+                && name.is_none_or(|x| x == nm)
+                && selects(labels, &o["metadata"]["labels"])
+        })
+        .map(|((_, n, nm), o)| (format!("{n}/{nm}"), o))
+        .filter(|(at, _)| after.is_none_or(|c| at.as_str() > c))
+        .collect();
+    let limit = options
+        .limit
+        .and_then(|l| usize::try_from(l).ok())
+        .filter(|l| *l > 0)
+        .unwrap_or(usize::MAX);
+    let continue_token = (matching.len() > limit).then(|| matching[limit - 1].0.clone());
+    ObjectList {
+        items: matching
+            .into_iter()
+            .take(limit)
+            .map(|(_, o)| object_from_json(o.clone()))
+            .collect(),
+        continue_token,
+    }
+}
+
 impl Kube for FakeCluster {
     fn authenticate(&self, id: &Identity) -> Result<(), KubeError> {
         match id {
@@ -479,12 +655,7 @@ impl Kube for FakeCluster {
             return Err(KubeError::NotFound(target.name.clone()));
         }
         drop(hidden_once);
-        self.objects
-            .borrow()
-            .get(&key_ref(target))
-            .cloned()
-            .map(object_from_json)
-            .ok_or_else(|| KubeError::NotFound(target.name.clone()))
+        get_in(&self.objects.borrow(), target)
     }
 
     /// Label and `metadata.name` field selectors; pages continue after the last key returned.
@@ -497,38 +668,7 @@ impl Kube for FakeCluster {
         options: &ListOptions,
     ) -> Result<ObjectList, KubeError> {
         self.check(id, "list", kind, namespace)?;
-        let name = options
-            .field_selector
-            .as_deref()
-            .and_then(|f| f.strip_prefix("metadata.name="));
-        let labels = options.label_selector.as_deref().unwrap_or_default();
-        let after = options.continue_token.as_deref();
-        let objects = self.objects.borrow();
-        let matching: Vec<(String, &Json)> = objects
-            .iter()
-            .filter(|((k, n, nm), o)| {
-                k == kind
-                    && namespace.is_none_or(|ns| ns == n)
-                    && name.is_none_or(|x| x == nm)
-                    && selects(labels, &o["metadata"]["labels"])
-            })
-            .map(|((_, n, nm), o)| (format!("{n}/{nm}"), o))
-            .filter(|(at, _)| after.is_none_or(|c| at.as_str() > c))
-            .collect();
-        let limit = options
-            .limit
-            .and_then(|l| usize::try_from(l).ok())
-            .filter(|l| *l > 0)
-            .unwrap_or(usize::MAX);
-        let continue_token = (matching.len() > limit).then(|| matching[limit - 1].0.clone());
-        Ok(ObjectList {
-            items: matching
-                .into_iter()
-                .take(limit)
-                .map(|(_, o)| object_from_json(o.clone()))
-                .collect(),
-            continue_token,
-        })
+        Ok(list_in(&self.objects.borrow(), kind, namespace, options))
     }
 
     fn create(&self, id: &Identity, object: &Json) -> Result<Object, KubeError> {
@@ -566,6 +706,17 @@ impl Kube for FakeCluster {
         }
         if self.objects.borrow().contains_key(&key) {
             return Err(KubeError::Conflict(format!("{} already exists", key.2)));
+        }
+        let terminating = self
+            .objects
+            .borrow()
+            .get(&("Namespace".to_string(), String::new(), key.1.clone()))
+            .is_some_and(|ns| !ns["metadata"]["deletionTimestamp"].is_null());
+        if terminating {
+            return Err(KubeError::Forbidden(format!(
+                "unable to create new content in namespace {} because it is being terminated",
+                key.1
+            )));
         }
         let mut o = object.clone();
         for server_owned in [
@@ -1169,5 +1320,71 @@ mod tests {
             cluster.replace(&Identity::Privileged, &target, &body),
             Err(KubeError::Conflict(_))
         ));
+    }
+
+    #[test]
+    fn a_lagging_reader_sees_changes_and_deletions_late_but_never_misses_an_object() {
+        let cluster = FakeCluster::new();
+        let target = ObjectRef::new("v1", "ConfigMap", Some("a"), "c");
+        let id = Identity::Privileged;
+        cluster.put(cm("a", "c", json!({"v": "1"})));
+        cluster.now.set(cluster.now.get() + 10_000);
+        cluster.edit("ConfigMap", "a", "c", |o| {
+            o["metadata"]["labels"]["v"] = json!("2")
+        });
+        cluster.read_lag_ms.set(5_000);
+        let lagging = cluster.lagging();
+        let seen = lagging.get(&id, &target).expect("seen");
+        assert_eq!(
+            seen.json()["metadata"]["labels"]["v"],
+            "1",
+            "the edit is not seen yet"
+        );
+
+        // A create is seen at once, as it was created.
+        cluster.put(cm("a", "new", json!({"v": "1"})));
+        let listed = lagging
+            .list(&id, "v1", "ConfigMap", Some("a"), &ListOptions::default())
+            .expect("list");
+        assert_eq!(listed.items.len(), 2);
+
+        // A deletion is not seen until the lag has passed.
+        cluster
+            .delete(&id, &target, &DeleteOptions::default())
+            .expect("delete");
+        assert!(lagging.get(&id, &target).is_ok(), "still seen");
+        cluster.now.set(cluster.now.get() + 5_001);
+        assert!(matches!(
+            lagging.get(&id, &target),
+            Err(KubeError::NotFound(_))
+        ));
+        assert_eq!(
+            cluster
+                .lagging()
+                .list(&id, "v1", "ConfigMap", Some("a"), &ListOptions::default())
+                .expect("list")
+                .items
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn nothing_is_created_in_a_terminating_namespace() {
+        let cluster = FakeCluster::new();
+        cluster.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}}));
+        cluster
+            .delete(
+                &Identity::Privileged,
+                &ObjectRef::new("v1", "Namespace", None, "a"),
+                &DeleteOptions::default(),
+            )
+            .expect("marked");
+        assert!(matches!(
+            cluster.create(&Identity::Privileged, &cm("a", "c", json!({}))),
+            Err(KubeError::Forbidden(_))
+        ));
+        cluster.run_namespace_controller();
+        assert!(!cluster.exists("Namespace", "", "a"));
     }
 }
