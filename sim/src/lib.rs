@@ -1,37 +1,51 @@
 //! lethe's deterministic simulator.
 //!
-//! One seed is one world, run step by step: a seeded generator picks, at every step, which actor
-//! moves and how; invariants are checked after every step, and once the clients, the hostile user
-//! and the faults stop, the world must converge within a bounded number of passes. The same seed
-//! gives the same trace, byte for byte: the world has no wall clock, no threads and no hash-map
-//! order (the cluster, the hosts' clocks and their uuids are all functions of the seed).
+//! One seed is two worlds, run one after the other, step by step: the data-jobs world and the CF
+//! world. In each, a seeded generator picks at every step which actor moves and how; invariants
+//! are checked after every step, and once the clients, the hostile user and the faults stop, the
+//! world must converge within a bounded number of passes. The same seed gives the same trace,
+//! byte for byte: a world has no wall clock, no threads and no hash-map order (the cluster, the
+//! hosts' clocks and their uuids are all functions of the seed).
 //!
 //! # What runs
 //!
-//! lethe's **real logic** — the data-jobs API (`data_jobs_core::api::handle`) and reconciler
-//! (`data_jobs_core::sync::tick`) — through the capability traits of the one guest SDK, against
+//! lethe's **real logic** — the data-jobs API and reconciler (`data_jobs_core::api::handle`,
+//! `data_jobs_core::sync::tick_with`), the CF API, job status and reconciler
+//! (`cf_core::api::handle`, `cf_core::jobs::handle`, `cf_core::follow::pass_on_changes` with
+//! `cf_core::backoff::SqlBackoff`) — through the capability traits of the one guest SDK, against
 //! `lethe_guest::fake`: the in-memory cluster the component crates' tests use (uids,
 //! resourceVersions, guarded replaces, uid-preconditioned deletes, finalizers and the
-//! deletionTimestamp, label selectors, pagination, watches as a change feed, injectable faults)
-//! and SQLite in memory with the component's own migrations. The wasm binaries are not run: the
+//! deletionTimestamp, namespaces that wait for the namespace controller and refuse new content
+//! while terminating, label selectors, pagination, watches as a change feed, injectable faults)
+//! and SQLite in memory with each component's own migrations. The wasm binaries are not run: the
 //! logic inside them is the same code, and running it natively keeps a schedule at a fraction of
-//! a millisecond, which is what lets thousands of seeds run in every CI job.
+//! a millisecond, which is what lets thousands of seeds run in every CI job. The namespace
+//! controller is stepped by the schedule, not run on a thread.
 //!
 //! # Actors
 //!
-//! * **Data-jobs clients**: create jobs, deploy (new versions, enabled or not), delete
-//!   deployments and jobs, re-create the same names, and poll the deletion jobs they got.
-//! * **A hostile user**: hand-edits lethe's CronJobs, deletes them, adds a foreign finalizer to
-//!   them, creates CronJobs of its own (under the names lethe's jobs want, too) and labelled
-//!   orphans.
-//! * **1–3 lethe hosts** running passes, competing for the Lease; any pass may **crash** between
-//!   two of its capability calls (what it committed stays).
+//! * **Clients**. Data-jobs clients create jobs, deploy them (new versions, enabled or not),
+//!   delete deployments and jobs, and re-create the same names. CF clients create orgs and spaces
+//!   (the same names again, too) and delete them. Both poll the deletion jobs they got, as the cf
+//!   CLI does, and call the API between any two capability calls of a pass, so a pass sees the
+//!   desired state change under it, as when an API request and a pass run side by side.
+//! * **A hostile user**. In the data-jobs world it hand-edits lethe's CronJobs, deletes them,
+//!   adds a foreign finalizer to them, creates CronJobs of its own (under the names lethe's jobs
+//!   want, too) and labelled orphans. In the CF world it makes orgs by hand over namespaces of
+//!   its own, squats the namespace names lethe's orgs and spaces need, deletes lethe's
+//!   namespaces by hand, and puts its finalizer first or last on orgs and spaces (also between
+//!   two calls of a pass).
+//! * **1–3 lethe hosts** running passes (the data-jobs ones competing for the Lease); any pass
+//!   may **crash** between two of its capability calls (what it committed stays).
 //! * **A fault injector**: failing verbs (the fake answers `unavailable`), creates whose answer is
-//!   lost after they were applied or before, lost watches, objects momentarily hidden from a read.
-//! * **The clock**, advanced by the schedule.
+//!   lost after they were applied or before, lost watches, objects momentarily hidden from a
+//!   read, and (CF) an API whose reads lag up to 4 s behind the writes, as the first poll in the
+//!   deletion seed met: changes seen late, deletions seen late, never an object hidden.
+//! * **The namespace controller** (CF) and **the clock**, advanced by the schedule.
 //!
 //! # Invariants (after every step)
 //!
+//! Data jobs:
 //! 1. A lethe pass never changes or deletes an object it does not own (the hostile user's
 //!    CronJobs, which carry none of lethe's labels).
 //! 2. A lethe pass never deletes a CronJob whose desired deployment (same job uid) exists.
@@ -41,21 +55,58 @@
 //! 5. A foreign finalizer is never removed by lethe.
 //! 6. No two hosts run a pass while the other's Lease is valid.
 //!
-//! Clients call the API between any two capability calls of a pass, so a pass sees the desired
-//! state change under it, as it does when an API request and a pass run side by side.
+//! CF:
+//! 1. A lethe pass never changes or deletes a namespace that is not its own.
+//! 2. An org or space holding a foreign finalizer keeps it (and so is never gone).
+//! 3. lethe deletes a namespace it made only once its owner is being deleted, and a space only
+//!    once its org is (or a client asked).
+//! 4. A deletion job is never `COMPLETE` while its org or space exists.
+//! 5. The first poll after a `202` is never 404.
 //!
 //! At quiescence: every desired deployment has its CronJob with the desired spec, no CronJob
-//! lethe manages is left without one, and every deletion job is `COMPLETE`.
+//! lethe manages is left without one; every org and space not being deleted has lethe's
+//! finalizer and its own namespace, none is left being deleted, no namespace lethe made outlives
+//! its owner (the namespaces of deleted orgs and spaces are gone); and every deletion job is
+//! `COMPLETE`.
 
 #![warn(missing_docs)]
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+mod cf;
 mod crash;
-mod world;
+mod data_jobs;
+mod glance;
 
-pub use world::{Outcome, run};
+/// What one seed's run found.
+pub struct Outcome {
+    /// The seed.
+    pub seed: u64,
+    /// Steps taken in both worlds, the quiescent passes included.
+    pub steps: usize,
+    /// One line per step: who moved, what they did, what came of it.
+    pub trace: Vec<String>,
+    /// The first invariant found broken, if any.
+    pub violation: Option<String>,
+}
+
+/// Runs the worlds of `seed` for `steps` steps each (the CF world only if the data-jobs world
+/// kept every invariant), each then quiescing.
+pub fn run(seed: u64, steps: usize) -> Outcome {
+    let (mut trace, mut violation) = data_jobs::play(seed, steps);
+    if violation.is_none() {
+        let (cf, found) = cf::play(seed, steps);
+        trace.extend(cf);
+        violation = found;
+    }
+    Outcome {
+        seed,
+        steps: trace.len(),
+        trace,
+        violation,
+    }
+}
 
 /// What a run of many seeds found.
 pub struct Summary {

@@ -418,10 +418,11 @@ fn on_changes(
             Some(object) => object,
             None => match access::locate(kube, t, name) {
                 Ok(Some(object)) => object,
-                // Gone: nothing is left to do for it.
+                // Gone: nothing is left to do for it, but for a namespace that outlived it.
                 Ok(None) => {
                     backoff.succeeded(&key);
                     keep(memory.untrack(&key));
+                    reconciler.sweep(type_name, t, name, &mut report);
                     continue;
                 }
                 Err(e) => {

@@ -26,6 +26,8 @@
 //! Failures back off per object (exponentially, through [`Backoff`]); one failing object never
 //! stops the pass.
 
+use std::collections::BTreeSet;
+
 use serde_json::json;
 
 use lethe_guest::env::{Env, parse_rfc3339_ms};
@@ -34,6 +36,7 @@ use lethe_guest::kube::{
 };
 
 use crate::FINALIZER;
+use crate::access;
 use crate::config::{ResourceType, Settings};
 use crate::jobs::{self, JobGuid, JobState};
 use crate::ownership::{self, NotOurs, Owner, Refusal};
@@ -166,6 +169,8 @@ impl Reconciler<'_> {
     pub(crate) fn pass(&self) -> Report {
         let started = self.env.now_ms();
         let mut report = Report::default();
+        // What was listed, as the owner marks name it (`<type>.<name>`).
+        let mut listed = BTreeSet::new();
         for (type_name, t) in &self.settings.types {
             let objects = match self.kube.list_all(
                 &Identity::Privileged,
@@ -186,10 +191,105 @@ impl Reconciler<'_> {
             };
             for object in objects {
                 self.visit(type_name, t, &object, &mut report);
+                listed.insert(format!("{type_name}.{}", object.target.name));
             }
         }
+        self.sweep_all(&listed, &mut report);
         report.duration_ms = u64::try_from(self.env.now_ms() - started).unwrap_or(0);
         report
+    }
+
+    /// Sweeps every namespace lethe made whose owner is gone (see [`Reconciler::sweep`]): one
+    /// LIST; only a namespace whose owner was not `listed` (`<type>.<name>`) costs more.
+    fn sweep_all(&self, listed: &BTreeSet<String>, report: &mut Report) {
+        let options = ListOptions {
+            label_selector: Some(ownership::OWNER_UID_LABEL.to_string()),
+            ..ListOptions::default()
+        };
+        let marked =
+            match self
+                .kube
+                .list_all(&Identity::Privileged, "v1", "Namespace", None, &options)
+            {
+                Ok(marked) => marked,
+                Err(e) => {
+                    report
+                        .failed
+                        .push(("namespace/*".into(), format!("listing: {e}")));
+                    return;
+                }
+            };
+        for ns in marked.iter().filter(|ns| ns.deletion_timestamp.is_none()) {
+            let mark = ns.label(ownership::OWNER_LABEL).unwrap_or_default();
+            if listed.contains(mark) {
+                continue;
+            }
+            if let Some((type_name, name)) = mark.split_once('.')
+                && name == ns.target.name
+                && let Some(t) = self.settings.resource_type(type_name)
+            {
+                self.sweep(type_name, t, name, report);
+            }
+        }
+    }
+
+    /// Deletes the namespace `name` when it carries lethe's mark for the object `name` of type
+    /// `type_name` and no object of that name is left (SECURITY.md P2b). Such a namespace
+    /// outlived its owner: one made by a space create that raced with its org's deletion, or for
+    /// an org made by hand and deleted before the reconciler put its finalizer on it. The owner
+    /// is read after the namespace, so one made just now is found; a namespace whose mark names
+    /// an earlier object of a name now taken again is left alone, and reported on the new one
+    /// (P1). The delete is preconditioned on the uid of the namespace whose mark was checked.
+    pub(crate) fn sweep(&self, type_name: &str, t: &ResourceType, name: &str, report: &mut Report) {
+        let key = format!("{type_name}/{name}");
+        let ns = match self
+            .kube
+            .get(&Identity::Privileged, &ownership::namespace_ref(name))
+        {
+            Ok(ns) => ns,
+            Err(KubeError::NotFound(_)) => return,
+            Err(e) => {
+                report
+                    .failed
+                    .push((key, format!("reading its namespace: {e}")));
+                return;
+            }
+        };
+        let mark = format!("{type_name}.{name}");
+        let marked = ns.label(ownership::OWNER_UID_LABEL).is_some()
+            && ns.label(ownership::OWNER_LABEL) == Some(mark.as_str());
+        if !marked || ns.deletion_timestamp.is_some() {
+            return;
+        }
+        match access::locate(self.kube, t, name) {
+            // Its owner, or another of that name, which the clash is reported on (P1).
+            Ok(Some(_)) => return,
+            Ok(None) => {}
+            Err(e) => {
+                report.failed.push((key, format!("reading it: {e}")));
+                return;
+            }
+        }
+        let options = DeleteOptions {
+            propagation: Some(Propagation::Background),
+            precondition_uid: Some(ns.uid.clone()),
+        };
+        match self
+            .kube
+            .delete(&Identity::Privileged, &ns.target, &options)
+        {
+            Ok(_) => {
+                report.deleted += 1;
+                self.env.log(
+                    lethe_guest::env::Level::Info,
+                    &format!("deleted the namespace {name}, whose {type_name} is gone"),
+                );
+            }
+            Err(KubeError::NotFound(_) | KubeError::Conflict(_)) => {}
+            Err(e) => report
+                .failed
+                .push((key, format!("deleting its orphaned namespace: {e}"))),
+        }
     }
 
     /// Reconciles `object` of type `type_name` (unless it is backing off), recording in

@@ -1515,3 +1515,66 @@ fn passes_on_changes_visit_only_what_changed_and_fall_back_to_a_full_pass() {
     assert!(report.full);
     assert!(!run(false).full, "host-1's bookmarks are its own");
 }
+
+/// A namespace lethe made whose owner is gone (a space create raced with its org's deletion; an
+/// org made by hand was deleted before it had lethe's finalizer) is deleted: by the full pass,
+/// and by the pass on the changes that hears of the owner's deletion. A namespace without the
+/// mark, or whose mark names an object of that name that is there (another uid), is left alone.
+#[test]
+fn a_namespace_that_outlived_its_owner_is_swept() {
+    use crate::follow::pass_on_changes;
+    use crate::ownership::{MANAGED_BY, OWNER_LABEL, OWNER_UID_LABEL};
+    use lethe_guest::fake::FakeSql;
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
+    let orphan = "6f1c2a4e-1b2c-4d5e-8f90-000000000001";
+    let mark = |name: &str, uid: &str| json!({OWNER_LABEL: format!("org.{name}"), OWNER_UID_LABEL: uid, MANAGED_BY.0: MANAGED_BY.1});
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": orphan, "labels": mark(orphan, "uid-gone")}}));
+    // The org's own namespace, but marked for an earlier org of that name.
+    fake.edit("Namespace", "", ORG, |ns| {
+        ns["metadata"]["labels"][OWNER_UID_LABEL] = json!("uid-earlier");
+    });
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "payments", "labels": {"team": "payments"}}}));
+
+    let report = pass(&fake, &fake, &settings, &NoBackoff);
+    let swept = fake.object("Namespace", "", orphan).expect("terminating");
+    assert!(swept.deletion_timestamp.is_some(), "{report:?}");
+    assert!(
+        fake.object("Namespace", "", ORG)
+            .expect("kept")
+            .deletion_timestamp
+            .is_none(),
+        "an org of that name is there: the clash is reported on it, the namespace is kept"
+    );
+    let theirs = fake.object("Namespace", "", "payments").expect("kept");
+    assert!(theirs.deletion_timestamp.is_none(), "not lethe's");
+    fake.run_namespace_controller();
+    assert!(!fake.exists("Namespace", "", orphan));
+
+    // On the changes: an org made by hand gets a namespace from a space create before the
+    // reconciler ever saw it, and is deleted at once (it has no finalizer yet).
+    let sql = FakeSql::migrated(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../cf-reconciler/migrations"
+    ));
+    let host = FakeHost::new(&sql, &cluster, "host-1");
+    assert!(pass_on_changes(&host, &host, &host, &settings, &NoBackoff, false).full);
+    let hand_made = "6f1c2a4e-1b2c-4d5e-8f90-000000000002";
+    let org = fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+        "metadata": {"name": hand_made, "namespace": "cf"}, "spec": {"displayName": "h"}}));
+    put_owned_namespace(&fake, "org", &org);
+    fake.delete(
+        &Identity::Privileged,
+        &lethe_guest::kube::ObjectRef::new("cf.lethe.dev/v1alpha1", "Org", Some("cf"), hand_made),
+        &Default::default(),
+    )
+    .expect("gone at once");
+    let report = pass_on_changes(&host, &host, &host, &settings, &NoBackoff, false);
+    assert!(!report.full);
+    let swept = fake
+        .object("Namespace", "", hand_made)
+        .expect("terminating");
+    assert!(swept.deletion_timestamp.is_some(), "{report:?}");
+}

@@ -44,39 +44,49 @@ struct Store {
     now: Rc<Cell<i64>>,
 }
 
-/// A mutable borrow of the objects that logs, when dropped, what changed through it.
+/// A mutable borrow of the objects that logs, when dropped, what changed through it: each object
+/// it touched, as it was before the first touch and as it is at the end.
 struct Writing<'a> {
     objects: std::cell::RefMut<'a, BTreeMap<Key, Json>>,
-    before: BTreeMap<Key, Json>,
+    touched: Vec<(Key, Option<Json>)>,
     writes: &'a RefCell<Vec<Write>>,
     at_ms: i64,
 }
 
-impl std::ops::Deref for Writing<'_> {
-    type Target = BTreeMap<Key, Json>;
-    fn deref(&self) -> &Self::Target {
-        &self.objects
+impl Writing<'_> {
+    fn touch(&mut self, key: &Key) {
+        if !self.touched.iter().any(|(k, _)| k == key) {
+            let before = self.objects.get(key).cloned();
+            self.touched.push((key.clone(), before));
+        }
     }
-}
 
-impl std::ops::DerefMut for Writing<'_> {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.objects
+    fn get_mut(&mut self, key: &Key) -> Option<&mut Json> {
+        self.touch(key);
+        self.objects.get_mut(key)
+    }
+
+    fn insert(&mut self, key: Key, object: Json) {
+        self.touch(&key);
+        self.objects.insert(key, object);
+    }
+
+    fn remove(&mut self, key: &Key) {
+        self.touch(key);
+        self.objects.remove(key);
     }
 }
 
 impl Drop for Writing<'_> {
     fn drop(&mut self) {
-        let keys: std::collections::BTreeSet<&Key> =
-            self.before.keys().chain(self.objects.keys()).collect();
         let mut writes = self.writes.borrow_mut();
-        for key in keys {
-            let (before, after) = (self.before.get(key), self.objects.get(key));
-            if before != after {
+        for (key, before) in self.touched.drain(..) {
+            let after = self.objects.get(&key);
+            if before.as_ref() != after {
                 writes.push(Write {
-                    key: key.clone(),
-                    before: before.cloned(),
                     after: after.cloned(),
+                    key,
+                    before,
                     at_ms: self.at_ms,
                 });
             }
@@ -90,25 +100,44 @@ impl Store {
     }
 
     fn borrow_mut(&self) -> Writing<'_> {
-        let objects = self.objects.borrow_mut();
         Writing {
-            before: objects.clone(),
-            objects,
+            objects: self.objects.borrow_mut(),
+            touched: Vec::new(),
             writes: &self.writes,
             at_ms: self.now.get(),
         }
     }
 
-    /// The objects as a reader `lag_ms` behind saw them: writes made since then are not seen yet,
-    /// except that an object created since is seen as it was created (a lagging read shows what
-    /// changed late, and what is gone still there, but never hides what exists).
-    fn lagging(&self, lag_ms: i64) -> BTreeMap<Key, Json> {
-        let mut seen = self.objects.borrow().clone();
+    /// The object `key` as a reader `lag_ms` behind saw it (see [`Store::lagging`]).
+    fn lagging_one(&self, key: &Key, lag_ms: i64) -> Option<Json> {
         let since = self.now.get() - lag_ms;
-        for write in self.writes.borrow().iter().rev() {
-            if write.at_ms <= since {
-                break;
-            }
+        let writes = self.writes.borrow();
+        let late = writes.iter().rev().take_while(|w| w.at_ms > since);
+        match late.filter(|w| w.key == *key).last() {
+            Some(first_late) => first_late
+                .before
+                .as_ref()
+                .or(first_late.after.as_ref())
+                .cloned(),
+            None => self.objects.borrow().get(key).cloned(),
+        }
+    }
+
+    /// The objects of `kind` as a reader `lag_ms` behind saw them: writes made since then are
+    /// not seen yet, except that an object created since is seen as it was created (a lagging
+    /// read shows what changed late, and what is gone still there, but never hides what exists).
+    fn lagging(&self, kind: &str, lag_ms: i64) -> BTreeMap<Key, Json> {
+        let mut seen: BTreeMap<Key, Json> = self
+            .objects
+            .borrow()
+            .iter()
+            .filter(|((k, _, _), _)| k == kind)
+            .map(|(key, o)| (key.clone(), o.clone()))
+            .collect();
+        let since = self.now.get() - lag_ms;
+        let writes = self.writes.borrow();
+        let late = writes.iter().rev().take_while(|w| w.at_ms > since);
+        for write in late.filter(|w| w.key.0 == kind) {
             match write.before.as_ref().or(write.after.as_ref()) {
                 Some(o) => seen.insert(write.key.clone(), o.clone()),
                 None => seen.remove(&write.key),
@@ -146,6 +175,9 @@ pub struct FakeCluster {
     watch_epoch: Cell<u64>,
     /// How far behind the writes the reads of a [`Lagging`] view are, in milliseconds.
     pub read_lag_ms: Cell<i64>,
+    /// Whether a create into a namespace that does not exist is 404, as Kubernetes answers it
+    /// (off by default: most tests do not bother making namespaces).
+    pub namespaces_must_exist: Cell<bool>,
 }
 
 impl Default for FakeCluster {
@@ -176,6 +208,7 @@ impl FakeCluster {
             admission: RefCell::new(None),
             watch_epoch: Cell::new(1),
             read_lag_ms: Cell::new(0),
+            namespaces_must_exist: Cell::new(false),
         };
         cluster.grant("admin", "*", "*", "*");
         cluster
@@ -291,6 +324,18 @@ impl FakeCluster {
             .map(object_from_json)
     }
 
+    /// `read` of every object of `kind` as stored, by namespace and name (cheaper than
+    /// [`FakeCluster::all`] for a glance at a few fields).
+    pub fn glance<T>(&self, kind: &str, read: impl FnMut(&Json) -> T) -> Vec<T> {
+        self.objects
+            .borrow()
+            .iter()
+            .filter(|((k, _, _), _)| k == kind)
+            .map(|(_, o)| o)
+            .map(read)
+            .collect()
+    }
+
     /// Every object of `kind`, by namespace and name.
     pub fn all(&self, kind: &str) -> Vec<Object> {
         self.objects
@@ -323,6 +368,26 @@ impl FakeCluster {
             if !o["metadata"]["deletionTimestamp"].is_null() {
                 objects.remove(&key);
             }
+        }
+    }
+
+    /// Removes the finalizer `finalizer`, as the controller that put it there would; the object
+    /// goes if it was being deleted and that was its last one.
+    pub fn remove_finalizer(&self, kind: &str, ns: &str, name: &str, finalizer: &str) {
+        let key = (kind.to_string(), ns.to_string(), name.to_string());
+        let version = self.next_version();
+        let mut objects = self.objects.borrow_mut();
+        let Some(o) = objects.get_mut(&key) else {
+            return;
+        };
+        let Some(list) = o["metadata"]["finalizers"].as_array_mut() else {
+            return;
+        };
+        list.retain(|f| f != finalizer);
+        let released = list.is_empty() && !o["metadata"]["deletionTimestamp"].is_null();
+        o["metadata"]["resourceVersion"] = json!(version);
+        if released {
+            objects.remove(&key);
         }
     }
 
@@ -516,7 +581,11 @@ impl Kube for Lagging<'_> {
             lag => {
                 self.0
                     .check(id, "get", &target.kind, target.namespace.as_deref())?;
-                get_in(&self.0.objects.lagging(lag), target)
+                self.0
+                    .objects
+                    .lagging_one(&key_ref(target), lag)
+                    .map(object_from_json)
+                    .ok_or_else(|| KubeError::NotFound(target.name.clone()))
             }
         }
     }
@@ -534,7 +603,7 @@ impl Kube for Lagging<'_> {
             lag => {
                 self.0.check(id, "list", kind, namespace)?;
                 Ok(list_in(
-                    &self.0.objects.lagging(lag),
+                    &self.0.objects.lagging(kind, lag),
                     kind,
                     namespace,
                     options,
@@ -707,12 +776,18 @@ impl Kube for FakeCluster {
         if self.objects.borrow().contains_key(&key) {
             return Err(KubeError::Conflict(format!("{} already exists", key.2)));
         }
-        let terminating = self
+        let namespace = self
             .objects
             .borrow()
             .get(&("Namespace".to_string(), String::new(), key.1.clone()))
-            .is_some_and(|ns| !ns["metadata"]["deletionTimestamp"].is_null());
-        if terminating {
+            .map(|ns| !ns["metadata"]["deletionTimestamp"].is_null());
+        if namespace.is_none() && !key.1.is_empty() && self.namespaces_must_exist.get() {
+            return Err(KubeError::NotFound(format!(
+                "namespaces \"{}\" not found",
+                key.1
+            )));
+        }
+        if namespace == Some(true) {
             return Err(KubeError::Forbidden(format!(
                 "unable to create new content in namespace {} because it is being terminated",
                 key.1
@@ -956,6 +1031,7 @@ impl FakeSql {
     /// A database with every `.sql` file of `dir` applied, in name order.
     pub fn migrated(dir: impl AsRef<Path>) -> FakeSql {
         let conn = rusqlite::Connection::open_in_memory().expect("sqlite in memory");
+        conn.set_prepared_statement_cache_capacity(128);
         let mut files: Vec<_> = std::fs::read_dir(dir)
             .expect("migrations")
             .map(|e| e.expect("entry").path())
@@ -970,7 +1046,7 @@ impl FakeSql {
 
     fn run(&self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, SqlError> {
         let sql = sql.replace('$', "?");
-        let mut stmt = self.0.prepare(&sql).map_err(map_err)?;
+        let mut stmt = self.0.prepare_cached(&sql).map_err(map_err)?;
         let params: Vec<rusqlite::types::Value> = params
             .iter()
             .map(|v| match v {

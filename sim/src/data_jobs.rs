@@ -1,4 +1,7 @@
-//! One seeded world: its actors, its steps and the invariants checked after each.
+//! The data-jobs world: jobs made, deployed, changed and deleted through the data-jobs API, their
+//! deletion jobs polled, and the reconciler run by 1–3 hosts competing for the Lease and crashing
+//! between calls; a hostile user editing, deleting and holding CronJobs and making its own; and
+//! faults.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,6 +20,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value as Json, json};
 
 use crate::crash::{Crash, Scheduled};
+use crate::glance;
 
 const MIGRATIONS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -31,20 +35,9 @@ const FOREIGN_FINALIZER: &str = "example.com/keep";
 /// Passes allowed to converge once the clients, the hostile user and the faults have stopped.
 const QUIESCENT_PASSES: usize = 30;
 
-/// What one seed's run found.
-pub struct Outcome {
-    /// The seed.
-    pub seed: u64,
-    /// Steps taken, the quiescent passes included.
-    pub steps: usize,
-    /// One line per step: who moved, what they did, what came of it.
-    pub trace: Vec<String>,
-    /// The first invariant found broken, if any.
-    pub violation: Option<String>,
-}
-
-/// Runs the world of `seed` for `steps` steps, then lets it quiesce.
-pub fn run(seed: u64, steps: usize) -> Outcome {
+/// Runs the data-jobs world of `seed` for `steps` steps, then lets it quiesce: its trace, and the
+/// first invariant found broken.
+pub(crate) fn play(seed: u64, steps: usize) -> (Vec<String>, Option<Failure>) {
     let mut rng = StdRng::seed_from_u64(seed);
     let kube = FakeCluster::new();
     kube.grant(CLIENT, "*", "*", "*");
@@ -74,12 +67,7 @@ pub fn run(seed: u64, steps: usize) -> Outcome {
         gone: BTreeSet::new(),
     };
     let violation = world.play(steps).err();
-    Outcome {
-        seed,
-        steps: world.trace.len(),
-        trace: world.trace,
-        violation,
-    }
+    (world.trace, violation)
 }
 
 /// A lethe host on the world's clock. Deletion jobs never time out here: a FAILED job would be
@@ -245,23 +233,18 @@ impl World<'_, '_> {
 
     fn cronjobs(&self) -> BTreeMap<String, Seen> {
         self.kube
-            .all("CronJob")
-            .into_iter()
-            .map(|o| {
-                let labels = &o.json()["metadata"]["labels"];
+            .glance("CronJob", |o| {
                 let seen = Seen {
-                    name: o.json()["metadata"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                    resource_version: o.resource_version.clone(),
-                    job_uid: labels[JOB_UID_LABEL].as_str().map(str::to_string),
-                    managed: labels[MANAGED_BY_LABEL] == MANAGED_BY,
-                    deleting: o.deletion_timestamp.is_some(),
-                    finalizers: o.finalizers.clone(),
+                    name: glance::text(o, "/metadata/name"),
+                    resource_version: glance::text(o, "/metadata/resourceVersion"),
+                    job_uid: glance::label(o, JOB_UID_LABEL),
+                    managed: glance::label(o, MANAGED_BY_LABEL).as_deref() == Some(MANAGED_BY),
+                    deleting: glance::deleting(o),
+                    finalizers: glance::finalizers(o),
                 };
-                (o.uid.clone(), seen)
+                (glance::text(o, "/metadata/uid"), seen)
             })
+            .into_iter()
             .collect()
     }
 

@@ -1,0 +1,892 @@
+//! The CF world: orgs and spaces made and deleted through the CF API, their deletion jobs polled
+//! as the cf CLI polls them, and the finalizer reconciler run by 1–3 hosts that crash between
+//! calls; a hostile user squatting namespaces, holding objects with its own finalizers and
+//! deleting lethe's namespaces by hand; the namespace controller, stepped by the schedule; and
+//! faults, a read path that lags behind the writes among them.
+//!
+//! No fault here makes a read miss an object that exists: Kubernetes never does (a read without
+//! a resourceVersion is served from etcd with a quorum read, and a lagging cache shows what is
+//! gone, never hides what is there), and the reconciler rightly takes a namespace that reads 404
+//! as gone.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::panic::AssertUnwindSafe;
+
+use cf_core::FINALIZER;
+use cf_core::backoff::SqlBackoff;
+use cf_core::config::Settings;
+use cf_core::follow::pass_on_changes;
+use cf_core::ownership::{OWNER_LABEL, OWNER_UID_LABEL};
+use cf_core::reconcile::Report;
+use lethe_guest::fake::{FakeCluster, FakeHost, FakeSql};
+use lethe_guest::http::Request;
+use lethe_guest::kube::{DeleteOptions, Identity, Kube as _, ObjectRef};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value as Json, json};
+
+use crate::crash::{Crash, Scheduled};
+use crate::glance;
+
+const MIGRATIONS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../components/cf-reconciler/migrations"
+);
+/// The orgs' namespace.
+const ROOT: &str = "cf";
+/// The clients are CF admins; the hostile user is a cluster administrator with kubectl.
+const ADMIN: &str = "admin";
+const ORG_NAMES: [&str; 3] = ["o1", "o2", "o3"];
+const SPACE_NAMES: [&str; 2] = ["s1", "s2"];
+const FOREIGN_FINALIZER: &str = "example.com/keep";
+/// The longest read lag injected: below the DELETE's confirmation window (`delete_confirm_ms`,
+/// 5 s), which is what that window is for, and above the job poll's re-read (2 s).
+const MAX_LAG_MS: i64 = 4_000;
+/// Passes allowed to converge once the clients, the hostile user and the faults have stopped.
+const QUIESCENT_PASSES: usize = 30;
+
+type Failure = String;
+
+/// Runs the CF world of `seed` for `steps` steps, then lets it quiesce: its trace, and the first
+/// invariant found broken.
+pub(crate) fn play(seed: u64, steps: usize) -> (Vec<String>, Option<Failure>) {
+    // A stream of its own, so that the data-jobs world's draws do not shift this one's.
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x00c0_ffee_cf00_0000);
+    let kube = FakeCluster::new();
+    kube.namespaces_must_exist.set(true);
+    kube.put(namespace(ROOT, json!({})));
+    let sql = FakeSql::migrated(MIGRATIONS);
+    let host_count = rng.random_range(1..=3);
+    let hosts: Vec<FakeHost<'_>> = (0..host_count)
+        .map(|i| {
+            let mut host = FakeHost::new(&sql, &kube, &format!("host-{i}"));
+            host.now = kube.now.clone();
+            never_time_out(&host);
+            host
+        })
+        .collect();
+    let api = FakeHost::on(&kube);
+    never_time_out(&api);
+    let mut world = CfWorld {
+        rng,
+        kube: &kube,
+        hosts: &hosts,
+        api: &api,
+        trace: Vec::new(),
+        deletions: BTreeMap::new(),
+        foreign: BTreeMap::new(),
+        held: BTreeSet::new(),
+    };
+    let violation = world.play(steps).err();
+    (world.trace, violation)
+}
+
+/// Deletion jobs never time out here: a FAILED job would be right after a long fault, and the
+/// invariants are about COMPLETE.
+fn never_time_out(host: &FakeHost<'_>) {
+    host.set_config("deletion_timeout_seconds", "100000000");
+}
+
+fn namespace(name: &str, labels: Json) -> Json {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+}
+
+fn namespace_ref(name: &str) -> ObjectRef {
+    ObjectRef::new("v1", "Namespace", None, name)
+}
+
+/// The job-GUID type of a CF kind.
+fn type_name(kind: &str) -> &'static str {
+    if kind == "Org" { "org" } else { "space" }
+}
+
+/// A deletion job a client was given: its status path and what it is about.
+#[derive(Clone)]
+struct Deletion {
+    path: String,
+    kind: String,
+    guid: String,
+}
+
+/// An org or space as the invariants see it.
+#[derive(Clone)]
+struct Seen {
+    kind: String,
+    /// Its namespace: the root for an org, its org's guid for a space.
+    namespace: String,
+    guid: String,
+    deleting: bool,
+    finalizers: Vec<String>,
+}
+
+/// A namespace as the invariants see it.
+#[derive(Clone)]
+struct SeenNamespace {
+    name: String,
+    resource_version: String,
+    /// The uid in lethe's mark, if it carries one.
+    owner_uid: Option<String>,
+    /// `<type>.<guid>` in lethe's mark.
+    owner: Option<String>,
+    deleting: bool,
+}
+
+struct CfWorld<'w, 'a> {
+    rng: StdRng,
+    kube: &'a FakeCluster,
+    hosts: &'w [FakeHost<'a>],
+    api: &'w FakeHost<'a>,
+    trace: Vec<String>,
+    /// Deletion jobs not yet seen COMPLETE, by status path.
+    deletions: BTreeMap<String, Deletion>,
+    /// The hostile user's namespaces (no mark of lethe's), by name: their uid.
+    foreign: BTreeMap<String, String>,
+    /// Uids of the orgs and spaces that carry the hostile user's finalizer.
+    held: BTreeSet<String>,
+}
+
+impl CfWorld<'_, '_> {
+    fn play(&mut self, steps: usize) -> Result<(), Failure> {
+        for _ in 0..steps {
+            match self.rng.random_range(0..100) {
+                0..28 => self.lethe_pass(false)?,
+                28..48 => {
+                    let client = Client {
+                        api: self.api,
+                        kube: self.kube,
+                    };
+                    let acted = client.act(&mut self.rng);
+                    self.apply(acted)?;
+                }
+                48..56 => self.poll()?,
+                56..66 => self.hostile(),
+                66..76 => self.fault(),
+                76..86 => {
+                    self.kube.run_namespace_controller();
+                    self.note("the namespace controller runs".into());
+                }
+                _ => {
+                    let ms = self.rng.random_range(100..30_000);
+                    self.advance(ms);
+                    self.note(format!("clock +{ms} ms"));
+                }
+            }
+        }
+        self.quiesce()
+    }
+
+    fn note(&mut self, line: String) {
+        let at = self.kube.now.get() - 1_700_000_000_000;
+        self.trace
+            .push(format!("{:>4} t={at}ms cf: {line}", self.trace.len()));
+    }
+
+    fn advance(&self, ms: i64) {
+        self.kube.now.set(self.kube.now.get() + ms);
+    }
+
+    fn client(&self) -> Client<'_, '_> {
+        Client {
+            api: self.api,
+            kube: self.kube,
+        }
+    }
+
+    // --- lethe -----------------------------------------------------------------------------
+
+    /// One pass by a host the seed picks (`full` forces a full pass), which may crash; clients
+    /// (and the hostile user's finalizers) act between its calls. Then the invariants that
+    /// compare the cluster before and after it.
+    fn lethe_pass(&mut self, full: bool) -> Result<(), Failure> {
+        let index = self.rng.random_range(0..self.hosts.len());
+        let hosts = self.hosts;
+        let host = &hosts[index];
+        let crash_after =
+            (!full && self.rng.random_ratio(1, 8)).then(|| self.rng.random_range(0..60));
+        let before = self.objects();
+        let namespaces_before = self.namespaces();
+        let interleave = RefCell::new(StdRng::seed_from_u64(self.rng.random()));
+        let during = RefCell::new(Vec::new());
+        let held_during = RefCell::new(Vec::new());
+        let client = self.client();
+        let kube = self.kube;
+        let between = || {
+            if full {
+                return;
+            }
+            let mut rng = interleave.borrow_mut();
+            match rng.random_range(0..48) {
+                0..3 => during.borrow_mut().push(client.act(&mut rng)),
+                3 => {
+                    if let Some((uid, line)) = hold(kube, &mut rng) {
+                        held_during.borrow_mut().push(uid);
+                        during.borrow_mut().push(Acted {
+                            lines: vec![line],
+                            ..Acted::default()
+                        });
+                    }
+                }
+                _ => {}
+            }
+        };
+        let scheduled = Scheduled::new(host, crash_after, &between);
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let settings = Settings::from_env(&scheduled)?;
+            let backoff = SqlBackoff::load(&scheduled, &scheduled)
+                .map_err(|e| format!("reading the backoff: {e}"))?;
+            Ok::<Report, String>(pass_on_changes(
+                &scheduled, &scheduled, &scheduled, &settings, &backoff, full,
+            ))
+        }));
+        self.held.extend(held_during.into_inner());
+        let during = during.into_inner();
+        // Orgs and spaces a client deleted while the pass ran.
+        let interrupted: BTreeSet<String> = during
+            .iter()
+            .filter_map(|a| a.deletion.as_ref().map(|d| d.guid.clone()))
+            .collect();
+        for acted in during {
+            self.apply(Acted {
+                lines: acted
+                    .lines
+                    .into_iter()
+                    .map(|l| format!("  during the pass: {l}"))
+                    .collect(),
+                ..acted
+            })?;
+        }
+        let said = match &outcome {
+            Ok(Ok(r)) => {
+                let mut said = format!(
+                    "{}examined {} created {} updated {} deleted {} backing off {}",
+                    if r.full { "full: " } else { "" },
+                    r.examined,
+                    r.created,
+                    r.updated,
+                    r.deleted,
+                    r.backing_off
+                );
+                for (item, reason) in &r.failed {
+                    let _ = write!(said, "; {item} failed: {reason}");
+                }
+                said
+            }
+            Ok(Err(e)) => format!("error: {e}"),
+            Err(payload) if payload.is::<Crash>() => {
+                format!("crashed after {} calls", crash_after.unwrap_or(0))
+            }
+            Err(_) => return Err(format!("host-{index}'s pass panicked")),
+        };
+        self.note(format!("host-{index} pass: {said}"));
+        self.check_pass(&before, &namespaces_before, &interrupted)
+    }
+
+    /// Every org and space, by uid.
+    fn objects(&self) -> BTreeMap<String, Seen> {
+        let mut seen = BTreeMap::new();
+        for kind in ["Org", "Space"] {
+            seen.extend(self.kube.glance(kind, |o| {
+                let seen = Seen {
+                    kind: kind.to_string(),
+                    namespace: glance::text(o, "/metadata/namespace"),
+                    guid: glance::text(o, "/metadata/name"),
+                    deleting: glance::deleting(o),
+                    finalizers: glance::finalizers(o),
+                };
+                (glance::text(o, "/metadata/uid"), seen)
+            }));
+        }
+        seen
+    }
+
+    /// Every namespace, by uid.
+    fn namespaces(&self) -> BTreeMap<String, SeenNamespace> {
+        self.kube
+            .glance("Namespace", |o| {
+                let seen = SeenNamespace {
+                    name: glance::text(o, "/metadata/name"),
+                    resource_version: glance::text(o, "/metadata/resourceVersion"),
+                    owner_uid: glance::label(o, OWNER_UID_LABEL),
+                    owner: glance::label(o, OWNER_LABEL),
+                    deleting: glance::deleting(o),
+                };
+                (glance::text(o, "/metadata/uid"), seen)
+            })
+            .into_iter()
+            .collect()
+    }
+
+    /// The invariants on what one pass changed:
+    /// 1. a namespace that is not lethe's is neither changed nor deleted;
+    /// 2. an object holding the hostile user's finalizer keeps it (and so is not gone);
+    /// 3. lethe deletes a namespace it made only for an owner being deleted;
+    /// 4. lethe deletes a space only when its org is being deleted (or a client asked).
+    fn check_pass(
+        &mut self,
+        before: &BTreeMap<String, Seen>,
+        namespaces_before: &BTreeMap<String, SeenNamespace>,
+        interrupted: &BTreeSet<String>,
+    ) -> Result<(), Failure> {
+        let after = self.objects();
+        let namespaces = self.namespaces();
+        for (name, uid) in &self.foreign {
+            let (Some(was), now) = (namespaces_before.get(uid), namespaces.get(uid)) else {
+                continue;
+            };
+            if now.is_none_or(|n| n.resource_version != was.resource_version) {
+                return Err(format!(
+                    "lethe changed or deleted the namespace {name}, which is not its own"
+                ));
+            }
+        }
+        for uid in &self.held {
+            match after.get(uid) {
+                Some(o) if o.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) => {}
+                Some(o) => {
+                    return Err(format!(
+                        "lethe removed the foreign finalizer of {} {}",
+                        o.kind, o.guid
+                    ));
+                }
+                None => {
+                    let what = before.get(uid).map_or(uid.clone(), |o| o.guid.clone());
+                    return Err(format!(
+                        "{what} is gone although it held a foreign finalizer"
+                    ));
+                }
+            }
+        }
+        for (uid, was) in namespaces_before {
+            let deleted = namespaces
+                .get(uid)
+                .is_none_or(|n| n.deleting && !was.deleting);
+            let Some(owner_uid) = &was.owner_uid else {
+                continue;
+            };
+            if deleted
+                && let Some(owner) = after.get(owner_uid)
+                && !owner.deleting
+            {
+                return Err(format!(
+                    "lethe deleted the namespace {} of {} {}, which is not being deleted",
+                    was.name, owner.kind, owner.guid
+                ));
+            }
+        }
+        for (uid, was) in before {
+            let deleted = after.get(uid).is_none_or(|o| o.deleting) && !was.deleting;
+            if was.kind != "Space" || !deleted || interrupted.contains(&was.guid) {
+                continue;
+            }
+            let org = after
+                .values()
+                .find(|o| o.kind == "Org" && o.guid == was.namespace);
+            if org.is_some_and(|o| !o.deleting) {
+                return Err(format!(
+                    "lethe deleted the space {} of org {}, which is not being deleted",
+                    was.guid, was.namespace
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    // --- clients ---------------------------------------------------------------------------
+
+    /// Takes in what a client did: its trace, its deletion job, its violation.
+    fn apply(&mut self, acted: Acted) -> Result<(), Failure> {
+        for line in acted.lines {
+            self.note(line);
+        }
+        if let Some(violation) = acted.violation {
+            return Err(violation);
+        }
+        match acted.deletion {
+            Some(d) if acted.complete => self.check_complete(&d),
+            Some(d) => {
+                self.deletions.insert(d.path.clone(), d);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn poll(&mut self) -> Result<(), Failure> {
+        if self.deletions.is_empty() {
+            return Ok(());
+        }
+        let index = self.rng.random_range(0..self.deletions.len());
+        let Some(path) = self.deletions.keys().nth(index).cloned() else {
+            return Ok(());
+        };
+        self.poll_one(&path)
+    }
+
+    /// Polls `path`, and forgets it once it is COMPLETE.
+    fn poll_one(&mut self, path: &str) -> Result<(), Failure> {
+        let (status, body, _) = self.client().call("GET", path, None);
+        self.note(format!("client polls {path}: {status} {}", body["state"]));
+        if status != 200 || body["state"] != "COMPLETE" {
+            return Ok(());
+        }
+        match self.deletions.remove(path) {
+            Some(d) => self.check_complete(&d),
+            None => Ok(()),
+        }
+    }
+
+    /// A deletion job is COMPLETE only once its org or space is gone. (The namespace lethe made
+    /// for it is gone before it is released; one that outlived it, made by a create that raced
+    /// with the deletion, is swept by a later pass, which quiescence checks.)
+    fn check_complete(&self, d: &Deletion) -> Result<(), Failure> {
+        let names = self
+            .kube
+            .glance(&d.kind, |o| glance::text(o, "/metadata/name"));
+        if names.contains(&d.guid) {
+            return Err(format!(
+                "{} is COMPLETE while {} {} exists",
+                d.path, d.kind, d.guid
+            ));
+        }
+        Ok(())
+    }
+
+    // --- the hostile user ------------------------------------------------------------------
+
+    fn admin(&self) -> Identity {
+        Identity::Caller(ADMIN.into())
+    }
+
+    /// A guid of the seed's (lowercase hex in the 8-4-4-4-12 shape).
+    fn guid(&mut self) -> String {
+        let hex: String = (0..32)
+            .map(|_| char::from_digit(self.rng.random_range(0..16), 16).unwrap_or('0'))
+            .collect();
+        format!(
+            "{}-{}-{}-{}-{}",
+            &hex[..8],
+            &hex[8..12],
+            &hex[12..16],
+            &hex[16..20],
+            &hex[20..]
+        )
+    }
+
+    fn squat(&mut self, name: &str) -> bool {
+        if self.kube.exists("Namespace", "", name) {
+            return false;
+        }
+        let ns = self.kube.put(namespace(name, json!({"app": "theirs"})));
+        self.foreign.insert(name.to_string(), ns.uid);
+        true
+    }
+
+    fn hostile(&mut self) {
+        let objects: Vec<Seen> = self.objects().into_values().collect();
+        let pick = |rng: &mut StdRng, among: &[Seen]| {
+            (!among.is_empty()).then(|| among[rng.random_range(0..among.len())].clone())
+        };
+        match self.rng.random_range(0..100) {
+            0..20 => {
+                // An org made by hand, named after a namespace of its own.
+                let guid = self.guid();
+                self.squat(&guid);
+                let n = self.rng.random_range(0..100);
+                self.kube.put(json!({
+                    "apiVersion": cf_core::config::CF_API_VERSION, "kind": "Org",
+                    "metadata": {"name": guid, "namespace": ROOT},
+                    "spec": {"displayName": format!("h{n}")},
+                }));
+                self.note(format!(
+                    "hostile makes the org {guid} by hand, over a namespace of its own"
+                ));
+            }
+            20..45 => {
+                if let Some((uid, line)) = hold(self.kube, &mut self.rng) {
+                    self.held.insert(uid);
+                    self.note(line);
+                }
+            }
+            45..55 => {
+                let held: Vec<(String, Seen)> = self
+                    .objects()
+                    .into_iter()
+                    .filter(|(uid, _)| self.held.contains(uid))
+                    .collect();
+                if !held.is_empty() {
+                    let (uid, o) = &held[self.rng.random_range(0..held.len())];
+                    self.release(uid, o);
+                }
+            }
+            55..75 => {
+                if let Some(o) = pick(&mut self.rng, &objects)
+                    && self.kube.exists("Namespace", "", &o.guid)
+                    && !self.foreign.contains_key(&o.guid)
+                {
+                    let r = self.kube.delete(
+                        &self.admin(),
+                        &namespace_ref(&o.guid),
+                        &DeleteOptions::default(),
+                    );
+                    self.note(format!(
+                        "hostile deletes the namespace of {} {}: {}",
+                        o.kind,
+                        o.guid,
+                        r.is_ok()
+                    ));
+                }
+            }
+            75..90 => {
+                let homeless: Vec<Seen> = objects
+                    .iter()
+                    .filter(|o| !self.kube.exists("Namespace", "", &o.guid))
+                    .cloned()
+                    .collect();
+                if let Some(o) = pick(&mut self.rng, &homeless)
+                    && self.squat(&o.guid)
+                {
+                    self.note(format!(
+                        "hostile makes a namespace of its own named after {} {}",
+                        o.kind, o.guid
+                    ));
+                }
+            }
+            _ => {
+                if let Some(name) = self.foreign.keys().next().cloned() {
+                    let r = self.kube.delete(
+                        &self.admin(),
+                        &namespace_ref(&name),
+                        &DeleteOptions::default(),
+                    );
+                    if r.is_ok() {
+                        self.foreign.remove(&name);
+                    }
+                    self.note(format!(
+                        "hostile deletes its own namespace {name}: {}",
+                        r.is_ok()
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The hostile user takes its finalizer off `o` (which goes, if that was the last one).
+    fn release(&mut self, uid: &str, o: &Seen) {
+        self.kube
+            .remove_finalizer(&o.kind, &o.namespace, &o.guid, FOREIGN_FINALIZER);
+        self.held.remove(uid);
+        self.note(format!(
+            "hostile removes its finalizer from {} {}",
+            o.kind, o.guid
+        ));
+    }
+
+    // --- faults ----------------------------------------------------------------------------
+
+    fn fault(&mut self) {
+        match self.rng.random_range(0..100) {
+            0..25 => {
+                let verb = ["create", "patch", "delete", "list", "get", "changes"]
+                    [self.rng.random_range(0..6)];
+                let kind = ["Namespace", "Org", "Space", "*"][self.rng.random_range(0..4)];
+                self.kube.fail(verb, kind);
+                self.note(format!("fault: {verb} {kind} fails"));
+            }
+            25..45 => {
+                self.kube.heal();
+                self.note("fault: healed".into());
+            }
+            45..55 => {
+                let kind = ["Namespace", "Org"][self.rng.random_range(0..2)];
+                let applied = self.rng.random_ratio(1, 2);
+                self.kube.lose_next_create(kind, applied);
+                self.note(format!(
+                    "fault: the next {kind} create's answer is lost (applied: {applied})"
+                ));
+            }
+            55..70 => {
+                self.kube.expire_watches();
+                self.note("fault: watches expire".into());
+            }
+            _ => {
+                let lag = if self.rng.random_ratio(1, 3) {
+                    0
+                } else {
+                    self.rng.random_range(1..=MAX_LAG_MS)
+                };
+                self.kube.read_lag_ms.set(lag);
+                self.note(format!("fault: the API's reads lag {lag} ms behind"));
+            }
+        }
+    }
+
+    // --- quiescence ------------------------------------------------------------------------
+
+    /// Stops the clients, the hostile user and the faults (an administrator removes what the
+    /// hostile user put in the way), then runs passes and the namespace controller until the
+    /// world converges or the bound is reached.
+    fn quiesce(&mut self) -> Result<(), Failure> {
+        self.kube.heal();
+        self.kube.read_lag_ms.set(0);
+        for o in self.objects().into_values() {
+            if o.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
+                self.kube
+                    .remove_finalizer(&o.kind, &o.namespace, &o.guid, FOREIGN_FINALIZER);
+            }
+        }
+        self.held.clear();
+        for (name, _) in std::mem::take(&mut self.foreign) {
+            let _ = self.kube.delete(
+                &self.admin(),
+                &namespace_ref(&name),
+                &DeleteOptions::default(),
+            );
+        }
+        self.note(
+            "quiescence: faults healed, the hostile user's namespaces and finalizers removed"
+                .into(),
+        );
+        let mut last = String::new();
+        for _ in 0..QUIESCENT_PASSES {
+            self.kube.run_namespace_controller();
+            // Past any backoff and resync interval.
+            self.advance(700_000);
+            self.lethe_pass(true)?;
+            let paths: Vec<String> = self.deletions.keys().cloned().collect();
+            for path in paths {
+                self.poll_one(&path)?;
+            }
+            match self.divergence() {
+                None if self.deletions.is_empty() => return Ok(()),
+                None => {
+                    last = format!(
+                        "deletion jobs not COMPLETE: {:?}",
+                        self.deletions.keys().collect::<Vec<_>>()
+                    )
+                }
+                Some(d) => last = d,
+            }
+        }
+        Err(format!(
+            "no convergence after {QUIESCENT_PASSES} quiescent passes: {last}"
+        ))
+    }
+
+    /// How the cluster differs from what lethe should have made of it, if it does: every org
+    /// and space not being deleted has lethe's finalizer and its own namespace; none is left
+    /// being deleted; no namespace lethe made outlives its owner; every space has its org.
+    fn divergence(&self) -> Option<String> {
+        let objects = self.objects();
+        let namespaces = self.namespaces();
+        for (uid, o) in &objects {
+            if o.deleting {
+                return Some(format!("{} {} is still being deleted", o.kind, o.guid));
+            }
+            if !o.finalizers.iter().any(|f| f == FINALIZER) {
+                return Some(format!("{} {} lacks lethe's finalizer", o.kind, o.guid));
+            }
+            let mark = format!("{}.{}", type_name(&o.kind), o.guid);
+            let home = namespaces.values().find(|n| {
+                n.name == o.guid
+                    && n.owner_uid.as_deref() == Some(uid.as_str())
+                    && n.owner.as_deref() == Some(mark.as_str())
+                    && !n.deleting
+            });
+            if home.is_none() {
+                return Some(format!("{} {} has no namespace of its own", o.kind, o.guid));
+            }
+            if o.kind == "Space"
+                && !objects
+                    .values()
+                    .any(|org| org.kind == "Org" && org.guid == o.namespace)
+            {
+                return Some(format!("space {} outlives its org {}", o.guid, o.namespace));
+            }
+        }
+        namespaces
+            .values()
+            .find(|n| {
+                n.owner_uid
+                    .as_ref()
+                    .is_some_and(|owner| !objects.contains_key(owner))
+            })
+            .map(|n| format!("the namespace {} outlives its owner", n.name))
+    }
+}
+
+/// The hostile user puts its finalizer on an org or space the seed picks, first or last in the
+/// list: its uid and the trace line.
+fn hold(kube: &FakeCluster, rng: &mut StdRng) -> Option<(String, String)> {
+    let mut objects = kube.all("Org");
+    objects.extend(kube.all("Space"));
+    if objects.is_empty() {
+        return None;
+    }
+    let o = &objects[rng.random_range(0..objects.len())];
+    if o.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
+        return None;
+    }
+    let first = rng.random_ratio(1, 2);
+    let namespace = o.target.namespace.clone().unwrap_or_default();
+    kube.edit(&o.target.kind, &namespace, &o.target.name, |o| {
+        let mut finalizers = o["metadata"]["finalizers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if first {
+            finalizers.insert(0, json!(FOREIGN_FINALIZER));
+        } else {
+            finalizers.push(json!(FOREIGN_FINALIZER));
+        }
+        o["metadata"]["finalizers"] = json!(finalizers);
+    });
+    Some((
+        o.uid.clone(),
+        format!(
+            "hostile adds its finalizer to {} {}",
+            o.target.kind, o.target.name
+        ),
+    ))
+}
+
+/// What one client action did.
+#[derive(Default)]
+struct Acted {
+    lines: Vec<String>,
+    deletion: Option<Deletion>,
+    /// Whether the deletion's first poll already said COMPLETE.
+    complete: bool,
+    violation: Option<String>,
+}
+
+/// A CF admin using the API as the cf CLI does (through the `api` host, whose reads may lag).
+#[derive(Clone, Copy)]
+struct Client<'w, 'a> {
+    api: &'w FakeHost<'a>,
+    kube: &'a FakeCluster,
+}
+
+impl Client<'_, '_> {
+    fn call(&self, method: &str, path: &str, body: Option<Json>) -> (u16, Json, Option<String>) {
+        let req = Request {
+            method: method.into(),
+            path: path.into(),
+            headers: vec![(
+                "authorization".into(),
+                format!("Bearer {ADMIN}").into_bytes(),
+            )]
+            .into(),
+            body: body.map(|b| b.to_string().into_bytes()).unwrap_or_default(),
+            ..Default::default()
+        };
+        let kube = self.kube.lagging();
+        let r = if path.starts_with("/v3/jobs/") {
+            cf_core::jobs::handle(&kube, self.api, &req)
+        } else {
+            cf_core::api::handle(&kube, self.api, &req)
+        };
+        let location = r
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("location"))
+            .map(|(_, v)| v.clone());
+        (r.status, r.json_body().unwrap_or(Json::Null), location)
+    }
+
+    /// A guid of `kind` the client has heard of (any, being deleted or not).
+    fn pick(&self, kind: &str, rng: &mut StdRng) -> Option<String> {
+        let all = self
+            .kube
+            .glance(kind, |o| glance::text(o, "/metadata/name"));
+        (!all.is_empty()).then(|| all[rng.random_range(0..all.len())].clone())
+    }
+
+    /// One request the seed picks; a deletion's first poll is checked: never 404.
+    fn act(&self, rng: &mut StdRng) -> Acted {
+        let mut acted = Acted::default();
+        let (what, method, path, body, kind) = match rng.random_range(0..100) {
+            0..25 => {
+                let name = ORG_NAMES[rng.random_range(0..ORG_NAMES.len())];
+                (
+                    format!("creates org {name}"),
+                    "POST",
+                    "/v3/organizations".to_string(),
+                    Some(json!({ "name": name })),
+                    "Org",
+                )
+            }
+            25..50 => {
+                let Some(org) = self.pick("Org", rng) else {
+                    return acted;
+                };
+                let name = SPACE_NAMES[rng.random_range(0..SPACE_NAMES.len())];
+                (
+                    format!("creates space {name} in {org}"),
+                    "POST",
+                    "/v3/spaces".to_string(),
+                    Some(json!({ "name": name,
+                        "relationships": {"organization": {"data": {"guid": org}}}})),
+                    "Space",
+                )
+            }
+            50..75 => {
+                let Some(org) = self.pick("Org", rng) else {
+                    return acted;
+                };
+                (
+                    format!("deletes org {org}"),
+                    "DELETE",
+                    format!("/v3/organizations/{org}"),
+                    None,
+                    "Org",
+                )
+            }
+            _ => {
+                let Some(space) = self.pick("Space", rng) else {
+                    return acted;
+                };
+                (
+                    format!("deletes space {space}"),
+                    "DELETE",
+                    format!("/v3/spaces/{space}"),
+                    None,
+                    "Space",
+                )
+            }
+        };
+        let (status, body, location) = self.call(method, &path, body);
+        let detail = body["errors"][0]["detail"].as_str().unwrap_or_default();
+        acted.lines.push(
+            format!("client {what}: {status} {detail}")
+                .trim_end()
+                .into(),
+        );
+        if status != 202 {
+            return acted;
+        }
+        let Some(location) = location else {
+            acted.violation = Some(format!("{what}: 202 without a Location"));
+            return acted;
+        };
+        let jobs = location
+            .find("/v3/jobs/")
+            .map(|i| location[i..].to_string())
+            .unwrap_or(location);
+        let (status, body, _) = self.call("GET", &jobs, None);
+        acted
+            .lines
+            .push(format!("client polls {jobs}: {status} {}", body["state"]));
+        if status == 404 {
+            acted.violation = Some(format!("the first poll of {jobs} after its 202 was 404"));
+        }
+        acted.complete = status == 200 && body["state"] == "COMPLETE";
+        acted.deletion = Some(Deletion {
+            path: jobs,
+            kind: kind.to_string(),
+            guid: path.rsplit('/').next().unwrap_or_default().to_string(),
+        });
+        acted
+    }
+}
