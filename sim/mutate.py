@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Proof that the simulator has teeth: weakens each guard of the data-jobs logic in turn, runs
+"""Proof that the simulator has teeth: weakens each guard of the data-jobs and CF logic in turn, runs
 the seeds `cargo test` runs, prints the first seed that breaks an invariant, and restores the
-source (also when interrupted). Run from the repository root: `python3 sim/mutate.py`.
+source (also when interrupted). Run from the repository root: `python3 sim/mutate.py [NAME...]`.
 A guard whose line reads `all seeds passed` is one the simulator does not check."""
 import subprocess
+import sys
 
 # name: (file, the guard as written, the guard weakened)
 MUTATIONS = {
@@ -16,10 +17,20 @@ MUTATIONS = {
              VALUES ($1, $2, $3, $4, $5, $6, NULL) \\
              ON CONFLICT (guid) DO UPDATE SET requested_at = excluded.requested_at, completed_at = NULL",''','''            "SELECT $1, $2, $3, $4, $5, $6",'''),
  'claim':('components/data-jobs-core/src/sync.rs','            match claimed {\n                Ok(0) => return Step::Done,','            match claimed.map(|_| 1) {\n                Ok(0) => return Step::Done,'),
+ # The CF side.
+ 'cf-confirm':('components/cf-core/src/deletion.rs','    let deadline = env.now_ms() + i64::try_from(settings.delete_confirm_ms).unwrap_or(i64::MAX);','    let deadline = env.now_ms() + 0 * i64::try_from(settings.delete_confirm_ms).unwrap_or(i64::MAX);'),
+ 'cf-ownership':('components/cf-core/src/ownership.rs','        !self.object.uid.is_empty()\n','        true || !self.object.uid.is_empty()\n'),
+ 'cf-finalizer-test':('components/cf-core/src/reconcile.rs','        { "op": "test", "path": path, "value": FINALIZER },\n',''),
+ 'cf-namespace-uid':('components/cf-core/src/reconcile.rs','                precondition_uid: Some(ns.uid.clone()),\n            };\n            match kube.delete(','                precondition_uid: None.filter(|_: &String| ns.uid.is_empty()),\n            };\n            match kube.delete('),
+ 'cf-children-first':('components/cf-core/src/reconcile.rs','        if children_left {','        if children_left && false {'),
+ 'cf-sweep':('components/cf-core/src/follow.rs','                    reconciler.sweep(type_name, t, name, &mut report);','                    let _ = (t, name);'),
 }
 
 def main():
+    only = sys.argv[1:]
     for name, (path, guard, weakened) in MUTATIONS.items():
+        if only and name not in only:
+            continue
         original = open(path).read()
         assert guard in original, f"{name}: the guard is no longer in {path}"
         open(path, "w").write(original.replace(guard, weakened, 1))

@@ -209,7 +209,6 @@ impl CfWorld<'_, '_> {
         let namespaces_before = self.namespaces();
         let interleave = RefCell::new(StdRng::seed_from_u64(self.rng.random()));
         let during = RefCell::new(Vec::new());
-        let held_during = RefCell::new(Vec::new());
         let client = self.client();
         let kube = self.kube;
         let between = || {
@@ -217,19 +216,13 @@ impl CfWorld<'_, '_> {
                 return;
             }
             let mut rng = interleave.borrow_mut();
-            match rng.random_range(0..48) {
-                0..3 => during.borrow_mut().push(client.act(&mut rng)),
-                3 => {
-                    if let Some((uid, line)) = hold(kube, &mut rng) {
-                        held_during.borrow_mut().push(uid);
-                        during.borrow_mut().push(Acted {
-                            lines: vec![line],
-                            ..Acted::default()
-                        });
-                    }
-                }
-                _ => {}
-            }
+            let acted = match rng.random_range(0..48) {
+                0..3 => client.act(&mut rng),
+                3 => hold(kube, &mut rng),
+                4 => swap(kube, &mut rng),
+                _ => return,
+            };
+            during.borrow_mut().push(acted);
         };
         let scheduled = Scheduled::new(host, crash_after, &between);
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -240,12 +233,15 @@ impl CfWorld<'_, '_> {
                 &scheduled, &scheduled, &scheduled, &settings, &backoff, full,
             ))
         }));
-        self.held.extend(held_during.into_inner());
         let during = during.into_inner();
-        // Orgs and spaces a client deleted while the pass ran.
+        // Orgs and spaces a client deleted while the pass ran, and the namespaces the hostile
+        // user replaced meanwhile (the names are the same guids).
         let interrupted: BTreeSet<String> = during
             .iter()
-            .filter_map(|a| a.deletion.as_ref().map(|d| d.guid.clone()))
+            .filter_map(|a| {
+                let deleted = a.deletion.as_ref().map(|d| d.guid.clone());
+                deleted.or_else(|| a.squatted.as_ref().map(|(name, _)| name.clone()))
+            })
             .collect();
         for acted in during {
             self.apply(Acted {
@@ -366,6 +362,7 @@ impl CfWorld<'_, '_> {
                 continue;
             };
             if deleted
+                && !interrupted.contains(&was.name)
                 && let Some(owner) = after.get(owner_uid)
                 && !owner.deleting
             {
@@ -395,10 +392,15 @@ impl CfWorld<'_, '_> {
 
     // --- clients ---------------------------------------------------------------------------
 
-    /// Takes in what a client did: its trace, its deletion job, its violation.
+    /// Takes in what a client or the hostile user did: its trace, what it holds or squats, its
+    /// deletion job, its violation.
     fn apply(&mut self, acted: Acted) -> Result<(), Failure> {
         for line in acted.lines {
             self.note(line);
+        }
+        self.held.extend(acted.held);
+        if let Some((name, uid)) = acted.squatted {
+            self.foreign.insert(name, uid);
         }
         if let Some(violation) = acted.violation {
             return Err(violation);
@@ -503,11 +505,13 @@ impl CfWorld<'_, '_> {
                     "hostile makes the org {guid} by hand, over a namespace of its own"
                 ));
             }
-            20..45 => {
-                if let Some((uid, line)) = hold(self.kube, &mut self.rng) {
-                    self.held.insert(uid);
-                    self.note(line);
-                }
+            20..40 => {
+                let acted = hold(self.kube, &mut self.rng);
+                self.take(acted);
+            }
+            40..45 => {
+                let acted = swap(self.kube, &mut self.rng);
+                self.take(acted);
             }
             45..55 => {
                 let held: Vec<(String, Seen)> = self
@@ -570,6 +574,12 @@ impl CfWorld<'_, '_> {
                 }
             }
         }
+    }
+
+    /// Takes in a hostile act made outside a pass.
+    fn take(&mut self, acted: Acted) {
+        // A hostile act carries no deletion job and no violation.
+        let _ = self.apply(acted);
     }
 
     /// The hostile user takes its finalizer off `o` (which goes, if that was the last one).
@@ -717,16 +727,16 @@ impl CfWorld<'_, '_> {
 }
 
 /// The hostile user puts its finalizer on an org or space the seed picks, first or last in the
-/// list: its uid and the trace line.
-fn hold(kube: &FakeCluster, rng: &mut StdRng) -> Option<(String, String)> {
+/// list.
+fn hold(kube: &FakeCluster, rng: &mut StdRng) -> Acted {
     let mut objects = kube.all("Org");
     objects.extend(kube.all("Space"));
     if objects.is_empty() {
-        return None;
+        return Acted::default();
     }
     let o = &objects[rng.random_range(0..objects.len())];
     if o.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
-        return None;
+        return Acted::default();
     }
     let first = rng.random_ratio(1, 2);
     let namespace = o.target.namespace.clone().unwrap_or_default();
@@ -742,13 +752,53 @@ fn hold(kube: &FakeCluster, rng: &mut StdRng) -> Option<(String, String)> {
         }
         o["metadata"]["finalizers"] = json!(finalizers);
     });
-    Some((
-        o.uid.clone(),
-        format!(
+    Acted {
+        lines: vec![format!(
             "hostile adds its finalizer to {} {}",
             o.target.kind, o.target.name
-        ),
-    ))
+        )],
+        held: Some(o.uid.clone()),
+        ..Acted::default()
+    }
+}
+
+/// The hostile user deletes an empty namespace lethe made, the namespace controller removes it,
+/// and the hostile user makes a namespace of its own under that name: all between two reads of
+/// a pass, if the schedule says so.
+fn swap(kube: &FakeCluster, rng: &mut StdRng) -> Acted {
+    let mut homes = BTreeSet::new();
+    for kind in ["Org", "Space"] {
+        homes.extend(kube.glance(kind, |o| glance::text(o, "/metadata/namespace")));
+    }
+    let empty: Vec<String> = kube
+        .glance("Namespace", |o| {
+            let marked = glance::label(o, OWNER_UID_LABEL).is_some() && !glance::deleting(o);
+            marked.then(|| glance::text(o, "/metadata/name"))
+        })
+        .into_iter()
+        .flatten()
+        .filter(|name| !homes.contains(name))
+        .collect();
+    if empty.is_empty() {
+        return Acted::default();
+    }
+    let name = empty[rng.random_range(0..empty.len())].clone();
+    let admin = Identity::Caller(ADMIN.into());
+    if kube
+        .delete(&admin, &namespace_ref(&name), &DeleteOptions::default())
+        .is_err()
+    {
+        return Acted::default();
+    }
+    kube.finish_namespace(&name);
+    let theirs = kube.put(namespace(&name, json!({"app": "theirs"})));
+    Acted {
+        lines: vec![format!(
+            "hostile replaces lethe's namespace {name} with one of its own"
+        )],
+        squatted: Some((name, theirs.uid)),
+        ..Acted::default()
+    }
 }
 
 /// What one client action did.
@@ -759,6 +809,10 @@ struct Acted {
     /// Whether the deletion's first poll already said COMPLETE.
     complete: bool,
     violation: Option<String>,
+    /// The uid of an org or space the hostile user put its finalizer on.
+    held: Option<String>,
+    /// A namespace the hostile user made of its own: its name and uid.
+    squatted: Option<(String, String)>,
 }
 
 /// A CF admin using the API as the cf CLI does (through the `api` host, whose reads may lag).

@@ -362,9 +362,11 @@ impl FakeCluster {
     /// Removes finalizers and lets the object go, as a foreign controller would.
     pub fn clear_finalizers(&self, kind: &str, ns: &str, name: &str) {
         let key = (kind.to_string(), ns.to_string(), name.to_string());
+        let version = self.next_version();
         let mut objects = self.objects.borrow_mut();
         if let Some(o) = objects.get_mut(&key) {
             o["metadata"]["finalizers"] = json!([]);
+            o["metadata"]["resourceVersion"] = json!(version);
             if !o["metadata"]["deletionTimestamp"].is_null() {
                 objects.remove(&key);
             }
@@ -403,25 +405,35 @@ impl FakeCluster {
             .map(|((_, _, n), _)| n.clone())
             .collect();
         for ns in terminating {
-            let inside: Vec<Key> = self
-                .objects
-                .borrow()
-                .keys()
-                .filter(|(_, n, _)| *n == ns)
-                .cloned()
-                .collect();
-            for key in &inside {
-                let _ = self.delete(
-                    &Identity::Privileged,
-                    &ObjectRef::new("", &key.0, Some(&key.1), &key.2),
-                    &DeleteOptions::default(),
-                );
-            }
-            if self.objects.borrow().keys().all(|(_, n, _)| *n != ns) {
-                self.objects
-                    .borrow_mut()
-                    .remove(&("Namespace".to_string(), String::new(), ns));
-            }
+            self.finish_namespace(&ns);
+        }
+    }
+
+    /// The namespace controller's work on one namespace being deleted: deletes what is in it,
+    /// and the namespace once it is empty.
+    pub fn finish_namespace(&self, ns: &str) {
+        let inside: Vec<Key> = self
+            .objects
+            .borrow()
+            .keys()
+            .filter(|(_, n, _)| n == ns)
+            .cloned()
+            .collect();
+        for key in &inside {
+            let _ = self.delete(
+                &Identity::Privileged,
+                &ObjectRef::new("", &key.0, Some(&key.1), &key.2),
+                &DeleteOptions::default(),
+            );
+        }
+        let key = ("Namespace".to_string(), String::new(), ns.to_string());
+        let terminating = self
+            .objects
+            .borrow()
+            .get(&key)
+            .is_some_and(|o| !o["metadata"]["deletionTimestamp"].is_null());
+        if terminating && self.objects.borrow().keys().all(|(_, n, _)| n != ns) {
+            self.objects.borrow_mut().remove(&key);
         }
     }
 
@@ -958,8 +970,10 @@ impl Kube for FakeCluster {
             .as_array()
             .is_some_and(|f| !f.is_empty());
         if has_finalizers || key.0 == "Namespace" {
+            // Marking it is a write: a new resourceVersion, as Kubernetes gives it.
             if current["metadata"]["deletionTimestamp"].is_null() {
                 current["metadata"]["deletionTimestamp"] = json!(format_rfc3339(self.now.get()));
+                current["metadata"]["resourceVersion"] = json!(self.next_version());
             }
             Ok(DeleteOutcome::Pending(Box::new(object_from_json(
                 current.clone(),
