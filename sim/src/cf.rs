@@ -766,9 +766,16 @@ fn hold(kube: &FakeCluster, rng: &mut StdRng) -> Acted {
 /// and the hostile user makes a namespace of its own under that name: all between two reads of
 /// a pass, if the schedule says so.
 fn swap(kube: &FakeCluster, rng: &mut StdRng) -> Acted {
-    let mut homes = BTreeSet::new();
+    let (mut homes, mut leaving) = (BTreeSet::new(), BTreeSet::new());
     for kind in ["Org", "Space"] {
         homes.extend(kube.glance(kind, |o| glance::text(o, "/metadata/namespace")));
+        leaving.extend(
+            kube.glance(kind, |o| {
+                glance::deleting(o).then(|| glance::text(o, "/metadata/name"))
+            })
+            .into_iter()
+            .flatten(),
+        );
     }
     let empty: Vec<String> = kube
         .glance("Namespace", |o| {
@@ -779,10 +786,17 @@ fn swap(kube: &FakeCluster, rng: &mut StdRng) -> Acted {
         .flatten()
         .filter(|name| !homes.contains(name))
         .collect();
-    if empty.is_empty() {
+    // The namespaces whose owner is being deleted first: the reconciler is about to delete them.
+    let doomed: Vec<String> = empty
+        .iter()
+        .filter(|name| leaving.contains(*name))
+        .cloned()
+        .collect();
+    let among = if doomed.is_empty() { &empty } else { &doomed };
+    if among.is_empty() {
         return Acted::default();
     }
-    let name = empty[rng.random_range(0..empty.len())].clone();
+    let name = among[rng.random_range(0..among.len())].clone();
     let admin = Identity::Caller(ADMIN.into());
     if kube
         .delete(&admin, &namespace_ref(&name), &DeleteOptions::default())
