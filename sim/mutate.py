@@ -23,11 +23,7 @@ MUTATIONS = {
  'cf-finalizer-test':('components/cf-core/src/reconcile.rs','        { "op": "test", "path": path, "value": FINALIZER },\n',''),
  'cf-namespace-uid':('components/cf-core/src/reconcile.rs','                precondition_uid: Some(ns.uid.clone()),\n            };\n            match kube.delete(','                precondition_uid: None.filter(|_: &String| ns.uid.is_empty()),\n            };\n            match kube.delete('),
  'cf-children-first':('components/cf-core/src/reconcile.rs','        if children_left {','        if children_left && false {'),
- 'cf-sweep':('components/cf-core/src/reconcile.rs','            Ok(None) => {}
-            Err(e) => {
-                report.failed.push((key, format!("reading it: {e}")));','            Ok(None) => return,
-            Err(e) => {
-                report.failed.push((key, format!("reading it: {e}")));'),
+ 'cf-sweep':('components/cf-core/src/reconcile.rs','            Ok(None) => {}\n            Err(e) => {\n                report.failed.push((key, format!("reading it: {e}")));','            Ok(None) => return,\n            Err(e) => {\n                report.failed.push((key, format!("reading it: {e}")));'),
 }
 
 def main():
