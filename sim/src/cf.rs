@@ -141,8 +141,9 @@ struct CfWorld<'w, 'a> {
     trace: Vec<String>,
     /// Deletion jobs not yet seen COMPLETE, by status path.
     deletions: BTreeMap<String, Deletion>,
-    /// The hostile user's namespaces (no mark of lethe's), by name: their uid.
-    foreign: BTreeMap<String, String>,
+    /// The hostile user's namespaces (no mark of lethe's), by name: their uid and
+    /// resourceVersion (the hostile user never changes them).
+    foreign: BTreeMap<String, (String, String)>,
     /// Uids of the orgs and spaces that carry the hostile user's finalizer.
     held: BTreeSet<String>,
 }
@@ -327,11 +328,12 @@ impl CfWorld<'_, '_> {
     ) -> Result<(), Failure> {
         let after = self.objects();
         let namespaces = self.namespaces();
-        for (name, uid) in &self.foreign {
-            let (Some(was), now) = (namespaces_before.get(uid), namespaces.get(uid)) else {
-                continue;
-            };
-            if now.is_none_or(|n| n.resource_version != was.resource_version) {
+        // Those made during the pass too, between two of its calls.
+        for (name, (uid, version)) in &self.foreign {
+            if namespaces
+                .get(uid)
+                .is_none_or(|n| n.resource_version != *version)
+            {
                 return Err(format!(
                     "lethe changed or deleted the namespace {name}, which is not its own"
                 ));
@@ -399,8 +401,8 @@ impl CfWorld<'_, '_> {
             self.note(line);
         }
         self.held.extend(acted.held);
-        if let Some((name, uid)) = acted.squatted {
-            self.foreign.insert(name, uid);
+        if let Some((name, made)) = acted.squatted {
+            self.foreign.insert(name, made);
         }
         if let Some(violation) = acted.violation {
             return Err(violation);
@@ -481,7 +483,8 @@ impl CfWorld<'_, '_> {
             return false;
         }
         let ns = self.kube.put(namespace(name, json!({"app": "theirs"})));
-        self.foreign.insert(name.to_string(), ns.uid);
+        self.foreign
+            .insert(name.to_string(), (ns.uid, ns.resource_version));
         true
     }
 
@@ -810,7 +813,7 @@ fn swap(kube: &FakeCluster, rng: &mut StdRng) -> Acted {
         lines: vec![format!(
             "hostile replaces lethe's namespace {name} with one of its own"
         )],
-        squatted: Some((name, theirs.uid)),
+        squatted: Some((name, (theirs.uid, theirs.resource_version))),
         ..Acted::default()
     }
 }
@@ -825,8 +828,8 @@ struct Acted {
     violation: Option<String>,
     /// The uid of an org or space the hostile user put its finalizer on.
     held: Option<String>,
-    /// A namespace the hostile user made of its own: its name and uid.
-    squatted: Option<(String, String)>,
+    /// A namespace the hostile user made of its own: its name, uid and resourceVersion.
+    squatted: Option<(String, (String, String))>,
 }
 
 /// A CF admin using the API as the cf CLI does (through the `api` host, whose reads may lag).

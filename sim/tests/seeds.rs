@@ -23,10 +23,17 @@ fn every_seeded_world_keeps_the_invariants_and_converges() {
 }
 
 /// Seeds that once broke an invariant, with what they found; each must keep passing.
-const REGRESSIONS: [(u64, &str); 1] = [(
-    2,
-    "reverting a hand edit replaced the CronJob without the finalizer someone else had added",
-)];
+const REGRESSIONS: [(u64, &str); 2] = [
+    (
+        2,
+        "reverting a hand edit replaced the CronJob without the finalizer someone else had added",
+    ),
+    (
+        75,
+        "a namespace made for a hand-made org by a space create outlived the org, deleted before \
+         the reconciler had put its finalizer on it",
+    ),
+];
 
 #[test]
 fn the_seeds_that_found_bugs_pass() {
