@@ -27,8 +27,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value as Json, json};
 
-use crate::crash::{Crash, Scheduled};
 use crate::glance;
+use crate::host::{self, Crash, Scheduled, Throttle};
 
 const MIGRATIONS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -78,6 +78,7 @@ pub(crate) fn play(seed: u64, steps: usize) -> (Vec<String>, Option<Failure>) {
         deletions: BTreeMap::new(),
         foreign: BTreeMap::new(),
         held: BTreeSet::new(),
+        throttle: Throttle::default(),
     };
     let violation = world.play(steps).err();
     (world.trace, violation)
@@ -146,6 +147,8 @@ struct CfWorld<'w, 'a> {
     foreign: BTreeMap<String, (String, String)>,
     /// Uids of the orgs and spaces that carry the hostile user's finalizer.
     held: BTreeSet<String>,
+    /// The cluster's 429s, which the reconciler hosts wait out.
+    throttle: Throttle,
 }
 
 impl CfWorld<'_, '_> {
@@ -225,7 +228,7 @@ impl CfWorld<'_, '_> {
             };
             during.borrow_mut().push(acted);
         };
-        let scheduled = Scheduled::new(host, crash_after, &between);
+        let scheduled = Scheduled::new(host, crash_after, &between, &self.throttle);
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let settings = Settings::from_env(&scheduled)?;
             let backoff = SqlBackoff::load(&scheduled, &scheduled)
@@ -235,12 +238,12 @@ impl CfWorld<'_, '_> {
             ))
         }));
         let during = during.into_inner();
-        // Orgs and spaces a client deleted while the pass ran, and the namespaces the hostile
+        // Orgs and spaces clients asked to delete while the pass ran, and the namespaces the hostile
         // user replaced meanwhile (the names are the same guids).
         let interrupted: BTreeSet<String> = during
             .iter()
             .filter_map(|a| {
-                let deleted = a.deletion.as_ref().map(|d| d.guid.clone());
+                let deleted = a.asked_to_delete.clone();
                 deleted.or_else(|| a.squatted.as_ref().map(|(name, _)| name.clone()))
             })
             .collect();
@@ -567,7 +570,8 @@ impl CfWorld<'_, '_> {
                         &namespace_ref(&name),
                         &DeleteOptions::default(),
                     );
-                    if r.is_ok() {
+                    // An answer lost after the delete was carried out counts as carried out.
+                    if being_deleted(self.kube, &name) != Some(false) {
                         self.foreign.remove(&name);
                     }
                     self.note(format!(
@@ -600,18 +604,28 @@ impl CfWorld<'_, '_> {
 
     fn fault(&mut self) {
         match self.rng.random_range(0..100) {
-            0..25 => {
+            0..20 => {
                 let verb = ["create", "patch", "delete", "list", "get", "changes"]
                     [self.rng.random_range(0..6)];
                 let kind = ["Namespace", "Org", "Space", "*"][self.rng.random_range(0..4)];
                 self.kube.fail(verb, kind);
                 self.note(format!("fault: {verb} {kind} fails"));
             }
-            25..45 => {
+            20..36 => {
                 self.kube.heal();
                 self.note("fault: healed".into());
             }
-            45..55 => {
+            36..44 => {
+                let line = self.throttle.storm(&mut self.rng);
+                self.note(line);
+            }
+            44..52 => {
+                let verbs = ["patch", "delete"];
+                let kinds = ["Namespace", "Org", "Space"];
+                let line = host::time_out_a_write(self.kube, &mut self.rng, &verbs, &kinds);
+                self.note(line);
+            }
+            52..60 => {
                 let kind = ["Namespace", "Org"][self.rng.random_range(0..2)];
                 let applied = self.rng.random_ratio(1, 2);
                 self.kube.lose_next_create(kind, applied);
@@ -619,7 +633,7 @@ impl CfWorld<'_, '_> {
                     "fault: the next {kind} create's answer is lost (applied: {applied})"
                 ));
             }
-            55..70 => {
+            60..72 => {
                 self.kube.expire_watches();
                 self.note("fault: watches expire".into());
             }
@@ -642,7 +656,7 @@ impl CfWorld<'_, '_> {
     /// world converges or the bound is reached.
     fn quiesce(&mut self) -> Result<(), Failure> {
         self.kube.heal();
-        self.kube.read_lag_ms.set(0);
+        self.throttle.remaining.set(0);
         for o in self.objects().into_values() {
             if o.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
                 self.kube
@@ -801,10 +815,9 @@ fn swap(kube: &FakeCluster, rng: &mut StdRng) -> Acted {
     }
     let name = among[rng.random_range(0..among.len())].clone();
     let admin = Identity::Caller(ADMIN.into());
-    if kube
-        .delete(&admin, &namespace_ref(&name), &DeleteOptions::default())
-        .is_err()
-    {
+    // Its answer may be lost after it was carried out: what counts is whether it was.
+    let _ = kube.delete(&admin, &namespace_ref(&name), &DeleteOptions::default());
+    if being_deleted(kube, &name) != Some(true) {
         return Acted::default();
     }
     kube.finish_namespace(&name);
@@ -818,6 +831,16 @@ fn swap(kube: &FakeCluster, rng: &mut StdRng) -> Acted {
     }
 }
 
+/// Whether the namespace `name` is being deleted; empty when it is gone.
+fn being_deleted(kube: &FakeCluster, name: &str) -> Option<bool> {
+    kube.glance("Namespace", |o| {
+        (glance::text(o, "/metadata/name") == name).then(|| glance::deleting(o))
+    })
+    .into_iter()
+    .flatten()
+    .next()
+}
+
 /// What one client action did.
 #[derive(Default)]
 struct Acted {
@@ -828,6 +851,9 @@ struct Acted {
     violation: Option<String>,
     /// The uid of an org or space the hostile user put its finalizer on.
     held: Option<String>,
+    /// The org or space a client asked to delete, whatever the answer (a lost one may have been
+    /// carried out).
+    asked_to_delete: Option<String>,
     /// A namespace the hostile user made of its own: its name, uid and resourceVersion.
     squatted: Option<(String, (String, String))>,
 }
@@ -928,6 +954,9 @@ impl Client<'_, '_> {
             }
         };
         let (status, body, location) = self.call(method, &path, body);
+        if method == "DELETE" {
+            acted.asked_to_delete = path.rsplit('/').next().map(str::to_string);
+        }
         let detail = body["errors"][0]["detail"].as_str().unwrap_or_default();
         acted.lines.push(
             format!("client {what}: {status} {detail}")

@@ -19,8 +19,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value as Json, json};
 
-use crate::crash::{Crash, Scheduled};
 use crate::glance;
+use crate::host::{self, Crash, Scheduled, Throttle};
 
 const MIGRATIONS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -65,6 +65,7 @@ pub(crate) fn play(seed: u64, steps: usize) -> (Vec<String>, Option<Failure>) {
         deletions: BTreeMap::new(),
         foreign: BTreeMap::new(),
         gone: BTreeSet::new(),
+        throttle: Throttle::default(),
     };
     let violation = world.play(steps).err();
     (world.trace, violation)
@@ -99,6 +100,8 @@ struct World<'w, 'a> {
     foreign: BTreeMap<String, String>,
     /// Jobs whose deletion a client saw COMPLETE: deleted for good (a job's uid never returns).
     gone: BTreeSet<String>,
+    /// The cluster's 429s, which the hosts wait out.
+    throttle: Throttle,
 }
 
 /// A CronJob as the invariants see it.
@@ -168,7 +171,7 @@ impl World<'_, '_> {
                 during.borrow_mut().push(client.act(&mut rng));
             }
         };
-        let scheduled = Scheduled::new(host, crash_after, &between);
+        let scheduled = Scheduled::new(host, crash_after, &between, &self.throttle);
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| tick_with(&scheduled, full)));
         let during = during.into_inner();
         // Deployments removed while the pass ran were not desired throughout it.
@@ -508,18 +511,28 @@ impl World<'_, '_> {
 
     fn fault(&mut self) {
         match self.rng.random_range(0..100) {
-            0..30 => {
+            0..25 => {
                 let verb = ["create", "replace", "delete", "patch", "list", "get"]
                     [self.rng.random_range(0..6)];
                 let kind = ["CronJob", "Lease", "*"][self.rng.random_range(0..3)];
                 self.kube.fail(verb, kind);
                 self.note(format!("fault: {verb} {kind} fails"));
             }
-            30..55 => {
+            25..45 => {
                 self.kube.heal();
                 self.note("fault: healed".into());
             }
-            55..70 => {
+            45..53 => {
+                let line = self.throttle.storm(&mut self.rng);
+                self.note(line);
+            }
+            53..60 => {
+                let verbs = ["replace", "delete", "patch"];
+                let line =
+                    host::time_out_a_write(self.kube, &mut self.rng, &verbs, &["CronJob", "Lease"]);
+                self.note(line);
+            }
+            60..70 => {
                 let applied = self.rng.random_ratio(1, 2);
                 self.kube.lose_next_create("CronJob", applied);
                 self.note(format!(
@@ -545,6 +558,7 @@ impl World<'_, '_> {
     /// converges or the bound is reached.
     fn quiesce(&mut self) -> Result<(), Failure> {
         self.kube.heal();
+        self.throttle.remaining.set(0);
         for (name, _) in std::mem::take(&mut self.foreign) {
             let _ = self.kube.delete(
                 &self.admin(),

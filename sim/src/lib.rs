@@ -75,9 +75,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 mod cf;
-mod crash;
 mod data_jobs;
 mod glance;
+mod host;
 
 /// What one seed's run found.
 pub struct Outcome {

@@ -8,7 +8,8 @@
 //! deletionTimestamp (namespaces always wait for the namespace controller), label-selected and
 //! paginated LISTs, merge and JSON patches, and the reviews (TokenReview, SelfSubjectReview,
 //! SelfSubjectAccessReview). A permission table decides who may do what, and faults can be
-//! injected: a failing verb, a lost answer, a momentarily hidden object, a kind not served.
+//! injected: a failing verb, a lost answer (a create's, or a write that times out after it was
+//! applied or before), a momentarily hidden object, a kind not served, reads that lag.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -169,6 +170,9 @@ pub struct FakeCluster {
     /// `(kind, applied)`: the next create of `kind` is answered `Unavailable`, after it was
     /// carried out when `applied` (a lost answer) or not at all.
     lost_answers: RefCell<Vec<(String, bool)>>,
+    /// `(verb, kind, applied)`: the next `verb` (`replace`, `patch` or `delete`) of `kind` times
+    /// out, after it was carried out when `applied` or not at all.
+    timeouts: RefCell<Vec<(String, String, bool)>>,
     admission: RefCell<Option<Admission>>,
     /// Bookmarks are `fake<epoch>.<index into the writes>`; expiring the watches starts a new
     /// epoch.
@@ -205,6 +209,7 @@ impl FakeCluster {
             hidden_once: RefCell::new(Vec::new()),
             missing_kinds: RefCell::new(Vec::new()),
             lost_answers: RefCell::new(Vec::new()),
+            timeouts: RefCell::new(Vec::new()),
             admission: RefCell::new(None),
             watch_epoch: Cell::new(1),
             read_lag_ms: Cell::new(0),
@@ -226,15 +231,38 @@ impl FakeCluster {
         self.faults.borrow_mut().push((verb.into(), kind.into()));
     }
 
-    /// Ends every fault [`FakeCluster::fail`] injected.
+    /// Ends every injected fault: failing verbs, lost answers and timeouts still to come, reads
+    /// still to miss an object, and a read lag.
     pub fn heal(&self) {
         self.faults.borrow_mut().clear();
+        self.lost_answers.borrow_mut().clear();
+        self.timeouts.borrow_mut().clear();
+        self.hidden_once.borrow_mut().clear();
+        self.read_lag_ms.set(0);
     }
 
     /// Makes the next create of `kind` answer `Unavailable`: after carrying it out (`applied`,
     /// an answer lost on the way back) or without.
     pub fn lose_next_create(&self, kind: &str, applied: bool) {
         self.lost_answers.borrow_mut().push((kind.into(), applied));
+    }
+
+    /// Makes the next `verb` (`replace`, `patch` or `delete`) of `kind` time out: after carrying
+    /// it out (`applied`, an answer lost on the way back) or without. A client cannot tell which.
+    pub fn time_out_next(&self, verb: &str, kind: &str, applied: bool) {
+        self.timeouts
+            .borrow_mut()
+            .push((verb.into(), kind.into(), applied));
+    }
+
+    /// Whether this `verb` of `kind` times out (taking the fault), and if so whether it is
+    /// carried out first.
+    fn times_out(&self, verb: &str, kind: &str) -> Option<bool> {
+        let mut timeouts = self.timeouts.borrow_mut();
+        let i = timeouts
+            .iter()
+            .position(|(v, k, _)| v == verb && k == kind)?;
+        Some(timeouts.remove(i).2)
     }
 
     /// Makes the next `get` of `kind` `name` answer 404, as if the object appeared just after.
@@ -827,6 +855,12 @@ impl Kube for FakeCluster {
         target: &ObjectRef,
         object: &Json,
     ) -> Result<Object, KubeError> {
+        if let Some(applied) = self.times_out("replace", &target.kind) {
+            if applied {
+                let _ = self.replace(id, target, object);
+            }
+            return Err(KubeError::Timeout("the answer was lost".into()));
+        }
         let (key, current) = self.stored(id, "update", target)?;
         let mut next = object.clone();
         if let Some(rv) = next["metadata"]["resourceVersion"].as_str()
@@ -854,6 +888,12 @@ impl Kube for FakeCluster {
         kind: PatchKind,
         patch: &Json,
     ) -> Result<Object, KubeError> {
+        if let Some(applied) = self.times_out("patch", &target.kind) {
+            if applied {
+                let _ = self.patch(id, target, kind, patch);
+            }
+            return Err(KubeError::Timeout("the answer was lost".into()));
+        }
         let (key, current) = self.stored(id, "patch", target)?;
         let mut next = current.clone();
         match kind {
@@ -955,6 +995,12 @@ impl Kube for FakeCluster {
         target: &ObjectRef,
         options: &DeleteOptions,
     ) -> Result<DeleteOutcome, KubeError> {
+        if let Some(applied) = self.times_out("delete", &target.kind) {
+            if applied {
+                let _ = self.delete(id, target, options);
+            }
+            return Err(KubeError::Timeout("the answer was lost".into()));
+        }
         self.check(id, "delete", &target.kind, target.namespace.as_deref())?;
         let key = key_ref(target);
         let mut objects = self.objects.borrow_mut();
@@ -1476,5 +1522,35 @@ mod tests {
         ));
         cluster.run_namespace_controller();
         assert!(!cluster.exists("Namespace", "", "a"));
+    }
+
+    #[test]
+    fn a_write_that_times_out_may_have_been_applied() {
+        let cluster = FakeCluster::new();
+        let target = ObjectRef::new("v1", "ConfigMap", Some("a"), "c");
+        let id = Identity::Privileged;
+        cluster.put(cm("a", "c", json!({})));
+        let patch = json!({"metadata": {"labels": {"v": "1"}}});
+        cluster.time_out_next("patch", "ConfigMap", false);
+        assert!(matches!(
+            cluster.patch(&id, &target, PatchKind::Merge, &patch),
+            Err(KubeError::Timeout(_))
+        ));
+        let stored = cluster.object("ConfigMap", "a", "c").expect("there");
+        assert!(stored.label("v").is_none(), "not applied");
+        cluster.time_out_next("patch", "ConfigMap", true);
+        assert!(
+            cluster
+                .patch(&id, &target, PatchKind::Merge, &patch)
+                .is_err()
+        );
+        let stored = cluster.object("ConfigMap", "a", "c").expect("there");
+        assert_eq!(stored.label("v"), Some("1"), "applied, answer lost");
+        cluster.time_out_next("delete", "ConfigMap", true);
+        assert!(matches!(
+            cluster.delete(&id, &target, &DeleteOptions::default()),
+            Err(KubeError::Timeout(_))
+        ));
+        assert!(!cluster.exists("ConfigMap", "a", "c"));
     }
 }

@@ -1,0 +1,232 @@
+//! A lethe host as the simulator runs it. The schedule can interrupt its pass between any two
+//! capability calls: before each `kube` or `sql` call it lets the other actors move (`between`),
+//! and once its budget of calls is spent it crashes, unwinding out of the component's logic as a
+//! killed process would stop it. What was committed stays; an unfinished SQL batch never
+//! started, because the crash comes before the call.
+//!
+//! It also waits out the cluster's 429s as the lethe host's `kube` capability does
+//! (`lethe_kube::RetryPolicy`): each one's `Retry-After`, capped at 5 s, on the virtual clock, up
+//! to ten in one call; past that the call fails as unavailable.
+
+use std::cell::Cell;
+
+use lethe_guest::env::{Env, Level};
+use lethe_guest::fake::{FakeCluster, FakeHost};
+use lethe_guest::kube::{
+    ChangeBatch, Collection, DeleteOptions, DeleteOutcome, Identity, Kube, KubeError, KubeVia,
+    ListOptions, Object, ObjectList, ObjectRef, PatchKind,
+};
+use lethe_guest::sql::{Sql, SqlError, Statement, Value};
+use rand::Rng;
+use rand::rngs::StdRng;
+use serde_json::Value as Json;
+
+/// 429s waited out in one call before it is given up (the host's `max_throttled`).
+const MAX_THROTTLED: u32 = 10;
+
+/// The longest `Retry-After` waited (the host's `max_delay`).
+const MAX_RETRY_AFTER_MS: i64 = 5_000;
+
+/// The cluster's next answers of 429 Too Many Requests, whoever asks, and the `Retry-After` they
+/// carry.
+#[derive(Default)]
+pub struct Throttle {
+    /// How many calls are still answered 429.
+    pub remaining: Cell<u32>,
+    /// The `Retry-After` of each, in milliseconds.
+    pub retry_after_ms: Cell<i64>,
+}
+
+impl Throttle {
+    /// A storm of 429s the seed picks: 1–14 answers (past ten, a call gives up), each asking for
+    /// 0.1–8 s. Its trace line.
+    pub fn storm(&self, rng: &mut StdRng) -> String {
+        let (answers, retry_after) = (rng.random_range(1..=14), rng.random_range(100..=8_000));
+        self.remaining.set(answers);
+        self.retry_after_ms.set(retry_after);
+        format!("fault: the next {answers} calls are answered 429, Retry-After {retry_after} ms")
+    }
+}
+
+/// A write whose answer a seed loses: `verb` (`replace`, `patch` or `delete`) of one of `kinds`
+/// times out after it was carried out or before. Its trace line.
+pub fn time_out_a_write(
+    kube: &FakeCluster,
+    rng: &mut StdRng,
+    verbs: &[&str],
+    kinds: &[&str],
+) -> String {
+    let verb = verbs[rng.random_range(0..verbs.len())];
+    let kind = kinds[rng.random_range(0..kinds.len())];
+    let applied = rng.random_ratio(1, 2);
+    kube.time_out_next(verb, kind, applied);
+    format!("fault: the next {verb} of a {kind} times out (applied: {applied})")
+}
+
+/// What a call that met more 429s than a host waits out gets: unavailable.
+struct Throttled;
+
+impl Throttled {
+    fn answer<T>() -> Result<T, KubeError> {
+        Err(KubeError::Unavailable(format!(
+            "429 Too Many Requests, {MAX_THROTTLED} times"
+        )))
+    }
+}
+
+impl Kube for Throttled {
+    fn authenticate(&self, _id: &Identity) -> Result<(), KubeError> {
+        Self::answer()
+    }
+    fn get(&self, _id: &Identity, _target: &ObjectRef) -> Result<Object, KubeError> {
+        Self::answer()
+    }
+    fn list(
+        &self,
+        _id: &Identity,
+        _api_version: &str,
+        _kind: &str,
+        _namespace: Option<&str>,
+        _options: &ListOptions,
+    ) -> Result<ObjectList, KubeError> {
+        Self::answer()
+    }
+    fn create(&self, _id: &Identity, _object: &Json) -> Result<Object, KubeError> {
+        Self::answer()
+    }
+    fn patch(
+        &self,
+        _id: &Identity,
+        _target: &ObjectRef,
+        _kind: PatchKind,
+        _patch: &Json,
+    ) -> Result<Object, KubeError> {
+        Self::answer()
+    }
+    fn replace(
+        &self,
+        _id: &Identity,
+        _target: &ObjectRef,
+        _object: &Json,
+    ) -> Result<Object, KubeError> {
+        Self::answer()
+    }
+    fn delete(
+        &self,
+        _id: &Identity,
+        _target: &ObjectRef,
+        _options: &DeleteOptions,
+    ) -> Result<DeleteOutcome, KubeError> {
+        Self::answer()
+    }
+    fn changes(
+        &self,
+        _id: &Identity,
+        _collection: &Collection,
+        _since: Option<&str>,
+        _max: u32,
+    ) -> Result<ChangeBatch, KubeError> {
+        Self::answer()
+    }
+}
+
+/// The payload a crash unwinds with (no panic message: it is not a failure of the simulator).
+pub struct Crash;
+
+/// `inner`, running `between` before each `kube` or `sql` call and crashing before its
+/// `budget + 1`-th one (never, without a budget), and waiting out the `throttle`'s 429s.
+pub struct Scheduled<'h, 'a> {
+    inner: &'h FakeHost<'a>,
+    budget: Cell<Option<u32>>,
+    between: &'h dyn Fn(),
+    throttle: &'h Throttle,
+}
+
+impl<'h, 'a> Scheduled<'h, 'a> {
+    /// A host that lets `between` run before every call, crashes after `budget` calls and meets
+    /// the cluster's `throttle`.
+    pub fn new(
+        inner: &'h FakeHost<'a>,
+        budget: Option<u32>,
+        between: &'h dyn Fn(),
+        throttle: &'h Throttle,
+    ) -> Self {
+        Scheduled {
+            inner,
+            budget: Cell::new(budget),
+            between,
+            throttle,
+        }
+    }
+
+    fn spend(&self) {
+        (self.between)();
+        match self.budget.get() {
+            Some(0) => std::panic::resume_unwind(Box::new(Crash)),
+            Some(left) => self.budget.set(Some(left - 1)),
+            None => {}
+        }
+    }
+}
+
+impl KubeVia for Scheduled<'_, '_> {
+    fn via(&self) -> &dyn Kube {
+        self.spend();
+        let throttle = self.throttle;
+        for waited in 0..=MAX_THROTTLED {
+            let Some(left) = throttle.remaining.get().checked_sub(1) else {
+                return self.inner.kube;
+            };
+            throttle.remaining.set(left);
+            if waited == MAX_THROTTLED {
+                break;
+            }
+            self.inner
+                .advance(throttle.retry_after_ms.get().min(MAX_RETRY_AFTER_MS));
+        }
+        &Throttled
+    }
+}
+
+impl Sql for Scheduled<'_, '_> {
+    fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, SqlError> {
+        self.spend();
+        self.inner.query(sql, params)
+    }
+
+    fn execute(&self, sql: &str, params: &[Value]) -> Result<u64, SqlError> {
+        self.spend();
+        self.inner.execute(sql, params)
+    }
+
+    fn batch(&self, statements: &[Statement]) -> Result<Vec<u64>, SqlError> {
+        self.spend();
+        self.inner.batch(statements)
+    }
+}
+
+impl Env for Scheduled<'_, '_> {
+    fn now_ms(&self) -> i64 {
+        self.inner.now_ms()
+    }
+
+    fn sleep_ms(&self, ms: u64) {
+        self.inner.sleep_ms(ms);
+    }
+
+    fn config(&self, key: &str) -> Option<String> {
+        self.inner.config(key)
+    }
+
+    fn log(&self, level: Level, message: &str) {
+        self.inner.log(level, message);
+    }
+
+    fn random_bytes(&self, n: usize) -> Vec<u8> {
+        self.inner.random_bytes(n)
+    }
+
+    fn new_uuid(&self) -> String {
+        self.inner.new_uuid()
+    }
+}
