@@ -37,10 +37,13 @@
 //!   two calls of a pass).
 //! * **1–3 lethe hosts** running passes (the data-jobs ones competing for the Lease); any pass
 //!   may **crash** between two of its capability calls (what it committed stays).
-//! * **A fault injector**: failing verbs (the fake answers `unavailable`), creates whose answer is
-//!   lost after they were applied or before, lost watches, objects momentarily hidden from a
-//!   read, and (CF) an API whose reads lag up to 4 s behind the writes, as the first poll in the
-//!   deletion seed met: changes seen late, deletions seen late, never an object hidden.
+//! * **A fault injector**: failing verbs (the fake answers `unavailable`, as the host does once
+//!   its retries are spent); storms of 429 whose `Retry-After` the hosts wait out on the virtual
+//!   clock, as lethe's `kube` capability does, up to ten per call; creates whose answer is lost
+//!   and replaces, patches and deletes that time out, each after it was applied or before; lost
+//!   watches; (data jobs) objects momentarily hidden from a read; and (CF) an API whose reads lag
+//!   up to 4 s behind the writes, as the first poll in the deletion seed met: changes seen late,
+//!   deletions seen late, never an object hidden.
 //! * **The namespace controller** (CF) and **the clock**, advanced by the schedule.
 //!
 //! # Invariants (after every step)
@@ -108,6 +111,21 @@ pub fn run(seed: u64, steps: usize) -> Outcome {
     }
 }
 
+/// The fewest steps (at most `steps`) after which the world of `seed` still breaks an invariant,
+/// with that run: a failing schedule shrunk to its shortest prefix that fails (the quiescence
+/// after it included). `None` if the seed passes.
+pub fn shrink(seed: u64, steps: usize) -> Option<(usize, Outcome)> {
+    shortest_failing(steps, |k| run(seed, k))
+}
+
+/// The smallest `k` in `0..=steps` whose `run(k)` breaks an invariant, with that run.
+fn shortest_failing(steps: usize, run: impl Fn(usize) -> Outcome) -> Option<(usize, Outcome)> {
+    (0..=steps).find_map(|k| {
+        let outcome = run(k);
+        outcome.violation.is_some().then_some((k, outcome))
+    })
+}
+
 /// What a run of many seeds found.
 pub struct Summary {
     /// Seeds run (all of them, unless one failed: then the run stops early).
@@ -150,5 +168,30 @@ pub fn run_seeds(first: u64, count: u64, steps: usize, threads: usize) -> Summar
         seeds: ran.into_inner(),
         steps: total_steps.into_inner(),
         failure: failed.into_inner().ok().flatten(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(steps: usize, fails: bool) -> Outcome {
+        Outcome {
+            seed: 7,
+            steps,
+            trace: vec![format!("{steps} steps")],
+            violation: fails.then(|| "broken".to_string()),
+        }
+    }
+
+    #[test]
+    fn a_failing_schedule_shrinks_to_its_shortest_failing_prefix() {
+        let (k, shrunk) = shortest_failing(200, |k| outcome(k, k >= 37)).expect("fails");
+        assert_eq!(k, 37);
+        assert_eq!(shrunk.trace, vec!["37 steps".to_string()]);
+        // Not every longer prefix need fail: the first that does is the one.
+        let (k, _) = shortest_failing(200, |k| outcome(k, k == 12 || k > 150)).expect("fails");
+        assert_eq!(k, 12);
+        assert!(shortest_failing(200, |k| outcome(k, false)).is_none());
     }
 }

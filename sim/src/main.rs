@@ -54,6 +54,9 @@ fn main() -> std::process::ExitCode {
     let elapsed = started.elapsed().as_secs_f64();
     match summary.failure {
         Some(outcome) => {
+            // The shortest prefix of the schedule that still fails is the one to read.
+            let (steps, outcome) =
+                lethe_sim::shrink(outcome.seed, args.steps).unwrap_or((args.steps, outcome));
             let tail = outcome.trace.len().saturating_sub(80);
             for line in &outcome.trace[tail..] {
                 println!("{line}");
@@ -64,8 +67,8 @@ fn main() -> std::process::ExitCode {
                 outcome.violation.unwrap_or_default()
             );
             println!(
-                "replay: cargo run -p lethe-sim -- --seed {} --steps {}",
-                outcome.seed, args.steps
+                "replay: cargo run -p lethe-sim -- --seed {} --steps {steps}",
+                outcome.seed
             );
             std::process::ExitCode::FAILURE
         }
