@@ -21,7 +21,6 @@ use cf_core::follow::pass_on_changes;
 use cf_core::ownership::{OWNER_LABEL, OWNER_UID_LABEL};
 use cf_core::reconcile::Report;
 use lethe_guest::fake::{FakeCluster, FakeHost, FakeSql};
-use lethe_guest::http::Request;
 use lethe_guest::kube::{DeleteOptions, Identity, Kube as _, ObjectRef};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -29,6 +28,7 @@ use serde_json::{Value as Json, json};
 
 use crate::glance;
 use crate::host::{self, Crash, Scheduled, Throttle};
+use crate::world::{self, Failure, Quiescent};
 
 const MIGRATIONS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -44,10 +44,6 @@ const FOREIGN_FINALIZER: &str = "example.com/keep";
 /// The longest read lag injected: below the DELETE's confirmation window (`delete_confirm_ms`,
 /// 5 s), which is what that window is for, and above the job poll's re-read (2 s).
 const MAX_LAG_MS: i64 = 4_000;
-/// Passes allowed to converge once the clients, the hostile user and the faults have stopped.
-const QUIESCENT_PASSES: usize = 30;
-
-type Failure = String;
 
 /// Runs the CF world of `seed` for `steps` steps, then lets it quiesce: its trace, and the first
 /// invariant found broken.
@@ -431,19 +427,6 @@ impl CfWorld<'_, '_> {
         self.poll_one(&path)
     }
 
-    /// Polls `path`, and forgets it once it is COMPLETE.
-    fn poll_one(&mut self, path: &str) -> Result<(), Failure> {
-        let (status, body, _) = self.client().call("GET", path, None);
-        self.note(format!("client polls {path}: {status} {}", body["state"]));
-        if status != 200 || body["state"] != "COMPLETE" {
-            return Ok(());
-        }
-        match self.deletions.remove(path) {
-            Some(d) => self.check_complete(&d),
-            None => Ok(()),
-        }
-    }
-
     /// A deletion job is COMPLETE only once its org or space is gone. (The namespace lethe made
     /// for it is gone before it is released; one that outlived it, made by a create that raced
     /// with the deletion, is swept by a later pass, which quiescence checks.)
@@ -675,30 +658,32 @@ impl CfWorld<'_, '_> {
             "quiescence: faults healed, the hostile user's namespaces and finalizers removed"
                 .into(),
         );
-        let mut last = String::new();
-        for _ in 0..QUIESCENT_PASSES {
-            self.kube.run_namespace_controller();
-            // Past any backoff and resync interval.
-            self.advance(700_000);
-            self.lethe_pass(true)?;
-            let paths: Vec<String> = self.deletions.keys().cloned().collect();
-            for path in paths {
-                self.poll_one(&path)?;
-            }
-            match self.divergence() {
-                None if self.deletions.is_empty() => return Ok(()),
-                None => {
-                    last = format!(
-                        "deletion jobs not COMPLETE: {:?}",
-                        self.deletions.keys().collect::<Vec<_>>()
-                    )
-                }
-                Some(d) => last = d,
-            }
+        self.converge()
+    }
+}
+
+impl Quiescent for CfWorld<'_, '_> {
+    fn settle(&mut self) -> Result<(), Failure> {
+        self.kube.run_namespace_controller();
+        self.advance(700_000);
+        self.lethe_pass(true)
+    }
+
+    fn outstanding(&self) -> Vec<String> {
+        self.deletions.keys().cloned().collect()
+    }
+
+    /// Polls `path`, and forgets it once it is COMPLETE.
+    fn poll_one(&mut self, path: &str) -> Result<(), Failure> {
+        let (status, body, _) = self.client().call("GET", path, None);
+        self.note(format!("client polls {path}: {status} {}", body["state"]));
+        if status != 200 || body["state"] != "COMPLETE" {
+            return Ok(());
         }
-        Err(format!(
-            "no convergence after {QUIESCENT_PASSES} quiescent passes: {last}"
-        ))
+        match self.deletions.remove(path) {
+            Some(d) => self.check_complete(&d),
+            None => Ok(()),
+        }
     }
 
     /// How the cluster differs from what lethe should have made of it, if it does: every org
@@ -867,29 +852,14 @@ struct Client<'w, 'a> {
 
 impl Client<'_, '_> {
     fn call(&self, method: &str, path: &str, body: Option<Json>) -> (u16, Json, Option<String>) {
-        let req = Request {
-            method: method.into(),
-            path: path.into(),
-            headers: vec![(
-                "authorization".into(),
-                format!("Bearer {ADMIN}").into_bytes(),
-            )]
-            .into(),
-            body: body.map(|b| b.to_string().into_bytes()).unwrap_or_default(),
-            ..Default::default()
-        };
+        let req = world::request(method, path, ADMIN, body);
         let kube = self.kube.lagging();
         let r = if path.starts_with("/v3/jobs/") {
             cf_core::jobs::handle(&kube, self.api, &req)
         } else {
             cf_core::api::handle(&kube, self.api, &req)
         };
-        let location = r
-            .headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("location"))
-            .map(|(_, v)| v.clone());
-        (r.status, r.json_body().unwrap_or(Json::Null), location)
+        world::answer(&r)
     }
 
     /// A guid of `kind` the client has heard of (any, being deleted or not).

@@ -12,7 +12,6 @@ use data_jobs_core::model::{self, HASH_ANNOTATION, JOB_UID_LABEL, MANAGED_BY, MA
 use data_jobs_core::sync::{Tick, tick_with};
 use lethe_guest::env::parse_rfc3339_ms;
 use lethe_guest::fake::{FakeCluster, FakeHost, FakeSql};
-use lethe_guest::http::Request;
 use lethe_guest::kube::{DeleteOptions, Identity, Kube as _, KubeError, ObjectRef};
 use lethe_guest::sql::{Sql as _, Value};
 use rand::rngs::StdRng;
@@ -21,6 +20,7 @@ use serde_json::{Value as Json, json};
 
 use crate::glance;
 use crate::host::{self, Crash, Scheduled, Throttle};
+use crate::world::{self, Failure, Quiescent};
 
 const MIGRATIONS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -32,8 +32,6 @@ const TEAM: &str = "t";
 const CLIENT: &str = "t";
 const JOB_NAMES: [&str; 3] = ["alpha", "beta", "gamma"];
 const FOREIGN_FINALIZER: &str = "example.com/keep";
-/// Passes allowed to converge once the clients, the hostile user and the faults have stopped.
-const QUIESCENT_PASSES: usize = 30;
 
 /// Runs the data-jobs world of `seed` for `steps` steps, then lets it quiesce: its trace, and the
 /// first invariant found broken.
@@ -114,8 +112,6 @@ struct Seen {
     deleting: bool,
     finalizers: Vec<String>,
 }
-
-type Failure = String;
 
 impl World<'_, '_> {
     fn play(&mut self, steps: usize) -> Result<(), Failure> {
@@ -366,37 +362,7 @@ impl World<'_, '_> {
         let Some(path) = self.deletions.keys().nth(index).cloned() else {
             return Ok(());
         };
-        self.poll_one(&path).map(|_| ())
-    }
-
-    /// Polls `path`; whether it is COMPLETE (and then forgets it).
-    fn poll_one(&mut self, path: &str) -> Result<bool, Failure> {
-        let (status, body, _) = self.call("GET", path, None);
-        self.note(format!("client polls {path}: {status} {}", body["state"]));
-        if status != 200 || body["state"] != "COMPLETE" {
-            return Ok(false);
-        }
-        let Some(deletion) = self.deletions.remove(path) else {
-            return Ok(true);
-        };
-        if path.contains("/data_job.delete~") {
-            self.gone.insert(deletion.job_uid.clone());
-        }
-        let desired = self.desired();
-        let left = self
-            .cronjobs()
-            .into_values()
-            .find(|c| c.job_uid.as_deref() == Some(deletion.job_uid.as_str()) && c.managed);
-        // A deployment deleted and then made again is a new deployment of the same job.
-        if let Some(c) = left
-            && !desired.contains_key(&deletion.job_uid)
-        {
-            return Err(format!(
-                "{} is COMPLETE while the CronJob {} of job {} exists",
-                deletion.path, c.name, deletion.job_uid
-            ));
-        }
-        Ok(true)
+        self.poll_one(&path)
     }
 
     // --- the hostile user ------------------------------------------------------------------
@@ -575,29 +541,48 @@ impl World<'_, '_> {
         self.note(
             "quiescence: faults healed, the hostile user's objects and finalizers removed".into(),
         );
-        let mut last = String::new();
-        for _ in 0..QUIESCENT_PASSES {
-            // Past any lease, backoff and resync interval.
-            self.advance(700_000);
-            self.lethe_pass(true)?;
-            let paths: Vec<String> = self.deletions.keys().cloned().collect();
-            for path in paths {
-                self.poll_one(&path)?;
-            }
-            match self.divergence() {
-                None if self.deletions.is_empty() => return Ok(()),
-                None => {
-                    last = format!(
-                        "deletion jobs not COMPLETE: {:?}",
-                        self.deletions.keys().collect::<Vec<_>>()
-                    )
-                }
-                Some(d) => last = d,
-            }
+        self.converge()
+    }
+}
+
+impl Quiescent for World<'_, '_> {
+    fn settle(&mut self) -> Result<(), Failure> {
+        self.advance(700_000);
+        self.lethe_pass(true)
+    }
+
+    fn outstanding(&self) -> Vec<String> {
+        self.deletions.keys().cloned().collect()
+    }
+
+    /// Polls `path`, and forgets it once it is COMPLETE.
+    fn poll_one(&mut self, path: &str) -> Result<(), Failure> {
+        let (status, body, _) = self.call("GET", path, None);
+        self.note(format!("client polls {path}: {status} {}", body["state"]));
+        if status != 200 || body["state"] != "COMPLETE" {
+            return Ok(());
         }
-        Err(format!(
-            "no convergence after {QUIESCENT_PASSES} quiescent passes: {last}"
-        ))
+        let Some(deletion) = self.deletions.remove(path) else {
+            return Ok(());
+        };
+        if path.contains("/data_job.delete~") {
+            self.gone.insert(deletion.job_uid.clone());
+        }
+        let desired = self.desired();
+        let left = self
+            .cronjobs()
+            .into_values()
+            .find(|c| c.job_uid.as_deref() == Some(deletion.job_uid.as_str()) && c.managed);
+        // A deployment deleted and then made again is a new deployment of the same job.
+        if let Some(c) = left
+            && !desired.contains_key(&deletion.job_uid)
+        {
+            return Err(format!(
+                "{} is COMPLETE while the CronJob {} of job {} exists",
+                deletion.path, c.name, deletion.job_uid
+            ));
+        }
+        Ok(())
     }
 
     /// How the cluster differs from the desired state, if it does.
@@ -648,24 +633,8 @@ struct Client<'w, 'a> {
 
 impl Client<'_, '_> {
     fn call(&self, method: &str, path: &str, body: Option<Json>) -> (u16, Json, Option<String>) {
-        let req = Request {
-            method: method.into(),
-            path: path.into(),
-            headers: vec![(
-                "authorization".into(),
-                format!("Bearer {CLIENT}").into_bytes(),
-            )]
-            .into(),
-            body: body.map(|b| b.to_string().into_bytes()).unwrap_or_default(),
-            ..Default::default()
-        };
-        let r = data_jobs_core::api::handle(self.api, &req);
-        let location = r
-            .headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("location"))
-            .map(|(_, v)| v.clone());
-        (r.status, r.json_body().unwrap_or(Json::Null), location)
+        let req = world::request(method, path, CLIENT, body);
+        world::answer(&data_jobs_core::api::handle(self.api, &req))
     }
 
     fn job_uid(&self, job: &str) -> Option<String> {

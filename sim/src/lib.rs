@@ -81,6 +81,7 @@ mod cf;
 mod data_jobs;
 mod glance;
 mod host;
+mod world;
 
 /// What one seed's run found.
 pub struct Outcome {

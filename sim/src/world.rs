@@ -1,0 +1,70 @@
+//! What both worlds share: the request a client sends and how its answer is read, and how a
+//! world that has quiesced is driven to convergence.
+
+use lethe_guest::{Request, Response};
+use serde_json::Value as Json;
+
+/// Why a world failed: the invariant broken, in words.
+pub type Failure = String;
+
+/// Rounds allowed to converge once the clients, the hostile user and the faults have stopped.
+pub const QUIESCENT_PASSES: usize = 30;
+
+/// A request as a client with bearer `token` sends it.
+pub fn request(method: &str, path: &str, token: &str, body: Option<Json>) -> Request {
+    Request {
+        method: method.into(),
+        path: path.into(),
+        headers: vec![(
+            "authorization".into(),
+            format!("Bearer {token}").into_bytes(),
+        )]
+        .into(),
+        body: body.map(|b| b.to_string().into_bytes()).unwrap_or_default(),
+        ..Default::default()
+    }
+}
+
+/// What a client reads of an answer: its status, its JSON body and its `Location`.
+pub fn answer(r: &Response) -> (u16, Json, Option<String>) {
+    let location = r
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("location"))
+        .map(|(_, v)| v.clone());
+    (r.status, r.json_body().unwrap_or(Json::Null), location)
+}
+
+/// A world after its clients, hostile user and faults stopped.
+pub trait Quiescent {
+    /// One round: time past every lease, backoff and resync interval, then a full pass (and
+    /// whatever else the world steps, such as its controllers).
+    fn settle(&mut self) -> Result<(), Failure>;
+    /// The status paths of the deletion jobs not seen `COMPLETE` yet.
+    fn outstanding(&self) -> Vec<String>;
+    /// Polls one deletion job (checking what its answer claims).
+    fn poll_one(&mut self, path: &str) -> Result<(), Failure>;
+    /// How the cluster differs from what lethe should have made of it, if it does.
+    fn divergence(&self) -> Option<String>;
+
+    /// Rounds until nothing diverges and every deletion job is `COMPLETE`, at most
+    /// [`QUIESCENT_PASSES`] of them.
+    fn converge(&mut self) -> Result<(), Failure> {
+        let mut last = String::new();
+        for _ in 0..QUIESCENT_PASSES {
+            self.settle()?;
+            for path in self.outstanding() {
+                self.poll_one(&path)?;
+            }
+            let left = self.outstanding();
+            match self.divergence() {
+                None if left.is_empty() => return Ok(()),
+                None => last = format!("deletion jobs not COMPLETE: {left:?}"),
+                Some(d) => last = d,
+            }
+        }
+        Err(format!(
+            "no convergence after {QUIESCENT_PASSES} quiescent passes: {last}"
+        ))
+    }
+}
