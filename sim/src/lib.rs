@@ -22,6 +22,17 @@
 //! a millisecond, which is what lets thousands of seeds run in every CI job. The namespace
 //! controller is stepped by the schedule, not run on a thread.
 //!
+//! **Why `lethe_guest::fake` and not the embedded cluster's store.** The issue asks to share the
+//! cluster model with `host/apiserver` where practical. It is not practical yet: that store
+//! stamps objects with the wall clock, wakes watchers through tokio channels and is reached
+//! through an async HTTP front, so a world built on it would need a runtime and would not replay
+//! byte for byte; the component logic calls the synchronous `Kube` trait, which the fake
+//! implements directly. The fake is not a second model invented for the simulator: it is the
+//! one the component crates' unit tests already run against, and every rule the simulator
+//! needed was added there (a new resourceVersion on the deletion mark, no new content in a
+//! terminating namespace, 404 into a missing one, lagging reads, timed-out writes), so those
+//! tests gain them too.
+//!
 //! # Actors
 //!
 //! * **Clients**. Data-jobs clients create jobs, deploy them (new versions, enabled or not),

@@ -22,8 +22,9 @@
 use std::collections::BTreeMap;
 
 use lethe_guest::env::{Env, Level};
+use lethe_guest::kept::{Kept, KeptTable};
 use lethe_guest::kube::{ChangeType, Collection, Identity, Kube, KubeError, Object};
-use lethe_guest::sql::{Sql, SqlError, Statement, Value};
+use lethe_guest::sql::{Sql, SqlError, Value};
 
 use crate::access;
 use crate::config::Settings;
@@ -147,46 +148,22 @@ struct Tracked {
     next_visit_ms: i64,
 }
 
-/// What the reconciler keeps between passes, in SQL. Bookmarks are one host's (another host's
-/// watches do not know them), so the state a host keeps is named by its `lethe_instance_id`:
-/// reconcilers on several hosts each follow the changes, rather than undoing each other's
-/// bookmarks into a full pass every time.
+/// What the reconciler keeps between passes, in SQL: its bookmarks and the time of its last full
+/// pass under this host's name ([`Kept`]), and the deletions under way, which every host shares.
 struct Memory<'a> {
     sql: &'a dyn Sql,
-    instance: String,
+    kept: Kept<'a>,
 }
 
+/// The table of the values each host keeps.
+static KEPT: KeptTable = KeptTable {
+    select: "SELECT value FROM cf_reconcile_state WHERE name = $1",
+    upsert: "INSERT INTO cf_reconcile_state (name, value) VALUES ($1, $2) \
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+    delete: "DELETE FROM cf_reconcile_state WHERE name = $1",
+};
+
 impl Memory<'_> {
-    fn name(&self, name: &str) -> String {
-        format!("{}:{name}", self.instance)
-    }
-
-    fn value(&self, name: &str) -> Result<Option<String>, SqlError> {
-        let rows = self.sql.query(
-            "SELECT value FROM cf_reconcile_state WHERE name = $1",
-            &[self.name(name).into()],
-        )?;
-        Ok(rows
-            .first()
-            .and_then(|r| r.first())
-            .and_then(Value::opt_text)
-            .map(str::to_string))
-    }
-
-    fn set(&self, values: &[(String, String)]) -> Result<(), SqlError> {
-        let statements: Vec<Statement> = values
-            .iter()
-            .map(|(name, value)| {
-                (
-                    "INSERT INTO cf_reconcile_state (name, value) VALUES ($1, $2) \
-                     ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-                    vec![self.name(name).into(), value.as_str().into()],
-                )
-            })
-            .collect();
-        self.sql.batch(&statements).map(|_| ())
-    }
-
     fn tracked(&self) -> Result<Vec<Tracked>, SqlError> {
         let rows = self.sql.query(
             "SELECT object_key, since, blocked_by, next_visit_ms FROM cf_reconcile_deletions \
@@ -271,9 +248,10 @@ pub fn pass_on_changes(
     backoff: &dyn Backoff,
     full: bool,
 ) -> Report {
+    let instance = env.config("lethe_instance_id").unwrap_or_default();
     let memory = Memory {
         sql,
-        instance: env.config("lethe_instance_id").unwrap_or_default(),
+        kept: Kept::new(sql, &KEPT, &instance),
     };
     let feeds = feeds(settings);
     let reconciler = Reconciler {
@@ -328,7 +306,7 @@ fn full_pass(reconciler: &Reconciler<'_>, memory: &Memory<'_>, feeds: &[Feed]) -
     }
     let saved = memory
         .track_only(&report.deletions, started + REVISIT_MS)
-        .and_then(|()| memory.set(&kept));
+        .and_then(|()| memory.kept.write(&kept, &[]));
     if let Err(e) = saved {
         env.log(
             Level::Warn,
@@ -352,9 +330,9 @@ fn on_changes(
     );
     let started = env.now_ms();
     let last_full = memory
-        .value("full_pass_ms")
-        .map_err(NeedsFullPass::State)?
-        .and_then(|v| v.parse::<i64>().ok());
+        .kept
+        .number("full_pass_ms")
+        .map_err(NeedsFullPass::State)?;
     let resync = i64::try_from(settings.full_resync_ms).unwrap_or(i64::MAX);
     if last_full.is_none_or(|at| started.saturating_sub(at) >= resync) {
         return Err(NeedsFullPass::Due);
@@ -363,6 +341,7 @@ fn on_changes(
     let mut kept = Vec::new();
     for feed in feeds {
         let Some(mut bookmark) = memory
+            .kept
             .value(&feed.state_key())
             .map_err(NeedsFullPass::State)?
         else {
@@ -443,7 +422,10 @@ fn on_changes(
             None => keep(memory.untrack(&key)),
         }
     }
-    memory.set(&kept).map_err(NeedsFullPass::State)?;
+    memory
+        .kept
+        .write(&kept, &[])
+        .map_err(NeedsFullPass::State)?;
     // Every deletion under way, visited now or not, as its job says at this moment.
     let now = env.now_ms();
     report.deletions = memory

@@ -30,12 +30,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use lethe_guest::kept::{Kept, KeptTable};
 use lethe_guest::kube::{Change, ChangeType, Collection};
 
 use crate::items::{self, Item, Live, World};
-use crate::{
-    Host, Identity, Kube, KubeError, Level, Settings, Sql, SqlError, Statement, Value, feed, model,
-};
+use crate::{Host, Identity, Kube, KubeError, Level, Settings, SqlError, Value, feed, model};
 
 /// Changes asked for per call, from the feed and from the cluster.
 const BATCH: u32 = 1_000;
@@ -57,53 +56,12 @@ fn collection(settings: &Settings) -> Collection {
 }
 
 /// What the reconciler keeps between passes, in SQL, under this host's name.
-struct Memory<'a> {
-    sql: &'a dyn Sql,
-    instance: &'a str,
-}
-
-impl Memory<'_> {
-    fn name(&self, name: &str) -> String {
-        format!("{}:{name}", self.instance)
-    }
-
-    fn value(&self, name: &str) -> Result<Option<String>, SqlError> {
-        let rows = self.sql.query(
-            "SELECT value FROM data_job_sync_follow WHERE name = $1",
-            &[self.name(name).into()],
-        )?;
-        Ok(rows
-            .first()
-            .and_then(|r| r.first())
-            .and_then(Value::opt_text)
-            .map(str::to_string))
-    }
-
-    fn number(&self, name: &str) -> Result<Option<i64>, SqlError> {
-        Ok(self.value(name)?.and_then(|v| v.parse().ok()))
-    }
-
-    /// Sets `values` and forgets `forgotten`, in one transaction.
-    fn write(&self, values: &[(&str, String)], forgotten: &[&str]) -> Result<(), SqlError> {
-        let mut statements: Vec<Statement> = values
-            .iter()
-            .map(|(name, value)| {
-                (
-                    "INSERT INTO data_job_sync_follow (name, value) VALUES ($1, $2) \
-                     ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-                    vec![self.name(name).into(), value.as_str().into()],
-                )
-            })
-            .collect();
-        statements.extend(forgotten.iter().map(|name| {
-            (
-                "DELETE FROM data_job_sync_follow WHERE name = $1",
-                vec![self.name(name).into()],
-            )
-        }));
-        self.sql.batch(&statements).map(|_| ())
-    }
-}
+static KEPT: KeptTable = KeptTable {
+    select: "SELECT value FROM data_job_sync_follow WHERE name = $1",
+    upsert: "INSERT INTO data_job_sync_follow (name, value) VALUES ($1, $2) \
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+    delete: "DELETE FROM data_job_sync_follow WHERE name = $1",
+};
 
 /// Why a pass could not go on the changes alone.
 enum NeedsFullPass {
@@ -159,10 +117,7 @@ pub(crate) fn gather(
     full: bool,
     checkpoint: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Gathered, String> {
-    let memory = Memory {
-        sql: host,
-        instance: &settings.instance_id,
-    };
+    let memory = Kept::new(host, &KEPT, &settings.instance_id);
     let reason = if full {
         NeedsFullPass::Due
     } else {
@@ -265,7 +220,7 @@ fn on_changes(
     host: &dyn Host,
     settings: &Settings,
     kube: &dyn Kube,
-    memory: &Memory<'_>,
+    memory: &Kept<'_>,
 ) -> Result<Gathered, NeedsFullPass> {
     let started = host.now_ms();
     let last_full = memory.number(FULL_PASS_AT).map_err(NeedsFullPass::State)?;
@@ -458,10 +413,7 @@ pub(crate) fn finish(host: &dyn Host, settings: &Settings, gathered: &Gathered, 
         // An idle pass on the changes: what is kept is already right.
         return;
     }
-    let memory = Memory {
-        sql: host,
-        instance: &settings.instance_id,
-    };
+    let memory = Kept::new(host, &KEPT, &settings.instance_id);
     let mut values = Vec::new();
     if let Some((cronjobs, revision)) = &gathered.bookmarks {
         values.push((CRONJOB_BOOKMARK, cronjobs.clone()));

@@ -14,6 +14,7 @@ pub mod fake;
 #[cfg(target_arch = "wasm32")]
 pub mod host;
 pub mod http;
+pub mod kept;
 pub mod kube;
 pub mod sql;
 #[cfg(target_arch = "wasm32")]
