@@ -714,3 +714,52 @@ fn start_rides_out_a_failing_api_server() {
     let r = call(&lethe, "GET", "/", None, None);
     assert_eq!(r.status, 200, "{}", r.body);
 }
+
+/// The cf-reconciler stays correct and finishes an org's deletion (its spaces, their namespaces,
+/// the org's namespace, the org) while its client-side rate limit (2 requests/s, burst 2) makes
+/// it wait; the wait shows in the metrics.
+#[test]
+fn a_throttled_reconciler_finishes_an_org_deletion() {
+    let root = support::repo_root();
+    let root = root.display();
+    let manifest = std::fs::read_to_string(support::repo_root().join("spin.toml"))
+        .expect("spin.toml")
+        .replace("\"target/wasm/", &format!("\"{root}/target/wasm/"))
+        .replace("\"components/", &format!("\"{root}/components/"))
+        .replace("\"deploy/", &format!("\"{root}/deploy/"));
+    let limits = "# controller-runtime's defaults (client-go's are 5 and 10).\nkube_qps = 20\nkube_burst = 30\n";
+    assert!(manifest.contains(limits), "the cf-reconciler's limits");
+    let manifest = manifest.replace(limits, "kube_qps = 2\nkube_burst = 2\n");
+    let lethe = Lethe::up(&manifest, &[]);
+    let admin = lethe.admin_token();
+    let org = create_org(&lethe, "throttled-org");
+    let spaces = [
+        create_space(&lethe, &org, "s1"),
+        create_space(&lethe, &org, "s2"),
+    ];
+    let location = delete_org(&lethe, &org, &admin);
+    wait_for_state(
+        &lethe,
+        &location,
+        &admin,
+        "COMPLETE",
+        Duration::from_secs(120),
+    );
+    for name in spaces.iter().chain([&org]) {
+        let (found, _, _) = lethe.kubectl(&["get", "namespace", name]);
+        assert!(!found, "namespace {name} gone");
+    }
+    let metrics = support::get(&format!("{}/metrics", lethe.admin_url)).body;
+    let waited: f64 = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("lethe_kube_rate_limit_wait_seconds_total{")
+                && l.contains("component=\"cf-reconciler\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(
+        waited > 0.0,
+        "the limiter made the reconciler wait: {metrics}"
+    );
+}
