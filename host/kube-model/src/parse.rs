@@ -156,8 +156,8 @@ pub fn list(text: &str, api_version: &str, kind: &str) -> Result<ObjectList> {
 /// One line of a watch stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WatchEvent {
-    /// An object was added, modified or deleted.
-    Change(Change),
+    /// An object was added, modified or deleted (boxed: it dwarfs the other variants).
+    Change(Box<Change>),
     /// The stream has reached this resourceVersion; nothing to act on.
     Bookmark(String),
     /// The server ended the watch with this `Status` (a 410 when the version is too old).
@@ -212,10 +212,10 @@ pub fn watch_event(line: &str, api_version: &str, kind: &str) -> Result<WatchEve
         other => return Err(malformed("watch event", format!("unknown type {other:?}"))),
     };
     let object = self::object(raw.object.get().to_owned(), api_version, kind)?;
-    Ok(WatchEvent::Change(Change {
+    Ok(WatchEvent::Change(Box::new(Change {
         change_type,
         object,
-    }))
+    })))
 }
 
 /// The `Status` of a failed response: from its body when it is one, else from the HTTP status.

@@ -475,7 +475,7 @@ async fn watch_once(
                     }
                     if let WatchEvent::Change(change) = event {
                         feed.update(|s| {
-                            s.buffer.push_back(change);
+                            s.buffer.push_back(*change);
                             if s.buffer.len() > BUFFER {
                                 s.buffer.pop_front();
                                 s.first += 1;

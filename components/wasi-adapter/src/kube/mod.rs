@@ -571,7 +571,7 @@ impl<T: Transport> Client<T> {
                     batch.more = true;
                     break;
                 }
-                batch.changes.push(change);
+                batch.changes.push(*change);
             }
             if let Some(rv) = event.resource_version().filter(|rv| !rv.is_empty()) {
                 batch.bookmark = format!("{BOOKMARK_PREFIX}{rv}");
