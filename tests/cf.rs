@@ -749,15 +749,7 @@ fn a_throttled_reconciler_finishes_an_org_deletion() {
         let (found, _, _) = lethe.kubectl(&["get", "namespace", name]);
         assert!(!found, "namespace {name} gone");
     }
-    let metrics = support::get(&format!("{}/metrics", lethe.admin_url)).body;
-    let waited: f64 = metrics
-        .lines()
-        .filter(|l| {
-            l.starts_with("lethe_kube_rate_limit_wait_seconds_total{")
-                && l.contains("component=\"cf-reconciler\"")
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let (waited, metrics) = lethe.rate_limit_wait_seconds("cf-reconciler");
     assert!(
         waited > 0.0,
         "the limiter made the reconciler wait: {metrics}"

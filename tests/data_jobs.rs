@@ -542,15 +542,7 @@ fn a_throttled_reconciler_converges(backend: &Backend) {
         );
         std::thread::sleep(Duration::from_millis(250));
     }
-    let metrics = support::get(&format!("{}/metrics", w.lethe.admin_url)).body;
-    let waited: f64 = metrics
-        .lines()
-        .filter(|l| {
-            l.starts_with("lethe_kube_rate_limit_wait_seconds_total{")
-                && l.contains("component=\"data-jobs\"")
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+    let (waited, metrics) = w.lethe.rate_limit_wait_seconds("data-jobs");
     assert!(waited > 0.0, "the limiter made the pass wait: {metrics}");
 }
 

@@ -277,6 +277,21 @@ impl Lethe {
         self.child.id()
     }
 
+    /// The seconds `component`'s client-side rate limit has made its Kubernetes calls wait, as
+    /// the host's metrics say, with the metrics text.
+    pub fn rate_limit_wait_seconds(&self, component: &str) -> (f64, String) {
+        let metrics = get(&format!("{}/metrics", self.admin_url)).body;
+        let label = format!("component=\"{component}\"");
+        let waited = metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("lethe_kube_rate_limit_wait_seconds_total{") && l.contains(&label)
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        (waited, metrics)
+    }
+
     /// Everything logged so far.
     pub fn log(&self) -> String {
         self.log.lock().expect("log lock").clone()

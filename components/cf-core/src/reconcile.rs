@@ -228,7 +228,7 @@ impl Reconciler<'_> {
                 && name == ns.target.name
                 && let Some(t) = self.settings.resource_type(type_name)
             {
-                self.sweep(type_name, t, name, report);
+                self.sweep_read(type_name, t, ns, report);
             }
         }
     }
@@ -241,20 +241,23 @@ impl Reconciler<'_> {
     /// an earlier object of a name now taken again is left alone, and reported on the new one
     /// (P1). The delete is preconditioned on the uid of the namespace whose mark was checked.
     pub(crate) fn sweep(&self, type_name: &str, t: &ResourceType, name: &str, report: &mut Report) {
-        let key = format!("{type_name}/{name}");
-        let ns = match self
+        match self
             .kube
             .get(&Identity::Privileged, &ownership::namespace_ref(name))
         {
-            Ok(ns) => ns,
-            Err(KubeError::NotFound(_)) => return,
-            Err(e) => {
-                report
-                    .failed
-                    .push((key, format!("reading its namespace: {e}")));
-                return;
-            }
-        };
+            Ok(ns) => self.sweep_read(type_name, t, &ns, report),
+            Err(KubeError::NotFound(_)) => {}
+            Err(e) => report.failed.push((
+                format!("{type_name}/{name}"),
+                format!("reading its namespace: {e}"),
+            )),
+        }
+    }
+
+    /// [`Reconciler::sweep`] of the namespace `ns`, already read.
+    fn sweep_read(&self, type_name: &str, t: &ResourceType, ns: &Object, report: &mut Report) {
+        let name = ns.target.name.as_str();
+        let key = format!("{type_name}/{name}");
         let mark = format!("{type_name}.{name}");
         let marked = ns.label(ownership::OWNER_UID_LABEL).is_some()
             && ns.label(ownership::OWNER_LABEL) == Some(mark.as_str());
