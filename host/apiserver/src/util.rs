@@ -69,12 +69,55 @@ pub fn strip_nulls(v: &mut Value) {
 }
 
 /// Writes `content` to `path`, readable by its owner only (keys and tokens).
+///
+/// The file is written beside `path` under a temporary name, created with owner-only
+/// permissions, and renamed into place: a reader (kubectl, a second lethe, a test waiting for the
+/// kubeconfig) sees either no file or the whole of it, never a truncated one, and the secret is
+/// never readable by others, not even for an instant.
 pub fn write_private(path: &Path, content: &str) -> std::io::Result<()> {
-    std::fs::write(path, content)?;
+    use std::io::Write;
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".{}.tmp", std::process::id()));
+    let temporary = path.with_file_name(name);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
     #[cfg(unix)]
     {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let written = options.open(&temporary).and_then(|mut file| {
+        file.write_all(content.as_bytes())?;
+        file.sync_all()
+    });
+    if let Err(e) = written.and_then(|()| std::fs::rename(&temporary, path)) {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(e);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_private;
+
+    #[test]
+    fn a_private_file_replaces_the_old_one_whole_and_owner_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("kubeconfig");
+        std::fs::write(&path, "old and readable by all").expect("write");
+        write_private(&path, "token: secret\n").expect("write_private");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "token: secret\n");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).expect("metadata").permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("read_dir")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("kubeconfig")]);
+    }
 }
