@@ -107,11 +107,17 @@ mod tests {
         let path = dir.path().join("kubeconfig");
         std::fs::write(&path, "old and readable by all").expect("write");
         write_private(&path, "token: secret\n").expect("write_private");
-        assert_eq!(std::fs::read_to_string(&path).expect("read"), "token: secret\n");
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("read"),
+            "token: secret\n"
+        );
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(&path).expect("metadata").permissions().mode();
+            let mode = std::fs::metadata(&path)
+                .expect("metadata")
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
         let names: Vec<_> = std::fs::read_dir(dir.path())
