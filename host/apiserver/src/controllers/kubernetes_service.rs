@@ -26,11 +26,8 @@ pub fn kubernetes_service(store: &Store, info: &ClusterInfo) -> bool {
             v["spec"]["type"] = serde_json::json!("ClusterIP");
             verbs::update(
                 store,
-                svc,
-                "default",
-                "kubernetes",
+                verbs::WriteTarget::main(svc, "default", "kubernetes"),
                 v,
-                verbs::Sub::Main,
                 verbs::WriteOpts::default(),
                 &mut unheard(),
             )

@@ -108,11 +108,8 @@ pub(super) fn namespace_defaults(store: &Store, info: &ClusterInfo) -> bool {
         );
         let res = verbs::update(
             store,
-            cm,
-            &ns,
-            ROOT_CA_CONFIGMAP,
+            verbs::WriteTarget::main(cm, &ns, ROOT_CA_CONFIGMAP),
             v,
-            verbs::Sub::Main,
             verbs::WriteOpts::default(),
             &mut unheard(),
         );

@@ -310,13 +310,16 @@ pub(crate) async fn resource_request(
             if def.group == "rbac.authorization.k8s.io" {
                 crate::auth::escalation_check(store, user, &def.plural, ns, &body)?;
             }
-            let (out, created) = verbs::update(
-                store,
-                &stored,
+            let target = verbs::WriteTarget {
+                def: &stored,
                 ns,
                 name,
-                body,
                 sub,
+            };
+            let (out, created) = verbs::update(
+                store,
+                target,
+                body,
                 query.write_opts(&user_agent, "UpdateOptions", None)?,
                 warnings,
             )
@@ -360,10 +363,14 @@ pub(crate) async fn resource_request(
                     Ok(())
                 }
             };
-            let (out, created) = verbs::patch(
-                store, &stored, ns, name, pt, &body, sub, opts, &admit, warnings,
-            )
-            .map_err(served)?;
+            let target = verbs::WriteTarget {
+                def: &stored,
+                ns,
+                name,
+                sub,
+            };
+            let (out, created) =
+                verbs::patch(store, target, pt, &body, opts, &admit, warnings).map_err(served)?;
             Ok(respond(
                 if created { 201 } else { 200 },
                 obj_bytes(&def, out.obj()),

@@ -13,6 +13,6 @@ mod update;
 pub(crate) use create::create;
 pub(crate) use delete::{delete, finalize_namespace, remove_finalizer};
 pub(crate) use meta::validate_name;
-pub(crate) use options::{DeleteOpts, Deleted, Outcome, PatchType, Sub, WriteOpts};
+pub(crate) use options::{DeleteOpts, Deleted, Outcome, PatchType, Sub, WriteOpts, WriteTarget};
 pub(crate) use patch::patch;
 pub(crate) use update::update;

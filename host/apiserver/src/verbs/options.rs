@@ -79,6 +79,37 @@ impl Sub {
     }
 }
 
+/// The part of one object a write addresses: its resource, namespace (ignored for a
+/// cluster-scoped resource) and name, and the subresource the write goes through.
+#[derive(Clone, Copy)]
+pub struct WriteTarget<'a> {
+    /// The resource, as stored.
+    pub def: &'a ResourceDef,
+    /// The namespace of the request.
+    pub ns: &'a str,
+    /// The object's name.
+    pub name: &'a str,
+    /// The subresource written through.
+    pub sub: Sub,
+}
+
+impl<'a> WriteTarget<'a> {
+    /// The object itself, not a subresource.
+    pub fn main(def: &'a ResourceDef, ns: &'a str, name: &'a str) -> WriteTarget<'a> {
+        WriteTarget {
+            def,
+            ns,
+            name,
+            sub: Sub::Main,
+        }
+    }
+
+    /// The namespace under which the store keeps the object: none for a cluster-scoped one.
+    pub(crate) fn ns_key(&self) -> &'a str {
+        if self.def.namespaced { self.ns } else { "" }
+    }
+}
+
 /// What an update turns into.
 pub enum Outcome {
     /// The object as stored by the update.

@@ -9,24 +9,21 @@ use crate::verbs::create::prepare_create;
 use crate::verbs::meta::check_identity;
 use crate::verbs::options::scope;
 use crate::verbs::update::run_update;
-use crate::verbs::{Outcome, PatchType, Sub, WriteOpts, validate_name};
+use crate::verbs::{Outcome, PatchType, Sub, WriteOpts, WriteTarget, validate_name};
 use crate::{patch, validation};
 use serde_json::Value;
 
 /// PATCH. Returns the outcome and whether the object was created (server-side apply).
-#[allow(clippy::too_many_arguments)]
 pub fn patch(
     store: &Store,
-    def: &ResourceDef,
-    ns: &str,
-    name: &str,
+    target: WriteTarget,
     pt: PatchType,
     body: &Value,
-    sub: Sub,
     w: WriteOpts,
     admit: &dyn Fn(&Inner, &Value) -> Result<(), ApiError>,
     warnings: &mut Warnings,
 ) -> Result<(Outcome, bool), ApiError> {
+    let WriteTarget { def, ns, name, sub } = target;
     if pt != PatchType::Json && !body.is_object() {
         return Err(ApiError::bad_request(
             "the body of the request was not a JSON object",
@@ -75,9 +72,7 @@ pub fn patch(
     }
     run_update(
         store,
-        def,
-        ns,
-        name,
+        target,
         run_opts,
         |cur, inner, warnings| {
             let Some(cur) = cur else {
@@ -154,7 +149,6 @@ pub fn patch(
             admit(inner, &v)?;
             Ok((v, false))
         },
-        sub,
         warnings,
     )
 }

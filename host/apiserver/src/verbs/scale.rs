@@ -9,7 +9,7 @@ use crate::patch;
 use crate::resources::{ResourceDef, ScalePaths};
 use crate::status::{ApiError, Cause, Warnings};
 use crate::store::Store;
-use crate::verbs::{self, PatchType, Sub, WriteOpts};
+use crate::verbs::{self, PatchType, WriteOpts, WriteTarget};
 
 fn at<'a>(v: &'a Value, path: &[String]) -> &'a Value {
     path.iter().fold(v, |v, segment| &v[segment.as_str()])
@@ -137,7 +137,7 @@ pub fn update(
         obj["metadata"]["resourceVersion"] = json!(rv);
     }
     set(&mut obj, &paths.spec_replicas, json!(replicas));
-    let (out, _) = verbs::update(store, def, ns, name, obj, Sub::Main, opts, warnings)?;
+    let (out, _) = verbs::update(store, WriteTarget::main(def, ns, name), obj, opts, warnings)?;
     Ok(view(paths, &out.obj().value))
 }
 

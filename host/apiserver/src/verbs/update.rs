@@ -14,7 +14,7 @@ use crate::verbs::meta::{
     warn_finalizers,
 };
 use crate::verbs::options::{record_create, scope};
-use crate::verbs::{Outcome, Sub, WriteOpts, validate_name};
+use crate::verbs::{Outcome, Sub, WriteOpts, WriteTarget, validate_name};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -247,17 +247,15 @@ pub(crate) fn prepare_update(
 /// dry run nothing is stored and the outcome holds the object as it would have been.
 pub(crate) fn run_update(
     store: &Store,
-    def: &ResourceDef,
-    ns: &str,
-    name: &str,
+    target: WriteTarget,
     w: WriteOpts,
     compute: impl FnOnce(Option<&Arc<Obj>>, &Inner, &mut Warnings) -> Result<(Value, bool), ApiError>,
-    sub: Sub,
     warnings: &mut Warnings,
 ) -> Result<(Outcome, bool), ApiError> {
+    let WriteTarget { def, name, sub, .. } = target;
     let dry_run = w.dry_run;
     let api_version = def.api_version();
-    let ns_key = if def.namespaced { ns } else { "" };
+    let ns_key = target.ns_key();
     let mut created = false;
     let mut final_value: Option<Value> = None;
     let (obj, removed) = store.mutate(def.key(), ns_key, name, |cur, inner| {
@@ -314,23 +312,19 @@ pub(crate) fn run_update(
 /// PUT. Returns the outcome and whether the object was created.
 pub fn update(
     store: &Store,
-    def: &ResourceDef,
-    ns: &str,
-    name: &str,
+    target: WriteTarget,
     mut body: Value,
-    sub: Sub,
     w: WriteOpts,
     warnings: &mut Warnings,
 ) -> Result<(Outcome, bool), ApiError> {
+    let WriteTarget { def, ns, name, sub } = target;
     check_identity(def, ns, Some(name), &mut body)?;
     if sub == Sub::Main {
         validate_name(def, name)?;
     }
     run_update(
         store,
-        def,
-        ns,
-        name,
+        target,
         w.clone(),
         |cur, inner, warnings| {
             if cur.is_none() && def.create_on_update && sub == Sub::Main {
@@ -379,7 +373,6 @@ pub fn update(
             }
             Ok((body, false))
         },
-        sub,
         warnings,
     )
 }
