@@ -28,7 +28,7 @@ use serde_json::{Value as Json, json};
 
 use crate::glance;
 use crate::host::{self, Crash, Scheduled, Throttle};
-use crate::world::{self, Failure, Quiescent};
+use crate::world::{self, Failure, Quiescent, trace_line};
 
 const MIGRATIONS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -178,9 +178,7 @@ impl CfWorld<'_, '_> {
     }
 
     fn note(&mut self, line: String) {
-        let at = self.kube.now.get() - 1_700_000_000_000;
-        self.trace
-            .push(format!("{:>4} t={at}ms cf: {line}", self.trace.len()));
+        trace_line(&mut self.trace, self.kube.now.get(), &format!("cf: {line}"));
     }
 
     fn advance(&self, ms: i64) {

@@ -33,6 +33,15 @@
 //! terminating namespace, 404 into a missing one, lagging reads, timed-out writes), so those
 //! tests gain them too.
 //!
+//! **What the simulated cluster leaves out, and why no invariant can tell.** Owner-reference
+//! garbage collection: every delete lethe makes is `Background` (the owner goes at once, its
+//! finalizers aside) and lethe never reads an owner's dependents (a CronJob's Jobs and Pods), so
+//! the collector's work happens outside everything lethe observes. Stale reads by the
+//! reconcilers: they GET and LIST without a resourceVersion, which Kubernetes serves from etcd
+//! with a quorum read, never from a cache; what may be late for them is the change feed (lost
+//! watches, which are modelled). The CF API's reads are lagged, since the first poll in the
+//! deletion seed met exactly that.
+//!
 //! # Actors
 //!
 //! * **Clients**. Data-jobs clients create jobs, deploy them (new versions, enabled or not),

@@ -1,6 +1,7 @@
 //! What both worlds share: the request a client sends and how its answer is read, and how a
 //! world that has quiesced is driven to convergence.
 
+use lethe_guest::fake::FakeCluster;
 use lethe_guest::{Request, Response};
 use serde_json::Value as Json;
 
@@ -9,6 +10,13 @@ pub type Failure = String;
 
 /// Rounds allowed to converge once the clients, the hostile user and the faults have stopped.
 pub const QUIESCENT_PASSES: usize = 30;
+
+/// Appends `line` to a world's trace, numbered, at the virtual time `now_ms` counted from the
+/// start of the world's clock.
+pub fn trace_line(trace: &mut Vec<String>, now_ms: i64, line: &str) {
+    let at = now_ms - FakeCluster::START_MS;
+    trace.push(format!("{:>4} t={at}ms {line}", trace.len()));
+}
 
 /// A request as a client with bearer `token` sends it.
 pub fn request(method: &str, path: &str, token: &str, body: Option<Json>) -> Request {

@@ -191,10 +191,13 @@ impl Default for FakeCluster {
 }
 
 impl FakeCluster {
-    /// An empty cluster whose clock reads 2023-11-14. Every token but `bad` authenticates; the
-    /// token `admin` may do anything, any other what it is granted.
+    /// Where a new cluster's clock starts, in ms since the Unix epoch (2023-11-14).
+    pub const START_MS: i64 = 1_700_000_000_000;
+
+    /// An empty cluster whose clock reads [`FakeCluster::START_MS`]. Every token but `bad`
+    /// authenticates; the token `admin` may do anything, any other what it is granted.
     pub fn new() -> Self {
-        let now = Rc::new(Cell::new(1_700_000_000_000));
+        let now = Rc::new(Cell::new(Self::START_MS));
         let cluster = FakeCluster {
             objects: Store {
                 objects: RefCell::default(),

@@ -10,6 +10,9 @@
 #   cargo build --release -p lethe && BIN=target/release/lethe N=2000 S=5 WINDOW=60 \
 #     bash host/lethe/benches/idle_cf.sh
 #
+# SEED=kubectl creates the Org and Space objects with kubectl instead (as the API would write
+# them; the reconciler makes their namespaces), for sizes the API's N² seeding cannot reach.
+#
 # The manifest is the repository's with the client-side rate limits raised, so that seeding
 # N*(S+1) objects through the API does not take hours; the idle window is unaffected by them.
 set -euo pipefail
@@ -36,6 +39,39 @@ for _ in $(seq 1 240); do curl -sf 127.0.0.1:9390/readyz >/dev/null && break; sl
 TOKEN=$(awk '/token:/ {print $2}' "$KC")
 export TOKEN S D
 t0=$(date +%s)
+if [ "${SEED:-api}" = kubectl ]; then
+  # The Org and Space objects as the API writes them, created with kubectl (one request each);
+  # the reconciler gives each its marked namespace, as for an object made by hand. The API's
+  # create checks every name against all of its kind, so seeding through it grows with N².
+  python3 - "$N" "$S" "$D" <<'PY'
+import json, sys, uuid
+n, s, d = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+fin = ["cf.lethe.dev/cleanup"]
+orgs, spaces = [], []
+for i in range(1, n + 1):
+    org = str(uuid.uuid4())
+    orgs.append({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+                 "metadata": {"name": org, "namespace": "cf", "finalizers": fin},
+                 "spec": {"displayName": f"idle-{i}", "suspended": False}})
+    for j in range(1, s + 1):
+        spaces.append({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
+                       "metadata": {"name": str(uuid.uuid4()), "namespace": org, "finalizers": fin,
+                                    "labels": {"cf.lethe.dev/owner": f"org.{org}"}},
+                       "spec": {"displayName": f"s{j}", "orgGUID": org}})
+with open(f"{d}/orgs", "w") as f:
+    f.writelines(o["metadata"]["name"] + "\n" for o in orgs)
+for name, items in (("orgs", orgs), ("spaces", spaces)):
+    for k in range(0, len(items), 2000):
+        with open(f"{d}/{name}-{k // 2000:04}.json", "w") as f:
+            json.dump({"apiVersion": "v1", "kind": "List", "items": items[k:k + 2000]}, f)
+PY
+  owned() { kubectl --kubeconfig "$KC" get ns -l cf.lethe.dev/owner --no-headers 2>/dev/null | wc -l; }
+  for kind in orgs spaces; do
+    for f in "$D/$kind"-*.json; do kubectl --kubeconfig "$KC" create -f "$f" >/dev/null; done
+    want=$N; [ "$kind" = spaces ] && want=$((N * (S + 1)))
+    until [ "$(owned)" -ge "$want" ]; do sleep 2; done
+  done
+else
 seq 1 "$N" | xargs -P "$PARALLEL" -I{} bash -c '
   org=$(curl -sf -X POST 127.0.0.1:3300/v3/organizations -H "Authorization: Bearer $TOKEN" \
     -d "{\"name\":\"idle-{}\"}" | python3 -c "import sys,json; print(json.load(sys.stdin)[\"guid\"])")
@@ -44,6 +80,7 @@ seq 1 "$N" | xargs -P "$PARALLEL" -I{} bash -c '
     curl -sf -o /dev/null -X POST 127.0.0.1:3300/v3/spaces -H "Authorization: Bearer $TOKEN" \
       -d "{\"name\":\"s$j\",\"relationships\":{\"organization\":{\"data\":{\"guid\":\"$org\"}}}}"
   done'
+fi
 echo "seeded $N orgs and $((N*S)) spaces in $(( $(date +%s) - t0 )) s"
 # Let the reconciler finish what the creates started (finalizers, its first full pass).
 sleep 20
