@@ -210,6 +210,12 @@ pub(crate) async fn resource_request(
     // speak of the kind asked for.
     let stored = resources::stored_def(&def);
     let served = |e: ApiError| as_served(&def, &stored, e);
+    let target = verbs::WriteTarget {
+        def: &stored,
+        ns,
+        name,
+        sub,
+    };
     if def.custom
         && let Some(crd) = store.get(CRD_KEY, "", &format!("{}.{}", def.plural, def.group), false)
     {
@@ -310,12 +316,6 @@ pub(crate) async fn resource_request(
             if def.group == "rbac.authorization.k8s.io" {
                 crate::auth::escalation_check(store, user, &def.plural, ns, &body)?;
             }
-            let target = verbs::WriteTarget {
-                def: &stored,
-                ns,
-                name,
-                sub,
-            };
             let (out, created) = verbs::update(
                 store,
                 target,
@@ -362,12 +362,6 @@ pub(crate) async fn resource_request(
                 } else {
                     Ok(())
                 }
-            };
-            let target = verbs::WriteTarget {
-                def: &stored,
-                ns,
-                name,
-                sub,
             };
             let (out, created) =
                 verbs::patch(store, target, pt, &body, opts, &admit, warnings).map_err(served)?;
