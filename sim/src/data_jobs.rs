@@ -175,11 +175,7 @@ impl World<'_, '_> {
             .collect();
         for acted in during {
             self.apply(Acted {
-                lines: acted
-                    .lines
-                    .into_iter()
-                    .map(|l| format!("  during the pass: {l}"))
-                    .collect(),
+                lines: world::during_the_pass(acted.lines),
                 ..acted
             })?;
         }

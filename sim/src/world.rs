@@ -18,6 +18,15 @@ pub fn trace_line(trace: &mut Vec<String>, now_ms: i64, line: &str) {
     trace.push(format!("{:>4} t={at}ms {line}", trace.len()));
 }
 
+/// The trace lines of what an actor did while a pass ran (between two of its capability calls),
+/// marked as such.
+pub fn during_the_pass(lines: Vec<String>) -> Vec<String> {
+    lines
+        .into_iter()
+        .map(|l| format!("  during the pass: {l}"))
+        .collect()
+}
+
 /// A request as a client with bearer `token` sends it.
 pub fn request(method: &str, path: &str, token: &str, body: Option<Json>) -> Request {
     Request {

@@ -508,33 +508,28 @@ impl Ctx<'_> {
             return Ok(job_not_found());
         };
         let guid = Operation::DataJobDelete.guid(&job.uid);
-        let [bump, stamp] = feed::record(&job.uid);
-        self.host.batch(&[
-            (
-                "DELETE FROM desired_data_job_deployment WHERE job_uid = $1",
-                vec![job.uid.clone().into()],
-            ),
-            (
-                "DELETE FROM data_job WHERE uid = $1",
-                vec![job.uid.clone().into()],
-            ),
-            self.deletion_requested(Operation::DataJobDelete, &guid, &job, team, name),
-            bump,
-            stamp,
-        ])?;
-        Ok(self.accepted(&guid))
+        self.request_deletion(Operation::DataJobDelete, &guid, &job, team, name)
     }
 
-    /// Records that deletion job `guid` was asked for (again: a repeat restarts it).
-    fn deletion_requested(
+    /// Deletes the job's desired deployment (and for [`Operation::DataJobDelete`] the job) in
+    /// one transaction that records deletion job `guid` (again: a repeat restarts it) and the
+    /// change, then answers `202` with the job's location.
+    fn request_deletion(
         &self,
         operation: Operation,
         guid: &str,
         job: &Job,
         team: &str,
         name: &str,
-    ) -> Statement {
-        (
+    ) -> Answer {
+        let of_job = |sql: &'static str| -> Statement { (sql, vec![job.uid.clone().into()]) };
+        let mut batch = vec![of_job(
+            "DELETE FROM desired_data_job_deployment WHERE job_uid = $1",
+        )];
+        if operation == Operation::DataJobDelete {
+            batch.push(of_job("DELETE FROM data_job WHERE uid = $1"));
+        }
+        batch.push((
             "INSERT INTO data_job_deletion (guid, operation, job_uid, team, job_name, requested_at, completed_at) \
              VALUES ($1, $2, $3, $4, $5, $6, NULL) \
              ON CONFLICT (guid) DO UPDATE SET requested_at = excluded.requested_at, completed_at = NULL",
@@ -546,7 +541,10 @@ impl Ctx<'_> {
                 name.into(),
                 self.host.now_ms().into(),
             ],
-        )
+        ));
+        batch.extend(feed::record(&job.uid));
+        self.host.batch(&batch)?;
+        Ok(self.accepted(guid))
     }
 
     fn accepted(&self, guid: &str) -> Response {
@@ -880,17 +878,7 @@ impl Ctx<'_> {
             )?;
             return Ok(self.accepted(&guid));
         }
-        let [bump, stamp] = feed::record(&job.uid);
-        self.host.batch(&[
-            (
-                "DELETE FROM desired_data_job_deployment WHERE job_uid = $1",
-                vec![job.uid.clone().into()],
-            ),
-            self.deletion_requested(Operation::DeploymentDelete, &guid, &job, team, name),
-            bump,
-            stamp,
-        ])?;
-        Ok(self.accepted(&guid))
+        self.request_deletion(Operation::DeploymentDelete, &guid, &job, team, name)
     }
 }
 

@@ -10,16 +10,7 @@ pub fn default_rbac() -> Vec<(&'static str, Value)> {
     use serde_json::json;
     let read = json!(["get", "list", "watch"]);
     let change = json!(["create", "delete", "deletecollection", "patch", "update"]);
-    let all = json!([
-        "create",
-        "delete",
-        "deletecollection",
-        "get",
-        "list",
-        "patch",
-        "update",
-        "watch"
-    ]);
+    let all = json!(crate::resources::ALL_VERBS);
     let agg = |to: &str| format!("rbac.authorization.k8s.io/aggregate-to-{to}");
     let boot = "kubernetes.io/bootstrapping";
     let meta = |name: &str, labels: Value| {

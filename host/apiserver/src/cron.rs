@@ -9,21 +9,20 @@ struct Bounds {
     names: &'static [(&'static str, u64)],
 }
 
-const MINUTES: Bounds = Bounds {
-    min: 0,
-    max: 59,
-    names: &[],
-};
-const HOURS: Bounds = Bounds {
-    min: 0,
-    max: 23,
-    names: &[],
-};
-const DAYS_OF_MONTH: Bounds = Bounds {
-    min: 1,
-    max: 31,
-    names: &[],
-};
+impl Bounds {
+    /// A field of plain numbers from `min` to `max`.
+    const fn numbers(min: u64, max: u64) -> Bounds {
+        Bounds {
+            min,
+            max,
+            names: &[],
+        }
+    }
+}
+
+const MINUTES: Bounds = Bounds::numbers(0, 59);
+const HOURS: Bounds = Bounds::numbers(0, 23);
+const DAYS_OF_MONTH: Bounds = Bounds::numbers(1, 31);
 const MONTHS: Bounds = Bounds {
     min: 1,
     max: 12,

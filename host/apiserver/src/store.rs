@@ -176,6 +176,35 @@ impl Inner {
     }
 }
 
+/// Which objects a [`Store::list`] reads, and as of when.
+#[derive(Clone, Copy)]
+pub struct ListRange<'a> {
+    /// The resource's store key.
+    pub key: &'a str,
+    /// The namespace, or all of them.
+    pub ns: Option<&'a str>,
+    /// Start strictly after this (namespace, name): where a continue token left off.
+    pub after: Option<&'a (String, String)>,
+    /// The resourceVersion to list at; now when `None`.
+    pub at: Option<u64>,
+    /// Whether the read may come from the stale-read window (a cache that lags), as a list
+    /// without a resourceVersion may on the real server.
+    pub allow_stale: bool,
+}
+
+impl<'a> ListRange<'a> {
+    /// Every object of `key` (in `ns`) as it is now, read from the store itself.
+    pub fn now(key: &'a str, ns: Option<&'a str>) -> ListRange<'a> {
+        ListRange {
+            key,
+            ns,
+            after: None,
+            at: None,
+            allow_stale: false,
+        }
+    }
+}
+
 /// One page of a list.
 pub struct ListPage {
     /// The resourceVersion the list reflects.
@@ -348,21 +377,23 @@ impl Store {
         inner.get(key, ns, name).cloned()
     }
 
-    /// Lists objects of one resource (optionally one namespace) strictly after `after`, in key
-    /// order, up to `max` of them that `keep` accepts: as they are now, or as they were at
-    /// resourceVersion `at` (the changes since undone from the event history, as etcd serves a
-    /// list at a past revision). Err(the oldest version still served) when `at` is older.
-    #[allow(clippy::too_many_arguments)]
+    /// Lists the objects `range` names, in key order, up to `max` of them that `keep` accepts:
+    /// as they are now, or as they were at `range.at` (the changes since undone from the event
+    /// history, as etcd serves a list at a past revision). Err(the oldest version still served)
+    /// when `range.at` is older.
     pub fn list(
         &self,
-        key: &str,
-        ns: Option<&str>,
-        after: Option<&(String, String)>,
-        at: Option<u64>,
-        allow_stale: bool,
+        range: ListRange<'_>,
         mut keep: impl FnMut(&Obj) -> bool,
         max: usize,
     ) -> Result<ListPage, u64> {
+        let ListRange {
+            key,
+            ns,
+            after,
+            at,
+            allow_stale,
+        } = range;
         let inner = self.inner.read();
         if let Some(at) = at
             && at < inner.compacted_rv

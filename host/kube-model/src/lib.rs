@@ -8,13 +8,17 @@
 //! * [`error`]: [`KubeError`], one variant per WIT error case, and the status mapping;
 //! * [`parse`]: API server answers into objects, lists, watch events, delete outcomes and
 //!   `Status`es;
-//! * [`check_segment`], [`target_namespace`]: which addresses are refused before sending;
+//! * [`retry`]: which outcomes of an attempt are repeated, by how far the request got and
+//!   whether the call is safe to repeat;
+//! * [`check_segment`], [`target_namespace`], [`new_object`], [`create_namespace`]: which
+//!   addresses are refused before sending;
 //! * [`served_kinds`]: what a discovery document says a group version serves.
 
 #![warn(missing_docs)]
 
 pub mod error;
 pub mod parse;
+pub mod retry;
 pub mod types;
 
 pub use error::{KubeError, Result};
@@ -53,6 +57,47 @@ pub fn target_namespace(target: &ObjectRef, namespaced: bool) -> Result<Option<&
             target.api_version, target.kind
         ))
     })?;
+    check_segment("namespace", ns)?;
+    Ok(Some(ns))
+}
+
+/// The object a create sends, read from its JSON text: the parsed body with the `apiVersion` and
+/// `kind` that say where it goes (both required).
+pub fn new_object(json: &str) -> Result<(serde_json::Value, String, String)> {
+    let body: serde_json::Value = serde_json::from_str(json)
+        .map_err(|e| KubeError::bad_request(format!("the object is not valid JSON: {e}")))?;
+    let field = |key: &str| {
+        body.get(key)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (api_version, kind) = (field("apiVersion"), field("kind"));
+    if api_version.is_empty() || kind.is_empty() {
+        return Err(KubeError::bad_request(
+            "the object needs apiVersion and kind",
+        ));
+    }
+    Ok((body, api_version, kind))
+}
+
+/// The namespace the path of a create of `body` uses: for a `namespaced` kind its
+/// `metadata.namespace` (required, and checked as a path segment); none for a cluster-scoped one.
+pub fn create_namespace(body: &serde_json::Value, namespaced: bool) -> Result<Option<&str>> {
+    if !namespaced {
+        return Ok(None);
+    }
+    let ns = body
+        .pointer("/metadata/namespace")
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| {
+            let field = |key: &str| body.get(key).and_then(serde_json::Value::as_str);
+            KubeError::bad_request(format!(
+                "{} {} is namespaced: metadata.namespace is required",
+                field("apiVersion").unwrap_or_default(),
+                field("kind").unwrap_or_default()
+            ))
+        })?;
     check_segment("namespace", ns)?;
     Ok(Some(ns))
 }

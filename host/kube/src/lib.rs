@@ -554,31 +554,9 @@ impl KubeClient {
     /// error or timeout gives [`KubeError::Unavailable`] / [`KubeError::Timeout`] saying the
     /// outcome is unknown.
     pub async fn create(&self, json: &str) -> Result<Object> {
-        let body: Json = serde_json::from_str(json)
-            .map_err(|e| KubeError::bad_request(format!("the object is not valid JSON: {e}")))?;
-        let field = |key: &str| body.get(key).and_then(Json::as_str).unwrap_or_default();
-        let (api_version, kind) = (field("apiVersion"), field("kind"));
-        if api_version.is_empty() || kind.is_empty() {
-            return Err(KubeError::bad_request(
-                "the object needs apiVersion and kind",
-            ));
-        }
-        let resolved = self.resolve(api_version, kind).await?;
-        let namespace = body
-            .get("metadata")
-            .and_then(|m| m.get("namespace"))
-            .and_then(Json::as_str);
-        let namespace = if resolved.namespaced {
-            let ns = namespace.ok_or_else(|| {
-                KubeError::bad_request(format!(
-                    "{api_version} {kind} is namespaced: metadata.namespace is required"
-                ))
-            })?;
-            check_segment("namespace", ns)?;
-            Some(ns)
-        } else {
-            None
-        };
+        let (body, api_version, kind) = lethe_kube_model::new_object(json)?;
+        let resolved = self.resolve(&api_version, &kind).await?;
+        let namespace = lethe_kube_model::create_namespace(&body, resolved.namespaced)?;
         let request = Request::new(resolved.collection_path(namespace));
         let text = self
             .send(Safety::Unsafe, || {

@@ -1,8 +1,5 @@
-//! One HTTP call with retries: classification of each attempt and the backoff loop.
-//!
-//! An attempt ends in one of: a 2xx answer; a failure status; a connect error (the request
-//! provably never reached the server); a transport error after the request may have been sent;
-//! or the per-attempt timeout. Which of those are replayed depends on the call's [`Safety`].
+//! One HTTP call with retries: each attempt classified by how far it got, judged by the rules of
+//! `lethe_kube_model::retry` (the same as the `wasi-adapter`'s), and the backoff loop.
 
 use std::error::Error as StdError;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,20 +8,12 @@ use std::time::{Duration, Instant};
 use http_body_util::BodyExt;
 use kube::client::Body;
 
-use crate::config::RetryPolicy;
-use crate::error::{KubeError, Result};
-use crate::parse;
-use crate::rate_limit::Admission;
+pub(crate) use lethe_kube_model::retry::{Answer, Safety};
+use lethe_kube_model::retry::{Attempt, Reach, TransportError, Verdict, exhausted, judge};
 
-/// Whether repeating a call can change its outcome.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Safety {
-    /// Reads, deletes, merge patches, guarded writes: replayed on 429, 5xx, transport errors and
-    /// timeouts.
-    Repeatable,
-    /// Creates and unguarded writes: replayed only on 429 and connect errors (never applied).
-    Unsafe,
-}
+use crate::config::RetryPolicy;
+use crate::error::Result;
+use crate::rate_limit::Admission;
 
 /// What the retry loop counts across calls (all clients of one cluster).
 #[derive(Debug, Default)]
@@ -33,29 +22,6 @@ pub(crate) struct Counters {
     pub retries: AtomicU64,
     /// Answers of 429 Too Many Requests.
     pub throttled: AtomicU64,
-}
-
-/// A successful answer.
-#[derive(Debug)]
-pub(crate) struct Answer {
-    /// The 2xx status code.
-    #[allow(dead_code)]
-    pub code: u16,
-    /// The body as served.
-    pub body: Vec<u8>,
-}
-
-/// The result of one attempt.
-enum Attempt {
-    Done(Answer),
-    Failed {
-        code: u16,
-        body: Vec<u8>,
-        retry_after: Option<Duration>,
-    },
-    NotSent(String),
-    Lost(String),
-    TimedOut,
 }
 
 /// Where a call goes and under which rules: the client, the retry policy, the counters, the
@@ -98,69 +64,15 @@ where
             None => policy.per_call_timeout,
         };
         let outcome = once(client, request, limit).await;
-        let (retry, retry_after, error, was_throttled) = match outcome {
-            Attempt::Done(answer) => return Ok(answer),
-            Attempt::Failed {
-                code,
-                body,
-                retry_after,
-            } => {
-                let status = parse::status(code, &body);
-                if code == 429 {
-                    counters.throttled.fetch_add(1, Ordering::Relaxed);
-                }
-                match code {
-                    429 => (true, retry_after, KubeError::from_status(status), true),
-                    500..=599 if safety == Safety::Repeatable => {
-                        (true, retry_after, KubeError::from_status(status), false)
-                    }
-                    500..=599 => {
-                        let message = format!(
-                            "outcome unknown: the server answered {} {} ({}) to a write that is not safe to repeat",
-                            status.code, status.reason, status.message
-                        );
-                        return Err(if code == 504 {
-                            KubeError::Timeout(message)
-                        } else {
-                            KubeError::Unavailable(message)
-                        });
-                    }
-                    _ => return Err(KubeError::from_status(status)),
-                }
-            }
-            Attempt::NotSent(message) => (
-                true,
-                None,
-                KubeError::Unavailable(format!("cannot reach the API server: {message}")),
-                false,
-            ),
-            Attempt::Lost(message) if safety == Safety::Repeatable => (
-                true,
-                None,
-                KubeError::Unavailable(format!("connection to the API server failed: {message}")),
-                false,
-            ),
-            Attempt::Lost(message) => {
-                return Err(KubeError::Unavailable(format!(
-                    "outcome unknown: the connection failed after the request was sent and the write is not safe to repeat: {message}"
-                )));
-            }
-            Attempt::TimedOut if safety == Safety::Repeatable => (
-                true,
-                None,
-                KubeError::Timeout(format!("no answer within {:?}", policy.per_call_timeout)),
-                false,
-            ),
-            Attempt::TimedOut => {
-                return Err(KubeError::Timeout(format!(
-                    "no answer within {:?}; outcome unknown, and the write is not safe to repeat",
-                    policy.per_call_timeout
-                )));
-            }
-        };
-        if !retry {
-            return Err(error);
+        let was_throttled = matches!(outcome, Attempt::Failed { code: 429, .. });
+        if was_throttled {
+            counters.throttled.fetch_add(1, Ordering::Relaxed);
         }
+        let (error, retry_after) = match judge(outcome, safety) {
+            Verdict::Done(answer) => return Ok(answer),
+            Verdict::Fail(error) => return Err(error),
+            Verdict::Retry { error, retry_after } => (error, retry_after),
+        };
         if was_throttled {
             throttled += 1;
         } else {
@@ -185,17 +97,8 @@ where
     }
 }
 
-/// Reports the number of attempts in the final error.
-fn exhausted(error: KubeError, attempts: u32) -> KubeError {
-    let suffix = format!(" (gave up after {attempts} attempts)");
-    match error {
-        KubeError::Unavailable(m) => KubeError::Unavailable(m + &suffix),
-        KubeError::Timeout(m) => KubeError::Timeout(m + &suffix),
-        other => other,
-    }
-}
-
-/// One attempt: send, then read the whole body, within `timeout`.
+/// One attempt: send, then read the whole body, within `timeout` (a connect error is
+/// [`Reach::NotSent`]: the request provably never reached the server).
 async fn once(
     client: &kube::Client,
     request: http::Request<Vec<u8>>,
@@ -205,11 +108,15 @@ async fn once(
         let response = match client.send(request.map(Body::from)).await {
             Ok(r) => r,
             Err(e) => {
-                return if is_connect_error(&e) {
-                    Attempt::NotSent(describe(&e))
-                } else {
-                    Attempt::Lost(describe(&e))
-                };
+                return Attempt::Transport(TransportError {
+                    reach: if is_connect_error(&e) {
+                        Reach::NotSent
+                    } else {
+                        Reach::Lost
+                    },
+                    timeout: false,
+                    message: describe(&e),
+                });
             }
         };
         let code = response.status().as_u16();
@@ -220,7 +127,12 @@ async fn once(
             .and_then(parse_retry_after);
         let body = match response.into_body().collect().await {
             Ok(collected) => collected.to_bytes().to_vec(),
-            Err(e) => return Attempt::Lost(format!("reading the response: {}", describe(&e))),
+            Err(e) => {
+                return Attempt::Transport(TransportError::lost(format!(
+                    "reading the response: {}",
+                    describe(&e)
+                )));
+            }
         };
         if (200..300).contains(&code) {
             Attempt::Done(Answer { code, body })
@@ -234,7 +146,13 @@ async fn once(
     };
     tokio::time::timeout(timeout, work)
         .await
-        .unwrap_or(Attempt::TimedOut)
+        .unwrap_or_else(|_| {
+            Attempt::Transport(TransportError {
+                reach: Reach::Lost,
+                timeout: true,
+                message: format!("none within {timeout:?}"),
+            })
+        })
 }
 
 /// `Retry-After` as delay-seconds or an HTTP date.

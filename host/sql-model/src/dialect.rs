@@ -27,6 +27,26 @@ fn is_ident_char(b: u8) -> bool {
     is_ident_start(b) || b.is_ascii_digit() || b == b'$'
 }
 
+/// Where the quoted text opening at `bytes[start]` ends: past its closing quote (a doubled quote
+/// stands for one inside it, and with `escapes` a backslash escapes the next byte), or at the end
+/// of the input when it is unterminated.
+fn past_quoted(bytes: &[u8], start: usize, escapes: bool) -> usize {
+    let quote = bytes[start];
+    let mut i = start + 1;
+    while i < bytes.len() {
+        if escapes && bytes[i] == b'\\' {
+            i += 2;
+        } else if bytes[i] != quote {
+            i += 1;
+        } else if bytes.get(i + 1) == Some(&quote) {
+            i += 2;
+        } else {
+            return i + 1;
+        }
+    }
+    bytes.len()
+}
+
 /// Splits SQL text into tokens. Unterminated literals or comments run to the end of the input,
 /// as the database would see them (it will then report the syntax error itself).
 fn tokens(sql: &str) -> Vec<Token> {
@@ -46,38 +66,12 @@ fn tokens(sql: &str) -> Vec<Token> {
                     }
                     _ => false,
                 });
-                i += 1;
-                while i < len {
-                    if escapes && bytes[i] == b'\\' {
-                        i += 2;
-                        continue;
-                    }
-                    if bytes[i] == b'\'' {
-                        if i + 1 < len && bytes[i + 1] == b'\'' {
-                            i += 2;
-                            continue;
-                        }
-                        i += 1;
-                        break;
-                    }
-                    i += 1;
-                }
-                out.push(Token::Other(start, i.min(len)));
+                i = past_quoted(bytes, i, escapes);
+                out.push(Token::Other(start, i));
             }
             b'"' | b'`' => {
-                i += 1;
-                while i < len {
-                    if bytes[i] == b {
-                        if i + 1 < len && bytes[i + 1] == b {
-                            i += 2;
-                            continue;
-                        }
-                        i += 1;
-                        break;
-                    }
-                    i += 1;
-                }
-                out.push(Token::Other(start, i.min(len)));
+                i = past_quoted(bytes, i, false);
+                out.push(Token::Other(start, i));
             }
             b'-' if i + 1 < len && bytes[i + 1] == b'-' => {
                 while i < len && bytes[i] != b'\n' {

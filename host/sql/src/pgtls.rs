@@ -155,10 +155,12 @@ pub(crate) fn client_config(settings: &TlsSettings) -> Result<rustls::ClientConf
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| SqlError::Other(format!("TLS configuration: {e}")))?;
+    let algorithms = provider.signature_verification_algorithms;
     let verifier: Arc<dyn ServerCertVerifier> = match settings.mode {
-        TlsMode::Disable | TlsMode::Prefer | TlsMode::Require => {
-            Arc::new(EncryptOnly(provider.signature_verification_algorithms))
-        }
+        TlsMode::Disable | TlsMode::Prefer | TlsMode::Require => Arc::new(Relaxed {
+            chain: None,
+            algorithms,
+        }),
         TlsMode::VerifyCa | TlsMode::VerifyFull => {
             let webpki = WebPkiServerVerifier::builder_with_provider(
                 Arc::new(roots(settings.root_cert.as_ref())?),
@@ -169,7 +171,10 @@ pub(crate) fn client_config(settings: &TlsSettings) -> Result<rustls::ClientConf
             if settings.mode == TlsMode::VerifyFull {
                 webpki
             } else {
-                Arc::new(ChainOnly(webpki))
+                Arc::new(Relaxed {
+                    chain: Some(webpki),
+                    algorithms,
+                })
             }
         }
     };
@@ -179,51 +184,17 @@ pub(crate) fn client_config(settings: &TlsSettings) -> Result<rustls::ClientConf
         .with_no_client_auth())
 }
 
-/// libpq's `prefer`/`require`: encryption without authenticating the server. The handshake
-/// signatures are still checked, so the session is bound to the presented certificate.
+/// libpq's relaxed modes. `prefer`/`require` (no `chain`): encryption without authenticating
+/// the server. `verify-ca`: the chain must lead to a trusted root, but the host name is not
+/// checked. The handshake signatures are checked either way, so the session is bound to the
+/// presented certificate.
 #[derive(Debug)]
-struct EncryptOnly(WebPkiSupportedAlgorithms);
-
-impl ServerCertVerifier for EncryptOnly {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_schemes()
-    }
+struct Relaxed {
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    algorithms: WebPkiSupportedAlgorithms,
 }
 
-/// libpq's `verify-ca`: the chain must lead to a trusted root; the host name is not checked.
-#[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for Relaxed {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -232,10 +203,10 @@ impl ServerCertVerifier for ChainOnly {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
@@ -249,7 +220,7 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
     }
 
     fn verify_tls13_signature(
@@ -258,11 +229,11 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.algorithms.supported_schemes()
     }
 }
 

@@ -583,26 +583,9 @@ impl<T: Transport> Client<T> {
     /// Creates an object from its JSON; where it goes is read from the body. Never repeated
     /// once it may have reached the server.
     pub fn create(&self, json: &str) -> Result<Object, Error> {
-        let body: Json = serde_json::from_str(json)
-            .map_err(|e| Error::bad_request(format!("the object is not valid JSON: {e}")))?;
-        let field = |key: &str| body.get(key).and_then(Json::as_str).unwrap_or_default();
-        let (api_version, kind) = (field("apiVersion"), field("kind"));
-        if api_version.is_empty() || kind.is_empty() {
-            return Err(Error::bad_request("the object needs apiVersion and kind"));
-        }
-        let resolved = self.resolve(api_version, kind)?;
-        let namespace = body.pointer("/metadata/namespace").and_then(Json::as_str);
-        let namespace = if resolved.namespaced {
-            let ns = namespace.ok_or_else(|| {
-                Error::bad_request(format!(
-                    "{api_version} {kind} is namespaced: metadata.namespace is required"
-                ))
-            })?;
-            check_segment("namespace", ns)?;
-            Some(ns)
-        } else {
-            None
-        };
+        let (body, api_version, kind) = lethe_kube_model::new_object(json)?;
+        let resolved = self.resolve(&api_version, &kind)?;
+        let namespace = lethe_kube_model::create_namespace(&body, resolved.namespaced)?;
         let path = resolved.collection_path(namespace);
         let text = self.call_text(
             Method::Post,

@@ -7,7 +7,7 @@ use crate::front::shared::Query;
 use crate::resources::{CRD_KEY, ResourceDef};
 use crate::selector::{FieldSelector, LabelSelector, field_label_supported};
 use crate::status::{ApiError, Cause};
-use crate::store::{EventType, Obj, Store};
+use crate::store::{EventType, ListRange, Obj, Store};
 use base64::Engine;
 use bytes::Bytes;
 use http::{Response, header};
@@ -328,12 +328,15 @@ pub(crate) async fn list(
             return Err(ApiError::too_large_resource_version(at, current, 0));
         }
     }
-    let page = store.list(
-        def.key(),
-        ns_filter,
-        after.as_ref(),
+    let range = ListRange {
+        key: def.key(),
+        ns: ns_filter,
+        after: after.as_ref(),
         at,
-        true,
+        allow_stale: true,
+    };
+    let page = store.list(
+        range,
         |o| labels.matches(&o.value) && fields.matches(&o.value),
         max,
     );

@@ -2,7 +2,7 @@
 
 use crate::auth::{Attributes, authorize};
 use crate::front::authn::authenticate;
-use crate::front::resource::resource_request;
+use crate::front::resource::{ResourcePath, resource_request};
 use crate::front::respond::{Body, full, respond_value};
 use crate::front::shared::{Query, Shared, all_defs, decode, method_verb};
 use crate::resources::{self, CRD_KEY};
@@ -44,10 +44,19 @@ pub(crate) async fn serve(
             let Some(rest) = query.deprecated_watch(watched) else {
                 return Err(ApiError::path_not_found());
             };
-            return resource_request(shared, &user, req, group, version, &rest, &query, warnings)
-                .await;
+            let path = ResourcePath {
+                group,
+                version,
+                rest: &rest,
+            };
+            return resource_request(shared, &user, req, path, &query, warnings).await;
         }
-        return resource_request(shared, &user, req, group, version, rest, &query, warnings).await;
+        let path = ResourcePath {
+            group,
+            version,
+            rest,
+        };
+        return resource_request(shared, &user, req, path, &query, warnings).await;
     }
     // Non-resource requests.
     let attrs = Attributes {

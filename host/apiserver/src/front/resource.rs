@@ -12,7 +12,7 @@ use crate::front::subresources::{pod_log, review, scale_request, token_request};
 use crate::resources::{self, CRD_KEY, Shape};
 use crate::selector::FieldSelector;
 use crate::status::{ApiError, Warnings, delete_success};
-use crate::store::Store;
+use crate::store::{ListRange, Store};
 use crate::verbs::{self, Deleted, PatchType, Sub};
 use http::{Method, Request, Response, header};
 use hyper::body::Incoming;
@@ -102,22 +102,36 @@ fn unrouted_attributes(
     })
 }
 
+/// The resource part of a request's path: `/api/v1/<rest>` (the core group) or
+/// `/apis/<group>/<version>/<rest>`, with `rest` split into its segments.
+#[derive(Clone, Copy)]
+pub(crate) struct ResourcePath<'a> {
+    /// The API group; empty for the core group.
+    pub group: &'a str,
+    /// The group's version.
+    pub version: &'a str,
+    /// The segments after the version: `[namespaces, <ns>,] <resource>[, <name>[, <sub>]]`.
+    pub rest: &'a [&'a str],
+}
+
 /// Serves a resource request: `rest` (the path after `group/version`) names the target,
 /// the method and whether it names an object give the verb, RBAC authorizes it, and the verb
 /// runs in the store, answering in the representation `Accept` asks for. 404 for a resource
 /// or subresource not served, 405 for a verb the resource does not allow, 403 when RBAC
 /// denies; a denied request for an unknown resource is a 403 too, as on a real server.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn resource_request(
     shared: &Shared,
     user: &UserInfo,
     req: Request<Incoming>,
-    group: &str,
-    version: &str,
-    rest: &[&str],
+    path: ResourcePath<'_>,
     query: &Query,
     warnings: &mut Warnings,
 ) -> Result<Response<Body>, ApiError> {
+    let ResourcePath {
+        group,
+        version,
+        rest,
+    } = path;
     let store = &shared.store;
     let t = match parse_target(store, group, version, rest) {
         Ok(t) => t,
@@ -238,9 +252,7 @@ pub(crate) async fn resource_request(
     if t.sub == "scale" {
         return scale_request(
             store,
-            &def,
-            ns,
-            name,
+            verbs::WriteTarget::main(&def, ns, name),
             verb,
             query,
             &user_agent,
@@ -293,7 +305,9 @@ pub(crate) async fn resource_request(
             let body = def.shape.stored(body);
             let opts = query.write_opts(&user_agent, "CreateOptions", None)?;
             if def.group == "rbac.authorization.k8s.io" {
-                crate::auth::escalation_check(store, user, &def.plural, ns, &body)?;
+                store.read(|inner| {
+                    crate::auth::escalation_check(inner, user, &def.plural, ns, &body)
+                })?;
             }
             let dry_run = opts.dry_run;
             let obj = verbs::create(store, &stored, ns, body, opts, warnings).map_err(served)?;
@@ -314,7 +328,9 @@ pub(crate) async fn resource_request(
             }
             let body = def.shape.stored(body);
             if def.group == "rbac.authorization.k8s.io" {
-                crate::auth::escalation_check(store, user, &def.plural, ns, &body)?;
+                store.read(|inner| {
+                    crate::auth::escalation_check(inner, user, &def.plural, ns, &body)
+                })?;
             }
             let (out, created) = verbs::update(
                 store,
@@ -358,7 +374,7 @@ pub(crate) async fn resource_request(
             // The patched object is what escalation prevention judges, as for an update.
             let admit = |inner: &crate::store::Inner, patched: &Value| {
                 if def.group == "rbac.authorization.k8s.io" {
-                    crate::auth::escalation_check_in(inner, user, &def.plural, ns, patched)
+                    crate::auth::escalation_check(inner, user, &def.plural, ns, patched)
                 } else {
                     Ok(())
                 }
@@ -392,16 +408,9 @@ pub(crate) async fn resource_request(
             let (headers, body) = read_body(req).await?;
             let opts = delete_opts(&headers, &body, query)?;
             let (labels, fields) = selectors(store, &def, query)?;
+            let ns_filter = (def.namespaced && !ns.is_empty()).then_some(ns);
             let page = store.list(
-                def.key(),
-                if def.namespaced && !ns.is_empty() {
-                    Some(ns)
-                } else {
-                    None
-                },
-                None,
-                None,
-                false,
+                ListRange::now(def.key(), ns_filter),
                 |o| labels.matches(&o.value) && fields.matches(&o.value),
                 usize::MAX,
             );

@@ -183,14 +183,11 @@ impl Query {
         if let Some(v) = self.get("fieldValidation")
             && !matches!(v, "" | "Ignore" | "Strict" | "Warn")
         {
-            causes.push(crate::status::Cause {
-                reason: "FieldValueNotSupported",
-                message: format!(
-                    "Unsupported value: {}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"",
-                    crate::validation::go_quote(v)
-                ),
-                field: "fieldValidation".into(),
-            });
+            causes.push(not_supported(
+                "fieldValidation",
+                &crate::validation::go_quote(v),
+                r#""", "Ignore", "Strict", "Warn""#,
+            ));
         }
         if !causes.is_empty() {
             return Err(ApiError::invalid("meta.k8s.io", options_kind, "", causes));
@@ -219,14 +216,21 @@ fn dry_run_causes(values: &[String]) -> Vec<crate::status::Cause> {
         .iter()
         .map(|v| crate::validation::go_quote(v))
         .collect();
-    vec![crate::status::Cause {
+    vec![not_supported(
+        "dryRun",
+        &format!("[]string{{{}}}", quoted.join(", ")),
+        r#""All""#,
+    )]
+}
+
+/// The cause the real server gives a query parameter whose value (`shown` as Go prints it) is
+/// not one of `supported` (quoted and listed as its message lists them).
+fn not_supported(field: &str, shown: &str, supported: &str) -> crate::status::Cause {
+    crate::status::Cause {
         reason: "FieldValueNotSupported",
-        message: format!(
-            "Unsupported value: []string{{{}}}: supported values: \"All\"",
-            quoted.join(", ")
-        ),
-        field: "dryRun".into(),
-    }]
+        message: format!("Unsupported value: {shown}: supported values: {supported}"),
+        field: field.into(),
+    }
 }
 
 /// Every resource served: the built-in ones, then those of the CustomResourceDefinitions.
@@ -302,14 +306,11 @@ pub(crate) fn delete_opts(
     if let Some(p) = &opts.propagation
         && !matches!(p.as_str(), "Orphan" | "Background" | "Foreground")
     {
-        causes.push(crate::status::Cause {
-            reason: "FieldValueNotSupported",
-            message: format!(
-                "Unsupported value: {}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"",
-                crate::validation::go_quote(p)
-            ),
-            field: "propagationPolicy".into(),
-        });
+        causes.push(not_supported(
+            "propagationPolicy",
+            &crate::validation::go_quote(p),
+            r#""Foreground", "Background", "Orphan", "nil""#,
+        ));
     }
     causes.extend(dry_run_causes(&dry_run));
     if !causes.is_empty() {

@@ -7,7 +7,7 @@ use crate::front::shared::{Query, Shared, Target};
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, Warnings};
 use crate::store::Store;
-use crate::verbs::PatchType;
+use crate::verbs::{PatchType, WriteTarget};
 use bytes::Bytes;
 use http::{Request, Response, header};
 use hyper::body::Incoming;
@@ -63,15 +63,11 @@ pub(crate) fn pod_log(
     Ok(r)
 }
 
-/// `POST …/serviceaccounts/<name>/token` (`kubectl create token`): a bearer token that
-/// authenticates as `system:serviceaccount:<namespace>:<name>` until it expires.
-/// The `scale` subresource of a custom resource.
-#[allow(clippy::too_many_arguments)]
+/// The `scale` subresource of a custom resource: `target` is the object (its main resource),
+/// whose replica count a Scale shows and sets.
 pub(crate) async fn scale_request(
     store: &Store,
-    def: &ResourceDef,
-    ns: &str,
-    name: &str,
+    target: WriteTarget<'_>,
     verb: &str,
     query: &Query,
     user_agent: &str,
@@ -79,12 +75,12 @@ pub(crate) async fn scale_request(
     warnings: &mut Warnings,
 ) -> Result<Response<Body>, ApiError> {
     let scale = match verb {
-        "get" => crate::verbs::scale::get(store, def, ns, name)?,
+        "get" => crate::verbs::scale::get(store, target)?,
         "update" => {
             let (headers, body) = read_body(req).await?;
             let body = decode_body(&headers, &body)?;
             let opts = query.write_opts(user_agent, "UpdateOptions", None)?;
-            crate::verbs::scale::update(store, def, ns, name, &body, opts, warnings)?
+            crate::verbs::scale::update(store, target, &body, opts, warnings)?
         }
         _ => {
             let (headers, body) = read_body(req).await?;
@@ -96,7 +92,7 @@ pub(crate) async fn scale_request(
                 PatchType::from_content_type(ct).ok_or_else(ApiError::unsupported_media_type)?;
             let body = parse_json(&body)?;
             let opts = query.write_opts(user_agent, "PatchOptions", Some(pt))?;
-            crate::verbs::scale::patch(store, def, ns, name, pt, &body, opts, warnings)?
+            crate::verbs::scale::patch(store, target, pt, &body, opts, warnings)?
         }
     };
     Ok(respond_value(200, &scale))

@@ -66,22 +66,36 @@ pub(super) fn conflict_error(conflicts: &[(String, FieldPath)]) -> ApiError {
     e
 }
 
-/// Server-side apply of `body` by `w` onto `live` (already merged into `merged`): checks
-/// conflicts with the other managers over the fields the apply changes (taking them when
-/// `force`), removes the fields this manager applied before and no longer does (unless someone
-/// else owns them), and records the manager's entry. `live` is None on create. An object
-/// without entries has its fields owned by `before-first-apply` first, as the real server.
-#[allow(clippy::too_many_arguments)]
-pub fn apply(
-    live: Option<&Value>,
-    merged: &mut Value,
-    body: &Value,
-    w: &Writer,
-    force: bool,
-    scope: Scope,
-    schema: &KindSchema,
-    now: &str,
-) -> Result<(), ApiError> {
+/// One server-side apply: what is applied, by whom, and under which rules.
+pub struct Apply<'a> {
+    /// The applied configuration.
+    pub body: &'a Value,
+    /// The field manager applying it.
+    pub writer: &'a Writer<'a>,
+    /// Whether to take the fields other managers own instead of failing on the conflict.
+    pub force: bool,
+    /// Which top-level fields the write may own.
+    pub scope: Scope,
+    /// The kind's schema: how its lists merge and which fields are atomic.
+    pub schema: &'a KindSchema<'a>,
+    /// The time recorded in the manager's entry.
+    pub now: &'a str,
+}
+
+/// Server-side apply `a` onto `live` (already merged into `merged`): checks conflicts with the
+/// other managers over the fields the apply changes (taking them when `a.force`), removes the
+/// fields this manager applied before and no longer does (unless someone else owns them), and
+/// records the manager's entry. `live` is None on create. An object without entries has its
+/// fields owned by `before-first-apply` first, as the real server.
+pub fn apply(live: Option<&Value>, merged: &mut Value, a: &Apply) -> Result<(), ApiError> {
+    let Apply {
+        body,
+        writer: w,
+        force,
+        scope,
+        schema,
+        now,
+    } = *a;
     let applied = applied_set(body, scope, schema);
     let mut entries: Vec<Value> = live
         .and_then(|l| l["metadata"]["managedFields"].as_array().cloned())

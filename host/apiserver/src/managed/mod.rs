@@ -19,7 +19,7 @@ mod fieldset;
 mod merge;
 mod schema;
 
-pub use apply::apply;
+pub use apply::{Apply, apply};
 pub use entries::{
     Writer, field_manager_causes, manager_from_user_agent, record_create, record_update,
     valid_entries,

@@ -35,6 +35,28 @@ fn writer(manager: &str) -> Writer<'_> {
     }
 }
 
+/// [`apply`] by `manager` over the whole object.
+fn apply_by(
+    live: Option<&Value>,
+    merged: &mut Value,
+    body: &Value,
+    manager: &str,
+    force: bool,
+    schema: &KindSchema,
+    now: &str,
+) -> Result<(), crate::status::ApiError> {
+    let writer = writer(manager);
+    let a = Apply {
+        body,
+        writer: &writer,
+        force,
+        scope: Scope::All,
+        schema,
+        now,
+    };
+    apply(live, merged, &a)
+}
+
 fn cm(data: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "x", "namespace": "d", "uid": "u", "resourceVersion": "1",
@@ -167,13 +189,12 @@ fn large_forced_and_shrinking_applies_stay_linear() {
         "data": changed});
     let mut merged = live.clone();
     merged["data"].as_object_mut().unwrap().extend(changed);
-    apply(
+    apply_by(
         Some(&live),
         &mut merged,
         &body,
-        &writer("kubectl"),
+        "kubectl",
         true,
-        Scope::All,
         &KindSchema::atomic(),
         "T2",
     )
@@ -182,13 +203,12 @@ fn large_forced_and_shrinking_applies_stay_linear() {
     // Dropping them all while the creator still owns N others.
     let live = merged.clone();
     let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}});
-    apply(
+    apply_by(
         Some(&live),
         &mut merged,
         &body,
-        &writer("kubectl"),
+        "kubectl",
         false,
-        Scope::All,
         &KindSchema::atomic(),
         "T3",
     )
@@ -218,13 +238,12 @@ fn applies_conflict_with_update_managers_using_their_version() {
         "data": {"a": "2"}});
     let mut merged = live.clone();
     merged["data"]["a"] = json!("2");
-    let e = apply(
+    let e = apply_by(
         Some(&live),
         &mut merged.clone(),
         &body,
-        &writer("kubectl"),
+        "kubectl",
         false,
-        Scope::All,
         &KindSchema::atomic(),
         "T2",
     )
@@ -234,13 +253,12 @@ fn applies_conflict_with_update_managers_using_their_version() {
         e.as_deref(),
         Some("Apply failed with 1 conflict: conflict with \"kubectl-create\" using v1: .data.a")
     );
-    apply(
+    apply_by(
         Some(&live),
         &mut merged,
         &body,
-        &writer("kubectl"),
+        "kubectl",
         true,
-        Scope::All,
         &KindSchema::atomic(),
         "T2",
     )
@@ -266,13 +284,12 @@ fn applies_conflict_with_update_managers_using_their_version() {
     // An object without entries: its fields belong to before-first-apply.
     let live = cm(json!({"a": "1"}));
     let mut merged = cm(json!({"a": "2"}));
-    let e = apply(
+    let e = apply_by(
         Some(&live),
         &mut merged,
         &body,
-        &writer("kubectl"),
+        "kubectl",
         false,
-        Scope::All,
         &KindSchema::atomic(),
         "T2",
     )
@@ -338,17 +355,7 @@ fn apply_as(
 ) -> Result<Value, String> {
     let mut merged = live.clone();
     merge(&mut merged, &body, schema);
-    apply(
-        Some(live),
-        &mut merged,
-        &body,
-        &writer(manager),
-        false,
-        Scope::All,
-        schema,
-        "T",
-    )
-    .map_err(|e| e.message)?;
+    apply_by(Some(live), &mut merged, &body, manager, false, schema, "T").map_err(|e| e.message)?;
     Ok(merged)
 }
 

@@ -1,7 +1,7 @@
 //! The built-in kinds the embedded cluster serves, with their verbs, short names and categories.
 
 use crate::resources::def::NameRule::{self, *};
-use crate::resources::def::{ResourceDef, Shape, def};
+use crate::resources::def::{ResourceDef, Shape};
 use Serves::*;
 use std::sync::{Arc, OnceLock};
 
@@ -78,23 +78,44 @@ pub fn builtins() -> &'static [Arc<ResourceDef>] {
                     rule,
                     serves,
                 )| {
-                    let mut d = def(
-                        group, "v1", plural, singular, kind, namespaced, short, status, generation,
-                        rule,
-                    );
-                    d.virtual_create_only = serves == CreateOnly;
-                    if serves == EventsV1 {
-                        d.storage_key = crate::shape::EVENTS_KEY.into();
-                        d.shape = Shape::EventsV1;
-                    }
+                    let (storage_key, shape) = match serves {
+                        EventsV1 => (crate::shape::EVENTS_KEY.into(), Shape::EventsV1),
+                        Stored | CreateOnly => (format!("{group}/{plural}"), Shape::Stored),
+                    };
                     // The members of the `all` category that this server serves, as kubectl's
                     // `get all` finds them on a real server.
-                    if matches!(plural, "cronjobs" | "jobs" | "pods" | "services")
-                        && matches!(group, "" | "batch")
-                    {
-                        d.categories = vec!["all".into()];
-                    }
-                    Arc::new(d)
+                    let in_all = matches!(plural, "cronjobs" | "jobs" | "pods" | "services")
+                        && matches!(group, "" | "batch");
+                    Arc::new(ResourceDef {
+                        group: group.into(),
+                        version: "v1".into(),
+                        plural: plural.into(),
+                        singular: singular.into(),
+                        kind: kind.into(),
+                        namespaced,
+                        short_names: short.iter().map(|s| s.to_string()).collect(),
+                        categories: if in_all { vec!["all".into()] } else { vec![] },
+                        status_subresource: status,
+                        has_generation: generation,
+                        name_rule: rule,
+                        virtual_create_only: serves == CreateOnly,
+                        custom: false,
+                        // The kinds whose PUT creates a missing object, as on the real server.
+                        create_on_update: matches!(
+                            plural,
+                            "leases"
+                                | "events"
+                                | "services"
+                                | "roles"
+                                | "clusterroles"
+                                | "rolebindings"
+                                | "clusterrolebindings"
+                        ),
+                        schema: None,
+                        storage_key,
+                        shape,
+                        scale: None,
+                    })
                 },
             )
             .collect()

@@ -160,49 +160,11 @@ impl ResourceDef {
     pub fn is_crd(&self) -> bool {
         self.storage_key == CRD_KEY
     }
-}
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn def(
-    group: &str,
-    version: &str,
-    plural: &str,
-    singular: &str,
-    kind: &str,
-    namespaced: bool,
-    short: &[&str],
-    status: bool,
-    generation: bool,
-    rule: NameRule,
-) -> ResourceDef {
-    ResourceDef {
-        group: group.into(),
-        version: version.into(),
-        plural: plural.into(),
-        singular: singular.into(),
-        kind: kind.into(),
-        namespaced,
-        short_names: short.iter().map(|s| s.to_string()).collect(),
-        categories: vec![],
-        status_subresource: status,
-        has_generation: generation,
-        name_rule: rule,
-        virtual_create_only: false,
-        custom: false,
-        create_on_update: matches!(
-            plural,
-            "leases"
-                | "events"
-                | "services"
-                | "roles"
-                | "clusterroles"
-                | "rolebindings"
-                | "clusterrolebindings"
-        ),
-        schema: None,
-        storage_key: format!("{group}/{plural}"),
-        shape: Shape::Stored,
-        scale: None,
+    /// The namespace under which the store keeps an object of this resource addressed in `ns`:
+    /// none for a cluster-scoped one.
+    pub fn ns_key<'a>(&self, ns: &'a str) -> &'a str {
+        if self.namespaced { ns } else { "" }
     }
 }
 

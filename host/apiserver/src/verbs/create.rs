@@ -101,7 +101,7 @@ pub fn create(
     if !causes.is_empty() {
         return Err(ApiError::invalid(&def.group, &def.kind, &name, causes));
     }
-    let ns_key = if def.namespaced { ns } else { "" };
+    let ns_key = def.ns_key(ns);
     // Storage refuses a version on a new object, after validation and admission. A value that
     // is not a number slips through, as it does on the real server.
     let versioned = body["metadata"]["resourceVersion"]

@@ -21,7 +21,7 @@ pub fn delete(
 ) -> Result<Deleted, ApiError> {
     let kind = crate::kinds::strategy(def);
     kind.check_delete(name)?;
-    let ns_key = if def.namespaced { ns } else { "" };
+    let ns_key = def.ns_key(ns);
     let mut dry: Option<(Value, bool)> = None;
     let (obj, pending) = store.mutate(def.key(), ns_key, name, |cur, _inner| {
         let Some(cur) = cur else {
@@ -127,7 +127,7 @@ pub fn delete(
 
 /// Removes one finalizer (used by the controllers). Returns true when something changed.
 pub fn remove_finalizer(store: &Store, def: &ResourceDef, ns: &str, name: &str, fin: &str) -> bool {
-    let ns_key = if def.namespaced { ns } else { "" };
+    let ns_key = def.ns_key(ns);
     let res = store.mutate(def.key(), ns_key, name, |cur, _| {
         let Some(cur) = cur else {
             return Ok((Change::Keep, false));

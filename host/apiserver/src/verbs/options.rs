@@ -106,7 +106,7 @@ impl<'a> WriteTarget<'a> {
 
     /// The namespace under which the store keeps the object: none for a cluster-scoped one.
     pub(crate) fn ns_key(&self) -> &'a str {
-        if self.def.namespaced { self.ns } else { "" }
+        self.def.ns_key(self.ns)
     }
 }
 

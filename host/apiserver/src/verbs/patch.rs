@@ -85,16 +85,15 @@ pub fn patch(
                     validate_name(def, name)?;
                     let mut created = prepare_create(def, ns, b, inner, w.strict, warnings)?;
                     admit(inner, &created)?;
-                    crate::managed::apply(
-                        None,
-                        &mut created,
+                    let applied = crate::managed::Apply {
                         body,
-                        &applier,
+                        writer: &applier,
                         force,
-                        scope(def, sub),
-                        &KindSchema::of(def),
-                        &now(),
-                    )?;
+                        scope: scope(def, sub),
+                        schema: &KindSchema::of(def),
+                        now: &now(),
+                    };
+                    crate::managed::apply(None, &mut created, &applied)?;
                     return Ok((created, true));
                 }
                 return Err(ApiError::not_found(&def.group, &def.plural, name));
@@ -119,16 +118,15 @@ pub fn patch(
                     let schema = KindSchema::of(def);
                     crate::managed::merge(&mut v, &b, &schema);
                     if sub != Sub::Finalize {
-                        crate::managed::apply(
-                            Some(&shown),
-                            &mut v,
-                            &b,
-                            &applier,
+                        let applied = crate::managed::Apply {
+                            body: &b,
+                            writer: &applier,
                             force,
-                            scope(def, sub),
-                            &schema,
-                            &now(),
-                        )?;
+                            scope: scope(def, sub),
+                            schema: &schema,
+                            now: &now(),
+                        };
+                        crate::managed::apply(Some(&shown), &mut v, &applied)?;
                     }
                     if wanted.is_some_and(|rv| rv != cur.meta_str("resourceVersion")) {
                         return Err(ApiError::stale(&def.group, &def.plural, name));

@@ -74,30 +74,28 @@ fn paths(def: &ResourceDef) -> Result<&ScalePaths, ApiError> {
     def.scale.as_ref().ok_or_else(ApiError::path_not_found)
 }
 
-fn current(store: &Store, def: &ResourceDef, ns: &str, name: &str) -> Result<Value, ApiError> {
+fn current(store: &Store, t: WriteTarget) -> Result<Value, ApiError> {
     store
-        .get(def.key(), ns, name, true)
+        .get(t.def.key(), t.ns, t.name, true)
         .map(|o| o.value.clone())
-        .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))
+        .ok_or_else(|| ApiError::not_found(&t.def.group, &t.def.plural, t.name))
 }
 
-/// `GET .../scale`.
-pub fn get(store: &Store, def: &ResourceDef, ns: &str, name: &str) -> Result<Value, ApiError> {
-    Ok(view(paths(def)?, &current(store, def, ns, name)?))
+/// `GET .../scale` of the object `t` (its main resource: a Scale is a view of it).
+pub fn get(store: &Store, t: WriteTarget) -> Result<Value, ApiError> {
+    Ok(view(paths(t.def)?, &current(store, t)?))
 }
 
 /// `PUT .../scale`: the Scale's `spec.replicas` becomes the resource's, under the Scale's
-/// resourceVersion when it names one.
+/// resourceVersion when it names one. `t` is the main resource, which the write goes to.
 pub fn update(
     store: &Store,
-    def: &ResourceDef,
-    ns: &str,
-    name: &str,
+    t: WriteTarget,
     scale: &Value,
     opts: WriteOpts,
     warnings: &mut Warnings,
 ) -> Result<Value, ApiError> {
-    let paths = paths(def)?;
+    let paths = paths(t.def)?;
     let undecodable = |found: &Value, field: &str, go_type: &str| {
         ApiError::bad_request(format!(
             "Scale in version \"v1\" cannot be handled as a Scale: json: cannot unmarshal {} into Go struct field {field} of type {go_type}",
@@ -121,7 +119,7 @@ pub fn update(
         return Err(ApiError::invalid(
             "autoscaling",
             "Scale",
-            name,
+            t.name,
             vec![crate::validation::invalid(
                 "spec.replicas",
                 replicas,
@@ -129,7 +127,7 @@ pub fn update(
             )],
         ));
     }
-    let mut obj = current(store, def, ns, name)?;
+    let mut obj = current(store, t)?;
     if let Some(rv) = scale["metadata"]["resourceVersion"]
         .as_str()
         .filter(|rv| !rv.is_empty())
@@ -137,18 +135,15 @@ pub fn update(
         obj["metadata"]["resourceVersion"] = json!(rv);
     }
     set(&mut obj, &paths.spec_replicas, json!(replicas));
-    let (out, _) = verbs::update(store, WriteTarget::main(def, ns, name), obj, opts, warnings)?;
+    let (out, _) = verbs::update(store, t, obj, opts, warnings)?;
     Ok(view(paths, &out.obj().value))
 }
 
 /// `PATCH .../scale`: the patch applies to the Scale, whose new `spec.replicas` is then set as
 /// by [`update`]. A patch that does not pin a resourceVersion is retried on a conflicting write.
-#[allow(clippy::too_many_arguments)]
 pub fn patch(
     store: &Store,
-    def: &ResourceDef,
-    ns: &str,
-    name: &str,
+    t: WriteTarget,
     pt: PatchType,
     body: &Value,
     opts: WriteOpts,
@@ -157,16 +152,16 @@ pub fn patch(
     if pt == PatchType::Apply {
         return Err(ApiError::unsupported_media_type());
     }
-    let paths = paths(def)?;
+    let paths = paths(t.def)?;
     for _ in 0..5 {
-        let before = view(paths, &current(store, def, ns, name)?);
+        let before = view(paths, &current(store, t)?);
         let mut after = before.clone();
         match pt {
             PatchType::Json => patch::json_patch(&mut after, body).map_err(|e| {
                 ApiError::invalid(
                     "autoscaling",
                     "Scale",
-                    name,
+                    t.name,
                     vec![Cause {
                         reason: "FieldValueInvalid",
                         message: format!("Invalid value: {}: {e}", json!(body.to_string())),
@@ -177,12 +172,12 @@ pub fn patch(
             _ => patch::merge_patch(&mut after, body),
         }
         let pinned = after["metadata"]["resourceVersion"] != before["metadata"]["resourceVersion"];
-        match update(store, def, ns, name, &after, opts.clone(), warnings) {
+        match update(store, t, &after, opts.clone(), warnings) {
             Err(e) if e.code == 409 && !pinned => continue,
             other => return other,
         }
     }
-    Err(ApiError::stale(&def.group, &def.plural, name))
+    Err(ApiError::stale(&t.def.group, &t.def.plural, t.name))
 }
 
 #[cfg(test)]
@@ -249,9 +244,7 @@ mod tests {
         for body in [json!([1, 2]), json!("x"), json!(null), json!({"spec": []})] {
             let e = update(
                 &store,
-                &def,
-                "",
-                "absent",
+                WriteTarget::main(&def, "", "absent"),
                 &body,
                 WriteOpts::default(),
                 &mut Warnings::default(),
