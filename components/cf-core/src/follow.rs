@@ -413,7 +413,7 @@ fn on_changes(
             },
         };
         let (deletions, backing_off) = (report.deletions.len(), report.backing_off);
-        reconciler.visit(type_name, t, &object, &mut report);
+        reconciler.visit(type_name, t, &object, None, &mut report);
         if report.backing_off > backing_off {
             continue;
         }

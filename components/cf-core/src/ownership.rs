@@ -93,10 +93,17 @@ impl<'a> Owner<'a> {
 
     /// Whether `candidate` carries this owner's mark: the same type and name, and the same uid.
     pub fn owns(&self, candidate: &Object) -> bool {
+        self.is_mark(
+            candidate.label(OWNER_LABEL),
+            candidate.label(OWNER_UID_LABEL),
+        )
+    }
+
+    /// Whether the values of [`OWNER_LABEL`] and [`OWNER_UID_LABEL`] name this owner.
+    fn is_mark(&self, mark: Option<&str>, uid: Option<&str>) -> bool {
         !self.object.uid.is_empty()
-            && candidate.label(OWNER_UID_LABEL) == Some(self.object.uid.as_str())
-            && candidate.label(OWNER_LABEL)
-                == Some(format!("{}.{}", self.type_name, self.object.target.name).as_str())
+            && uid == Some(self.object.uid.as_str())
+            && mark == Some(format!("{}.{}", self.type_name, self.object.target.name).as_str())
     }
 
     /// `Ok` when `candidate` is this owner's, else the report of the object in the way.
@@ -218,6 +225,67 @@ pub fn create_once(
     }
 }
 
+/// The namespaces carrying lethe's mark, as one paginated LIST showed them: what a full pass
+/// checks its objects' namespaces against, so that it costs LIST pages rather than a GET per
+/// object. Only the marks are kept (a few dozen bytes a namespace), not the objects.
+#[derive(Debug, Default)]
+pub struct MarkedNamespaces {
+    /// Namespace name → (its [`OWNER_LABEL`], its [`OWNER_UID_LABEL`], whether it is being
+    /// deleted).
+    marks: std::collections::BTreeMap<String, (String, String, bool)>,
+}
+
+impl MarkedNamespaces {
+    /// Lists the namespaces with an [`OWNER_UID_LABEL`], `page` at a time.
+    pub fn list(kube: &dyn Kube, page: u32) -> Result<MarkedNamespaces, KubeError> {
+        let options = lethe_guest::kube::ListOptions {
+            label_selector: Some(OWNER_UID_LABEL.to_string()),
+            limit: Some(page),
+            ..Default::default()
+        };
+        let mut marks = std::collections::BTreeMap::new();
+        kube.list_pages(
+            &Identity::Privileged,
+            "v1",
+            "Namespace",
+            None,
+            &options,
+            &mut |namespaces| {
+                for ns in namespaces {
+                    let mark = ns.label(OWNER_LABEL).unwrap_or_default().to_string();
+                    let uid = ns.label(OWNER_UID_LABEL).unwrap_or_default().to_string();
+                    let deleting = ns.deletion_timestamp.is_some();
+                    marks.insert(ns.target.name, (mark, uid, deleting));
+                }
+            },
+        )?;
+        Ok(MarkedNamespaces { marks })
+    }
+
+    /// Whether the namespace `owner` owns was listed with `owner`'s mark ([`Owner::owns`]).
+    pub fn holds(&self, owner: Owner<'_>) -> bool {
+        self.marks
+            .get(owner.namespace_name())
+            .is_some_and(|(mark, uid, _)| owner.is_mark(Some(mark), Some(uid)))
+    }
+
+    /// The listed namespaces, not being deleted, whose mark names an owner of their own name
+    /// (`<type>.<namespace name>`) that is not among `present` (marks of the objects listed):
+    /// `(type, name)` of each, to be swept if its owner is really gone.
+    pub fn unowned<'a>(
+        &'a self,
+        present: &'a std::collections::BTreeSet<String>,
+    ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        self.marks
+            .iter()
+            .filter(move |(_, (mark, _, deleting))| !deleting && !present.contains(mark))
+            .filter_map(|(name, (mark, _, _))| {
+                let (type_name, owner) = mark.split_once('.')?;
+                (owner == name).then_some((type_name, name.as_str()))
+            })
+    }
+}
+
 /// A reference to the namespace `name`.
 pub fn namespace_ref(name: &str) -> ObjectRef {
     ObjectRef::new("v1", "Namespace", None, name)
@@ -268,6 +336,21 @@ fn ensure_namespace_by(
     if owned_namespace(kube, owner)?.is_some() {
         return Ok(false);
     }
+    make_namespace(kube, owner, create)
+}
+
+/// [`ensure_namespace`] once a LIST of the [`MarkedNamespaces`] showed no namespace with
+/// `owner`'s mark: it is created at once, and only an `AlreadyExists` (one made since, or one in
+/// the way) is read and judged as [`ensure_namespace`] judges it.
+pub fn make_unlisted_namespace(kube: &dyn Kube, owner: Owner<'_>) -> Result<bool, Refusal> {
+    make_namespace(kube, owner, |ns| kube.create(&Identity::Privileged, ns))
+}
+
+fn make_namespace(
+    kube: &dyn Kube,
+    owner: Owner<'_>,
+    create: impl FnOnce(&Json) -> Result<Object, KubeError>,
+) -> Result<bool, Refusal> {
     let ns = json!({
         "apiVersion": "v1",
         "kind": "Namespace",

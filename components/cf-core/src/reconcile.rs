@@ -39,7 +39,10 @@ use crate::FINALIZER;
 use crate::access;
 use crate::config::{ResourceType, Settings};
 use crate::jobs::{self, JobGuid, JobState};
-use crate::ownership::{self, NotOurs, Owner, Refusal};
+use crate::ownership::{self, MarkedNamespaces, NotOurs, Owner, Refusal};
+
+/// The page size of a full pass's LISTs (client-go's reflector uses the same).
+pub const LIST_PAGE: u32 = 500;
 
 /// Per-object backoff state, kept across passes.
 pub trait Backoff {
@@ -165,72 +168,65 @@ pub(crate) struct Reconciler<'a> {
 }
 
 impl Reconciler<'_> {
-    /// Lists every object of every configured type and visits each.
+    /// Lists every object of every configured type and visits each. The namespaces they own are
+    /// checked against one LIST of the marked namespaces, not read one by one; objects are
+    /// listed and visited a page at a time, so neither the requests nor the memory of a pass
+    /// grow with more than the number of LIST pages and the namespace marks.
     pub(crate) fn pass(&self) -> Report {
         let started = self.env.now_ms();
         let mut report = Report::default();
+        let marked = match MarkedNamespaces::list(self.kube, LIST_PAGE) {
+            Ok(marked) => Some(marked),
+            Err(e) => {
+                // Visiting still works, reading each namespace; only the sweep waits.
+                report
+                    .failed
+                    .push(("namespace/*".into(), format!("listing: {e}")));
+                None
+            }
+        };
         // What was listed, as the owner marks name it (`<type>.<name>`).
         let mut listed = BTreeSet::new();
+        let options = ListOptions {
+            limit: Some(LIST_PAGE),
+            ..ListOptions::default()
+        };
+        let mut swept = marked.as_ref();
         for (type_name, t) in &self.settings.types {
-            let objects = match self.kube.list_all(
+            let listing = self.kube.list_pages(
                 &Identity::Privileged,
                 &t.api_version,
                 &t.kind,
                 t.fixed_namespace(),
-                &ListOptions::default(),
-            ) {
-                Ok(o) => o,
+                &options,
+                &mut |objects| {
+                    for object in objects {
+                        self.visit(type_name, t, &object, marked.as_ref(), &mut report);
+                        listed.insert(format!("{type_name}.{}", object.target.name));
+                    }
+                },
+            );
+            match listing {
+                Ok(()) => {}
                 // The CRD may not be installed on this cluster yet: nothing to do for this type.
-                Err(KubeError::NotFound(_)) => continue,
+                Err(KubeError::NotFound(_)) => {}
                 Err(e) => {
                     report
                         .failed
                         .push((format!("{type_name}/*"), format!("listing: {e}")));
-                    continue;
+                    // Its owners not listed would all look gone, each costing a read: the
+                    // sweep waits for a pass that lists everything.
+                    swept = None;
                 }
-            };
-            for object in objects {
-                self.visit(type_name, t, &object, &mut report);
-                listed.insert(format!("{type_name}.{}", object.target.name));
             }
         }
-        self.sweep_all(&listed, &mut report);
+        for (type_name, name) in swept.iter().flat_map(|m| m.unowned(&listed)) {
+            if let Some(t) = self.settings.resource_type(type_name) {
+                self.sweep(type_name, t, name, &mut report);
+            }
+        }
         report.duration_ms = u64::try_from(self.env.now_ms() - started).unwrap_or(0);
         report
-    }
-
-    /// Sweeps every namespace lethe made whose owner is gone (see [`Reconciler::sweep`]): one
-    /// LIST; only a namespace whose owner was not `listed` (`<type>.<name>`) costs more.
-    fn sweep_all(&self, listed: &BTreeSet<String>, report: &mut Report) {
-        let options = ListOptions {
-            label_selector: Some(ownership::OWNER_UID_LABEL.to_string()),
-            ..ListOptions::default()
-        };
-        let marked =
-            match self
-                .kube
-                .list_all(&Identity::Privileged, "v1", "Namespace", None, &options)
-            {
-                Ok(marked) => marked,
-                Err(e) => {
-                    report
-                        .failed
-                        .push(("namespace/*".into(), format!("listing: {e}")));
-                    return;
-                }
-            };
-        for ns in marked.iter().filter(|ns| ns.deletion_timestamp.is_none()) {
-            let mark = ns.label(ownership::OWNER_LABEL).unwrap_or_default();
-            if listed.contains(mark) {
-                continue;
-            }
-            if let Some((type_name, name)) = mark.split_once('.')
-                && name == ns.target.name
-                && let Some(t) = self.settings.resource_type(type_name)
-            {
-                self.sweep_read(type_name, t, ns, report);
-            }
-        }
     }
 
     /// Deletes the namespace `name` when it carries lethe's mark for the object `name` of type
@@ -241,23 +237,20 @@ impl Reconciler<'_> {
     /// an earlier object of a name now taken again is left alone, and reported on the new one
     /// (P1). The delete is preconditioned on the uid of the namespace whose mark was checked.
     pub(crate) fn sweep(&self, type_name: &str, t: &ResourceType, name: &str, report: &mut Report) {
-        match self
+        let key = format!("{type_name}/{name}");
+        let ns = match self
             .kube
             .get(&Identity::Privileged, &ownership::namespace_ref(name))
         {
-            Ok(ns) => self.sweep_read(type_name, t, &ns, report),
-            Err(KubeError::NotFound(_)) => {}
-            Err(e) => report.failed.push((
-                format!("{type_name}/{name}"),
-                format!("reading its namespace: {e}"),
-            )),
-        }
-    }
-
-    /// [`Reconciler::sweep`] of the namespace `ns`, already read.
-    fn sweep_read(&self, type_name: &str, t: &ResourceType, ns: &Object, report: &mut Report) {
-        let name = ns.target.name.as_str();
-        let key = format!("{type_name}/{name}");
+            Ok(ns) => ns,
+            Err(KubeError::NotFound(_)) => return,
+            Err(e) => {
+                report
+                    .failed
+                    .push((key, format!("reading its namespace: {e}")));
+                return;
+            }
+        };
         let mark = format!("{type_name}.{name}");
         let marked = ns.label(ownership::OWNER_UID_LABEL).is_some()
             && ns.label(ownership::OWNER_LABEL) == Some(mark.as_str());
@@ -296,12 +289,15 @@ impl Reconciler<'_> {
     }
 
     /// Reconciles `object` of type `type_name` (unless it is backing off), recording in
-    /// `report` what it did, its failure, and its deletion if one is still under way.
+    /// `report` what it did, its failure, and its deletion if one is still under way. With the
+    /// `marked` namespaces a full pass listed, the namespace it owns is read only when it was not
+    /// listed with its mark.
     pub(crate) fn visit(
         &self,
         type_name: &str,
         t: &ResourceType,
         object: &Object,
+        marked: Option<&MarkedNamespaces>,
         report: &mut Report,
     ) {
         let (kube, env, settings, backoff) = (self.kube, self.env, self.settings, self.backoff);
@@ -311,7 +307,7 @@ impl Reconciler<'_> {
             report.backing_off += 1;
             return;
         }
-        let result = reconcile_one(kube, t, Owner::new(type_name, object), report);
+        let result = reconcile_one(kube, t, Owner::new(type_name, object), marked, report);
         // What is in the way is recorded on the object itself, where its deletion job reads it
         // at no extra cost, and cleared once the way is free.
         let blocked_by = match &result {
@@ -388,6 +384,7 @@ fn reconcile_one(
     kube: &dyn Kube,
     t: &ResourceType,
     owner: Owner<'_>,
+    marked: Option<&MarkedNamespaces>,
     report: &mut Report,
 ) -> Result<Outcome, StepFailed> {
     let object = owner.object;
@@ -403,8 +400,12 @@ fn reconcile_one(
         // Not deleting, finalizer present: the namespace it owns exists (a crashed create is
         // repaired here).
         (false, Some(_)) => {
-            let made = ownership::ensure_namespace(kube, owner)
-                .map_err(StepFailed::at(StepFailed::MakingNamespace))?;
+            let made = match marked {
+                Some(marked) if marked.holds(owner) => Ok(false),
+                Some(_) => ownership::make_unlisted_namespace(kube, owner),
+                None => ownership::ensure_namespace(kube, owner),
+            }
+            .map_err(StepFailed::at(StepFailed::MakingNamespace))?;
             if made {
                 report.created += 1;
             }

@@ -964,6 +964,57 @@ fn untouched(fake: &FakeHost<'_>, name: &str) {
 }
 
 #[test]
+fn a_full_pass_checks_namespaces_against_one_list_and_visits_its_objects_a_page_at_a_time() {
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
+    // More orgs than a page holds, each with its marked namespace, and one whose namespace is
+    // missing.
+    let count = crate::reconcile::LIST_PAGE as usize + 20;
+    for i in 0..count {
+        let org = fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+            "metadata": {"name": format!("org-{i:04}"), "namespace": "cf", "finalizers": [FINALIZER]},
+            "spec": {"displayName": format!("o{i}")}}));
+        if i != 7 {
+            put_owned_namespace(&fake, "org", &org);
+        }
+    }
+    // No namespace is read one by one: a GET of one would fail the visit.
+    cluster.fail("get", "Namespace");
+    let report = pass(&fake, &fake, &settings, &NoBackoff);
+    assert_eq!(report.failed, Vec::<(String, String)>::new());
+    assert_eq!(
+        report.examined as usize,
+        count + 2,
+        "every org, the setup's org and space"
+    );
+    assert_eq!(report.created, 1, "the missing namespace, made at once");
+    let made = fake
+        .object("Namespace", "", "org-0007")
+        .expect("made again");
+    assert_eq!(
+        made.label(crate::ownership::OWNER_LABEL),
+        Some("org.org-0007")
+    );
+    assert!(fake.exists("Namespace", "", "org-0519"));
+
+    // A namespace in the way that the LIST did not show as lethe's is still read and judged
+    // before anything is done with it (the create's AlreadyExists is read, never adopted).
+    cluster.heal();
+    put_space_named_after(&fake, "payments");
+    let report = pass(&fake, &fake, &settings, &NoBackoff);
+    untouched(&fake, "payments");
+    assert!(
+        report
+            .failed
+            .iter()
+            .any(|(item, reason)| item == "space/payments"
+                && reason.starts_with("Namespace payments is in the way")),
+        "{:?}",
+        report.failed
+    );
+}
+
+#[test]
 fn reconciler_never_adopts_or_deletes_a_namespace_it_does_not_own() {
     let (cluster, settings) = setup();
     let fake = FakeHost::on(&cluster);

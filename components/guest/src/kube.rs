@@ -315,6 +315,29 @@ pub trait Kube {
         max: u32,
     ) -> Result<ChangeBatch, KubeError>;
 
+    /// Lists page by page, handing each page to `each` before the next is asked for, so that a
+    /// large collection is never held whole (`options.limit` sets the page size; without one
+    /// the server may answer everything at once).
+    fn list_pages(
+        &self,
+        id: &Identity,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        options: &ListOptions,
+        each: &mut dyn FnMut(Vec<Object>),
+    ) -> Result<(), KubeError> {
+        let mut options = options.clone();
+        loop {
+            let page = self.list(id, api_version, kind, namespace, &options)?;
+            each(page.items);
+            match page.continue_token {
+                Some(token) if !token.is_empty() => options.continue_token = Some(token),
+                _ => return Ok(()),
+            }
+        }
+    }
+
     /// Lists every page.
     fn list_all(
         &self,
@@ -324,16 +347,11 @@ pub trait Kube {
         namespace: Option<&str>,
         options: &ListOptions,
     ) -> Result<Vec<Object>, KubeError> {
-        let mut options = options.clone();
         let mut items = Vec::new();
-        loop {
-            let page = self.list(id, api_version, kind, namespace, &options)?;
-            items.extend(page.items);
-            match page.continue_token {
-                Some(token) if !token.is_empty() => options.continue_token = Some(token),
-                _ => return Ok(items),
-            }
-        }
+        self.list_pages(id, api_version, kind, namespace, options, &mut |page| {
+            items.extend(page)
+        })?;
+        Ok(items)
     }
 }
 
