@@ -107,6 +107,11 @@ pub struct Settings {
     /// How often the reconciler lists everything again although it follows the changes
     /// (`full_resync_seconds`, default 600): the safety net for a change it missed.
     pub full_resync_ms: u64,
+    /// How long one pass may go on visiting (`pass_budget_ms`, default 10 000, half the
+    /// component's `timeout_ms`): what is left is deferred to the next pass, which is then full.
+    /// A pass is so never cut off by its time limit midway, with every call after the cut failing
+    /// and its object put into backoff for it.
+    pub pass_budget_ms: u64,
 }
 
 /// The API group version of lethe's org and space resources.
@@ -154,6 +159,7 @@ impl Settings {
             delete_confirm_ms: number("delete_confirm_ms", 5000)?,
             job_reread_ms: number("job_reread_ms", 2000)?,
             full_resync_ms: number("full_resync_seconds", 600)?.saturating_mul(1000),
+            pass_budget_ms: number("pass_budget_ms", 10_000)?,
             root_namespace,
         })
     }

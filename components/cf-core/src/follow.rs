@@ -10,7 +10,8 @@
 //! as the full pass visits it ([`crate::reconcile`]).
 //!
 //! A full pass still runs at the start (no bookmark yet), every `full_resync_seconds`, when the
-//! host says a bookmark is `gone` (its watch was relisted or it restarted), and on demand. It
+//! host says a bookmark is `gone` (its watch was relisted or it restarted), after a pass that ran
+//! out of its budget (`pass_budget_ms`) with visits left, and on demand. It
 //! takes the bookmarks *before* it lists, so a change made while it lists comes again after it:
 //! nothing is missed, some things are visited twice, and visiting is idempotent.
 //!
@@ -300,9 +301,11 @@ fn full_pass(reconciler: &Reconciler<'_>, memory: &Memory<'_>, feeds: &[Feed]) -
     }
     let mut report = reconciler.pass();
     report.full = true;
-    // The next pass follows the changes only when every collection has a bookmark.
+    // The next pass follows the changes only when every collection has a bookmark and this pass
+    // visited everything.
     if kept.len() == feeds.len() {
-        kept.push(("full_pass_ms".to_string(), started.to_string()));
+        let full_pass_ms = if report.deferred { 0 } else { started };
+        kept.push(("full_pass_ms".to_string(), full_pass_ms.to_string()));
     }
     let saved = memory
         .track_only(&report.deletions, started + REVISIT_MS)
@@ -387,6 +390,11 @@ fn on_changes(
         }
     };
     for (key, carried) in visits {
+        if reconciler.out_of_budget(started) {
+            // The changes are not read again: the next pass is full and finds what is left.
+            report.deferred = true;
+            break;
+        }
         let Some((type_name, name)) = key.split_once('/') else {
             continue;
         };
@@ -421,6 +429,9 @@ fn on_changes(
             Some(deletion) => keep(memory.track(deletion, env.now_ms() + REVISIT_MS)),
             None => keep(memory.untrack(&key)),
         }
+    }
+    if report.deferred {
+        kept.push(("full_pass_ms".to_string(), "0".to_string()));
     }
     memory
         .kept

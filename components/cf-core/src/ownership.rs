@@ -257,6 +257,7 @@ impl MarkedNamespaces {
                     let deleting = ns.deletion_timestamp.is_some();
                     marks.insert(ns.target.name, (mark, uid, deleting));
                 }
+                std::ops::ControlFlow::Continue(())
             },
         )?;
         Ok(MarkedNamespaces { marks })

@@ -27,6 +27,7 @@
 //! stops the pass.
 
 use std::collections::BTreeSet;
+use std::ops::ControlFlow;
 
 use serde_json::json;
 
@@ -86,6 +87,9 @@ pub struct Report {
     pub deletions: Vec<DeletionInFlight>,
     /// Whether it was a full pass (everything listed), not one on the changes alone.
     pub full: bool,
+    /// Whether the pass ran out of its budget ([`Settings::pass_budget_ms`]) before it visited
+    /// everything; the next pass is then full.
+    pub deferred: bool,
 }
 
 /// A deletion still under way after a pass: what its deletion job says now.
@@ -193,6 +197,10 @@ impl Reconciler<'_> {
         };
         let mut swept = marked.as_ref();
         for (type_name, t) in &self.settings.types {
+            if self.out_of_budget(started) {
+                report.deferred = true;
+                continue;
+            }
             let listing = self.kube.list_pages(
                 &Identity::Privileged,
                 &t.api_version,
@@ -201,9 +209,15 @@ impl Reconciler<'_> {
                 &options,
                 &mut |objects| {
                     for object in objects {
+                        if self.out_of_budget(started) {
+                            // The rest waits for the next pass (full, as this one was cut).
+                            report.deferred = true;
+                            return ControlFlow::Break(());
+                        }
                         self.visit(type_name, t, &object, marked.as_ref(), &mut report);
                         listed.insert(format!("{type_name}.{}", object.target.name));
                     }
+                    ControlFlow::Continue(())
                 },
             );
             match listing {
@@ -220,6 +234,10 @@ impl Reconciler<'_> {
                 }
             }
         }
+        if report.deferred {
+            // Owners not listed yet are not gone.
+            swept = None;
+        }
         for (type_name, name) in swept.iter().flat_map(|m| m.unowned(&listed)) {
             if let Some(t) = self.settings.resource_type(type_name) {
                 self.sweep(type_name, t, name, &mut report);
@@ -227,6 +245,12 @@ impl Reconciler<'_> {
         }
         report.duration_ms = u64::try_from(self.env.now_ms() - started).unwrap_or(0);
         report
+    }
+
+    /// Whether a pass that started at `started` has used up its budget.
+    pub(crate) fn out_of_budget(&self, started: i64) -> bool {
+        let budget = i64::try_from(self.settings.pass_budget_ms).unwrap_or(i64::MAX);
+        self.env.now_ms().saturating_sub(started) >= budget
     }
 
     /// Deletes the namespace `name` when it carries lethe's mark for the object `name` of type

@@ -1629,3 +1629,87 @@ fn a_namespace_that_outlived_its_owner_is_swept() {
         .expect("terminating");
     assert!(swept.deletion_timestamp.is_some(), "{report:?}");
 }
+
+/// A pass that runs out of its budget stops visiting instead of running into its time limit:
+/// a full pass cut short sweeps nothing (owners not listed yet are not gone), and the pass after
+/// any cut pass is full, so what was left is visited then.
+#[test]
+fn a_pass_out_of_its_budget_defers_the_rest_to_a_full_pass() {
+    use crate::follow::pass_on_changes;
+    use crate::ownership::{MANAGED_BY, OWNER_LABEL, OWNER_UID_LABEL};
+    use lethe_guest::fake::FakeSql;
+    let (cluster, mut settings) = setup();
+    let sql = FakeSql::migrated(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../cf-reconciler/migrations"
+    ));
+    let fake = FakeHost::new(&sql, &cluster, "host-1");
+    let orphan = "6f1c2a4e-1b2c-4d5e-8f90-000000000001";
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": orphan, "labels": {OWNER_LABEL: format!("org.{orphan}"),
+            OWNER_UID_LABEL: "uid-gone", MANAGED_BY.0: MANAGED_BY.1}}}));
+    let bare = |name: &str| {
+        fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+            "metadata": {"name": name, "namespace": "cf"}, "spec": {"displayName": name}}));
+    };
+    bare("bare");
+
+    settings.pass_budget_ms = 0;
+    let cut = pass_on_changes(&fake, &fake, &fake, &settings, &NoBackoff, false);
+    assert!(cut.full && cut.deferred, "{cut:?}");
+    assert_eq!(cut.examined, 0);
+    assert!(
+        cut.failed.is_empty(),
+        "nothing fails for the cut: {:?}",
+        cut.failed
+    );
+    assert!(
+        fake.object("Namespace", "", orphan)
+            .expect("not swept")
+            .deletion_timestamp
+            .is_none()
+    );
+    assert!(
+        fake.object("Org", "cf", "bare")
+            .expect("org")
+            .finalizers
+            .is_empty()
+    );
+
+    settings.pass_budget_ms = 10_000;
+    let next = pass_on_changes(&fake, &fake, &fake, &settings, &NoBackoff, false);
+    assert!(
+        next.full && !next.deferred,
+        "the pass after a cut one is full: {next:?}"
+    );
+    assert_eq!(
+        fake.object("Org", "cf", "bare").expect("org").finalizers,
+        vec![FINALIZER.to_string()]
+    );
+    assert!(
+        fake.object("Namespace", "", orphan)
+            .expect("terminating")
+            .deletion_timestamp
+            .is_some()
+    );
+    assert!(!pass_on_changes(&fake, &fake, &fake, &settings, &NoBackoff, false).full);
+
+    // A pass on the changes cut short leaves the rest to a full pass too.
+    bare("late");
+    settings.pass_budget_ms = 0;
+    let cut = pass_on_changes(&fake, &fake, &fake, &settings, &NoBackoff, false);
+    assert!(!cut.full && cut.deferred, "{cut:?}");
+    assert!(
+        fake.object("Org", "cf", "late")
+            .expect("org")
+            .finalizers
+            .is_empty()
+    );
+    settings.pass_budget_ms = 10_000;
+    let next = pass_on_changes(&fake, &fake, &fake, &settings, &NoBackoff, false);
+    assert!(next.full, "{next:?}");
+    assert_eq!(
+        fake.object("Org", "cf", "late").expect("org").finalizers,
+        vec![FINALIZER.to_string()]
+    );
+}

@@ -38,12 +38,18 @@ mod wasm {
         let backoff =
             SqlBackoff::load(&host, &host).map_err(|e| format!("reading backoff state: {e}"))?;
         let report = pass_on_changes(&host, &host, &host, &settings, &backoff, full);
-        if report.created + report.updated + report.deleted > 0 || !report.failed.is_empty() {
+        let acted = report.created + report.updated + report.deleted > 0;
+        if acted || !report.failed.is_empty() || report.deferred {
             host.log(
                 Level::Info,
                 &format!(
-                    "cf reconcile {} pass: examined {}, created {}, updated {}, deleted {}, backing off {}, failed {:?}, {} deletions under way, {} ms",
+                    "cf reconcile {} pass{}: examined {}, created {}, updated {}, deleted {}, backing off {}, failed {:?}, {} deletions under way, {} ms",
                     if report.full { "full" } else { "change" },
+                    if report.deferred {
+                        " (out of its budget: the next pass is full)"
+                    } else {
+                        ""
+                    },
                     report.examined,
                     report.created,
                     report.updated,

@@ -2,6 +2,7 @@
 //! [`Kube`] trait runs natively in unit tests (with a fake) and as wasm (with the host).
 
 use serde_json::Value as Json;
+use std::ops::ControlFlow;
 
 /// Who a call runs as.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -317,7 +318,7 @@ pub trait Kube {
 
     /// Lists page by page, handing each page to `each` before the next is asked for, so that a
     /// large collection is never held whole (`options.limit` sets the page size; without one
-    /// the server may answer everything at once).
+    /// the server may answer everything at once). `each` stops the listing with `Break`.
     fn list_pages(
         &self,
         id: &Identity,
@@ -325,12 +326,14 @@ pub trait Kube {
         kind: &str,
         namespace: Option<&str>,
         options: &ListOptions,
-        each: &mut dyn FnMut(Vec<Object>),
+        each: &mut dyn FnMut(Vec<Object>) -> ControlFlow<()>,
     ) -> Result<(), KubeError> {
         let mut options = options.clone();
         loop {
             let page = self.list(id, api_version, kind, namespace, &options)?;
-            each(page.items);
+            if each(page.items).is_break() {
+                return Ok(());
+            }
             match page.continue_token {
                 Some(token) if !token.is_empty() => options.continue_token = Some(token),
                 _ => return Ok(()),
@@ -349,7 +352,8 @@ pub trait Kube {
     ) -> Result<Vec<Object>, KubeError> {
         let mut items = Vec::new();
         self.list_pages(id, api_version, kind, namespace, options, &mut |page| {
-            items.extend(page)
+            items.extend(page);
+            ControlFlow::Continue(())
         })?;
         Ok(items)
     }

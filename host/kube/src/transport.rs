@@ -12,7 +12,7 @@ pub(crate) use lethe_kube_model::retry::{Answer, Safety};
 use lethe_kube_model::retry::{Attempt, Reach, TransportError, Verdict, exhausted, judge};
 
 use crate::config::RetryPolicy;
-use crate::error::Result;
+use crate::error::{KubeError, Result};
 use crate::rate_limit::Admission;
 
 /// What the retry loop counts across calls (all clients of one cluster).
@@ -63,6 +63,12 @@ where
                 .min(at.saturating_duration_since(Instant::now())),
             None => policy.per_call_timeout,
         };
+        if limit.is_zero() {
+            // Nothing was sent, so nothing can have been applied.
+            return Err(KubeError::Timeout(format!(
+                "{what}: the caller's time ran out before it was sent"
+            )));
+        }
         let outcome = once(client, request, limit).await;
         let was_throttled = matches!(outcome, Attempt::Failed { code: 429, .. });
         if was_throttled {

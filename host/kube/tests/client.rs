@@ -1060,3 +1060,26 @@ async fn no_retry_is_started_that_would_end_past_the_deadline() {
     );
     assert!(fake.count("GET", W1) < 20, "it did not give up early");
 }
+
+#[tokio::test]
+async fn a_call_whose_time_ran_out_is_not_sent() {
+    let fake = FakeApi::start().await;
+    let client = fake.cluster(RetryPolicy::default()).privileged();
+    fake.script(
+        "GET",
+        W1,
+        vec![Reply::Json(200, widget("ns", "w1", serde_json::json!({})))],
+    );
+    client.get(&w1()).await.unwrap();
+    let sent = fake.count("GET", W1);
+    let err = client
+        .with_deadline(Instant::now())
+        .get(&w1())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, KubeError::Timeout(m) if m.contains("ran out before it was sent")),
+        "{err:?}"
+    );
+    assert_eq!(fake.count("GET", W1), sent, "nothing was sent");
+}

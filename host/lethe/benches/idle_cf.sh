@@ -10,8 +10,9 @@
 #   cargo build --release -p lethe && BIN=target/release/lethe N=2000 S=5 WINDOW=60 \
 #     bash host/lethe/benches/idle_cf.sh
 #
-# SEED=kubectl creates the Org and Space objects with kubectl instead (as the API would write
-# them; the reconciler makes their namespaces), for sizes the API's N² seeding cannot reach.
+# SEED=kubectl makes, before lethe starts, the Org and Space objects (as the API would write them)
+# and their namespaces (as lethe marks them) with kubectl, for sizes the API's N² seeding cannot
+# reach; the window then starts after lethe's start-up full pass.
 #
 # The manifest is the repository's with the client-side rate limits raised, so that seeding
 # N*(S+1) objects through the API does not take hours; the idle window is unaffected by them.
@@ -32,46 +33,55 @@ for _ in $(seq 1 240); do [ -f "$KC" ] && kubectl --kubeconfig "$KC" get ns >/de
 for f in components/cf-core/kubernetes/crds.json components/cf-core/kubernetes/roles.json deploy/rbac.json; do
   kubectl --kubeconfig "$KC" apply -f "$f" >/dev/null
 done
+t0=$(date +%s)
+if [ "${SEED:-api}" = kubectl ]; then
+  # The world as lethe leaves it, made with kubectl before lethe starts: the Org and Space
+  # objects as the API writes them, and each one's namespace with the mark lethe gives it (its
+  # owner's type, name and uid, read back after the create). The API's create checks every name
+  # against all of its kind, so seeding through it grows with N²; lethe's start-up full pass then
+  # finds everything in place.
+  python3 - "$N" "$S" "$D" "$KC" <<'PY'
+import json, subprocess, sys, uuid
+n, s, d, kc = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+kubectl = ["kubectl", "--kubeconfig", kc]
+fin = ["cf.lethe.dev/cleanup"]
+def create(items):
+    for k in range(0, len(items), 2000):
+        path = f"{d}/seed.json"
+        with open(path, "w") as f:
+            json.dump({"apiVersion": "v1", "kind": "List", "items": items[k:k + 2000]}, f)
+        subprocess.run(kubectl + ["create", "-f", path], check=True, stdout=subprocess.DEVNULL)
+def namespaces_of(type_name, resource):
+    listed = json.loads(subprocess.run(kubectl + ["get", resource, "-A", "-o", "json"],
+                                       check=True, capture_output=True).stdout)
+    create([{"apiVersion": "v1", "kind": "Namespace",
+             "metadata": {"name": o["metadata"]["name"], "labels": {
+                 "cf.lethe.dev/owner": f"{type_name}.{o['metadata']['name']}",
+                 "cf.lethe.dev/owner-uid": o["metadata"]["uid"],
+                 "app.kubernetes.io/managed-by": "lethe"}}}
+            for o in listed["items"]])
+orgs = [str(uuid.uuid4()) for _ in range(n)]
+with open(f"{d}/orgs", "w") as f:
+    f.writelines(o + "\n" for o in orgs)
+create([{"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+         "metadata": {"name": org, "namespace": "cf", "finalizers": fin},
+         "spec": {"displayName": f"idle-{i}", "suspended": False}} for i, org in enumerate(orgs)])
+namespaces_of("org", "orgs.cf.lethe.dev")
+create([{"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
+         "metadata": {"name": str(uuid.uuid4()), "namespace": org, "finalizers": fin,
+                      "labels": {"cf.lethe.dev/owner": f"org.{org}"}},
+         "spec": {"displayName": f"s{j}", "orgGUID": org}}
+        for org in orgs for j in range(1, s + 1)])
+namespaces_of("space", "spaces.cf.lethe.dev")
+PY
+fi
 $BIN up --manifest "$MANIFEST" --data-dir "$D/up" --kubeconfig "$KC" --listen 127.0.0.1:3300 \
   --admin-listen 127.0.0.1:9390 > "$D/log" 2>&1 &
 PID=$!
 for _ in $(seq 1 240); do curl -sf 127.0.0.1:9390/readyz >/dev/null && break; sleep 0.5; done
 TOKEN=$(awk '/token:/ {print $2}' "$KC")
 export TOKEN S D
-t0=$(date +%s)
-if [ "${SEED:-api}" = kubectl ]; then
-  # The Org and Space objects as the API writes them, created with kubectl (one request each);
-  # the reconciler gives each its marked namespace, as for an object made by hand. The API's
-  # create checks every name against all of its kind, so seeding through it grows with N².
-  python3 - "$N" "$S" "$D" <<'PY'
-import json, sys, uuid
-n, s, d = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-fin = ["cf.lethe.dev/cleanup"]
-orgs, spaces = [], []
-for i in range(1, n + 1):
-    org = str(uuid.uuid4())
-    orgs.append({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
-                 "metadata": {"name": org, "namespace": "cf", "finalizers": fin},
-                 "spec": {"displayName": f"idle-{i}", "suspended": False}})
-    for j in range(1, s + 1):
-        spaces.append({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
-                       "metadata": {"name": str(uuid.uuid4()), "namespace": org, "finalizers": fin,
-                                    "labels": {"cf.lethe.dev/owner": f"org.{org}"}},
-                       "spec": {"displayName": f"s{j}", "orgGUID": org}})
-with open(f"{d}/orgs", "w") as f:
-    f.writelines(o["metadata"]["name"] + "\n" for o in orgs)
-for name, items in (("orgs", orgs), ("spaces", spaces)):
-    for k in range(0, len(items), 2000):
-        with open(f"{d}/{name}-{k // 2000:04}.json", "w") as f:
-            json.dump({"apiVersion": "v1", "kind": "List", "items": items[k:k + 2000]}, f)
-PY
-  owned() { kubectl --kubeconfig "$KC" get ns -l cf.lethe.dev/owner --no-headers 2>/dev/null | wc -l; }
-  for kind in orgs spaces; do
-    for f in "$D/$kind"-*.json; do kubectl --kubeconfig "$KC" create -f "$f" >/dev/null; done
-    want=$N; [ "$kind" = spaces ] && want=$((N * (S + 1)))
-    until [ "$(owned)" -ge "$want" ]; do sleep 2; done
-  done
-else
+if [ "${SEED:-api}" = api ]; then
 seq 1 "$N" | xargs -P "$PARALLEL" -I{} bash -c '
   org=$(curl -sf -X POST 127.0.0.1:3300/v3/organizations -H "Authorization: Bearer $TOKEN" \
     -d "{\"name\":\"idle-{}\"}" | python3 -c "import sys,json; print(json.load(sys.stdin)[\"guid\"])")
@@ -82,6 +92,11 @@ seq 1 "$N" | xargs -P "$PARALLEL" -I{} bash -c '
   done'
 fi
 echo "seeded $N orgs and $((N*S)) spaces in $(( $(date +%s) - t0 )) s"
+if [ "${SEED:-api}" = kubectl ]; then
+  # The start-up full pass visited every org and space (a pass that changes nothing logs nothing).
+  items() { curl -s 127.0.0.1:9390/metrics | awk '/^lethe_reconcile_items_total\{.*cf-reconciler/ {s+=$NF} END {print s+0}'; }
+  until [ "$(items)" -ge $((N * (S + 1))) ]; do sleep 1; done
+fi
 # Let the reconciler finish what the creates started (finalizers, its first full pass).
 sleep 20
 served() { kubectl --kubeconfig "$KC" get --raw /lethe/requests; }
