@@ -9,10 +9,13 @@
 //! a new one (and so inherits nothing), and adding the label to a namespace needs write rights on
 //! that namespace, which is exactly what the mark protects.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
+
 use serde_json::{Value as Json, json};
 
 use lethe_guest::env::Env;
-use lethe_guest::kube::{Identity, Kube, KubeError, Object, ObjectRef};
+use lethe_guest::kube::{Identity, Kube, KubeError, ListOptions, Object, ObjectRef};
 
 use crate::errors::HttpError;
 
@@ -232,18 +235,18 @@ pub fn create_once(
 pub struct MarkedNamespaces {
     /// Namespace name → (its [`OWNER_LABEL`], its [`OWNER_UID_LABEL`], whether it is being
     /// deleted).
-    marks: std::collections::BTreeMap<String, (String, String, bool)>,
+    marks: BTreeMap<String, (String, String, bool)>,
 }
 
 impl MarkedNamespaces {
     /// Lists the namespaces with an [`OWNER_UID_LABEL`], `page` at a time.
     pub fn list(kube: &dyn Kube, page: u32) -> Result<MarkedNamespaces, KubeError> {
-        let options = lethe_guest::kube::ListOptions {
+        let options = ListOptions {
             label_selector: Some(OWNER_UID_LABEL.to_string()),
             limit: Some(page),
             ..Default::default()
         };
-        let mut marks = std::collections::BTreeMap::new();
+        let mut marks = BTreeMap::new();
         kube.list_pages(
             &Identity::Privileged,
             "v1",
@@ -257,7 +260,7 @@ impl MarkedNamespaces {
                     let deleting = ns.deletion_timestamp.is_some();
                     marks.insert(ns.target.name, (mark, uid, deleting));
                 }
-                std::ops::ControlFlow::Continue(())
+                ControlFlow::Continue(())
             },
         )?;
         Ok(MarkedNamespaces { marks })
@@ -275,7 +278,7 @@ impl MarkedNamespaces {
     /// `(type, name)` of each, to be swept if its owner is really gone.
     pub fn unowned<'a>(
         &'a self,
-        present: &'a std::collections::BTreeSet<String>,
+        present: &'a BTreeSet<String>,
     ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
         self.marks
             .iter()

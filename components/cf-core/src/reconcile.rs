@@ -195,11 +195,12 @@ impl Reconciler<'_> {
             limit: Some(LIST_PAGE),
             ..ListOptions::default()
         };
-        let mut swept = marked.as_ref();
+        // Whether every type was listed whole: only then is an owner not listed gone.
+        let mut listed_all = true;
         for (type_name, t) in &self.settings.types {
             if self.out_of_budget(started) {
                 report.deferred = true;
-                continue;
+                break;
             }
             let listing = self.kube.list_pages(
                 &Identity::Privileged,
@@ -230,17 +231,15 @@ impl Reconciler<'_> {
                         .push((format!("{type_name}/*"), format!("listing: {e}")));
                     // Its owners not listed would all look gone, each costing a read: the
                     // sweep waits for a pass that lists everything.
-                    swept = None;
+                    listed_all = false;
                 }
             }
         }
-        if report.deferred {
-            // Owners not listed yet are not gone.
-            swept = None;
-        }
-        for (type_name, name) in swept.iter().flat_map(|m| m.unowned(&listed)) {
-            if let Some(t) = self.settings.resource_type(type_name) {
-                self.sweep(type_name, t, name, &mut report);
+        if let Some(marked) = marked.as_ref().filter(|_| listed_all && !report.deferred) {
+            for (type_name, name) in marked.unowned(&listed) {
+                if let Some(t) = self.settings.resource_type(type_name) {
+                    self.sweep(type_name, t, name, &mut report);
+                }
             }
         }
         report.duration_ms = u64::try_from(self.env.now_ms() - started).unwrap_or(0);
