@@ -27,7 +27,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value as Json, json};
 
 use crate::glance;
-use crate::host::{self, Crash, Scheduled, Throttle};
+use crate::host::{self, Scheduled, Throttle};
 use crate::world::{self, Failure, Quiescent, trace_line};
 
 const MIGRATIONS: &str = concat!(
@@ -247,28 +247,21 @@ impl CfWorld<'_, '_> {
                 ..acted
             })?;
         }
-        let said = match &outcome {
-            Ok(Ok(r)) => {
-                let mut said = format!(
-                    "{}examined {} created {} updated {} deleted {} backing off {}",
-                    if r.full { "full: " } else { "" },
-                    r.examined,
-                    r.created,
-                    r.updated,
-                    r.deleted,
-                    r.backing_off
-                );
-                for (item, reason) in &r.failed {
-                    let _ = write!(said, "; {item} failed: {reason}");
-                }
-                said
+        let said = world::pass_outcome(&outcome, crash_after, index, |r| {
+            let mut said = format!(
+                "{}examined {} created {} updated {} deleted {} backing off {}",
+                if r.full { "full: " } else { "" },
+                r.examined,
+                r.created,
+                r.updated,
+                r.deleted,
+                r.backing_off
+            );
+            for (item, reason) in &r.failed {
+                let _ = write!(said, "; {item} failed: {reason}");
             }
-            Ok(Err(e)) => format!("error: {e}"),
-            Err(payload) if payload.is::<Crash>() => {
-                format!("crashed after {} calls", crash_after.unwrap_or(0))
-            }
-            Err(_) => return Err(format!("host-{index}'s pass panicked")),
-        };
+            said
+        })?;
         self.note(format!("host-{index} pass: {said}"));
         self.check_pass(&before, &namespaces_before, &interrupted)
     }

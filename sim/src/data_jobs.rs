@@ -19,7 +19,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value as Json, json};
 
 use crate::glance;
-use crate::host::{self, Crash, Scheduled, Throttle};
+use crate::host::{self, Scheduled, Throttle};
 use crate::world::{self, Failure, Quiescent, trace_line};
 
 const MIGRATIONS: &str = concat!(
@@ -179,8 +179,8 @@ impl World<'_, '_> {
                 ..acted
             })?;
         }
-        let said = match &outcome {
-            Ok(Ok(Tick::Ran(r))) => {
+        let said = world::pass_outcome(&outcome, crash_after, index, |tick| match tick {
+            Tick::Ran(r) => {
                 let mut said = format!(
                     "ran: created {} updated {} deleted {}",
                     r.created, r.updated, r.deleted
@@ -190,13 +190,8 @@ impl World<'_, '_> {
                 }
                 said
             }
-            Ok(Ok(Tick::NotLeader { holder })) => format!("not leader ({holder})"),
-            Ok(Err(e)) => format!("error: {e}"),
-            Err(payload) if payload.is::<Crash>() => {
-                format!("crashed after {} calls", crash_after.unwrap_or(0))
-            }
-            Err(_) => return Err(format!("host-{index}'s pass panicked")),
-        };
+            Tick::NotLeader { holder } => format!("not leader ({holder})"),
+        })?;
         self.note(format!(
             "host-{index} pass{}: {said}",
             if full { " (full)" } else { "" }

@@ -27,6 +27,24 @@ pub fn during_the_pass(lines: Vec<String>) -> Vec<String> {
         .collect()
 }
 
+/// How host `host`'s pass ended, as the trace says it: `ran` words a pass that returned, a
+/// simulated crash says after how many calls, and any other panic fails the world.
+pub fn pass_outcome<T, E: std::fmt::Display>(
+    outcome: &std::thread::Result<Result<T, E>>,
+    crash_after: Option<u32>,
+    host: usize,
+    ran: impl FnOnce(&T) -> String,
+) -> Result<String, Failure> {
+    match outcome {
+        Ok(Ok(done)) => Ok(ran(done)),
+        Ok(Err(e)) => Ok(format!("error: {e}")),
+        Err(payload) if payload.is::<crate::host::Crash>() => {
+            Ok(format!("crashed after {} calls", crash_after.unwrap_or(0)))
+        }
+        Err(_) => Err(format!("host-{host}'s pass panicked")),
+    }
+}
+
 /// A request as a client with bearer `token` sends it.
 pub fn request(method: &str, path: &str, token: &str, body: Option<Json>) -> Request {
     Request {

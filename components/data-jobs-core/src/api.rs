@@ -295,10 +295,10 @@ fn job_fields(m: &serde_json::Map<String, Json>, team: &str) -> Result<(String, 
         Some(_) => return Err(cf::unprocessable("config.schedule must be an object")),
     };
     if let Some(s) = &schedule
-        && !model::valid_schedule(s)
+        && let Some(why) = model::schedule_error(s)
     {
         return Err(cf::unprocessable(format!(
-            "config.schedule.schedule_cron `{s}` is not a valid five-field cron schedule"
+            "config.schedule.schedule_cron `{s}` is not a valid cron schedule: {why}"
         )));
     }
     let mut schedule_object = match config.remove("schedule") {
@@ -644,9 +644,9 @@ impl Ctx<'_> {
                 ));
             }
         };
-        if !model::valid_schedule(&schedule) {
+        if let Some(why) = model::schedule_error(&schedule) {
             return Ok(cf::unprocessable(format!(
-                "schedule `{schedule}` is not a valid five-field cron schedule"
+                "schedule `{schedule}` is not a valid cron schedule: {why}"
             )));
         }
         // As in VDK, an update merges resources field by field into the current ones.

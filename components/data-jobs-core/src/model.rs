@@ -67,74 +67,19 @@ pub fn cronjob_name(team: &str, job: &str) -> String {
     format!("{prefix}-{short}")
 }
 
-const MACROS: &[&str] = &[
-    "@yearly",
-    "@annually",
-    "@monthly",
-    "@weekly",
-    "@daily",
-    "@midnight",
-    "@hourly",
-];
-const MONTHS: &[&str] = &[
-    "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
-];
-const DAYS: &[&str] = &["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
-
-/// A Kubernetes CronJob schedule: five fields (minute hour day-of-month month day-of-week) of
-/// `*`, numbers, ranges, lists and steps within each field's bounds (names for months and days
-/// allowed), or one of the `@hourly`-style macros.
+/// Whether the cluster takes `s` as a CronJob's `spec.schedule`: five cron fields (minute hour
+/// day-of-month month day-of-week) or an `@hourly`-style descriptor, with no time zone in it.
 pub fn valid_schedule(s: &str) -> bool {
-    if MACROS.contains(&s) {
-        return true;
-    }
-    // Fields are split on runs of whitespace, as the cluster's parser (Go's strings.Fields) does.
-    let fields: Vec<&str> = s.split_whitespace().collect();
-    if fields.len() != 5 {
-        return false;
-    }
-    let bounds: [(u32, u32, &[&str]); 5] = [
-        (0, 59, &[]),
-        (0, 23, &[]),
-        (1, 31, &[]),
-        (1, 12, MONTHS),
-        // 0-6 as the cluster's cron parser takes them (robfig/cron refuses 7 for Sunday).
-        (0, 6, DAYS),
-    ];
-    fields
-        .iter()
-        .zip(bounds)
-        .all(|(f, (lo, hi, names))| valid_cron_field(f, lo, hi, names))
+    schedule_error(s).is_none()
 }
 
-fn valid_cron_field(field: &str, lo: u32, hi: u32, names: &[&str]) -> bool {
-    let value = |v: &str| -> Option<u32> {
-        if let Some(i) = names.iter().position(|n| n.eq_ignore_ascii_case(v)) {
-            return u32::try_from(i).ok().map(|i| i + lo);
-        }
-        (!v.is_empty() && v.len() <= 2 && v.bytes().all(|c| c.is_ascii_digit()))
-            .then(|| v.parse().ok())?
-            .filter(|n| (lo..=hi).contains(n))
-    };
-    !field.is_empty()
-        && field.split(',').all(|item| {
-            let (range, step) = match item.split_once('/') {
-                Some((r, s)) => (r, Some(s)),
-                None => (item, None),
-            };
-            if let Some(s) = step
-                && !matches!(s.parse::<u32>(), Ok(n) if n >= 1 && n <= hi.max(1))
-            {
-                return false;
-            }
-            match range {
-                "*" | "?" => true,
-                r => match r.split_once('-') {
-                    Some((a, b)) => matches!((value(a), value(b)), (Some(a), Some(b)) if a <= b),
-                    None => value(r).is_some(),
-                },
-            }
-        })
+/// Why the cluster would refuse `s` as a CronJob's `spec.schedule`, in its words; `None` if it
+/// takes it. Checked before a deployment is accepted, so a bad schedule is the caller's 422,
+/// not a reconciler failure later.
+pub fn schedule_error(s: &str) -> Option<String> {
+    lethe_kube_model::cron::cronjob_schedule_errors(s)
+        .into_iter()
+        .next()
 }
 
 /// A container image reference: 1-255 characters, no whitespace, lower-case repository path of

@@ -50,22 +50,23 @@ fn read_request(request: &IncomingRequest) -> Result<Request, Response> {
     // A GET or HEAD body has no defined meaning (RFC 9110 §9.3.1-2): it is not read, which saves
     // the four host calls that consuming an empty body costs on every poll.
     let bodiless = matches!(method.as_str(), "GET" | "HEAD");
-    if !bodiless && let Ok(incoming) = request.consume() {
-        if let Ok(stream) = incoming.stream() {
-            let mut limited = stream.take(MAX_BODY as u64 + 1);
-            if limited.read_to_end(&mut body).is_err() {
-                return Err(cf::message_parse_error(
-                    "The request body could not be read",
-                ));
-            }
-            if body.len() > MAX_BODY {
-                return Err(cf::error(
-                    413,
-                    10001,
-                    "CF-RequestEntityTooLarge",
-                    "The request body is too large",
-                ));
-            }
+    if !bodiless
+        && let Ok(incoming) = request.consume()
+        && let Ok(stream) = incoming.stream()
+    {
+        let mut limited = stream.take(MAX_BODY as u64 + 1);
+        if limited.read_to_end(&mut body).is_err() {
+            return Err(cf::message_parse_error(
+                "The request body could not be read",
+            ));
+        }
+        if body.len() > MAX_BODY {
+            return Err(cf::error(
+                413,
+                10001,
+                "CF-RequestEntityTooLarge",
+                "The request body is too large",
+            ));
         }
     }
     let scheme = request.scheme().map(|s| match s {

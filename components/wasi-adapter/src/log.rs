@@ -40,15 +40,9 @@ pub fn line(level: Level, message: &str) -> String {
     out
 }
 
+/// At most `max` bytes of `s`, cut at a character boundary.
 fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
+    &s[..s.floor_char_boundary(max)]
 }
 
 /// Throttles `progress` lines: components may report every item, but a line is written only when

@@ -16,7 +16,7 @@ use wasip2::io::streams::{InputStream, StreamError};
 use crate::bindings::exports::lethe::platform::{config, kube as wit, log};
 use crate::edge::{Adapter, stderr};
 use crate::kube::discovery::DiscoveryCache;
-use crate::kube::retry::{self, Answer, Attempt, TransportError};
+use crate::kube::retry::{self, Attempt, TransportError};
 use crate::kube::url::Scheme;
 use crate::kube::{Client, MAX_RESPONSE_BYTES, Method, Request, Transport};
 
@@ -250,15 +250,7 @@ fn exchange(request: &Request) -> Result<Attempt, TransportError> {
         .first()
         .and_then(|v| retry::parse_retry_after(v));
     let body = read_all(&response)?;
-    Ok(if (200..300).contains(&code) {
-        Attempt::Done(Answer { code, body })
-    } else {
-        Attempt::Failed {
-            code,
-            body,
-            retry_after,
-        }
-    })
+    Ok(Attempt::answered(code, body, retry_after))
 }
 
 /// Writes the request body; on failure, the error code when the stream gave one.

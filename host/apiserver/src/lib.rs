@@ -50,7 +50,6 @@
 mod auth;
 mod bootstrap_policy;
 mod controllers;
-mod cron;
 mod front;
 mod kinds;
 mod managed;

@@ -216,32 +216,7 @@ pub(crate) fn go_float(f: f64) -> String {
     format!("{mantissa}e{sign}{:02}", power.unsigned_abs())
 }
 
-/// A string as Go's `%q` (`strconv.Quote`) writes it into error messages: JSON-like, but with
-/// `\a`, `\v` and `\xNN` for other ASCII control bytes.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+pub use lethe_kube_model::go_quote;
 
 /// How Go's JSON decoder names the type of a value it could not decode (`json: cannot unmarshal
 /// <type> into Go struct field ...`).

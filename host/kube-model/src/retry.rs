@@ -10,7 +10,10 @@
 
 use std::time::Duration;
 
+use serde_json::Value as Json;
+
 use crate::KubeError as Error;
+use crate::PatchKind;
 use crate::parse;
 
 /// Whether repeating a call can change its outcome.
@@ -91,6 +94,21 @@ pub enum Attempt {
     },
     /// No answer.
     Transport(TransportError),
+}
+
+impl Attempt {
+    /// An attempt the server answered with status `code`: done on a 2xx, failed on anything else.
+    pub fn answered(code: u16, body: Vec<u8>, retry_after: Option<Duration>) -> Attempt {
+        if (200..300).contains(&code) {
+            Attempt::Done(Answer { code, body })
+        } else {
+            Attempt::Failed {
+                code,
+                body,
+                retry_after,
+            }
+        }
+    }
 }
 
 /// What to do after an attempt.
@@ -186,6 +204,62 @@ pub fn exhausted(error: Error, attempts: u32) -> Error {
         Error::Timeout(m) => Error::Timeout(m + &suffix),
         other => other,
     }
+}
+
+/// Checks a patch body and decides whether it may be repeated: merge and strategic-merge
+/// patches are idempotent; a JSON patch only when a `test` operation guards it.
+pub fn patch_safety(kind: PatchKind, patch: &str) -> Result<Safety, Error> {
+    let body: Json = serde_json::from_str(patch)
+        .map_err(|e| Error::bad_request(format!("the patch is not valid JSON: {e}")))?;
+    match kind {
+        PatchKind::Merge | PatchKind::StrategicMerge => {
+            if !body.is_object() {
+                return Err(Error::bad_request("a merge patch must be a JSON object"));
+            }
+            Ok(Safety::Repeatable)
+        }
+        PatchKind::Json => {
+            let ops = body
+                .as_array()
+                .ok_or_else(|| Error::bad_request("a JSON patch must be an array of operations"))?;
+            let mut guarded = false;
+            for op in ops {
+                match op.get("op").and_then(Json::as_str) {
+                    Some("test") => guarded = true,
+                    Some(_) => {}
+                    None => {
+                        return Err(Error::bad_request(
+                            "every JSON patch operation needs an \"op\"",
+                        ));
+                    }
+                }
+            }
+            Ok(if guarded {
+                Safety::Repeatable
+            } else {
+                Safety::Unsafe
+            })
+        }
+    }
+}
+
+/// Checks a replace body and decides whether it may be repeated: only when its
+/// metadata.resourceVersion makes a stale repeat fail with a conflict.
+pub fn replace_safety(json: &str) -> Result<Safety, Error> {
+    let body: Json = serde_json::from_str(json)
+        .map_err(|e| Error::bad_request(format!("the object is not valid JSON: {e}")))?;
+    if !body.is_object() {
+        return Err(Error::bad_request("the object must be a JSON object"));
+    }
+    let guarded = body
+        .pointer("/metadata/resourceVersion")
+        .and_then(Json::as_str)
+        .is_some_and(|rv| !rv.is_empty());
+    Ok(if guarded {
+        Safety::Repeatable
+    } else {
+        Safety::Unsafe
+    })
 }
 
 #[cfg(test)]

@@ -37,7 +37,6 @@ use std::time::{Duration, Instant};
 
 use kube::core::Request;
 use kube::core::params::{DeleteParams, GetParams, ListParams, PostParams, Preconditions};
-use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 
 pub use changes::{BUFFER as CHANGES_BUFFER, MAX_BATCH as CHANGES_MAX_BATCH};
@@ -50,6 +49,7 @@ pub use types::{
 };
 
 use discovery::{DiscoveryCache, Resolved};
+use lethe_kube_model::retry::{patch_safety, replace_safety};
 use transport::Safety;
 
 /// A cached caller client.
@@ -572,23 +572,9 @@ impl KubeClient {
     /// rejects a stale write with [`KubeError::Conflict`] and the call is retried like a read;
     /// without it the write is unguarded and retried only when provably not applied.
     pub async fn replace(&self, target: &ObjectRef, json: &str) -> Result<Object> {
-        let body: Json = serde_json::from_str(json)
-            .map_err(|e| KubeError::bad_request(format!("the object is not valid JSON: {e}")))?;
-        if !body.is_object() {
-            return Err(KubeError::bad_request("the object must be a JSON object"));
-        }
-        let guarded = body
-            .get("metadata")
-            .and_then(|m| m.get("resourceVersion"))
-            .and_then(Json::as_str)
-            .is_some_and(|rv| !rv.is_empty());
+        let safety = replace_safety(json)?;
         let (resolved, path) = self.locate(target).await?;
         let request = Request::new(path);
-        let safety = if guarded {
-            Safety::Repeatable
-        } else {
-            Safety::Unsafe
-        };
         let text = self
             .send(safety, || {
                 request
@@ -616,40 +602,7 @@ impl KubeClient {
         patch: &str,
         subresource: Option<&str>,
     ) -> Result<Object> {
-        let body: Json = serde_json::from_str(patch)
-            .map_err(|e| KubeError::bad_request(format!("the patch is not valid JSON: {e}")))?;
-        let safety = match kind {
-            PatchKind::Merge | PatchKind::StrategicMerge => {
-                if !body.is_object() {
-                    return Err(KubeError::bad_request(
-                        "a merge patch must be a JSON object",
-                    ));
-                }
-                Safety::Repeatable
-            }
-            PatchKind::Json => {
-                let ops = body.as_array().ok_or_else(|| {
-                    KubeError::bad_request("a JSON patch must be an array of operations")
-                })?;
-                let mut guarded = false;
-                for op in ops {
-                    match op.get("op").and_then(Json::as_str) {
-                        Some("test") => guarded = true,
-                        Some(_) => {}
-                        None => {
-                            return Err(KubeError::bad_request(
-                                "every JSON patch operation needs an \"op\"",
-                            ));
-                        }
-                    }
-                }
-                if guarded {
-                    Safety::Repeatable
-                } else {
-                    Safety::Unsafe
-                }
-            }
-        };
+        let safety = patch_safety(kind, patch)?;
         if let Some(sub) = subresource {
             check_segment("subresource", sub)?;
         }

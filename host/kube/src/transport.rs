@@ -140,15 +140,7 @@ async fn once(
                 )));
             }
         };
-        if (200..300).contains(&code) {
-            Attempt::Done(Answer { code, body })
-        } else {
-            Attempt::Failed {
-                code,
-                body,
-                retry_after,
-            }
-        }
+        Attempt::answered(code, body, retry_after)
     };
     tokio::time::timeout(timeout, work)
         .await

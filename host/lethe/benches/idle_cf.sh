@@ -40,17 +40,23 @@ if [ "${SEED:-api}" = kubectl ]; then
   # owner's type, name and uid, read back after the create). The API's create checks every name
   # against all of its kind, so seeding through it grows with N²; lethe's start-up full pass then
   # finds everything in place.
-  python3 - "$N" "$S" "$D" "$KC" <<'PY'
+  python3 - "$N" "$S" "$D" "$KC" "$PARALLEL" <<'PY'
 import json, subprocess, sys, uuid
-n, s, d, kc = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+from concurrent.futures import ThreadPoolExecutor
+n, s, d, kc, parallel = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
 kubectl = ["kubectl", "--kubeconfig", kc]
 fin = ["cf.lethe.dev/cleanup"]
+def create_chunk(k, chunk):
+    path = f"{d}/seed-{k}.json"
+    with open(path, "w") as f:
+        json.dump({"apiVersion": "v1", "kind": "List", "items": chunk}, f)
+    subprocess.run(kubectl + ["create", "-f", path], check=True, stdout=subprocess.DEVNULL)
 def create(items):
-    for k in range(0, len(items), 2000):
-        path = f"{d}/seed.json"
-        with open(path, "w") as f:
-            json.dump({"apiVersion": "v1", "kind": "List", "items": items[k:k + 2000]}, f)
-        subprocess.run(kubectl + ["create", "-f", path], check=True, stdout=subprocess.DEVNULL)
+    # A few kubectl processes at once: each sends its objects one request at a time.
+    with ThreadPoolExecutor(parallel) as pool:
+        for done in [pool.submit(create_chunk, k, items[k:k + 1000])
+                     for k in range(0, len(items), 1000)]:
+            done.result()
 def namespaces_of(type_name, resource):
     listed = json.loads(subprocess.run(kubectl + ["get", resource, "-A", "-o", "json"],
                                        check=True, capture_output=True).stdout)

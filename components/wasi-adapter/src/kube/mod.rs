@@ -24,7 +24,7 @@ use lethe_kube_model::{
     ListOptions, Object, ObjectList, ObjectRef, PatchKind, PropagationPolicy, Status,
 };
 use lethe_kube_model::{check_segment, parse};
-use retry::{Answer, Attempt, MAX_ATTEMPTS, Safety, Verdict};
+use retry::{Answer, Attempt, MAX_ATTEMPTS, Safety, Verdict, patch_safety, replace_safety};
 use url::{ClusterUrl, Scheme, URL_ENV, group_version_path, split_api_version};
 
 /// The environment variable holding the privileged identity's bearer token.
@@ -205,71 +205,6 @@ pub fn delete_options_body(options: &DeleteOptions) -> Vec<u8> {
         body.insert("preconditions".into(), preconditions.into());
     }
     Json::Object(body).to_string().into_bytes()
-}
-
-/// The request `Content-Type` of a patch kind.
-pub fn patch_content_type(kind: PatchKind) -> &'static str {
-    match kind {
-        PatchKind::Merge => "application/merge-patch+json",
-        PatchKind::Json => "application/json-patch+json",
-        PatchKind::StrategicMerge => "application/strategic-merge-patch+json",
-    }
-}
-
-/// Checks a patch body and decides whether it may be repeated: merge and strategic-merge
-/// patches are idempotent; a JSON patch only when a `test` operation guards it.
-pub fn patch_safety(kind: PatchKind, patch: &str) -> Result<Safety, Error> {
-    let body: Json = serde_json::from_str(patch)
-        .map_err(|e| Error::bad_request(format!("the patch is not valid JSON: {e}")))?;
-    match kind {
-        PatchKind::Merge | PatchKind::StrategicMerge => {
-            if !body.is_object() {
-                return Err(Error::bad_request("a merge patch must be a JSON object"));
-            }
-            Ok(Safety::Repeatable)
-        }
-        PatchKind::Json => {
-            let ops = body
-                .as_array()
-                .ok_or_else(|| Error::bad_request("a JSON patch must be an array of operations"))?;
-            let mut guarded = false;
-            for op in ops {
-                match op.get("op").and_then(Json::as_str) {
-                    Some("test") => guarded = true,
-                    Some(_) => {}
-                    None => {
-                        return Err(Error::bad_request(
-                            "every JSON patch operation needs an \"op\"",
-                        ));
-                    }
-                }
-            }
-            Ok(if guarded {
-                Safety::Repeatable
-            } else {
-                Safety::Unsafe
-            })
-        }
-    }
-}
-
-/// Checks a replace body and decides whether it may be repeated: only when its
-/// metadata.resourceVersion makes a stale repeat fail with a conflict.
-pub fn replace_safety(json: &str) -> Result<Safety, Error> {
-    let body: Json = serde_json::from_str(json)
-        .map_err(|e| Error::bad_request(format!("the object is not valid JSON: {e}")))?;
-    if !body.is_object() {
-        return Err(Error::bad_request("the object must be a JSON object"));
-    }
-    let guarded = body
-        .pointer("/metadata/resourceVersion")
-        .and_then(Json::as_str)
-        .is_some_and(|rv| !rv.is_empty());
-    Ok(if guarded {
-        Safety::Repeatable
-    } else {
-        Safety::Unsafe
-    })
 }
 
 fn body_text(body: Vec<u8>) -> Result<String, Error> {
@@ -627,7 +562,7 @@ impl<T: Transport> Client<T> {
         let text = self.call_text(
             Method::Patch,
             &path,
-            Some((patch_content_type(kind), patch.as_bytes().to_vec())),
+            Some((kind.content_type(), patch.as_bytes().to_vec())),
             safety,
         )?;
         parse::object(text, &resolved.api_version, &resolved.kind)

@@ -7,7 +7,8 @@ use std::time::Duration;
 use wasip2::http::types::ErrorCode;
 
 pub use lethe_kube_model::retry::{
-    Answer, Attempt, Reach, Safety, TransportError, Verdict, exhausted, judge,
+    Answer, Attempt, Reach, Safety, TransportError, Verdict, exhausted, judge, patch_safety,
+    replace_safety,
 };
 
 /// Attempts per call, the first included.

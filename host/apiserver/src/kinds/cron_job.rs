@@ -67,11 +67,8 @@ pub(crate) fn cron_job_spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
                     vec![why],
                 ))
             };
-            if let Some(why) = crate::cron::schedule_error(s) {
+            for why in lethe_kube_model::cron::cronjob_schedule_errors(s) {
                 invalid(why);
-            }
-            if s.contains("TZ") {
-                invalid("cannot use TZ or CRON_TZ in schedule, use timeZone field instead".into());
             }
         }
     }

@@ -30,15 +30,9 @@ impl Host for CapsView<'_> {
     }
 }
 
+/// At most `max` bytes of `s`, cut at a character boundary.
 fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
+    &s[..s.floor_char_boundary(max)]
 }
 
 #[cfg(test)]

@@ -97,6 +97,17 @@ pub fn schedule_error(spec: &str) -> Option<String> {
     })
 }
 
+/// Why the API server refuses `spec` as a CronJob's `spec.schedule`, each reason as one
+/// `Invalid value` cause says it: the parser's error, and a time zone given in the schedule
+/// rather than in `spec.timeZone`. Empty when the schedule is taken.
+pub fn cronjob_schedule_errors(spec: &str) -> Vec<String> {
+    let mut errors: Vec<String> = schedule_error(spec).into_iter().collect();
+    if spec.contains("TZ") {
+        errors.push("cannot use TZ or CRON_TZ in schedule, use timeZone field instead".into());
+    }
+    errors
+}
+
 fn descriptor_error(spec: &str) -> Option<String> {
     if DESCRIPTORS.contains(&spec) {
         return None;
@@ -179,13 +190,13 @@ fn number(text: &str) -> Result<u64, String> {
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!(
             "failed to parse int from {text}: strconv.Atoi: parsing {}: invalid syntax",
-            crate::validation::go_quote(text)
+            crate::go_quote(text)
         ));
     }
     let Ok(n) = text.parse::<i64>() else {
         return Err(format!(
             "failed to parse int from {text}: strconv.Atoi: parsing {}: value out of range",
-            crate::validation::go_quote(text)
+            crate::go_quote(text)
         ));
     };
     u64::try_from(n).map_err(|_| format!("negative number ({n}) not allowed: {text}"))
@@ -194,7 +205,7 @@ fn number(text: &str) -> Result<u64, String> {
 /// Why `text` is not a Go `time.Duration` (`1h30m`, `90s`, `1.5h`), in `time.ParseDuration`'s
 /// words without its `time: ` prefix.
 fn duration_error(text: &str) -> Option<String> {
-    let quoted = crate::validation::go_quote(text);
+    let quoted = crate::go_quote(text);
     let invalid = || Some(format!("invalid duration {quoted}"));
     let body = text.strip_prefix(['+', '-']).unwrap_or(text);
     if body == "0" {
@@ -223,7 +234,7 @@ fn duration_error(text: &str) -> Option<String> {
         if !matches!(unit, "ns" | "us" | "µs" | "μs" | "ms" | "s" | "m" | "h") {
             return Some(format!(
                 "unknown unit {} in duration {quoted}",
-                crate::validation::go_quote(unit)
+                crate::go_quote(unit)
             ));
         }
         rest = &rest[unit_end..];
