@@ -35,8 +35,11 @@
 //!
 //! **What the simulated cluster leaves out, and why no invariant can tell.** Owner-reference
 //! garbage collection: every delete lethe makes is `Background` (the owner goes at once, its
-//! finalizers aside) and lethe never reads an owner's dependents (a CronJob's Jobs and Pods), so
-//! the collector's work happens outside everything lethe observes. Stale reads by the
+//! finalizers aside), lethe sets no ownerReferences and never reads an owner's dependents (a
+//! CronJob's Jobs and Pods), so the collector's work happens outside everything lethe observes.
+//! The one way it could reach lethe, a user pointing an ownerReference of lethe's CronJob or
+//! namespace at an owner that then goes, ends in a `Background` delete of that object by
+//! someone other than lethe: exactly the hostile user's hand deletes, which are modelled. Stale reads by the
 //! reconcilers: they GET and LIST without a resourceVersion, which Kubernetes serves from etcd
 //! with a quorum read, never from a cache; what may be late for them is the change feed (lost
 //! watches, which are modelled). The CF API's reads are lagged, since the first poll in the
