@@ -44,6 +44,8 @@ const FOREIGN_FINALIZER: &str = "example.com/keep";
 /// The longest read lag injected: below the DELETE's confirmation window (`delete_confirm_ms`,
 /// 5 s), which is what that window is for, and above the job poll's re-read (2 s).
 const MAX_LAG_MS: i64 = 4_000;
+/// How long job status re-reads a resource that shows no deletion (`job_reread_ms`).
+const JOB_REREAD_MS: i64 = 2_000;
 
 /// Runs the CF world of `seed` for `steps` steps, then lets it quiesce: its trace, and the first
 /// invariant found broken.
@@ -661,16 +663,30 @@ impl Quiescent for CfWorld<'_, '_> {
     }
 
     /// Polls `path`, and forgets it once it is COMPLETE.
+    /// The client polls the deletion job at `path`, and so does a member of the org or space
+    /// being deleted, whose rights go with its namespace's content while the deletion runs: the
+    /// job must not turn COMPLETE for them either while the org or space exists.
     fn poll_one(&mut self, path: &str) -> Result<(), Failure> {
+        let Some(d) = self.deletions.get(path).cloned() else {
+            return Ok(());
+        };
+        let (status, body, _) = self.client().call_as(&member(&d.guid), "GET", path, None);
+        self.note(format!("a member polls {path}: {status} {}", body["state"]));
+        // What job status promises a caller who cannot see the resource holds for reads that lag
+        // less than its re-read (lethe's own GETs never lag against a kube-apiserver).
+        if status == 200
+            && body["state"] == "COMPLETE"
+            && self.kube.read_lag_ms.get() < JOB_REREAD_MS
+        {
+            self.check_complete(&d)?;
+        }
         let (status, body, _) = self.client().call("GET", path, None);
         self.note(format!("client polls {path}: {status} {}", body["state"]));
         if status != 200 || body["state"] != "COMPLETE" {
             return Ok(());
         }
-        match self.deletions.remove(path) {
-            Some(d) => self.check_complete(&d),
-            None => Ok(()),
-        }
+        self.deletions.remove(path);
+        self.check_complete(&d)
     }
 
     /// How the cluster differs from what lethe should have made of it, if it does: every org
@@ -837,9 +853,25 @@ struct Client<'w, 'a> {
     kube: &'a FakeCluster,
 }
 
+/// The token of a member of org or space `guid`: a user whose only rights are a RoleBinding in
+/// its namespace, so they go when the namespace controller empties it.
+fn member(guid: &str) -> String {
+    format!("member-{guid}")
+}
+
 impl Client<'_, '_> {
     fn call(&self, method: &str, path: &str, body: Option<Json>) -> (u16, Json, Option<String>) {
-        let req = world::request(method, path, ADMIN, body);
+        self.call_as(ADMIN, method, path, body)
+    }
+
+    fn call_as(
+        &self,
+        token: &str,
+        method: &str,
+        path: &str,
+        body: Option<Json>,
+    ) -> (u16, Json, Option<String>) {
+        let req = world::request(method, path, token, body);
         let kube = self.kube.lagging();
         let r = if path.starts_with("/v3/jobs/") {
             cf_core::jobs::handle(&kube, self.api, &req)
@@ -911,6 +943,9 @@ impl Client<'_, '_> {
             }
         };
         let (status, body, location) = self.call(method, &path, body);
+        if let (201, Some(guid)) = (status, body["guid"].as_str()) {
+            self.kube.grant(&member(guid), "*", "*", guid);
+        }
         if method == "DELETE" {
             acted.asked_to_delete = path.rsplit('/').next().map(str::to_string);
         }

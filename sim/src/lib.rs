@@ -51,7 +51,11 @@
 //!   delete deployments and jobs, and re-create the same names. CF clients create orgs and spaces
 //!   (the same names again, too) and delete them. Both poll the deletion jobs they got, as the cf
 //!   CLI does, and call the API between any two capability calls of a pass, so a pass sees the
-//!   desired state change under it, as when an API request and a pass run side by side.
+//!   desired state change under it, as when an API request and a pass run side by side. Each
+//!   org and space the API makes has a **member**: a token whose only rights are in its
+//!   namespace, which go when the namespace controller empties it (as RoleBindings do, the
+//!   cascade of the first seed's early COMPLETE); members poll the deletion jobs of their org or
+//!   space alongside the client.
 //! * **A hostile user**. In the data-jobs world it hand-edits lethe's CronJobs, deletes them,
 //!   adds a foreign finalizer to them, creates CronJobs of its own (under the names lethe's jobs
 //!   want, too) and labelled orphans. In the CF world it makes orgs by hand over namespaces of

@@ -24,9 +24,9 @@ fn every_seeded_world_keeps_the_invariants_and_converges() {
 }
 
 /// Seeds that break an invariant when a bug the simulator found comes back (the first failing
-/// seed of the world as it is now, with the fix undone: `python3 sim/mutate.py finalizers cf-sweep`),
-/// with what they found; each must keep passing.
-const REGRESSIONS: [(u64, &str); 2] = [
+/// seed of the world as it is now, with the fix undone: `python3 sim/mutate.py finalizers cf-sweep
+/// cf-status-reread`), with what they found; each must keep passing.
+const REGRESSIONS: [(u64, &str); 3] = [
     (
         0,
         "reverting a hand edit replaced the CronJob without the finalizer someone else had added",
@@ -35,6 +35,11 @@ const REGRESSIONS: [(u64, &str); 2] = [
         654,
         "a namespace lethe made (for a hand-made org, by a space create) outlived its org, deleted \
          before the reconciler had put its finalizer on it",
+    ),
+    (
+        139,
+        "a job poll by a member whose rights had gone with the namespace said COMPLETE at once on \
+         a read that lagged behind the org's deletion, while the org still existed",
     ),
 ];
 

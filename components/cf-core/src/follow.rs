@@ -302,14 +302,23 @@ fn full_pass(reconciler: &Reconciler<'_>, memory: &Memory<'_>, feeds: &[Feed]) -
     let mut report = reconciler.pass();
     report.full = true;
     // The next pass follows the changes only when every collection has a bookmark and this pass
-    // visited everything.
-    if kept.len() == feeds.len() {
-        let full_pass_ms = if report.deferred { 0 } else { started };
-        kept.push(("full_pass_ms".to_string(), full_pass_ms.to_string()));
+    // visited everything; one that was cut short makes the next one full, whatever else failed.
+    if report.deferred {
+        kept.push(("full_pass_ms".to_string(), "0".to_string()));
+    } else if kept.len() == feeds.len() {
+        kept.push(("full_pass_ms".to_string(), started.to_string()));
     }
-    let saved = memory
-        .track_only(&report.deletions, started + REVISIT_MS)
-        .and_then(|()| memory.kept.write(&kept, &[]));
+    // A pass cut short did not see every deletion under way: it adds what it saw and forgets
+    // none of the others.
+    let tracked = if report.deferred {
+        report
+            .deletions
+            .iter()
+            .try_for_each(|d| memory.track(d, started + REVISIT_MS))
+    } else {
+        memory.track_only(&report.deletions, started + REVISIT_MS)
+    };
+    let saved = tracked.and_then(|()| memory.kept.write(&kept, &[]));
     if let Err(e) = saved {
         env.log(
             Level::Warn,

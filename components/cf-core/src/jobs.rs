@@ -9,13 +9,16 @@
 //! | deletionTimestamp younger than the timeout | `PROCESSING`                             |
 //! | deletionTimestamp older than the timeout   | `FAILED` (10008 `CF-UnprocessableEntity`)|
 //! | being deleted, blocked by a foreign object | `FAILED` at once, the error naming it    |
-//! | exists, not being deleted, caller can't see| `COMPLETE` (nothing of theirs is left)   |
-//! | exists, not being deleted, caller can see  | re-read for a bounded time, then 404     |
+//! | exists, not being deleted (after re-reading for `job_reread_ms`), caller can't see | `COMPLETE` (nothing of theirs is left) |
+//! | exists, not being deleted (after re-reading for `job_reread_ms`), caller can see    | 404 |
 //!
 //! Guarantees: the first poll after a `202` never says 404 because of a stale read (the DELETE
 //! handler waits until the deletionTimestamp is visible, and this re-reads too); and completion
 //! is decided from the resource record itself, so role bindings deleted by the cascade can never
-//! make a job `COMPLETE` early.
+//! make a job `COMPLETE` early: a record that shows no deletion is re-read for everyone before
+//! the caller's visibility is asked, so a read lagging less than `job_reread_ms` behind the
+//! deletion cannot either. (Against a kube-apiserver, lethe's GETs carry no resourceVersion and
+//! are served from etcd, never lagging.)
 
 use serde_json::json;
 
@@ -217,16 +220,19 @@ pub fn job_status(
             let blocked_by = ownership::blocked_by(&object);
             return Ok(deleting_job(&guid, ts, blocked_by, settings, t, now));
         }
-        // Not being deleted (yet): only now does what the caller may see matter.
-        match access::visible(kube, caller, t, &object) {
-            Ok(false) => return Ok(complete(&guid, now)),
-            Ok(true) => {}
-            Err(e) => return Err(HttpError::from_kube(e, crate::errors::JOB_NOT_FOUND)),
+        // Not being deleted, as this read shows it. A read that lags behind the deletion shows
+        // the same, and the caller's role bindings may already be gone with the cascade, so
+        // nothing is concluded from it until the re-read is over, whoever asks.
+        if now < deadline {
+            env.sleep_ms(50);
+            continue;
         }
-        if now >= deadline {
-            return Err(HttpError::job_not_found());
-        }
-        env.sleep_ms(50);
+        // No deletion under way: only now does what the caller may see matter.
+        return match access::visible(kube, caller, t, &object) {
+            Ok(false) => Ok(complete(&guid, now)),
+            Ok(true) => Err(HttpError::job_not_found()),
+            Err(e) => Err(HttpError::from_kube(e, crate::errors::JOB_NOT_FOUND)),
+        };
     }
 }
 

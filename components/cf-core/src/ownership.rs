@@ -230,7 +230,7 @@ pub fn create_once(
 
 /// The namespaces carrying lethe's mark, as one paginated LIST showed them: what a full pass
 /// checks its objects' namespaces against, so that it costs LIST pages rather than a GET per
-/// object. Only the marks are kept (a few dozen bytes a namespace), not the objects.
+/// object. Only the marks are kept (a couple of hundred bytes a namespace), not the objects.
 #[derive(Debug, Default)]
 pub struct MarkedNamespaces {
     /// Namespace name → (its [`OWNER_LABEL`], its [`OWNER_UID_LABEL`], whether it is being

@@ -1634,6 +1634,29 @@ fn a_namespace_that_outlived_its_owner_is_swept() {
 /// a full pass cut short sweeps nothing (owners not listed yet are not gone), and the pass after
 /// any cut pass is full, so what was left is visited then.
 #[test]
+fn a_kind_the_server_does_not_serve_has_its_namespaces_left_alone() {
+    use crate::ownership::{MANAGED_BY, OWNER_LABEL, OWNER_UID_LABEL};
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
+    // A namespace lethe made for a space, while the Space kind is not served (its CRD is being
+    // reinstalled, or the server restarts): its owner cannot be listed or read, which is not
+    // the same as gone.
+    let space = "6f1c2a4e-1b2c-4d5e-8f90-000000000002";
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": space, "labels": {OWNER_LABEL: format!("space.{space}"),
+            OWNER_UID_LABEL: "uid-of-the-space", MANAGED_BY.0: MANAGED_BY.1}}}));
+    cluster.missing_kinds.borrow_mut().push("Space".into());
+    let report = pass(&fake, &fake, &settings, &NoBackoff);
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    assert!(
+        fake.object("Namespace", "", space)
+            .expect("not swept")
+            .deletion_timestamp
+            .is_none()
+    );
+}
+
+#[test]
 fn a_pass_out_of_its_budget_defers_the_rest_to_a_full_pass() {
     use crate::follow::pass_on_changes;
     use crate::ownership::{MANAGED_BY, OWNER_LABEL, OWNER_UID_LABEL};

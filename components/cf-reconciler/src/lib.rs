@@ -40,13 +40,19 @@ mod wasm {
         let report = pass_on_changes(&host, &host, &host, &settings, &backoff, full);
         let acted = report.created + report.updated + report.deleted > 0;
         if acted || !report.failed.is_empty() || report.deferred {
+            // A pass cut short by its budget, pass after pass, never sweeps: worth a warning.
+            let level = if report.deferred {
+                Level::Warn
+            } else {
+                Level::Info
+            };
             host.log(
-                Level::Info,
+                level,
                 &format!(
                     "cf reconcile {} pass{}: examined {}, created {}, updated {}, deleted {}, backing off {}, failed {:?}, {} deletions under way, {} ms",
                     if report.full { "full" } else { "change" },
                     if report.deferred {
-                        " (out of its budget: the next pass is full)"
+                        " (out of cf_pass_budget_ms: the rest waits for the next pass, which is full; if every full pass stops here, raise cf_pass_budget_ms or the component's kube_qps)"
                     } else {
                         ""
                     },

@@ -222,7 +222,9 @@ impl FakeCluster {
         cluster
     }
 
-    /// Lets `token` do `verb` on `kind` in `namespace` (`*` = any).
+    /// Lets `token` do `verb` on `kind` in `namespace` (`*` = any). A grant in one namespace
+    /// stands for a RoleBinding there: the namespace controller deletes it with the rest of the
+    /// namespace's content.
     pub fn grant(&self, token: &str, verb: &str, kind: &str, namespace: &str) {
         self.grants
             .borrow_mut()
@@ -294,6 +296,11 @@ impl FakeCluster {
             .any(|(v, k)| (v == "*" || v == verb) && (k == "*" || k == kind))
         {
             return Err(KubeError::Unavailable(format!("{verb} {kind}: injected")));
+        }
+        if self.missing_kinds.borrow().iter().any(|k| k == kind) {
+            return Err(KubeError::NotFound(format!(
+                "the server does not serve {kind}"
+            )));
         }
         self.authenticate(id)?;
         let Identity::Caller(token) = id else {
@@ -440,8 +447,8 @@ impl FakeCluster {
         }
     }
 
-    /// The namespace controller's work on one namespace being deleted: deletes what is in it,
-    /// and the namespace once it is empty.
+    /// The namespace controller's work on one namespace being deleted: deletes what is in it
+    /// (the grants there too), and the namespace once it is empty.
     pub fn finish_namespace(&self, ns: &str) {
         let inside: Vec<Key> = self
             .objects
@@ -457,6 +464,8 @@ impl FakeCluster {
                 &DeleteOptions::default(),
             );
         }
+        // Its RoleBindings go with the rest: whoever was granted rights only here loses them.
+        self.grants.borrow_mut().retain(|(_, _, _, n)| n != ns);
         let key = ("Namespace".to_string(), String::new(), ns.to_string());
         let terminating = self
             .objects

@@ -50,6 +50,8 @@ where
     let attempts = policy.attempts();
     // Attempts that failed (5xx, transport, timeout) and that were throttled (429), apart.
     let (mut failed, mut throttled) = (0u32, 0u32);
+    // The last attempt's failure, once there was one.
+    let mut last_error = None;
     loop {
         let request = build()?;
         if let Some(admission) = admission {
@@ -64,10 +66,14 @@ where
             None => policy.per_call_timeout,
         };
         if limit.is_zero() {
-            // Nothing was sent, so nothing can have been applied.
-            return Err(KubeError::Timeout(format!(
-                "{what}: the caller's time ran out before it was sent"
-            )));
+            return Err(match last_error.take() {
+                // A retry not sent: the caller gets what the attempt before it met.
+                Some(error) => exhausted(error, failed + throttled),
+                // Nothing was sent, so nothing can have been applied.
+                None => KubeError::Timeout(format!(
+                    "{what}: the caller's time ran out before it was sent"
+                )),
+            });
         }
         let outcome = once(client, request, limit).await;
         let was_throttled = matches!(outcome, Attempt::Failed { code: 429, .. });
@@ -98,6 +104,7 @@ where
             return Err(exhausted(error, attempt));
         }
         tracing::debug!(request = %what, attempt, delay_ms = delay.as_millis() as u64, error = %error, "transient Kubernetes failure; retrying");
+        last_error = Some(error);
         counters.retries.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(delay).await;
     }
