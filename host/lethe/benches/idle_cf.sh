@@ -14,16 +14,22 @@
 # and their namespaces (as lethe marks them) with kubectl, for sizes the API's N² seeding cannot
 # reach; the window then starts after lethe's start-up full pass.
 #
-# The manifest is the repository's with the client-side rate limits raised, so that seeding
-# N*(S+1) objects through the API does not take hours; the idle window is unaffected by them.
+# With SEED=api the manifest is the repository's with the client-side rate limits raised, so that
+# seeding N*(S+1) objects through the API does not take hours (the idle window is unaffected by
+# them); with SEED=kubectl it is the repository's as shipped, so lethe's start-up full pass meets
+# the limits a deployment has.
 set -euo pipefail
 N=${N:-200}; S=${S:-2}; WINDOW=${WINDOW:-30}; CHANGES=${CHANGES:-20}; PARALLEL=${PARALLEL:-8}
 BIN=${BIN:-target/debug/lethe}
 cd "$(dirname "$0")/../../.."
 D=$(mktemp -d)
 MANIFEST=$(mktemp ./spin-bench-XXXXXX.toml)
-sed -e 's/^kube_qps = .*/kube_qps = 100000/' -e 's/^kube_burst = .*/kube_burst = 100000/' \
-  spin.toml > "$MANIFEST"
+if [ "${SEED:-api}" = api ]; then
+  sed -e 's/^kube_qps = .*/kube_qps = 100000/' -e 's/^kube_burst = .*/kube_burst = 100000/' \
+    spin.toml > "$MANIFEST"
+else
+  cp spin.toml "$MANIFEST"
+fi
 $BIN cluster --data-dir "$D/c" --listen 127.0.0.1:6543 > "$D/cluster.log" 2>&1 &
 CPID=$!
 trap 'kill $PID $CPID 2>/dev/null; wait 2>/dev/null; rm -rf "$D" "$MANIFEST"' EXIT
