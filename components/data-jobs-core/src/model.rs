@@ -67,19 +67,21 @@ pub fn cronjob_name(team: &str, job: &str) -> String {
     format!("{prefix}-{short}")
 }
 
-/// Whether the cluster takes `s` as a CronJob's `spec.schedule`: five cron fields (minute hour
-/// day-of-month month day-of-week) or an `@hourly`-style descriptor, with no time zone in it.
+/// Whether `s` is a schedule a data job may have: five cron fields (minute hour day-of-month
+/// month day-of-week) or an `@hourly`-style descriptor, as the cluster takes them for a CronJob
+/// (no time zone in it), with no `@every` and no step beyond its field's range.
 pub fn valid_schedule(s: &str) -> bool {
     schedule_error(s).is_none()
 }
 
-/// Why the cluster would refuse `s` as a CronJob's `spec.schedule`, in its words; `None` if it
-/// takes it. Checked before a deployment is accepted, so a bad schedule is the caller's 422,
-/// not a reconciler failure later.
+/// Why `s` is not a schedule a data job may have ([`valid_schedule`]), the cluster's reasons in
+/// its words; `None` if it is one. Checked before a deployment is accepted, so a bad schedule is
+/// the caller's 422, not a reconciler failure later.
 pub fn schedule_error(s: &str) -> Option<String> {
     lethe_kube_model::cron::cronjob_schedule_errors(s)
         .into_iter()
         .next()
+        .or_else(|| lethe_kube_model::cron::plain_schedule_error(s))
 }
 
 /// A container image reference: 1-255 characters, no whitespace, lower-case repository path of

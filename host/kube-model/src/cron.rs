@@ -108,6 +108,29 @@ pub fn cronjob_schedule_errors(spec: &str) -> Vec<String> {
     errors
 }
 
+/// Why `spec` is not a plain schedule, which a client that writes CronJobs for its users may
+/// ask for beyond what the API server takes: five fields or one of the fixed descriptors (no
+/// `@every`), each step within its field's range (a larger one matches only the range's start,
+/// which is surely not what was meant). `None` if it is one; the server's own reasons first.
+pub fn plain_schedule_error(spec: &str) -> Option<String> {
+    if let Some(why) = schedule_error(spec) {
+        return Some(why);
+    }
+    if spec.starts_with('@') {
+        return (!DESCRIPTORS.contains(&spec))
+            .then(|| format!("only the fixed descriptors are taken, not {spec}"));
+    }
+    let bounds = [MINUTES, HOURS, DAYS_OF_MONTH, MONTHS, DAYS_OF_WEEK];
+    spec.split_whitespace()
+        .zip(&bounds)
+        .flat_map(|(field, bounds)| field.split(',').map(move |expr| (expr, bounds)))
+        .find_map(|(expr, bounds)| {
+            let step = expr.split_once('/')?.1;
+            let beyond = step.parse::<u64>().map_or(true, |n| n > bounds.max);
+            beyond.then(|| format!("step {step} is beyond the field's range: {expr}"))
+        })
+}
+
 fn descriptor_error(spec: &str) -> Option<String> {
     if DESCRIPTORS.contains(&spec) {
         return None;
@@ -258,6 +281,27 @@ mod tests {
             "TZ=UTC 0 * * * *",
         ] {
             assert_eq!(schedule_error(ok), None, "{ok}");
+        }
+    }
+
+    #[test]
+    fn a_plain_schedule_has_no_every_and_no_step_beyond_its_range() {
+        for ok in [
+            "*/5 * * * *",
+            "0 3 * * MON-FRI",
+            "@hourly",
+            "*/59 */23 * */12 */6",
+        ] {
+            assert_eq!(plain_schedule_error(ok), None, "{ok}");
+        }
+        for bad in [
+            "@every 5m",
+            "*/60 * * * *",
+            "*/99999999999 * * * *",
+            "0 0 * * */7",
+            "61 * * * *",
+        ] {
+            assert!(plain_schedule_error(bad).is_some(), "{bad}");
         }
     }
 
