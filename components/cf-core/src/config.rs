@@ -149,6 +149,11 @@ impl Settings {
             }
             None => default_types(&root_namespace),
         };
+        let pass_budget_ms = number("pass_budget_ms", 10_000)?;
+        if pass_budget_ms == 0 {
+            // Every full pass would stop before its first object, and the next start over.
+            return Err("configuration `pass_budget_ms` must be more than 0".into());
+        }
         Ok(Settings {
             external_url: env
                 .config("external_url")
@@ -159,7 +164,7 @@ impl Settings {
             delete_confirm_ms: number("delete_confirm_ms", 5000)?,
             job_reread_ms: number("job_reread_ms", 2000)?,
             full_resync_ms: number("full_resync_seconds", 600)?.saturating_mul(1000),
-            pass_budget_ms: number("pass_budget_ms", 10_000)?,
+            pass_budget_ms,
             root_namespace,
         })
     }

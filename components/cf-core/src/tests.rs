@@ -1630,6 +1630,18 @@ fn a_namespace_that_outlived_its_owner_is_swept() {
     assert!(swept.deletion_timestamp.is_some(), "{report:?}");
 }
 
+/// A budget of 0 would stop every full pass before its first object, so it is refused at start.
+#[test]
+fn a_pass_budget_of_nothing_is_refused() {
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
+    fake.config
+        .borrow_mut()
+        .insert("pass_budget_ms".into(), "0".into());
+    let e = Settings::from_env(&fake).expect_err("refused");
+    assert!(e.contains("pass_budget_ms"), "{e}");
+}
+
 /// A pass that runs out of its budget stops visiting instead of running into its time limit:
 /// a full pass cut short sweeps nothing (owners not listed yet are not gone), and the pass after
 /// any cut pass is full, so what was left is visited then.
