@@ -27,7 +27,8 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value as Json, json};
 
 use crate::glance;
-use crate::host::{self, Scheduled, Throttle};
+use crate::host::faults::{self, Calls};
+use crate::host::{Scheduled, Throttle};
 use crate::world::{self, Failure, Quiescent, trace_line};
 
 const MIGRATIONS: &str = concat!(
@@ -458,8 +459,10 @@ impl CfWorld<'_, '_> {
             return false;
         }
         let ns = self.kube.put(namespace(name, json!({"app": "theirs"})));
-        self.foreign
-            .insert(name.to_string(), (ns.uid, ns.resource_version));
+        self.foreign.insert(
+            name.to_string(),
+            (ns.metadata.uid, ns.metadata.resource_version),
+        );
         true
     }
 
@@ -575,50 +578,39 @@ impl CfWorld<'_, '_> {
     // --- faults ----------------------------------------------------------------------------
 
     fn fault(&mut self) {
-        match self.rng.random_range(0..100) {
-            0..20 => {
-                let verb = ["create", "patch", "delete", "list", "get", "changes"]
-                    [self.rng.random_range(0..6)];
-                let kind = ["Namespace", "Org", "Space", "*"][self.rng.random_range(0..4)];
-                self.kube.fail(verb, kind);
-                self.note(format!("fault: {verb} {kind} fails"));
-            }
-            20..36 => {
-                self.kube.heal();
-                self.note("fault: healed".into());
-            }
-            36..44 => {
-                let line = self.throttle.storm(&mut self.rng);
-                self.note(line);
-            }
-            44..52 => {
-                let verbs = ["patch", "delete"];
-                let kinds = ["Namespace", "Org", "Space"];
-                let line = host::time_out_a_write(self.kube, &mut self.rng, &verbs, &kinds);
-                self.note(line);
-            }
-            52..60 => {
-                let kind = ["Namespace", "Org"][self.rng.random_range(0..2)];
-                let applied = self.rng.random_ratio(1, 2);
-                self.kube.lose_next_create(kind, applied);
-                self.note(format!(
-                    "fault: the next {kind} create's answer is lost (applied: {applied})"
-                ));
-            }
-            60..72 => {
-                self.kube.expire_watches();
-                self.note("fault: watches expire".into());
-            }
+        let (kube, rng) = (self.kube, &mut self.rng);
+        let line = match rng.random_range(0..100) {
+            0..20 => faults::fail_calls(
+                kube,
+                rng,
+                &Calls {
+                    verbs: &["create", "patch", "delete", "list", "get", "changes"],
+                    kinds: &["Namespace", "Org", "Space", "*"],
+                },
+            ),
+            20..36 => faults::heal(kube),
+            36..44 => self.throttle.storm(rng),
+            44..52 => faults::time_out_a_write(
+                kube,
+                rng,
+                &Calls {
+                    verbs: &["patch", "delete"],
+                    kinds: &["Namespace", "Org", "Space"],
+                },
+            ),
+            52..60 => faults::lose_a_create(kube, rng, &["Namespace", "Org"]),
+            60..72 => faults::expire_watches(kube),
             _ => {
-                let lag = if self.rng.random_ratio(1, 3) {
+                let lag = if rng.random_ratio(1, 3) {
                     0
                 } else {
-                    self.rng.random_range(1..=MAX_LAG_MS)
+                    rng.random_range(1..=MAX_LAG_MS)
                 };
-                self.kube.read_lag_ms.set(lag);
-                self.note(format!("fault: the API's reads lag {lag} ms behind"));
+                kube.read_lag_ms.set(lag);
+                format!("fault: the API's reads lag {lag} ms behind")
             }
-        }
+        };
+        self.note(line);
     }
 
     // --- quiescence ------------------------------------------------------------------------
@@ -740,7 +732,7 @@ fn hold(kube: &FakeCluster, rng: &mut StdRng) -> Acted {
         return Acted::default();
     }
     let o = &objects[rng.random_range(0..objects.len())];
-    if o.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
+    if o.metadata.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
         return Acted::default();
     }
     let first = rng.random_ratio(1, 2);
@@ -762,7 +754,7 @@ fn hold(kube: &FakeCluster, rng: &mut StdRng) -> Acted {
             "hostile adds its finalizer to {} {}",
             o.target.kind, o.target.name
         )],
-        held: Some(o.uid.clone()),
+        held: Some(o.metadata.uid.clone()),
         ..Acted::default()
     }
 }
@@ -814,7 +806,10 @@ fn swap(kube: &FakeCluster, rng: &mut StdRng) -> Acted {
         lines: vec![format!(
             "hostile replaces lethe's namespace {name} with one of its own"
         )],
-        squatted: Some((name, (theirs.uid, theirs.resource_version))),
+        squatted: Some((
+            name,
+            (theirs.metadata.uid, theirs.metadata.resource_version),
+        )),
         ..Acted::default()
     }
 }
@@ -962,20 +957,15 @@ impl Client<'_, '_> {
             acted.violation = Some(format!("{what}: 202 without a Location"));
             return acted;
         };
-        let jobs = location
-            .find("/v3/jobs/")
-            .map(|i| location[i..].to_string())
-            .unwrap_or(location);
-        let (status, body, _) = self.call("GET", &jobs, None);
-        acted
-            .lines
-            .push(format!("client polls {jobs}: {status} {}", body["state"]));
-        if status == 404 {
-            acted.violation = Some(format!("the first poll of {jobs} after its 202 was 404"));
-        }
-        acted.complete = status == 200 && body["state"] == "COMPLETE";
+        let poll = world::first_poll(location, |path| {
+            let (status, body, _) = self.call("GET", path, None);
+            (status, body)
+        });
+        acted.lines.push(poll.line);
+        acted.violation = poll.violation;
+        acted.complete = poll.complete;
         acted.deletion = Some(Deletion {
-            path: jobs,
+            path: poll.path,
             kind: kind.to_string(),
             guid: path.rsplit('/').next().unwrap_or_default().to_string(),
         });

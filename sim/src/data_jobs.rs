@@ -19,7 +19,8 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value as Json, json};
 
 use crate::glance;
-use crate::host::{self, Scheduled, Throttle};
+use crate::host::faults::{self, Calls};
+use crate::host::{Scheduled, Throttle};
 use crate::world::{self, Failure, Quiescent, trace_line};
 
 const MIGRATIONS: &str = concat!(
@@ -421,7 +422,7 @@ impl World<'_, '_> {
                     return;
                 }
                 let o = self.kube.put(cronjob(&name, json!({"app": "theirs"})));
-                self.foreign.insert(name.clone(), o.uid.clone());
+                self.foreign.insert(name.clone(), o.metadata.uid.clone());
                 self.note(format!("hostile creates its own CronJob {name}"));
             }
             80..90 => {
@@ -465,46 +466,36 @@ impl World<'_, '_> {
     // --- faults ----------------------------------------------------------------------------
 
     fn fault(&mut self) {
-        match self.rng.random_range(0..100) {
-            0..25 => {
-                let verb = ["create", "replace", "delete", "patch", "list", "get"]
-                    [self.rng.random_range(0..6)];
-                let kind = ["CronJob", "Lease", "*"][self.rng.random_range(0..3)];
-                self.kube.fail(verb, kind);
-                self.note(format!("fault: {verb} {kind} fails"));
-            }
-            25..45 => {
-                self.kube.heal();
-                self.note("fault: healed".into());
-            }
-            45..53 => {
-                let line = self.throttle.storm(&mut self.rng);
-                self.note(line);
-            }
-            53..60 => {
-                let verbs = ["replace", "delete", "patch"];
-                let line =
-                    host::time_out_a_write(self.kube, &mut self.rng, &verbs, &["CronJob", "Lease"]);
-                self.note(line);
-            }
-            60..70 => {
-                let applied = self.rng.random_ratio(1, 2);
-                self.kube.lose_next_create("CronJob", applied);
-                self.note(format!(
-                    "fault: the next CronJob create's answer is lost (applied: {applied})"
-                ));
-            }
-            70..85 => {
-                self.kube.expire_watches();
-                self.note("fault: watches expire".into());
-            }
+        let (kube, rng) = (self.kube, &mut self.rng);
+        let line = match rng.random_range(0..100) {
+            0..25 => faults::fail_calls(
+                kube,
+                rng,
+                &Calls {
+                    verbs: &["create", "replace", "delete", "patch", "list", "get"],
+                    kinds: &["CronJob", "Lease", "*"],
+                },
+            ),
+            25..45 => faults::heal(kube),
+            45..53 => self.throttle.storm(rng),
+            53..60 => faults::time_out_a_write(
+                kube,
+                rng,
+                &Calls {
+                    verbs: &["replace", "delete", "patch"],
+                    kinds: &["CronJob", "Lease"],
+                },
+            ),
+            60..70 => faults::lose_a_create(kube, rng, &["CronJob"]),
+            70..85 => faults::expire_watches(kube),
             _ => {
-                let job = JOB_NAMES[self.rng.random_range(0..JOB_NAMES.len())];
+                let job = JOB_NAMES[rng.random_range(0..JOB_NAMES.len())];
                 let name = model::cronjob_name(TEAM, job);
-                self.kube.hide_once("CronJob", &name);
-                self.note(format!("fault: the next read of {name} misses it"));
+                kube.hide_once("CronJob", &name);
+                format!("fault: the next read of {name} misses it")
             }
-        }
+        };
+        self.note(line);
     }
 
     // --- quiescence ------------------------------------------------------------------------
@@ -684,22 +675,16 @@ impl Client<'_, '_> {
             ));
             return acted;
         };
-        let path = location
-            .find("/v3/jobs/")
-            .map(|i| location[i..].to_string())
-            .unwrap_or(location);
-        let (status, body, _) = self.call("GET", &path, None);
-        acted
-            .lines
-            .push(format!("client polls {path}: {status} {}", body["state"]));
-        if status == 404 {
-            acted.violation = Some(format!("the first poll of {path} after its 202 was 404"));
-        }
-        let complete = status == 200 && body["state"] == "COMPLETE";
+        let poll = world::first_poll(location, |path| {
+            let (status, body, _) = self.call("GET", path, None);
+            (status, body)
+        });
+        acted.lines.push(poll.line);
+        acted.violation = poll.violation;
         acted.deletion = Some(Deletion {
-            path,
+            path: poll.path,
             job_uid,
-            complete,
+            complete: poll.complete,
         });
         acted
     }

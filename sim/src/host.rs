@@ -48,19 +48,71 @@ impl Throttle {
     }
 }
 
-/// A write whose answer a seed loses: `verb` (`replace`, `patch` or `delete`) of one of `kinds`
-/// times out after it was carried out or before. Its trace line.
-pub fn time_out_a_write(
-    kube: &FakeCluster,
-    rng: &mut StdRng,
-    verbs: &[&str],
-    kinds: &[&str],
-) -> String {
-    let verb = verbs[rng.random_range(0..verbs.len())];
-    let kind = kinds[rng.random_range(0..kinds.len())];
-    let applied = rng.random_ratio(1, 2);
-    kube.time_out_next(verb, kind, applied);
-    format!("fault: the next {verb} of a {kind} times out (applied: {applied})")
+/// One of `options`, as the seed picks it; a choice of one draws nothing, so adding a world's
+/// only kind does not shift the seed's later draws.
+fn pick<'o>(rng: &mut StdRng, options: &[&'o str]) -> &'o str {
+    match options {
+        [only] => only,
+        _ => options[rng.random_range(0..options.len())],
+    }
+}
+
+/// The faults every world injects into its cluster, each returning its trace line. A world
+/// chooses how often each comes and which calls it may hit.
+pub mod faults {
+    use super::*;
+
+    /// The calls a fault may hit: one of `verbs` on one of `kinds` (`*`: any kind).
+    pub struct Calls<'o> {
+        /// The verbs, e.g. `patch`.
+        pub verbs: &'o [&'o str],
+        /// The kinds, e.g. `CronJob`.
+        pub kinds: &'o [&'o str],
+    }
+
+    impl<'o> Calls<'o> {
+        /// The verb, then the kind, as the seed picks them.
+        fn pick(&self, rng: &mut StdRng) -> (&'o str, &'o str) {
+            (pick(rng, self.verbs), pick(rng, self.kinds))
+        }
+    }
+
+    /// Every later call of the kind `calls` picks fails as an unreachable cluster does, until
+    /// healed.
+    pub fn fail_calls(kube: &FakeCluster, rng: &mut StdRng, calls: &Calls) -> String {
+        let (verb, kind) = calls.pick(rng);
+        kube.fail(verb, kind);
+        format!("fault: {verb} {kind} fails")
+    }
+
+    /// Every failing call answers again.
+    pub fn heal(kube: &FakeCluster) -> String {
+        kube.heal();
+        "fault: healed".into()
+    }
+
+    /// A write whose answer is lost: the next write `calls` picks (`replace`, `patch` or
+    /// `delete`) times out after it was carried out or before.
+    pub fn time_out_a_write(kube: &FakeCluster, rng: &mut StdRng, calls: &Calls) -> String {
+        let (verb, kind) = calls.pick(rng);
+        let applied = rng.random_ratio(1, 2);
+        kube.time_out_next(verb, kind, applied);
+        format!("fault: the next {verb} of a {kind} times out (applied: {applied})")
+    }
+
+    /// The next create of one of `kinds` loses its answer, carried out or not.
+    pub fn lose_a_create(kube: &FakeCluster, rng: &mut StdRng, kinds: &[&str]) -> String {
+        let kind = pick(rng, kinds);
+        let applied = rng.random_ratio(1, 2);
+        kube.lose_next_create(kind, applied);
+        format!("fault: the next {kind} create's answer is lost (applied: {applied})")
+    }
+
+    /// Every bookmark given out so far expires: asking for changes since it is answered 410 Gone.
+    pub fn expire_watches(kube: &FakeCluster) -> String {
+        kube.expire_watches();
+        "fault: watches expire".into()
+    }
 }
 
 /// What a call that met more 429s than a host waits out gets: unavailable.

@@ -70,6 +70,34 @@ pub fn answer(r: &Response) -> (u16, Json, Option<String>) {
     (r.status, r.json_body().unwrap_or(Json::Null), location)
 }
 
+/// What the first poll of a deletion job said, made right after its `202` as the cf CLI makes it.
+pub struct FirstPoll {
+    /// The job's path (the `/v3/jobs/...` part of the `Location`).
+    pub path: String,
+    /// Whether it answered 200 with the state `COMPLETE`.
+    pub complete: bool,
+    /// Its trace line.
+    pub line: String,
+    /// Set when the poll was 404: the job a `202` named must be there at once.
+    pub violation: Option<String>,
+}
+
+/// Polls the job `location` names once through `get` (a client's `GET`).
+pub fn first_poll(location: String, get: impl FnOnce(&str) -> (u16, Json)) -> FirstPoll {
+    let path = location
+        .find("/v3/jobs/")
+        .map(|i| location[i..].to_string())
+        .unwrap_or(location);
+    let (status, body) = get(&path);
+    FirstPoll {
+        line: format!("client polls {path}: {status} {}", body["state"]),
+        violation: (status == 404)
+            .then(|| format!("the first poll of {path} after its 202 was 404")),
+        complete: status == 200 && body["state"] == "COMPLETE",
+        path,
+    }
+}
+
 /// A world after its clients, hostile user and faults stopped.
 pub trait Quiescent {
     /// One round: time past every lease, backoff and resync interval, then a full pass (and

@@ -427,7 +427,7 @@ fn list(
             .unwrap_or_default()
             .to_string();
         let org = o.str_at("/spec/orgGUID").unwrap_or_default().to_string();
-        let created = o.creation_timestamp.clone().unwrap_or_default();
+        let created = o.metadata.creation_timestamp.clone().unwrap_or_default();
         let keep = query.labels_match
             && !query.isolation_segment
             && in_time_range(&created, &query.times)
@@ -450,7 +450,10 @@ fn list(
     }
     matching.sort_by(|a, b| {
         let by_field = match query.order {
-            Order::CreatedAt => a.creation_timestamp.cmp(&b.creation_timestamp),
+            Order::CreatedAt => a
+                .metadata
+                .creation_timestamp
+                .cmp(&b.metadata.creation_timestamp),
             Order::Name => {
                 let name = |o: &Object| o.str_at("/spec/displayName").map(str::to_lowercase);
                 name(a).cmp(&name(b))
@@ -679,7 +682,7 @@ fn space_placement(
     let org = access::locate(kube, org_type, &org_guid)
         .map_err(kube_err)?
         .ok_or_else(invalid_org)?;
-    if org.deletion_timestamp.is_some()
+    if org.metadata.deletion_timestamp.is_some()
         || !access::visible(kube, caller, org_type, &org).map_err(kube_err)?
     {
         return Err(invalid_org());

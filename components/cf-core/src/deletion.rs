@@ -52,7 +52,7 @@ pub fn delete(
     }
     let options = DeleteOptions {
         propagation: Some(Propagation::Background),
-        precondition_uid: Some(object.uid.clone()),
+        precondition_uid: Some(object.metadata.uid.clone()),
     };
     match kube.delete(caller, &object.target, &options) {
         Ok(_) => {}
@@ -83,7 +83,7 @@ fn confirm_visible(
     loop {
         match access::locate(kube, t, guid) {
             Ok(None) => return,
-            Ok(Some(o)) if o.deletion_timestamp.is_some() => return,
+            Ok(Some(o)) if o.metadata.deletion_timestamp.is_some() => return,
             Ok(Some(_)) | Err(_) => {}
         }
         if env.now_ms() >= deadline {

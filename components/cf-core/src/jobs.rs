@@ -216,7 +216,7 @@ pub fn job_status(
             Ok(None) => return Ok(complete(&guid, now)),
             Err(e) => return Err(HttpError::from_kube(e, crate::errors::JOB_NOT_FOUND)),
         };
-        if let Some(ts) = &object.deletion_timestamp {
+        if let Some(ts) = &object.metadata.deletion_timestamp {
             let blocked_by = ownership::blocked_by(&object);
             return Ok(deleting_job(&guid, ts, blocked_by, settings, t, now));
         }

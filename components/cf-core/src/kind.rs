@@ -89,7 +89,7 @@ impl ResourceKind {
     /// Cloud Controller's JSON for `o`, with links under `base`.
     pub fn render(self, base: &str, o: &Object) -> Json {
         let guid = &o.target.name;
-        let created = o.creation_timestamp.clone().unwrap_or_default();
+        let created = o.metadata.creation_timestamp.clone().unwrap_or_default();
         let name = o.str_at("/spec/displayName").unwrap_or_default();
         let metadata = json!({ "labels": {}, "annotations": {} });
         match self {

@@ -89,7 +89,7 @@ impl<'a> Owner<'a> {
     pub fn labels(&self) -> Json {
         json!({
             OWNER_LABEL: format!("{}.{}", self.type_name, self.object.target.name),
-            OWNER_UID_LABEL: self.object.uid,
+            OWNER_UID_LABEL: self.object.metadata.uid,
             MANAGED_BY.0: MANAGED_BY.1,
         })
     }
@@ -104,8 +104,8 @@ impl<'a> Owner<'a> {
 
     /// Whether the values of [`OWNER_LABEL`] and [`OWNER_UID_LABEL`] name this owner.
     fn is_mark(&self, mark: Option<&str>, uid: Option<&str>) -> bool {
-        !self.object.uid.is_empty()
-            && uid == Some(self.object.uid.as_str())
+        !self.object.metadata.uid.is_empty()
+            && uid == Some(self.object.metadata.uid.as_str())
             && mark == Some(format!("{}.{}", self.type_name, self.object.target.name).as_str())
     }
 
@@ -120,7 +120,7 @@ impl<'a> Owner<'a> {
             name: candidate.target.name.clone(),
             owner: format!(
                 "{} {} (uid {})",
-                self.type_name, self.object.target.name, self.object.uid
+                self.type_name, self.object.target.name, self.object.metadata.uid
             ),
         })
     }
@@ -257,7 +257,7 @@ impl MarkedNamespaces {
                 for ns in namespaces {
                     let mark = ns.label(OWNER_LABEL).unwrap_or_default().to_string();
                     let uid = ns.label(OWNER_UID_LABEL).unwrap_or_default().to_string();
-                    let deleting = ns.deletion_timestamp.is_some();
+                    let deleting = ns.metadata.deletion_timestamp.is_some();
                     marks.insert(ns.target.name, (mark, uid, deleting));
                 }
                 ControlFlow::Continue(())

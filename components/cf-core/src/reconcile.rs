@@ -288,7 +288,7 @@ impl Reconciler<'_> {
         let mark = format!("{type_name}.{name}");
         let marked = ns.label(ownership::OWNER_UID_LABEL).is_some()
             && ns.label(ownership::OWNER_LABEL) == Some(mark.as_str());
-        if !marked || ns.deletion_timestamp.is_some() {
+        if !marked || ns.metadata.deletion_timestamp.is_some() {
             return;
         }
         match access::locate(self.kube, t, name) {
@@ -302,7 +302,7 @@ impl Reconciler<'_> {
         }
         let options = DeleteOptions {
             propagation: Some(Propagation::Background),
-            precondition_uid: Some(ns.uid.clone()),
+            precondition_uid: Some(ns.metadata.uid.clone()),
         };
         match self
             .kube
@@ -355,10 +355,10 @@ impl Reconciler<'_> {
                 &format!("recording what blocks {key}: {e}"),
             );
         }
-        if let Some(since) = &object.deletion_timestamp {
+        if let Some(since) = &object.metadata.deletion_timestamp {
             // Released: our finalizer was the last one and is gone, so the object is too.
             let released = matches!(result, Ok(Outcome::Done))
-                && object.finalizers.iter().all(|f| f == FINALIZER);
+                && object.metadata.finalizers.iter().all(|f| f == FINALIZER);
             if !released {
                 report.deletions.push(DeletionInFlight::of(
                     &key,
@@ -423,8 +423,12 @@ fn reconcile_one(
     report: &mut Report,
 ) -> Result<Outcome, StepFailed> {
     let object = owner.object;
-    let deleting = object.deletion_timestamp.is_some();
-    let ours = object.finalizers.iter().position(|f| f == FINALIZER);
+    let deleting = object.metadata.deletion_timestamp.is_some();
+    let ours = object
+        .metadata
+        .finalizers
+        .iter()
+        .position(|f| f == FINALIZER);
     match (deleting, ours) {
         // Not deleting, no finalizer: add it, so a deletion waits for the cleanup.
         (false, None) => {
@@ -481,12 +485,12 @@ fn add_finalizer(kube: &dyn Kube, object: &Object) -> Result<(), KubeError> {
     // Guarded by the resourceVersion: if the object changed meanwhile, the next pass re-decides.
     let patch = if object.json().pointer("/metadata/finalizers").is_some() {
         json!([
-            { "op": "test", "path": "/metadata/resourceVersion", "value": object.resource_version },
+            { "op": "test", "path": "/metadata/resourceVersion", "value": object.metadata.resource_version },
             { "op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER },
         ])
     } else {
         json!([
-            { "op": "test", "path": "/metadata/resourceVersion", "value": object.resource_version },
+            { "op": "test", "path": "/metadata/resourceVersion", "value": object.metadata.resource_version },
             { "op": "add", "path": "/metadata/finalizers", "value": [FINALIZER] },
         ])
     };
@@ -522,10 +526,10 @@ fn cleanup(
         // 3. Then the namespace; a real cluster's namespace controller (or the embedded
         //    cluster) empties it, and we wait until it is gone. The uid precondition keeps the
         //    delete on the namespace whose mark was just checked.
-        if ns.deletion_timestamp.is_none() {
+        if ns.metadata.deletion_timestamp.is_none() {
             let options = DeleteOptions {
                 propagation: Some(Propagation::Background),
-                precondition_uid: Some(ns.uid.clone()),
+                precondition_uid: Some(ns.metadata.uid.clone()),
             };
             match kube.delete(&Identity::Privileged, &ns.target, &options) {
                 Ok(_) => report.deleted += 1,
@@ -578,10 +582,10 @@ fn delete_children(
         };
         for child in children {
             children_left = true;
-            if child.deletion_timestamp.is_none() {
+            if child.metadata.deletion_timestamp.is_none() {
                 let options = DeleteOptions {
                     propagation: Some(Propagation::Background),
-                    precondition_uid: Some(child.uid.clone()),
+                    precondition_uid: Some(child.metadata.uid.clone()),
                 };
                 match kube.delete(&Identity::Privileged, &child.target, &options) {
                     Ok(_) => report.deleted += 1,

@@ -115,7 +115,7 @@ fn visible_target(
         .map_err(kube_err)?
         .ok_or_else(invalid)?;
     // A role in something being deleted would be written into a namespace on its way out.
-    if object.deletion_timestamp.is_some()
+    if object.metadata.deletion_timestamp.is_some()
         || !access::visible(kube, caller, t, &object).map_err(kube_err)?
     {
         return Err(invalid());
@@ -234,7 +234,11 @@ pub fn create(ctx: &RequestContext<'_>, caller: &Identity) -> Result<Response, H
     });
     let created =
         ownership::create_once(kube, env, &Identity::Privileged, binding).map_err(kube_err)?;
-    let at = created.creation_timestamp.clone().unwrap_or_default();
+    let at = created
+        .metadata
+        .creation_timestamp
+        .clone()
+        .unwrap_or_default();
     let (org_data, space_data) = if space_role {
         (Json::Null, json!({"guid": namespace}))
     } else {

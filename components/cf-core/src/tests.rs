@@ -92,6 +92,7 @@ fn admin_delete_marks_the_org_deleting_and_the_job_is_processing() {
     assert!(
         fake.object("Org", "cf", ORG)
             .expect("still there")
+            .metadata
             .deletion_timestamp
             .is_some()
     );
@@ -112,6 +113,7 @@ fn delete_of_an_invisible_org_is_404_and_of_a_visible_but_forbidden_one_is_403()
     assert!(
         fake.object("Org", "cf", ORG)
             .expect("kept")
+            .metadata
             .deletion_timestamp
             .is_none()
     );
@@ -256,7 +258,10 @@ fn reconciler_adds_missing_finalizers_and_namespaces() {
     pass(&fake, &fake, &settings, &NoBackoff);
     pass(&fake, &fake, &settings, &NoBackoff);
     assert_eq!(
-        fake.object("Org", "cf", "bare").expect("org").finalizers,
+        fake.object("Org", "cf", "bare")
+            .expect("org")
+            .metadata
+            .finalizers,
         vec![FINALIZER.to_string()]
     );
     assert!(fake.exists("Namespace", "", "bare"));
@@ -425,7 +430,7 @@ fn a_suspended_org_takes_no_space_writes_but_from_admins() {
     let fake = FakeHost::on(&cluster);
     fake.grant("manager", "get", "Org", "cf");
     // The same org, suspended (same uid: an update, not a re-creation).
-    let uid = fake.object("Org", "cf", ORG).expect("org").uid;
+    let uid = fake.object("Org", "cf", ORG).expect("org").metadata.uid;
     fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
         "metadata": {"name": ORG, "namespace": "cf", "finalizers": [FINALIZER], "uid": uid},
         "spec": {"displayName": "o", "suspended": true}}));
@@ -952,11 +957,11 @@ fn untouched(fake: &FakeHost<'_>, name: &str) {
         .object("Namespace", "", name)
         .expect("namespace still there");
     assert!(
-        ns.deletion_timestamp.is_none(),
+        ns.metadata.deletion_timestamp.is_none(),
         "namespace {name} was deleted"
     );
     assert_eq!(
-        ns.labels,
+        ns.metadata.labels,
         vec![("team".to_string(), "payments".to_string())],
         "namespace {name} was relabelled"
     );
@@ -1083,7 +1088,7 @@ fn a_space_re_created_under_the_same_name_inherits_nothing() {
         report.failed
     );
     let ns = fake.object("Namespace", "", SPACE).expect("namespace");
-    assert!(ns.deletion_timestamp.is_none());
+    assert!(ns.metadata.deletion_timestamp.is_none());
 }
 
 /// A namespace create whose answer was lost is made again: the namespace exists afterwards,
@@ -1247,7 +1252,7 @@ fn org_managers_create_spaces_through_lethe_which_marks_their_namespaces() {
 fn a_suspended_org_check_that_cannot_be_made_refuses_the_delete() {
     let (cluster, settings) = setup();
     let fake = FakeHost::on(&cluster);
-    let uid = fake.object("Org", "cf", ORG).expect("org").uid;
+    let uid = fake.object("Org", "cf", ORG).expect("org").metadata.uid;
     fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
         "metadata": {"name": ORG, "namespace": "cf", "finalizers": [FINALIZER], "uid": uid},
         "spec": {"displayName": "o", "suspended": true}}));
@@ -1257,7 +1262,10 @@ fn a_suspended_org_check_that_cannot_be_made_refuses_the_delete() {
     let e = result.expect_err("refused while the org cannot be read");
     assert_eq!(e.status, 503, "{e:?}");
     let space = fake.object("Space", ORG, SPACE).expect("space");
-    assert!(space.deletion_timestamp.is_none(), "the space was deleted");
+    assert!(
+        space.metadata.deletion_timestamp.is_none(),
+        "the space was deleted"
+    );
 }
 
 #[test]
@@ -1368,7 +1376,7 @@ fn a_deletion_in_flight_is_processing_to_any_caller_and_reveals_no_name() {
     let fake = FakeHost::on(&cluster);
     fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
         "metadata": {"name": ORG, "namespace": "cf", "finalizers": [FINALIZER],
-                     "uid": fake.object("Org", "cf", ORG).expect("org").uid},
+                     "uid": fake.object("Org", "cf", ORG).expect("org").metadata.uid},
         "spec": {"displayName": "secret-project"}}));
     deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("admin")).expect("accepted");
     let j = job(&fake, &settings, &format!("org.delete~{ORG}"), "nobody").expect("job");
@@ -1508,7 +1516,10 @@ fn passes_on_changes_visit_only_what_changed_and_fall_back_to_a_full_pass() {
         assert!(!run(false).full);
     }
     assert_eq!(
-        fake.object("Org", "cf", "bare").expect("org").finalizers,
+        fake.object("Org", "cf", "bare")
+            .expect("org")
+            .metadata
+            .finalizers,
         vec![FINALIZER.to_string()]
     );
     assert!(fake.exists("Namespace", "", "bare"));
@@ -1591,16 +1602,17 @@ fn a_namespace_that_outlived_its_owner_is_swept() {
 
     let report = pass(&fake, &fake, &settings, &NoBackoff);
     let swept = fake.object("Namespace", "", orphan).expect("terminating");
-    assert!(swept.deletion_timestamp.is_some(), "{report:?}");
+    assert!(swept.metadata.deletion_timestamp.is_some(), "{report:?}");
     assert!(
         fake.object("Namespace", "", ORG)
             .expect("kept")
+            .metadata
             .deletion_timestamp
             .is_none(),
         "an org of that name is there: the clash is reported on it, the namespace is kept"
     );
     let theirs = fake.object("Namespace", "", "payments").expect("kept");
-    assert!(theirs.deletion_timestamp.is_none(), "not lethe's");
+    assert!(theirs.metadata.deletion_timestamp.is_none(), "not lethe's");
     fake.run_namespace_controller();
     assert!(!fake.exists("Namespace", "", orphan));
 
@@ -1627,7 +1639,7 @@ fn a_namespace_that_outlived_its_owner_is_swept() {
     let swept = fake
         .object("Namespace", "", hand_made)
         .expect("terminating");
-    assert!(swept.deletion_timestamp.is_some(), "{report:?}");
+    assert!(swept.metadata.deletion_timestamp.is_some(), "{report:?}");
 }
 
 /// A budget of 0 would stop every full pass before its first object, so it is refused at start.
@@ -1663,6 +1675,7 @@ fn a_kind_the_server_does_not_serve_has_its_namespaces_left_alone() {
     assert!(
         fake.object("Namespace", "", space)
             .expect("not swept")
+            .metadata
             .deletion_timestamp
             .is_none()
     );
@@ -1701,12 +1714,14 @@ fn a_pass_out_of_its_budget_defers_the_rest_to_a_full_pass() {
     assert!(
         fake.object("Namespace", "", orphan)
             .expect("not swept")
+            .metadata
             .deletion_timestamp
             .is_none()
     );
     assert!(
         fake.object("Org", "cf", "bare")
             .expect("org")
+            .metadata
             .finalizers
             .is_empty()
     );
@@ -1718,12 +1733,16 @@ fn a_pass_out_of_its_budget_defers_the_rest_to_a_full_pass() {
         "the pass after a cut one is full: {next:?}"
     );
     assert_eq!(
-        fake.object("Org", "cf", "bare").expect("org").finalizers,
+        fake.object("Org", "cf", "bare")
+            .expect("org")
+            .metadata
+            .finalizers,
         vec![FINALIZER.to_string()]
     );
     assert!(
         fake.object("Namespace", "", orphan)
             .expect("terminating")
+            .metadata
             .deletion_timestamp
             .is_some()
     );
@@ -1737,6 +1756,7 @@ fn a_pass_out_of_its_budget_defers_the_rest_to_a_full_pass() {
     assert!(
         fake.object("Org", "cf", "late")
             .expect("org")
+            .metadata
             .finalizers
             .is_empty()
     );
@@ -1744,7 +1764,10 @@ fn a_pass_out_of_its_budget_defers_the_rest_to_a_full_pass() {
     let next = pass_on_changes(&fake, &fake, &fake, &settings, &NoBackoff, false);
     assert!(next.full, "{next:?}");
     assert_eq!(
-        fake.object("Org", "cf", "late").expect("org").finalizers,
+        fake.object("Org", "cf", "late")
+            .expect("org")
+            .metadata
+            .finalizers,
         vec![FINALIZER.to_string()]
     );
 }

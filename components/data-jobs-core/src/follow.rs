@@ -399,9 +399,13 @@ fn settled(item: &Item, changes: &[Change]) -> bool {
         && changes.iter().all(|c| {
             let o = &c.object;
             c.change_type != ChangeType::Deleted
-                && o.deletion_timestamp.is_none()
+                && o.metadata.deletion_timestamp.is_none()
                 && o.target.name == name
-                && a.recorded(&o.uid, &o.resource_version, o.generation)
+                && a.recorded(
+                    &o.metadata.uid,
+                    &o.metadata.resource_version,
+                    o.metadata.generation,
+                )
                 && o.annotation(model::HASH_ANNOTATION) == Some(d.hash.as_str())
         })
 }

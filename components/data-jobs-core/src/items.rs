@@ -75,22 +75,27 @@ impl Live {
     /// record this very object unchanged, so a large converged LIST is not parsed.
     pub(crate) fn of(obj: Object, actual: Option<&Actual>) -> Live {
         let annotation_hash = obj.annotation(model::HASH_ANNOTATION).map(str::to_string);
-        let unchanged =
-            actual.is_some_and(|a| a.recorded(&obj.uid, &obj.resource_version, obj.generation));
+        let unchanged = actual.is_some_and(|a| {
+            a.recorded(
+                &obj.metadata.uid,
+                &obj.metadata.resource_version,
+                obj.metadata.generation,
+            )
+        });
         let live_hash = if unchanged {
             annotation_hash.clone()
         } else {
             model::live_fingerprint(&obj.text)
         };
         Live {
-            terminating: obj.deletion_timestamp.is_some(),
+            terminating: obj.metadata.deletion_timestamp.is_some(),
             name: obj.target.name,
-            uid: obj.uid,
-            resource_version: obj.resource_version,
-            generation: obj.generation,
+            uid: obj.metadata.uid,
+            resource_version: obj.metadata.resource_version,
+            generation: obj.metadata.generation,
             annotation_hash,
             live_hash,
-            finalizers: obj.finalizers,
+            finalizers: obj.metadata.finalizers,
         }
     }
 }

@@ -226,7 +226,7 @@ impl<'a> Lease<'a> {
                     Ok(obj) => Ok(Ok(Lease {
                         kube,
                         settings,
-                        resource_version: obj.resource_version,
+                        resource_version: obj.metadata.resource_version,
                         acquire_time: acquire,
                         transitions: 0,
                         renewed_at: now,
@@ -280,7 +280,7 @@ impl<'a> Lease<'a> {
             return Ok(Ok(Lease {
                 kube,
                 settings,
-                resource_version: current.resource_version.clone(),
+                resource_version: current.metadata.resource_version.clone(),
                 acquire_time: acquire,
                 transitions,
                 renewed_at: renewed,
@@ -291,13 +291,13 @@ impl<'a> Lease<'a> {
             &acquire,
             now,
             transitions,
-            Some(&current.resource_version),
+            Some(&current.metadata.resource_version),
         );
         match kube.replace(PRIVILEGED, &Self::target(settings), &body) {
             Ok(obj) => Ok(Ok(Lease {
                 kube,
                 settings,
-                resource_version: obj.resource_version,
+                resource_version: obj.metadata.resource_version,
                 acquire_time: acquire,
                 transitions,
                 renewed_at: now,
@@ -329,7 +329,7 @@ impl<'a> Lease<'a> {
             .replace(PRIVILEGED, &Self::target(self.settings), &body)
         {
             Ok(obj) => {
-                self.resource_version = obj.resource_version;
+                self.resource_version = obj.metadata.resource_version;
                 self.renewed_at = now;
                 Ok(())
             }
@@ -588,9 +588,9 @@ impl<'a> Recorded<'a> {
     fn of(obj: &'a Object) -> Self {
         Recorded {
             name: &obj.target.name,
-            uid: &obj.uid,
-            resource_version: &obj.resource_version,
-            generation: obj.generation,
+            uid: &obj.metadata.uid,
+            resource_version: &obj.metadata.resource_version,
+            generation: obj.metadata.generation,
         }
     }
 }
@@ -841,8 +841,8 @@ impl Pass<'_> {
             uid,
             d,
             name,
-            &existing.resource_version,
-            &existing.finalizers,
+            &existing.metadata.resource_version,
+            &existing.metadata.finalizers,
             report,
         )
     }

@@ -685,7 +685,7 @@ pub(crate) mod flows {
         deploy(&host, "ingest");
         tick(&host).expect("lease first");
         let name = crate::model::cronjob_name("t", "ingest");
-        let uid = kube.all("CronJob")[0].uid.clone();
+        let uid = kube.all("CronJob")[0].metadata.uid.clone();
         kube.delete(
             &Identity::Privileged,
             &ObjectRef::new("batch/v1", "CronJob", Some("data-jobs"), &name),

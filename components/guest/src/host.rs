@@ -57,7 +57,6 @@ fn to_ref(r: &ObjectRef) -> wit::ObjectRef {
 
 /// The host's object: its metadata as the host parsed it, its JSON left unparsed until read.
 fn from_object(o: wit::Object) -> Result<Object, KubeError> {
-    let m = o.metadata;
     Ok(Object {
         target: ObjectRef {
             api_version: o.target.api_version,
@@ -65,14 +64,7 @@ fn from_object(o: wit::Object) -> Result<Object, KubeError> {
             namespace: o.target.namespace,
             name: o.target.name,
         },
-        uid: m.uid,
-        resource_version: m.resource_version,
-        generation: m.generation,
-        creation_timestamp: m.creation_timestamp,
-        deletion_timestamp: m.deletion_timestamp,
-        finalizers: m.finalizers,
-        labels: m.labels,
-        annotations: m.annotations,
+        metadata: lethe_kube_model::convert_metadata!(o.metadata => crate::kube::Metadata),
         text: o.json,
         parsed: std::cell::OnceCell::new(),
     })

@@ -1,42 +1,13 @@
 //! Plain-Rust mirror of `lethe:platform/kube`, so that component logic written against the
 //! [`Kube`] trait runs natively in unit tests (with a fake) and as wasm (with the host).
+//!
+//! Identities, addresses, list options, collections and metadata are `lethe-kube-model`'s, the
+//! model the host and the wasi-adapter use too. The guest's own [`Object`] parses its JSON only
+//! when something reads it.
 
+pub use lethe_kube_model::{ChangeType, Collection, Identity, ListOptions, Metadata, ObjectRef};
 use serde_json::Value as Json;
 use std::ops::ControlFlow;
-
-/// Who a call runs as.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Identity {
-    /// The HTTP caller, by bearer token.
-    Caller(String),
-    /// The host's own identity.
-    Privileged,
-}
-
-/// The address of one object.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ObjectRef {
-    /// e.g. `cf.lethe.dev/v1alpha1`.
-    pub api_version: String,
-    /// e.g. `Org`.
-    pub kind: String,
-    /// `None` for cluster-scoped kinds.
-    pub namespace: Option<String>,
-    /// The name.
-    pub name: String,
-}
-
-impl ObjectRef {
-    /// A reference to `kind` `name` in `namespace`.
-    pub fn new(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Self {
-        ObjectRef {
-            api_version: api_version.into(),
-            kind: kind.into(),
-            namespace: namespace.map(str::to_string),
-            name: name.into(),
-        }
-    }
-}
 
 /// One object: the metadata decisions are made on, parsed, and the whole object as the JSON text
 /// it was served as, parsed only when something reads it ([`Object::json`]). A LIST of many
@@ -45,22 +16,8 @@ impl ObjectRef {
 pub struct Object {
     /// Where it lives.
     pub target: ObjectRef,
-    /// metadata.uid.
-    pub uid: String,
-    /// metadata.resourceVersion.
-    pub resource_version: String,
-    /// metadata.generation, when the kind has one (it changes only with the spec).
-    pub generation: Option<i64>,
-    /// metadata.creationTimestamp.
-    pub creation_timestamp: Option<String>,
-    /// metadata.deletionTimestamp.
-    pub deletion_timestamp: Option<String>,
-    /// metadata.finalizers.
-    pub finalizers: Vec<String>,
-    /// metadata.labels.
-    pub labels: Vec<(String, String)>,
-    /// metadata.annotations.
-    pub annotations: Vec<(String, String)>,
+    /// Its metadata, parsed.
+    pub metadata: Metadata,
     /// The whole object as JSON text, exactly as served.
     pub text: String,
     /// [`Object::text`] parsed, once something reads it.
@@ -70,16 +27,7 @@ pub struct Object {
 /// Objects are equal when they say the same, whether or not either has been parsed yet.
 impl PartialEq for Object {
     fn eq(&self, other: &Object) -> bool {
-        self.target == other.target
-            && self.uid == other.uid
-            && self.resource_version == other.resource_version
-            && self.generation == other.generation
-            && self.creation_timestamp == other.creation_timestamp
-            && self.deletion_timestamp == other.deletion_timestamp
-            && self.finalizers == other.finalizers
-            && self.labels == other.labels
-            && self.annotations == other.annotations
-            && self.text == other.text
+        self.target == other.target && self.metadata == other.metadata && self.text == other.text
     }
 }
 
@@ -97,7 +45,8 @@ impl Object {
 
     /// The value of label `key`.
     pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels
+        self.metadata
+            .labels
             .iter()
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_str())
@@ -105,24 +54,12 @@ impl Object {
 
     /// The value of annotation `key`.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        self.annotations
+        self.metadata
+            .annotations
             .iter()
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_str())
     }
-}
-
-/// Options of a list.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ListOptions {
-    /// Label selector.
-    pub label_selector: Option<String>,
-    /// Field selector.
-    pub field_selector: Option<String>,
-    /// Page size.
-    pub limit: Option<u32>,
-    /// Continue token.
-    pub continue_token: Option<String>,
 }
 
 /// One page of a list.
@@ -132,43 +69,6 @@ pub struct ObjectList {
     pub items: Vec<Object>,
     /// The next page's token.
     pub continue_token: Option<String>,
-}
-
-/// A collection whose changes a component follows: one kind, in one namespace or all, optionally
-/// only what a label selector matches.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Collection {
-    /// e.g. `v1`.
-    pub api_version: String,
-    /// e.g. `Namespace`.
-    pub kind: String,
-    /// One namespace; `None` for all (and for cluster-scoped kinds).
-    pub namespace: Option<String>,
-    /// A label selector.
-    pub label_selector: Option<String>,
-}
-
-impl Collection {
-    /// Every `kind` object in `namespace` (`None`: in all), with no selector.
-    pub fn new(api_version: &str, kind: &str, namespace: Option<&str>) -> Self {
-        Collection {
-            api_version: api_version.into(),
-            kind: kind.into(),
-            namespace: namespace.map(str::to_string),
-            label_selector: None,
-        }
-    }
-}
-
-/// What happened to an object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChangeType {
-    /// Created, or started to match.
-    Added,
-    /// Changed.
-    Modified,
-    /// Gone, or stopped matching; the object is its last state.
-    Deleted,
 }
 
 /// One change to one object.
@@ -426,41 +326,15 @@ impl<T: KubeVia> Kube for T {
 /// Builds an [`Object`] from its JSON, reading the metadata it carries.
 pub fn object_from_json(json: Json) -> Object {
     let s = |p: &str| json.pointer(p).and_then(Json::as_str).map(str::to_string);
-    let pairs = |p: &str| -> Vec<(String, String)> {
-        json.pointer(p)
-            .and_then(Json::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
     let target = ObjectRef {
         api_version: s("/apiVersion").unwrap_or_default(),
         kind: s("/kind").unwrap_or_default(),
         namespace: s("/metadata/namespace"),
         name: s("/metadata/name").unwrap_or_default(),
     };
-    let finalizers = json
-        .pointer("/metadata/finalizers")
-        .and_then(Json::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
     Object {
         target,
-        uid: s("/metadata/uid").unwrap_or_default(),
-        resource_version: s("/metadata/resourceVersion").unwrap_or_default(),
-        generation: json.pointer("/metadata/generation").and_then(Json::as_i64),
-        creation_timestamp: s("/metadata/creationTimestamp"),
-        deletion_timestamp: s("/metadata/deletionTimestamp"),
-        finalizers,
-        labels: pairs("/metadata/labels"),
-        annotations: pairs("/metadata/annotations"),
+        metadata: lethe_kube_model::parse::metadata(&json),
         text: json.to_string(),
         parsed: std::cell::OnceCell::from(json),
     }

@@ -72,19 +72,9 @@ impl From<wit::DeleteOptions> for model::DeleteOptions {
 
 impl From<model::Object> for wit::Object {
     fn from(o: model::Object) -> Self {
-        let m = o.metadata;
         wit::Object {
             target: o.target.into(),
-            metadata: wit::Metadata {
-                uid: m.uid,
-                resource_version: m.resource_version,
-                generation: m.generation,
-                creation_timestamp: m.creation_timestamp,
-                deletion_timestamp: m.deletion_timestamp,
-                finalizers: m.finalizers,
-                labels: m.labels,
-                annotations: m.annotations,
-            },
+            metadata: lethe_kube_model::convert_metadata!(o.metadata => wit::Metadata),
             json: o.json,
         }
     }

@@ -5,7 +5,7 @@ use std::fmt;
 /// Who a call runs as.
 ///
 /// `Debug` never shows the token.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub enum Identity {
     /// The caller of the current request, by their bearer token (without the `Bearer ` prefix).
     Caller(String),
@@ -23,7 +23,7 @@ impl fmt::Debug for Identity {
 }
 
 /// The address of one object.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ObjectRef {
     /// For example `v1`, `batch/v1` or `lethe.dev/v1alpha1`.
     pub api_version: String,
@@ -36,6 +36,16 @@ pub struct ObjectRef {
 }
 
 impl ObjectRef {
+    /// An address of `kind` `name` in `namespace` (`None` for cluster-scoped kinds).
+    pub fn new(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Self {
+        ObjectRef {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: namespace.map(str::to_string),
+            name: name.into(),
+        }
+    }
+
     /// An address of a namespaced object.
     pub fn namespaced(
         api_version: impl Into<String>,
@@ -87,6 +97,27 @@ pub struct Metadata {
     pub annotations: Vec<(String, String)>,
 }
 
+/// Builds a `$to` from the fields of a [`Metadata`]-shaped `$from`, moving each one. The WIT
+/// `metadata` record has the same fields, and the host, the wasi-adapter and the guest SDK each
+/// generate their own binding of it: this is the one list of those fields, for converting either
+/// way.
+#[macro_export]
+macro_rules! convert_metadata {
+    ($from:expr => $to:path) => {{
+        let m = $from;
+        $to {
+            uid: m.uid,
+            resource_version: m.resource_version,
+            generation: m.generation,
+            creation_timestamp: m.creation_timestamp,
+            deletion_timestamp: m.deletion_timestamp,
+            finalizers: m.finalizers,
+            labels: m.labels,
+            annotations: m.annotations,
+        }
+    }};
+}
+
 /// One object as the API server returned it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
@@ -125,7 +156,7 @@ pub struct ObjectList {
 }
 
 /// A collection whose changes a component follows (WIT `collection`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Collection {
     /// For example `v1`, `batch/v1`.
     pub api_version: String,
@@ -135,6 +166,18 @@ pub struct Collection {
     pub namespace: Option<String>,
     /// Only objects this label selector matches.
     pub label_selector: Option<String>,
+}
+
+impl Collection {
+    /// Every `kind` object in `namespace` (`None`: in all), with no selector.
+    pub fn new(api_version: &str, kind: &str, namespace: Option<&str>) -> Self {
+        Collection {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: namespace.map(str::to_string),
+            label_selector: None,
+        }
+    }
 }
 
 /// What happened to an object (WIT `change-type`).

@@ -309,19 +309,9 @@ fn from_ref(r: lethe_kube::ObjectRef) -> ObjectRef {
 }
 
 fn from_object(o: lethe_kube::Object) -> Object {
-    let m = o.metadata;
     Object {
         target: from_ref(o.target),
-        metadata: Metadata {
-            uid: m.uid,
-            resource_version: m.resource_version,
-            generation: m.generation,
-            creation_timestamp: m.creation_timestamp,
-            deletion_timestamp: m.deletion_timestamp,
-            finalizers: m.finalizers,
-            labels: m.labels,
-            annotations: m.annotations,
-        },
+        metadata: lethe_kube::convert_metadata!(o.metadata => Metadata),
         json: o.json,
     }
 }
