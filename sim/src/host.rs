@@ -77,8 +77,8 @@ pub mod faults {
         }
     }
 
-    /// Every later call of the kind `calls` picks fails as an unreachable cluster does, until
-    /// healed.
+    /// Every later call with the verb and kind the seed picks from `calls` fails as an
+    /// unreachable cluster does, until healed.
     pub fn fail_calls(kube: &FakeCluster, rng: &mut StdRng, calls: &Calls) -> String {
         let (verb, kind) = calls.pick(rng);
         kube.fail(verb, kind);

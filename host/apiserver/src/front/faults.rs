@@ -65,6 +65,9 @@ pub(crate) async fn lethe_endpoint(
             ))
         }
         (Method::POST, "/lethe/compact") => {
+            // Read what the client sends before answering: a server that answers first and
+            // closes the connection breaks the pipe of a client still writing (kubectl's `-f -`).
+            read_body(req).await?;
             let rv = shared.store.compact();
             Ok(respond_value(
                 200,
@@ -76,6 +79,7 @@ pub(crate) async fn lethe_endpoint(
             &serde_json::to_value(shared.requests.snapshot()).unwrap_or_default(),
         )),
         (Method::POST, "/lethe/drop-watches") => {
+            read_body(req).await?;
             shared.store.drop_watches();
             Ok(respond_value(200, &json!({"dropped": true})))
         }
