@@ -171,9 +171,8 @@ impl CfWorld<'_, '_> {
                     self.note("the namespace controller runs".into());
                 }
                 _ => {
-                    let ms = self.rng.random_range(100..30_000);
-                    self.advance(ms);
-                    self.note(format!("clock +{ms} ms"));
+                    let line = world::let_time_pass(self.kube, &mut self.rng);
+                    self.note(line);
                 }
             }
         }
@@ -182,10 +181,6 @@ impl CfWorld<'_, '_> {
 
     fn note(&mut self, line: String) {
         trace_line(&mut self.trace, self.kube.now.get(), &format!("cf: {line}"));
-    }
-
-    fn advance(&self, ms: i64) {
-        self.kube.now.set(self.kube.now.get() + ms);
     }
 
     fn client(&self) -> Client<'_, '_> {
@@ -646,7 +641,7 @@ impl CfWorld<'_, '_> {
 impl Quiescent for CfWorld<'_, '_> {
     fn settle(&mut self) -> Result<(), Failure> {
         self.kube.run_namespace_controller();
-        self.advance(700_000);
+        self.kube.advance(700_000);
         self.lethe_pass(true)
     }
 

@@ -124,9 +124,8 @@ impl World<'_, '_> {
                 65..77 => self.hostile(),
                 77..87 => self.fault(),
                 _ => {
-                    let ms = self.rng.random_range(100..30_000);
-                    self.advance(ms);
-                    self.note(format!("clock +{ms} ms"));
+                    let line = world::let_time_pass(self.kube, &mut self.rng);
+                    self.note(line);
                 }
             }
         }
@@ -135,10 +134,6 @@ impl World<'_, '_> {
 
     fn note(&mut self, line: String) {
         trace_line(&mut self.trace, self.kube.now.get(), &line);
-    }
-
-    fn advance(&self, ms: i64) {
-        self.kube.now.set(self.kube.now.get() + ms);
     }
 
     // --- lethe -----------------------------------------------------------------------------
@@ -527,7 +522,7 @@ impl World<'_, '_> {
 
 impl Quiescent for World<'_, '_> {
     fn settle(&mut self) -> Result<(), Failure> {
-        self.advance(700_000);
+        self.kube.advance(700_000);
         self.lethe_pass(true)
     }
 

@@ -3,6 +3,8 @@
 
 use lethe_guest::fake::FakeCluster;
 use lethe_guest::{Request, Response};
+use rand::Rng;
+use rand::rngs::StdRng;
 use serde_json::Value as Json;
 
 /// Why a world failed: the invariant broken, in words.
@@ -43,6 +45,13 @@ pub fn pass_outcome<T, E: std::fmt::Display>(
         }
         Err(_) => Err(format!("host-{host}'s pass panicked")),
     }
+}
+
+/// Time passes on `kube`'s clock, 0.1–30 s as the seed picks it. Its trace line.
+pub fn let_time_pass(kube: &FakeCluster, rng: &mut StdRng) -> String {
+    let ms = rng.random_range(100..30_000);
+    kube.advance(ms);
+    format!("clock +{ms} ms")
 }
 
 /// A request as a client with bearer `token` sends it.

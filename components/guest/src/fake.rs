@@ -477,6 +477,11 @@ impl FakeCluster {
         }
     }
 
+    /// Advances the clock every host on this cluster reads.
+    pub fn advance(&self, ms: i64) {
+        self.now.set(self.now.get() + ms);
+    }
+
     /// Makes every bookmark given out so far `gone`, as a watch relisted after its version
     /// expired (or a host restart) does.
     pub fn expire_watches(&self) {
