@@ -48,6 +48,18 @@ const MAX_LAG_MS: i64 = 4_000;
 /// How long job status re-reads a resource that shows no deletion (`job_reread_ms`).
 const JOB_REREAD_MS: i64 = 2_000;
 
+/// The calls the fault injector makes fail (`*`: every kind).
+const FAILING_CALLS: Calls = Calls {
+    verbs: &["create", "patch", "delete", "list", "get", "changes"],
+    kinds: &["Namespace", "Org", "Space", "*"],
+};
+
+/// The writes whose answer the fault injector loses.
+const TIMED_OUT_WRITES: Calls = Calls {
+    verbs: &["patch", "delete"],
+    kinds: &["Namespace", "Org", "Space"],
+};
+
 /// Runs the CF world of `seed` for `steps` steps, then lets it quiesce: its trace, and the first
 /// invariant found broken.
 pub(crate) fn play(seed: u64, steps: usize) -> (Vec<String>, Option<Failure>) {
@@ -196,11 +208,9 @@ impl CfWorld<'_, '_> {
     /// (and the hostile user's finalizers) act between its calls. Then the invariants that
     /// compare the cluster before and after it.
     fn lethe_pass(&mut self, full: bool) -> Result<(), Failure> {
-        let index = self.rng.random_range(0..self.hosts.len());
+        let (index, crash_after) = world::pick_pass(&mut self.rng, self.hosts.len(), full, 60);
         let hosts = self.hosts;
         let host = &hosts[index];
-        let crash_after =
-            (!full && self.rng.random_ratio(1, 8)).then(|| self.rng.random_range(0..60));
         let before = self.objects();
         let namespaces_before = self.namespaces();
         let interleave = RefCell::new(StdRng::seed_from_u64(self.rng.random()));
@@ -402,14 +412,10 @@ impl CfWorld<'_, '_> {
     }
 
     fn poll(&mut self) -> Result<(), Failure> {
-        if self.deletions.is_empty() {
-            return Ok(());
+        match world::pick_outstanding(&mut self.rng, &self.deletions) {
+            Some(path) => self.poll_one(&path),
+            None => Ok(()),
         }
-        let index = self.rng.random_range(0..self.deletions.len());
-        let Some(path) = self.deletions.keys().nth(index).cloned() else {
-            return Ok(());
-        };
-        self.poll_one(&path)
     }
 
     /// A deletion job is COMPLETE only once its org or space is gone. (The namespace lethe made
@@ -575,24 +581,10 @@ impl CfWorld<'_, '_> {
     fn fault(&mut self) {
         let (kube, rng) = (self.kube, &mut self.rng);
         let line = match rng.random_range(0..100) {
-            0..20 => faults::fail_calls(
-                kube,
-                rng,
-                &Calls {
-                    verbs: &["create", "patch", "delete", "list", "get", "changes"],
-                    kinds: &["Namespace", "Org", "Space", "*"],
-                },
-            ),
+            0..20 => faults::fail_calls(kube, rng, &FAILING_CALLS),
             20..36 => faults::heal(kube),
             36..44 => self.throttle.storm(rng),
-            44..52 => faults::time_out_a_write(
-                kube,
-                rng,
-                &Calls {
-                    verbs: &["patch", "delete"],
-                    kinds: &["Namespace", "Org", "Space"],
-                },
-            ),
+            44..52 => faults::time_out_a_write(kube, rng, &TIMED_OUT_WRITES),
             52..60 => faults::lose_a_create(kube, rng, &["Namespace", "Org"]),
             60..72 => faults::expire_watches(kube),
             _ => {
@@ -862,12 +854,14 @@ impl Client<'_, '_> {
         body: Option<Json>,
     ) -> (u16, Json, Option<String>) {
         let req = world::request(method, path, token, body);
-        let kube = self.kube.lagging();
-        let r = if path.starts_with("/v3/jobs/") {
-            cf_core::jobs::handle(&kube, self.api, &req)
-        } else {
-            cf_core::api::handle(&kube, self.api, &req)
-        };
+        let kube = self.kube;
+        let r = kube.read_late(|| {
+            if path.starts_with("/v3/jobs/") {
+                cf_core::jobs::handle(kube, self.api, &req)
+            } else {
+                cf_core::api::handle(kube, self.api, &req)
+            }
+        });
         world::answer(&r)
     }
 

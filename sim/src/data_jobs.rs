@@ -34,6 +34,18 @@ const CLIENT: &str = "t";
 const JOB_NAMES: [&str; 3] = ["alpha", "beta", "gamma"];
 const FOREIGN_FINALIZER: &str = "example.com/keep";
 
+/// The calls the fault injector makes fail (`*`: every kind).
+const FAILING_CALLS: Calls = Calls {
+    verbs: &["create", "replace", "delete", "patch", "list", "get"],
+    kinds: &["CronJob", "Lease", "*"],
+};
+
+/// The writes whose answer the fault injector loses.
+const TIMED_OUT_WRITES: Calls = Calls {
+    verbs: &["replace", "delete", "patch"],
+    kinds: &["CronJob", "Lease"],
+};
+
 /// Runs the data-jobs world of `seed` for `steps` steps, then lets it quiesce: its trace, and the
 /// first invariant found broken.
 pub(crate) fn play(seed: u64, steps: usize) -> (Vec<String>, Option<Failure>) {
@@ -141,11 +153,9 @@ impl World<'_, '_> {
     /// One pass by a host the seed picks (`full` forces a full pass), which may crash; then the
     /// invariants that compare the cluster before and after it.
     fn lethe_pass(&mut self, full: bool) -> Result<(), Failure> {
-        let index = self.rng.random_range(0..self.hosts.len());
+        let (index, crash_after) = world::pick_pass(&mut self.rng, self.hosts.len(), full, 40);
         let hosts = self.hosts;
         let host = &hosts[index];
-        let crash_after =
-            (!full && self.rng.random_ratio(1, 8)).then(|| self.rng.random_range(0..40));
         let lease = self.lease();
         let before = self.cronjobs();
         let desired_before = self.desired();
@@ -340,14 +350,10 @@ impl World<'_, '_> {
     /// Polls one outstanding deletion job. Invariant 3: COMPLETE only once no CronJob of the
     /// job is left.
     fn poll(&mut self) -> Result<(), Failure> {
-        if self.deletions.is_empty() {
-            return Ok(());
+        match world::pick_outstanding(&mut self.rng, &self.deletions) {
+            Some(path) => self.poll_one(&path),
+            None => Ok(()),
         }
-        let index = self.rng.random_range(0..self.deletions.len());
-        let Some(path) = self.deletions.keys().nth(index).cloned() else {
-            return Ok(());
-        };
-        self.poll_one(&path)
     }
 
     // --- the hostile user ------------------------------------------------------------------
@@ -463,24 +469,10 @@ impl World<'_, '_> {
     fn fault(&mut self) {
         let (kube, rng) = (self.kube, &mut self.rng);
         let line = match rng.random_range(0..100) {
-            0..25 => faults::fail_calls(
-                kube,
-                rng,
-                &Calls {
-                    verbs: &["create", "replace", "delete", "patch", "list", "get"],
-                    kinds: &["CronJob", "Lease", "*"],
-                },
-            ),
+            0..25 => faults::fail_calls(kube, rng, &FAILING_CALLS),
             25..45 => faults::heal(kube),
             45..53 => self.throttle.storm(rng),
-            53..60 => faults::time_out_a_write(
-                kube,
-                rng,
-                &Calls {
-                    verbs: &["replace", "delete", "patch"],
-                    kinds: &["CronJob", "Lease"],
-                },
-            ),
+            53..60 => faults::time_out_a_write(kube, rng, &TIMED_OUT_WRITES),
             60..70 => faults::lose_a_create(kube, rng, &["CronJob"]),
             70..85 => faults::expire_watches(kube),
             _ => {

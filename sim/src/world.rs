@@ -6,6 +6,7 @@ use lethe_guest::{Request, Response};
 use rand::Rng;
 use rand::rngs::StdRng;
 use serde_json::Value as Json;
+use std::collections::BTreeMap;
 
 /// Why a world failed: the invariant broken, in words.
 pub type Failure = String;
@@ -52,6 +53,29 @@ pub fn let_time_pass(kube: &FakeCluster, rng: &mut StdRng) -> String {
     let ms = rng.random_range(100..30_000);
     kube.advance(ms);
     format!("clock +{ms} ms")
+}
+
+/// The key of one of `outstanding`'s entries, as the seed picks it; nothing is drawn when there
+/// are none. A client polls the deletion job at the path it picks.
+pub fn pick_outstanding<V>(rng: &mut StdRng, outstanding: &BTreeMap<String, V>) -> Option<String> {
+    if outstanding.is_empty() {
+        return None;
+    }
+    let index = rng.random_range(0..outstanding.len());
+    outstanding.keys().nth(index).cloned()
+}
+
+/// Which of `hosts` hosts runs the next pass, and after how many capability calls it crashes: a
+/// full pass never does; any other one pass in 8 does, after up to `max_calls` calls.
+pub fn pick_pass(
+    rng: &mut StdRng,
+    hosts: usize,
+    full: bool,
+    max_calls: u32,
+) -> (usize, Option<u32>) {
+    let host = rng.random_range(0..hosts);
+    let crash_after = (!full && rng.random_ratio(1, 8)).then(|| rng.random_range(0..max_calls));
+    (host, crash_after)
 }
 
 /// A request as a client with bearer `token` sends it.

@@ -253,7 +253,7 @@ fn parse_query(req: &Request, kind: ResourceKind) -> Result<Query, HttpError> {
         return Err(HttpError::bad_query(format!(
             "The query parameter is invalid: Unknown query parameter(s): {}. Valid parameters are: {}",
             quote(&unknown),
-            quote(allowed)
+            quote(&allowed)
         )));
     }
     let values = |name: &str| -> Vec<&str> {

@@ -16,6 +16,17 @@ pub enum ResourceKind {
     Space,
 }
 
+/// The list parameters every Cloud Controller list message takes, first in its errors' order.
+const LIST_PARAMETERS: [&str; 7] = [
+    "page",
+    "per_page",
+    "order_by",
+    "created_ats",
+    "updated_ats",
+    "guids",
+    "names",
+];
+
 impl ResourceKind {
     /// Both kinds.
     pub const ALL: [ResourceKind; 2] = [ResourceKind::Org, ResourceKind::Space];
@@ -50,32 +61,12 @@ impl ResourceKind {
     }
 
     /// The parameters Cloud Controller's list message takes, in the order its errors list them.
-    pub fn list_parameters(self) -> &'static [&'static str] {
-        match self {
-            ResourceKind::Org => &[
-                "page",
-                "per_page",
-                "order_by",
-                "created_ats",
-                "updated_ats",
-                "guids",
-                "names",
-                "isolation_segment_guid",
-                "label_selector",
-            ],
-            ResourceKind::Space => &[
-                "page",
-                "per_page",
-                "order_by",
-                "created_ats",
-                "updated_ats",
-                "guids",
-                "names",
-                "organization_guids",
-                "include",
-                "label_selector",
-            ],
-        }
+    pub fn list_parameters(self) -> Vec<&'static str> {
+        let own: &[&str] = match self {
+            ResourceKind::Org => &["isolation_segment_guid", "label_selector"],
+            ResourceKind::Space => &["organization_guids", "include", "label_selector"],
+        };
+        LIST_PARAMETERS.iter().chain(own).copied().collect()
     }
 
     /// The fields a create takes.

@@ -111,6 +111,39 @@ pub struct DeletionInFlight {
     pub blocked_by: Option<String>,
 }
 
+/// What the host hears of a pass.
+impl From<Report> for lethe_guest::reconciler::PassReport {
+    fn from(r: Report) -> Self {
+        use lethe_guest::reconciler::{self as pass, ItemFailure, PassReport};
+        PassReport {
+            examined: r.examined,
+            created: r.created,
+            updated: r.updated,
+            deleted: r.deleted,
+            failed: r
+                .failed
+                .into_iter()
+                .map(|(item, reason)| ItemFailure {
+                    item,
+                    reason,
+                    parked: false,
+                })
+                .collect(),
+            duration_ms: r.duration_ms,
+            deletions: r
+                .deletions
+                .into_iter()
+                .map(|d| pass::DeletionInFlight {
+                    item: d.item,
+                    state: d.state.as_str().to_string(),
+                    age_ms: d.age_ms,
+                })
+                .collect(),
+            leader_elsewhere: None,
+        }
+    }
+}
+
 /// How reconciling one object ended.
 enum Outcome {
     /// Nothing is left to do for it now.

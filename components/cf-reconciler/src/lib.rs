@@ -29,7 +29,7 @@ mod wasm {
         },
     });
 
-    use exports::lethe::platform::reconciler::{self, ItemFailure};
+    use exports::lethe::platform::reconciler;
 
     /// One pass: on the changes since the last one, unless `full` asks to list everything.
     fn run_pass(full: bool) -> Result<Report, String> {
@@ -74,33 +74,10 @@ mod wasm {
 
     impl reconciler::Guest for CfReconciler {
         fn reconcile() -> Result<reconciler::Report, String> {
-            let r = run_pass(false)?;
-            Ok(reconciler::Report {
-                examined: r.examined,
-                created: r.created,
-                updated: r.updated,
-                deleted: r.deleted,
-                failed: r
-                    .failed
-                    .into_iter()
-                    .map(|(item, reason)| ItemFailure {
-                        item,
-                        reason,
-                        parked: false,
-                    })
-                    .collect(),
-                duration_ms: r.duration_ms,
-                deletions: r
-                    .deletions
-                    .into_iter()
-                    .map(|d| reconciler::DeletionInFlight {
-                        item: d.item,
-                        state: d.state.as_str().to_string(),
-                        age_ms: d.age_ms,
-                    })
-                    .collect(),
-                leader_elsewhere: None,
-            })
+            Ok(lethe_guest::wit_report!(
+                reconciler,
+                run_pass(false)?.into()
+            ))
         }
     }
 

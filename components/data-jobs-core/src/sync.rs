@@ -57,23 +57,13 @@ use crate::items::{Desired, Item, World};
 use crate::model::{self, CronJobParams};
 use crate::{Host, Identity, Kube, KubeError, Level, Object, ObjectRef, Settings, Value, time};
 use lethe_guest::kube::{DeleteOptions, KubeVia, Propagation};
+use lethe_guest::reconciler::{ItemFailure, PassReport};
 
 /// The identity every call of the pass is made with: the host's own (SECURITY.md P5–P7).
 const PRIVILEGED: &Identity = &Identity::Privileged;
 
 /// The Lease's name.
 pub const LEASE_NAME: &str = "data-jobs-sync";
-
-/// One item that failed in a pass.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Failure {
-    /// `team/job` (or the CronJob's name for an orphan).
-    pub item: String,
-    /// Why.
-    pub reason: String,
-    /// Parked until the desired spec changes (a 422), rather than retried with backoff.
-    pub parked: bool,
-}
 
 /// What a pass did.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
@@ -101,8 +91,9 @@ pub struct Report {
     pub parked: u32,
     /// Items left for the next pass because the pass reached `max_changes_per_pass`.
     pub deferred: u32,
-    /// Items that failed.
-    pub failed: Vec<Failure>,
+    /// Items that failed: `team/job` (or the CronJob's name for an orphan), why, and whether it
+    /// is parked until the desired spec changes (a 422) rather than retried with backoff.
+    pub failed: Vec<ItemFailure>,
     /// Kubernetes requests made (Lease included).
     pub kube_requests: u32,
     /// Milliseconds spent reading the desired, actual and backoff rows.
@@ -126,6 +117,25 @@ pub enum Tick {
     },
     /// This host holds the Lease and ran a pass.
     Ran(Report),
+}
+
+/// What the host hears of a tick: the pass's counts, or the Lease holder that ran none.
+impl From<Tick> for PassReport {
+    fn from(tick: Tick) -> Self {
+        match tick {
+            Tick::NotLeader { holder } => PassReport::not_leader(holder),
+            Tick::Ran(r) => PassReport {
+                examined: r.examined,
+                created: r.created,
+                updated: r.updated,
+                deleted: r.deleted,
+                failed: r.failed,
+                duration_ms: r.duration_ms,
+                deletions: Vec::new(),
+                leader_elsewhere: None,
+            },
+        }
+    }
 }
 
 /// Counts the calls made through it.
@@ -650,7 +660,7 @@ fn act(
         match p.delete_cronjob(&o.name, &o.uid) {
             Ok(true) => report.deleted += 1,
             Ok(false) => {}
-            Err(e) => report.failed.push(Failure {
+            Err(e) => report.failed.push(ItemFailure {
                 item: format!("cronjob {}", o.name),
                 reason: e.to_string(),
                 parked: false,
@@ -970,7 +980,7 @@ impl Pass<'_> {
             Ok(_) => Step::Done,
             Err(e) => {
                 // The CronJob is right; the next pass adopts it and writes the row.
-                report.failed.push(Failure {
+                report.failed.push(ItemFailure {
                     item: format!("{}/{}", d.team, d.job_name),
                     reason: format!("recording the actual deployment failed: {e}"),
                     parked: false,
@@ -1055,7 +1065,7 @@ impl Pass<'_> {
             jitter,
         );
         let reason = e.to_string();
-        report.failed.push(Failure {
+        report.failed.push(ItemFailure {
             item: item.label(uid),
             reason: reason.clone(),
             parked: parked_hash.is_some(),

@@ -30,42 +30,10 @@ impl wasip2::exports::http::incoming_handler::Guest for DataJobs {
     }
 }
 
-fn to_report(r: data_jobs_core::sync::Report) -> reconciler::Report {
-    reconciler::Report {
-        examined: r.examined,
-        created: r.created,
-        updated: r.updated,
-        deleted: r.deleted,
-        failed: r
-            .failed
-            .into_iter()
-            .map(|f| reconciler::ItemFailure {
-                item: f.item,
-                reason: f.reason,
-                parked: f.parked,
-            })
-            .collect(),
-        duration_ms: r.duration_ms,
-        deletions: Vec::new(),
-        leader_elsewhere: None,
-    }
-}
-
 impl reconciler::Guest for DataJobs {
     fn reconcile() -> Result<reconciler::Report, String> {
-        match data_jobs_core::sync::tick(&Host::default())? {
-            data_jobs_core::sync::Tick::Ran(report) => Ok(to_report(report)),
-            data_jobs_core::sync::Tick::NotLeader { holder } => Ok(reconciler::Report {
-                examined: 0,
-                created: 0,
-                updated: 0,
-                deleted: 0,
-                failed: Vec::new(),
-                duration_ms: 0,
-                deletions: Vec::new(),
-                leader_elsewhere: Some(holder),
-            }),
-        }
+        let tick = data_jobs_core::sync::tick(&Host::default())?;
+        Ok(lethe_guest::wit_report!(reconciler, tick.into()))
     }
 }
 

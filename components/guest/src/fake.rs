@@ -177,8 +177,11 @@ pub struct FakeCluster {
     /// Bookmarks are `fake<epoch>.<index into the writes>`; expiring the watches starts a new
     /// epoch.
     watch_epoch: Cell<u64>,
-    /// How far behind the writes the reads of a [`Lagging`] view are, in milliseconds.
+    /// How far behind the writes the reads made in [`FakeCluster::read_late`] are, in
+    /// milliseconds.
     pub read_lag_ms: Cell<i64>,
+    /// Whether gets and lists are answered [`FakeCluster::read_late`] now.
+    reading_late: Cell<bool>,
     /// Whether a create into a namespace that does not exist is 404, as Kubernetes answers it
     /// (off by default: most tests do not bother making namespaces).
     pub namespaces_must_exist: Cell<bool>,
@@ -216,6 +219,7 @@ impl FakeCluster {
             admission: RefCell::new(None),
             watch_epoch: Cell::new(1),
             read_lag_ms: Cell::new(0),
+            reading_late: Cell::new(false),
             namespaces_must_exist: Cell::new(false),
         };
         cluster.grant("admin", "*", "*", "*");
@@ -275,6 +279,31 @@ impl FakeCluster {
         self.hidden_once
             .borrow_mut()
             .push((kind.into(), name.into()));
+    }
+
+    /// Runs `reads` with this cluster's gets and lists answered as a reader [`read_lag_ms`]
+    /// behind the writes sees them: a read path served from a cache that has not caught up, as
+    /// the deletion seed's first poll met (the deletionTimestamp not visible yet). Those reads
+    /// show what changed late and what is gone still there, but never hide an object that
+    /// exists; writes and watches are the cluster's as ever.
+    ///
+    /// [`read_lag_ms`]: FakeCluster::read_lag_ms
+    pub fn read_late<T>(&self, reads: impl FnOnce() -> T) -> T {
+        /// Ends the scope even when `reads` unwinds (a simulated crash).
+        struct Restore<'c>(&'c Cell<bool>, bool);
+        impl Drop for Restore<'_> {
+            fn drop(&mut self) {
+                self.0.set(self.1);
+            }
+        }
+        let _restore = Restore(&self.reading_late, self.reading_late.replace(true));
+        reads()
+    }
+
+    /// How far behind the writes this read is: `None` when it sees them all.
+    fn lag_of_this_read(&self) -> Option<i64> {
+        let lag = self.read_lag_ms.get();
+        (self.reading_late.get() && lag != 0).then_some(lag)
     }
 
     /// Runs `check` on every create, as a kind's server-side validation would.
@@ -614,104 +643,6 @@ fn selects(selector: &str, labels: &Json) -> bool {
         })
 }
 
-/// The cluster as a reader that lags behind the writes sees it ([`FakeCluster::read_lag_ms`]): a
-/// read path served from a cache that has not caught up, as the deletion seed's first poll met
-/// (the deletionTimestamp not visible yet). Its reads show what changed late and what is gone
-/// still there, but never hide an object that exists; its writes and watches are the cluster's.
-pub struct Lagging<'a>(pub &'a FakeCluster);
-
-impl FakeCluster {
-    /// This cluster, read with its [`FakeCluster::read_lag_ms`].
-    pub fn lagging(&self) -> Lagging<'_> {
-        Lagging(self)
-    }
-}
-
-impl Kube for Lagging<'_> {
-    fn authenticate(&self, id: &Identity) -> Result<(), KubeError> {
-        self.0.authenticate(id)
-    }
-
-    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError> {
-        match self.0.read_lag_ms.get() {
-            0 => self.0.get(id, target),
-            lag => {
-                self.0
-                    .check(id, "get", &target.kind, target.namespace.as_deref())?;
-                self.0
-                    .objects
-                    .lagging_one(&key_ref(target), lag)
-                    .map(object_from_json)
-                    .ok_or_else(|| KubeError::NotFound(target.name.clone()))
-            }
-        }
-    }
-
-    fn list(
-        &self,
-        id: &Identity,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        options: &ListOptions,
-    ) -> Result<ObjectList, KubeError> {
-        match self.0.read_lag_ms.get() {
-            0 => self.0.list(id, api_version, kind, namespace, options),
-            lag => {
-                self.0.check(id, "list", kind, namespace)?;
-                Ok(list_in(
-                    &self.0.objects.lagging(kind, lag),
-                    kind,
-                    namespace,
-                    options,
-                ))
-            }
-        }
-    }
-
-    fn create(&self, id: &Identity, object: &Json) -> Result<Object, KubeError> {
-        self.0.create(id, object)
-    }
-
-    fn patch(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        kind: PatchKind,
-        patch: &Json,
-    ) -> Result<Object, KubeError> {
-        self.0.patch(id, target, kind, patch)
-    }
-
-    fn replace(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        object: &Json,
-    ) -> Result<Object, KubeError> {
-        self.0.replace(id, target, object)
-    }
-
-    fn delete(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        options: &DeleteOptions,
-    ) -> Result<DeleteOutcome, KubeError> {
-        self.0.delete(id, target, options)
-    }
-
-    fn changes(
-        &self,
-        id: &Identity,
-        collection: &Collection,
-        since: Option<&str>,
-        max: u32,
-    ) -> Result<ChangeBatch, KubeError> {
-        self.0.changes(id, collection, since, max)
-    }
-}
-
 /// `target` in `objects`, or 404.
 fn get_in(objects: &BTreeMap<Key, Json>, target: &ObjectRef) -> Result<Object, KubeError> {
     objects
@@ -774,6 +705,13 @@ impl Kube for FakeCluster {
 
     fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError> {
         self.check(id, "get", &target.kind, target.namespace.as_deref())?;
+        if let Some(lag) = self.lag_of_this_read() {
+            return self
+                .objects
+                .lagging_one(&key_ref(target), lag)
+                .map(object_from_json)
+                .ok_or_else(|| KubeError::NotFound(target.name.clone()));
+        }
         let hidden = (target.kind.clone(), target.name.clone());
         let mut hidden_once = self.hidden_once.borrow_mut();
         if let Some(i) = hidden_once.iter().position(|h| *h == hidden) {
@@ -794,7 +732,15 @@ impl Kube for FakeCluster {
         options: &ListOptions,
     ) -> Result<ObjectList, KubeError> {
         self.check(id, "list", kind, namespace)?;
-        Ok(list_in(&self.objects.borrow(), kind, namespace, options))
+        match self.lag_of_this_read() {
+            Some(lag) => Ok(list_in(
+                &self.objects.lagging(kind, lag),
+                kind,
+                namespace,
+                options,
+            )),
+            None => Ok(list_in(&self.objects.borrow(), kind, namespace, options)),
+        }
     }
 
     fn create(&self, id: &Identity, object: &Json) -> Result<Object, KubeError> {
@@ -1486,40 +1432,46 @@ mod tests {
             o["metadata"]["labels"]["v"] = json!("2")
         });
         cluster.read_lag_ms.set(5_000);
-        let lagging = cluster.lagging();
-        let seen = lagging.get(&id, &target).expect("seen");
+        let now = cluster.get(&id, &target).expect("current");
         assert_eq!(
-            seen.json()["metadata"]["labels"]["v"],
-            "1",
-            "the edit is not seen yet"
+            now.json()["metadata"]["labels"]["v"],
+            "2",
+            "outside read_late, reads see every write"
         );
+        cluster.read_late(|| {
+            let seen = cluster.get(&id, &target).expect("seen");
+            assert_eq!(
+                seen.json()["metadata"]["labels"]["v"],
+                "1",
+                "the edit is not seen yet"
+            );
 
-        // A create is seen at once, as it was created.
-        cluster.put(cm("a", "new", json!({"v": "1"})));
-        let listed = lagging
-            .list(&id, "v1", "ConfigMap", Some("a"), &ListOptions::default())
-            .expect("list");
-        assert_eq!(listed.items.len(), 2);
-
-        // A deletion is not seen until the lag has passed.
-        cluster
-            .delete(&id, &target, &DeleteOptions::default())
-            .expect("delete");
-        assert!(lagging.get(&id, &target).is_ok(), "still seen");
-        cluster.now.set(cluster.now.get() + 5_001);
-        assert!(matches!(
-            lagging.get(&id, &target),
-            Err(KubeError::NotFound(_))
-        ));
-        assert_eq!(
-            cluster
-                .lagging()
+            // A create is seen at once, as it was created.
+            cluster.put(cm("a", "new", json!({"v": "1"})));
+            let listed = cluster
                 .list(&id, "v1", "ConfigMap", Some("a"), &ListOptions::default())
-                .expect("list")
-                .items
-                .len(),
-            1
-        );
+                .expect("list");
+            assert_eq!(listed.items.len(), 2);
+
+            // A deletion is not seen until the lag has passed.
+            cluster
+                .delete(&id, &target, &DeleteOptions::default())
+                .expect("delete");
+            assert!(cluster.get(&id, &target).is_ok(), "still seen");
+            cluster.now.set(cluster.now.get() + 5_001);
+            assert!(matches!(
+                cluster.get(&id, &target),
+                Err(KubeError::NotFound(_))
+            ));
+            assert_eq!(
+                cluster
+                    .list(&id, "v1", "ConfigMap", Some("a"), &ListOptions::default())
+                    .expect("list")
+                    .items
+                    .len(),
+                1
+            );
+        });
     }
 
     #[test]

@@ -330,24 +330,34 @@ fn prune_nulls(
     });
 }
 
-/// The fields of `ObjectMeta`; a custom resource's metadata keeps only these.
-const OBJECT_META_FIELDS: [&str; 15] = [
+/// The fields of `ObjectMeta` that name the object or that the server keeps: no field manager
+/// owns them, so they are stripped from every managed field set.
+pub(crate) const UNOWNED_META_FIELDS: [&str; 10] = [
     "name",
-    "generateName",
     "namespace",
-    "selfLink",
     "uid",
     "resourceVersion",
     "generation",
     "creationTimestamp",
     "deletionTimestamp",
     "deletionGracePeriodSeconds",
+    "managedFields",
+    "selfLink",
+];
+
+/// The other fields of `ObjectMeta`, which clients set and field managers own.
+const OWNED_META_FIELDS: [&str; 5] = [
+    "generateName",
     "labels",
     "annotations",
     "ownerReferences",
     "finalizers",
-    "managedFields",
 ];
+
+/// Whether `field` is one of `ObjectMeta`'s; a custom resource's metadata keeps only those.
+fn is_object_meta_field(field: &str) -> bool {
+    UNOWNED_META_FIELDS.contains(&field) || OWNED_META_FIELDS.contains(&field)
+}
 
 /// Prunes, defaults and validates a custom resource against its version's schema. The
 /// top-level `apiVersion`, `kind` and `metadata` are left alone. Returns the validation causes
@@ -413,7 +423,7 @@ pub fn apply(schema: &Value, obj: &mut Value) -> (Vec<Cause>, Vec<String>) {
     };
     if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.retain(|k, _| {
-            let known = OBJECT_META_FIELDS.contains(&k.as_str());
+            let known = is_object_meta_field(k);
             if !known {
                 pruned.push(format!("metadata.{k}"));
             }

@@ -532,19 +532,7 @@ mod tests {
                 timeout: Duration::from_secs(5),
                 memory_bytes: 16 << 20,
             },
-            env: Arc::new(CapabilityEnv {
-                component_id: Arc::from("misbehave"),
-                grants: Default::default(),
-                config: BTreeMap::new(),
-                database: None,
-                cluster: None,
-                progress: None,
-                metrics: Default::default(),
-                kube_rate_limit: Arc::new(
-                    lethe_kube::RateLimit::new(Default::default()).expect("the defaults"),
-                ),
-                wake: Default::default(),
-            }),
+            env: Arc::new(CapabilityEnv::bare("misbehave", Default::default())),
         }
     }
 

@@ -2,22 +2,9 @@
 //! an object differ in.
 
 use crate::managed::schema::{FieldPath, KindSchema, list_elements};
+use crate::schema::UNOWNED_META_FIELDS;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
-
-/// Fields the server strips from every field set.
-pub(super) const STRIPPED_META: &[&str] = &[
-    "name",
-    "namespace",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "managedFields",
-    "selfLink",
-];
 
 /// Every leaf under `v` at `prefix`; `with_parents` also adds every map and list item on the way
 /// (what a whole new subtree makes its writer own).
@@ -73,7 +60,7 @@ pub(super) fn ownable(obj: &Value, scope: Scope) -> Vec<(FieldPath, &Value)> {
         }
         if k == "metadata" {
             for (mk, mv) in v.as_object().into_iter().flatten() {
-                if !STRIPPED_META.contains(&mk.as_str()) {
+                if !UNOWNED_META_FIELDS.contains(&mk.as_str()) {
                     out.push((vec![format!("f:{k}"), format!("f:{mk}")], mv));
                 }
             }

@@ -340,8 +340,6 @@ fn from_error(e: lethe_kube::KubeError) -> Error {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-    use std::sync::Arc;
 
     use wasmtime::component::ResourceTable;
 
@@ -350,23 +348,14 @@ mod tests {
     use crate::manifest::{Capability, Grants};
 
     fn env(identities: Vec<KubeIdentityGrant>) -> CapabilityEnv {
-        CapabilityEnv {
-            component_id: Arc::from("probe"),
-            grants: Grants {
+        CapabilityEnv::bare(
+            "probe",
+            Grants {
                 capabilities: vec![Capability::Kube],
                 kube_identities: identities,
                 ..Grants::default()
             },
-            config: BTreeMap::new(),
-            database: None,
-            cluster: None,
-            progress: None,
-            metrics: Default::default(),
-            kube_rate_limit: Arc::new(
-                lethe_kube::RateLimit::new(Default::default()).expect("the defaults"),
-            ),
-            wake: Default::default(),
-        }
+        )
     }
 
     async fn open(env: &CapabilityEnv, identity: Identity) -> Result<(), Error> {

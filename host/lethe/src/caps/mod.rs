@@ -56,6 +56,27 @@ pub struct CapabilityEnv {
     pub wake: Arc<tokio::sync::Notify>,
 }
 
+#[cfg(test)]
+impl CapabilityEnv {
+    /// A component `component_id` granted `grants`, with no configuration, database, cluster or
+    /// watcher, and the default rate limit: what a test of one capability starts from.
+    pub(crate) fn bare(component_id: &str, grants: Grants) -> Self {
+        CapabilityEnv {
+            component_id: Arc::from(component_id),
+            grants,
+            config: BTreeMap::new(),
+            database: None,
+            cluster: None,
+            progress: None,
+            metrics: Default::default(),
+            kube_rate_limit: Arc::new(
+                lethe_kube::RateLimit::new(Default::default()).expect("the default rate limit"),
+            ),
+            wake: Default::default(),
+        }
+    }
+}
+
 /// The latest `log.progress` report of a component: `done` of `total`.
 #[derive(Debug, Default)]
 pub struct Progress {
