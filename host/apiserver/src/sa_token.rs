@@ -9,13 +9,28 @@ use base64::Engine;
 use ring::rand::SystemRandom;
 use ring::signature::{self, EcdsaKeyPair, KeyPair};
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// kubeadm's `--service-account-issuer`, which is also the API server's default audience.
 pub const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 /// Clock skew allowed on `exp` and `nbf`, as go-jose's default leeway that the real
 /// validator uses.
 const LEEWAY_SECONDS: i64 = 60;
+
+/// How long a token whose signature held is not verified again: kube-apiserver keeps a
+/// successful token authentication for 10 s (`TokenSuccessCacheTTL`). Only the signature check
+/// is skipped here; lifetime, audience and the ServiceAccount and bound objects still existing
+/// are checked on every request, so a revoked token stops working at once.
+const VERIFIED_FOR: Duration = Duration::from_secs(10);
+/// Most tokens remembered as verified; past it, the expired ones are forgotten (all, when every
+/// one is still fresh).
+const MAX_VERIFIED: usize = 4096;
+
+/// Verified claims by the SHA-256 of their token, with when the signature was checked.
+type Verified = HashMap<[u8; 32], (Arc<Value>, Instant)>;
 
 /// The DER prefix of a P-256 SubjectPublicKeyInfo, before the 65-byte uncompressed point.
 const P256_SPKI_PREFIX: [u8; 26] = [
@@ -46,6 +61,9 @@ pub struct Signer {
     /// As the real server derives it: base64url(SHA-256(SubjectPublicKeyInfo DER)).
     kid: String,
     rng: SystemRandom,
+    /// The claims of tokens whose signature held, by the SHA-256 of the token, and when it was
+    /// checked (see [`VERIFIED_FOR`]).
+    verified: parking_lot::Mutex<Verified>,
 }
 
 impl Signer {
@@ -70,7 +88,12 @@ impl Signer {
         let mut spki = P256_SPKI_PREFIX.to_vec();
         spki.extend_from_slice(key.public_key().as_ref());
         let kid = b64(ring::digest::digest(&ring::digest::SHA256, &spki).as_ref());
-        Ok(Signer { key, kid, rng })
+        Ok(Signer {
+            key,
+            kid,
+            rng,
+            verified: Default::default(),
+        })
     }
 
     /// The public key as a JSON Web Key, as `/openid/v1/jwks` publishes it.
@@ -104,8 +127,30 @@ impl Signer {
         Ok(format!("{input}.{}", b64(sig.as_ref())))
     }
 
-    /// The claims of a token this signer made, if its signature holds.
-    fn signed_claims(&self, token: &str) -> Option<Value> {
+    /// The claims of a token this signer made, if its signature holds; a token verified within
+    /// [`VERIFIED_FOR`] is not verified again.
+    fn signed_claims(&self, token: &str) -> Option<Arc<Value>> {
+        let mut key = [0u8; 32];
+        key.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, token.as_bytes()).as_ref());
+        if let Some((claims, at)) = self.verified.lock().get(&key)
+            && at.elapsed() < VERIFIED_FOR
+        {
+            return Some(claims.clone());
+        }
+        let claims = Arc::new(self.verify(token)?);
+        let mut verified = self.verified.lock();
+        if verified.len() >= MAX_VERIFIED {
+            verified.retain(|_, (_, at)| at.elapsed() < VERIFIED_FOR);
+            if verified.len() >= MAX_VERIFIED {
+                verified.clear();
+            }
+        }
+        verified.insert(key, (claims.clone(), Instant::now()));
+        Some(claims)
+    }
+
+    /// The claims of a token this signer made, checking its signature.
+    fn verify(&self, token: &str) -> Option<Value> {
         let mut parts = token.split('.');
         let (h, p, s) = (parts.next()?, parts.next()?, parts.next()?);
         if parts.next().is_some() {
@@ -360,6 +405,45 @@ mod tests {
         assert!(signer.authenticate(&store, &bound, now()).is_none());
         assert!(signer.authenticate(&store, "a.b.c", now()).is_none());
         assert!(signer.authenticate(&store, "not-a-jwt", now()).is_none());
+    }
+
+    #[test]
+    fn a_verified_signature_is_kept_but_a_revoked_account_fails_at_once() {
+        let (store, uid) = store_with_account();
+        let signer = Signer::load_or_generate(None).unwrap();
+        let t = signer
+            .sign(&claims(
+                "ns",
+                "robot",
+                &uid,
+                &[ISSUER.into()],
+                None,
+                now(),
+                600,
+            ))
+            .unwrap();
+        assert!(signer.authenticate(&store, &t, now()).is_some());
+        // The second time the claims come from what the first check kept, not a new verification.
+        let first = signer.signed_claims(&t).expect("verified");
+        let again = signer.signed_claims(&t).expect("verified");
+        assert!(Arc::ptr_eq(&first, &again));
+        // Whatever was verified, lifetime and the account are checked on every request.
+        assert!(signer.authenticate(&store, &t, now() + 600 + 61).is_none());
+        let def = builtins()
+            .iter()
+            .find(|d| d.plural == "serviceaccounts")
+            .unwrap()
+            .clone();
+        crate::verbs::delete(
+            &store,
+            &def,
+            "ns",
+            "robot",
+            &Default::default(),
+            &mut Default::default(),
+        )
+        .unwrap();
+        assert!(signer.authenticate(&store, &t, now()).is_none());
     }
 
     #[test]
