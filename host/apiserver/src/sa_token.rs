@@ -313,21 +313,26 @@ mod tests {
         chrono::Utc::now().timestamp()
     }
 
-    #[test]
-    fn tokens_carry_the_real_claims_and_verify() {
-        let (store, uid) = store_with_account();
-        let signer = Signer::load_or_generate(None).unwrap();
-        let t = signer
+    /// A token `signer` issues for the ServiceAccount `ns/robot` of `uid`, valid for 10 minutes.
+    fn robot_token(signer: &Signer, uid: &str) -> String {
+        signer
             .sign(&claims(
                 "ns",
                 "robot",
-                &uid,
+                uid,
                 &[ISSUER.into()],
                 None,
                 now(),
                 600,
             ))
-            .unwrap();
+            .unwrap()
+    }
+
+    #[test]
+    fn tokens_carry_the_real_claims_and_verify() {
+        let (store, uid) = store_with_account();
+        let signer = Signer::load_or_generate(None).unwrap();
+        let t = robot_token(&signer, &uid);
         let user = signer.authenticate(&store, &t, now()).unwrap();
         assert_eq!(user.name, "system:serviceaccount:ns:robot");
         assert_eq!(user.uid, uid);
@@ -411,17 +416,7 @@ mod tests {
     fn a_verified_signature_is_kept_but_a_revoked_account_fails_at_once() {
         let (store, uid) = store_with_account();
         let signer = Signer::load_or_generate(None).unwrap();
-        let t = signer
-            .sign(&claims(
-                "ns",
-                "robot",
-                &uid,
-                &[ISSUER.into()],
-                None,
-                now(),
-                600,
-            ))
-            .unwrap();
+        let t = robot_token(&signer, &uid);
         assert!(signer.authenticate(&store, &t, now()).is_some());
         // The second time the claims come from what the first check kept, not a new verification.
         let first = signer.signed_claims(&t).expect("verified");
@@ -452,17 +447,7 @@ mod tests {
         let path = dir.path().join("sa.key");
         let (store, uid) = store_with_account();
         let first = Signer::load_or_generate(Some(&path)).unwrap();
-        let t = first
-            .sign(&claims(
-                "ns",
-                "robot",
-                &uid,
-                &[ISSUER.into()],
-                None,
-                now(),
-                600,
-            ))
-            .unwrap();
+        let t = robot_token(&first, &uid);
         let again = Signer::load_or_generate(Some(&path)).unwrap();
         assert_eq!(first.kid, again.kid);
         assert!(again.authenticate(&store, &t, now()).is_some());
