@@ -946,10 +946,7 @@ impl Client<'_, '_> {
             acted.violation = Some(format!("{what}: 202 without a Location"));
             return acted;
         };
-        let poll = world::first_poll(location, |path| {
-            let (status, body, _) = self.call("GET", path, None);
-            (status, body)
-        });
+        let poll = world::first_poll(location, |path| self.call("GET", path, None));
         acted.lines.push(poll.line);
         acted.violation = poll.violation;
         acted.complete = poll.complete;

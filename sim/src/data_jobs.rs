@@ -662,10 +662,7 @@ impl Client<'_, '_> {
             ));
             return acted;
         };
-        let poll = world::first_poll(location, |path| {
-            let (status, body, _) = self.call("GET", path, None);
-            (status, body)
-        });
+        let poll = world::first_poll(location, |path| self.call("GET", path, None));
         acted.lines.push(poll.line);
         acted.violation = poll.violation;
         acted.deletion = Some(Deletion {

@@ -13,8 +13,8 @@ use std::cell::Cell;
 use lethe_guest::env::{Env, Level};
 use lethe_guest::fake::{FakeCluster, FakeHost};
 use lethe_guest::kube::{
-    ChangeBatch, Collection, DeleteOptions, DeleteOutcome, Identity, Kube, KubeError, KubeVia,
-    ListOptions, Object, ObjectList, ObjectRef, PatchKind,
+    ChangeBatch, Collection, DeleteOptions, Deletion, Identity, Kube, KubeError, KubeVia,
+    ListOptions, Object, ObjectList, ObjectRef, Patch, Result, Since,
 };
 use lethe_guest::sql::{Sql, SqlError, Statement, Value};
 use rand::Rng;
@@ -119,7 +119,7 @@ pub mod faults {
 struct Throttled;
 
 impl Throttled {
-    fn answer<T>() -> Result<T, KubeError> {
+    fn answer<T>() -> Result<T> {
         Err(KubeError::Unavailable(format!(
             "429 Too Many Requests, {MAX_THROTTLED} times"
         )))
@@ -127,57 +127,28 @@ impl Throttled {
 }
 
 impl Kube for Throttled {
-    fn authenticate(&self, _id: &Identity) -> Result<(), KubeError> {
+    fn authenticate(&self, _: &Identity) -> Result<()> {
         Self::answer()
     }
-    fn get(&self, _id: &Identity, _target: &ObjectRef) -> Result<Object, KubeError> {
+    fn get(&self, _: &Identity, _: &ObjectRef) -> Result<Object> {
         Self::answer()
     }
-    fn list(
-        &self,
-        _id: &Identity,
-        _api_version: &str,
-        _kind: &str,
-        _namespace: Option<&str>,
-        _options: &ListOptions,
-    ) -> Result<ObjectList, KubeError> {
+    fn list(&self, _: &Identity, _: &Collection, _: &ListOptions) -> Result<ObjectList> {
         Self::answer()
     }
-    fn create(&self, _id: &Identity, _object: &Json) -> Result<Object, KubeError> {
+    fn create(&self, _: &Identity, _: &Json) -> Result<Object> {
         Self::answer()
     }
-    fn patch(
-        &self,
-        _id: &Identity,
-        _target: &ObjectRef,
-        _kind: PatchKind,
-        _patch: &Json,
-    ) -> Result<Object, KubeError> {
+    fn patch(&self, _: &Identity, _: &ObjectRef, _: &Patch) -> Result<Object> {
         Self::answer()
     }
-    fn replace(
-        &self,
-        _id: &Identity,
-        _target: &ObjectRef,
-        _object: &Json,
-    ) -> Result<Object, KubeError> {
+    fn replace(&self, _: &Identity, _: &ObjectRef, _: &Json) -> Result<Object> {
         Self::answer()
     }
-    fn delete(
-        &self,
-        _id: &Identity,
-        _target: &ObjectRef,
-        _options: &DeleteOptions,
-    ) -> Result<DeleteOutcome, KubeError> {
+    fn delete(&self, _: &Identity, _: &ObjectRef, _: &DeleteOptions) -> Result<Deletion> {
         Self::answer()
     }
-    fn changes(
-        &self,
-        _id: &Identity,
-        _collection: &Collection,
-        _since: Option<&str>,
-        _max: u32,
-    ) -> Result<ChangeBatch, KubeError> {
+    fn changes(&self, _: &Identity, _: &Collection, _: Since<'_>) -> Result<ChangeBatch> {
         Self::answer()
     }
 }

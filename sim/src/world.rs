@@ -115,13 +115,17 @@ pub struct FirstPoll {
     pub violation: Option<String>,
 }
 
-/// Polls the job `location` names once through `get` (a client's `GET`).
-pub fn first_poll(location: String, get: impl FnOnce(&str) -> (u16, Json)) -> FirstPoll {
+/// Polls the job `location` names once through `get` (a client's `GET`, answering its status,
+/// body and `Location`).
+pub fn first_poll(
+    location: String,
+    get: impl FnOnce(&str) -> (u16, Json, Option<String>),
+) -> FirstPoll {
     let path = location
         .find("/v3/jobs/")
         .map(|i| location[i..].to_string())
         .unwrap_or(location);
-    let (status, body) = get(&path);
+    let (status, body, _) = get(&path);
     FirstPoll {
         line: format!("client polls {path}: {status} {}", body["state"]),
         violation: (status == 404)

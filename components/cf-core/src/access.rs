@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use lethe_guest::Request;
-use lethe_guest::kube::{Identity, Kube, KubeError, ListOptions, Object, ObjectRef};
+use lethe_guest::kube::{Collection, Identity, Kube, KubeError, ListOptions, Object, ObjectRef};
 
 use crate::config::{NamespaceRule, ResourceType, Settings, Visibility};
 use crate::errors::HttpError;
@@ -55,9 +55,7 @@ pub fn locate(kube: &dyn Kube, t: &ResourceType, guid: &str) -> Result<Option<Ob
             };
             let found = kube.list_all(
                 &Identity::Privileged,
-                &t.api_version,
-                &t.kind,
-                None,
+                &Collection::new(&t.api_version, &t.kind, None),
                 &options,
             )?;
             Ok(found.into_iter().next())
@@ -97,7 +95,11 @@ pub fn can_list(
         limit: Some(1),
         ..Default::default()
     };
-    match kube.list(caller, api_version, kind, namespace, &options) {
+    match kube.list(
+        caller,
+        &Collection::new(api_version, kind, namespace),
+        &options,
+    ) {
         Ok(_) => Ok(true),
         Err(KubeError::Forbidden(_) | KubeError::NotFound(_)) => Ok(false),
         Err(e) => Err(e),

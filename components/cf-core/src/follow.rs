@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 
 use lethe_guest::env::{Env, Level};
 use lethe_guest::kept::{Kept, KeptTable};
-use lethe_guest::kube::{ChangeType, Collection, Identity, Kube, KubeError, Object};
+use lethe_guest::kube::{ChangeType, Collection, Identity, Kube, KubeError, Object, Since};
 use lethe_guest::sql::{Sql, SqlError, Value};
 
 use crate::access;
@@ -289,7 +289,7 @@ fn full_pass(reconciler: &Reconciler<'_>, memory: &Memory<'_>, feeds: &[Feed]) -
     let started = env.now_ms();
     let mut kept = Vec::new();
     for feed in feeds {
-        match kube.changes(&Identity::Privileged, &feed.collection, None, 1) {
+        match kube.changes(&Identity::Privileged, &feed.collection, Since::START) {
             Ok(batch) => kept.push((feed.state_key(), batch.bookmark)),
             // A kind not served yet (its CRD is missing): there is nothing of it to follow.
             Err(KubeError::NotFound(_)) => {}
@@ -364,8 +364,10 @@ fn on_changes(
                 .changes(
                     &Identity::Privileged,
                     &feed.collection,
-                    Some(&bookmark),
-                    BATCH,
+                    Since {
+                        bookmark: Some(&bookmark),
+                        max: BATCH,
+                    },
                 )
                 .map_err(NeedsFullPass::Changes)?;
             for change in &batch.changes {

@@ -15,7 +15,7 @@ use std::ops::ControlFlow;
 use serde_json::{Value as Json, json};
 
 use lethe_guest::env::Env;
-use lethe_guest::kube::{Identity, Kube, KubeError, ListOptions, Object, ObjectRef};
+use lethe_guest::kube::{Collection, Identity, Kube, KubeError, ListOptions, Object, ObjectRef};
 
 use crate::errors::HttpError;
 
@@ -249,9 +249,7 @@ impl MarkedNamespaces {
         let mut marks = BTreeMap::new();
         kube.list_pages(
             &Identity::Privileged,
-            "v1",
-            "Namespace",
-            None,
+            &Collection::new("v1", "Namespace", None),
             &options,
             &mut |namespaces| {
                 for ns in namespaces {

@@ -33,7 +33,7 @@ use serde_json::json;
 
 use lethe_guest::env::{Env, parse_rfc3339_ms};
 use lethe_guest::kube::{
-    DeleteOptions, Identity, Kube, KubeError, ListOptions, Object, PatchKind, Propagation,
+    Collection, DeleteOptions, Identity, Kube, KubeError, ListOptions, Object, Patch, Propagation,
 };
 
 use crate::FINALIZER;
@@ -241,9 +241,7 @@ impl Reconciler<'_> {
             }
             let listing = self.kube.list_pages(
                 &Identity::Privileged,
-                &t.api_version,
-                &t.kind,
-                t.fixed_namespace(),
+                &Collection::new(&t.api_version, &t.kind, t.fixed_namespace()),
                 &options,
                 &mut |objects| {
                     for object in objects {
@@ -502,12 +500,7 @@ fn record_blocked_by(
     }
     let patch =
         json!({"metadata": {"annotations": {ownership::BLOCKED_BY_ANNOTATION: blocked_by}}});
-    match kube.patch(
-        &Identity::Privileged,
-        &object.target,
-        PatchKind::Merge,
-        &patch,
-    ) {
+    match kube.patch(&Identity::Privileged, &object.target, &Patch::Merge(patch)) {
         Ok(_) | Err(KubeError::NotFound(_)) => Ok(()),
         Err(e) => Err(e),
     }
@@ -527,13 +520,8 @@ fn add_finalizer(kube: &dyn Kube, object: &Object) -> Result<(), KubeError> {
             { "op": "add", "path": "/metadata/finalizers", "value": [FINALIZER] },
         ])
     };
-    kube.patch(
-        &Identity::Privileged,
-        &object.target,
-        PatchKind::Json,
-        &patch,
-    )
-    .map(|_| ())
+    kube.patch(&Identity::Privileged, &object.target, &Patch::Json(patch))
+        .map(|_| ())
 }
 
 fn cleanup(
@@ -579,12 +567,7 @@ fn cleanup(
         { "op": "test", "path": path, "value": FINALIZER },
         { "op": "remove", "path": path },
     ]);
-    match kube.patch(
-        &Identity::Privileged,
-        &object.target,
-        PatchKind::Json,
-        &patch,
-    ) {
+    match kube.patch(&Identity::Privileged, &object.target, &Patch::Json(patch)) {
         Ok(_) | Err(KubeError::NotFound(_)) => {
             report.updated += 1;
             Ok(Outcome::Done)
@@ -604,9 +587,7 @@ fn delete_children(
     for (api_version, kind) in &t.children {
         let children = match kube.list_all(
             &Identity::Privileged,
-            api_version,
-            kind,
-            Some(namespace),
+            &Collection::new(api_version, kind, Some(namespace)),
             &ListOptions::default(),
         ) {
             Ok(c) => c,

@@ -12,7 +12,7 @@
 use serde_json::{Value as Json, json};
 
 use lethe_guest::Response;
-use lethe_guest::kube::{Identity, Kube, KubeError, ListOptions, Object};
+use lethe_guest::kube::{Collection, Identity, Kube, KubeError, ListOptions, Object};
 
 use crate::access;
 use crate::context::RequestContext;
@@ -83,9 +83,7 @@ fn binds(binding: &Object, user: &Json, cluster_roles: &[&str]) -> bool {
 fn bindings_in(kube: &dyn Kube, namespace: &str) -> Result<Vec<Object>, KubeError> {
     match kube.list_all(
         &Identity::Privileged,
-        RBAC_VERSION,
-        "RoleBinding",
-        Some(namespace),
+        &Collection::new(RBAC_VERSION, "RoleBinding", Some(namespace)),
         &ListOptions::default(),
     ) {
         Err(KubeError::NotFound(_)) => Ok(Vec::new()),

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use lethe_guest::Request;
-use lethe_guest::kube::{Identity, Kube, Object};
+use lethe_guest::kube::{Collection, Identity, Kube, Object};
 
 use crate::config::Settings;
 use crate::jobs::{JobState, job_status};
@@ -44,9 +44,11 @@ fn setup() -> (FakeCluster, Settings) {
 fn role_bindings(fake: &FakeHost<'_>, namespace: &str) -> Vec<Object> {
     fake.list_all(
         &Identity::Privileged,
-        "rbac.authorization.k8s.io/v1",
-        "RoleBinding",
-        Some(namespace),
+        &Collection::new(
+            "rbac.authorization.k8s.io/v1",
+            "RoleBinding",
+            Some(namespace),
+        ),
         &Default::default(),
     )
     .expect("role bindings")
@@ -204,8 +206,9 @@ fn stuck_deletion_turns_failed_at_the_timeout_and_complete_when_released() {
     fake.patch(
         &Identity::Privileged,
         &fake.object("Org", "cf", ORG).expect("org").target,
-        lethe_guest::kube::PatchKind::Merge,
-        &json!({"metadata": {"finalizers": [FINALIZER, "example.com/stuck"]}}),
+        &lethe_guest::kube::Patch::Merge(
+            json!({"metadata": {"finalizers": [FINALIZER, "example.com/stuck"]}}),
+        ),
     )
     .expect("add foreign finalizer");
     deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("admin")).expect("accepted");
@@ -1208,9 +1211,7 @@ fn a_space_is_created_only_in_a_namespace_that_is_its_orgs() {
     assert_eq!(
         fake.list_all(
             &Identity::Privileged,
-            "cf.lethe.dev/v1alpha1",
-            "Space",
-            Some(ORG),
+            &Collection::new("cf.lethe.dev/v1alpha1", "Space", Some(ORG)),
             &Default::default()
         )
         .expect("list")
@@ -1411,9 +1412,7 @@ fn a_create_whose_answer_was_lost_is_made_again_and_counted_once() {
     let orgs = fake
         .list_all(
             &Identity::Privileged,
-            "cf.lethe.dev/v1alpha1",
-            "Org",
-            Some("cf"),
+            &Collection::new("cf.lethe.dev/v1alpha1", "Org", Some("cf")),
             &Default::default(),
         )
         .expect("orgs");

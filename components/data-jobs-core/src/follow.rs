@@ -31,7 +31,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use lethe_guest::kept::{Kept, KeptTable};
-use lethe_guest::kube::{Change, ChangeType, Collection};
+use lethe_guest::kube::{Change, ChangeType, Collection, Since};
 
 use crate::items::{self, Item, Live, World};
 use crate::{Host, Identity, Kube, KubeError, Level, Settings, SqlError, Value, feed, model};
@@ -156,7 +156,7 @@ fn full_pass(
     checkpoint: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Gathered, String> {
     let started = host.now_ms();
-    let cronjobs = match kube.changes(&Identity::Privileged, &collection(settings), None, 1) {
+    let cronjobs = match kube.changes(&Identity::Privileged, &collection(settings), Since::START) {
         Ok(batch) => Some(batch.bookmark),
         Err(e) => {
             host.log(
@@ -271,8 +271,10 @@ fn on_changes(
             .changes(
                 &Identity::Privileged,
                 &collection(settings),
-                Some(&bookmark),
-                BATCH,
+                Since {
+                    bookmark: Some(&bookmark),
+                    max: BATCH,
+                },
             )
             .map_err(NeedsFullPass::Changes)?;
         for change in batch.changes {

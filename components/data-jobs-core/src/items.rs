@@ -9,7 +9,7 @@ use serde_json::Value as Json;
 
 use crate::model::{self, Resources, Spec};
 use crate::{Identity, Kube, KubeError, ListOptions, Object, Settings, Sql, Value};
-use lethe_guest::kube::ObjectList;
+use lethe_guest::kube::{Collection, ObjectList};
 
 /// A job's desired deployment, as the API wrote it.
 pub(crate) struct Desired {
@@ -315,9 +315,7 @@ pub(crate) fn list_page(
     };
     match kube.list(
         &Identity::Privileged,
-        "batch/v1",
-        "CronJob",
-        Some(&settings.namespace),
+        &Collection::new("batch/v1", "CronJob", Some(&settings.namespace)),
         &options,
     ) {
         Err(KubeError::NotFound(_)) => Ok(ObjectList::default()),

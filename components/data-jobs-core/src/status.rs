@@ -19,6 +19,7 @@
 //! caller's identity; [`is_data_job_guid`] tells it which GUIDs to delegate.
 
 use lethe_guest::cf::CfError;
+use lethe_guest::kube::Collection;
 use serde_json::{Value as Json, json};
 
 use crate::model::{JOB_UID_LABEL, valid_uuid};
@@ -189,7 +190,11 @@ pub fn job_status(
             limit: Some(1),
             ..Default::default()
         };
-        match host.list(caller, "batch/v1", "CronJob", Some(namespace), &options) {
+        match host.list(
+            caller,
+            &Collection::new("batch/v1", "CronJob", Some(namespace)),
+            &options,
+        ) {
             Ok(page) => !page.items.is_empty(),
             // No namespace yet: nothing was ever deployed there.
             Err(KubeError::NotFound(_)) => false,

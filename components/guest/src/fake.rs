@@ -20,8 +20,9 @@ use serde_json::{Value as Json, json};
 
 use crate::env::{Env, Level, format_rfc3339};
 use crate::kube::{
-    Change, ChangeBatch, ChangeType, Collection, DeleteOptions, DeleteOutcome, Identity, Kube,
-    KubeError, KubeVia, ListOptions, Object, ObjectList, ObjectRef, PatchKind, object_from_json,
+    Change, ChangeBatch, ChangeType, Collection, DeleteOptions, Deletion, Identity, Kube,
+    KubeError, KubeVia, ListOptions, Object, ObjectList, ObjectRef, Patch, Result, Since, narrowed,
+    object_from_json,
 };
 use crate::sql::{Sql, SqlError, Statement, Value};
 
@@ -652,14 +653,11 @@ fn get_in(objects: &BTreeMap<Key, Json>, target: &ObjectRef) -> Result<Object, K
         .ok_or_else(|| KubeError::NotFound(target.name.clone()))
 }
 
-/// The objects of `kind` in `objects` that `options` select (label and `metadata.name` field
+/// The objects of `of` in `objects` that `page` selects (label and `metadata.name` field
 /// selectors); pages continue after the last key returned.
-fn list_in(
-    objects: &BTreeMap<Key, Json>,
-    kind: &str,
-    namespace: Option<&str>,
-    options: &ListOptions,
-) -> ObjectList {
+fn list_in(objects: &BTreeMap<Key, Json>, of: &Collection, page: &ListOptions) -> ObjectList {
+    let (kind, namespace) = (&of.kind, of.namespace.as_deref());
+    let options = narrowed(of, page);
     let name = options
         .field_selector
         .as_deref()
@@ -694,7 +692,7 @@ fn list_in(
 }
 
 impl Kube for FakeCluster {
-    fn authenticate(&self, id: &Identity) -> Result<(), KubeError> {
+    fn authenticate(&self, id: &Identity) -> Result<()> {
         match id {
             Identity::Caller(token) if !self.knows(token) => {
                 Err(KubeError::Unauthorized("Unauthorized".into()))
@@ -703,7 +701,7 @@ impl Kube for FakeCluster {
         }
     }
 
-    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError> {
+    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object> {
         self.check(id, "get", &target.kind, target.namespace.as_deref())?;
         if let Some(lag) = self.lag_of_this_read() {
             return self
@@ -723,27 +721,15 @@ impl Kube for FakeCluster {
     }
 
     /// Label and `metadata.name` field selectors; pages continue after the last key returned.
-    fn list(
-        &self,
-        id: &Identity,
-        _api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        options: &ListOptions,
-    ) -> Result<ObjectList, KubeError> {
-        self.check(id, "list", kind, namespace)?;
+    fn list(&self, id: &Identity, of: &Collection, page: &ListOptions) -> Result<ObjectList> {
+        self.check(id, "list", &of.kind, of.namespace.as_deref())?;
         match self.lag_of_this_read() {
-            Some(lag) => Ok(list_in(
-                &self.objects.lagging(kind, lag),
-                kind,
-                namespace,
-                options,
-            )),
-            None => Ok(list_in(&self.objects.borrow(), kind, namespace, options)),
+            Some(lag) => Ok(list_in(&self.objects.lagging(&of.kind, lag), of, page)),
+            None => Ok(list_in(&self.objects.borrow(), of, page)),
         }
     }
 
-    fn create(&self, id: &Identity, object: &Json) -> Result<Object, KubeError> {
+    fn create(&self, id: &Identity, object: &Json) -> Result<Object> {
         if let Some(answer) = self.review(id, object) {
             return answer;
         }
@@ -812,12 +798,7 @@ impl Kube for FakeCluster {
 
     /// A resourceVersion in the body must match; uid and deletionTimestamp stay the stored ones,
     /// and the generation moves when the spec changes.
-    fn replace(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        object: &Json,
-    ) -> Result<Object, KubeError> {
+    fn replace(&self, id: &Identity, target: &ObjectRef, object: &Json) -> Result<Object> {
         if let Some(applied) = self.times_out("replace", &target.kind) {
             if applied {
                 let _ = self.replace(id, target, object);
@@ -844,24 +825,18 @@ impl Kube for FakeCluster {
 
     /// A merge patch, or a JSON patch of `test`, `add` and `remove`. An object being deleted
     /// goes once its last finalizer does.
-    fn patch(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        kind: PatchKind,
-        patch: &Json,
-    ) -> Result<Object, KubeError> {
+    fn patch(&self, id: &Identity, target: &ObjectRef, patch: &Patch) -> Result<Object> {
         if let Some(applied) = self.times_out("patch", &target.kind) {
             if applied {
-                let _ = self.patch(id, target, kind, patch);
+                let _ = self.patch(id, target, patch);
             }
             return Err(KubeError::Timeout("the answer was lost".into()));
         }
         let (key, current) = self.stored(id, "patch", target)?;
         let mut next = current.clone();
-        match kind {
-            PatchKind::Merge => merge(&mut next, patch),
-            PatchKind::Json => {
+        match patch {
+            Patch::Merge(patch) => merge(&mut next, patch),
+            Patch::Json(patch) => {
                 for op in patch.as_array().into_iter().flatten() {
                     let path = op["path"].as_str().unwrap_or_default();
                     match op["op"].as_str() {
@@ -893,19 +868,14 @@ impl Kube for FakeCluster {
 
     /// The writes after bookmark `since` to objects of the collection, one change per write,
     /// oldest first, as a watch delivers them.
-    fn changes(
-        &self,
-        id: &Identity,
-        collection: &Collection,
-        since: Option<&str>,
-        max: u32,
-    ) -> Result<ChangeBatch, KubeError> {
+    fn changes(&self, id: &Identity, of: &Collection, since: Since<'_>) -> Result<ChangeBatch> {
+        let (collection, max) = (of, since.max);
         let namespace = collection.namespace.as_deref();
         self.check(id, "changes", &collection.kind, namespace)?;
         self.check(id, "list", &collection.kind, namespace)?;
         self.check(id, "watch", &collection.kind, namespace)?;
         let writes = self.objects.writes.borrow();
-        let Some(since) = since else {
+        let Some(since) = since.bookmark else {
             return Ok(ChangeBatch {
                 bookmark: self.bookmark(writes.len()),
                 ..ChangeBatch::default()
@@ -952,15 +922,10 @@ impl Kube for FakeCluster {
     }
 
     /// Objects with finalizers, and namespaces, are marked; others go at once.
-    fn delete(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        options: &DeleteOptions,
-    ) -> Result<DeleteOutcome, KubeError> {
+    fn delete(&self, id: &Identity, target: &ObjectRef, how: &DeleteOptions) -> Result<Deletion> {
         if let Some(applied) = self.times_out("delete", &target.kind) {
             if applied {
-                let _ = self.delete(id, target, options);
+                let _ = self.delete(id, target, how);
             }
             return Err(KubeError::Timeout("the answer was lost".into()));
         }
@@ -970,7 +935,7 @@ impl Kube for FakeCluster {
         let current = objects
             .get_mut(&key)
             .ok_or_else(|| KubeError::NotFound(target.name.clone()))?;
-        if let Some(uid) = &options.precondition_uid
+        if let Some(uid) = &how.precondition_uid
             && current["metadata"]["uid"].as_str() != Some(uid)
         {
             return Err(KubeError::Conflict("uid precondition failed".into()));
@@ -984,12 +949,12 @@ impl Kube for FakeCluster {
                 current["metadata"]["deletionTimestamp"] = json!(format_rfc3339(self.now.get()));
                 current["metadata"]["resourceVersion"] = json!(self.next_version());
             }
-            Ok(DeleteOutcome::Pending(Box::new(object_from_json(
+            Ok(Deletion::Pending(Box::new(object_from_json(
                 current.clone(),
             ))))
         } else {
             objects.remove(&key);
-            Ok(DeleteOutcome::Deleted)
+            Ok(Deletion::Done)
         }
     }
 }
@@ -1282,7 +1247,14 @@ mod tests {
         };
         let changes = |since: Option<&str>, max: u32| {
             cluster
-                .changes(&Identity::Privileged, &followed, since, max)
+                .changes(
+                    &Identity::Privileged,
+                    &followed,
+                    Since {
+                        bookmark: since,
+                        max,
+                    },
+                )
                 .expect("changes")
         };
         let start = changes(None, 10);
@@ -1322,7 +1294,14 @@ mod tests {
         assert!(changes(Some(&third.bookmark), 10).changes.is_empty());
         cluster.expire_watches();
         assert!(matches!(
-            cluster.changes(&Identity::Privileged, &followed, Some(&third.bookmark), 10),
+            cluster.changes(
+                &Identity::Privileged,
+                &followed,
+                Since {
+                    bookmark: Some(&third.bookmark),
+                    max: 10
+                }
+            ),
             Err(KubeError::Gone(_))
         ));
     }
@@ -1346,7 +1325,11 @@ mod tests {
                 ..ListOptions::default()
             };
             let l = cluster
-                .list(&Identity::Privileged, "v1", "ConfigMap", ns, &options)
+                .list(
+                    &Identity::Privileged,
+                    &Collection::new("v1", "ConfigMap", ns),
+                    &options,
+                )
                 .expect("list");
             let names: Vec<String> = l
                 .items
@@ -1449,7 +1432,11 @@ mod tests {
             // A create is seen at once, as it was created.
             cluster.put(cm("a", "new", json!({"v": "1"})));
             let listed = cluster
-                .list(&id, "v1", "ConfigMap", Some("a"), &ListOptions::default())
+                .list(
+                    &id,
+                    &Collection::new("v1", "ConfigMap", Some("a")),
+                    &ListOptions::default(),
+                )
                 .expect("list");
             assert_eq!(listed.items.len(), 2);
 
@@ -1465,7 +1452,11 @@ mod tests {
             ));
             assert_eq!(
                 cluster
-                    .list(&id, "v1", "ConfigMap", Some("a"), &ListOptions::default())
+                    .list(
+                        &id,
+                        &Collection::new("v1", "ConfigMap", Some("a")),
+                        &ListOptions::default()
+                    )
                     .expect("list")
                     .items
                     .len(),
@@ -1499,20 +1490,16 @@ mod tests {
         let target = ObjectRef::new("v1", "ConfigMap", Some("a"), "c");
         let id = Identity::Privileged;
         cluster.put(cm("a", "c", json!({})));
-        let patch = json!({"metadata": {"labels": {"v": "1"}}});
+        let patch = Patch::Merge(json!({"metadata": {"labels": {"v": "1"}}}));
         cluster.time_out_next("patch", "ConfigMap", false);
         assert!(matches!(
-            cluster.patch(&id, &target, PatchKind::Merge, &patch),
+            cluster.patch(&id, &target, &patch),
             Err(KubeError::Timeout(_))
         ));
         let stored = cluster.object("ConfigMap", "a", "c").expect("there");
         assert!(stored.label("v").is_none(), "not applied");
         cluster.time_out_next("patch", "ConfigMap", true);
-        assert!(
-            cluster
-                .patch(&id, &target, PatchKind::Merge, &patch)
-                .is_err()
-        );
+        assert!(cluster.patch(&id, &target, &patch).is_err());
         let stored = cluster.object("ConfigMap", "a", "c").expect("there");
         assert_eq!(stored.label("v"), Some("1"), "applied, answer lost");
         cluster.time_out_next("delete", "ConfigMap", true);

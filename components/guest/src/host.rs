@@ -9,8 +9,9 @@ use serde_json::Value as Json;
 
 use crate::env::{Env, Level};
 use crate::kube::{
-    Change, ChangeBatch, ChangeType, Collection, DeleteOptions, DeleteOutcome, Identity, Kube,
-    KubeError, ListOptions, Object, ObjectList, ObjectRef, PatchKind, Propagation,
+    Change, ChangeBatch, ChangeType, Collection, DeleteOptions, Deletion, Identity, Kube,
+    KubeError, ListOptions, Object, ObjectList, ObjectRef, Patch, Propagation, Result, Since,
+    narrowed,
 };
 use crate::sql::{Sql, SqlError, Statement, Value};
 
@@ -84,43 +85,32 @@ fn from_error(e: wit::Error) -> KubeError {
 }
 
 impl Kube for Host {
-    fn authenticate(&self, id: &Identity) -> Result<(), KubeError> {
+    fn authenticate(&self, id: &Identity) -> Result<()> {
         self.client(id)?.authenticate().map_err(from_error)
     }
 
-    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError> {
+    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object> {
         from_object(self.client(id)?.get(&to_ref(target)).map_err(from_error)?)
     }
 
-    fn list(
-        &self,
-        id: &Identity,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        options: &ListOptions,
-    ) -> Result<ObjectList, KubeError> {
-        let options = wit::ListOptions {
-            label_selector: options.label_selector.clone(),
-            field_selector: options.field_selector.clone(),
-            limit: options.limit,
-            continue_token: options.continue_token.clone(),
-        };
+    fn list(&self, id: &Identity, of: &Collection, page: &ListOptions) -> Result<ObjectList> {
+        let options =
+            lethe_kube_model::convert_list_options!(narrowed(of, page) => wit::ListOptions);
         let page = self
             .client(id)?
-            .list(api_version, kind, namespace, &options)
+            .list(&of.api_version, &of.kind, of.namespace.as_deref(), &options)
             .map_err(from_error)?;
         Ok(ObjectList {
             items: page
                 .items
                 .into_iter()
                 .map(from_object)
-                .collect::<Result<_, _>>()?,
+                .collect::<Result<_>>()?,
             continue_token: page.continue_token,
         })
     }
 
-    fn create(&self, id: &Identity, object: &Json) -> Result<Object, KubeError> {
+    fn create(&self, id: &Identity, object: &Json) -> Result<Object> {
         from_object(
             self.client(id)?
                 .create(&object.to_string())
@@ -128,30 +118,19 @@ impl Kube for Host {
         )
     }
 
-    fn patch(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        kind: PatchKind,
-        patch: &Json,
-    ) -> Result<Object, KubeError> {
-        let kind = match kind {
-            PatchKind::Merge => wit::PatchKind::Merge,
-            PatchKind::Json => wit::PatchKind::Json,
+    fn patch(&self, id: &Identity, target: &ObjectRef, patch: &Patch) -> Result<Object> {
+        let (kind, body) = match patch {
+            Patch::Merge(body) => (wit::PatchKind::Merge, body),
+            Patch::Json(body) => (wit::PatchKind::Json, body),
         };
         let patched = self
             .client(id)?
-            .patch(&to_ref(target), kind, &patch.to_string(), None)
+            .patch(&to_ref(target), kind, &body.to_string(), None)
             .map_err(from_error)?;
         from_object(patched)
     }
 
-    fn replace(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        object: &Json,
-    ) -> Result<Object, KubeError> {
+    fn replace(&self, id: &Identity, target: &ObjectRef, object: &Json) -> Result<Object> {
         let replaced = self
             .client(id)?
             .replace(&to_ref(target), &object.to_string())
@@ -159,19 +138,14 @@ impl Kube for Host {
         from_object(replaced)
     }
 
-    fn delete(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        options: &DeleteOptions,
-    ) -> Result<DeleteOutcome, KubeError> {
+    fn delete(&self, id: &Identity, target: &ObjectRef, how: &DeleteOptions) -> Result<Deletion> {
         let options = wit::DeleteOptions {
-            propagation_policy: options.propagation.map(|p| match p {
+            propagation_policy: how.propagation.map(|p| match p {
                 Propagation::Background => wit::PropagationPolicy::Background,
                 Propagation::Foreground => wit::PropagationPolicy::Foreground,
                 Propagation::Orphan => wit::PropagationPolicy::Orphan,
             }),
-            precondition_uid: options.precondition_uid.clone(),
+            precondition_uid: how.precondition_uid.clone(),
             precondition_resource_version: None,
         };
         match self
@@ -179,27 +153,21 @@ impl Kube for Host {
             .delete(&to_ref(target), &options)
             .map_err(from_error)?
         {
-            wit::DeleteOutcome::Deleted => Ok(DeleteOutcome::Deleted),
-            wit::DeleteOutcome::Pending(o) => Ok(DeleteOutcome::Pending(Box::new(from_object(o)?))),
+            wit::DeleteOutcome::Deleted => Ok(Deletion::Done),
+            wit::DeleteOutcome::Pending(o) => Ok(Deletion::Pending(Box::new(from_object(o)?))),
         }
     }
 
-    fn changes(
-        &self,
-        id: &Identity,
-        collection: &Collection,
-        since: Option<&str>,
-        max: u32,
-    ) -> Result<ChangeBatch, KubeError> {
+    fn changes(&self, id: &Identity, of: &Collection, since: Since<'_>) -> Result<ChangeBatch> {
         let collection = wit::Collection {
-            api_version: collection.api_version.clone(),
-            kind: collection.kind.clone(),
-            namespace: collection.namespace.clone(),
-            label_selector: collection.label_selector.clone(),
+            api_version: of.api_version.clone(),
+            kind: of.kind.clone(),
+            namespace: of.namespace.clone(),
+            label_selector: of.label_selector.clone(),
         };
         let batch = self
             .client(id)?
-            .changes(&collection, since, max)
+            .changes(&collection, since.bookmark, since.max)
             .map_err(from_error)?;
         Ok(ChangeBatch {
             changes: batch
@@ -215,7 +183,7 @@ impl Kube for Host {
                         object: from_object(c.object)?,
                     })
                 })
-                .collect::<Result<_, KubeError>>()?,
+                .collect::<Result<_>>()?,
             bookmark: batch.bookmark,
             more: batch.more,
         })

@@ -91,13 +91,13 @@ pub struct ChangeBatch {
     pub more: bool,
 }
 
-/// How a patch body is interpreted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PatchKind {
-    /// JSON merge patch.
-    Merge,
+/// A patch, by how its body is read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Patch {
+    /// JSON merge patch (RFC 7386).
+    Merge(Json),
     /// JSON patch (RFC 6902).
-    Json,
+    Json(Json),
 }
 
 /// Dependents' fate on delete.
@@ -120,11 +120,28 @@ pub struct DeleteOptions {
     pub precondition_uid: Option<String>,
 }
 
+/// Where a [`Kube::changes`] call starts, and how many changes it takes at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Since<'a> {
+    /// The bookmark an earlier call returned; `None` starts following.
+    pub bookmark: Option<&'a str>,
+    /// The most changes one answer carries.
+    pub max: u32,
+}
+
+impl Since<'static> {
+    /// Start following: no changes, only the bookmark to start from.
+    pub const START: Since<'static> = Since {
+        bookmark: None,
+        max: 1,
+    };
+}
+
 /// What a delete achieved.
 #[derive(Debug, Clone, PartialEq)]
-pub enum DeleteOutcome {
-    /// Gone.
-    Deleted,
+pub enum Deletion {
+    /// The object is gone.
+    Done,
     /// Waiting for finalizers; the object as served.
     Pending(Box<Object>),
 }
@@ -165,56 +182,31 @@ impl std::fmt::Display for KubeError {
     }
 }
 
+/// What a [`Kube`] call answers (a [`KubeError`] unless another error is named).
+pub type Result<T, E = KubeError> = std::result::Result<T, E>;
+
 /// The Kubernetes calls component logic makes.
 pub trait Kube {
     /// Checks that the cluster accepts `id`'s credentials (`Unauthorized` if not); the host may
     /// answer from a short-lived cache.
-    fn authenticate(&self, id: &Identity) -> Result<(), KubeError>;
+    fn authenticate(&self, id: &Identity) -> Result<()>;
     /// Reads one object.
-    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError>;
-    /// Lists one page.
-    fn list(
-        &self,
-        id: &Identity,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        options: &ListOptions,
-    ) -> Result<ObjectList, KubeError>;
+    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object>;
+    /// Lists one page of `of`, narrowed by `page`'s selectors (when both `of` and `page` carry a
+    /// label selector, an object must match both).
+    fn list(&self, id: &Identity, of: &Collection, page: &ListOptions) -> Result<ObjectList>;
     /// Creates an object from JSON.
-    fn create(&self, id: &Identity, object: &Json) -> Result<Object, KubeError>;
+    fn create(&self, id: &Identity, object: &Json) -> Result<Object>;
     /// Patches an object.
-    fn patch(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        kind: PatchKind,
-        patch: &Json,
-    ) -> Result<Object, KubeError>;
+    fn patch(&self, id: &Identity, target: &ObjectRef, patch: &Patch) -> Result<Object>;
     /// Replaces an object; the body's resourceVersion, when it has one, guards the write.
-    fn replace(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        object: &Json,
-    ) -> Result<Object, KubeError>;
+    fn replace(&self, id: &Identity, target: &ObjectRef, object: &Json) -> Result<Object>;
     /// Deletes an object.
-    fn delete(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        options: &DeleteOptions,
-    ) -> Result<DeleteOutcome, KubeError>;
-    /// What changed in `collection` since bookmark `since` (WIT `client.changes`): `None`
-    /// starts following (no changes, the bookmark to start from; read the collection after);
-    /// `Gone` means read it all again and start over.
-    fn changes(
-        &self,
-        id: &Identity,
-        collection: &Collection,
-        since: Option<&str>,
-        max: u32,
-    ) -> Result<ChangeBatch, KubeError>;
+    fn delete(&self, id: &Identity, target: &ObjectRef, how: &DeleteOptions) -> Result<Deletion>;
+    /// What changed in `of` since a bookmark (WIT `client.changes`): [`Since::START`] starts
+    /// following (no changes, the bookmark to start from; read the collection after); `Gone`
+    /// means read it all again and start over.
+    fn changes(&self, id: &Identity, of: &Collection, since: Since<'_>) -> Result<ChangeBatch>;
 
     /// Lists page by page, handing each page to `each` before the next is asked for, so that a
     /// large collection is never held whole (`options.limit` sets the page size; without one
@@ -222,15 +214,13 @@ pub trait Kube {
     fn list_pages(
         &self,
         id: &Identity,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
+        of: &Collection,
         options: &ListOptions,
         each: &mut dyn FnMut(Vec<Object>) -> ControlFlow<()>,
-    ) -> Result<(), KubeError> {
+    ) -> Result<()> {
         let mut options = options.clone();
         loop {
-            let page = self.list(id, api_version, kind, namespace, &options)?;
+            let page = self.list(id, of, &options)?;
             if each(page.items).is_break() {
                 return Ok(());
             }
@@ -245,17 +235,27 @@ pub trait Kube {
     fn list_all(
         &self,
         id: &Identity,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
+        of: &Collection,
         options: &ListOptions,
-    ) -> Result<Vec<Object>, KubeError> {
+    ) -> Result<Vec<Object>> {
         let mut items = Vec::new();
-        self.list_pages(id, api_version, kind, namespace, options, &mut |page| {
+        self.list_pages(id, of, options, &mut |page| {
             items.extend(page);
             ControlFlow::Continue(())
         })?;
         Ok(items)
+    }
+}
+
+/// `page` with `of`'s label selector added to its own: what a [`Kube::list`] of `of` asks for.
+pub fn narrowed(of: &Collection, page: &ListOptions) -> ListOptions {
+    let label_selector = match (&of.label_selector, &page.label_selector) {
+        (Some(a), Some(b)) => Some(format!("{a},{b}")),
+        (a, b) => a.clone().or_else(|| b.clone()),
+    };
+    ListOptions {
+        label_selector,
+        ..page.clone()
     }
 }
 
@@ -268,58 +268,29 @@ pub trait KubeVia {
 }
 
 impl<T: KubeVia> Kube for T {
-    fn authenticate(&self, id: &Identity) -> Result<(), KubeError> {
+    fn authenticate(&self, id: &Identity) -> Result<()> {
         self.via().authenticate(id)
     }
-    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object, KubeError> {
+    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object> {
         self.via().get(id, target)
     }
-    fn list(
-        &self,
-        id: &Identity,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        options: &ListOptions,
-    ) -> Result<ObjectList, KubeError> {
-        self.via().list(id, api_version, kind, namespace, options)
+    fn list(&self, id: &Identity, of: &Collection, page: &ListOptions) -> Result<ObjectList> {
+        self.via().list(id, of, page)
     }
-    fn create(&self, id: &Identity, object: &Json) -> Result<Object, KubeError> {
+    fn create(&self, id: &Identity, object: &Json) -> Result<Object> {
         self.via().create(id, object)
     }
-    fn patch(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        kind: PatchKind,
-        patch: &Json,
-    ) -> Result<Object, KubeError> {
-        self.via().patch(id, target, kind, patch)
+    fn patch(&self, id: &Identity, target: &ObjectRef, patch: &Patch) -> Result<Object> {
+        self.via().patch(id, target, patch)
     }
-    fn replace(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        object: &Json,
-    ) -> Result<Object, KubeError> {
+    fn replace(&self, id: &Identity, target: &ObjectRef, object: &Json) -> Result<Object> {
         self.via().replace(id, target, object)
     }
-    fn delete(
-        &self,
-        id: &Identity,
-        target: &ObjectRef,
-        options: &DeleteOptions,
-    ) -> Result<DeleteOutcome, KubeError> {
-        self.via().delete(id, target, options)
+    fn delete(&self, id: &Identity, target: &ObjectRef, how: &DeleteOptions) -> Result<Deletion> {
+        self.via().delete(id, target, how)
     }
-    fn changes(
-        &self,
-        id: &Identity,
-        collection: &Collection,
-        since: Option<&str>,
-        max: u32,
-    ) -> Result<ChangeBatch, KubeError> {
-        self.via().changes(id, collection, since, max)
+    fn changes(&self, id: &Identity, of: &Collection, since: Since<'_>) -> Result<ChangeBatch> {
+        self.via().changes(id, of, since)
     }
 }
 

@@ -37,12 +37,7 @@ impl From<model::ObjectRef> for wit::ObjectRef {
 
 impl From<wit::ListOptions> for model::ListOptions {
     fn from(o: wit::ListOptions) -> Self {
-        model::ListOptions {
-            label_selector: o.label_selector,
-            field_selector: o.field_selector,
-            limit: o.limit,
-            continue_token: o.continue_token,
-        }
+        lethe_kube_model::convert_list_options!(o => model::ListOptions)
     }
 }
 

@@ -118,6 +118,22 @@ macro_rules! convert_metadata {
     }};
 }
 
+/// Builds a `$to` from the fields of a [`ListOptions`]-shaped `$from`, moving each one: the one
+/// list of the fields of WIT `list-options`, whose binding each side of the boundary generates
+/// (see [`convert_metadata!`]).
+#[macro_export]
+macro_rules! convert_list_options {
+    ($from:expr => $to:path) => {{
+        let o = $from;
+        $to {
+            label_selector: o.label_selector,
+            field_selector: o.field_selector,
+            limit: o.limit,
+            continue_token: o.continue_token,
+        }
+    }};
+}
+
 /// One object as the API server returned it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {

@@ -126,12 +126,7 @@ impl HostClient for CapsView<'_> {
         options: ListOptions,
     ) -> wasmtime::Result<Result<ObjectList, Error>> {
         let client = self.table.get(&client)?;
-        let options = lethe_kube::ListOptions {
-            label_selector: options.label_selector,
-            field_selector: options.field_selector,
-            limit: options.limit,
-            continue_token: options.continue_token,
-        };
+        let options = lethe_kube::convert_list_options!(options => lethe_kube::ListOptions);
         let result = client
             .list(&api_version, &kind, namespace.as_deref(), &options)
             .await;
