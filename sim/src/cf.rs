@@ -27,9 +27,9 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value as Json, json};
 
 use crate::glance;
+use crate::host::Scheduled;
 use crate::host::faults::{self, Calls};
-use crate::host::{Scheduled, Throttle};
-use crate::world::{self, Failure, Quiescent, trace_line};
+use crate::world::{self, Failure, Quiescent, Stage, trace_line};
 
 const MIGRATIONS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -81,18 +81,12 @@ pub(crate) fn play(seed: u64, steps: usize) -> (Vec<String>, Option<Failure>) {
     let api = FakeHost::on(&kube);
     never_time_out(&api);
     let mut world = CfWorld {
-        rng,
-        kube: &kube,
-        hosts: &hosts,
-        api: &api,
-        trace: Vec::new(),
-        deletions: BTreeMap::new(),
+        stage: Stage::new(rng, &kube, &hosts, &api),
         foreign: BTreeMap::new(),
         held: BTreeSet::new(),
-        throttle: Throttle::default(),
     };
     let violation = world.play(steps).err();
-    (world.trace, violation)
+    (world.stage.trace, violation)
 }
 
 /// Deletion jobs never time out here: a FAILED job would be right after a long fault, and the
@@ -146,44 +140,36 @@ struct SeenNamespace {
 }
 
 struct CfWorld<'w, 'a> {
-    rng: StdRng,
-    kube: &'a FakeCluster,
-    hosts: &'w [FakeHost<'a>],
-    api: &'w FakeHost<'a>,
-    trace: Vec<String>,
-    /// Deletion jobs not yet seen COMPLETE, by status path.
-    deletions: BTreeMap<String, Deletion>,
+    stage: Stage<'w, 'a, Deletion>,
     /// The hostile user's namespaces (no mark of lethe's), by name: their uid and
     /// resourceVersion (the hostile user never changes them).
     foreign: BTreeMap<String, (String, String)>,
     /// Uids of the orgs and spaces that carry the hostile user's finalizer.
     held: BTreeSet<String>,
-    /// The cluster's 429s, which the reconciler hosts wait out.
-    throttle: Throttle,
 }
 
 impl CfWorld<'_, '_> {
     fn play(&mut self, steps: usize) -> Result<(), Failure> {
         for _ in 0..steps {
-            match self.rng.random_range(0..100) {
+            match self.stage.rng.random_range(0..100) {
                 0..28 => self.lethe_pass(false)?,
                 28..48 => {
                     let client = Client {
-                        api: self.api,
-                        kube: self.kube,
+                        api: self.stage.api,
+                        kube: self.stage.kube,
                     };
-                    let acted = client.act(&mut self.rng);
+                    let acted = client.act(&mut self.stage.rng);
                     self.apply(acted)?;
                 }
                 48..56 => self.poll()?,
                 56..66 => self.hostile(),
                 66..76 => self.fault(),
                 76..86 => {
-                    self.kube.run_namespace_controller();
+                    self.stage.kube.run_namespace_controller();
                     self.note("the namespace controller runs".into());
                 }
                 _ => {
-                    let line = world::let_time_pass(self.kube, &mut self.rng);
+                    let line = world::let_time_pass(self.stage.kube, &mut self.stage.rng);
                     self.note(line);
                 }
             }
@@ -192,13 +178,17 @@ impl CfWorld<'_, '_> {
     }
 
     fn note(&mut self, line: String) {
-        trace_line(&mut self.trace, self.kube.now.get(), &format!("cf: {line}"));
+        trace_line(
+            &mut self.stage.trace,
+            self.stage.kube.now.get(),
+            &format!("cf: {line}"),
+        );
     }
 
     fn client(&self) -> Client<'_, '_> {
         Client {
-            api: self.api,
-            kube: self.kube,
+            api: self.stage.api,
+            kube: self.stage.kube,
         }
     }
 
@@ -208,15 +198,16 @@ impl CfWorld<'_, '_> {
     /// (and the hostile user's finalizers) act between its calls. Then the invariants that
     /// compare the cluster before and after it.
     fn lethe_pass(&mut self, full: bool) -> Result<(), Failure> {
-        let (index, crash_after) = world::pick_pass(&mut self.rng, self.hosts.len(), full, 60);
-        let hosts = self.hosts;
+        let (index, crash_after) =
+            world::pick_pass(&mut self.stage.rng, self.stage.hosts.len(), full, 60);
+        let hosts = self.stage.hosts;
         let host = &hosts[index];
         let before = self.objects();
         let namespaces_before = self.namespaces();
-        let interleave = RefCell::new(StdRng::seed_from_u64(self.rng.random()));
+        let interleave = RefCell::new(StdRng::seed_from_u64(self.stage.rng.random()));
         let during = RefCell::new(Vec::new());
         let client = self.client();
-        let kube = self.kube;
+        let kube = self.stage.kube;
         let between = || {
             if full {
                 return;
@@ -230,7 +221,7 @@ impl CfWorld<'_, '_> {
             };
             during.borrow_mut().push(acted);
         };
-        let scheduled = Scheduled::new(host, crash_after, &between, &self.throttle);
+        let scheduled = Scheduled::new(host, crash_after, &between, &self.stage.throttle);
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let settings = Settings::from_env(&scheduled)?;
             let backoff = SqlBackoff::load(&scheduled, &scheduled)
@@ -278,7 +269,7 @@ impl CfWorld<'_, '_> {
     fn objects(&self) -> BTreeMap<String, Seen> {
         let mut seen = BTreeMap::new();
         for kind in ["Org", "Space"] {
-            seen.extend(self.kube.glance(kind, |o| {
+            seen.extend(self.stage.kube.glance(kind, |o| {
                 let seen = Seen {
                     kind: kind.to_string(),
                     namespace: glance::text(o, "/metadata/namespace"),
@@ -294,7 +285,8 @@ impl CfWorld<'_, '_> {
 
     /// Every namespace, by uid.
     fn namespaces(&self) -> BTreeMap<String, SeenNamespace> {
-        self.kube
+        self.stage
+            .kube
             .glance("Namespace", |o| {
                 let seen = SeenNamespace {
                     name: glance::text(o, "/metadata/name"),
@@ -404,7 +396,7 @@ impl CfWorld<'_, '_> {
         match acted.deletion {
             Some(d) if acted.complete => self.check_complete(&d),
             Some(d) => {
-                self.deletions.insert(d.path.clone(), d);
+                self.stage.deletions.insert(d.path.clone(), d);
                 Ok(())
             }
             None => Ok(()),
@@ -412,7 +404,7 @@ impl CfWorld<'_, '_> {
     }
 
     fn poll(&mut self) -> Result<(), Failure> {
-        match world::pick_outstanding(&mut self.rng, &self.deletions) {
+        match world::pick_outstanding(&mut self.stage.rng, &self.stage.deletions) {
             Some(path) => self.poll_one(&path),
             None => Ok(()),
         }
@@ -423,6 +415,7 @@ impl CfWorld<'_, '_> {
     /// with the deletion, is swept by a later pass, which quiescence checks.)
     fn check_complete(&self, d: &Deletion) -> Result<(), Failure> {
         let names = self
+            .stage
             .kube
             .glance(&d.kind, |o| glance::text(o, "/metadata/name"));
         if names.contains(&d.guid) {
@@ -443,7 +436,7 @@ impl CfWorld<'_, '_> {
     /// A guid of the seed's (lowercase hex in the 8-4-4-4-12 shape).
     fn guid(&mut self) -> String {
         let hex: String = (0..32)
-            .map(|_| char::from_digit(self.rng.random_range(0..16), 16).unwrap_or('0'))
+            .map(|_| char::from_digit(self.stage.rng.random_range(0..16), 16).unwrap_or('0'))
             .collect();
         format!(
             "{}-{}-{}-{}-{}",
@@ -456,10 +449,13 @@ impl CfWorld<'_, '_> {
     }
 
     fn squat(&mut self, name: &str) -> bool {
-        if self.kube.exists("Namespace", "", name) {
+        if self.stage.kube.exists("Namespace", "", name) {
             return false;
         }
-        let ns = self.kube.put(namespace(name, json!({"app": "theirs"})));
+        let ns = self
+            .stage
+            .kube
+            .put(namespace(name, json!({"app": "theirs"})));
         self.foreign.insert(
             name.to_string(),
             (ns.metadata.uid, ns.metadata.resource_version),
@@ -472,13 +468,13 @@ impl CfWorld<'_, '_> {
         let pick = |rng: &mut StdRng, among: &[Seen]| {
             (!among.is_empty()).then(|| among[rng.random_range(0..among.len())].clone())
         };
-        match self.rng.random_range(0..100) {
+        match self.stage.rng.random_range(0..100) {
             0..20 => {
                 // An org made by hand, named after a namespace of its own.
                 let guid = self.guid();
                 self.squat(&guid);
-                let n = self.rng.random_range(0..100);
-                self.kube.put(json!({
+                let n = self.stage.rng.random_range(0..100);
+                self.stage.kube.put(json!({
                     "apiVersion": cf_core::config::CF_API_VERSION, "kind": "Org",
                     "metadata": {"name": guid, "namespace": ROOT},
                     "spec": {"displayName": format!("h{n}")},
@@ -488,11 +484,11 @@ impl CfWorld<'_, '_> {
                 ));
             }
             20..40 => {
-                let acted = hold(self.kube, &mut self.rng);
+                let acted = hold(self.stage.kube, &mut self.stage.rng);
                 self.take(acted);
             }
             40..45 => {
-                let acted = swap(self.kube, &mut self.rng);
+                let acted = swap(self.stage.kube, &mut self.stage.rng);
                 self.take(acted);
             }
             45..55 => {
@@ -502,16 +498,16 @@ impl CfWorld<'_, '_> {
                     .filter(|(uid, _)| self.held.contains(uid))
                     .collect();
                 if !held.is_empty() {
-                    let (uid, o) = &held[self.rng.random_range(0..held.len())];
+                    let (uid, o) = &held[self.stage.rng.random_range(0..held.len())];
                     self.release(uid, o);
                 }
             }
             55..75 => {
-                if let Some(o) = pick(&mut self.rng, &objects)
-                    && self.kube.exists("Namespace", "", &o.guid)
+                if let Some(o) = pick(&mut self.stage.rng, &objects)
+                    && self.stage.kube.exists("Namespace", "", &o.guid)
                     && !self.foreign.contains_key(&o.guid)
                 {
-                    let r = self.kube.delete(
+                    let r = self.stage.kube.delete(
                         &self.admin(),
                         &namespace_ref(&o.guid),
                         &DeleteOptions::default(),
@@ -527,10 +523,10 @@ impl CfWorld<'_, '_> {
             75..90 => {
                 let homeless: Vec<Seen> = objects
                     .iter()
-                    .filter(|o| !self.kube.exists("Namespace", "", &o.guid))
+                    .filter(|o| !self.stage.kube.exists("Namespace", "", &o.guid))
                     .cloned()
                     .collect();
-                if let Some(o) = pick(&mut self.rng, &homeless)
+                if let Some(o) = pick(&mut self.stage.rng, &homeless)
                     && self.squat(&o.guid)
                 {
                     self.note(format!(
@@ -541,13 +537,13 @@ impl CfWorld<'_, '_> {
             }
             _ => {
                 if let Some(name) = self.foreign.keys().next().cloned() {
-                    let r = self.kube.delete(
+                    let r = self.stage.kube.delete(
                         &self.admin(),
                         &namespace_ref(&name),
                         &DeleteOptions::default(),
                     );
                     // An answer lost after the delete was carried out counts as carried out.
-                    if being_deleted(self.kube, &name) != Some(false) {
+                    if being_deleted(self.stage.kube, &name) != Some(false) {
                         self.foreign.remove(&name);
                     }
                     self.note(format!(
@@ -567,7 +563,8 @@ impl CfWorld<'_, '_> {
 
     /// The hostile user takes its finalizer off `o` (which goes, if that was the last one).
     fn release(&mut self, uid: &str, o: &Seen) {
-        self.kube
+        self.stage
+            .kube
             .remove_finalizer(&o.kind, &o.namespace, &o.guid, FOREIGN_FINALIZER);
         self.held.remove(uid);
         self.note(format!(
@@ -579,11 +576,11 @@ impl CfWorld<'_, '_> {
     // --- faults ----------------------------------------------------------------------------
 
     fn fault(&mut self) {
-        let (kube, rng) = (self.kube, &mut self.rng);
+        let (kube, rng) = (self.stage.kube, &mut self.stage.rng);
         let line = match rng.random_range(0..100) {
             0..20 => faults::fail_calls(kube, rng, &FAILING_CALLS),
             20..36 => faults::heal(kube),
-            36..44 => self.throttle.storm(rng),
+            36..44 => self.stage.throttle.storm(rng),
             44..52 => faults::time_out_a_write(kube, rng, &TIMED_OUT_WRITES),
             52..60 => faults::lose_a_create(kube, rng, &["Namespace", "Org"]),
             60..72 => faults::expire_watches(kube),
@@ -606,17 +603,18 @@ impl CfWorld<'_, '_> {
     /// hostile user put in the way), then runs passes and the namespace controller until the
     /// world converges or the bound is reached.
     fn quiesce(&mut self) -> Result<(), Failure> {
-        self.kube.heal();
-        self.throttle.remaining.set(0);
+        self.stage.kube.heal();
+        self.stage.throttle.remaining.set(0);
         for o in self.objects().into_values() {
             if o.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
-                self.kube
+                self.stage
+                    .kube
                     .remove_finalizer(&o.kind, &o.namespace, &o.guid, FOREIGN_FINALIZER);
             }
         }
         self.held.clear();
         for (name, _) in std::mem::take(&mut self.foreign) {
-            let _ = self.kube.delete(
+            let _ = self.stage.kube.delete(
                 &self.admin(),
                 &namespace_ref(&name),
                 &DeleteOptions::default(),
@@ -632,13 +630,13 @@ impl CfWorld<'_, '_> {
 
 impl Quiescent for CfWorld<'_, '_> {
     fn settle(&mut self) -> Result<(), Failure> {
-        self.kube.run_namespace_controller();
-        self.kube.advance(700_000);
+        self.stage.kube.run_namespace_controller();
+        self.stage.kube.advance(700_000);
         self.lethe_pass(true)
     }
 
     fn outstanding(&self) -> Vec<String> {
-        self.deletions.keys().cloned().collect()
+        self.stage.deletions.keys().cloned().collect()
     }
 
     /// Polls `path`, and forgets it once it is COMPLETE.
@@ -646,7 +644,7 @@ impl Quiescent for CfWorld<'_, '_> {
     /// being deleted, whose rights go with its namespace's content while the deletion runs: the
     /// job must not turn COMPLETE for them either while the org or space exists.
     fn poll_one(&mut self, path: &str) -> Result<(), Failure> {
-        let Some(d) = self.deletions.get(path).cloned() else {
+        let Some(d) = self.stage.deletions.get(path).cloned() else {
             return Ok(());
         };
         let (status, body, _) = self.client().call_as(&member(&d.guid), "GET", path, None);
@@ -655,7 +653,7 @@ impl Quiescent for CfWorld<'_, '_> {
         // less than its re-read (lethe's own GETs never lag against a kube-apiserver).
         if status == 200
             && body["state"] == "COMPLETE"
-            && self.kube.read_lag_ms.get() < JOB_REREAD_MS
+            && self.stage.kube.read_lag_ms.get() < JOB_REREAD_MS
         {
             self.check_complete(&d)?;
         }
@@ -664,7 +662,7 @@ impl Quiescent for CfWorld<'_, '_> {
         if status != 200 || body["state"] != "COMPLETE" {
             return Ok(());
         }
-        self.deletions.remove(path);
+        self.stage.deletions.remove(path);
         self.check_complete(&d)
     }
 

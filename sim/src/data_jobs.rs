@@ -19,9 +19,9 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value as Json, json};
 
 use crate::glance;
+use crate::host::Scheduled;
 use crate::host::faults::{self, Calls};
-use crate::host::{Scheduled, Throttle};
-use crate::world::{self, Failure, Quiescent, trace_line};
+use crate::world::{self, Failure, Quiescent, Stage, trace_line};
 
 const MIGRATIONS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -68,18 +68,12 @@ pub(crate) fn play(seed: u64, steps: usize) -> (Vec<String>, Option<Failure>) {
         .collect();
     let api = lethe_host(&sql, &kube, "api");
     let mut world = World {
-        rng,
-        kube: &kube,
-        hosts: &hosts,
-        api: &api,
-        trace: Vec::new(),
-        deletions: BTreeMap::new(),
+        stage: Stage::new(rng, &kube, &hosts, &api),
         foreign: BTreeMap::new(),
         gone: BTreeSet::new(),
-        throttle: Throttle::default(),
     };
     let violation = world.play(steps).err();
-    (world.trace, violation)
+    (world.stage.trace, violation)
 }
 
 /// A lethe host on the world's clock. Deletion jobs never time out here: a FAILED job would be
@@ -100,19 +94,11 @@ struct Deletion {
 }
 
 struct World<'w, 'a> {
-    rng: StdRng,
-    kube: &'a FakeCluster,
-    hosts: &'w [FakeHost<'a>],
-    api: &'w FakeHost<'a>,
-    trace: Vec<String>,
-    /// Deletion jobs not yet seen COMPLETE, by status path.
-    deletions: BTreeMap<String, Deletion>,
+    stage: Stage<'w, 'a, Deletion>,
     /// The hostile user's own CronJobs (none of lethe's labels), by name: their uid.
     foreign: BTreeMap<String, String>,
     /// Jobs whose deletion a client saw COMPLETE: deleted for good (a job's uid never returns).
     gone: BTreeSet<String>,
-    /// The cluster's 429s, which the hosts wait out.
-    throttle: Throttle,
 }
 
 /// A CronJob as the invariants see it.
@@ -129,14 +115,14 @@ struct Seen {
 impl World<'_, '_> {
     fn play(&mut self, steps: usize) -> Result<(), Failure> {
         for _ in 0..steps {
-            match self.rng.random_range(0..100) {
+            match self.stage.rng.random_range(0..100) {
                 0..30 => self.lethe_pass(false)?,
                 30..55 => self.client()?,
                 55..65 => self.poll()?,
                 65..77 => self.hostile(),
                 77..87 => self.fault(),
                 _ => {
-                    let line = world::let_time_pass(self.kube, &mut self.rng);
+                    let line = world::let_time_pass(self.stage.kube, &mut self.stage.rng);
                     self.note(line);
                 }
             }
@@ -145,7 +131,7 @@ impl World<'_, '_> {
     }
 
     fn note(&mut self, line: String) {
-        trace_line(&mut self.trace, self.kube.now.get(), &line);
+        trace_line(&mut self.stage.trace, self.stage.kube.now.get(), &line);
     }
 
     // --- lethe -----------------------------------------------------------------------------
@@ -153,25 +139,28 @@ impl World<'_, '_> {
     /// One pass by a host the seed picks (`full` forces a full pass), which may crash; then the
     /// invariants that compare the cluster before and after it.
     fn lethe_pass(&mut self, full: bool) -> Result<(), Failure> {
-        let (index, crash_after) = world::pick_pass(&mut self.rng, self.hosts.len(), full, 40);
-        let hosts = self.hosts;
+        let (index, crash_after) =
+            world::pick_pass(&mut self.stage.rng, self.stage.hosts.len(), full, 40);
+        let hosts = self.stage.hosts;
         let host = &hosts[index];
         let lease = self.lease();
         let before = self.cronjobs();
         let desired_before = self.desired();
-        let now = self.kube.now.get();
+        let now = self.stage.kube.now.get();
         // Clients keep calling the API while the pass runs: between any two of its calls, one
         // may act (not once the world quiesces).
-        let interleave = RefCell::new(StdRng::seed_from_u64(self.rng.random()));
+        let interleave = RefCell::new(StdRng::seed_from_u64(self.stage.rng.random()));
         let during = RefCell::new(Vec::new());
-        let client = Client { api: self.api };
+        let client = Client {
+            api: self.stage.api,
+        };
         let between = || {
             let mut rng = interleave.borrow_mut();
             if !full && rng.random_ratio(1, 16) {
                 during.borrow_mut().push(client.act(&mut rng));
             }
         };
-        let scheduled = Scheduled::new(host, crash_after, &between, &self.throttle);
+        let scheduled = Scheduled::new(host, crash_after, &between, &self.stage.throttle);
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| tick_with(&scheduled, full)));
         let during = during.into_inner();
         // Deployments removed while the pass ran were not desired throughout it.
@@ -216,7 +205,10 @@ impl World<'_, '_> {
 
     /// The Lease's holder, renew time and duration, if there is one.
     fn lease(&self) -> Option<(String, i64, i64)> {
-        let lease = self.kube.object("Lease", NAMESPACE, "data-jobs-sync")?;
+        let lease = self
+            .stage
+            .kube
+            .object("Lease", NAMESPACE, "data-jobs-sync")?;
         let spec = &lease.json()["spec"];
         Some((
             spec["holderIdentity"].as_str()?.to_string(),
@@ -226,7 +218,8 @@ impl World<'_, '_> {
     }
 
     fn cronjobs(&self) -> BTreeMap<String, Seen> {
-        self.kube
+        self.stage
+            .kube
             .glance("CronJob", |o| {
                 let seen = Seen {
                     name: glance::text(o, "/metadata/name"),
@@ -245,6 +238,7 @@ impl World<'_, '_> {
     /// The desired deployments: job uid → (team, job name, spec hash).
     fn desired(&self) -> BTreeMap<String, (String, String, String)> {
         let rows = self
+            .stage
             .api
             .query(
                 "SELECT job_uid, team, job_name, spec_hash FROM desired_data_job_deployment",
@@ -324,11 +318,17 @@ impl World<'_, '_> {
     // --- clients ---------------------------------------------------------------------------
 
     fn call(&self, method: &str, path: &str, body: Option<Json>) -> (u16, Json, Option<String>) {
-        Client { api: self.api }.call(method, path, body)
+        Client {
+            api: self.stage.api,
+        }
+        .call(method, path, body)
     }
 
     fn client(&mut self) -> Result<(), Failure> {
-        let acted = Client { api: self.api }.act(&mut self.rng);
+        let acted = Client {
+            api: self.stage.api,
+        }
+        .act(&mut self.stage.rng);
         self.apply(acted)
     }
 
@@ -339,7 +339,7 @@ impl World<'_, '_> {
         }
         if let Some(d) = acted.deletion {
             if !d.complete {
-                self.deletions.insert(d.path.clone(), d);
+                self.stage.deletions.insert(d.path.clone(), d);
             } else if d.path.contains("/data_job.delete~") {
                 self.gone.insert(d.job_uid);
             }
@@ -350,7 +350,7 @@ impl World<'_, '_> {
     /// Polls one outstanding deletion job. Invariant 3: COMPLETE only once no CronJob of the
     /// job is left.
     fn poll(&mut self) -> Result<(), Failure> {
-        match world::pick_outstanding(&mut self.rng, &self.deletions) {
+        match world::pick_outstanding(&mut self.stage.rng, &self.stage.deletions) {
             Some(path) => self.poll_one(&path),
             None => Ok(()),
         }
@@ -376,18 +376,18 @@ impl World<'_, '_> {
         let pick = |rng: &mut StdRng, names: &[String]| {
             names.get(rng.random_range(0..names.len().max(1))).cloned()
         };
-        match self.rng.random_range(0..100) {
+        match self.stage.rng.random_range(0..100) {
             0..25 => {
-                if let Some(name) = pick(&mut self.rng, &ours) {
-                    self.kube.edit("CronJob", NAMESPACE, &name, |o| {
+                if let Some(name) = pick(&mut self.stage.rng, &ours) {
+                    self.stage.kube.edit("CronJob", NAMESPACE, &name, |o| {
                         o["spec"]["schedule"] = json!("7 7 * * *");
                     });
                     self.note(format!("hostile hand-edits {name}"));
                 }
             }
             25..45 => {
-                if let Some(name) = pick(&mut self.rng, &ours) {
-                    let r = self.kube.delete(
+                if let Some(name) = pick(&mut self.stage.rng, &ours) {
+                    let r = self.stage.kube.delete(
                         &self.admin(),
                         &Self::cronjob_ref(&name),
                         &DeleteOptions::default(),
@@ -396,8 +396,8 @@ impl World<'_, '_> {
                 }
             }
             45..60 => {
-                if let Some(name) = pick(&mut self.rng, &ours) {
-                    self.kube.edit("CronJob", NAMESPACE, &name, |o| {
+                if let Some(name) = pick(&mut self.stage.rng, &ours) {
+                    self.stage.kube.edit("CronJob", NAMESPACE, &name, |o| {
                         let finalizers = o["metadata"]["finalizers"]
                             .as_array()
                             .cloned()
@@ -413,24 +413,28 @@ impl World<'_, '_> {
             }
             60..80 => {
                 // A CronJob of its own, often under the name one of lethe's jobs wants.
-                let job = JOB_NAMES[self.rng.random_range(0..JOB_NAMES.len())];
-                let name = if self.rng.random_ratio(1, 2) {
+                let job = JOB_NAMES[self.stage.rng.random_range(0..JOB_NAMES.len())];
+                let name = if self.stage.rng.random_ratio(1, 2) {
                     model::cronjob_name(TEAM, job)
                 } else {
                     format!("theirs-{job}")
                 };
-                if self.kube.exists("CronJob", NAMESPACE, &name) {
+                if self.stage.kube.exists("CronJob", NAMESPACE, &name) {
                     return;
                 }
-                let o = self.kube.put(cronjob(&name, json!({"app": "theirs"})));
+                let o = self
+                    .stage
+                    .kube
+                    .put(cronjob(&name, json!({"app": "theirs"})));
                 self.foreign.insert(name.clone(), o.metadata.uid.clone());
                 self.note(format!("hostile creates its own CronJob {name}"));
             }
             80..90 => {
-                let n = self.rng.random_range(0..1000);
+                let n = self.stage.rng.random_range(0..1000);
                 let name = format!("orphan-{n}");
-                if !self.kube.exists("CronJob", NAMESPACE, &name) {
-                    self.kube
+                if !self.stage.kube.exists("CronJob", NAMESPACE, &name) {
+                    self.stage
+                        .kube
                         .put(cronjob(&name, json!({MANAGED_BY_LABEL: MANAGED_BY})));
                     self.note(format!("hostile creates a labelled orphan {name}"));
                 }
@@ -443,14 +447,16 @@ impl World<'_, '_> {
                     .filter(|c| c.finalizers.iter().any(|f| f == FOREIGN_FINALIZER))
                     .map(|c| c.name)
                     .collect();
-                if let Some(name) = pick(&mut self.rng, &held) {
-                    self.kube.clear_finalizers("CronJob", NAMESPACE, &name);
+                if let Some(name) = pick(&mut self.stage.rng, &held) {
+                    self.stage
+                        .kube
+                        .clear_finalizers("CronJob", NAMESPACE, &name);
                     self.note(format!("hostile removes its finalizer from {name}"));
                 }
             }
             _ => {
                 if let Some(name) = self.foreign.keys().next().cloned() {
-                    let r = self.kube.delete(
+                    let r = self.stage.kube.delete(
                         &self.admin(),
                         &Self::cronjob_ref(&name),
                         &DeleteOptions::default(),
@@ -467,11 +473,11 @@ impl World<'_, '_> {
     // --- faults ----------------------------------------------------------------------------
 
     fn fault(&mut self) {
-        let (kube, rng) = (self.kube, &mut self.rng);
+        let (kube, rng) = (self.stage.kube, &mut self.stage.rng);
         let line = match rng.random_range(0..100) {
             0..25 => faults::fail_calls(kube, rng, &FAILING_CALLS),
             25..45 => faults::heal(kube),
-            45..53 => self.throttle.storm(rng),
+            45..53 => self.stage.throttle.storm(rng),
             53..60 => faults::time_out_a_write(kube, rng, &TIMED_OUT_WRITES),
             60..70 => faults::lose_a_create(kube, rng, &["CronJob"]),
             70..85 => faults::expire_watches(kube),
@@ -490,10 +496,10 @@ impl World<'_, '_> {
     /// Stops the clients, the hostile user and the faults, then runs passes until the world
     /// converges or the bound is reached.
     fn quiesce(&mut self) -> Result<(), Failure> {
-        self.kube.heal();
-        self.throttle.remaining.set(0);
+        self.stage.kube.heal();
+        self.stage.throttle.remaining.set(0);
         for (name, _) in std::mem::take(&mut self.foreign) {
-            let _ = self.kube.delete(
+            let _ = self.stage.kube.delete(
                 &self.admin(),
                 &Self::cronjob_ref(&name),
                 &DeleteOptions::default(),
@@ -502,7 +508,9 @@ impl World<'_, '_> {
         // lethe puts no finalizer on its CronJobs: every one there is the hostile user's.
         for c in self.cronjobs().into_values() {
             if c.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
-                self.kube.clear_finalizers("CronJob", NAMESPACE, &c.name);
+                self.stage
+                    .kube
+                    .clear_finalizers("CronJob", NAMESPACE, &c.name);
             }
         }
         self.note(
@@ -514,12 +522,12 @@ impl World<'_, '_> {
 
 impl Quiescent for World<'_, '_> {
     fn settle(&mut self) -> Result<(), Failure> {
-        self.kube.advance(700_000);
+        self.stage.kube.advance(700_000);
         self.lethe_pass(true)
     }
 
     fn outstanding(&self) -> Vec<String> {
-        self.deletions.keys().cloned().collect()
+        self.stage.deletions.keys().cloned().collect()
     }
 
     /// Polls `path`, and forgets it once it is COMPLETE.
@@ -529,7 +537,7 @@ impl Quiescent for World<'_, '_> {
         if status != 200 || body["state"] != "COMPLETE" {
             return Ok(());
         }
-        let Some(deletion) = self.deletions.remove(path) else {
+        let Some(deletion) = self.stage.deletions.remove(path) else {
             return Ok(());
         };
         if path.contains("/data_job.delete~") {
@@ -560,7 +568,7 @@ impl Quiescent for World<'_, '_> {
         for (uid, (team, job, hash)) in &desired {
             let name = model::cronjob_name(team, job);
             wanted.insert(name.clone());
-            let Some(o) = self.kube.object("CronJob", NAMESPACE, &name) else {
+            let Some(o) = self.stage.kube.object("CronJob", NAMESPACE, &name) else {
                 return Some(format!("no CronJob {name} for job {uid}"));
             };
             let labels = &o.json()["metadata"]["labels"];

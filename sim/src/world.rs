@@ -1,12 +1,52 @@
 //! What both worlds share: the request a client sends and how its answer is read, and how a
 //! world that has quiesced is driven to convergence.
 
-use lethe_guest::fake::FakeCluster;
+use lethe_guest::fake::{FakeCluster, FakeHost};
 use lethe_guest::{Request, Response};
 use rand::Rng;
 use rand::rngs::StdRng;
 use serde_json::Value as Json;
 use std::collections::BTreeMap;
+
+/// What every world plays on: the schedule's randomness, the cluster, lethe's reconciler hosts
+/// and its API host, the trace, the deletion jobs not yet seen COMPLETE by status path (`D`: what
+/// the world remembers of one), and the cluster's 429s.
+pub struct Stage<'w, 'a, D> {
+    /// Every choice the schedule makes.
+    pub rng: StdRng,
+    /// The cluster.
+    pub kube: &'a FakeCluster,
+    /// lethe's instances that run reconciler passes.
+    pub hosts: &'w [FakeHost<'a>],
+    /// The host the clients' API calls go to.
+    pub api: &'w FakeHost<'a>,
+    /// What happened, line by line.
+    pub trace: Vec<String>,
+    /// Deletion jobs not yet seen COMPLETE, by status path.
+    pub deletions: BTreeMap<String, D>,
+    /// The cluster's 429s, which the reconciler hosts wait out.
+    pub throttle: crate::host::Throttle,
+}
+
+impl<'w, 'a, D> Stage<'w, 'a, D> {
+    /// A stage with nothing traced, no deletion job and no 429 pending.
+    pub fn new(
+        rng: StdRng,
+        kube: &'a FakeCluster,
+        hosts: &'w [FakeHost<'a>],
+        api: &'w FakeHost<'a>,
+    ) -> Self {
+        Stage {
+            rng,
+            kube,
+            hosts,
+            api,
+            trace: Vec::new(),
+            deletions: BTreeMap::new(),
+            throttle: crate::host::Throttle::default(),
+        }
+    }
+}
 
 /// Why a world failed: the invariant broken, in words.
 pub type Failure = String;
