@@ -310,3 +310,29 @@ pub fn object_from_json(json: Json) -> Object {
         parsed: std::cell::OnceCell::from(json),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(label_selector: Option<&str>) -> ListOptions {
+        ListOptions {
+            label_selector: label_selector.map(str::to_string),
+            limit: Some(7),
+            ..ListOptions::default()
+        }
+    }
+
+    #[test]
+    fn a_list_of_a_selected_collection_asks_for_both_selectors() {
+        let mut of = Collection::new("v1", "ConfigMap", Some("a"));
+        assert_eq!(narrowed(&of, &page(None)), page(None));
+        assert_eq!(narrowed(&of, &page(Some("x=1"))), page(Some("x=1")));
+        of.label_selector = Some("app=web".into());
+        assert_eq!(narrowed(&of, &page(None)), page(Some("app=web")));
+        assert_eq!(
+            narrowed(&of, &page(Some("x in (1,2)"))),
+            page(Some("app=web,x in (1,2)"))
+        );
+    }
+}
