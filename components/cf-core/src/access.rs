@@ -21,13 +21,7 @@ pub fn caller(req: &Request) -> Result<Identity, HttpError> {
 
 /// Whether `name` can be a resource guid: a DNS-1123 label (it names a namespace).
 pub fn valid_guid(name: &str) -> bool {
-    let b = name.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-'
+    lethe_kube_model::validation::dns1123_label(name).is_empty()
 }
 
 /// Reads the resource of type `t` with guid `guid` with the host's privileged identity: the

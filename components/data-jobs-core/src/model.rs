@@ -34,14 +34,9 @@ pub fn valid_job_name(name: &str) -> bool {
     dns_label(name, 45) && name.as_bytes()[0].is_ascii_lowercase()
 }
 
+/// A DNS-1123 label of at most `max` characters.
 fn dns_label(s: &str, max: usize) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= max
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-'
+    s.len() <= max && lethe_kube_model::validation::dns1123_label(s).is_empty()
 }
 
 /// A UUID in lower-case canonical form (8-4-4-4-12 hex digits).

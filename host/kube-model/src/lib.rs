@@ -13,7 +13,8 @@
 //! * [`check_segment`], [`target_namespace`], [`new_object`], [`create_namespace`]: which
 //!   addresses are refused before sending;
 //! * [`served_kinds`]: what a discovery document says a group version serves;
-//! * [`cron`]: which CronJob schedules the API server takes, and its words for the others.
+//! * [`cron`]: which CronJob schedules the API server takes, and its words for the others;
+//! * [`validation`]: apimachinery's name, label and port rules, in its words.
 
 #![warn(missing_docs)]
 
@@ -22,6 +23,7 @@ pub mod error;
 pub mod parse;
 pub mod retry;
 pub mod types;
+pub mod validation;
 
 pub use error::{KubeError, Result};
 pub use types::{
