@@ -25,6 +25,7 @@ use crate::kube::{
     object_from_json,
 };
 use crate::sql::{Sql, SqlError, Statement, Value};
+use lethe_kube_model::selector::LabelSelector;
 
 type Key = (String, String, String); // (kind, namespace, name)
 
@@ -629,19 +630,10 @@ fn key_ref(r: &ObjectRef) -> Key {
     )
 }
 
-/// Whether `labels` satisfy a selector of comma-separated `key=value`, `key` and `!key` terms.
-fn selects(selector: &str, labels: &Json) -> bool {
-    selector
-        .split(',')
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .all(|term| match term.split_once('=') {
-            Some((k, v)) => labels[k.trim_end_matches('=')].as_str() == Some(v),
-            None => match term.strip_prefix('!') {
-                Some(k) => labels.get(k).is_none(),
-                None => labels.get(term).is_some(),
-            },
-        })
+/// `selector` read as the API server reads a `labelSelector`; a malformed one is refused in its
+/// words, as the server's 400 is.
+fn label_selector(selector: Option<&str>) -> Result<LabelSelector> {
+    LabelSelector::parse(selector.unwrap_or_default()).map_err(KubeError::Invalid)
 }
 
 /// `target` in `objects`, or 404.
@@ -655,14 +647,18 @@ fn get_in(objects: &BTreeMap<Key, Json>, target: &ObjectRef) -> Result<Object, K
 
 /// The objects of `of` in `objects` that `page` selects (label and `metadata.name` field
 /// selectors); pages continue after the last key returned.
-fn list_in(objects: &BTreeMap<Key, Json>, of: &Collection, page: &ListOptions) -> ObjectList {
+fn list_in(
+    objects: &BTreeMap<Key, Json>,
+    of: &Collection,
+    page: &ListOptions,
+) -> Result<ObjectList> {
     let (kind, namespace) = (&of.kind, of.namespace.as_deref());
     let options = narrowed(of, page);
     let name = options
         .field_selector
         .as_deref()
         .and_then(|f| f.strip_prefix("metadata.name="));
-    let labels = options.label_selector.as_deref().unwrap_or_default();
+    let labels = label_selector(options.label_selector.as_deref())?;
     let after = options.continue_token.as_deref();
     let matching: Vec<(String, &Json)> = objects
         .iter()
@@ -670,7 +666,7 @@ fn list_in(objects: &BTreeMap<Key, Json>, of: &Collection, page: &ListOptions) -
             k == kind
                 && namespace.is_none_or(|ns| ns == n)
                 && name.is_none_or(|x| x == nm)
-                && selects(labels, &o["metadata"]["labels"])
+                && labels.matches(o)
         })
         .map(|((_, n, nm), o)| (format!("{n}/{nm}"), o))
         .filter(|(at, _)| after.is_none_or(|c| at.as_str() > c))
@@ -681,14 +677,14 @@ fn list_in(objects: &BTreeMap<Key, Json>, of: &Collection, page: &ListOptions) -
         .filter(|l| *l > 0)
         .unwrap_or(usize::MAX);
     let continue_token = (matching.len() > limit).then(|| matching[limit - 1].0.clone());
-    ObjectList {
+    Ok(ObjectList {
         items: matching
             .into_iter()
             .take(limit)
             .map(|(_, o)| object_from_json(o.clone()))
             .collect(),
         continue_token,
-    }
+    })
 }
 
 impl Kube for FakeCluster {
@@ -724,8 +720,8 @@ impl Kube for FakeCluster {
     fn list(&self, id: &Identity, of: &Collection, page: &ListOptions) -> Result<ObjectList> {
         self.check(id, "list", &of.kind, of.namespace.as_deref())?;
         match self.lag_of_this_read() {
-            Some(lag) => Ok(list_in(&self.objects.lagging(&of.kind, lag), of, page)),
-            None => Ok(list_in(&self.objects.borrow(), of, page)),
+            Some(lag) => list_in(&self.objects.lagging(&of.kind, lag), of, page),
+            None => list_in(&self.objects.borrow(), of, page),
         }
     }
 
@@ -874,6 +870,7 @@ impl Kube for FakeCluster {
         self.check(id, "changes", &collection.kind, namespace)?;
         self.check(id, "list", &collection.kind, namespace)?;
         self.check(id, "watch", &collection.kind, namespace)?;
+        let selector = label_selector(collection.label_selector.as_deref())?;
         let writes = self.objects.writes.borrow();
         let Some(since) = since.bookmark else {
             return Ok(ChangeBatch {
@@ -887,11 +884,8 @@ impl Kube for FakeCluster {
             .and_then(|i| i.parse::<usize>().ok())
             .filter(|i| *i <= writes.len())
             .ok_or_else(|| KubeError::Gone(format!("bookmark {since} expired")))?;
-        let selector = collection.label_selector.as_deref().unwrap_or_default();
         let followed = |(k, n, _): &Key, o: &Json| {
-            *k == collection.kind
-                && namespace.is_none_or(|ns| ns == n)
-                && selects(selector, &o["metadata"]["labels"])
+            *k == collection.kind && namespace.is_none_or(|ns| ns == n) && selector.matches(o)
         };
         let take = usize::try_from(max.max(1)).unwrap_or(usize::MAX);
         let mut changes = Vec::new();
@@ -1351,6 +1345,44 @@ mod tests {
         assert_eq!(first, ["a/x", "b/x"]);
         let (rest, end) = list(None, "app=j", Some(2), token);
         assert_eq!((rest, end), (vec!["b/z".to_string()], None));
+    }
+
+    #[test]
+    fn selectors_are_read_as_the_api_server_reads_them() {
+        let cluster = FakeCluster::new();
+        cluster.put(cm("a", "x", json!({"app": "j", "tier": "1"})));
+        cluster.put(cm("a", "y", json!({"app": "k"})));
+        let mut of = Collection::new("v1", "ConfigMap", Some("a"));
+        let names = |of: &Collection, selector: &str| {
+            let options = ListOptions {
+                label_selector: Some(selector.into()),
+                ..ListOptions::default()
+            };
+            cluster.list(&Identity::Privileged, of, &options).map(|l| {
+                l.items
+                    .into_iter()
+                    .map(|o| o.target.name)
+                    .collect::<Vec<_>>()
+            })
+        };
+        assert_eq!(names(&of, "app in (j, m)"), Ok(vec!["x".to_string()]));
+        assert_eq!(names(&of, "app!=j"), Ok(vec!["y".to_string()]));
+        assert_eq!(names(&of, "tier notin (1)"), Ok(vec!["y".to_string()]));
+        assert!(matches!(names(&of, "app in j"), Err(KubeError::Invalid(_))));
+        // A followed collection's own selector narrows every list of it.
+        of.label_selector = Some("tier".into());
+        assert_eq!(names(&of, "app"), Ok(vec!["x".to_string()]));
+        assert!(matches!(
+            cluster.changes(
+                &Identity::Privileged,
+                &Collection {
+                    label_selector: Some("a b".into()),
+                    ..of
+                },
+                Since::START
+            ),
+            Err(KubeError::Invalid(_))
+        ));
     }
 
     #[test]

@@ -14,7 +14,8 @@
 //!   addresses are refused before sending;
 //! * [`served_kinds`]: what a discovery document says a group version serves;
 //! * [`cron`]: which CronJob schedules the API server takes, and its words for the others;
-//! * [`validation`]: apimachinery's name, label and port rules, in its words.
+//! * [`validation`]: apimachinery's name, label and port rules, in its words;
+//! * [`selector`]: label selectors, parsed and matched as the API server does.
 
 #![warn(missing_docs)]
 
@@ -22,6 +23,7 @@ pub mod cron;
 pub mod error;
 pub mod parse;
 pub mod retry;
+pub mod selector;
 pub mod types;
 pub mod validation;
 
