@@ -25,6 +25,7 @@ use crate::kube::{
     object_from_json,
 };
 use crate::sql::{Sql, SqlError, Statement, Value};
+use lethe_kube_model::patch;
 use lethe_kube_model::selector::LabelSelector;
 
 type Key = (String, String, String); // (kind, namespace, name)
@@ -819,7 +820,7 @@ impl Kube for FakeCluster {
         Ok(object_from_json(next))
     }
 
-    /// A merge patch, or a JSON patch of `test`, `add` and `remove`. An object being deleted
+    /// A merge patch or a JSON patch, applied as the API server applies them. An object being deleted
     /// goes once its last finalizer does.
     fn patch(&self, id: &Identity, target: &ObjectRef, patch: &Patch) -> Result<Object> {
         if let Some(applied) = self.times_out("patch", &target.kind) {
@@ -831,21 +832,9 @@ impl Kube for FakeCluster {
         let (key, current) = self.stored(id, "patch", target)?;
         let mut next = current.clone();
         match patch {
-            Patch::Merge(patch) => merge(&mut next, patch),
+            Patch::Merge(patch) => patch::merge_patch(&mut next, patch),
             Patch::Json(patch) => {
-                for op in patch.as_array().into_iter().flatten() {
-                    let path = op["path"].as_str().unwrap_or_default();
-                    match op["op"].as_str() {
-                        Some("test") => {
-                            if next.pointer(path) != Some(&op["value"]) {
-                                return Err(KubeError::Invalid(format!("test failed at {path}")));
-                            }
-                        }
-                        Some("add") => json_add(&mut next, path, op["value"].clone()),
-                        Some("remove") => json_remove(&mut next, path),
-                        _ => return Err(KubeError::Invalid("unsupported op".into())),
-                    }
-                }
+                patch::json_patch(&mut next, patch).map_err(KubeError::Invalid)?
             }
         }
         next["metadata"]["resourceVersion"] = json!(self.next_version());
@@ -950,59 +939,6 @@ impl Kube for FakeCluster {
             objects.remove(&key);
             Ok(Deletion::Done)
         }
-    }
-}
-
-fn merge(target: &mut Json, patch: &Json) {
-    match (target, patch) {
-        (Json::Object(t), Json::Object(p)) => {
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge(t.entry(k.clone()).or_insert(Json::Null), v);
-                }
-            }
-        }
-        (t, p) => *t = p.clone(),
-    }
-}
-
-fn split(path: &str) -> (String, String) {
-    let (parent, last) = path.rsplit_once('/').unwrap_or(("", path));
-    (parent.to_string(), last.to_string())
-}
-
-fn json_add(doc: &mut Json, path: &str, value: Json) {
-    let (parent, last) = split(path);
-    match doc.pointer_mut(&parent) {
-        Some(Json::Array(a)) if last == "-" => a.push(value),
-        Some(Json::Array(a)) => {
-            if let Ok(i) = last.parse::<usize>() {
-                a.insert(i.min(a.len()), value);
-            }
-        }
-        Some(Json::Object(o)) => {
-            o.insert(last, value);
-        }
-        _ => {}
-    }
-}
-
-fn json_remove(doc: &mut Json, path: &str) {
-    let (parent, last) = split(path);
-    match doc.pointer_mut(&parent) {
-        Some(Json::Array(a)) => {
-            if let Ok(i) = last.parse::<usize>()
-                && i < a.len()
-            {
-                a.remove(i);
-            }
-        }
-        Some(Json::Object(o)) => {
-            o.remove(&last);
-        }
-        _ => {}
     }
 }
 

@@ -15,13 +15,15 @@
 //! * [`served_kinds`]: what a discovery document says a group version serves;
 //! * [`cron`]: which CronJob schedules the API server takes, and its words for the others;
 //! * [`validation`]: apimachinery's name, label and port rules, in its words;
-//! * [`selector`]: label selectors, parsed and matched as the API server does.
+//! * [`selector`]: label selectors, parsed and matched as the API server does;
+//! * [`patch`]: merge and JSON patches, applied as the API server does.
 
 #![warn(missing_docs)]
 
 pub mod cron;
 pub mod error;
 pub mod parse;
+pub mod patch;
 pub mod retry;
 pub mod selector;
 pub mod types;
