@@ -17,17 +17,7 @@ mod wasm {
     use lethe_guest::{Request, Response};
     use serde_json::json;
 
-    wit_bindgen::generate!({
-        path: "../../wit",
-        world: "lethe:platform/scheduled-reconciler",
-        with: {
-            "lethe:platform/kube@0.1.0": lethe_guest::host::bindings::lethe::platform::kube,
-            "lethe:platform/sql@0.1.0": lethe_guest::host::bindings::lethe::platform::sql,
-            "lethe:platform/log@0.1.0": lethe_guest::host::bindings::lethe::platform::log,
-            "lethe:platform/config@0.1.0": lethe_guest::host::bindings::lethe::platform::config,
-            "spin:cron/cron-types@3.0.0": generate,
-        },
-    });
+    lethe_guest::reconciler_bindings!("lethe:platform/scheduled-reconciler");
 
     use exports::lethe::platform::reconciler;
 

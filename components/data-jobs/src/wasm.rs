@@ -3,17 +3,7 @@
 use data_jobs_core::{Env as _, Level};
 use lethe_guest::host::Host;
 
-wit_bindgen::generate!({
-    path: "../../wit",
-    world: "lethe:platform/data-jobs",
-    with: {
-        "lethe:platform/kube@0.1.0": lethe_guest::host::bindings::lethe::platform::kube,
-        "lethe:platform/sql@0.1.0": lethe_guest::host::bindings::lethe::platform::sql,
-        "lethe:platform/log@0.1.0": lethe_guest::host::bindings::lethe::platform::log,
-        "lethe:platform/config@0.1.0": lethe_guest::host::bindings::lethe::platform::config,
-        "spin:cron/cron-types@3.0.0": generate,
-    },
-});
+lethe_guest::reconciler_bindings!("lethe:platform/data-jobs");
 
 use exports::lethe::platform::reconciler;
 

@@ -854,29 +854,28 @@ impl Kube for FakeCluster {
     /// The writes after bookmark `since` to objects of the collection, one change per write,
     /// oldest first, as a watch delivers them.
     fn changes(&self, id: &Identity, of: &Collection, since: Since<'_>) -> Result<ChangeBatch> {
-        let (collection, max) = (of, since.max);
-        let namespace = collection.namespace.as_deref();
-        self.check(id, "changes", &collection.kind, namespace)?;
-        self.check(id, "list", &collection.kind, namespace)?;
-        self.check(id, "watch", &collection.kind, namespace)?;
-        let selector = label_selector(collection.label_selector.as_deref())?;
+        let namespace = of.namespace.as_deref();
+        self.check(id, "changes", &of.kind, namespace)?;
+        self.check(id, "list", &of.kind, namespace)?;
+        self.check(id, "watch", &of.kind, namespace)?;
+        let selector = label_selector(of.label_selector.as_deref())?;
         let writes = self.objects.writes.borrow();
-        let Some(since) = since.bookmark else {
+        let Some(bookmark) = since.bookmark else {
             return Ok(ChangeBatch {
                 bookmark: self.bookmark(writes.len()),
                 ..ChangeBatch::default()
             });
         };
         let prefix = format!("fake{}.", self.watch_epoch.get());
-        let from = since
+        let from = bookmark
             .strip_prefix(&prefix)
             .and_then(|i| i.parse::<usize>().ok())
             .filter(|i| *i <= writes.len())
-            .ok_or_else(|| KubeError::Gone(format!("bookmark {since} expired")))?;
+            .ok_or_else(|| KubeError::Gone(format!("bookmark {bookmark} expired")))?;
         let followed = |(k, n, _): &Key, o: &Json| {
-            *k == collection.kind && namespace.is_none_or(|ns| ns == n) && selector.matches(o)
+            *k == of.kind && namespace.is_none_or(|ns| ns == n) && selector.matches(o)
         };
-        let take = usize::try_from(max.max(1)).unwrap_or(usize::MAX);
+        let take = usize::try_from(since.max.max(1)).unwrap_or(usize::MAX);
         let mut changes = Vec::new();
         let mut next = writes.len();
         for (index, write) in writes.iter().enumerate().skip(from) {

@@ -1,6 +1,8 @@
 //! The host's capabilities (`lethe:platform` imports) behind the [`Kube`], [`Sql`] and [`Env`]
 //! traits.
-//! Component crates map their own `wit_bindgen::generate!` imports onto [`bindings`] with `with`.
+//! Component crates map their own `wit_bindgen::generate!` imports onto [`bindings`] with `with`;
+//! the reconciler worlds, which import the same four interfaces, do it through
+//! [`reconciler_bindings!`](crate::reconciler_bindings).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -22,6 +24,27 @@ pub mod bindings {
         world: "lethe:platform/host-capabilities",
         generate_all,
     });
+}
+
+/// Generates a reconciler world's bindings (`wit_bindgen::generate!` over the workspace's `wit/`,
+/// from a component crate in `components/`), with the four capability imports every reconciler
+/// world has (`kube`, `sql`, `log`, `config`) mapped onto [`bindings`], so that [`Host`] serves
+/// them, and the `spin:cron` types generated.
+#[macro_export]
+macro_rules! reconciler_bindings {
+    ($world:literal) => {
+        wit_bindgen::generate!({
+            path: "../../wit",
+            world: $world,
+            with: {
+                "lethe:platform/kube@0.1.0": lethe_guest::host::bindings::lethe::platform::kube,
+                "lethe:platform/sql@0.1.0": lethe_guest::host::bindings::lethe::platform::sql,
+                "lethe:platform/log@0.1.0": lethe_guest::host::bindings::lethe::platform::log,
+                "lethe:platform/config@0.1.0": lethe_guest::host::bindings::lethe::platform::config,
+                "spin:cron/cron-types@3.0.0": generate,
+            },
+        });
+    };
 }
 
 use bindings::lethe::platform::{config, kube as wit, log, sql};
