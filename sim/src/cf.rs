@@ -29,7 +29,7 @@ use serde_json::{Value as Json, json};
 use crate::glance;
 use crate::host::Scheduled;
 use crate::host::faults::{self, Calls};
-use crate::world::{self, Failure, Quiescent, Stage, trace_line};
+use crate::world::{self, Failure, Quiescent, Stage};
 
 const MIGRATIONS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -81,7 +81,7 @@ pub(crate) fn play(seed: u64, steps: usize) -> (Vec<String>, Option<Failure>) {
     let api = FakeHost::on(&kube);
     never_time_out(&api);
     let mut world = CfWorld {
-        stage: Stage::new(rng, &kube, &hosts, &api),
+        stage: Stage::new(rng, &kube, &hosts, &api, "cf: "),
         foreign: BTreeMap::new(),
         held: BTreeSet::new(),
     };
@@ -166,23 +166,12 @@ impl CfWorld<'_, '_> {
                 66..76 => self.fault(),
                 76..86 => {
                     self.stage.kube.run_namespace_controller();
-                    self.note("the namespace controller runs".into());
+                    self.stage.note("the namespace controller runs");
                 }
-                _ => {
-                    let line = world::let_time_pass(self.stage.kube, &mut self.stage.rng);
-                    self.note(line);
-                }
+                _ => self.stage.let_time_pass(),
             }
         }
         self.quiesce()
-    }
-
-    fn note(&mut self, line: String) {
-        trace_line(
-            &mut self.stage.trace,
-            self.stage.kube.now.get(),
-            &format!("cf: {line}"),
-        );
     }
 
     fn client(&self) -> Client<'_, '_> {
@@ -261,7 +250,7 @@ impl CfWorld<'_, '_> {
             }
             said
         })?;
-        self.note(format!("host-{index} pass: {said}"));
+        self.stage.note(&format!("host-{index} pass: {said}"));
         self.check_pass(&before, &namespaces_before, &interrupted)
     }
 
@@ -384,7 +373,7 @@ impl CfWorld<'_, '_> {
     /// deletion job, its violation.
     fn apply(&mut self, acted: Acted) -> Result<(), Failure> {
         for line in acted.lines {
-            self.note(line);
+            self.stage.note(&line);
         }
         self.held.extend(acted.held);
         if let Some((name, made)) = acted.squatted {
@@ -404,7 +393,7 @@ impl CfWorld<'_, '_> {
     }
 
     fn poll(&mut self) -> Result<(), Failure> {
-        match world::pick_outstanding(&mut self.stage.rng, &self.stage.deletions) {
+        match self.stage.pick_outstanding() {
             Some(path) => self.poll_one(&path),
             None => Ok(()),
         }
@@ -479,7 +468,7 @@ impl CfWorld<'_, '_> {
                     "metadata": {"name": guid, "namespace": ROOT},
                     "spec": {"displayName": format!("h{n}")},
                 }));
-                self.note(format!(
+                self.stage.note(&format!(
                     "hostile makes the org {guid} by hand, over a namespace of its own"
                 ));
             }
@@ -512,7 +501,7 @@ impl CfWorld<'_, '_> {
                         &namespace_ref(&o.guid),
                         &DeleteOptions::default(),
                     );
-                    self.note(format!(
+                    self.stage.note(&format!(
                         "hostile deletes the namespace of {} {}: {}",
                         o.kind,
                         o.guid,
@@ -529,7 +518,7 @@ impl CfWorld<'_, '_> {
                 if let Some(o) = pick(&mut self.stage.rng, &homeless)
                     && self.squat(&o.guid)
                 {
-                    self.note(format!(
+                    self.stage.note(&format!(
                         "hostile makes a namespace of its own named after {} {}",
                         o.kind, o.guid
                     ));
@@ -546,7 +535,7 @@ impl CfWorld<'_, '_> {
                     if being_deleted(self.stage.kube, &name) != Some(false) {
                         self.foreign.remove(&name);
                     }
-                    self.note(format!(
+                    self.stage.note(&format!(
                         "hostile deletes its own namespace {name}: {}",
                         r.is_ok()
                     ));
@@ -567,7 +556,7 @@ impl CfWorld<'_, '_> {
             .kube
             .remove_finalizer(&o.kind, &o.namespace, &o.guid, FOREIGN_FINALIZER);
         self.held.remove(uid);
-        self.note(format!(
+        self.stage.note(&format!(
             "hostile removes its finalizer from {} {}",
             o.kind, o.guid
         ));
@@ -594,7 +583,7 @@ impl CfWorld<'_, '_> {
                 format!("fault: the API's reads lag {lag} ms behind")
             }
         };
-        self.note(line);
+        self.stage.note(&line);
     }
 
     // --- quiescence ------------------------------------------------------------------------
@@ -620,9 +609,8 @@ impl CfWorld<'_, '_> {
                 &DeleteOptions::default(),
             );
         }
-        self.note(
-            "quiescence: faults healed, the hostile user's namespaces and finalizers removed"
-                .into(),
+        self.stage.note(
+            "quiescence: faults healed, the hostile user's namespaces and finalizers removed",
         );
         self.converge()
     }
@@ -636,7 +624,7 @@ impl Quiescent for CfWorld<'_, '_> {
     }
 
     fn outstanding(&self) -> Vec<String> {
-        self.stage.deletions.keys().cloned().collect()
+        self.stage.outstanding()
     }
 
     /// Polls `path`, and forgets it once it is COMPLETE.
@@ -648,7 +636,10 @@ impl Quiescent for CfWorld<'_, '_> {
             return Ok(());
         };
         let (status, body, _) = self.client().call_as(&member(&d.guid), "GET", path, None);
-        self.note(format!("a member polls {path}: {status} {}", body["state"]));
+        self.stage.note(&format!(
+            "a member polls {path}: {status} {}",
+            body["state"]
+        ));
         // What job status promises a caller who cannot see the resource holds for reads that lag
         // less than its re-read (lethe's own GETs never lag against a kube-apiserver).
         if status == 200
@@ -658,7 +649,8 @@ impl Quiescent for CfWorld<'_, '_> {
             self.check_complete(&d)?;
         }
         let (status, body, _) = self.client().call("GET", path, None);
-        self.note(format!("client polls {path}: {status} {}", body["state"]));
+        self.stage
+            .note(&format!("client polls {path}: {status} {}", body["state"]));
         if status != 200 || body["state"] != "COMPLETE" {
             return Ok(());
         }

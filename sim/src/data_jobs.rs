@@ -21,7 +21,7 @@ use serde_json::{Value as Json, json};
 use crate::glance;
 use crate::host::Scheduled;
 use crate::host::faults::{self, Calls};
-use crate::world::{self, Failure, Quiescent, Stage, trace_line};
+use crate::world::{self, Failure, Quiescent, Stage};
 
 const MIGRATIONS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -68,7 +68,7 @@ pub(crate) fn play(seed: u64, steps: usize) -> (Vec<String>, Option<Failure>) {
         .collect();
     let api = lethe_host(&sql, &kube, "api");
     let mut world = World {
-        stage: Stage::new(rng, &kube, &hosts, &api),
+        stage: Stage::new(rng, &kube, &hosts, &api, ""),
         foreign: BTreeMap::new(),
         gone: BTreeSet::new(),
     };
@@ -121,17 +121,10 @@ impl World<'_, '_> {
                 55..65 => self.poll()?,
                 65..77 => self.hostile(),
                 77..87 => self.fault(),
-                _ => {
-                    let line = world::let_time_pass(self.stage.kube, &mut self.stage.rng);
-                    self.note(line);
-                }
+                _ => self.stage.let_time_pass(),
             }
         }
         self.quiesce()
-    }
-
-    fn note(&mut self, line: String) {
-        trace_line(&mut self.stage.trace, self.stage.kube.now.get(), &line);
     }
 
     // --- lethe -----------------------------------------------------------------------------
@@ -187,7 +180,7 @@ impl World<'_, '_> {
             }
             Tick::NotLeader { holder } => format!("not leader ({holder})"),
         })?;
-        self.note(format!(
+        self.stage.note(&format!(
             "host-{index} pass{}: {said}",
             if full { " (full)" } else { "" }
         ));
@@ -335,7 +328,7 @@ impl World<'_, '_> {
     /// Takes in what a client did: its trace, its deletion job, its violation.
     fn apply(&mut self, acted: Acted) -> Result<(), Failure> {
         for line in acted.lines {
-            self.note(line);
+            self.stage.note(&line);
         }
         if let Some(d) = acted.deletion {
             if !d.complete {
@@ -350,7 +343,7 @@ impl World<'_, '_> {
     /// Polls one outstanding deletion job. Invariant 3: COMPLETE only once no CronJob of the
     /// job is left.
     fn poll(&mut self) -> Result<(), Failure> {
-        match world::pick_outstanding(&mut self.stage.rng, &self.stage.deletions) {
+        match self.stage.pick_outstanding() {
             Some(path) => self.poll_one(&path),
             None => Ok(()),
         }
@@ -382,7 +375,7 @@ impl World<'_, '_> {
                     self.stage.kube.edit("CronJob", NAMESPACE, &name, |o| {
                         o["spec"]["schedule"] = json!("7 7 * * *");
                     });
-                    self.note(format!("hostile hand-edits {name}"));
+                    self.stage.note(&format!("hostile hand-edits {name}"));
                 }
             }
             25..45 => {
@@ -392,7 +385,8 @@ impl World<'_, '_> {
                         &Self::cronjob_ref(&name),
                         &DeleteOptions::default(),
                     );
-                    self.note(format!("hostile deletes {name}: {}", r.is_ok()));
+                    self.stage
+                        .note(&format!("hostile deletes {name}: {}", r.is_ok()));
                 }
             }
             45..60 => {
@@ -408,7 +402,8 @@ impl World<'_, '_> {
                             o["metadata"]["finalizers"] = json!(finalizers);
                         }
                     });
-                    self.note(format!("hostile adds a finalizer to {name}"));
+                    self.stage
+                        .note(&format!("hostile adds a finalizer to {name}"));
                 }
             }
             60..80 => {
@@ -427,7 +422,8 @@ impl World<'_, '_> {
                     .kube
                     .put(cronjob(&name, json!({"app": "theirs"})));
                 self.foreign.insert(name.clone(), o.metadata.uid.clone());
-                self.note(format!("hostile creates its own CronJob {name}"));
+                self.stage
+                    .note(&format!("hostile creates its own CronJob {name}"));
             }
             80..90 => {
                 let n = self.stage.rng.random_range(0..1000);
@@ -436,7 +432,8 @@ impl World<'_, '_> {
                     self.stage
                         .kube
                         .put(cronjob(&name, json!({MANAGED_BY_LABEL: MANAGED_BY})));
-                    self.note(format!("hostile creates a labelled orphan {name}"));
+                    self.stage
+                        .note(&format!("hostile creates a labelled orphan {name}"));
                 }
             }
             90..95 => {
@@ -451,7 +448,8 @@ impl World<'_, '_> {
                     self.stage
                         .kube
                         .clear_finalizers("CronJob", NAMESPACE, &name);
-                    self.note(format!("hostile removes its finalizer from {name}"));
+                    self.stage
+                        .note(&format!("hostile removes its finalizer from {name}"));
                 }
             }
             _ => {
@@ -464,7 +462,8 @@ impl World<'_, '_> {
                     if r.is_ok() {
                         self.foreign.remove(&name);
                     }
-                    self.note(format!("hostile deletes its own {name}: {}", r.is_ok()));
+                    self.stage
+                        .note(&format!("hostile deletes its own {name}: {}", r.is_ok()));
                 }
             }
         }
@@ -488,7 +487,7 @@ impl World<'_, '_> {
                 format!("fault: the next read of {name} misses it")
             }
         };
-        self.note(line);
+        self.stage.note(&line);
     }
 
     // --- quiescence ------------------------------------------------------------------------
@@ -513,9 +512,8 @@ impl World<'_, '_> {
                     .clear_finalizers("CronJob", NAMESPACE, &c.name);
             }
         }
-        self.note(
-            "quiescence: faults healed, the hostile user's objects and finalizers removed".into(),
-        );
+        self.stage
+            .note("quiescence: faults healed, the hostile user's objects and finalizers removed");
         self.converge()
     }
 }
@@ -527,13 +525,14 @@ impl Quiescent for World<'_, '_> {
     }
 
     fn outstanding(&self) -> Vec<String> {
-        self.stage.deletions.keys().cloned().collect()
+        self.stage.outstanding()
     }
 
     /// Polls `path`, and forgets it once it is COMPLETE.
     fn poll_one(&mut self, path: &str) -> Result<(), Failure> {
         let (status, body, _) = self.call("GET", path, None);
-        self.note(format!("client polls {path}: {status} {}", body["state"]));
+        self.stage
+            .note(&format!("client polls {path}: {status} {}", body["state"]));
         if status != 200 || body["state"] != "COMPLETE" {
             return Ok(());
         }

@@ -26,15 +26,19 @@ pub struct Stage<'w, 'a, D> {
     pub deletions: BTreeMap<String, D>,
     /// The cluster's 429s, which the reconciler hosts wait out.
     pub throttle: crate::host::Throttle,
+    /// What each trace line starts with (the world's name, where traces are shown together).
+    pub prefix: &'static str,
 }
 
 impl<'w, 'a, D> Stage<'w, 'a, D> {
-    /// A stage with nothing traced, no deletion job and no 429 pending.
+    /// A stage with nothing traced, no deletion job and no 429 pending, whose trace lines start
+    /// with `prefix`.
     pub fn new(
         rng: StdRng,
         kube: &'a FakeCluster,
         hosts: &'w [FakeHost<'a>],
         api: &'w FakeHost<'a>,
+        prefix: &'static str,
     ) -> Self {
         Stage {
             rng,
@@ -44,7 +48,36 @@ impl<'w, 'a, D> Stage<'w, 'a, D> {
             trace: Vec::new(),
             deletions: BTreeMap::new(),
             throttle: crate::host::Throttle::default(),
+            prefix,
         }
+    }
+
+    /// Appends `line` to the trace, numbered, at the cluster's virtual time.
+    pub fn note(&mut self, line: &str) {
+        let line = format!("{}{line}", self.prefix);
+        trace_line(&mut self.trace, self.kube.now.get(), &line);
+    }
+
+    /// Time passes on the cluster's clock, 0.1–30 s as the seed picks it, and is traced.
+    pub fn let_time_pass(&mut self) {
+        let ms = self.rng.random_range(100..30_000);
+        self.kube.advance(ms);
+        self.note(&format!("clock +{ms} ms"));
+    }
+
+    /// The status paths of the deletion jobs not seen `COMPLETE` yet.
+    pub fn outstanding(&self) -> Vec<String> {
+        self.deletions.keys().cloned().collect()
+    }
+
+    /// The path of one outstanding deletion job, as the seed picks it; nothing is drawn when
+    /// there are none. A client polls the job it picks.
+    pub fn pick_outstanding(&mut self) -> Option<String> {
+        if self.deletions.is_empty() {
+            return None;
+        }
+        let index = self.rng.random_range(0..self.deletions.len());
+        self.deletions.keys().nth(index).cloned()
     }
 }
 
@@ -56,7 +89,7 @@ pub const QUIESCENT_PASSES: usize = 30;
 
 /// Appends `line` to a world's trace, numbered, at the virtual time `now_ms` counted from the
 /// start of the world's clock.
-pub fn trace_line(trace: &mut Vec<String>, now_ms: i64, line: &str) {
+fn trace_line(trace: &mut Vec<String>, now_ms: i64, line: &str) {
     let at = now_ms - FakeCluster::START_MS;
     trace.push(format!("{:>4} t={at}ms {line}", trace.len()));
 }
@@ -86,23 +119,6 @@ pub fn pass_outcome<T, E: std::fmt::Display>(
         }
         Err(_) => Err(format!("host-{host}'s pass panicked")),
     }
-}
-
-/// Time passes on `kube`'s clock, 0.1–30 s as the seed picks it. Its trace line.
-pub fn let_time_pass(kube: &FakeCluster, rng: &mut StdRng) -> String {
-    let ms = rng.random_range(100..30_000);
-    kube.advance(ms);
-    format!("clock +{ms} ms")
-}
-
-/// The key of one of `outstanding`'s entries, as the seed picks it; nothing is drawn when there
-/// are none. A client polls the deletion job at the path it picks.
-pub fn pick_outstanding<V>(rng: &mut StdRng, outstanding: &BTreeMap<String, V>) -> Option<String> {
-    if outstanding.is_empty() {
-        return None;
-    }
-    let index = rng.random_range(0..outstanding.len());
-    outstanding.keys().nth(index).cloned()
 }
 
 /// Which of `hosts` hosts runs the next pass, and after how many capability calls it crashes: a
