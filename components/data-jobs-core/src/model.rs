@@ -136,10 +136,19 @@ pub fn valid_image(image: &str) -> bool {
     })
 }
 
-/// A Kubernetes quantity such as `500m`, `1`, `2.5`, `128Mi`, `1G` or `1e3`, read as the API
-/// server reads one, and not negative (as a request or limit must be).
+/// A Kubernetes quantity such as `500m`, `1`, `2.5`, `128Mi`, `1G`.
 pub fn valid_quantity(q: &str) -> bool {
-    lethe_kube_model::quantity::parse_quantity(q).is_some_and(|n| n >= 0)
+    let digits = q
+        .bytes()
+        .take_while(|c| c.is_ascii_digit() || *c == b'.')
+        .count();
+    let (number, suffix) = q.split_at(digits);
+    !number.is_empty()
+        && number.len() <= 12
+        && number.matches('.').count() <= 1
+        && !number.starts_with('.')
+        && !number.ends_with('.')
+        && ["", "m", "k", "M", "G", "T", "Ki", "Mi", "Gi", "Ti"].contains(&suffix)
 }
 
 /// The resources of a deployment, in VDK's field names.

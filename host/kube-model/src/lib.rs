@@ -16,8 +16,7 @@
 //! * [`cron`]: which CronJob schedules the API server takes, and its words for the others;
 //! * [`validation`]: apimachinery's name, label and port rules, in its words;
 //! * [`selector`]: label selectors, parsed and matched as the API server does;
-//! * [`patch`]: merge and JSON patches, applied as the API server does;
-//! * [`quantity`]: resource quantities, read as the API server reads them.
+//! * [`patch`]: merge and JSON patches, applied as the API server does.
 
 #![warn(missing_docs)]
 
@@ -25,7 +24,6 @@ pub mod cron;
 pub mod error;
 pub mod parse;
 pub mod patch;
-pub mod quantity;
 pub mod retry;
 pub mod selector;
 pub mod types;

@@ -2,11 +2,10 @@
 //! shared with templates), and the status its strategy sets on create when nothing schedules
 //! or runs the Pod (`phase: Pending`, the QoS class, the scheduling-gated condition).
 
-use crate::kinds::pod_spec::{default, pod_spec_causes};
+use crate::kinds::pod_spec::{default, parse_quantity, pod_spec_causes};
 use crate::kinds::strategy::{Ctx, Strategy};
 use crate::status::{ApiError, Cause};
 use crate::util::strip_nulls;
-use lethe_kube_model::quantity::parse_quantity;
 use serde_json::{Map, Value, json};
 
 fn quantity(v: &Value) -> Option<i128> {
@@ -335,7 +334,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn extreme_quantities_saturate_instead_of_overflowing_the_qos_sums() {
+    fn extreme_quantities_saturate_instead_of_overflowing() {
+        // Tiny values round up to a nano, as Quantity does; huge ones saturate.
+        assert_eq!(parse_quantity("1e-2147483648"), Some(1));
+        assert_eq!(parse_quantity("1e-40"), Some(1));
+        assert_eq!(parse_quantity("0e-40"), Some(0));
+        assert_eq!(parse_quantity("1e2147483647"), Some(i128::MAX));
+        assert_eq!(
+            parse_quantity("170141183460469231731687303715.9"),
+            Some(i128::MAX)
+        );
+        assert_eq!(parse_quantity(&"9".repeat(100)), Some(i128::MAX));
+        assert_eq!(
+            parse_quantity("170141183460469231731687303715.884105727n"),
+            Some(170_141_183_460_469_231_731_687_303_716)
+        );
         let huge = json!({"containers": [
             {"resources": {"requests": {"cpu": "1e29"}}},
             {"resources": {"requests": {"cpu": "1e29"}}}]});
