@@ -47,11 +47,7 @@ pub fn locate(kube: &dyn Kube, t: &ResourceType, guid: &str) -> Result<Option<Ob
                 field_selector: Some(format!("metadata.name={guid}")),
                 ..Default::default()
             };
-            let found = kube.list_all(
-                &Identity::Privileged,
-                &Collection::new(&t.api_version, &t.kind, None),
-                &options,
-            )?;
+            let found = kube.list_all(&Identity::Privileged, &t.collection(None), &options)?;
             Ok(found.into_iter().next())
         }
     }

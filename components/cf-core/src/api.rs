@@ -4,7 +4,7 @@
 use serde_json::{Value as Json, json};
 
 use lethe_guest::env::Env;
-use lethe_guest::kube::{Collection, Identity, Kube, KubeError, ListOptions, Object};
+use lethe_guest::kube::{Identity, Kube, KubeError, ListOptions, Object};
 use lethe_guest::{Request, Response};
 
 use crate::access;
@@ -397,7 +397,7 @@ fn in_time_range(created: &str, times: &[(String, Vec<String>)]) -> bool {
 fn all_of_type(kube: &dyn Kube, t: &ResourceType) -> Result<Vec<Object>, KubeError> {
     match kube.list_all(
         &Identity::Privileged,
-        &Collection::new(&t.api_version, &t.kind, t.fixed_namespace()),
+        &t.collection(t.fixed_namespace()),
         &ListOptions::default(),
     ) {
         Err(KubeError::NotFound(_)) => Ok(Vec::new()),
@@ -697,7 +697,7 @@ fn space_placement(
     let options = ListOptions::default();
     let siblings = match kube.list_all(
         &Identity::Privileged,
-        &Collection::new(&t.api_version, &t.kind, Some(&org_guid)),
+        &t.collection(Some(&org_guid)),
         &options,
     ) {
         Err(KubeError::NotFound(_)) => Vec::new(),

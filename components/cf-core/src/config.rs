@@ -5,6 +5,7 @@
 use serde::Deserialize;
 
 use lethe_guest::env::Env;
+use lethe_guest::kube::Collection;
 
 use crate::kind::ResourceKind;
 
@@ -80,6 +81,12 @@ impl ResourceType {
             NamespaceRule::Fixed(ns) => Some(ns),
             NamespaceRule::Any => None,
         }
+    }
+
+    /// Every resource of this type in `namespace` (`None`: in any), as a list or a change feed
+    /// addresses them.
+    pub fn collection(&self, namespace: Option<&str>) -> Collection {
+        Collection::new(&self.api_version, &self.kind, namespace)
     }
 
     /// The resource's plural, as its CRD names it: the kind in lower case with an `s` (`orgs`,

@@ -78,7 +78,7 @@ impl Feed {
 fn feeds(settings: &Settings) -> Vec<Feed> {
     let mut feeds: BTreeMap<Collection, Vec<Role>> = BTreeMap::new();
     for (name, t) in &settings.types {
-        let of_type = Collection::new(&t.api_version, &t.kind, t.fixed_namespace());
+        let of_type = t.collection(t.fixed_namespace());
         feeds
             .entry(of_type)
             .or_default()

@@ -241,7 +241,7 @@ impl Reconciler<'_> {
             }
             let listing = self.kube.list_pages(
                 &Identity::Privileged,
-                &Collection::new(&t.api_version, &t.kind, t.fixed_namespace()),
+                &t.collection(t.fixed_namespace()),
                 &options,
                 &mut |objects| {
                     for object in objects {

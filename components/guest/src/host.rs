@@ -182,12 +182,7 @@ impl Kube for Host {
     }
 
     fn changes(&self, id: &Identity, of: &Collection, since: Since<'_>) -> Result<ChangeBatch> {
-        let collection = wit::Collection {
-            api_version: of.api_version.clone(),
-            kind: of.kind.clone(),
-            namespace: of.namespace.clone(),
-            label_selector: of.label_selector.clone(),
-        };
+        let collection = lethe_kube_model::convert_collection!(of.clone() => wit::Collection);
         let batch = self
             .client(id)?
             .changes(&collection, since.bookmark, since.max)

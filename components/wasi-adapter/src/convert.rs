@@ -87,12 +87,7 @@ impl From<model::ObjectList> for wit::ObjectList {
 
 impl From<wit::Collection> for model::Collection {
     fn from(c: wit::Collection) -> Self {
-        model::Collection {
-            api_version: c.api_version,
-            kind: c.kind,
-            namespace: c.namespace,
-            label_selector: c.label_selector,
-        }
+        lethe_kube_model::convert_collection!(c => model::Collection)
     }
 }
 

@@ -134,6 +134,21 @@ macro_rules! convert_list_options {
     }};
 }
 
+/// Builds a `$to` from the fields of a [`Collection`]-shaped `$from`, moving each one: the one
+/// list of the fields of WIT `collection` (see [`convert_metadata!`]).
+#[macro_export]
+macro_rules! convert_collection {
+    ($from:expr => $to:path) => {{
+        let c = $from;
+        $to {
+            api_version: c.api_version,
+            kind: c.kind,
+            namespace: c.namespace,
+            label_selector: c.label_selector,
+        }
+    }};
+}
+
 /// One object as the API server returned it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {

@@ -42,7 +42,7 @@ use sha2::{Digest, Sha256};
 pub use changes::{BUFFER as CHANGES_BUFFER, MAX_BATCH as CHANGES_MAX_BATCH};
 pub use config::{ClusterOptions, RetryPolicy};
 pub use error::{KubeError, Result};
-pub use lethe_kube_model::{convert_list_options, convert_metadata};
+pub use lethe_kube_model::{convert_collection, convert_list_options, convert_metadata};
 pub use rate_limit::{RateLimit, RateLimitError, RateLimitOptions, Waited};
 pub use types::{
     Change, ChangeBatch, ChangeType, Collection, DeleteOptions, DeleteOutcome, Identity,

@@ -231,12 +231,7 @@ impl HostClient for CapsView<'_> {
     ) -> wasmtime::Result<Result<ChangeBatch, Error>> {
         let client = self.table.get(&client)?;
         let kind = collection.kind.clone();
-        let collection = lethe_kube::Collection {
-            api_version: collection.api_version,
-            kind: collection.kind,
-            namespace: collection.namespace,
-            label_selector: collection.label_selector,
-        };
+        let collection = lethe_kube::convert_collection!(collection => lethe_kube::Collection);
         let result = client.changes(&collection, since.as_deref(), max).await;
         Ok(self
             .counted("changes", &kind, result)
