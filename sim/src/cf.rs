@@ -29,7 +29,7 @@ use serde_json::{Value as Json, json};
 use crate::glance;
 use crate::host::Scheduled;
 use crate::host::faults::{self, Calls};
-use crate::world::{self, Failure, Quiescent, Stage};
+use crate::world::{self, Failure, Quiescent, Scenario, Stage};
 
 const MIGRATIONS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -148,32 +148,63 @@ struct CfWorld<'w, 'a> {
     held: BTreeSet<String>,
 }
 
-impl CfWorld<'_, '_> {
-    fn play(&mut self, steps: usize) -> Result<(), Failure> {
-        for _ in 0..steps {
-            match self.stage.rng.random_range(0..100) {
-                0..28 => self.lethe_pass(false)?,
-                28..48 => {
-                    let client = Client {
-                        api: self.stage.api,
-                        kube: self.stage.kube,
-                    };
-                    let acted = client.act(&mut self.stage.rng);
-                    self.apply(acted)?;
-                }
-                48..56 => self.poll()?,
-                56..66 => self.hostile(),
-                66..76 => self.fault(),
-                76..86 => {
-                    self.stage.kube.run_namespace_controller();
-                    self.stage.note("the namespace controller runs");
-                }
-                _ => self.stage.let_time_pass(),
-            }
-        }
-        self.quiesce()
+impl Scenario for CfWorld<'_, '_> {
+    fn rng(&mut self) -> &mut StdRng {
+        &mut self.stage.rng
     }
 
+    fn step(&mut self, roll: u32) -> Result<(), Failure> {
+        match roll {
+            0..28 => self.lethe_pass(false)?,
+            28..48 => {
+                let client = Client {
+                    api: self.stage.api,
+                    kube: self.stage.kube,
+                };
+                let acted = client.act(&mut self.stage.rng);
+                self.apply(acted)?;
+            }
+            48..56 => self.poll()?,
+            56..66 => self.hostile(),
+            66..76 => self.fault(),
+            76..86 => {
+                self.stage.kube.run_namespace_controller();
+                self.stage.note("the namespace controller runs");
+            }
+            _ => self.stage.let_time_pass(),
+        }
+        Ok(())
+    }
+
+    /// Stops the clients, the hostile user and the faults (an administrator removes what the
+    /// hostile user put in the way), then runs passes and the namespace controller until the
+    /// world converges or the bound is reached.
+    fn quiesce(&mut self) -> Result<(), Failure> {
+        self.stage.kube.heal();
+        self.stage.throttle.remaining.set(0);
+        for o in self.objects().into_values() {
+            if o.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
+                self.stage
+                    .kube
+                    .remove_finalizer(&o.kind, &o.namespace, &o.guid, FOREIGN_FINALIZER);
+            }
+        }
+        self.held.clear();
+        for (name, _) in std::mem::take(&mut self.foreign) {
+            let _ = self.stage.kube.delete(
+                &self.admin(),
+                &namespace_ref(&name),
+                &DeleteOptions::default(),
+            );
+        }
+        self.stage.note(
+            "quiescence: faults healed, the hostile user's namespaces and finalizers removed",
+        );
+        self.converge()
+    }
+}
+
+impl CfWorld<'_, '_> {
     fn client(&self) -> Client<'_, '_> {
         Client {
             api: self.stage.api,
@@ -584,35 +615,6 @@ impl CfWorld<'_, '_> {
             }
         };
         self.stage.note(&line);
-    }
-
-    // --- quiescence ------------------------------------------------------------------------
-
-    /// Stops the clients, the hostile user and the faults (an administrator removes what the
-    /// hostile user put in the way), then runs passes and the namespace controller until the
-    /// world converges or the bound is reached.
-    fn quiesce(&mut self) -> Result<(), Failure> {
-        self.stage.kube.heal();
-        self.stage.throttle.remaining.set(0);
-        for o in self.objects().into_values() {
-            if o.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
-                self.stage
-                    .kube
-                    .remove_finalizer(&o.kind, &o.namespace, &o.guid, FOREIGN_FINALIZER);
-            }
-        }
-        self.held.clear();
-        for (name, _) in std::mem::take(&mut self.foreign) {
-            let _ = self.stage.kube.delete(
-                &self.admin(),
-                &namespace_ref(&name),
-                &DeleteOptions::default(),
-            );
-        }
-        self.stage.note(
-            "quiescence: faults healed, the hostile user's namespaces and finalizers removed",
-        );
-        self.converge()
     }
 }
 

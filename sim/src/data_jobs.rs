@@ -21,7 +21,7 @@ use serde_json::{Value as Json, json};
 use crate::glance;
 use crate::host::Scheduled;
 use crate::host::faults::{self, Calls};
-use crate::world::{self, Failure, Quiescent, Stage};
+use crate::world::{self, Failure, Quiescent, Scenario, Stage};
 
 const MIGRATIONS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -112,21 +112,50 @@ struct Seen {
     finalizers: Vec<String>,
 }
 
-impl World<'_, '_> {
-    fn play(&mut self, steps: usize) -> Result<(), Failure> {
-        for _ in 0..steps {
-            match self.stage.rng.random_range(0..100) {
-                0..30 => self.lethe_pass(false)?,
-                30..55 => self.client()?,
-                55..65 => self.poll()?,
-                65..77 => self.hostile(),
-                77..87 => self.fault(),
-                _ => self.stage.let_time_pass(),
-            }
-        }
-        self.quiesce()
+impl Scenario for World<'_, '_> {
+    fn rng(&mut self) -> &mut StdRng {
+        &mut self.stage.rng
     }
 
+    fn step(&mut self, roll: u32) -> Result<(), Failure> {
+        match roll {
+            0..30 => self.lethe_pass(false)?,
+            30..55 => self.client()?,
+            55..65 => self.poll()?,
+            65..77 => self.hostile(),
+            77..87 => self.fault(),
+            _ => self.stage.let_time_pass(),
+        }
+        Ok(())
+    }
+
+    /// Stops the clients, the hostile user and the faults, then runs passes until the world
+    /// converges or the bound is reached.
+    fn quiesce(&mut self) -> Result<(), Failure> {
+        self.stage.kube.heal();
+        self.stage.throttle.remaining.set(0);
+        for (name, _) in std::mem::take(&mut self.foreign) {
+            let _ = self.stage.kube.delete(
+                &self.admin(),
+                &Self::cronjob_ref(&name),
+                &DeleteOptions::default(),
+            );
+        }
+        // lethe puts no finalizer on its CronJobs: every one there is the hostile user's.
+        for c in self.cronjobs().into_values() {
+            if c.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
+                self.stage
+                    .kube
+                    .clear_finalizers("CronJob", NAMESPACE, &c.name);
+            }
+        }
+        self.stage
+            .note("quiescence: faults healed, the hostile user's objects and finalizers removed");
+        self.converge()
+    }
+}
+
+impl World<'_, '_> {
     // --- lethe -----------------------------------------------------------------------------
 
     /// One pass by a host the seed picks (`full` forces a full pass), which may crash; then the
@@ -488,33 +517,6 @@ impl World<'_, '_> {
             }
         };
         self.stage.note(&line);
-    }
-
-    // --- quiescence ------------------------------------------------------------------------
-
-    /// Stops the clients, the hostile user and the faults, then runs passes until the world
-    /// converges or the bound is reached.
-    fn quiesce(&mut self) -> Result<(), Failure> {
-        self.stage.kube.heal();
-        self.stage.throttle.remaining.set(0);
-        for (name, _) in std::mem::take(&mut self.foreign) {
-            let _ = self.stage.kube.delete(
-                &self.admin(),
-                &Self::cronjob_ref(&name),
-                &DeleteOptions::default(),
-            );
-        }
-        // lethe puts no finalizer on its CronJobs: every one there is the hostile user's.
-        for c in self.cronjobs().into_values() {
-            if c.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
-                self.stage
-                    .kube
-                    .clear_finalizers("CronJob", NAMESPACE, &c.name);
-            }
-        }
-        self.stage
-            .note("quiescence: faults healed, the hostile user's objects and finalizers removed");
-        self.converge()
     }
 }
 

@@ -191,6 +191,26 @@ pub fn first_poll(
     }
 }
 
+/// A world the schedule drives: each step rolls a number below 100, and the world acts on it
+/// (a pass, a client's request, the hostile user, a fault, time passing, ...).
+pub trait Scenario: Quiescent {
+    /// The schedule's randomness, which every roll draws from.
+    fn rng(&mut self) -> &mut StdRng;
+    /// Acts on one roll in `0..100`.
+    fn step(&mut self, roll: u32) -> Result<(), Failure>;
+    /// Stops the clients, the hostile user and the faults, then [`Quiescent::converge`]s.
+    fn quiesce(&mut self) -> Result<(), Failure>;
+
+    /// Plays `steps` rolls, then quiesces: the first invariant found broken, if one is.
+    fn play(&mut self, steps: usize) -> Result<(), Failure> {
+        for _ in 0..steps {
+            let roll = self.rng().random_range(0..100);
+            self.step(roll)?;
+        }
+        self.quiesce()
+    }
+}
+
 /// A world after its clients, hostile user and faults stopped.
 pub trait Quiescent {
     /// One round: time past every lease, backoff and resync interval, then a full pass (and
