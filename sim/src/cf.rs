@@ -28,7 +28,7 @@ use serde_json::{Value as Json, json};
 
 use crate::glance;
 use crate::host::Scheduled;
-use crate::host::faults::{self, Calls};
+use crate::host::faults::{Calls, Plan};
 use crate::world::{self, Failure, Quiescent, Scenario, Stage};
 
 const MIGRATIONS: &str = concat!(
@@ -48,16 +48,19 @@ const MAX_LAG_MS: i64 = 4_000;
 /// How long job status re-reads a resource that shows no deletion (`job_reread_ms`).
 const JOB_REREAD_MS: i64 = 2_000;
 
-/// The calls the fault injector makes fail (`*`: every kind).
-const FAILING_CALLS: Calls = Calls {
-    verbs: &["create", "patch", "delete", "list", "get", "changes"],
-    kinds: &["Namespace", "Org", "Space", "*"],
-};
-
-/// The writes whose answer the fault injector loses.
-const TIMED_OUT_WRITES: Calls = Calls {
-    verbs: &["patch", "delete"],
-    kinds: &["Namespace", "Org", "Space"],
+/// The faults injected into the cluster: which calls fail (`*`: every kind), which writes and
+/// creates lose their answer, and how often each comes.
+const FAULTS: Plan = Plan {
+    failing: Calls {
+        verbs: &["create", "patch", "delete", "list", "get", "changes"],
+        kinds: &["Namespace", "Org", "Space", "*"],
+    },
+    timed_out: Calls {
+        verbs: &["patch", "delete"],
+        kinds: &["Namespace", "Org", "Space"],
+    },
+    lost_creates: &["Namespace", "Org"],
+    odds: [20, 36, 44, 52, 60, 72],
 };
 
 /// Runs the CF world of `seed` for `steps` steps, then lets it quiesce: its trace, and the first
@@ -69,21 +72,17 @@ pub(crate) fn play(seed: u64, steps: usize) -> (Vec<String>, Option<Failure>) {
     kube.namespaces_must_exist.set(true);
     kube.put(namespace(ROOT, json!({})));
     let sql = FakeSql::migrated(MIGRATIONS);
-    let host_count = rng.random_range(1..=3);
-    let hosts: Vec<FakeHost<'_>> = (0..host_count)
-        .map(|i| {
-            let mut host = FakeHost::new(&sql, &kube, &format!("host-{i}"));
-            host.now = kube.now.clone();
-            never_time_out(&host);
-            host
-        })
-        .collect();
+    let hosts = world::reconciler_hosts(&mut rng, |name| {
+        let mut host = FakeHost::new(&sql, &kube, name);
+        host.now = kube.now.clone();
+        never_time_out(&host);
+        host
+    });
     let api = FakeHost::on(&kube);
     never_time_out(&api);
     let mut world = CfWorld {
         stage: Stage::new(rng, &kube, &hosts, &api, "cf: "),
-        foreign: BTreeMap::new(),
-        held: BTreeSet::new(),
+        hostile: Hostile::default(),
     };
     let violation = world.play(steps).err();
     (world.stage.trace, violation)
@@ -130,29 +129,29 @@ struct Seen {
 /// A namespace as the invariants see it.
 #[derive(Clone)]
 struct SeenNamespace {
-    name: String,
-    resource_version: String,
+    meta: glance::Meta,
     /// The uid in lethe's mark, if it carries one.
     owner_uid: Option<String>,
     /// `<type>.<guid>` in lethe's mark.
     owner: Option<String>,
-    deleting: bool,
 }
 
 struct CfWorld<'w, 'a> {
     stage: Stage<'w, 'a, Deletion>,
-    /// The hostile user's namespaces (no mark of lethe's), by name: their uid and
-    /// resourceVersion (the hostile user never changes them).
-    foreign: BTreeMap<String, (String, String)>,
-    /// Uids of the orgs and spaces that carry the hostile user's finalizer.
+    hostile: Hostile,
+}
+
+/// What the hostile user has put in lethe's way, which an administrator removes at quiescence.
+#[derive(Default)]
+struct Hostile {
+    /// Its namespaces (no mark of lethe's), by name: their uid and resourceVersion (the hostile
+    /// user never changes them).
+    namespaces: BTreeMap<String, (String, String)>,
+    /// Uids of the orgs and spaces that carry its finalizer.
     held: BTreeSet<String>,
 }
 
 impl Scenario for CfWorld<'_, '_> {
-    fn rng(&mut self) -> &mut StdRng {
-        &mut self.stage.rng
-    }
-
     fn step(&mut self, roll: u32) -> Result<(), Failure> {
         match roll {
             0..28 => self.lethe_pass(false)?,
@@ -189,8 +188,7 @@ impl Scenario for CfWorld<'_, '_> {
                     .remove_finalizer(&o.kind, &o.namespace, &o.guid, FOREIGN_FINALIZER);
             }
         }
-        self.held.clear();
-        for (name, _) in std::mem::take(&mut self.foreign) {
+        for (name, _) in std::mem::take(&mut self.hostile).namespaces {
             let _ = self.stage.kube.delete(
                 &self.admin(),
                 &namespace_ref(&name),
@@ -201,6 +199,10 @@ impl Scenario for CfWorld<'_, '_> {
             "quiescence: faults healed, the hostile user's namespaces and finalizers removed",
         );
         self.converge()
+    }
+
+    fn rng(&mut self) -> &mut StdRng {
+        &mut self.stage.rng
     }
 }
 
@@ -218,10 +220,7 @@ impl CfWorld<'_, '_> {
     /// (and the hostile user's finalizers) act between its calls. Then the invariants that
     /// compare the cluster before and after it.
     fn lethe_pass(&mut self, full: bool) -> Result<(), Failure> {
-        let (index, crash_after) =
-            world::pick_pass(&mut self.stage.rng, self.stage.hosts.len(), full, 60);
-        let hosts = self.stage.hosts;
-        let host = &hosts[index];
+        let (index, host, crash_after) = self.stage.pick_pass(full, 60);
         let before = self.objects();
         let namespaces_before = self.namespaces();
         let interleave = RefCell::new(StdRng::seed_from_u64(self.stage.rng.random()));
@@ -233,12 +232,13 @@ impl CfWorld<'_, '_> {
                 return;
             }
             let mut rng = interleave.borrow_mut();
-            let acted = match rng.random_range(0..48) {
+            let mut acted = match rng.random_range(0..48) {
                 0..3 => client.act(&mut rng),
                 3 => hold(kube, &mut rng),
                 4 => swap(kube, &mut rng),
                 _ => return,
             };
+            world::during_the_pass(&mut acted.lines);
             during.borrow_mut().push(acted);
         };
         let scheduled = Scheduled::new(host, crash_after, &between, &self.stage.throttle);
@@ -261,10 +261,7 @@ impl CfWorld<'_, '_> {
             })
             .collect();
         for acted in during {
-            self.apply(Acted {
-                lines: world::during_the_pass(acted.lines),
-                ..acted
-            })?;
+            self.apply(acted)?;
         }
         let said = world::pass_outcome(&outcome, crash_after, index, |r| {
             let mut said = format!(
@@ -305,20 +302,11 @@ impl CfWorld<'_, '_> {
 
     /// Every namespace, by uid.
     fn namespaces(&self) -> BTreeMap<String, SeenNamespace> {
-        self.stage
-            .kube
-            .glance("Namespace", |o| {
-                let seen = SeenNamespace {
-                    name: glance::text(o, "/metadata/name"),
-                    resource_version: glance::text(o, "/metadata/resourceVersion"),
-                    owner_uid: glance::label(o, OWNER_UID_LABEL),
-                    owner: glance::label(o, OWNER_LABEL),
-                    deleting: glance::deleting(o),
-                };
-                (glance::text(o, "/metadata/uid"), seen)
-            })
-            .into_iter()
-            .collect()
+        glance::by_uid(self.stage.kube, "Namespace", |o| SeenNamespace {
+            meta: glance::meta(o),
+            owner_uid: glance::label(o, OWNER_UID_LABEL),
+            owner: glance::label(o, OWNER_LABEL),
+        })
     }
 
     /// The invariants on what one pass changed:
@@ -335,17 +323,17 @@ impl CfWorld<'_, '_> {
         let after = self.objects();
         let namespaces = self.namespaces();
         // Those made during the pass too, between two of its calls.
-        for (name, (uid, version)) in &self.foreign {
+        for (name, (uid, version)) in &self.hostile.namespaces {
             if namespaces
                 .get(uid)
-                .is_none_or(|n| n.resource_version != *version)
+                .is_none_or(|n| n.meta.resource_version != *version)
             {
                 return Err(format!(
                     "lethe changed or deleted the namespace {name}, which is not its own"
                 ));
             }
         }
-        for uid in &self.held {
+        for uid in &self.hostile.held {
             match after.get(uid) {
                 Some(o) if o.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) => {}
                 Some(o) => {
@@ -365,18 +353,18 @@ impl CfWorld<'_, '_> {
         for (uid, was) in namespaces_before {
             let deleted = namespaces
                 .get(uid)
-                .is_none_or(|n| n.deleting && !was.deleting);
+                .is_none_or(|n| n.meta.deleting && !was.meta.deleting);
             let Some(owner_uid) = &was.owner_uid else {
                 continue;
             };
             if deleted
-                && !interrupted.contains(&was.name)
+                && !interrupted.contains(&was.meta.name)
                 && let Some(owner) = after.get(owner_uid)
                 && !owner.deleting
             {
                 return Err(format!(
                     "lethe deleted the namespace {} of {} {}, which is not being deleted",
-                    was.name, owner.kind, owner.guid
+                    was.meta.name, owner.kind, owner.guid
                 ));
             }
         }
@@ -406,9 +394,9 @@ impl CfWorld<'_, '_> {
         for line in acted.lines {
             self.stage.note(&line);
         }
-        self.held.extend(acted.held);
+        self.hostile.held.extend(acted.held);
         if let Some((name, made)) = acted.squatted {
-            self.foreign.insert(name, made);
+            self.hostile.namespaces.insert(name, made);
         }
         if let Some(violation) = acted.violation {
             return Err(violation);
@@ -476,7 +464,7 @@ impl CfWorld<'_, '_> {
             .stage
             .kube
             .put(namespace(name, json!({"app": "theirs"})));
-        self.foreign.insert(
+        self.hostile.namespaces.insert(
             name.to_string(),
             (ns.metadata.uid, ns.metadata.resource_version),
         );
@@ -515,7 +503,7 @@ impl CfWorld<'_, '_> {
                 let held: Vec<(String, Seen)> = self
                     .objects()
                     .into_iter()
-                    .filter(|(uid, _)| self.held.contains(uid))
+                    .filter(|(uid, _)| self.hostile.held.contains(uid))
                     .collect();
                 if !held.is_empty() {
                     let (uid, o) = &held[self.stage.rng.random_range(0..held.len())];
@@ -525,7 +513,7 @@ impl CfWorld<'_, '_> {
             55..75 => {
                 if let Some(o) = pick(&mut self.stage.rng, &objects)
                     && self.stage.kube.exists("Namespace", "", &o.guid)
-                    && !self.foreign.contains_key(&o.guid)
+                    && !self.hostile.namespaces.contains_key(&o.guid)
                 {
                     let r = self.stage.kube.delete(
                         &self.admin(),
@@ -556,7 +544,7 @@ impl CfWorld<'_, '_> {
                 }
             }
             _ => {
-                if let Some(name) = self.foreign.keys().next().cloned() {
+                if let Some(name) = self.hostile.namespaces.keys().next().cloned() {
                     let r = self.stage.kube.delete(
                         &self.admin(),
                         &namespace_ref(&name),
@@ -564,7 +552,7 @@ impl CfWorld<'_, '_> {
                     );
                     // An answer lost after the delete was carried out counts as carried out.
                     if being_deleted(self.stage.kube, &name) != Some(false) {
-                        self.foreign.remove(&name);
+                        self.hostile.namespaces.remove(&name);
                     }
                     self.stage.note(&format!(
                         "hostile deletes its own namespace {name}: {}",
@@ -586,7 +574,7 @@ impl CfWorld<'_, '_> {
         self.stage
             .kube
             .remove_finalizer(&o.kind, &o.namespace, &o.guid, FOREIGN_FINALIZER);
-        self.held.remove(uid);
+        self.hostile.held.remove(uid);
         self.stage.note(&format!(
             "hostile removes its finalizer from {} {}",
             o.kind, o.guid
@@ -596,25 +584,15 @@ impl CfWorld<'_, '_> {
     // --- faults ----------------------------------------------------------------------------
 
     fn fault(&mut self) {
-        let (kube, rng) = (self.stage.kube, &mut self.stage.rng);
-        let line = match rng.random_range(0..100) {
-            0..20 => faults::fail_calls(kube, rng, &FAILING_CALLS),
-            20..36 => faults::heal(kube),
-            36..44 => self.stage.throttle.storm(rng),
-            44..52 => faults::time_out_a_write(kube, rng, &TIMED_OUT_WRITES),
-            52..60 => faults::lose_a_create(kube, rng, &["Namespace", "Org"]),
-            60..72 => faults::expire_watches(kube),
-            _ => {
-                let lag = if rng.random_ratio(1, 3) {
-                    0
-                } else {
-                    rng.random_range(1..=MAX_LAG_MS)
-                };
-                kube.read_lag_ms.set(lag);
-                format!("fault: the API's reads lag {lag} ms behind")
-            }
-        };
-        self.stage.note(&line);
+        self.stage.fault(&FAULTS, |kube, rng| {
+            let lag = if rng.random_ratio(1, 3) {
+                0
+            } else {
+                rng.random_range(1..=MAX_LAG_MS)
+            };
+            kube.read_lag_ms.set(lag);
+            format!("fault: the API's reads lag {lag} ms behind")
+        });
     }
 }
 
@@ -675,10 +653,10 @@ impl Quiescent for CfWorld<'_, '_> {
             }
             let mark = format!("{}.{}", type_name(&o.kind), o.guid);
             let home = namespaces.values().find(|n| {
-                n.name == o.guid
+                n.meta.name == o.guid
                     && n.owner_uid.as_deref() == Some(uid.as_str())
                     && n.owner.as_deref() == Some(mark.as_str())
-                    && !n.deleting
+                    && !n.meta.deleting
             });
             if home.is_none() {
                 return Some(format!("{} {} has no namespace of its own", o.kind, o.guid));
@@ -698,7 +676,7 @@ impl Quiescent for CfWorld<'_, '_> {
                     .as_ref()
                     .is_some_and(|owner| !objects.contains_key(owner))
             })
-            .map(|n| format!("the namespace {} outlives its owner", n.name))
+            .map(|n| format!("the namespace {} outlives its owner", n.meta.name))
     }
 }
 

@@ -20,7 +20,7 @@ use serde_json::{Value as Json, json};
 
 use crate::glance;
 use crate::host::Scheduled;
-use crate::host::faults::{self, Calls};
+use crate::host::faults::{Calls, Plan};
 use crate::world::{self, Failure, Quiescent, Scenario, Stage};
 
 const MIGRATIONS: &str = concat!(
@@ -34,16 +34,19 @@ const CLIENT: &str = "t";
 const JOB_NAMES: [&str; 3] = ["alpha", "beta", "gamma"];
 const FOREIGN_FINALIZER: &str = "example.com/keep";
 
-/// The calls the fault injector makes fail (`*`: every kind).
-const FAILING_CALLS: Calls = Calls {
-    verbs: &["create", "replace", "delete", "patch", "list", "get"],
-    kinds: &["CronJob", "Lease", "*"],
-};
-
-/// The writes whose answer the fault injector loses.
-const TIMED_OUT_WRITES: Calls = Calls {
-    verbs: &["replace", "delete", "patch"],
-    kinds: &["CronJob", "Lease"],
+/// The faults injected into the cluster: which calls fail (`*`: every kind), which writes and
+/// creates lose their answer, and how often each comes.
+const FAULTS: Plan = Plan {
+    failing: Calls {
+        verbs: &["create", "replace", "delete", "patch", "list", "get"],
+        kinds: &["CronJob", "Lease", "*"],
+    },
+    timed_out: Calls {
+        verbs: &["replace", "delete", "patch"],
+        kinds: &["CronJob", "Lease"],
+    },
+    lost_creates: &["CronJob"],
+    odds: [25, 45, 53, 60, 70, 85],
 };
 
 /// Runs the data-jobs world of `seed` for `steps` steps, then lets it quiesce: its trace, and the
@@ -62,10 +65,7 @@ pub(crate) fn play(seed: u64, steps: usize) -> (Vec<String>, Option<Failure>) {
         Ok(())
     }));
     let sql = FakeSql::migrated(MIGRATIONS);
-    let host_count = rng.random_range(1..=3);
-    let hosts: Vec<FakeHost<'_>> = (0..host_count)
-        .map(|i| lethe_host(&sql, &kube, &format!("host-{i}")))
-        .collect();
+    let hosts = world::reconciler_hosts(&mut rng, |name| lethe_host(&sql, &kube, name));
     let api = lethe_host(&sql, &kube, "api");
     let mut world = World {
         stage: Stage::new(rng, &kube, &hosts, &api, ""),
@@ -104,19 +104,12 @@ struct World<'w, 'a> {
 /// A CronJob as the invariants see it.
 #[derive(Clone)]
 struct Seen {
-    name: String,
-    resource_version: String,
+    meta: glance::Meta,
     job_uid: Option<String>,
     managed: bool,
-    deleting: bool,
-    finalizers: Vec<String>,
 }
 
 impl Scenario for World<'_, '_> {
-    fn rng(&mut self) -> &mut StdRng {
-        &mut self.stage.rng
-    }
-
     fn step(&mut self, roll: u32) -> Result<(), Failure> {
         match roll {
             0..30 => self.lethe_pass(false)?,
@@ -143,15 +136,19 @@ impl Scenario for World<'_, '_> {
         }
         // lethe puts no finalizer on its CronJobs: every one there is the hostile user's.
         for c in self.cronjobs().into_values() {
-            if c.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
+            if c.meta.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
                 self.stage
                     .kube
-                    .clear_finalizers("CronJob", NAMESPACE, &c.name);
+                    .clear_finalizers("CronJob", NAMESPACE, &c.meta.name);
             }
         }
         self.stage
             .note("quiescence: faults healed, the hostile user's objects and finalizers removed");
         self.converge()
+    }
+
+    fn rng(&mut self) -> &mut StdRng {
+        &mut self.stage.rng
     }
 }
 
@@ -161,10 +158,7 @@ impl World<'_, '_> {
     /// One pass by a host the seed picks (`full` forces a full pass), which may crash; then the
     /// invariants that compare the cluster before and after it.
     fn lethe_pass(&mut self, full: bool) -> Result<(), Failure> {
-        let (index, crash_after) =
-            world::pick_pass(&mut self.stage.rng, self.stage.hosts.len(), full, 40);
-        let hosts = self.stage.hosts;
-        let host = &hosts[index];
+        let (index, host, crash_after) = self.stage.pick_pass(full, 40);
         let lease = self.lease();
         let before = self.cronjobs();
         let desired_before = self.desired();
@@ -179,7 +173,9 @@ impl World<'_, '_> {
         let between = || {
             let mut rng = interleave.borrow_mut();
             if !full && rng.random_ratio(1, 16) {
-                during.borrow_mut().push(client.act(&mut rng));
+                let mut acted = client.act(&mut rng);
+                world::during_the_pass(&mut acted.lines);
+                during.borrow_mut().push(acted);
             }
         };
         let scheduled = Scheduled::new(host, crash_after, &between, &self.stage.throttle);
@@ -191,10 +187,7 @@ impl World<'_, '_> {
             .filter_map(|a| a.deletion.as_ref().map(|d| d.job_uid.clone()))
             .collect();
         for acted in during {
-            self.apply(Acted {
-                lines: world::during_the_pass(acted.lines),
-                ..acted
-            })?;
+            self.apply(acted)?;
         }
         let said = world::pass_outcome(&outcome, crash_after, index, |tick| match tick {
             Tick::Ran(r) => {
@@ -240,21 +233,11 @@ impl World<'_, '_> {
     }
 
     fn cronjobs(&self) -> BTreeMap<String, Seen> {
-        self.stage
-            .kube
-            .glance("CronJob", |o| {
-                let seen = Seen {
-                    name: glance::text(o, "/metadata/name"),
-                    resource_version: glance::text(o, "/metadata/resourceVersion"),
-                    job_uid: glance::label(o, JOB_UID_LABEL),
-                    managed: glance::label(o, MANAGED_BY_LABEL).as_deref() == Some(MANAGED_BY),
-                    deleting: glance::deleting(o),
-                    finalizers: glance::finalizers(o),
-                };
-                (glance::text(o, "/metadata/uid"), seen)
-            })
-            .into_iter()
-            .collect()
+        glance::by_uid(self.stage.kube, "CronJob", |o| Seen {
+            meta: glance::meta(o),
+            job_uid: glance::label(o, JOB_UID_LABEL),
+            managed: glance::label(o, MANAGED_BY_LABEL).as_deref() == Some(MANAGED_BY),
+        })
     }
 
     /// The desired deployments: job uid → (team, job name, spec hash).
@@ -298,39 +281,39 @@ impl World<'_, '_> {
             {
                 return Err(format!(
                     "lethe created the CronJob {} for job {job_uid}, whose deletion was COMPLETE",
-                    c.name
+                    c.meta.name
                 ));
             }
         }
         for (uid, was) in before {
             let now = after.get(uid);
             let foreign = self.foreign.values().any(|u| u == uid);
-            if foreign && now.is_none_or(|n| n.resource_version != was.resource_version) {
+            if foreign && now.is_none_or(|n| n.meta.resource_version != was.meta.resource_version) {
                 return Err(format!(
                     "lethe changed or deleted the foreign CronJob {}",
-                    was.name
+                    was.meta.name
                 ));
             }
-            let deleted = now.is_none_or(|n| n.deleting && !was.deleting);
+            let deleted = now.is_none_or(|n| n.meta.deleting && !was.meta.deleting);
             if deleted
                 && let Some(job_uid) = &was.job_uid
                 && let Some((team, job, _)) = desired.get(job_uid)
                 && desired_before.contains_key(job_uid)
                 && !interrupted.contains(job_uid)
-                && model::cronjob_name(team, job) == was.name
+                && model::cronjob_name(team, job) == was.meta.name
             {
                 return Err(format!(
                     "lethe deleted the CronJob {} of job {job_uid}, whose desired deployment exists",
-                    was.name
+                    was.meta.name
                 ));
             }
             if let Some(now) = now
-                && was.finalizers.iter().any(|f| f == FOREIGN_FINALIZER)
-                && !now.finalizers.iter().any(|f| f == FOREIGN_FINALIZER)
+                && was.meta.finalizers.iter().any(|f| f == FOREIGN_FINALIZER)
+                && !now.meta.finalizers.iter().any(|f| f == FOREIGN_FINALIZER)
             {
                 return Err(format!(
                     "lethe removed the foreign finalizer of {}",
-                    was.name
+                    was.meta.name
                 ));
             }
         }
@@ -392,8 +375,8 @@ impl World<'_, '_> {
         let ours: Vec<String> = self
             .cronjobs()
             .into_values()
-            .filter(|c| c.managed && !c.deleting)
-            .map(|c| c.name)
+            .filter(|c| c.managed && !c.meta.deleting)
+            .map(|c| c.meta.name)
             .collect();
         let pick = |rng: &mut StdRng, names: &[String]| {
             names.get(rng.random_range(0..names.len().max(1))).cloned()
@@ -470,8 +453,8 @@ impl World<'_, '_> {
                 let held: Vec<String> = self
                     .cronjobs()
                     .into_values()
-                    .filter(|c| c.finalizers.iter().any(|f| f == FOREIGN_FINALIZER))
-                    .map(|c| c.name)
+                    .filter(|c| c.meta.finalizers.iter().any(|f| f == FOREIGN_FINALIZER))
+                    .map(|c| c.meta.name)
                     .collect();
                 if let Some(name) = pick(&mut self.stage.rng, &held) {
                     self.stage
@@ -501,22 +484,12 @@ impl World<'_, '_> {
     // --- faults ----------------------------------------------------------------------------
 
     fn fault(&mut self) {
-        let (kube, rng) = (self.stage.kube, &mut self.stage.rng);
-        let line = match rng.random_range(0..100) {
-            0..25 => faults::fail_calls(kube, rng, &FAILING_CALLS),
-            25..45 => faults::heal(kube),
-            45..53 => self.stage.throttle.storm(rng),
-            53..60 => faults::time_out_a_write(kube, rng, &TIMED_OUT_WRITES),
-            60..70 => faults::lose_a_create(kube, rng, &["CronJob"]),
-            70..85 => faults::expire_watches(kube),
-            _ => {
-                let job = JOB_NAMES[rng.random_range(0..JOB_NAMES.len())];
-                let name = model::cronjob_name(TEAM, job);
-                kube.hide_once("CronJob", &name);
-                format!("fault: the next read of {name} misses it")
-            }
-        };
-        self.stage.note(&line);
+        self.stage.fault(&FAULTS, |kube, rng| {
+            let job = JOB_NAMES[rng.random_range(0..JOB_NAMES.len())];
+            let name = model::cronjob_name(TEAM, job);
+            kube.hide_once("CronJob", &name);
+            format!("fault: the next read of {name} misses it")
+        });
     }
 }
 
@@ -555,7 +528,7 @@ impl Quiescent for World<'_, '_> {
         {
             return Err(format!(
                 "{} is COMPLETE while the CronJob {} of job {} exists",
-                deletion.path, c.name, deletion.job_uid
+                deletion.path, c.meta.name, deletion.job_uid
             ));
         }
         Ok(())
@@ -585,9 +558,9 @@ impl Quiescent for World<'_, '_> {
         let mut extra = String::new();
         for c in cronjobs
             .values()
-            .filter(|c| c.managed && !wanted.contains(&c.name))
+            .filter(|c| c.managed && !wanted.contains(&c.meta.name))
         {
-            let _ = write!(extra, "{} ", c.name);
+            let _ = write!(extra, "{} ", c.meta.name);
         }
         (!extra.is_empty()).then(|| format!("orphans left: {extra}"))
     }

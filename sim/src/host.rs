@@ -77,6 +77,43 @@ pub mod faults {
         }
     }
 
+    /// Which faults a world injects into its cluster, and how often.
+    pub struct Plan<'o> {
+        /// The calls that may start failing.
+        pub failing: Calls<'o>,
+        /// The writes whose answer may be lost.
+        pub timed_out: Calls<'o>,
+        /// The kinds whose next create may lose its answer.
+        pub lost_creates: &'o [&'o str],
+        /// Where each fault's share of a roll in `0..100` ends: failing calls, healing, a storm of
+        /// 429s, a timed-out write, a lost create and expired watches, in that order. Rolls past
+        /// the last are the world's own fault.
+        pub odds: [u32; 6],
+    }
+
+    impl Plan<'_> {
+        /// Injects the fault `roll` falls on and says what it did; `None` when the roll is the
+        /// world's own.
+        pub fn inject(
+            &self,
+            kube: &FakeCluster,
+            rng: &mut StdRng,
+            throttle: &Throttle,
+            roll: u32,
+        ) -> Option<String> {
+            let [failing, healing, storm, timed_out, lost, expired] = self.odds;
+            Some(match roll {
+                r if r < failing => fail_calls(kube, rng, &self.failing),
+                r if r < healing => heal(kube),
+                r if r < storm => throttle.storm(rng),
+                r if r < timed_out => time_out_a_write(kube, rng, &self.timed_out),
+                r if r < lost => lose_a_create(kube, rng, self.lost_creates),
+                r if r < expired => expire_watches(kube),
+                _ => return None,
+            })
+        }
+    }
+
     /// Every later call with the verb and kind the seed picks from `calls` fails as an
     /// unreachable cluster does, until healed.
     pub fn fail_calls(kube: &FakeCluster, rng: &mut StdRng, calls: &Calls) -> String {

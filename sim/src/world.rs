@@ -52,6 +52,34 @@ impl<'w, 'a, D> Stage<'w, 'a, D> {
         }
     }
 
+    /// Which host runs the next pass (its index, and the host), and after how many capability
+    /// calls it crashes: a full pass never does; any other one pass in 8 does, after up to
+    /// `max_calls` calls.
+    pub fn pick_pass(
+        &mut self,
+        full: bool,
+        max_calls: u32,
+    ) -> (usize, &'w FakeHost<'a>, Option<u32>) {
+        let index = self.rng.random_range(0..self.hosts.len());
+        let crash_after =
+            (!full && self.rng.random_ratio(1, 8)).then(|| self.rng.random_range(0..max_calls));
+        (index, &self.hosts[index], crash_after)
+    }
+
+    /// Injects the fault a roll of the schedule picks from `plan`, or the world's `own` where the
+    /// roll falls past the plan's, and notes it.
+    pub fn fault(
+        &mut self,
+        plan: &crate::host::faults::Plan,
+        own: impl FnOnce(&FakeCluster, &mut StdRng) -> String,
+    ) {
+        let roll = self.rng.random_range(0..100);
+        let line = plan
+            .inject(self.kube, &mut self.rng, &self.throttle, roll)
+            .unwrap_or_else(|| own(self.kube, &mut self.rng));
+        self.note(&line);
+    }
+
     /// Appends `line` to the trace, numbered, at the cluster's virtual time.
     pub fn note(&mut self, line: &str) {
         let line = format!("{}{line}", self.prefix);
@@ -94,13 +122,12 @@ fn trace_line(trace: &mut Vec<String>, now_ms: i64, line: &str) {
     trace.push(format!("{:>4} t={at}ms {line}", trace.len()));
 }
 
-/// The trace lines of what an actor did while a pass ran (between two of its capability calls),
-/// marked as such.
-pub fn during_the_pass(lines: Vec<String>) -> Vec<String> {
-    lines
-        .into_iter()
-        .map(|l| format!("  during the pass: {l}"))
-        .collect()
+/// Marks the trace lines of what an actor did while a pass ran (between two of its capability
+/// calls) as such.
+pub fn during_the_pass(lines: &mut [String]) {
+    for l in lines {
+        *l = format!("  during the pass: {l}");
+    }
 }
 
 /// How host `host`'s pass ended, as the trace says it: `ran` words a pass that returned, a
@@ -119,19 +146,6 @@ pub fn pass_outcome<T, E: std::fmt::Display>(
         }
         Err(_) => Err(format!("host-{host}'s pass panicked")),
     }
-}
-
-/// Which of `hosts` hosts runs the next pass, and after how many capability calls it crashes: a
-/// full pass never does; any other one pass in 8 does, after up to `max_calls` calls.
-pub fn pick_pass(
-    rng: &mut StdRng,
-    hosts: usize,
-    full: bool,
-    max_calls: u32,
-) -> (usize, Option<u32>) {
-    let host = rng.random_range(0..hosts);
-    let crash_after = (!full && rng.random_ratio(1, 8)).then(|| rng.random_range(0..max_calls));
-    (host, crash_after)
 }
 
 /// A request as a client with bearer `token` sends it.
@@ -189,6 +203,15 @@ pub fn first_poll(
         complete: status == 200 && body["state"] == "COMPLETE",
         path,
     }
+}
+
+/// lethe's reconciler hosts, `host-0` to `host-2`: one to three of them, as the seed picks.
+pub fn reconciler_hosts<'a>(
+    rng: &mut StdRng,
+    mut host: impl FnMut(&str) -> FakeHost<'a>,
+) -> Vec<FakeHost<'a>> {
+    let count = rng.random_range(1..=3);
+    (0..count).map(|i| host(&format!("host-{i}"))).collect()
 }
 
 /// A world the schedule drives: each step rolls a number below 100, and the world acts on it
