@@ -8,131 +8,85 @@ use crate::table::cells::{
 use crate::table::pod::{event_cells, node_cells, pod_cells};
 use serde_json::{Value, json};
 
-pub(super) fn col(name: &str, ty: &str, format: &str) -> Value {
-    json!({"name": name, "type": ty, "format": format, "description": "", "priority": 0})
+/// The columns of each built-in kind, as kubectl prints them, by API group and resource: `+`
+/// marks a column kubectl shows only with `-o wide`, and `:boolean`, `:integer` or `:date` a
+/// column of that type rather than a string. `Name` is the object's name (format `name`).
+const HEADERS: &[(&str, &str, &str)] = &[
+    ("", "namespaces", "Name, Status, Age"),
+    ("", "configmaps", "Name, Data, Age"),
+    ("", "secrets", "Name, Type, Data, Age"),
+    ("", "serviceaccounts", "Name, Secrets, Age"),
+    ("", "services", SERVICES),
+    ("", "pods", PODS),
+    ("", "events", EVENTS),
+    ("events.k8s.io", "events", EVENTS),
+    ("", "nodes", NODES),
+    ("batch", "cronjobs", CRON_JOBS),
+    ("batch", "jobs", JOBS),
+    ("coordination.k8s.io", "leases", "Name, Holder, Age"),
+    ("rbac.authorization.k8s.io", "roles", CREATED),
+    ("rbac.authorization.k8s.io", "clusterroles", CREATED),
+    ("apiextensions.k8s.io", "customresourcedefinitions", CREATED),
+    ("rbac.authorization.k8s.io", "rolebindings", BINDINGS),
+    ("rbac.authorization.k8s.io", "clusterrolebindings", BINDINGS),
+];
+const SERVICES: &str = "Name, Type, Cluster-IP, External-IP, Port(s), Age, +Selector";
+const PODS: &str =
+    "Name, Ready, Status, Restarts, Age, +IP, +Node, +Nominated Node, +Readiness Gates";
+const EVENTS: &str = "Last Seen, Type, Reason, Object, +Subobject, +Source, Message, \
+    +First Seen, +Count, +Name";
+const NODES: &str = "Name, Status, Roles, Age, Version, +Internal-IP, +External-IP, +OS-Image, \
+    +Kernel-Version, +Container-Runtime";
+const CRON_JOBS: &str = "Name, Schedule, Timezone, Suspend:boolean, Active:integer, \
+    Last Schedule, Age, +Containers, +Images, +Selector";
+const JOBS: &str = "Name, Status, Completions, Duration, Age, +Containers, +Images, +Selector";
+const CREATED: &str = "Name, Created At:date";
+const BINDINGS: &str = "Name, Role, Age, +Users, +Groups, +ServiceAccounts";
+
+/// A column definition of the Table kind.
+fn col(name: &str, ty: &str, format: &str, priority: i64) -> Value {
+    json!({"name": name, "type": ty, "format": format, "description": "", "priority": priority})
 }
 
-/// A column kubectl shows only with `-o wide`.
-pub(super) fn wide_col(name: &str, ty: &str) -> Value {
-    json!({"name": name, "type": ty, "format": "", "description": "", "priority": 1})
+/// The column one entry of a [`HEADERS`] line describes.
+fn header_column(entry: &str) -> Value {
+    let (wide, entry) = match entry.strip_prefix('+') {
+        Some(rest) => (true, rest),
+        None => (false, entry),
+    };
+    let (name, ty) = entry.split_once(':').unwrap_or((entry, "string"));
+    let format = if name == "Name" { "name" } else { "" };
+    col(name, ty, format, i64::from(wide))
 }
 
 pub(super) fn columns(def: &ResourceDef, crd: Option<&Value>) -> Vec<Value> {
-    let name = col("Name", "string", "name");
-    let age = col("Age", "string", "");
-    match (def.group.as_str(), def.plural.as_str()) {
-        ("", "namespaces") => vec![name, col("Status", "string", ""), age],
-        ("", "configmaps") => vec![name, col("Data", "string", ""), age],
-        ("", "secrets") => vec![
-            name,
-            col("Type", "string", ""),
-            col("Data", "string", ""),
-            age,
-        ],
-        ("", "services") => vec![
-            name,
-            col("Type", "string", ""),
-            col("Cluster-IP", "string", ""),
-            col("External-IP", "string", ""),
-            col("Port(s)", "string", ""),
-            age,
-            wide_col("Selector", "string"),
-        ],
-        ("", "serviceaccounts") => vec![name, col("Secrets", "string", ""), age],
-        ("", "pods") => vec![
-            name,
-            col("Ready", "string", ""),
-            col("Status", "string", ""),
-            col("Restarts", "string", ""),
-            age,
-            wide_col("IP", "string"),
-            wide_col("Node", "string"),
-            wide_col("Nominated Node", "string"),
-            wide_col("Readiness Gates", "string"),
-        ],
-        ("", "events") | ("events.k8s.io", "events") => vec![
-            col("Last Seen", "string", ""),
-            col("Type", "string", ""),
-            col("Reason", "string", ""),
-            col("Object", "string", ""),
-            wide_col("Subobject", "string"),
-            wide_col("Source", "string"),
-            col("Message", "string", ""),
-            wide_col("First Seen", "string"),
-            wide_col("Count", "string"),
-            json!({"name": "Name", "type": "string", "format": "name", "description": "", "priority": 1}),
-        ],
-        ("batch", "cronjobs") => vec![
-            name,
-            col("Schedule", "string", ""),
-            col("Timezone", "string", ""),
-            col("Suspend", "boolean", ""),
-            col("Active", "integer", ""),
-            col("Last Schedule", "string", ""),
-            age,
-            wide_col("Containers", "string"),
-            wide_col("Images", "string"),
-            wide_col("Selector", "string"),
-        ],
-        ("batch", "jobs") => vec![
-            name,
-            col("Status", "string", ""),
-            col("Completions", "string", ""),
-            col("Duration", "string", ""),
-            age,
-            wide_col("Containers", "string"),
-            wide_col("Images", "string"),
-            wide_col("Selector", "string"),
-        ],
-        ("coordination.k8s.io", "leases") => vec![name, col("Holder", "string", ""), age],
-        ("", "nodes") => vec![
-            name,
-            col("Status", "string", ""),
-            col("Roles", "string", ""),
-            age,
-            col("Version", "string", ""),
-            wide_col("Internal-IP", "string"),
-            wide_col("External-IP", "string"),
-            wide_col("OS-Image", "string"),
-            wide_col("Kernel-Version", "string"),
-            wide_col("Container-Runtime", "string"),
-        ],
-        ("rbac.authorization.k8s.io", "roles" | "clusterroles")
-        | ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            vec![name, col("Created At", "date", "")]
-        }
-        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
-            vec![
-                name,
-                col("Role", "string", ""),
-                age,
-                wide_col("Users", "string"),
-                wide_col("Groups", "string"),
-                wide_col("ServiceAccounts", "string"),
-            ]
-        }
-        _ if def.custom => {
-            let extra = printer_columns(def, crd);
-            if extra.is_empty() {
-                vec![name, age]
-            } else {
-                let mut v = vec![name];
-                // Columns of a higher priority are sent too; kubectl shows them with `-o wide`.
-                v.extend(extra.iter().map(|c| {
-                    let mut column = col(
-                        c["name"].as_str().unwrap_or_default(),
-                        c["type"].as_str().unwrap_or("string"),
-                        c["format"].as_str().unwrap_or_default(),
-                    );
-                    column["priority"] = json!(c["priority"].as_i64().unwrap_or(0));
-                    column["description"] = json!(c["description"].as_str().unwrap_or_default());
-                    column
-                }));
-                v
-            }
-        }
-        _ => vec![name, age],
+    let built_in = HEADERS
+        .iter()
+        .find(|(group, plural, _)| *group == def.group && *plural == def.plural);
+    if let Some((_, _, header)) = built_in {
+        return header.split(", ").map(header_column).collect();
     }
+    let mut v = vec![header_column("Name")];
+    let extra = if def.custom {
+        printer_columns(def, crd)
+    } else {
+        vec![]
+    };
+    if extra.is_empty() {
+        v.push(header_column("Age"));
+    }
+    // Columns of a higher priority are sent too; kubectl shows them with `-o wide`.
+    v.extend(extra.iter().map(|c| {
+        let mut column = col(
+            c["name"].as_str().unwrap_or_default(),
+            c["type"].as_str().unwrap_or("string"),
+            c["format"].as_str().unwrap_or_default(),
+            c["priority"].as_i64().unwrap_or(0),
+        );
+        column["description"] = json!(c["description"].as_str().unwrap_or_default());
+        column
+    }));
+    v
 }
 
 pub(super) fn printer_columns(def: &ResourceDef, crd: Option<&Value>) -> Vec<Value> {
