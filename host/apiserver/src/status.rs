@@ -1,16 +1,18 @@
 //! Kubernetes `Status` error bodies, shaped like the real kube-apiserver's.
 
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 /// One entry of `details.causes`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Cause {
     /// The machine-readable cause, e.g. `FieldValueRequired` or `FieldValueInvalid`.
     pub reason: &'static str,
     /// The human-readable explanation, without the field path.
     pub message: String,
     /// The JSON path of the offending field, e.g. `metadata.name`; empty when no field applies,
-    /// and then left out of the body.
+    /// and then left out of the body (Go's `omitempty`).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub field: String,
 }
 
@@ -32,18 +34,24 @@ pub struct ApiError {
 }
 
 /// The `details` of a `Status`: which object the error is about and, for 422s, what is wrong
-/// with it. Empty fields are left out of the body.
-#[derive(Debug, Clone, Default)]
+/// with it. Empty fields are left out of the body (Go's `omitempty`).
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Details {
     /// The object's name.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub name: String,
     /// The API group of the resource.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub group: String,
     /// The Kind for a 422, else the resource (e.g. `pods`), as the real server fills it in.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub kind: String,
     /// What is wrong, one entry per field.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub causes: Vec<Cause>,
     /// `retryAfterSeconds`: how long the client should wait before retrying.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after_seconds: Option<u64>,
 }
 
@@ -54,15 +62,6 @@ impl std::fmt::Display for ApiError {
 }
 
 impl std::error::Error for ApiError {}
-
-fn details(name: &str, group: &str, kind: &str) -> Option<Box<Details>> {
-    Some(Box::new(Details {
-        name: name.to_string(),
-        group: group.to_string(),
-        kind: kind.to_string(),
-        ..Default::default()
-    }))
-}
 
 /// `"configmaps"` or `"cronjobs.batch"` as used in messages.
 pub fn qualified(group: &str, resource: &str) -> String {
@@ -86,57 +85,47 @@ impl ApiError {
         }
     }
 
+    /// The same error with `details` naming the object it is about.
+    fn about(self, name: &str, group: &str, kind: &str) -> Self {
+        self.with_details(Details {
+            name: name.to_string(),
+            group: group.to_string(),
+            kind: kind.to_string(),
+            ..Default::default()
+        })
+    }
+
+    /// The same error with these `details`.
+    fn with_details(self, details: Details) -> Self {
+        ApiError {
+            details: Some(Box::new(details)),
+            ..self
+        }
+    }
+
     /// 404 `NotFound` for object `name` of `resource` in `group`.
     pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
-        ApiError {
-            code: 404,
-            reason: "NotFound",
-            message: format!("{} \"{}\" not found", qualified(group, resource), name),
-            details: details(name, group, resource),
-            retry_after: None,
-            continue_token: None,
-        }
+        let message = format!("{} \"{name}\" not found", qualified(group, resource));
+        ApiError::new(404, "NotFound", message).about(name, group, resource)
     }
 
     /// The generic 404 for an unknown path.
     pub fn path_not_found() -> Self {
-        ApiError {
-            code: 404,
-            reason: "NotFound",
-            message: "the server could not find the requested resource".into(),
-            details: Some(Box::default()),
-            retry_after: None,
-            continue_token: None,
-        }
+        let message = "the server could not find the requested resource";
+        ApiError::new(404, "NotFound", message).with_details(Details::default())
     }
 
     /// 409 `AlreadyExists`: a create found an object of that name already stored.
     pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
-        ApiError {
-            code: 409,
-            reason: "AlreadyExists",
-            message: format!("{} \"{}\" already exists", qualified(group, resource), name),
-            details: details(name, group, resource),
-            retry_after: None,
-            continue_token: None,
-        }
+        let message = format!("{} \"{name}\" already exists", qualified(group, resource));
+        ApiError::new(409, "AlreadyExists", message).about(name, group, resource)
     }
 
     /// 409 `Conflict` on object `name`, `why` saying what went wrong, e.g. a failed precondition.
     pub fn conflict(group: &str, resource: &str, name: &str, why: &str) -> Self {
-        ApiError {
-            code: 409,
-            reason: "Conflict",
-            message: format!(
-                "Operation cannot be fulfilled on {} \"{}\": {}",
-                qualified(group, resource),
-                name,
-                why
-            ),
-            details: details(name, group, resource),
-            retry_after: None,
-            continue_token: None,
-        }
+        let on = qualified(group, resource);
+        let message = format!("Operation cannot be fulfilled on {on} \"{name}\": {why}");
+        ApiError::new(409, "Conflict", message).about(name, group, resource)
     }
 
     /// 409 `Conflict` for a write whose `resourceVersion` is not the stored one: the client read
@@ -172,20 +161,14 @@ impl ApiError {
         } else {
             format!("{kind}.{group}")
         };
-        ApiError {
-            code: 422,
-            reason: "Invalid",
-            message: format!("{gk} \"{name}\" is invalid: {summary}"),
-            details: Some(Box::new(Details {
-                name: name.to_string(),
-                group: group.to_string(),
-                kind: kind.to_string(),
-                causes,
-                retry_after_seconds: None,
-            })),
-            retry_after: None,
-            continue_token: None,
-        }
+        let message = format!("{gk} \"{name}\" is invalid: {summary}");
+        ApiError::new(422, "Invalid", message).with_details(Details {
+            name: name.to_string(),
+            group: group.to_string(),
+            kind: kind.to_string(),
+            causes,
+            retry_after_seconds: None,
+        })
     }
 
     /// 403 `Forbidden` on `resource` (object `name`, or the collection when `name` is empty).
@@ -195,26 +178,13 @@ impl ApiError {
         } else {
             format!("{} \"{}\"", qualified(group, resource), name)
         };
-        ApiError {
-            code: 403,
-            reason: "Forbidden",
-            message: format!("{subject} is forbidden: {why}"),
-            details: details(name, group, resource),
-            retry_after: None,
-            continue_token: None,
-        }
+        let message = format!("{subject} is forbidden: {why}");
+        ApiError::new(403, "Forbidden", message).about(name, group, resource)
     }
 
     /// 400 `BadRequest` with `message` and no `details`, for a request the server cannot parse.
     pub fn bad_request(message: impl Into<String>) -> Self {
-        ApiError {
-            code: 400,
-            reason: "BadRequest",
-            message: message.into(),
-            details: None,
-            retry_after: None,
-            continue_token: None,
-        }
+        ApiError::new(400, "BadRequest", message)
     }
 
     /// 401 `Unauthorized`: a missing or unknown bearer token. It carries no `details`, as in
@@ -225,30 +195,17 @@ impl ApiError {
 
     /// 405 `MethodNotAllowed`: the resource does not serve the verb the request's method maps to.
     pub fn method_not_allowed(group: &str, resource: &str) -> Self {
-        ApiError {
-            code: 405,
-            reason: "MethodNotAllowed",
-            message: "the server does not allow this method on the requested resource".into(),
-            details: Some(Box::new(Details {
-                group: group.to_string(),
-                kind: resource.to_string(),
-                ..Default::default()
-            })),
-            retry_after: None,
-            continue_token: None,
-        }
+        let message = "the server does not allow this method on the requested resource";
+        ApiError::new(405, "MethodNotAllowed", message).about("", group, resource)
     }
 
     /// A PATCH in a media type that is not a patch type (the server names the ones it takes).
     pub fn unsupported_media_type() -> Self {
-        ApiError {
-            code: 415,
-            reason: "UnsupportedMediaType",
-            message: "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml".into(),
-            details: None,
-            retry_after: None,
-            continue_token: None,
-        }
+        ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml",
+        )
     }
 
     /// 410 `Expired`: a continue token or resourceVersion older than the history kept.
@@ -259,22 +216,18 @@ impl ApiError {
     /// A list or watch for a version the store has not reached (504 `Timeout`, as
     /// `storage.NewTooLargeResourceVersionError` makes it).
     pub fn too_large_resource_version(wanted: u64, current: u64, retry_seconds: u64) -> Self {
-        let mut e = ApiError::new(
-            504,
-            "Timeout",
-            format!("Timeout: Too large resource version: {wanted}, current: {current}"),
-        );
-        e.details = Some(Box::new(Details {
+        let message = format!("Timeout: Too large resource version: {wanted}, current: {current}");
+        let retry_after = (retry_seconds > 0).then_some(retry_seconds);
+        let e = ApiError::new(504, "Timeout", message).with_details(Details {
             causes: vec![Cause {
                 reason: "ResourceVersionTooLarge",
                 message: "Too large resource version".into(),
                 field: String::new(),
             }],
-            retry_after_seconds: (retry_seconds > 0).then_some(retry_seconds),
+            retry_after_seconds: retry_after,
             ..Default::default()
-        }));
-        e.retry_after = (retry_seconds > 0).then_some(retry_seconds);
-        e
+        });
+        ApiError { retry_after, ..e }
     }
 
     /// 413 `RequestEntityTooLarge`: a request body above the 3 MiB limit.
@@ -312,69 +265,42 @@ impl ApiError {
                 "an error on the server (\"injected fault\") has prevented the request from succeeding",
             ),
         };
-        let mut e = ApiError::new(code, reason, message);
-        if code == 429 {
-            e.retry_after = Some(retry_after);
-            e.details = Some(Box::new(Details {
-                retry_after_seconds: Some(retry_after),
-                ..Default::default()
-            }));
+        let e = ApiError::new(code, reason, message);
+        if code != 429 {
+            return e;
         }
-        e
+        let e = e.with_details(Details {
+            retry_after_seconds: Some(retry_after),
+            ..Default::default()
+        });
+        ApiError {
+            retry_after: Some(retry_after),
+            ..e
+        }
     }
 
     /// The `Status` object.
     pub fn to_value(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("kind".into(), json!("Status"));
-        m.insert("apiVersion".into(), json!("v1"));
-        m.insert(
-            "metadata".into(),
-            match &self.continue_token {
-                Some(c) => json!({"continue": c}),
-                None => json!({}),
-            },
-        );
-        m.insert("status".into(), json!("Failure"));
-        m.insert("message".into(), json!(self.message));
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "code": self.code,
+        });
+        if let Some(c) = &self.continue_token {
+            status["metadata"]["continue"] = json!(c);
+        }
         // Go leaves an empty reason out (`omitempty`): a plain error the server did not map
         // to a status has none.
         if !self.reason.is_empty() {
-            m.insert("reason".into(), json!(self.reason));
+            status["reason"] = json!(self.reason);
         }
         if let Some(d) = &self.details {
-            let mut dm = Map::new();
-            if !d.name.is_empty() {
-                dm.insert("name".into(), json!(d.name));
-            }
-            if !d.group.is_empty() {
-                dm.insert("group".into(), json!(d.group));
-            }
-            if !d.kind.is_empty() {
-                dm.insert("kind".into(), json!(d.kind));
-            }
-            if !d.causes.is_empty() {
-                let causes: Vec<Value> = d
-                    .causes
-                    .iter()
-                    .map(|c| {
-                        // Go leaves an empty `field` out (`omitempty`).
-                        let mut cause = json!({"reason": c.reason, "message": c.message});
-                        if !c.field.is_empty() {
-                            cause["field"] = json!(c.field);
-                        }
-                        cause
-                    })
-                    .collect();
-                dm.insert("causes".into(), Value::Array(causes));
-            }
-            if let Some(r) = d.retry_after_seconds {
-                dm.insert("retryAfterSeconds".into(), json!(r));
-            }
-            m.insert("details".into(), Value::Object(dm));
+            status["details"] = json!(d);
         }
-        m.insert("code".into(), json!(self.code));
-        Value::Object(m)
+        status
     }
 }
 
@@ -395,6 +321,7 @@ pub fn delete_success(group: &str, resource: &str, name: &str, uid: &str) -> Val
         "details": Value::Object(details),
     })
 }
+
 /// The warnings one request's operations produced, in order: sent back as `Warning: 299`
 /// headers (kubectl prints them). Each request owns its own, passed down to the verbs it runs, as
 /// kube-apiserver records them in the request's context, so a warning can never be lost or land
