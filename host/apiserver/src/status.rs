@@ -96,7 +96,7 @@ impl ApiError {
     }
 
     /// The same error with these `details`.
-    fn with_details(self, details: Details) -> Self {
+    pub fn with_details(self, details: Details) -> Self {
         ApiError {
             details: Some(Box::new(details)),
             ..self

@@ -66,14 +66,8 @@ pub(crate) async fn serve(
         ..Default::default()
     };
     if !authorize(&shared.store, &user, &attrs) {
-        return Err(ApiError {
-            code: 403,
-            reason: "Forbidden",
-            message: format!("forbidden: {}", attrs.forbidden_reason(&user.name)),
-            details: Some(Box::default()),
-            retry_after: None,
-            continue_token: None,
-        });
+        let message = format!("forbidden: {}", attrs.forbidden_reason(&user.name));
+        return Err(ApiError::new(403, "Forbidden", message).with_details(Default::default()));
     }
     if req.method() != Method::GET {
         return Err(ApiError::path_not_found());

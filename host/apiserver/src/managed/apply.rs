@@ -58,12 +58,10 @@ pub(super) fn conflict_error(conflicts: &[(String, FieldPath)]) -> ApiError {
             field: path_string(p),
         })
         .collect();
-    let mut e = ApiError::new(409, "Conflict", message);
-    e.details = Some(Box::new(crate::status::Details {
+    ApiError::new(409, "Conflict", message).with_details(crate::status::Details {
         causes,
         ..Default::default()
-    }));
-    e
+    })
 }
 
 /// One server-side apply: what is applied, by whom, and under which rules.

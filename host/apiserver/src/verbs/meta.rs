@@ -189,14 +189,8 @@ pub(crate) fn check_namespace(
             .get(CRD_KEY, "", &format!("{}.{}", def.plural, def.group))
             .is_some_and(|c| c.deleting())
     {
-        return Err(ApiError {
-            code: 405,
-            reason: "MethodNotAllowed",
-            message: "create not allowed while custom resource definition is terminating".into(),
-            details: None,
-            retry_after: None,
-            continue_token: None,
-        });
+        let message = "create not allowed while custom resource definition is terminating";
+        return Err(ApiError::new(405, "MethodNotAllowed", message));
     }
     if !def.namespaced {
         return Ok(());

@@ -192,18 +192,13 @@ fn undecodable_patch(
 /// A JSON patch that does not apply: the patch handler hands the library's error on as an
 /// unexpected server response (422, with the error as the only cause).
 fn failed_json_patch(error: String) -> ApiError {
-    let mut e = ApiError::new(
-        422,
-        "Invalid",
-        "the server rejected our request due to an error in our request",
-    );
-    e.details = Some(Box::new(crate::status::Details {
+    let message = "the server rejected our request due to an error in our request";
+    ApiError::new(422, "Invalid", message).with_details(crate::status::Details {
         causes: vec![Cause {
             reason: "UnexpectedServerResponse",
             message: error,
             field: String::new(),
         }],
         ..Default::default()
-    }));
-    e
+    })
 }
