@@ -4,6 +4,7 @@
 //! `metadata` fields are pruned, and types, `required`, `enum`, lengths and ranges are validated.
 
 use crate::status::Cause;
+use crate::validation;
 use serde_json::{Value, json};
 
 fn type_name(v: &Value) -> &'static str {
@@ -58,15 +59,9 @@ fn walk(
     }
     if schema["x-kubernetes-int-or-string"].as_bool() == Some(true) {
         if !(v.is_string() || type_name(v) == "integer") {
-            causes.push(Cause {
-                reason: "FieldValueInvalid",
-                message: format!(
-                    "Invalid value: {}: {path} in body must be of type integer,string: {}",
-                    json!(type_name(v)),
-                    json!(type_name(v))
-                ),
-                field: path.into(),
-            });
+            let shown = json!(type_name(v));
+            let why = format!("{path} in body must be of type integer,string: {shown}");
+            causes.push(validation::invalid(path, shown, &why));
         }
         return;
     }
@@ -83,15 +78,9 @@ fn walk(
     if let Some(want) = schema["type"].as_str()
         && !type_ok(want, v)
     {
-        causes.push(Cause {
-            reason: "FieldValueTypeInvalid",
-            message: format!(
-                "Invalid value: {}: {path} in body must be of type {want}: {}",
-                json!(type_name(v)),
-                json!(type_name(v))
-            ),
-            field: path.into(),
-        });
+        let shown = json!(type_name(v));
+        let why = format!("{path} in body must be of type {want}: {shown}");
+        causes.push(validation::type_invalid(path, shown, &why));
         return;
     }
     if let Some(options) = schema["enum"].as_array()
@@ -113,11 +102,11 @@ fn walk(
     let shown = |value: &Value| value.to_string();
     let mut invalid = |failed: bool, value: String, msg: String| {
         if failed {
-            causes.push(Cause {
-                reason: "FieldValueInvalid",
-                message: format!("Invalid value: {value}: {path} in body {msg}"),
-                field: path.into(),
-            });
+            causes.push(validation::invalid(
+                path,
+                value,
+                &format!("{path} in body {msg}"),
+            ));
         }
     };
     if let Value::String(text) = &*v {
@@ -207,11 +196,10 @@ fn walk(
         && let Some(max) = schema["maxLength"].as_u64()
         && text.chars().count() as u64 > max
     {
-        causes.push(Cause {
-            reason: "FieldValueTooLong",
-            message: format!("Too long: may not be longer than {max}"),
-            field: path.into(),
-        });
+        causes.push(validation::too_long(
+            path,
+            &format!("may not be longer than {max}"),
+        ));
     }
     if let Some((n, _, max_key, _)) = count
         && let Some(max) = schema[max_key].as_u64()

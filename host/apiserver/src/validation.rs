@@ -115,6 +115,36 @@ pub fn not_supported(field: impl Into<String>, value: &Value, supported: &[&str]
     }
 }
 
+/// `field.TypeInvalid`: `value` already printed as Go prints it.
+pub fn type_invalid(
+    field: impl Into<String>,
+    value: impl std::fmt::Display,
+    detail: &str,
+) -> Cause {
+    Cause {
+        reason: "FieldValueTypeInvalid",
+        ..invalid(field, value, detail)
+    }
+}
+
+/// `field.NotFound`: `value` already printed as Go prints it.
+pub fn not_found(field: impl Into<String>, value: impl std::fmt::Display) -> Cause {
+    Cause {
+        reason: "FieldValueNotFound",
+        message: format!("Not found: {value}"),
+        field: field.into(),
+    }
+}
+
+/// `field.TooLong` (and `TooMany`, whose reason differs): `detail` follows "Too long: ".
+pub fn too_long(field: impl Into<String>, detail: &str) -> Cause {
+    Cause {
+        reason: "FieldValueTooLong",
+        message: format!("Too long: {detail}"),
+        field: field.into(),
+    }
+}
+
 /// `field.Duplicate`: `value` already printed as Go prints it.
 pub fn duplicate(field: impl Into<String>, value: impl std::fmt::Display) -> Cause {
     Cause {
@@ -155,11 +185,10 @@ pub fn object_meta_causes(meta: &Value, kube_finalizers: bool) -> Vec<Cause> {
             size += key.len() + value.as_str().map_or(0, str::len);
         }
         if size > 256 * 1024 {
-            causes.push(Cause {
-                reason: "FieldValueTooLong",
-                message: "Too long: may not be more than 262144 bytes".into(),
-                field: "metadata.annotations".into(),
-            });
+            causes.push(too_long(
+                "metadata.annotations",
+                "may not be more than 262144 bytes",
+            ));
         }
     }
     causes.extend(owner_reference_causes(&meta["ownerReferences"]));
@@ -176,14 +205,11 @@ pub fn object_meta_causes(meta: &Value, kube_finalizers: bool) -> Vec<Cause> {
     }
     if finalizers.contains(&"orphan") && finalizers.contains(&"foregroundDeletion") {
         let quoted: Vec<String> = finalizers.iter().map(|f| go_quote(f)).collect();
-        causes.push(Cause {
-            reason: "FieldValueInvalid",
-            message: format!(
-                "Invalid value: []string{{{}}}: finalizer orphan and foregroundDeletion cannot be both set",
-                quoted.join(", ")
-            ),
-            field: "metadata.finalizers".into(),
-        });
+        causes.push(invalid(
+            "metadata.finalizers",
+            format!("[]string{{{}}}", quoted.join(", ")),
+            "finalizer orphan and foregroundDeletion cannot be both set",
+        ));
     }
     if kube_finalizers {
         for (i, f) in finalizers.iter().enumerate() {
@@ -232,28 +258,19 @@ fn owner_reference_causes(refs: &Value) -> Vec<Cause> {
             }
         }
         if text("apiVersion") == "v1" && text("kind") == "Event" {
-            causes.push(Cause {
-                reason: "FieldValueInvalid",
-                message: format!(
-                    "Invalid value: {}: /v1, Kind=Event is disallowed from being an owner",
-                    go_owner_reference(r)
-                ),
-                field: field.into(),
-            });
+            let why = "/v1, Kind=Event is disallowed from being an owner";
+            causes.push(invalid(field, go_owner_reference(r), why));
         }
         if r["controller"] == json!(true) {
             let this = format!("{}/{}", text("kind"), text("name"));
             match &controller {
                 Some(first) => {
                     let all: Vec<String> = refs.iter().map(go_owner_reference).collect();
-                    causes.push(Cause {
-                        reason: "FieldValueInvalid",
-                        message: format!(
-                            "Invalid value: []v1.OwnerReference{{{}}}: Only one reference can have Controller set to true. Found \"true\" in references for {first} and {this}",
-                            all.join(", ")
-                        ),
-                        field: field.into(),
-                    });
+                    let why = format!(
+                        "Only one reference can have Controller set to true. Found \"true\" in references for {first} and {this}"
+                    );
+                    let refs = format!("[]v1.OwnerReference{{{}}}", all.join(", "));
+                    causes.push(invalid(field, refs, &why));
                 }
                 None => controller = Some(this),
             }

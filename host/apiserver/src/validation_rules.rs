@@ -166,11 +166,7 @@ fn check(
         .map(str::trim)
         .filter(|m| !m.is_empty());
     let shown = message.unwrap_or(text);
-    let invalid = |why: String| Cause {
-        reason: "FieldValueInvalid",
-        message: format!("Invalid value: {}: {why}", json!(kind)),
-        field: field.clone(),
-    };
+    let invalid = |why: String| crate::validation::invalid(field.clone(), json!(kind), &why);
     match program.execute(&context) {
         Ok(cel::Value::Bool(true)) => None,
         Ok(cel::Value::Bool(false)) => {
@@ -184,11 +180,7 @@ fn check(
                     message: format!("Required value: {detail}"),
                     field,
                 },
-                Some("FieldValueDuplicate") => Cause {
-                    reason: "FieldValueDuplicate",
-                    message: format!("Duplicate value: {}", json!(kind)),
-                    field,
-                },
+                Some("FieldValueDuplicate") => crate::validation::duplicate(field, json!(kind)),
                 _ => invalid(detail),
             })
         }

@@ -6,7 +6,7 @@ use crate::front::respond::{Body, go_parse_int_error, respond, respond_value};
 use crate::front::shared::Query;
 use crate::resources::{CRD_KEY, ResourceDef};
 use crate::selector::{FieldSelector, LabelSelector, field_label_supported};
-use crate::status::{ApiError, Cause};
+use crate::status::ApiError;
 use crate::store::{EventType, ListRange, Obj, Store};
 use base64::Engine;
 use bytes::Bytes;
@@ -169,6 +169,9 @@ fn parse_go_bool(v: Option<&str>) -> Option<bool> {
     }
 }
 
+/// The query parameter most list options causes are about.
+const MATCH: &str = "resourceVersionMatch";
+
 /// `ValidateListOptions` (with the WatchList feature on, as in v1.32): 422 on
 /// `ListOptions.meta.k8s.io ""`.
 fn validate_list_options(query: &Query, watch: bool) -> Result<(), ApiError> {
@@ -176,35 +179,26 @@ fn validate_list_options(query: &Query, watch: bool) -> Result<(), ApiError> {
     let rv_match = query.get("resourceVersionMatch").unwrap_or_default();
     let send_initial = query.get("sendInitialEvents").filter(|v| !v.is_empty());
     let cont = query.get("continue").unwrap_or_default();
-    let forbidden = |field: &str, why: &str| crate::validation::forbidden(field, why);
     let mut causes = vec![];
+    // Every cause is about resourceVersionMatch but one.
+    let forbidden = |why: &str| crate::validation::forbidden(MATCH, why);
+    let unsupported =
+        |supported: &[&str]| crate::validation::not_supported(MATCH, &json!(rv_match), supported);
     if watch {
         if send_initial.is_some() && rv_match != "NotOlderThan" {
             causes.push(forbidden(
-                "resourceVersionMatch",
                 "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
             ));
         }
         if !rv_match.is_empty() {
             if send_initial.is_none() {
-                causes.push(forbidden(
-                    "resourceVersionMatch",
-                    "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
-                ));
+                causes.push(forbidden("resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
             }
             if rv_match != "NotOlderThan" {
-                causes.push(Cause {
-                    reason: "FieldValueNotSupported",
-                    message: format!(
-                        "Unsupported value: {}: supported values: \"NotOlderThan\"",
-                        json!(rv_match)
-                    ),
-                    field: "resourceVersionMatch".into(),
-                });
+                causes.push(unsupported(&["NotOlderThan"]));
             }
             if !cont.is_empty() {
                 causes.push(forbidden(
-                    "resourceVersionMatch",
                     "resourceVersionMatch is forbidden when continue is provided",
                 ));
             }
@@ -213,38 +207,26 @@ fn validate_list_options(query: &Query, watch: bool) -> Result<(), ApiError> {
         if !rv_match.is_empty() {
             if rv.is_empty() {
                 causes.push(forbidden(
-                    "resourceVersionMatch",
                     "resourceVersionMatch is forbidden unless resourceVersion is provided",
                 ));
             }
             if !cont.is_empty() {
                 causes.push(forbidden(
-                    "resourceVersionMatch",
                     "resourceVersionMatch is forbidden when continue is provided",
                 ));
             }
             if rv_match != "Exact" && rv_match != "NotOlderThan" {
-                causes.push(Cause {
-                    reason: "FieldValueNotSupported",
-                    message: format!(
-                        "Unsupported value: {}: supported values: \"Exact\", \"NotOlderThan\", \"\"",
-                        json!(rv_match)
-                    ),
-                    field: "resourceVersionMatch".into(),
-                });
+                causes.push(unsupported(&["Exact", "NotOlderThan", ""]));
             }
             if rv_match == "Exact" && rv == "0" {
                 causes.push(forbidden(
-                    "resourceVersionMatch",
                     "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
                 ));
             }
         }
         if send_initial.is_some() {
-            causes.push(forbidden(
-                "sendInitialEvents",
-                "sendInitialEvents is forbidden for list",
-            ));
+            let why = "sendInitialEvents is forbidden for list";
+            causes.push(crate::validation::forbidden("sendInitialEvents", why));
         }
     }
     if causes.is_empty() {

@@ -165,11 +165,11 @@ pub(crate) async fn token_request(
             "authentication.k8s.io",
             "TokenRequest",
             &t.name,
-            vec![crate::status::Cause {
-                reason: "FieldValueInvalid",
-                message: format!("Invalid value: {seconds}: {why}"),
-                field: "spec.expirationSeconds".into(),
-            }],
+            vec![crate::validation::invalid(
+                "spec.expirationSeconds",
+                seconds,
+                why,
+            )],
         ));
     }
     let namespace = &t.namespace;

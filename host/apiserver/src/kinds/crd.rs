@@ -22,11 +22,8 @@ pub(crate) fn validate_crd(crd: &Value, name: &str) -> Result<(), ApiError> {
     let g = spec["group"].as_str().unwrap_or_default();
     let plural = spec["names"]["plural"].as_str().unwrap_or_default();
     let k = spec["names"]["kind"].as_str().unwrap_or_default();
-    let invalid = |field: &str, value: &str, why: String| Cause {
-        reason: "FieldValueInvalid",
-        message: format!("Invalid value: {}: {why}", json!(value)),
-        field: field.into(),
-    };
+    let invalid =
+        |field: &str, value: &str, why: String| validation::invalid(field, json!(value), &why);
     if g.is_empty() {
         causes.push(req("spec.group"));
     } else if let errs = validation::dns1123_subdomain(g)
@@ -47,25 +44,16 @@ pub(crate) fn validate_crd(crd: &Value, name: &str) -> Result<(), ApiError> {
         causes.push(req("spec.names.kind"));
     }
     if !g.is_empty() && !plural.is_empty() && name != format!("{plural}.{g}") {
-        causes.push(Cause {
-            reason: "FieldValueInvalid",
-            message: format!(
-                "Invalid value: {}: must be spec.names.plural+\".\"+spec.group",
-                json!(name)
-            ),
-            field: "metadata.name".into(),
-        });
+        let why = "must be spec.names.plural+\".\"+spec.group";
+        causes.push(validation::invalid("metadata.name", json!(name), why));
     }
     match spec["scope"].as_str() {
         Some("Namespaced") | Some("Cluster") => {}
-        other => causes.push(Cause {
-            reason: "FieldValueNotSupported",
-            message: format!(
-                "Unsupported value: {}: supported values: \"Cluster\", \"Namespaced\"",
-                json!(other.unwrap_or_default())
-            ),
-            field: "spec.scope".into(),
-        }),
+        other => causes.push(validation::not_supported(
+            "spec.scope",
+            &json!(other.unwrap_or_default()),
+            &["Cluster", "Namespaced"],
+        )),
     }
     match spec["versions"].as_array() {
         Some(v) if !v.is_empty() => {
@@ -119,12 +107,10 @@ pub(crate) fn validate_crd(crd: &Value, name: &str) -> Result<(), ApiError> {
                 }
             }
         }
-        _ => causes.push(Cause {
-            reason: "FieldValueRequired",
-            message: "Required value: must have exactly one version marked as storage version"
-                .into(),
-            field: "spec.versions".into(),
-        }),
+        _ => causes.push(validation::required(
+            "spec.versions",
+            "must have exactly one version marked as storage version",
+        )),
     }
     causes.extend(crd_names_causes(&spec["names"]));
     if causes.is_empty() {

@@ -86,11 +86,11 @@ pub(crate) fn cron_job_spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
     let job = &spec["jobTemplate"]["spec"];
     job_spec_causes(job, "spec.jobTemplate.spec", causes);
     if job["manualSelector"].as_bool() == Some(true) {
-        causes.push(Cause {
-            reason: "FieldValueNotSupported",
-            message: "Unsupported value: true: supported values: \"nil\", \"false\"".into(),
-            field: "spec.jobTemplate.spec.manualSelector".into(),
-        });
+        causes.push(validation::not_supported(
+            "spec.jobTemplate.spec.manualSelector",
+            &json!(true),
+            &["nil", "false"],
+        ));
     }
     nonnegative(spec, "successfulJobsHistoryLimit", "spec", causes);
     nonnegative(spec, "failedJobsHistoryLimit", "spec", causes);

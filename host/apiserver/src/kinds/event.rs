@@ -114,22 +114,18 @@ pub fn create_causes(v1: &Value) -> Vec<Cause> {
     }
     let note = text("note");
     if note.len() > 1024 {
-        causes.push(Cause {
-            reason: "FieldValueTooLong",
-            message: "Too long: may not be more than 1024 bytes".into(),
-            field: "note".into(),
-        });
+        causes.push(validation::too_long(
+            "note",
+            "may not be more than 1024 bytes",
+        ));
     }
     if text("eventTime").is_empty() {
         causes.push(required("eventTime"));
     }
     let kind = text("type");
     if kind != "Normal" && kind != "Warning" {
-        causes.push(Cause {
-            reason: "FieldValueInvalid",
-            message: format!("Invalid value: \"\": has invalid value: {kind}"),
-            field: "type".into(),
-        });
+        let why = format!("has invalid value: {kind}");
+        causes.push(validation::invalid("type", "\"\"", &why));
     }
     let set = |f: &str| {
         v1.get(f).is_some_and(|v| match v {
@@ -149,11 +145,7 @@ pub fn create_causes(v1: &Value) -> Vec<Cause> {
         "deprecatedSource",
     ] {
         if set(f) {
-            causes.push(Cause {
-                reason: "FieldValueInvalid",
-                message: "Invalid value: \"\": needs to be unset".into(),
-                field: f.into(),
-            });
+            causes.push(validation::invalid(f, "\"\"", "needs to be unset"));
         }
     }
     causes

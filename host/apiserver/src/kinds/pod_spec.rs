@@ -310,11 +310,10 @@ fn container_causes(
         if name.is_empty() {
             causes.push(validation::required(format!("{at}.name"), ""));
         } else if !volumes.contains(&name) {
-            causes.push(Cause {
-                reason: "FieldValueNotFound",
-                message: format!("Not found: {}", validation::go_quote(name)),
-                field: format!("{at}.name"),
-            });
+            causes.push(validation::not_found(
+                format!("{at}.name"),
+                validation::go_quote(name),
+            ));
         }
         if m["mountPath"].as_str().is_none_or(str::is_empty) {
             causes.push(validation::required(format!("{at}.mountPath"), ""));

@@ -39,22 +39,13 @@ pub(super) fn printable(c: char) -> bool {
 pub fn field_manager_causes(manager: &str) -> Vec<Cause> {
     let mut causes = vec![];
     if manager.len() > MAX_MANAGER_LEN {
-        causes.push(Cause {
-            reason: "FieldValueTooLong",
-            message: format!("Too long: may not be more than {MAX_MANAGER_LEN} bytes"),
-            field: "fieldManager".into(),
-        });
+        let why = format!("may not be more than {MAX_MANAGER_LEN} bytes");
+        causes.push(crate::validation::too_long("fieldManager", &why));
     }
     for (at, c) in manager.char_indices().filter(|(_, c)| !printable(*c)) {
-        causes.push(Cause {
-            reason: "FieldValueInvalid",
-            message: format!(
-                "Invalid value: {}: invalid character U+{:04X} (at position {at})",
-                crate::validation::go_quote(manager),
-                c as u32
-            ),
-            field: "fieldManager".into(),
-        });
+        let why = format!("invalid character U+{:04X} (at position {at})", c as u32);
+        let shown = crate::validation::go_quote(manager);
+        causes.push(crate::validation::invalid("fieldManager", shown, &why));
     }
     causes
 }

@@ -7,8 +7,9 @@ use serde_json::{Value, json};
 
 use crate::patch;
 use crate::resources::{ResourceDef, ScalePaths};
-use crate::status::{ApiError, Cause, Warnings};
+use crate::status::{ApiError, Warnings};
 use crate::store::Store;
+use crate::validation;
 use crate::verbs::{self, PatchType, WriteOpts, WriteTarget};
 
 fn at<'a>(v: &'a Value, path: &[String]) -> &'a Value {
@@ -162,11 +163,11 @@ pub fn patch(
                     "autoscaling",
                     "Scale",
                     t.name,
-                    vec![Cause {
-                        reason: "FieldValueInvalid",
-                        message: format!("Invalid value: {}: {e}", json!(body.to_string())),
-                        field: "patch".into(),
-                    }],
+                    vec![validation::invalid(
+                        "patch",
+                        json!(body.to_string()),
+                        &e.to_string(),
+                    )],
                 )
             })?,
             _ => patch::merge_patch(&mut after, body),

@@ -4,7 +4,7 @@ use crate::kinds::strategy;
 use crate::kinds::strategy::Ctx;
 use crate::managed::KindSchema;
 use crate::resources::ResourceDef;
-use crate::status::{ApiError, Cause, Warnings};
+use crate::status::{ApiError, Warnings};
 use crate::store::{Change, Inner, Obj, Store};
 use crate::util::{meta_mut, now, set_in, string_list};
 use crate::validation;
@@ -216,13 +216,12 @@ pub(crate) fn prepare_update(
                 &def.group,
                 &def.kind,
                 &name,
-                vec![Cause {
-                    reason: "FieldValueForbidden",
-                    message: format!(
-                        "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{list}}}"
+                vec![validation::forbidden(
+                    "metadata.finalizers",
+                    &format!(
+                        "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{list}}}"
                     ),
-                    field: "metadata.finalizers".into(),
-                }],
+                )],
             ));
         }
     }
@@ -364,11 +363,11 @@ pub fn update(
                     &def.group,
                     &def.plural,
                     name,
-                    vec![Cause {
-                        reason: "FieldValueInvalid",
-                        message: "Invalid value: 0x0: must be specified for an update".into(),
-                        field: "metadata.resourceVersion".into(),
-                    }],
+                    vec![validation::invalid(
+                        "metadata.resourceVersion",
+                        "0x0",
+                        "must be specified for an update",
+                    )],
                 ));
             }
             Ok((body, false))
