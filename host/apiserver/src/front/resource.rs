@@ -9,11 +9,11 @@ use crate::front::respond::{
 };
 use crate::front::shared::{Query, Shared, Target, delete_opts, find_def};
 use crate::front::subresources::{pod_log, review, scale_request, token_request};
-use crate::resources::{self, CRD_KEY, Shape};
+use crate::resources::{self, CRD_KEY, ResourceDef, Shape};
 use crate::selector::FieldSelector;
 use crate::status::{ApiError, Warnings, delete_success};
 use crate::store::{ListRange, Store};
-use crate::verbs::{self, Deleted, PatchType, Sub};
+use crate::verbs::{self, DeleteOpts, Deleted, PatchType, Sub};
 use http::{Method, Request, Response, header};
 use hyper::body::Incoming;
 use serde_json::Value;
@@ -100,6 +100,17 @@ fn unrouted_attributes(
         namespace: namespace.into(),
         path: String::new(),
     })
+}
+
+/// The object a create or update sends, decoded from its media type (an Event's checked the
+/// way its served version decodes it).
+async fn object_body(req: Request<Incoming>, def: &ResourceDef) -> Result<Value, ApiError> {
+    let (headers, body) = read_body(req).await?;
+    let body = decode_body(&headers, &body)?;
+    if def.key() == crate::shape::EVENTS_KEY {
+        crate::kinds::event::check_decodable(&body, def.shape)?;
+    }
+    Ok(body)
 }
 
 /// The resource part of a request's path: `/api/v1/<rest>` (the core group) or
@@ -264,6 +275,14 @@ pub(crate) async fn resource_request(
     if t.sub == "log" {
         return pod_log(store, &def, ns, name, query);
     }
+    // Escalation prevention judges what an RBAC write would store, patches included.
+    let admit = |inner: &crate::store::Inner, object: &Value| {
+        if def.group == "rbac.authorization.k8s.io" {
+            crate::auth::escalation_check(inner, user, &def.plural, ns, object)
+        } else {
+            Ok(())
+        }
+    };
     let printer = req
         .headers()
         .get(header::ACCEPT)
@@ -287,14 +306,11 @@ pub(crate) async fn resource_request(
             if def.namespaced && ns.is_empty() && !def.virtual_create_only {
                 return Err(ApiError::method_not_allowed(&def.group, &def.plural));
             }
-            let (headers, body) = read_body(req).await?;
-            let body = decode_body(&headers, &body)?;
             if def.virtual_create_only {
-                return review(shared, user, &def, body);
+                let (headers, body) = read_body(req).await?;
+                return review(shared, user, &def, decode_body(&headers, &body)?);
             }
-            if def.key() == crate::shape::EVENTS_KEY {
-                crate::kinds::event::check_decodable(&body, def.shape)?;
-            }
+            let body = object_body(req, &def).await?;
             if def.shape == Shape::EventsV1 {
                 let causes = crate::kinds::event::create_causes(&body);
                 if !causes.is_empty() {
@@ -304,11 +320,7 @@ pub(crate) async fn resource_request(
             }
             let body = def.shape.stored(body);
             let opts = query.write_opts(&user_agent, "CreateOptions", None)?;
-            if def.group == "rbac.authorization.k8s.io" {
-                store.read(|inner| {
-                    crate::auth::escalation_check(inner, user, &def.plural, ns, &body)
-                })?;
-            }
+            store.read(|inner| admit(inner, &body))?;
             let dry_run = opts.dry_run;
             let obj = verbs::create(store, &stored, ns, body, opts, warnings).map_err(served)?;
             if def.is_namespace() && !dry_run {
@@ -321,17 +333,8 @@ pub(crate) async fn resource_request(
             Ok(respond(201, obj_bytes(&def, &obj)))
         }
         "update" => {
-            let (headers, body) = read_body(req).await?;
-            let body = decode_body(&headers, &body)?;
-            if def.key() == crate::shape::EVENTS_KEY {
-                crate::kinds::event::check_decodable(&body, def.shape)?;
-            }
-            let body = def.shape.stored(body);
-            if def.group == "rbac.authorization.k8s.io" {
-                store.read(|inner| {
-                    crate::auth::escalation_check(inner, user, &def.plural, ns, &body)
-                })?;
-            }
+            let body = def.shape.stored(object_body(req, &def).await?);
+            store.read(|inner| admit(inner, &body))?;
             let (out, created) = verbs::update(
                 store,
                 target,
@@ -371,14 +374,6 @@ pub(crate) async fn resource_request(
             };
             let mut opts = query.write_opts(&user_agent, "PatchOptions", Some(pt))?;
             opts.shape = def.shape;
-            // The patched object is what escalation prevention judges, as for an update.
-            let admit = |inner: &crate::store::Inner, patched: &Value| {
-                if def.group == "rbac.authorization.k8s.io" {
-                    crate::auth::escalation_check(inner, user, &def.plural, ns, patched)
-                } else {
-                    Ok(())
-                }
-            };
             let (out, created) =
                 verbs::patch(store, target, pt, &body, opts, &admit, warnings).map_err(served)?;
             Ok(respond(
@@ -407,29 +402,38 @@ pub(crate) async fn resource_request(
         "deletecollection" => {
             let (headers, body) = read_body(req).await?;
             let opts = delete_opts(&headers, &body, query)?;
-            let (labels, fields) = selectors(store, &def, query)?;
-            let ns_filter = (def.namespaced && !ns.is_empty()).then_some(ns);
-            let page = store.list(
-                ListRange::now(def.key(), ns_filter),
-                |o| labels.matches(&o.value) && fields.matches(&o.value),
-                usize::MAX,
-            );
-            let mut items = vec![];
-            for o in page.map(|p| p.items).unwrap_or_default() {
-                let oname = o.meta_str("name").to_string();
-                let ons = o.meta_str("namespace").to_string();
-                // The answer lists the items as they were listed, before their deletion.
-                match verbs::delete(store, &def, &ons, &oname, &opts, warnings) {
-                    Ok(Deleted::Gone(_)) | Ok(Deleted::Pending(_)) => items.push(o),
-                    Err(e) if e.code == 404 => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            Ok(respond(
-                200,
-                list_bytes(&def, store.current_rv(), &items, None, None),
-            ))
+            delete_collection(store, &def, ns, query, &opts, warnings)
         }
         _ => Err(ApiError::method_not_allowed(&def.group, &def.plural)),
     }
+}
+
+/// DELETECOLLECTION: deletes every object the selectors match (one already gone is skipped),
+/// answering with the list of them as they were before.
+fn delete_collection(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    query: &Query,
+    opts: &DeleteOpts,
+    warnings: &mut Warnings,
+) -> Result<Response<Body>, ApiError> {
+    let (labels, fields) = selectors(store, def, query)?;
+    let ns_filter = (def.namespaced && !ns.is_empty()).then_some(ns);
+    let page = store.list(
+        ListRange::now(def.key(), ns_filter),
+        |o| labels.matches(&o.value) && fields.matches(&o.value),
+        usize::MAX,
+    );
+    let mut items = vec![];
+    for o in page.map(|p| p.items).unwrap_or_default() {
+        let (ons, oname) = (o.meta_str("namespace"), o.meta_str("name"));
+        match verbs::delete(store, def, ons, oname, opts, warnings) {
+            Ok(Deleted::Gone(_)) | Ok(Deleted::Pending(_)) => items.push(o.clone()),
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let rv = store.current_rv();
+    Ok(respond(200, list_bytes(def, rv, &items, None, None)))
 }
