@@ -99,8 +99,9 @@ fn walk(
     // What the OpenAPI validator reports, as the server turns each kind of failure into a cause:
     // lengths and counts over a maximum are "Too long" / "Too many", the rest "Invalid" with the
     // validator's own sentence (a count where the rule counts).
-    let shown = |value: &Value| value.to_string();
-    let mut invalid = |failed: bool, value: String, msg: String| {
+    // Only scalars are shown: printing a whole object at every level would cost its size each time.
+    let shown = || v.to_string();
+    let mut invalid = |failed: bool, value: &str, msg: String| {
         if failed {
             causes.push(validation::invalid(
                 path,
@@ -114,23 +115,17 @@ fn walk(
         if let Some(min) = schema["minLength"].as_u64() {
             invalid(
                 n < min,
-                shown(v),
+                &shown(),
                 format!("should be at least {min} chars long"),
             );
         }
-        if let Some(pattern) = schema["pattern"].as_str()
-            && regex::Regex::new(pattern).is_ok_and(|re| !re.is_match(text))
-        {
-            invalid(true, shown(v), format!("should match '{pattern}'"));
+        if let Some(pattern) = schema["pattern"].as_str() {
+            let failed = regex::Regex::new(pattern).is_ok_and(|re| !re.is_match(text));
+            invalid(failed, &shown(), format!("should match '{pattern}'"));
         }
-        if let Some(format) = schema["format"].as_str()
-            && !format_ok(format, text)
-        {
-            invalid(
-                true,
-                shown(v),
-                format!("must be of type {format}: {}", shown(v)),
-            );
+        if let Some(format) = schema["format"].as_str() {
+            let why = format!("must be of type {format}: {}", shown());
+            invalid(!format_ok(format, text), &shown(), why);
         }
     }
     if let Some(x) = v.as_f64() {
@@ -144,7 +139,7 @@ fn walk(
             };
             invalid(
                 failed,
-                shown(v),
+                &shown(),
                 format!("should be {op} {}", schema["minimum"]),
             );
         }
@@ -158,7 +153,7 @@ fn walk(
             };
             invalid(
                 failed,
-                shown(v),
+                &shown(),
                 format!("should be {op} {}", schema["maximum"]),
             );
         }
@@ -168,7 +163,7 @@ fn walk(
         {
             invalid(
                 true,
-                shown(v),
+                &shown(),
                 format!("should be a multiple of {}", schema["multipleOf"]),
             );
         }
@@ -188,7 +183,7 @@ fn walk(
     {
         invalid(
             n < min,
-            n.to_string(),
+            &n.to_string(),
             format!("should have at least {min} {what}"),
         );
     }

@@ -242,23 +242,15 @@ pub(super) fn validate(m: &Map<String, Value>, old: Option<&Map<String, Value>>)
         causes.push(validation::required("spec.ports", ""));
     }
     if ty == "ExternalName" {
-        if !strings(m.get("clusterIPs")).is_empty() {
-            causes.push(validation::forbidden(
-                "spec.clusterIPs",
-                "may not be set for ExternalName services",
-            ));
-        }
-        if !strings(m.get("ipFamilies")).is_empty() {
-            causes.push(validation::forbidden(
-                "spec.ipFamilies",
-                "may not be set for ExternalName services",
-            ));
-        }
-        if !missing(m, "ipFamilyPolicy") {
-            causes.push(validation::forbidden(
-                "spec.ipFamilyPolicy",
-                "may not be set for ExternalName services",
-            ));
+        let set = |list: &str| !strings(m.get(list)).is_empty();
+        let ip_fields = [
+            ("clusterIPs", set("clusterIPs")),
+            ("ipFamilies", set("ipFamilies")),
+            ("ipFamilyPolicy", !missing(m, "ipFamilyPolicy")),
+        ];
+        for (field, _) in ip_fields.iter().filter(|(_, set)| *set) {
+            let why = "may not be set for ExternalName services";
+            causes.push(validation::forbidden(format!("spec.{field}"), why));
         }
         // A trailing dot only marks the name as fully qualified.
         let cname = str_of(m, "externalName");
