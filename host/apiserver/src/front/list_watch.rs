@@ -2,7 +2,7 @@
 //! bookmarks and the event stream.
 
 use crate::front::negotiate::{Printer, obj_bytes};
-use crate::front::respond::{Body, go_parse_int_error, respond, respond_value};
+use crate::front::respond::{Body, go_parse_int_error, respond, respond_value, with_type};
 use crate::front::shared::Query;
 use crate::resources::{CRD_KEY, ResourceDef};
 use crate::selector::{FieldSelector, LabelSelector, field_label_supported};
@@ -10,7 +10,7 @@ use crate::status::ApiError;
 use crate::store::{EventType, ListRange, Obj, Store};
 use base64::Engine;
 use bytes::Bytes;
-use http::{Response, header};
+use http::Response;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use serde_json::{Value, json};
@@ -450,12 +450,7 @@ fn stream_response(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Response<Body> {
             .await
             .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
     });
-    let mut r = Response::new(StreamBody::new(stream).boxed_unsync());
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
-    r
+    with_type("application/json", StreamBody::new(stream).boxed_unsync())
 }
 
 /// WATCH: a stream of `{"type","object"}` lines, from now (with the current objects as ADDED

@@ -3,7 +3,7 @@
 use crate::auth::{Attributes, authorize};
 use crate::front::authn::authenticate;
 use crate::front::resource::{ResourcePath, resource_request};
-use crate::front::respond::{Body, full, respond_value};
+use crate::front::respond::{Body, full, header_text, respond_value, with_type};
 use crate::front::shared::{Query, Shared, all_defs, decode, method_verb};
 use crate::resources::{self, CRD_KEY};
 use crate::status::{ApiError, Warnings};
@@ -104,12 +104,7 @@ pub(crate) async fn serve(
             "platform": "linux/amd64",
         }),
         ["healthz" | "livez" | "readyz", ..] => {
-            let mut r = Response::new(full("ok"));
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                header::HeaderValue::from_static("text/plain; charset=utf-8"),
-            );
-            return Ok(r);
+            return Ok(with_type("text/plain; charset=utf-8", full("ok")));
         }
         // Service-account issuer discovery, for relying parties that verify the tokens.
         [".well-known", "openid-configuration"] => {
@@ -160,20 +155,10 @@ pub(crate) async fn serve(
             // An empty Swagger 2.0 document: kubectl's client-side validation (used for `List`
             // files) then skips kinds it has no schema for, as it does on a real cluster for
             // custom resources without one.
-            let wants_proto = req
-                .headers()
-                .get(header::ACCEPT)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|a| a.contains("protobuf"));
+            let wants_proto = header_text(req.headers(), header::ACCEPT).contains("protobuf");
             if wants_proto {
-                let mut r = Response::new(full(openapi_v2_protobuf()));
-                r.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    header::HeaderValue::from_static(
-                        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
-                    ),
-                );
-                return Ok(r);
+                let proto = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+                return Ok(with_type(proto, full(openapi_v2_protobuf())));
             }
             json!({
                 "swagger": "2.0",

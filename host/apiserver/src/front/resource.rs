@@ -5,7 +5,8 @@ use crate::auth::{Attributes, UserInfo, authorize};
 use crate::front::list_watch::{list, list_bytes, selectors, watch};
 use crate::front::negotiate::{Printer, as_served, obj_bytes};
 use crate::front::respond::{
-    Body, decode_body, parse_json, parse_yaml, read_body, respond, respond_value,
+    Body, decode_body, header_text, parse_json, parse_yaml, patch_type, read_body, respond,
+    respond_value,
 };
 use crate::front::shared::{Query, Shared, Target, delete_opts, find_def};
 use crate::front::subresources::{pod_log, review, scale_request, token_request};
@@ -254,12 +255,7 @@ pub(crate) async fn resource_request(
             return Err(e);
         }
     }
-    let user_agent = req
-        .headers()
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
+    let user_agent = header_text(req.headers(), header::USER_AGENT).to_string();
     if t.sub == "scale" {
         return scale_request(
             store,
@@ -350,13 +346,7 @@ pub(crate) async fn resource_request(
         }
         "patch" => {
             let (headers, body) = read_body(req).await?;
-            let ct = headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string();
-            let pt =
-                PatchType::from_content_type(&ct).ok_or_else(ApiError::unsupported_media_type)?;
+            let pt = patch_type(&headers)?;
             if def.custom && pt == PatchType::Strategic {
                 // As the real server: custom resources have no strategic-merge metadata.
                 return Err(ApiError::new(

@@ -34,12 +34,16 @@ pub(crate) fn full(b: impl Into<Bytes>) -> Body {
 /// A response with status `code` (500 when not a valid status) and `bytes` as its
 /// `application/json` body.
 pub(crate) fn respond(code: u16, bytes: Bytes) -> Response<Body> {
-    let mut r = Response::new(full(bytes));
+    let mut r = with_type("application/json", full(bytes));
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
+    r
+}
+
+/// A 200 response of `body`, whose media type is `content_type`.
+pub(crate) fn with_type(content_type: &'static str, body: Body) -> Response<Body> {
+    let mut r = Response::new(body);
+    let value = header::HeaderValue::from_static(content_type);
+    r.headers_mut().insert(header::CONTENT_TYPE, value);
     r
 }
 
@@ -73,13 +77,24 @@ pub(crate) async fn read_body(req: Request<Incoming>) -> Result<(HeaderMap, Byte
     Ok((parts.headers, collected.to_bytes()))
 }
 
+/// The text of header `name`; empty when absent or not visible ASCII.
+pub(crate) fn header_text(headers: &HeaderMap, name: header::HeaderName) -> &str {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+}
+
+/// The patch type a PATCH's `Content-Type` names; 415 for any other media type.
+pub(crate) fn patch_type(headers: &HeaderMap) -> Result<crate::verbs::PatchType, ApiError> {
+    crate::verbs::PatchType::from_content_type(header_text(headers, header::CONTENT_TYPE))
+        .ok_or_else(ApiError::unsupported_media_type)
+}
+
 /// Decodes a request body: JSON, or Kubernetes protobuf for the kinds kubectl's typed
 /// clients send; anything else is 415.
 pub(crate) fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
-    let ct = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
+    let ct = header_text(headers, header::CONTENT_TYPE);
     let base = ct.split(';').next().unwrap_or_default().trim();
     if base.is_empty() || base == "application/json" || base.ends_with("+json") {
         return parse_json(body);

@@ -2,14 +2,16 @@
 //! access and token reviews.
 
 use crate::auth::{Attributes, UserInfo, authorize};
-use crate::front::respond::{Body, decode_body, full, parse_json, read_body, respond_value};
+use crate::front::respond::{
+    Body, decode_body, full, parse_json, patch_type, read_body, respond_value, with_type,
+};
 use crate::front::shared::{Query, Shared, Target};
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, Warnings};
 use crate::store::Store;
-use crate::verbs::{PatchType, WriteTarget};
+use crate::verbs::WriteTarget;
 use bytes::Bytes;
-use http::{Request, Response, header};
+use http::{Request, Response};
 use hyper::body::Incoming;
 use serde_json::{Value, json};
 
@@ -55,12 +57,7 @@ pub(crate) fn pod_log(
         }
         _ => {}
     }
-    let mut r = Response::new(full(Bytes::new()));
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("text/plain"),
-    );
-    Ok(r)
+    Ok(with_type("text/plain", full(Bytes::new())))
 }
 
 /// The `scale` subresource of a custom resource: `target` is the object (its main resource),
@@ -84,12 +81,7 @@ pub(crate) async fn scale_request(
         }
         _ => {
             let (headers, body) = read_body(req).await?;
-            let ct = headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default();
-            let pt =
-                PatchType::from_content_type(ct).ok_or_else(ApiError::unsupported_media_type)?;
+            let pt = patch_type(&headers)?;
             let body = parse_json(&body)?;
             let opts = query.write_opts(user_agent, "PatchOptions", Some(pt))?;
             crate::verbs::scale::patch(store, target, pt, &body, opts, warnings)?
