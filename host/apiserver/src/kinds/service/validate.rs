@@ -19,20 +19,15 @@ pub(super) fn cluster_ip_field_causes(m: &Map<String, Value>) -> Vec<Cause> {
     let mut causes = vec![];
     let ip = str_of(m, "clusterIP");
     let ips = strings(m.get("clusterIPs"));
+    let ips_invalid = |why: &str| validation::invalid("spec.clusterIPs", go_strings(&ips), why);
     if !ip.is_empty() {
         if ips.is_empty() {
             causes.push(validation::required("spec.clusterIPs", ""));
         } else if ips[0] != ip {
-            causes.push(validation::invalid(
-                "spec.clusterIPs",
-                go_strings(&ips),
-                "first value must match `clusterIP`",
-            ));
+            causes.push(ips_invalid("first value must match `clusterIP`"));
         }
     } else if !ips.is_empty() {
-        causes.push(validation::invalid(
-            "spec.clusterIPs",
-            go_strings(&ips),
+        causes.push(ips_invalid(
             "must be empty when `clusterIP` is not specified",
         ));
     }
@@ -67,11 +62,7 @@ pub(super) fn cluster_ip_field_causes(m: &Map<String, Value>) -> Vec<Cause> {
         if i == 0 && ip == "None" {
             if ips.len() > 1 {
                 bad_ips = true;
-                causes.push(validation::invalid(
-                    "spec.clusterIPs",
-                    go_strings(&ips),
-                    "'None' must be the first and only value",
-                ));
+                causes.push(ips_invalid("'None' must be the first and only value"));
             }
             continue;
         }
@@ -85,11 +76,7 @@ pub(super) fn cluster_ip_field_causes(m: &Map<String, Value>) -> Vec<Cause> {
         }
     }
     if ips.len() > 2 {
-        causes.push(validation::invalid(
-            "spec.clusterIPs",
-            go_strings(&ips),
-            "may only hold up to 2 values",
-        ));
+        causes.push(ips_invalid("may only hold up to 2 values"));
     }
     if bad_ips {
         return causes;
@@ -97,9 +84,7 @@ pub(super) fn cluster_ip_field_causes(m: &Map<String, Value>) -> Vec<Cause> {
     if ips.len() > 1 {
         let v4 = ips.iter().filter(|s| s.parse::<Ipv4Addr>().is_ok()).count();
         if v4 != 1 {
-            causes.push(validation::invalid(
-                "spec.clusterIPs",
-                go_strings(&ips),
+            causes.push(ips_invalid(
                 "may specify no more than one IP for each IP family",
             ));
         }
@@ -210,28 +195,27 @@ pub(super) fn validate(m: &Map<String, Value>, old: Option<&Map<String, Value>>)
     {
         let before = strings(old.get("clusterIPs"));
         let after = strings(m.get("clusterIPs"));
+        let changed =
+            |field: String, why: &str| validation::invalid(field, go_strings(&after), why);
         let both_headless = is_headless(old) && is_headless(m);
         if !both_headless {
             if before.len() == after.len() {
                 for (i, ip) in before.iter().enumerate() {
                     if *ip != after[i] {
-                        causes.push(validation::invalid(
+                        causes.push(changed(
                             format!("spec.clusterIPs[{i}]"),
-                            go_strings(&after),
                             "may not change once set",
                         ));
                     }
                 }
             } else if after.is_empty() {
-                causes.push(validation::invalid(
-                    "spec.clusterIPs[0]",
-                    go_strings(&after),
+                causes.push(changed(
+                    "spec.clusterIPs[0]".into(),
                     "primary clusterIP can not be unset",
                 ));
             } else if !before.is_empty() && before[0] != after[0] {
-                causes.push(validation::invalid(
-                    "spec.clusterIPs[0]",
-                    go_strings(&after),
+                causes.push(changed(
+                    "spec.clusterIPs[0]".into(),
                     "may not change once set",
                 ));
             }
