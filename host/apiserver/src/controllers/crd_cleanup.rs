@@ -1,30 +1,23 @@
 //! The CRD finalizer: a deleted CustomResourceDefinition's instances go first.
 
 use crate::controllers::controller::Controller;
-use crate::controllers::shared::{Item, awaits_crd_cleanup, delete_all, deleting};
+use crate::controllers::shared::{Item, awaits_crd_cleanup, delete_all, deleting, set_conditions};
 use crate::kinds::crd::CRD_CLEANUP;
 use crate::resources::{ResourceDef, defs_from_crd};
-use crate::store::{Change, Store};
+use crate::store::Store;
 use crate::verbs;
-use serde_json::Value;
 
 /// Marks a CRD whose instances are being deleted as the CRD finalizer does: condition
 /// `Terminating` (reason `InstanceDeletionInProgress`). `true` when it changed.
 pub(super) fn crd_terminating(store: &Store, def: &ResourceDef, name: &str) -> bool {
-    let res = store.mutate(def.key(), "", name, |cur, _| {
-        let Some(cur) = cur else {
-            return Ok((Change::Keep, false));
-        };
-        let mut conditions: Vec<Value> = cur.value["status"]["conditions"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        if conditions
+    set_conditions(store, def, name, |current| {
+        if current
             .iter()
             .any(|c| c["type"] == "Terminating" && c["status"] == "True")
         {
-            return Ok((Change::Keep, false));
+            return None;
         }
+        let mut conditions = current.to_vec();
         conditions.retain(|c| c["type"] != "Terminating");
         conditions.push(serde_json::json!({
             "type": "Terminating",
@@ -33,11 +26,8 @@ pub(super) fn crd_terminating(store: &Store, def: &ResourceDef, name: &str) -> b
             "reason": "InstanceDeletionInProgress",
             "message": "CustomResource deletion is in progress",
         }));
-        let mut v = cur.value.clone();
-        crate::util::set_in(&mut v, &["status", "conditions"], Value::Array(conditions));
-        Ok((Change::Put(v), true))
-    });
-    matches!(res, Ok((_, true)))
+        Some(conditions)
+    })
 }
 
 /// Deletes a deleted CRD's instances, then removes its cleanup finalizer.

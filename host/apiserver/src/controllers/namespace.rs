@@ -2,9 +2,9 @@
 //! say what holds it, and it is finalized once empty.
 
 use crate::controllers::controller::Controller;
-use crate::controllers::shared::{Item, def_for_key, delete_all, deleting};
+use crate::controllers::shared::{Item, def_for_key, delete_all, deleting, set_conditions};
 use crate::resources::{NS_KEY, ResourceDef};
-use crate::store::{Change, Store};
+use crate::store::Store;
 use crate::verbs;
 use serde_json::Value;
 
@@ -53,7 +53,7 @@ pub(super) fn namespace_conditions(
         .collect::<Vec<_>>()
         .join(", ");
     let ok = |t: &str, reason: &str, msg: &str| serde_json::json!({"type": t, "status": "False", "reason": reason, "message": msg});
-    let wanted = vec![
+    let wanted = [
         ok(
             "NamespaceDeletionDiscoveryFailure",
             "ResourcesDiscovered",
@@ -86,10 +86,7 @@ pub(super) fn namespace_conditions(
             "All content-preserving finalizers finished",
         ),
     ];
-    let res = store.mutate(def.key(), "", ns, |cur, _| {
-        let Some(cur) = cur else {
-            return Ok((Change::Keep, false));
-        };
+    set_conditions(store, def, ns, |current| {
         let strip = |c: &Value| {
             let mut c = c.clone();
             if let Some(m) = c.as_object_mut() {
@@ -97,12 +94,8 @@ pub(super) fn namespace_conditions(
             }
             c
         };
-        let current: Vec<Value> = cur.value["status"]["conditions"]
-            .as_array()
-            .map(|a| a.iter().map(strip).collect())
-            .unwrap_or_default();
-        if current == wanted {
-            return Ok((Change::Keep, false));
+        if current.iter().map(strip).eq(wanted.iter().cloned()) {
+            return None;
         }
         let now = crate::util::now();
         let conditions: Vec<Value> = wanted
@@ -113,11 +106,8 @@ pub(super) fn namespace_conditions(
                 c
             })
             .collect();
-        let mut v = cur.value.clone();
-        crate::util::set_in(&mut v, &["status", "conditions"], Value::Array(conditions));
-        Ok((Change::Put(v), true))
-    });
-    matches!(res, Ok((_, true)))
+        Some(conditions)
+    })
 }
 
 /// Deletes a terminating namespace's contents, then finalizes it.
