@@ -82,6 +82,29 @@ fn spec(i: usize, version: &str) -> Spec {
     }
 }
 
+/// Gives the desired deployments of jobs `indexes` the spec of `version` (its image and hash),
+/// 200 rows to a batch.
+async fn set_version(
+    db: &lethe_sql::Database,
+    indexes: &[usize],
+    version: &str,
+) -> anyhow::Result<()> {
+    for chunk in indexes.chunks(200) {
+        let statements: Vec<Statement> = chunk
+            .iter()
+            .map(|&i| {
+                let s = spec(i, version);
+                Statement {
+                    sql: "UPDATE desired_data_job_deployment SET job_version = $4, image = $2, spec_hash = $3 WHERE job_uid = $1".into(),
+                    params: vec![Value::Text(uid(i)), Value::Text(s.image.clone()), Value::Text(s.hash()), Value::Text(version.into())],
+                }
+            })
+            .collect();
+        db.batch(&statements).await?;
+    }
+    Ok(())
+}
+
 fn peak_rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
@@ -215,22 +238,9 @@ async fn main() -> anyhow::Result<()> {
     }
     // Change 1%: a new image for every (100 / percent)-th job.
     let step = 100 / args.changed_percent.clamp(1, 100);
-    let mut changed = 0;
     let indexes: Vec<usize> = (0..args.jobs).step_by(step).collect();
-    for chunk in indexes.chunks(200) {
-        let statements: Vec<Statement> = chunk
-            .iter()
-            .map(|&i| {
-                let s = spec(i, "v2");
-                Statement {
-                    sql: "UPDATE desired_data_job_deployment SET job_version = 'v2', image = $2, spec_hash = $3 WHERE job_uid = $1".into(),
-                    params: vec![Value::Text(uid(i)), Value::Text(s.image.clone()), Value::Text(s.hash())],
-                }
-            })
-            .collect();
-        changed += statements.len();
-        db.batch(&statements).await?;
-    }
+    set_version(&db, &indexes, "v2").await?;
+    let changed = indexes.len();
     eprintln!(
         "  steady state with {changed} changed at {:?}",
         started.elapsed()
@@ -300,19 +310,7 @@ kube_burst = 100000
     // The first run compiles the component into the data dir's cache; the second is the
     // measured pass over the same 1% change (the first one applied it, so reset it first).
     run("warm-up pass (compiles the component, applies the change)")?;
-    for chunk in indexes.chunks(200) {
-        let statements: Vec<Statement> = chunk
-            .iter()
-            .map(|&i| {
-                let s = spec(i, "v3");
-                Statement {
-                    sql: "UPDATE desired_data_job_deployment SET job_version = 'v3', image = $2, spec_hash = $3 WHERE job_uid = $1".into(),
-                    params: vec![Value::Text(uid(i)), Value::Text(s.image.clone()), Value::Text(s.hash())],
-                }
-            })
-            .collect();
-        db.batch(&statements).await?;
-    }
+    set_version(&db, &indexes, "v3").await?;
     run("measured pass (1% changed)")?;
     let rows = db
         .query(
