@@ -360,6 +360,25 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> bool {
     user.is_master() || store.read(|inner| authorize_in(inner, user, a))
 }
 
+/// [`authorize`], answering a denial with the real server's 403: the resource and object of
+/// `a`, and why RBAC refused.
+pub fn require(
+    store: &Store,
+    user: &UserInfo,
+    a: &Attributes,
+) -> Result<(), crate::status::ApiError> {
+    if authorize(store, user, a) {
+        return Ok(());
+    }
+    let why = a.forbidden_reason(&user.name);
+    Err(crate::status::ApiError::forbidden(
+        &a.group,
+        &a.resource,
+        &a.name,
+        &why,
+    ))
+}
+
 /// [`authorize`] against store contents already in hand (a write that checks its result).
 pub fn authorize_in(inner: &Inner, user: &UserInfo, a: &Attributes) -> bool {
     user.is_master() || find_grant(inner, user, a).is_some()

@@ -1,7 +1,7 @@
 //! Authentication: bearer tokens (the admin's, ServiceAccount tokens, the test users') and
 //! impersonation, as kube-apiserver's authenticators read them.
 
-use crate::auth::{Attributes, UserInfo, authorize};
+use crate::auth::{Attributes, UserInfo, require};
 use crate::front::shared::Shared;
 use crate::status::ApiError;
 use http::{HeaderMap, header};
@@ -111,14 +111,7 @@ pub(crate) fn authenticate(
         attrs.namespace = ns.into();
         attrs.name = name.into();
     }
-    if !authorize(&shared.store, &user, &attrs) {
-        return Err(ApiError::forbidden(
-            "",
-            &attrs.resource,
-            &attrs.name,
-            &attrs.forbidden_reason(&user.name),
-        ));
-    }
+    require(&shared.store, &user, &attrs)?;
     for g in &imp_groups {
         let ga = Attributes {
             verb: "impersonate".into(),
@@ -127,14 +120,7 @@ pub(crate) fn authenticate(
             name: g.clone(),
             ..Default::default()
         };
-        if !authorize(&shared.store, &user, &ga) {
-            return Err(ApiError::forbidden(
-                "",
-                "groups",
-                g,
-                &ga.forbidden_reason(&user.name),
-            ));
-        }
+        require(&shared.store, &user, &ga)?;
     }
     // A uid and extra values are impersonated only with permission for them too.
     let mut other = Vec::new();
@@ -154,14 +140,7 @@ pub(crate) fn authenticate(
             name,
             ..Default::default()
         };
-        if !authorize(&shared.store, &user, &a) {
-            return Err(ApiError::forbidden(
-                "authentication.k8s.io",
-                &a.resource,
-                &a.name,
-                &a.forbidden_reason(&user.name),
-            ));
-        }
+        require(&shared.store, &user, &a)?;
     }
     let mut groups = imp_groups;
     if groups.is_empty()

@@ -1,7 +1,7 @@
-//! Resource requests: the target a path names, authorization, and each verb handed to the
-//! verbs in `ops` with the request's warnings.
+//! Resource requests: the target a path names, authorization, and each verb handed to
+//! [`crate::verbs`] with the request's warnings.
 
-use crate::auth::{Attributes, UserInfo, authorize};
+use crate::auth::{Attributes, UserInfo, require};
 use crate::front::list_watch::{list, list_bytes, selectors, watch};
 use crate::front::negotiate::{Printer, as_served, obj_bytes};
 use crate::front::respond::{
@@ -150,15 +150,8 @@ pub(crate) async fn resource_request(
         Err(e) => {
             // Authorization comes before routing on a real server: a resource it does not
             // serve is 404 only to those who may ask for it.
-            if let Some(attrs) = unrouted_attributes(req.method(), query, group, rest)
-                && !authorize(store, user, &attrs)
-            {
-                return Err(ApiError::forbidden(
-                    &attrs.group,
-                    &attrs.resource,
-                    &attrs.name,
-                    &attrs.forbidden_reason(&user.name),
-                ));
+            if let Some(attrs) = unrouted_attributes(req.method(), query, group, rest) {
+                require(store, user, &attrs)?;
             }
             return Err(e);
         }
@@ -181,55 +174,11 @@ pub(crate) async fn resource_request(
         verb => verb,
     }
     .ok_or_else(|| ApiError::method_not_allowed(&def.group, &def.plural))?;
-    let sub = match t.sub.as_str() {
-        "" => Sub::Main,
-        "status" if def.status_subresource && matches!(verb, "get" | "update" | "patch") => {
-            Sub::Status
-        }
-        "finalize" if def.is_namespace() && verb == "update" => Sub::Finalize,
-        // A scale write is a write of the main object's replica count (see `scale_request`).
-        "scale" if def.scale.is_some() && matches!(verb, "get" | "update" | "patch") => Sub::Main,
-        "log" if def.is_pods() && verb == "get" => Sub::Main,
-        _ => return Err(ApiError::path_not_found()),
-    };
+    let sub = subresource(&def, &t.sub, verb)?;
     if !def.allows(verb) {
         return Err(ApiError::method_not_allowed(&def.group, &def.plural));
     }
-    let auth_ns = if def.is_namespace() && !t.name.is_empty() {
-        t.name.clone()
-    } else {
-        t.namespace.clone()
-    };
-    // A list or watch of one object by name is authorized as a request for that name, as the
-    // real server's request info reads it from the field selector (`kubectl get x NAME -w`).
-    let selected_name = if t.name.is_empty() && matches!(verb, "list" | "watch") {
-        query
-            .get("fieldSelector")
-            .and_then(|s| FieldSelector::parse(s).ok())
-            .and_then(|s| s.exact_match("metadata.name").map(str::to_string))
-            .filter(|n| !n.is_empty() && n != "." && n != ".." && !n.contains(['/', '%']))
-    } else {
-        None
-    };
-    let attrs = Attributes {
-        verb: verb.to_string(),
-        resource_request: true,
-        group: def.group.clone(),
-        resource: def.plural.clone(),
-        subresource: t.sub.clone(),
-        name: selected_name.unwrap_or_else(|| t.name.clone()),
-        namespace: auth_ns,
-        path: String::new(),
-    };
-    if !authorize(store, user, &attrs) {
-        // As the real server: the subresource shows in the reason, not in the prefix.
-        return Err(ApiError::forbidden(
-            &def.group,
-            &def.plural,
-            &attrs.name,
-            &attrs.forbidden_reason(&user.name),
-        ));
-    }
+    authorize_request(store, user, &t, verb, query)?;
     let ns = t.namespace.as_str();
     let name = t.name.as_str();
     // Writes run under the rules of the kind the objects are stored as; answers and errors
@@ -426,4 +375,58 @@ fn delete_collection(
     }
     let rv = store.current_rv();
     Ok(respond(200, list_bytes(def, rv, &items, None, None)))
+}
+
+/// What `sub` (empty: the object itself) means for `verb` on `def`: 404 for a subresource the
+/// kind does not serve for that verb.
+fn subresource(def: &ResourceDef, sub: &str, verb: &str) -> Result<Sub, ApiError> {
+    Ok(match sub {
+        "" => Sub::Main,
+        "status" if def.status_subresource && matches!(verb, "get" | "update" | "patch") => {
+            Sub::Status
+        }
+        "finalize" if def.is_namespace() && verb == "update" => Sub::Finalize,
+        // A scale write is a write of the main object's replica count (see `scale_request`).
+        "scale" if def.scale.is_some() && matches!(verb, "get" | "update" | "patch") => Sub::Main,
+        "log" if def.is_pods() && verb == "get" => Sub::Main,
+        _ => return Err(ApiError::path_not_found()),
+    })
+}
+
+/// RBAC on a routed request: 403 unless `user` may `verb` the target.
+fn authorize_request(
+    store: &Store,
+    user: &UserInfo,
+    t: &Target,
+    verb: &str,
+    query: &Query,
+) -> Result<(), ApiError> {
+    let auth_ns = if t.def.is_namespace() && !t.name.is_empty() {
+        t.name.clone()
+    } else {
+        t.namespace.clone()
+    };
+    // A list or watch of one object by name is authorized as a request for that name, as the
+    // real server's request info reads it from the field selector (`kubectl get x NAME -w`).
+    let selected_name = if t.name.is_empty() && matches!(verb, "list" | "watch") {
+        query
+            .get("fieldSelector")
+            .and_then(|s| FieldSelector::parse(s).ok())
+            .and_then(|s| s.exact_match("metadata.name").map(str::to_string))
+            .filter(|n| !n.is_empty() && n != "." && n != ".." && !n.contains(['/', '%']))
+    } else {
+        None
+    };
+    let attrs = Attributes {
+        verb: verb.to_string(),
+        resource_request: true,
+        group: t.def.group.clone(),
+        resource: t.def.plural.clone(),
+        subresource: t.sub.clone(),
+        name: selected_name.unwrap_or_else(|| t.name.clone()),
+        namespace: auth_ns,
+        path: String::new(),
+    };
+    // As the real server: the subresource shows in the reason, not in the prefix.
+    require(store, user, &attrs)
 }

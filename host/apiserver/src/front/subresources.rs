@@ -1,7 +1,7 @@
 //! Subresources with their own shapes: `pods/log`, `scale`, `serviceaccounts/token`, and the
 //! access and token reviews.
 
-use crate::auth::{Attributes, UserInfo, authorize};
+use crate::auth::{Attributes, UserInfo, require};
 use crate::front::respond::{
     Body, decode_body, full, parse_json, patch_type, read_body, respond_value, with_type,
 };
@@ -111,14 +111,7 @@ pub(crate) async fn token_request(
         namespace: t.namespace.clone(),
         path: String::new(),
     };
-    if !authorize(&shared.store, user, &attrs) {
-        return Err(ApiError::forbidden(
-            "",
-            "serviceaccounts",
-            &t.name,
-            &attrs.forbidden_reason(&user.name),
-        ));
-    }
+    require(&shared.store, user, &attrs)?;
     let (headers, body) = read_body(req).await?;
     let request = if body.is_empty() {
         json!({})
