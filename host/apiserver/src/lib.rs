@@ -307,9 +307,13 @@ fn bootstrap(store: &store::Store, info: &controllers::ClusterInfo) -> anyhow::R
     Ok(())
 }
 
-/// Starts the server; returns once it is listening.
-pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> {
-    let (store, tokens, admin_token, temp_dir) = match &config.data_dir {
+/// The store, the static tokens, the admin's token and (without a data dir) the temporary dir
+/// the kubeconfig goes to: kept in `data_dir` when there is one (created private, as it holds
+/// the admin token and the CA key), else in memory with a fresh admin token.
+fn open_state(
+    data_dir: Option<&Path>,
+) -> anyhow::Result<(store::Store, auth::Tokens, String, Option<PathBuf>)> {
+    Ok(match data_dir {
         Some(dir) => {
             if !dir.exists() {
                 std::fs::create_dir_all(dir)?;
@@ -356,7 +360,37 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
                 std::env::temp_dir().join(format!("lethe-apiserver-{}", uuid::Uuid::new_v4()));
             (store, tokens, t, Some(tmp))
         }
-    };
+    })
+}
+
+/// The serving certificate and its CA, whose key is kept in `data_dir` (and reused) when there
+/// is one.
+fn tls_identity(data_dir: Option<&Path>) -> anyhow::Result<tls::Generated> {
+    let key_file = data_dir.map(|d| d.join("ca.key"));
+    let cert_file = data_dir.map(|d| d.join("ca.crt"));
+    let existing = key_file
+        .as_ref()
+        .and_then(|f| std::fs::read_to_string(f).ok());
+    // The certificate is only meaningful with the key it was made with.
+    let existing_cert = existing.as_ref().and_then(|_| {
+        cert_file
+            .as_ref()
+            .and_then(|f| std::fs::read_to_string(f).ok())
+    });
+    let generated = tls::generate(
+        existing
+            .as_deref()
+            .map(|key| (key, existing_cert.as_deref())),
+    )?;
+    if let (Some(f), None) = (&key_file, &existing) {
+        crate::util::write_private(f, &generated.ca_key_pem)?;
+    }
+    Ok(generated)
+}
+
+/// Starts the server; returns once it is listening.
+pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> {
+    let (store, tokens, admin_token, temp_dir) = open_state(config.data_dir.as_deref())?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = advertised(listener.local_addr()?);
     let plain_listener = match config.plain_listen {
@@ -364,26 +398,7 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
         None => None,
     };
     let tls = if config.tls {
-        let key_file = config.data_dir.as_ref().map(|d| d.join("ca.key"));
-        let cert_file = config.data_dir.as_ref().map(|d| d.join("ca.crt"));
-        let existing = key_file
-            .as_ref()
-            .and_then(|f| std::fs::read_to_string(f).ok());
-        // The certificate is only meaningful with the key it was made with.
-        let existing_cert = existing.as_ref().and_then(|_| {
-            cert_file
-                .as_ref()
-                .and_then(|f| std::fs::read_to_string(f).ok())
-        });
-        let generated = tls::generate(
-            existing
-                .as_deref()
-                .map(|key| (key, existing_cert.as_deref())),
-        )?;
-        if let (Some(f), None) = (&key_file, &existing) {
-            crate::util::write_private(f, &generated.ca_key_pem)?;
-        }
-        Some(generated)
+        Some(tls_identity(config.data_dir.as_deref())?)
     } else {
         None
     };
