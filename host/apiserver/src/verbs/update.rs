@@ -6,7 +6,7 @@ use crate::managed::KindSchema;
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, Warnings};
 use crate::store::{Change, Inner, Obj, Store};
-use crate::util::{meta_mut, now, set_in, string_list};
+use crate::util::{ensure_obj, meta_mut, now, set_in, string_list};
 use crate::validation;
 use crate::verbs::create::prepare_create;
 use crate::verbs::meta::{
@@ -15,8 +15,16 @@ use crate::verbs::meta::{
 };
 use crate::verbs::options::{record_create, scope};
 use crate::verbs::{Outcome, Sub, WriteOpts, WriteTarget, validate_name};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use std::sync::Arc;
+
+/// Sets `to[key]` to `from[key]`, or removes it where `from` has none.
+fn keep_from(to: &mut Map<String, Value>, from: &Value, key: &str) {
+    match from.get(key) {
+        Some(v) => to.insert(key.into(), v.clone()),
+        None => to.remove(key),
+    };
+}
 
 /// Computes the stored form of an update of `cur` to `new`.
 pub(crate) fn prepare_update(
@@ -60,14 +68,7 @@ pub(crate) fn prepare_update(
     let mut result = match sub {
         Sub::Status => {
             let mut r = cur.value.clone();
-            match new.get("status") {
-                Some(s) => r["status"] = s.clone(),
-                None => {
-                    if let Some(m) = r.as_object_mut() {
-                        m.remove("status");
-                    }
-                }
-            }
+            keep_from(ensure_obj(&mut r), &new, "status");
             // The entries a server-side apply of the status computed.
             if let Some(Value::Array(a)) = new["metadata"].get("managedFields")
                 && !a.is_empty()
@@ -87,17 +88,8 @@ pub(crate) fn prepare_update(
             r
         }
         Sub::Main => {
-            if def.status_subresource
-                && let Some(m) = new.as_object_mut()
-            {
-                match cur.value.get("status") {
-                    Some(s) => {
-                        m.insert("status".into(), s.clone());
-                    }
-                    None => {
-                        m.remove("status");
-                    }
-                }
+            if def.status_subresource {
+                keep_from(ensure_obj(&mut new), &cur.value, "status");
             }
             new
         }
@@ -106,10 +98,7 @@ pub(crate) fn prepare_update(
     result["apiVersion"] = cur.value["apiVersion"].clone();
     // Server-owned metadata comes from the stored object.
     {
-        let old_meta = cur.value["metadata"]
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
+        let old_meta = &cur.value["metadata"];
         let meta = meta_mut(&mut result);
         for f in [
             "uid",
@@ -121,14 +110,7 @@ pub(crate) fn prepare_update(
             "generation",
             "resourceVersion",
         ] {
-            match old_meta.get(f) {
-                Some(v) => {
-                    meta.insert(f.into(), v.clone());
-                }
-                None => {
-                    meta.remove(f);
-                }
-            }
+            keep_from(meta, old_meta, f);
         }
         // A write that leaves managedFields out keeps the stored ones; one that sends them
         // sets them (an empty list clears them).
@@ -140,30 +122,19 @@ pub(crate) fn prepare_update(
                     meta.remove("managedFields");
                 }
             }
-            _ => match old_meta.get("managedFields") {
-                Some(m) => {
-                    meta.insert("managedFields".into(), m.clone());
-                }
-                None => {
-                    meta.remove("managedFields");
-                }
-            },
+            _ => keep_from(meta, old_meta, "managedFields"),
         }
         meta.remove("selfLink");
-        if let Some(Value::Array(a)) = meta.get("finalizers")
-            && a.is_empty()
-        {
-            meta.remove("finalizers");
-        }
-        if let Some(Value::Object(l)) = meta.get("labels")
-            && l.is_empty()
-        {
-            meta.remove("labels");
-        }
-        if let Some(Value::Object(l)) = meta.get("annotations")
-            && l.is_empty()
-        {
-            meta.remove("annotations");
+        // Empty lists and maps are stored as absent.
+        for key in ["finalizers", "labels", "annotations"] {
+            let empty = match meta.get(key) {
+                Some(Value::Array(a)) => key == "finalizers" && a.is_empty(),
+                Some(Value::Object(m)) => key != "finalizers" && m.is_empty(),
+                _ => false,
+            };
+            if empty {
+                meta.remove(key);
+            }
         }
     }
     let kind = strategy(def);
