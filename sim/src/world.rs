@@ -1,5 +1,6 @@
-//! What both worlds share: the request a client sends and how its answer is read, and how a
-//! world that has quiesced is driven to convergence.
+//! What both worlds share: the stage they play on (randomness, cluster, hosts, trace, faults),
+//! how a step is rolled ([`Scenario`]), the request a client sends and how its answer is read,
+//! and how a world that has quiesced is driven to convergence ([`Quiescent`]).
 
 use lethe_guest::fake::{FakeCluster, FakeHost};
 use lethe_guest::{Request, Response};
