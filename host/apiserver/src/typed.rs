@@ -268,21 +268,7 @@ fn go_type(value: &Value) -> &'static str {
 
 /// Go's `%v` of a decoded JSON value (numbers are `float64`).
 fn go_v(value: &Value) -> String {
-    match value {
-        Value::Number(n) => go_float(n),
-        Value::Array(items) => {
-            let items: Vec<String> = items.iter().map(go_v).collect();
-            format!("[{}]", items.join(" "))
-        }
-        Value::Object(fields) => {
-            let fields: Vec<String> = fields
-                .iter()
-                .map(|(k, v)| format!("{k}:{}", go_v(v)))
-                .collect();
-            format!("map[{}]", fields.join(" "))
-        }
-        other => crate::validation::go_print(other),
-    }
+    crate::validation::go_print_as(value, true)
 }
 
 /// Go's `%#v` of a decoded JSON value held in an `interface{}`.
@@ -290,7 +276,7 @@ fn go_sharp_v(value: &Value) -> String {
     match value {
         Value::Null => "interface {}(nil)".into(),
         Value::Bool(b) => b.to_string(),
-        Value::Number(n) => go_float(n),
+        Value::Number(n) => crate::validation::go_float(n.as_f64().unwrap_or_default()),
         Value::String(s) => crate::validation::go_quote(s),
         Value::Array(items) => {
             let items: Vec<String> = items.iter().map(go_sharp_v).collect();
@@ -304,10 +290,6 @@ fn go_sharp_v(value: &Value) -> String {
             format!("map[string]interface {{}}{{{}}}", fields.join(", "))
         }
     }
-}
-
-fn go_float(n: &serde_json::Number) -> String {
-    crate::validation::go_float(n.as_f64().unwrap_or_default())
 }
 
 #[cfg(test)]

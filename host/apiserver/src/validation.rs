@@ -15,23 +15,29 @@ pub use lethe_kube_model::validation::{
 /// decoding keeps them) and printed with `%v`: maps as `map[k:v …]` with sorted keys, slices as
 /// `[a b]`, strings bare, other numbers as `float64`.
 pub fn go_print(value: &Value) -> String {
+    go_print_as(value, false)
+}
+
+/// [`go_print`], with every number a `float64` when `floats` (as YAML decoded without type
+/// information has them).
+pub fn go_print_as(value: &Value, floats: bool) -> String {
     match value {
         Value::Null => "<nil>".into(),
         Value::Bool(b) => b.to_string(),
         Value::String(s) => s.clone(),
-        Value::Number(n) => match n.as_i64() {
+        Value::Number(n) => match n.as_i64().filter(|_| !floats) {
             Some(i) => i.to_string(),
             None => go_float(n.as_f64().unwrap_or_default()),
         },
         Value::Array(items) => {
-            let items: Vec<String> = items.iter().map(go_print).collect();
+            let items: Vec<String> = items.iter().map(|v| go_print_as(v, floats)).collect();
             format!("[{}]", items.join(" "))
         }
         // serde_json's map keeps its keys sorted, as Go prints a map's.
         Value::Object(fields) => {
             let fields: Vec<String> = fields
                 .iter()
-                .map(|(k, v)| format!("{k}:{}", go_print(v)))
+                .map(|(k, v)| format!("{k}:{}", go_print_as(v, floats)))
                 .collect();
             format!("map[{}]", fields.join(" "))
         }
