@@ -2,7 +2,7 @@
 //! bookmarks and the event stream.
 
 use crate::front::negotiate::{Printer, obj_bytes};
-use crate::front::respond::{Body, go_parse_int_error, respond, respond_value, with_type};
+use crate::front::respond::{Body, respond, respond_value, with_type};
 use crate::front::shared::Query;
 use crate::resources::{CRD_KEY, ResourceDef};
 use crate::selector::{FieldSelector, LabelSelector, field_label_supported};
@@ -252,12 +252,7 @@ pub(crate) async fn list(
 ) -> Result<Response<Body>, ApiError> {
     validate_list_options(query, false)?;
     let (labels, fields) = selectors(store, def, query)?;
-    let limit = match query.get("limit") {
-        Some(l) if !l.is_empty() => l
-            .parse::<i64>()
-            .map_err(|_| ApiError::bad_request(go_parse_int_error(l)))?,
-        _ => 0,
-    };
+    let limit = query.int("limit")?;
     let ns_filter = if def.namespaced && !ns.is_empty() {
         Some(ns)
     } else {
@@ -484,12 +479,7 @@ pub(crate) async fn watch(
         || (send_initial_param.is_none()
             && from_now
             && query.get("resourceVersionMatch").is_none_or(str::is_empty));
-    let timeout = match query.get("timeoutSeconds") {
-        Some(t) if !t.is_empty() => t
-            .parse::<i64>()
-            .map_err(|_| ApiError::bad_request(go_parse_int_error(t)))?,
-        _ => 0,
-    };
+    let timeout = query.int("timeoutSeconds")?;
     let timeout = u64::try_from(timeout)
         .ok()
         .filter(|t| *t > 0)

@@ -120,21 +120,6 @@ pub(crate) fn decode_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, Api
     ))
 }
 
-/// Why a query parameter is not an integer, as the server's parameter decoding (Go's
-/// `strconv.ParseInt`) says it.
-pub(crate) fn go_parse_int_error(text: &str) -> String {
-    let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
-    let why = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-        "value out of range"
-    } else {
-        "invalid syntax"
-    };
-    format!(
-        "strconv.ParseInt: parsing {}: {why}",
-        crate::validation::go_quote(text)
-    )
-}
-
 /// A YAML body as the server's YAML serializer reads it: its first document, as JSON. JSON is
 /// YAML too, and is read as JSON.
 pub(crate) fn parse_yaml(b: &[u8]) -> Result<Value, String> {

@@ -82,6 +82,21 @@ pub(crate) fn decode(s: &str) -> String {
         .into_owned()
 }
 
+/// Why a query parameter is not an integer, as the server's parameter decoding (Go's
+/// `strconv.ParseInt`) says it.
+fn go_parse_int_error(text: &str) -> String {
+    let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
+    let why = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        "value out of range"
+    } else {
+        "invalid syntax"
+    };
+    format!(
+        "strconv.ParseInt: parsing {}: {why}",
+        crate::validation::go_quote(text)
+    )
+}
+
 impl Query {
     /// The `key=value` pairs of a URL's query, decoded and in order; a key without `=` has an
     /// empty value. None (no query) is an empty query.
@@ -104,6 +119,17 @@ impl Query {
             .iter()
             .find(|(key, _)| key == k)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// Integer parameter `k`, 0 when absent or empty; a 400 in `strconv.ParseInt`'s words when
+    /// it is not an integer.
+    pub(crate) fn int(&self, k: &str) -> Result<i64, ApiError> {
+        match self.get(k) {
+            Some(text) if !text.is_empty() => text
+                .parse()
+                .map_err(|_| ApiError::bad_request(go_parse_int_error(text))),
+            _ => Ok(0),
+        }
     }
 
     /// Whether boolean parameter `k` is set: `true`, `1`, or the key alone (`?watch`).
