@@ -82,6 +82,23 @@ fn spec(i: usize, version: &str) -> Spec {
     }
 }
 
+/// The manifest's data-jobs component, up to its `tool.lethe` limits, which each run sets.
+fn data_jobs_component(migrations: &std::path::Path) -> String {
+    let wasm = PathBuf::from(lethe::COMPONENTS_DIR).join("data_jobs.wasm");
+    format!(
+        r#"[component.data-jobs]
+source = "{}"
+variables = {{ namespace = "data-jobs", max_changes_per_pass = "100000" }}
+[component.data-jobs.tool.lethe]
+capabilities = ["sql", "kube", "log", "config"]
+kube_identities = ["caller", "privileged"]
+migrations = "{}"
+timeout_ms = 600000"#,
+        wasm.display(),
+        migrations.display()
+    )
+}
+
 /// Gives the desired deployments of jobs `indexes` the spec of `version` (its image and hash),
 /// 200 rows to a batch.
 async fn set_version(
@@ -253,14 +270,7 @@ async fn main() -> anyhow::Result<()> {
             r#"spin_manifest_version = 2
 [application]
 name = "bench"
-[component.data-jobs]
-source = "{wasm}"
-variables = {{ namespace = "data-jobs", max_changes_per_pass = "100000" }}
-[component.data-jobs.tool.lethe]
-capabilities = ["sql", "kube", "log", "config"]
-kube_identities = ["caller", "privileged"]
-migrations = "{migrations}"
-timeout_ms = 600000
+{component}
 # A full pass holds every job's rows and CronJob summary: about 1 KiB each.
 memory_limit_mb = {memory_mb}
 # The pass itself is measured, not the client-side rate limit (spin.toml's 50/s would make the
@@ -268,10 +278,7 @@ memory_limit_mb = {memory_mb}
 kube_qps = 100000
 kube_burst = 100000
 "#,
-            wasm = PathBuf::from(lethe::COMPONENTS_DIR)
-                .join("data_jobs.wasm")
-                .display(),
-            migrations = repo.join("components/data-jobs/migrations").display(),
+            component = data_jobs_component(&repo.join("components/data-jobs/migrations")),
             memory_mb = (args.jobs / 250).clamp(1024, 4000),
         ),
     )?;
@@ -397,22 +404,12 @@ component = "data-jobs"
 [[trigger.cron]]
 cron_expression = "* * * * * *"
 component = "data-jobs"
-[component.data-jobs]
-source = "{wasm}"
-variables = {{ namespace = "data-jobs", max_changes_per_pass = "100000" }}
-[component.data-jobs.tool.lethe]
-capabilities = ["sql", "kube", "log", "config"]
-kube_identities = ["caller", "privileged"]
-migrations = "{migrations}"
-timeout_ms = 600000
+{component}
 memory_limit_mb = 1024
 kube_qps = 50
 kube_burst = 100
 "#,
-            wasm = PathBuf::from(lethe::COMPONENTS_DIR)
-                .join("data_jobs.wasm")
-                .display(),
-            migrations = world.migrations.display(),
+            component = data_jobs_component(&world.migrations),
         ),
     )?;
     let (port, admin_port) = (free_port()?, free_port()?);
