@@ -82,18 +82,23 @@ fn spec(i: usize, version: &str) -> Spec {
     }
 }
 
-/// The manifest's data-jobs component, up to its `tool.lethe` limits, which each run sets.
-fn data_jobs_component(migrations: &std::path::Path) -> String {
+/// The bench's manifest: `triggers`, then the data-jobs component with `limits` (its
+/// `tool.lethe` memory and request-rate settings, which each run picks).
+fn data_jobs_manifest(triggers: &str, migrations: &std::path::Path, limits: &str) -> String {
     let wasm = PathBuf::from(lethe::COMPONENTS_DIR).join("data_jobs.wasm");
     format!(
-        r#"[component.data-jobs]
+        r#"spin_manifest_version = 2
+[application]
+name = "bench"
+{triggers}[component.data-jobs]
 source = "{}"
 variables = {{ namespace = "data-jobs", max_changes_per_pass = "100000" }}
 [component.data-jobs.tool.lethe]
 capabilities = ["sql", "kube", "log", "config"]
 kube_identities = ["caller", "privileged"]
 migrations = "{}"
-timeout_ms = 600000"#,
+timeout_ms = 600000
+{limits}"#,
         wasm.display(),
         migrations.display()
     )
@@ -264,24 +269,18 @@ async fn main() -> anyhow::Result<()> {
     );
 
     let manifest = dir.path().join("spin.toml");
-    std::fs::write(
-        &manifest,
-        format!(
-            r#"spin_manifest_version = 2
-[application]
-name = "bench"
-{component}
-# A full pass holds every job's rows and CronJob summary: about 1 KiB each.
-memory_limit_mb = {memory_mb}
+    let limits = format!(
+        "# A full pass holds every job's rows and CronJob summary: about 1 KiB each.
+memory_limit_mb = {}
 # The pass itself is measured, not the client-side rate limit (spin.toml's 50/s would make the
 # 1 000 replaces alone take 20 s).
 kube_qps = 100000
 kube_burst = 100000
-"#,
-            component = data_jobs_component(&repo.join("components/data-jobs/migrations")),
-            memory_mb = (args.jobs / 250).clamp(1024, 4000),
-        ),
-    )?;
+",
+        (args.jobs / 250).clamp(1024, 4000)
+    );
+    let migrations = repo.join("components/data-jobs/migrations");
+    std::fs::write(&manifest, data_jobs_manifest("", &migrations, &limits))?;
     let lethe_bin = PathBuf::from(env!("CARGO_BIN_EXE_lethe"));
     let run = |label: &str| -> anyhow::Result<()> {
         let t = Instant::now();
@@ -392,25 +391,17 @@ async fn follow(
     db: &lethe_sql::Database,
 ) -> anyhow::Result<()> {
     let manifest = world.dir.join("spin-up.toml");
-    std::fs::write(
-        &manifest,
-        format!(
-            r#"spin_manifest_version = 2
-[application]
-name = "bench"
-[[trigger.http]]
+    let triggers = r#"[[trigger.http]]
 route = "/data-jobs/..."
 component = "data-jobs"
 [[trigger.cron]]
 cron_expression = "* * * * * *"
 component = "data-jobs"
-{component}
-memory_limit_mb = 1024
-kube_qps = 50
-kube_burst = 100
-"#,
-            component = data_jobs_component(&world.migrations),
-        ),
+"#;
+    let limits = "memory_limit_mb = 1024\nkube_qps = 50\nkube_burst = 100\n";
+    std::fs::write(
+        &manifest,
+        data_jobs_manifest(triggers, &world.migrations, limits),
     )?;
     let (port, admin_port) = (free_port()?, free_port()?);
     let mut child = Command::new(&world.lethe_bin)
