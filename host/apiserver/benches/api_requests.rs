@@ -50,6 +50,28 @@ fn request(
         .expect("request")
 }
 
+/// Runs `work` on [`CONNECTIONS`] connections at once, each given its index and the server's
+/// address and token; what each returned, in order.
+async fn on_connections<T, Work, Done>(
+    addr: &str,
+    token: &str,
+    work: Work,
+) -> anyhow::Result<Vec<T>>
+where
+    T: Send + 'static,
+    Work: Fn(usize, String, String) -> Done,
+    Done: std::future::Future<Output = anyhow::Result<T>> + Send + 'static,
+{
+    let handles: Vec<_> = (0..CONNECTIONS)
+        .map(|c| tokio::spawn(work(c, addr.to_string(), token.to_string())))
+        .collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        out.push(h.await??);
+    }
+    Ok(out)
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // BENCH_DATA_DIR=/some/dir benchmarks with SQLite persistence; default is in memory.
@@ -72,27 +94,20 @@ async fn main() -> anyhow::Result<()> {
 
     // Creates.
     let t = Instant::now();
-    let mut handles = vec![];
-    for c in 0..CONNECTIONS {
-        let addr = addr.clone();
-        let token = token.clone();
-        handles.push(tokio::spawn(async move {
-            let mut s = connect(&addr).await?;
-            for i in (c..OBJECTS).step_by(CONNECTIONS) {
-                let body = format!(
-                    r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"cm-{i:05}","labels":{{"bench":"yes"}}}},"data":{{"key":"value-{i}"}}}}"#
-                );
-                let r = send(&mut s, request("POST", &addr, "/api/v1/namespaces/default/configmaps", &token, Some(body)))
-                    .await?;
-                anyhow::ensure!(r.status() == 201, "create failed: {}", r.status());
-                r.into_body().collect().await?;
-            }
-            anyhow::Ok(())
-        }));
-    }
-    for h in handles {
-        h.await??;
-    }
+    on_connections(&addr, &token, |c, addr, token| async move {
+        let mut s = connect(&addr).await?;
+        for i in (c..OBJECTS).step_by(CONNECTIONS) {
+            let body = format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"cm-{i:05}","labels":{{"bench":"yes"}}}},"data":{{"key":"value-{i}"}}}}"#
+            );
+            let r = send(&mut s, request("POST", &addr, "/api/v1/namespaces/default/configmaps", &token, Some(body)))
+                .await?;
+            anyhow::ensure!(r.status() == 201, "create failed: {}", r.status());
+            r.into_body().collect().await?;
+        }
+        anyhow::Ok(())
+    })
+    .await?;
     let secs = t.elapsed().as_secs_f64();
     println!(
         "creates: {OBJECTS} in {secs:.2}s = {:.0}/s",
@@ -101,32 +116,25 @@ async fn main() -> anyhow::Result<()> {
 
     // GET/s over keep-alive connections.
     let deadline = Instant::now() + Duration::from_secs(GET_SECONDS);
-    let mut handles = vec![];
-    for c in 0..CONNECTIONS {
-        let addr = addr.clone();
-        let token = token.clone();
-        handles.push(tokio::spawn(async move {
-            let mut s = connect(&addr).await?;
-            let mut n = 0u64;
-            let mut i = c;
-            while Instant::now() < deadline {
-                let path = format!(
-                    "/api/v1/namespaces/default/configmaps/cm-{:05}",
-                    i % OBJECTS
-                );
-                let r = send(&mut s, request("GET", &addr, &path, &token, None)).await?;
-                anyhow::ensure!(r.status() == 200, "get failed: {}", r.status());
-                r.into_body().collect().await?;
-                n += 1;
-                i += CONNECTIONS;
-            }
-            anyhow::Ok(n)
-        }));
-    }
-    let mut total = 0;
-    for h in handles {
-        total += h.await??;
-    }
+    let counts = on_connections(&addr, &token, |c, addr, token| async move {
+        let mut s = connect(&addr).await?;
+        let mut n = 0u64;
+        let mut i = c;
+        while Instant::now() < deadline {
+            let path = format!(
+                "/api/v1/namespaces/default/configmaps/cm-{:05}",
+                i % OBJECTS
+            );
+            let r = send(&mut s, request("GET", &addr, &path, &token, None)).await?;
+            anyhow::ensure!(r.status() == 200, "get failed: {}", r.status());
+            r.into_body().collect().await?;
+            n += 1;
+            i += CONNECTIONS;
+        }
+        anyhow::Ok(n)
+    })
+    .await?;
+    let total: u64 = counts.into_iter().sum();
     println!(
         "GET: {total} in {GET_SECONDS}s = {:.0}/s ({CONNECTIONS} keep-alive connections)",
         total as f64 / GET_SECONDS as f64
