@@ -141,22 +141,14 @@ async fn main() -> anyhow::Result<()> {
     );
 
     // LIST of 10k objects.
+    let get = |path: &str| request("GET", &addr, path, &token, None);
+    // LIST of 10k objects.
     let mut s = connect(&addr).await?;
     let mut best = Duration::MAX;
     let mut size = 0;
     for _ in 0..5 {
         let t = Instant::now();
-        let r = send(
-            &mut s,
-            request(
-                "GET",
-                &addr,
-                "/api/v1/namespaces/default/configmaps",
-                &token,
-                None,
-            ),
-        )
-        .await?;
+        let r = send(&mut s, get("/api/v1/namespaces/default/configmaps")).await?;
         let body = r.into_body().collect().await?.to_bytes();
         best = best.min(t.elapsed());
         size = body.len();
@@ -169,13 +161,7 @@ async fn main() -> anyhow::Result<()> {
     let t = Instant::now();
     let r = send(
         &mut s,
-        request(
-            "GET",
-            &addr,
-            "/api/v1/namespaces/default/configmaps?labelSelector=bench%3Dyes",
-            &token,
-            None,
-        ),
+        get("/api/v1/namespaces/default/configmaps?labelSelector=bench%3Dyes"),
     )
     .await?;
     r.into_body().collect().await?;
@@ -186,17 +172,7 @@ async fn main() -> anyhow::Result<()> {
 
     // Watch fan-out.
     let rv = {
-        let r = send(
-            &mut s,
-            request(
-                "GET",
-                &addr,
-                "/api/v1/namespaces/default/configmaps?limit=1",
-                &token,
-                None,
-            ),
-        )
-        .await?;
+        let r = send(&mut s, get("/api/v1/namespaces/default/configmaps?limit=1")).await?;
         let v: serde_json::Value =
             serde_json::from_slice(&r.into_body().collect().await?.to_bytes())?;
         v["metadata"]["resourceVersion"]
