@@ -99,71 +99,62 @@ fn walk(
     // What the OpenAPI validator reports, as the server turns each kind of failure into a cause:
     // lengths and counts over a maximum are "Too long" / "Too many", the rest "Invalid" with the
     // validator's own sentence (a count where the rule counts).
-    // Only scalars are shown: printing a whole object at every level would cost its size each time.
+    // Values are printed only for a failed check: most checks pass, and this runs on every
+    // field of every write.
     let shown = || v.to_string();
-    let mut invalid = |failed: bool, value: &str, msg: String| {
-        if failed {
-            causes.push(validation::invalid(
-                path,
-                value,
-                &format!("{path} in body {msg}"),
-            ));
-        }
+    let mut invalid = |value: String, msg: String| {
+        let why = format!("{path} in body {msg}");
+        causes.push(validation::invalid(path, value, &why));
     };
     if let Value::String(text) = &*v {
         let n = text.chars().count() as u64;
-        if let Some(min) = schema["minLength"].as_u64() {
-            invalid(
-                n < min,
-                &shown(),
-                format!("should be at least {min} chars long"),
-            );
+        if let Some(min) = schema["minLength"].as_u64()
+            && n < min
+        {
+            invalid(shown(), format!("should be at least {min} chars long"));
         }
-        if let Some(pattern) = schema["pattern"].as_str() {
-            let failed = regex::Regex::new(pattern).is_ok_and(|re| !re.is_match(text));
-            invalid(failed, &shown(), format!("should match '{pattern}'"));
+        if let Some(pattern) = schema["pattern"].as_str()
+            && regex::Regex::new(pattern).is_ok_and(|re| !re.is_match(text))
+        {
+            invalid(shown(), format!("should match '{pattern}'"));
         }
-        if let Some(format) = schema["format"].as_str() {
-            let why = format!("must be of type {format}: {}", shown());
-            invalid(!format_ok(format, text), &shown(), why);
+        if let Some(format) = schema["format"].as_str()
+            && !format_ok(format, text)
+        {
+            invalid(shown(), format!("must be of type {format}: {}", shown()));
         }
     }
     if let Some(x) = v.as_f64() {
         if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
             let exclusive = schema["exclusiveMinimum"].as_bool() == Some(true);
             let failed = if exclusive { x <= min } else { x < min };
-            let op = if exclusive {
-                "greater than"
-            } else {
-                "greater than or equal to"
-            };
-            invalid(
-                failed,
-                &shown(),
-                format!("should be {op} {}", schema["minimum"]),
-            );
+            if failed {
+                let op = if exclusive {
+                    "greater than"
+                } else {
+                    "greater than or equal to"
+                };
+                invalid(shown(), format!("should be {op} {}", schema["minimum"]));
+            }
         }
         if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
             let exclusive = schema["exclusiveMaximum"].as_bool() == Some(true);
             let failed = if exclusive { x >= max } else { x > max };
-            let op = if exclusive {
-                "less than"
-            } else {
-                "less than or equal to"
-            };
-            invalid(
-                failed,
-                &shown(),
-                format!("should be {op} {}", schema["maximum"]),
-            );
+            if failed {
+                let op = if exclusive {
+                    "less than"
+                } else {
+                    "less than or equal to"
+                };
+                invalid(shown(), format!("should be {op} {}", schema["maximum"]));
+            }
         }
         if let Some(m) = schema.get("multipleOf").and_then(Value::as_f64)
             && m > 0.0
             && (x / m).fract().abs() > 1e-9
         {
             invalid(
-                true,
-                &shown(),
+                shown(),
                 format!("should be a multiple of {}", schema["multipleOf"]),
             );
         }
@@ -180,12 +171,9 @@ fn walk(
     };
     if let Some((n, min_key, _, what)) = count
         && let Some(min) = schema[min_key].as_u64()
+        && n < min
     {
-        invalid(
-            n < min,
-            &n.to_string(),
-            format!("should have at least {min} {what}"),
-        );
+        invalid(n.to_string(), format!("should have at least {min} {what}"));
     }
     if let Value::String(text) = &*v
         && let Some(max) = schema["maxLength"].as_u64()
