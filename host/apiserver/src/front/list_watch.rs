@@ -160,6 +160,28 @@ fn decode_continue(
     Ok((rv, pos))
 }
 
+/// The namespace a list or watch is confined to: none for cluster-scoped kinds or all namespaces.
+fn ns_filter<'a>(def: &ResourceDef, ns: &'a str) -> Option<&'a str> {
+    (def.namespaced && !ns.is_empty()).then_some(ns)
+}
+
+/// A `resourceVersion` parameter as the version it names.
+fn parse_rv(rv_param: &str) -> Result<u64, ApiError> {
+    rv_param
+        .parse::<u64>()
+        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv_param}")))
+}
+
+/// Waits (3 s at most, as the watch cache does) for the store to reach `wanted`; the 504
+/// "too large resource version" error when it does not.
+async fn caught_up(store: &Store, wanted: u64) -> Result<(), ApiError> {
+    let reached = store.wait_for_rv(wanted, Duration::from_secs(3)).await;
+    if reached < wanted {
+        return Err(ApiError::too_large_resource_version(wanted, reached, 1));
+    }
+    Ok(())
+}
+
 /// A query boolean as Go's `strconv.ParseBool` reads it; None when absent or unreadable.
 fn parse_go_bool(v: Option<&str>) -> Option<bool> {
     match v? {
@@ -253,11 +275,7 @@ pub(crate) async fn list(
     validate_list_options(query, false)?;
     let (labels, fields) = selectors(store, def, query)?;
     let limit = query.int("limit")?;
-    let ns_filter = if def.namespaced && !ns.is_empty() {
-        Some(ns)
-    } else {
-        None
-    };
+    let ns_filter = ns_filter(def, ns);
     let rv_param = query.get("resourceVersion").unwrap_or_default();
     let rv_match = query.get("resourceVersionMatch").unwrap_or_default();
     // A list at version "0" is the watch cache's, which has no pages: the limit is ignored.
@@ -268,11 +286,6 @@ pub(crate) async fn list(
         limit as usize
     } else {
         usize::MAX
-    };
-    let parse_rv = || {
-        rv_param
-            .parse::<u64>()
-            .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv_param}")))
     };
     let mut after = None;
     // The version to list at, as etcd3 storage decides it: a continue token's, or the one asked
@@ -289,15 +302,11 @@ pub(crate) async fn list(
         at = (rv > 0).then_some(rv as u64);
     } else if rv_match == "Exact" || (rv_match.is_empty() && limit > 0 && rv_param != "0") {
         if !rv_param.is_empty() {
-            at = Some(parse_rv()?);
+            at = Some(parse_rv(rv_param)?);
         }
     } else if !rv_param.is_empty() && rv_param != "0" {
         // "Not older than": served once the store has caught up, as the watch cache waits.
-        let wanted = parse_rv()?;
-        let reached = store.wait_for_rv(wanted, Duration::from_secs(3)).await;
-        if reached < wanted {
-            return Err(ApiError::too_large_resource_version(wanted, reached, 1));
-        }
+        caught_up(store, parse_rv(rv_param)?).await?;
     }
     if let Some(at) = at {
         let current = store.current_rv();
@@ -439,6 +448,16 @@ fn filtered_event(
     }
 }
 
+/// A watch that ends at once in an ERROR event carrying `status`, inside a 200.
+fn error_stream(status: &ApiError) -> Response<Body> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(1);
+    let _ = tx.try_send(event_line(
+        "ERROR",
+        status.to_value().to_string().as_bytes(),
+    ));
+    stream_response(rx)
+}
+
 fn stream_response(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Response<Body> {
     let stream = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv()
@@ -484,35 +503,18 @@ pub(crate) async fn watch(
         .ok()
         .filter(|t| *t > 0)
         .unwrap_or(1800);
-    let ns_filter: Option<String> = if def.namespaced && !ns.is_empty() {
-        Some(ns.to_string())
-    } else {
-        None
-    };
-    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(1024);
+    let ns_filter = ns_filter(def, ns).map(str::to_string);
     let mut initial: Vec<Bytes> = vec![];
     let matches = {
         let labels = labels.clone();
         let fields = fields.clone();
         move |o: &Obj| labels.matches(&o.value) && fields.matches(&o.value)
     };
-    let parse_rv = || {
-        rv_param
-            .parse::<u64>()
-            .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv_param}")))
-    };
     if send_initial && !from_now {
         // A watch-list is served once the cache has caught up with the version asked for; one
         // that does not in time ends in an ERROR event, inside a successful response.
-        let wanted = parse_rv()?;
-        let reached = store.wait_for_rv(wanted, Duration::from_secs(3)).await;
-        if reached < wanted {
-            let status = ApiError::too_large_resource_version(wanted, reached, 1);
-            let _ = tx.try_send(event_line(
-                "ERROR",
-                status.to_value().to_string().as_bytes(),
-            ));
-            return Ok(stream_response(rx));
+        if let Err(status) = caught_up(store, parse_rv(rv_param)?).await {
+            return Ok(error_stream(&status));
         }
     }
     let (mut sub, mut last_rv) = if send_initial || from_now {
@@ -527,7 +529,7 @@ pub(crate) async fn watch(
         }
         (sub, rv)
     } else {
-        let rv = parse_rv()?;
+        let rv = parse_rv(rv_param)?;
         // A version the store has not reached: the watch starts now and reports only what comes
         // after that version, as the watch cache does.
         let current = store.current_rv();
@@ -548,12 +550,11 @@ pub(crate) async fn watch(
             Err(oldest) => {
                 let status =
                     ApiError::expired(format!("too old resource version: {rv} ({oldest})"));
-                let line = event_line("ERROR", status.to_value().to_string().as_bytes());
-                let _ = tx.try_send(line);
-                return Ok(stream_response(rx));
+                return Ok(error_stream(&status));
             }
         }
     };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(1024);
     let store = store.clone();
     let def = def.clone();
     let mut drops = store.watch_drops();

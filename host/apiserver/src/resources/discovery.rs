@@ -82,50 +82,22 @@ pub fn resource_list(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> V
             "kind": d.kind,
             "verbs": d.verbs(),
         });
-        if !d.short_names.is_empty() {
-            r["shortNames"] = json!(d.short_names);
-        }
-        if !d.categories.is_empty() {
-            r["categories"] = json!(d.categories);
-        }
+        names_and_categories(&mut r, d);
         resources.push(r);
-        if d.status_subresource {
-            resources.push(json!({
-                "name": format!("{}/status", d.plural),
+        for (sub, verbs) in subresources(d) {
+            let mut r = json!({
+                "name": format!("{}/{sub}", d.plural),
                 "singularName": "",
                 "namespaced": d.namespaced,
                 "kind": d.kind,
-                "verbs": ["get", "patch", "update"],
-            }));
-        }
-        if d.scale.is_some() {
-            resources.push(json!({
-                "name": format!("{}/scale", d.plural),
-                "singularName": "",
-                "namespaced": d.namespaced,
-                "group": "autoscaling",
-                "version": "v1",
-                "kind": "Scale",
-                "verbs": ["get", "patch", "update"],
-            }));
-        }
-        if d.is_pods() {
-            resources.push(json!({
-                "name": "pods/log",
-                "singularName": "",
-                "namespaced": true,
-                "kind": "Pod",
-                "verbs": ["get"],
-            }));
-        }
-        if d.is_namespace() {
-            resources.push(json!({
-                "name": "namespaces/finalize",
-                "singularName": "",
-                "namespaced": false,
-                "kind": "Namespace",
-                "verbs": ["update"],
-            }));
+                "verbs": verbs,
+            });
+            if sub == "scale" {
+                r["group"] = json!("autoscaling");
+                r["version"] = json!("v1");
+                r["kind"] = json!("Scale");
+            }
+            resources.push(r);
         }
     }
     let gv = if group.is_empty() {
@@ -271,6 +243,36 @@ pub fn openapi_v3_doc(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> 
     }))
 }
 
+/// The subresources `d` serves, with their verbs. `scale` answers with `autoscaling/v1`
+/// `Scale`; the others with the resource's own kind.
+fn subresources(d: &ResourceDef) -> Vec<(&'static str, &'static [&'static str])> {
+    let read_write: &[&str] = &["get", "patch", "update"];
+    let mut subs = vec![];
+    if d.status_subresource {
+        subs.push(("status", read_write));
+    }
+    if d.scale.is_some() {
+        subs.push(("scale", read_write));
+    }
+    if d.is_namespace() {
+        subs.push(("finalize", &["update"][..]));
+    }
+    if d.is_pods() {
+        subs.push(("log", &["get"][..]));
+    }
+    subs
+}
+
+/// Adds `shortNames` and `categories` to a discovery entry, when `d` has any.
+fn names_and_categories(r: &mut Value, d: &ResourceDef) {
+    if !d.short_names.is_empty() {
+        r["shortNames"] = json!(d.short_names);
+    }
+    if !d.categories.is_empty() {
+        r["categories"] = json!(d.categories);
+    }
+}
+
 pub(super) fn aggregated_resource(d: &ResourceDef) -> Value {
     let gvk = json!({"group": d.group, "version": d.version, "kind": d.kind});
     let mut r = json!({
@@ -280,29 +282,18 @@ pub(super) fn aggregated_resource(d: &ResourceDef) -> Value {
         "singularResource": d.singular,
         "verbs": d.verbs(),
     });
-    if !d.short_names.is_empty() {
-        r["shortNames"] = json!(d.short_names);
-    }
-    if !d.categories.is_empty() {
-        r["categories"] = json!(d.categories);
-    }
-    let mut subs = vec![];
-    if d.status_subresource {
-        subs.push(json!({"subresource": "status", "responseKind": gvk, "verbs": ["get", "patch", "update"]}));
-    }
-    if d.scale.is_some() {
-        subs.push(json!({
-            "subresource": "scale",
-            "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
-            "verbs": ["get", "patch", "update"],
-        }));
-    }
-    if d.is_namespace() {
-        subs.push(json!({"subresource": "finalize", "responseKind": gvk, "verbs": ["update"]}));
-    }
-    if d.is_pods() {
-        subs.push(json!({"subresource": "log", "responseKind": gvk, "verbs": ["get"]}));
-    }
+    names_and_categories(&mut r, d);
+    let subs: Vec<Value> = subresources(d)
+        .into_iter()
+        .map(|(sub, verbs)| {
+            let kind = if sub == "scale" {
+                json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+            } else {
+                gvk.clone()
+            };
+            json!({"subresource": sub, "responseKind": kind, "verbs": verbs})
+        })
+        .collect();
     if !subs.is_empty() {
         r["subresources"] = Value::Array(subs);
     }
