@@ -1,6 +1,7 @@
 //! Authentication (static token file) and RBAC authorization.
 
 use crate::store::{Inner, Store};
+use crate::util::meta_str;
 use parking_lot::RwLock;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -287,9 +288,7 @@ struct Grant<'a> {
 impl Grant<'_> {
     /// How RBAC describes the grant in an allowed review's reason.
     fn reason(&self) -> String {
-        let name = self.binding["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default();
+        let name = meta_str(self.binding, "name");
         let (kind, name) = if self.ns.is_empty() {
             ("ClusterRoleBinding", name.to_string())
         } else {
@@ -450,7 +449,7 @@ pub fn escalation_check(
     if user.is_master() {
         return Ok(());
     }
-    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    let name = meta_str(obj, "name");
     let may = |verb: &str, resource: &str, name: &str| {
         authorize_in(
             inner,

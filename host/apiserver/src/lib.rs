@@ -71,6 +71,7 @@ mod validation;
 mod validation_rules;
 mod verbs;
 
+use crate::util::meta_str;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -254,43 +255,23 @@ fn kubeconfig(url: &str, token: &str, ca_pem: Option<&str>) -> String {
 /// Creates the default namespaces and RBAC objects on a fresh store, and what the controllers
 /// keep in place (the `kubernetes` Service, each namespace's defaults) before serving.
 fn bootstrap(store: &store::Store, info: &controllers::ClusterInfo) -> anyhow::Result<()> {
-    let find = |plural: &str| {
-        resources::builtins()
+    let namespaces = ["default", "kube-system", "kube-public", "kube-node-lease"].map(|ns| {
+        let obj =
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        ("namespaces", obj)
+    });
+    for (plural, obj) in namespaces
+        .into_iter()
+        .chain(bootstrap_policy::default_rbac())
+    {
+        let def = resources::builtins()
             .iter()
             .find(|d| d.plural == plural)
-            .cloned()
-            .ok_or_else(|| anyhow::anyhow!("no built-in {plural}"))
-    };
-    let ns_def = find("namespaces")?;
-    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-        if store.get(ns_def.key(), "", ns, false).is_none() {
-            verbs::create(
-                store,
-                &ns_def,
-                "",
-                serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-                verbs::WriteOpts::default(),
-                &mut status::Warnings::default(),
-            )
-            .map_err(|e| anyhow::anyhow!("bootstrap namespace {ns}: {e}"))?;
-        }
-    }
-    for (plural, obj) in bootstrap_policy::default_rbac() {
-        let def = find(plural)?;
-        let name = obj["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+            .ok_or_else(|| anyhow::anyhow!("no built-in {plural}"))?;
+        let name = meta_str(&obj, "name").to_string();
         if store.get(def.key(), "", &name, false).is_none() {
-            verbs::create(
-                store,
-                &def,
-                "",
-                obj,
-                verbs::WriteOpts::default(),
-                &mut status::Warnings::default(),
-            )
-            .map_err(|e| anyhow::anyhow!("bootstrap {plural} {name}: {e}"))?;
+            controllers::create_own(store, def, "", obj)
+                .map_err(|e| anyhow::anyhow!("bootstrap {plural} {name}: {e}"))?;
         }
     }
     // Fill the aggregated roles (admin, edit, view) before serving.

@@ -171,6 +171,19 @@ impl ApiError {
         })
     }
 
+    /// `Ok` when there are no `causes`; otherwise the 422 [`ApiError::invalid`] of them.
+    pub fn invalid_if_any(
+        group: &str,
+        kind: &str,
+        name: &str,
+        causes: Vec<Cause>,
+    ) -> Result<(), Self> {
+        if causes.is_empty() {
+            return Ok(());
+        }
+        Err(Self::invalid(group, kind, name, causes))
+    }
+
     /// 403 `Forbidden` on `resource` (object `name`, or the collection when `name` is empty).
     pub fn forbidden(group: &str, resource: &str, name: &str, why: &str) -> Self {
         let subject = if name.is_empty() {

@@ -37,7 +37,7 @@ impl Obj {
 
     /// The string `metadata.<field>`; empty when it is absent or not a string.
     pub fn meta_str(&self, field: &str) -> &str {
-        self.value["metadata"][field].as_str().unwrap_or_default()
+        crate::util::meta_str(&self.value, field)
     }
 
     /// `metadata.uid`; empty when unset.

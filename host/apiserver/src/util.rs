@@ -42,6 +42,11 @@ pub fn set_in(v: &mut Value, path: &[&str], val: Value) {
     *cur = val;
 }
 
+/// A string field of the object's `metadata` (`name`, `namespace`, `uid`); empty when unset.
+pub fn meta_str<'a>(v: &'a Value, field: &str) -> &'a str {
+    v["metadata"][field].as_str().unwrap_or_default()
+}
+
 /// The object's `metadata`, made an object if it is not one.
 pub fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {
     ensure_obj(ensure_obj(v).entry("metadata").or_insert(Value::Null))

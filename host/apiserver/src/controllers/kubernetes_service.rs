@@ -1,7 +1,7 @@
 //! The API server's bootstrap controller: the `default/kubernetes` Service.
 
 use crate::controllers::controller::{ClusterInfo, Controller};
-use crate::controllers::shared::{builtin, unheard};
+use crate::controllers::shared::{builtin, create_own, unheard};
 use crate::resources::NS_KEY;
 use crate::store::Store;
 use crate::verbs;
@@ -40,15 +40,7 @@ pub fn kubernetes_service(store: &Store, info: &ClusterInfo) -> bool {
             if !default_active {
                 return false;
             }
-            verbs::create(
-                store,
-                svc,
-                "default",
-                wanted,
-                verbs::WriteOpts::default(),
-                &mut unheard(),
-            )
-            .map(|_| ())
+            create_own(store, svc, "default", wanted).map(|_| ())
         }
     };
     match result {

@@ -24,6 +24,7 @@ pub use garbage_collector::GarbageCollector;
 pub use kubernetes_service::KubernetesService;
 pub use namespace::NamespaceDeletion;
 pub use namespace_defaults::{NamespaceDefaults, create_default_account};
+pub(crate) use shared::create_own;
 pub use tokens::TokenController;
 
 use crate::store::Store;

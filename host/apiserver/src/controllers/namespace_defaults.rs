@@ -2,7 +2,7 @@
 //! controller's `default` ServiceAccount and the root-CA publisher's `kube-root-ca.crt`.
 
 use crate::controllers::controller::{ClusterInfo, Controller};
-use crate::controllers::shared::{builtin, unheard};
+use crate::controllers::shared::{builtin, create_own, unheard};
 use crate::resources::NS_KEY;
 use crate::store::{Obj, Store};
 use crate::verbs;
@@ -27,15 +27,7 @@ pub fn create_default_account(store: &Store, ns: &str) -> bool {
         "kind": "ServiceAccount",
         "metadata": {"name": "default", "namespace": ns},
     });
-    verbs::create(
-        store,
-        sa,
-        ns,
-        body,
-        verbs::WriteOpts::default(),
-        &mut unheard(),
-    )
-    .is_ok()
+    create_own(store, sa, ns, body).is_ok()
 }
 
 /// What every active namespace gets from the controller manager, and clients expect: the
@@ -88,15 +80,7 @@ pub(super) fn namespace_defaults(store: &Store, info: &ClusterInfo) -> bool {
             },
             "data": wanted_data,
         });
-        changed |= verbs::create(
-            store,
-            cm,
-            &ns,
-            body,
-            verbs::WriteOpts::default(),
-            &mut unheard(),
-        )
-        .is_ok();
+        changed |= create_own(store, cm, &ns, body).is_ok();
     }
     for (ns, o) in stale_ca {
         let mut v = o.value.clone();

@@ -3,7 +3,7 @@
 
 use crate::kinds::crd::CRD_CLEANUP;
 use crate::resources::{CRD_KEY, ResourceDef, builtins};
-use crate::status::Warnings;
+use crate::status::{ApiError, Warnings};
 use crate::store::{Change, FullKey, Inner, Obj, Store};
 use crate::verbs::{self, DeleteOpts};
 use serde_json::Value;
@@ -114,6 +114,24 @@ pub(super) fn delete_all(store: &Store, items: &[Item]) -> bool {
 /// none is waiting for them (a real controller manager drops them too).
 pub(super) fn unheard() -> Warnings {
     Warnings::default()
+}
+
+/// Creates `body` in `ns` as the server's own write (its defaults and validation, no client to
+/// warn).
+pub(crate) fn create_own(
+    store: &Store,
+    def: &ResourceDef,
+    ns: &str,
+    body: Value,
+) -> Result<Arc<Obj>, ApiError> {
+    verbs::create(
+        store,
+        def,
+        ns,
+        body,
+        verbs::WriteOpts::default(),
+        &mut unheard(),
+    )
 }
 
 pub(super) fn builtin(plural: &str) -> Option<&'static Arc<ResourceDef>> {

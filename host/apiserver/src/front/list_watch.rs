@@ -251,11 +251,7 @@ fn validate_list_options(query: &Query, watch: bool) -> Result<(), ApiError> {
             causes.push(crate::validation::forbidden("sendInitialEvents", why));
         }
     }
-    if causes.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::invalid("meta.k8s.io", "ListOptions", "", causes))
-    }
+    ApiError::invalid_if_any("meta.k8s.io", "ListOptions", "", causes)
 }
 
 const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";

@@ -14,6 +14,7 @@ use crate::resources::{self, CRD_KEY, ResourceDef, Shape};
 use crate::selector::FieldSelector;
 use crate::status::{ApiError, Warnings, delete_success};
 use crate::store::{ListRange, Store};
+use crate::util::meta_str;
 use crate::verbs::{self, DeleteOpts, Deleted, PatchType, Sub};
 use http::{Method, Request, Response, header};
 use hyper::body::Incoming;
@@ -258,10 +259,8 @@ pub(crate) async fn resource_request(
             let body = object_body(req, &def).await?;
             if def.shape == Shape::EventsV1 {
                 let causes = crate::kinds::event::create_causes(&body);
-                if !causes.is_empty() {
-                    let name = body["metadata"]["name"].as_str().unwrap_or_default();
-                    return Err(ApiError::invalid(&def.group, &def.kind, name, causes));
-                }
+                let name = meta_str(&body, "name");
+                ApiError::invalid_if_any(&def.group, &def.kind, name, causes)?;
             }
             let body = def.shape.stored(body);
             let opts = query.write_opts(&user_agent, "CreateOptions", None)?;
@@ -272,7 +271,7 @@ pub(crate) async fn resource_request(
                 // The service-account controller's work, done before the namespace is answered,
                 // so that a Pod created right after it finds its `default` account (on a real
                 // cluster the controller usually wins that race; here it always does).
-                let name = obj.value["metadata"]["name"].as_str().unwrap_or_default();
+                let name = obj.meta_str("name");
                 crate::controllers::create_default_account(store, name);
             }
             Ok(respond(201, obj_bytes(&def, &obj)))

@@ -215,9 +215,7 @@ impl Query {
                 r#""", "Ignore", "Strict", "Warn""#,
             ));
         }
-        if !causes.is_empty() {
-            return Err(ApiError::invalid("meta.k8s.io", options_kind, "", causes));
-        }
+        ApiError::invalid_if_any("meta.k8s.io", options_kind, "", causes)?;
         let manager = match field_manager.as_deref() {
             Some(m) if !m.is_empty() => m.to_string(),
             _ => crate::managed::manager_from_user_agent(user_agent),
@@ -339,14 +337,7 @@ pub(crate) fn delete_opts(
         ));
     }
     causes.extend(dry_run_causes(&dry_run));
-    if !causes.is_empty() {
-        return Err(ApiError::invalid(
-            "meta.k8s.io",
-            "DeleteOptions",
-            "",
-            causes,
-        ));
-    }
+    ApiError::invalid_if_any("meta.k8s.io", "DeleteOptions", "", causes)?;
     Ok(opts)
 }
 

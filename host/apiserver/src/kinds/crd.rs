@@ -113,11 +113,7 @@ pub(crate) fn validate_crd(crd: &Value, name: &str) -> Result<(), ApiError> {
         )),
     }
     causes.extend(crd_names_causes(&spec["names"]));
-    if causes.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(group, kind, name, causes))
-    }
+    ApiError::invalid_if_any(group, kind, name, causes)
 }
 
 /// `ValidateCustomResourceDefinitionNames`: the names are DNS-1035 labels (kinds in mixed case),
@@ -279,9 +275,7 @@ impl Strategy for CrdStrategy {
                 )
             })
             .collect();
-        if !causes.is_empty() {
-            return Err(ApiError::invalid(group, kind, name, causes));
-        }
+        ApiError::invalid_if_any(group, kind, name, causes)?;
         validate_crd(new, name)?;
         crd_defaults(new, old.value.get("status"));
         Ok(())

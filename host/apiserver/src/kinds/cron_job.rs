@@ -5,6 +5,7 @@ use crate::kinds::job::job_spec_causes;
 use crate::kinds::pod_spec::{default, template_defaults};
 use crate::kinds::strategy::Strategy;
 use crate::status::Cause;
+use crate::util::meta_str;
 use crate::validation;
 use serde_json::{Value, json};
 
@@ -120,7 +121,7 @@ impl Strategy for CronJobStrategy {
         cron_job_spec_causes(&obj["spec"], causes);
         // Checked last, as the server does: the controller names each Job after its CronJob plus
         // an 11-character suffix, and a Job's name has at most 63.
-        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        let name = meta_str(obj, "name");
         if name.len() > 52 {
             causes.extend(validation::invalid_causes(
                 "metadata.name",

@@ -5,6 +5,7 @@ use crate::kinds::causes::{nonnegative, obj_mut};
 use crate::kinds::pod_spec::{default, pod_template_causes, template_defaults};
 use crate::kinds::strategy::{DefaultPropagation, Strategy};
 use crate::status::Cause;
+use crate::util::meta_str;
 use crate::util::{set_in, strip_nulls};
 use crate::validation;
 use serde_json::{Value, json};
@@ -140,14 +141,8 @@ pub(crate) struct JobStrategy;
 
 impl Strategy for JobStrategy {
     fn defaults(&self, v: &mut Value) {
-        let name = v["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let uid = v["metadata"]["uid"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let name = meta_str(v, "name").to_string();
+        let uid = meta_str(v, "uid").to_string();
         let manual = v["spec"]["manualSelector"].as_bool() == Some(true);
         let Some(spec) = obj_mut(v, "spec") else {
             return;

@@ -22,6 +22,7 @@ pub(crate) mod strategy;
 
 use crate::resources::ResourceDef;
 use crate::status::ApiError;
+use crate::util::meta_str;
 use config_map::ConfigMapStrategy;
 use crd::CrdStrategy;
 use cron_job::CronJobStrategy;
@@ -67,12 +68,8 @@ pub(crate) fn strategy(def: &ResourceDef) -> &'static dyn Strategy {
 pub(crate) fn validate(def: &ResourceDef, v: &Value) -> Result<(), ApiError> {
     let mut causes = vec![];
     strategy(def).validate(v, &mut causes);
-    if causes.is_empty() {
-        Ok(())
-    } else {
-        let name = v["metadata"]["name"].as_str().unwrap_or_default();
-        Err(ApiError::invalid(&def.group, &def.kind, name, causes))
-    }
+    let name = meta_str(v, "name");
+    ApiError::invalid_if_any(&def.group, &def.kind, name, causes)
 }
 
 #[cfg(test)]

@@ -65,11 +65,7 @@ pub(crate) fn namespace_update(cur: &Obj, result: &mut Value, sub: Sub) -> Resul
         }
         Sub::Main => vec![],
     };
-    if causes.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::invalid("", "Namespace", &name, causes))
-    }
+    ApiError::invalid_if_any("", "Namespace", &name, causes)
 }
 
 /// Namespaces: the name label, the `kubernetes` spec finalizer and the phase.
@@ -87,9 +83,7 @@ impl Strategy for NamespaceStrategy {
         // The client's own spec finalizers stay, with `kubernetes` added after them.
         let mut finalizers = string_list(&obj["spec"]["finalizers"]);
         let causes = namespace_finalizer_causes(&finalizers, |_| "spec.finalizers".into());
-        if !causes.is_empty() {
-            return Err(ApiError::invalid("", "Namespace", ctx.name, causes));
-        }
+        ApiError::invalid_if_any("", "Namespace", ctx.name, causes)?;
         if !finalizers.iter().any(|f| f == "kubernetes") {
             finalizers.push("kubernetes".into());
         }

@@ -6,6 +6,7 @@ use crate::table::cells::{
     template_cells, text,
 };
 use crate::table::pod::{event_cells, node_cells, pod_cells};
+use crate::util::meta_str;
 use serde_json::{Value, json};
 
 /// The columns of each built-in kind, as kubectl prints them, by API group and resource: `+`
@@ -102,7 +103,7 @@ pub(super) fn printer_columns(def: &ResourceDef, crd: Option<&Value>) -> Vec<Val
 }
 
 pub(super) fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Value> {
-    let name = json!(o["metadata"]["name"].as_str().unwrap_or_default());
+    let name = json!(meta_str(o, "name"));
     let created = &o["metadata"]["creationTimestamp"];
     let a = json!(age(created));
     match (def.group.as_str(), def.plural.as_str()) {

@@ -1,6 +1,7 @@
 //! The rows of the kinds whose columns are derived, not read: pods, nodes and events.
 
 use crate::table::cells::{age, has_condition, human_duration, since, timestamp};
+use crate::util::meta_str;
 use serde_json::{Value, json};
 
 /// A Node's cells after its name, as printNode writes them: its readiness (and whether it is
@@ -219,10 +220,7 @@ pub fn pod_cells(o: &Value) -> Vec<String> {
         format!("{true_ones}/{}", gates.len())
     };
     vec![
-        o["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
+        meta_str(o, "name").to_string(),
         format!("{ready}/{total}"),
         reason,
         restarts_cell,

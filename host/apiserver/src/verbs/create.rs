@@ -5,6 +5,7 @@ use crate::kinds::strategy::Ctx;
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, Warnings};
 use crate::store::{Change, Inner, Obj, Store};
+use crate::util::meta_str;
 use crate::util::{meta_mut, now, random_suffix};
 use crate::verbs::meta::{
     check_identity, check_namespace, check_schema, generate_name_causes, name_causes,
@@ -24,10 +25,7 @@ pub(crate) fn prepare_create(
     strict: bool,
     warnings: &mut Warnings,
 ) -> Result<Value, ApiError> {
-    let name = body["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let name = meta_str(&body, "name").to_string();
     check_namespace(inner, def, ns, &name)?;
     let kind = strategy(def);
     kind.check_create(&body, &name)?;
@@ -79,14 +77,8 @@ pub fn create(
     warnings: &mut Warnings,
 ) -> Result<Arc<Obj>, ApiError> {
     check_identity(def, ns, None, &mut body)?;
-    let mut name = body["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let generate = body["metadata"]["generateName"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let mut name = meta_str(&body, "name").to_string();
+    let generate = meta_str(&body, "generateName").to_string();
     if name.is_empty() && !generate.is_empty() {
         // The real generator keeps at most 58 bytes of the prefix (63 with the suffix).
         let mut end = generate.len().min(58);
@@ -98,9 +90,7 @@ pub fn create(
     }
     let mut causes = generate_name_causes(def.name_rule, &generate);
     causes.extend(name_causes(def, &name));
-    if !causes.is_empty() {
-        return Err(ApiError::invalid(&def.group, &def.kind, &name, causes));
-    }
+    ApiError::invalid_if_any(&def.group, &def.kind, &name, causes)?;
     let ns_key = def.ns_key(ns);
     // Storage refuses a version on a new object, after validation and admission. A value that
     // is not a number slips through, as it does on the real server.

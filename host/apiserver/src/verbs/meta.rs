@@ -5,6 +5,7 @@ use crate::kinds::crd::CRD_CLEANUP;
 use crate::resources::{CRD_KEY, NS_KEY, NameRule, ResourceDef};
 use crate::status::{ApiError, Cause, Warnings};
 use crate::store::Inner;
+use crate::util::meta_str;
 use crate::util::{meta_mut, string_list};
 use crate::validation;
 use serde_json::{Value, json};
@@ -79,11 +80,7 @@ pub(crate) fn name_causes(def: &ResourceDef, name: &str) -> Vec<Cause> {
 /// Checks `name` against the resource's name rule; a 422 naming `metadata.name` when it breaks
 /// it.
 pub fn validate_name(def: &ResourceDef, name: &str) -> Result<(), ApiError> {
-    let causes = name_causes(def, name);
-    if causes.is_empty() {
-        return Ok(());
-    }
-    Err(ApiError::invalid(&def.group, &def.kind, name, causes))
+    ApiError::invalid_if_any(&def.group, &def.kind, name, name_causes(def, name))
 }
 
 /// The object's namespace/name coordinates, checked against the request's.
@@ -226,11 +223,8 @@ pub(crate) fn check_namespace(
 pub(crate) fn validate_meta(def: &ResourceDef, v: &Value) -> Result<(), ApiError> {
     let kube_finalizers = !def.custom && !def.is_crd();
     let causes = validation::object_meta_causes(&v["metadata"], kube_finalizers);
-    if causes.is_empty() {
-        return Ok(());
-    }
-    let name = v["metadata"]["name"].as_str().unwrap_or_default();
-    Err(ApiError::invalid(&def.group, &def.kind, name, causes))
+    let name = meta_str(v, "name");
+    ApiError::invalid_if_any(&def.group, &def.kind, name, causes)
 }
 
 /// Rejects metadata that a typed client could not decode (as the real server's decoder does).
@@ -347,14 +341,8 @@ pub(crate) fn check_schema(
             version = def.version,
         )));
     }
-    if causes.is_empty() {
-        return Ok(());
-    }
-    let name = v["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    Err(ApiError::invalid(&def.group, &def.kind, &name, causes))
+    let name = meta_str(v, "name");
+    ApiError::invalid_if_any(&def.group, &def.kind, name, causes)
 }
 
 /// Warns of each finalizer name that is neither domain-qualified nor one of the standard ones.

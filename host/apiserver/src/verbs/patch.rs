@@ -4,6 +4,7 @@ use crate::managed::{KindSchema, Writer};
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, Cause, Warnings};
 use crate::store::{Inner, Store};
+use crate::util::meta_str;
 use crate::util::now;
 use crate::verbs::create::prepare_create;
 use crate::verbs::meta::check_identity;
@@ -141,7 +142,7 @@ pub fn patch(
             if v["metadata"]["name"].as_str() != Some(name) {
                 return Err(ApiError::bad_request(format!(
                     "the name of the object ({}) does not match the name on the URL ({name})",
-                    v["metadata"]["name"].as_str().unwrap_or_default()
+                    meta_str(&v, "name")
                 )));
             }
             admit(inner, &v)?;

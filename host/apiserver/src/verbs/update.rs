@@ -148,9 +148,7 @@ pub(crate) fn prepare_update(
         kind.defaults(&mut result);
         crate::kinds::validate(def, &result)?;
         let causes = kind.validate_update(&cur.value, &result);
-        if !causes.is_empty() {
-            return Err(ApiError::invalid(&def.group, &def.kind, &name, causes));
-        }
+        ApiError::invalid_if_any(&def.group, &def.kind, &name, causes)?;
         validate_meta(def, &result)?;
     }
     check_schema(def, &mut result, Some(&cur.value), strict, warnings)?;

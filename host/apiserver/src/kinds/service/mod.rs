@@ -26,6 +26,7 @@ use crate::kinds::service::validate::{decode_error, validate};
 use crate::kinds::strategy::{Ctx, Strategy};
 use crate::status::ApiError;
 use crate::store::{Inner, Obj};
+use crate::util::meta_str;
 use crate::validation::json_type;
 use crate::verbs::Sub;
 use serde_json::{Map, Value, json};
@@ -34,14 +35,8 @@ use std::collections::HashSet;
 /// Defaults, allocates and validates a Service being created (`old` is None) or updated, as
 /// the real registry does, reading what is taken from `inner`.
 pub fn prepare(v: &mut Value, old: Option<&Value>, inner: &Inner) -> Result<(), ApiError> {
-    let name = v["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let ns = v["metadata"]["namespace"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let name = meta_str(v, "name").to_string();
+    let ns = meta_str(v, "namespace").to_string();
     let with_name = |e: ApiError| rename(e, &name);
     let obj = crate::util::ensure_obj(v);
     let mut spec = match obj.remove("spec") {
@@ -89,10 +84,7 @@ pub fn prepare(v: &mut Value, old: Option<&Value>, inner: &Inner) -> Result<(), 
     if needs_health_check_port(&spec) && !had_health_check {
         health_check_port(&mut spec, &mut claims)?;
     }
-    let causes = validate(&spec, old_spec);
-    if !causes.is_empty() {
-        return Err(ApiError::invalid("", "Service", &name, causes));
-    }
+    ApiError::invalid_if_any("", "Service", &name, validate(&spec, old_spec))?;
     if old.is_none() || !status.is_object() {
         status = json!({"loadBalancer": {}});
     }
