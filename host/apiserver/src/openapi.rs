@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
+use crate::validation::field_path;
 use k8s_openapi::api::{
     apps::v1 as apps, authentication::v1 as authn, authorization::v1 as authz, batch::v1 as batch,
     coordination::v1 as coordination, core::v1 as core, events::v1 as events, policy::v1 as policy,
@@ -309,15 +310,6 @@ pub(crate) fn resolve<'a>(schemas: &'a Map<String, Value>, mut schema: &'a Value
         }
     }
     schema
-}
-
-/// `path.key`, as the API server names fields in its errors.
-fn field_path(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
-    }
 }
 
 fn prune(

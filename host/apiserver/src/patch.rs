@@ -76,11 +76,7 @@ fn smp(target: &mut Value, patch: &Value, path: &str, kind_key: &str) {
             t.remove(k);
             continue;
         }
-        let child = if path.is_empty() {
-            k.clone()
-        } else {
-            format!("{path}.{k}")
-        };
+        let child = crate::validation::field_path(path, k);
         match (t.get_mut(k), v) {
             // metadata.finalizers has patchStrategy "merge": a union of primitives.
             (Some(Value::Array(cur)), Value::Array(items)) if child == "metadata.finalizers" => {

@@ -5,6 +5,7 @@
 
 use crate::status::Cause;
 use crate::validation;
+use crate::validation::field_path;
 use serde_json::{Value, json};
 
 fn type_name(v: &Value) -> &'static str {
@@ -29,14 +30,6 @@ fn type_ok(want: &str, v: &Value) -> bool {
         "integer" => v.as_f64().is_some_and(|f| f.fract() == 0.0),
         "number" => v.is_number(),
         _ => true,
-    }
-}
-
-fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
     }
 }
 
@@ -210,7 +203,7 @@ fn walk(
                         || preserve(schema)
                         || (embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
                     if !keep {
-                        pruned.push(join(path, k));
+                        pruned.push(field_path(path, k));
                     }
                     keep
                 });
@@ -225,20 +218,20 @@ fn walk(
                 }
                 for (k, val) in m.iter_mut() {
                     if let Some(s) = p.get(k) {
-                        walk(s, val, &join(path, k), causes, pruned);
+                        walk(s, val, &field_path(path, k), causes, pruned);
                     } else if let Some(a) = additional {
-                        walk(a, val, &join(path, k), causes, pruned);
+                        walk(a, val, &field_path(path, k), causes, pruned);
                     }
                 }
             } else if let Some(a) = additional {
                 for (k, val) in m.iter_mut() {
-                    walk(a, val, &join(path, k), causes, pruned);
+                    walk(a, val, &field_path(path, k), causes, pruned);
                 }
             }
             if let Some(req) = schema["required"].as_array() {
                 for r in req.iter().filter_map(Value::as_str) {
                     if !m.contains_key(r) {
-                        causes.push(crate::validation::required(join(path, r), ""));
+                        causes.push(crate::validation::required(field_path(path, r), ""));
                     }
                 }
             }

@@ -11,6 +11,15 @@ pub use lethe_kube_model::validation::{
     port_num, qualified_name,
 };
 
+/// `path.key`, as the API server names a field in its errors (`key` alone at the root).
+pub fn field_path(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
 /// `value` decoded into Go's `interface{}` (integers kept as `int64`, as the API server's JSON
 /// decoding keeps them) and printed with `%v`: maps as `map[k:v …]` with sorted keys, slices as
 /// `[a b]`, strings bare, other numbers as `float64`.

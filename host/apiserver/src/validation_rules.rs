@@ -8,6 +8,7 @@
 //! them fails as an undeclared reference.
 
 use crate::status::Cause;
+use crate::validation::field_path;
 use serde_json::{Value, json};
 
 /// Why `rule` does not compile, if it does not.
@@ -86,13 +87,6 @@ fn walk(schema: &Value, value: &Value, old: Option<&Value>, path: &str, out: &mu
             }
         }
     }
-    let child = |key: &str| {
-        if path.is_empty() {
-            key.to_string()
-        } else {
-            format!("{path}.{key}")
-        }
-    };
     match value {
         Value::Object(members) => {
             let props = schema["properties"].as_object();
@@ -100,7 +94,7 @@ fn walk(schema: &Value, value: &Value, old: Option<&Value>, path: &str, out: &mu
             for (key, member) in members {
                 let old_member = old.and_then(|o| o.get(key));
                 if let Some(s) = props.and_then(|p| p.get(key)) {
-                    walk(s, member, old_member, &child(key), out);
+                    walk(s, member, old_member, &field_path(path, key), out);
                 } else if extra.is_object() {
                     walk(extra, member, old_member, &format!("{path}[{key}]"), out);
                 }

@@ -97,55 +97,39 @@ pub(crate) fn authenticate(
             requested.join(" ")
         )));
     };
-    let mut attrs = Attributes {
-        verb: "impersonate".into(),
-        resource_request: true,
-        resource: "users".into(),
-        name: target.clone(),
-        ..Default::default()
-    };
-    if let Some(rest) = target.strip_prefix("system:serviceaccount:")
-        && let Some((ns, name)) = rest.split_once(':')
-    {
-        attrs.resource = "serviceaccounts".into();
-        attrs.namespace = ns.into();
-        attrs.name = name.into();
-    }
-    require(&shared.store, &user, &attrs)?;
-    for g in &imp_groups {
-        let ga = Attributes {
+    let service_account = target
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'));
+    let may = |group: &str, resource: &str, subresource: &str, namespace: &str, name: &str| {
+        let attrs = Attributes {
             verb: "impersonate".into(),
             resource_request: true,
-            resource: "groups".into(),
-            name: g.clone(),
+            group: group.into(),
+            resource: resource.into(),
+            subresource: subresource.into(),
+            namespace: namespace.into(),
+            name: name.into(),
             ..Default::default()
         };
-        require(&shared.store, &user, &ga)?;
+        require(&shared.store, &user, &attrs)
+    };
+    match service_account {
+        Some((ns, name)) => may("", "serviceaccounts", "", ns, name)?,
+        None => may("", "users", "", "", &target)?,
+    }
+    for g in &imp_groups {
+        may("", "groups", "", "", g)?;
     }
     // A uid and extra values are impersonated only with permission for them too.
-    let mut other = Vec::new();
     if let Some(uid) = &imp_uid {
-        other.push(("uids".to_string(), String::new(), uid.clone()));
+        may("authentication.k8s.io", "uids", "", "", uid)?;
     }
     for (key, value) in &imp_extras {
-        other.push(("userextras".to_string(), key.clone(), value.clone()));
-    }
-    for (resource, subresource, name) in other {
-        let a = Attributes {
-            verb: "impersonate".into(),
-            resource_request: true,
-            group: "authentication.k8s.io".into(),
-            resource,
-            subresource,
-            name,
-            ..Default::default()
-        };
-        require(&shared.store, &user, &a)?;
+        may("authentication.k8s.io", "userextras", key, "", value)?;
     }
     let mut groups = imp_groups;
     if groups.is_empty()
-        && let Some(rest) = target.strip_prefix("system:serviceaccount:")
-        && let Some((ns, _)) = rest.split_once(':')
+        && let Some((ns, _)) = service_account
     {
         groups.push("system:serviceaccounts".into());
         groups.push(format!("system:serviceaccounts:{ns}"));

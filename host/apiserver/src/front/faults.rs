@@ -37,14 +37,8 @@ pub(crate) async fn lethe_endpoint(
     }
     let path = req.uri().path().to_string();
     let method = req.method().clone();
-    match (method, path.as_str()) {
-        (Method::GET, "/lethe/faults") => {
-            let f = shared.faults.read().clone();
-            Ok(respond_value(
-                200,
-                &serde_json::to_value(f).unwrap_or_default(),
-            ))
-        }
+    let answer = match (method, path.as_str()) {
+        (Method::GET, "/lethe/faults") => serde_json::to_value(&*shared.faults.read()),
         (Method::PUT, "/lethe/faults") | (Method::POST, "/lethe/faults") => {
             let (_, body) = read_body(req).await?;
             let f: FaultConfig = serde_json::from_slice(&body)
@@ -59,30 +53,22 @@ pub(crate) async fn lethe_endpoint(
                 ));
             }
             shared.set_faults(f.clone());
-            Ok(respond_value(
-                200,
-                &serde_json::to_value(f).unwrap_or_default(),
-            ))
+            serde_json::to_value(f)
         }
         (Method::POST, "/lethe/compact") => {
             // Read what the client sends before answering: a server that answers first and
             // closes the connection breaks the pipe of a client still writing (kubectl's `-f -`).
             read_body(req).await?;
             let rv = shared.store.compact();
-            Ok(respond_value(
-                200,
-                &json!({"compactedResourceVersion": rv.to_string()}),
-            ))
+            Ok(json!({"compactedResourceVersion": rv.to_string()}))
         }
-        (Method::GET, "/lethe/requests") => Ok(respond_value(
-            200,
-            &serde_json::to_value(shared.requests.snapshot()).unwrap_or_default(),
-        )),
+        (Method::GET, "/lethe/requests") => serde_json::to_value(shared.requests.snapshot()),
         (Method::POST, "/lethe/drop-watches") => {
             read_body(req).await?;
             shared.store.drop_watches();
-            Ok(respond_value(200, &json!({"dropped": true})))
+            Ok(json!({"dropped": true}))
         }
-        _ => Err(ApiError::path_not_found()),
-    }
+        _ => return Err(ApiError::path_not_found()),
+    };
+    Ok(respond_value(200, &answer.unwrap_or_default()))
 }

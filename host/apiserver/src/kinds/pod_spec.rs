@@ -171,33 +171,14 @@ pub fn pod_spec_causes(spec: &Value, path: &str, restart_policy: bool, causes: &
         }
     }
     let mut names: Vec<String> = Vec::new();
-    match spec["containers"].as_array() {
-        Some(cs) if !cs.is_empty() => {
-            for (i, c) in cs.iter().enumerate() {
-                container_causes(
-                    c,
-                    &format!("{path}.containers[{i}]"),
-                    &volumes,
-                    &mut names,
-                    causes,
-                );
-            }
-        }
-        _ => causes.push(validation::required(format!("{path}.containers"), "")),
+    if spec["containers"].as_array().is_none_or(Vec::is_empty) {
+        causes.push(validation::required(format!("{path}.containers"), ""));
     }
-    for (i, c) in spec["initContainers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        container_causes(
-            c,
-            &format!("{path}.initContainers[{i}]"),
-            &volumes,
-            &mut names,
-            causes,
-        );
+    for list in ["containers", "initContainers"] {
+        for (i, c) in spec[list].as_array().into_iter().flatten().enumerate() {
+            let at = format!("{path}.{list}[{i}]");
+            container_causes(c, &at, &volumes, &mut names, causes);
+        }
     }
     if restart_policy
         && let Some(policy) = spec["restartPolicy"].as_str()

@@ -59,15 +59,20 @@ pub fn human_duration(secs: i64) -> String {
     format!("{}y", hours / 24 / 365)
 }
 
+/// `translateTimestampSince`: the age of a timestamp, `<unknown>` when it is unset.
 pub(super) fn age(ts: &Value) -> String {
-    match ts
-        .as_str()
-        .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
-    {
-        Some(t) => {
-            human_duration((chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds())
-        }
+    match timestamp(ts) {
+        Some(t) => human_duration((chrono::Utc::now() - t).num_seconds()),
         None => "<unknown>".into(),
+    }
+}
+
+/// The items joined with commas, as kubectl prints a list cell; `none` when there are none.
+pub(super) fn joined_or(items: &[String], none: &str) -> String {
+    if items.is_empty() {
+        none.into()
+    } else {
+        items.join(",")
     }
 }
 
@@ -101,11 +106,7 @@ pub(super) fn service_external_ip(o: &Value) -> String {
                 })
                 .collect();
             all.extend(external);
-            if all.is_empty() {
-                "<pending>".into()
-            } else {
-                all.join(",")
-            }
+            joined_or(&all, "<pending>")
         }
         "ExternalName" => o["spec"]["externalName"]
             .as_str()
@@ -129,11 +130,7 @@ pub(super) fn service_ports(o: &Value) -> String {
             }
         })
         .collect();
-    if ports.is_empty() {
-        "<none>".into()
-    } else {
-        ports.join(",")
-    }
+    joined_or(&ports, "<none>")
 }
 
 /// `k=v,k2=v2` in key order, or `<none>`, as labels.FormatLabels prints a selector.
@@ -145,11 +142,7 @@ pub(super) fn format_labels(v: &Value) -> String {
         .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
         .collect();
     pairs.sort();
-    if pairs.is_empty() {
-        "<none>".into()
-    } else {
-        pairs.join(",")
-    }
+    joined_or(&pairs, "<none>")
 }
 
 pub(super) fn timestamp(ts: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
@@ -203,14 +196,8 @@ pub(super) fn format_label_selector(sel: &Value) -> String {
         reqs.push((key, text));
     }
     reqs.sort_by(|a, b| a.0.cmp(&b.0));
-    if reqs.is_empty() {
-        "<none>".into()
-    } else {
-        reqs.into_iter()
-            .map(|(_, t)| t)
-            .collect::<Vec<_>>()
-            .join(",")
-    }
+    let texts: Vec<String> = reqs.into_iter().map(|(_, t)| t).collect();
+    joined_or(&texts, "<none>")
 }
 
 pub(super) fn count(v: &Value) -> usize {
@@ -261,11 +248,6 @@ pub fn json_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
         }
     }
     Some(cur)
-}
-
-/// `translateTimestampSince`: the age of a timestamp, `<unknown>` when it is unset.
-pub(super) fn since(ts: &Value) -> String {
-    age(ts)
 }
 
 pub(super) fn has_condition(status: &Value, ty: &str) -> bool {

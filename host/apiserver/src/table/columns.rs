@@ -2,8 +2,8 @@
 
 use crate::resources::ResourceDef;
 use crate::table::cells::{
-    age, count, format_labels, job_duration, json_path, service_external_ip, service_ports,
-    template_cells, text,
+    age, count, format_labels, has_condition, job_duration, json_path, service_external_ip,
+    service_ports, template_cells, text,
 };
 use crate::table::pod::{event_cells, node_cells, pod_cells};
 use crate::util::meta_str;
@@ -144,15 +144,7 @@ pub(super) fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Va
         ("", "pods") => pod_cells(o).into_iter().map(Value::String).collect(),
         ("", "events") | ("events.k8s.io", "events") => event_cells(o),
         ("batch", "jobs") => {
-            let conds = o["status"]["conditions"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            let has = |t: &str| {
-                conds
-                    .iter()
-                    .any(|c| c["type"] == t && c["status"] == "True")
-            };
+            let has = |t: &str| has_condition(&o["status"], t);
             let status = if has("Complete") {
                 "Complete"
             } else if has("Failed") {

@@ -1,6 +1,6 @@
 //! The rows of the kinds whose columns are derived, not read: pods, nodes and events.
 
-use crate::table::cells::{age, has_condition, human_duration, since, timestamp};
+use crate::table::cells::{age, has_condition, human_duration, joined_or, timestamp};
 use crate::util::meta_str;
 use serde_json::{Value, json};
 
@@ -50,11 +50,7 @@ pub(super) fn node_cells(o: &Value, age: Value) -> Vec<Value> {
     };
     vec![
         json!(status.join(",")),
-        json!(if roles.is_empty() {
-            "<none>".to_string()
-        } else {
-            roles.join(",")
-        }),
+        json!(joined_or(&roles, "<none>")),
         age,
         json!(info["kubeletVersion"].as_str().unwrap_or_default()),
         json!(address("InternalIP")),
@@ -100,13 +96,6 @@ pub fn pod_cells(o: &Value) -> Vec<String> {
     let mut last: Option<chrono::DateTime<chrono::Utc>> = None;
     let mut sidecar_restarts = 0i64;
     let mut sidecar_last: Option<chrono::DateTime<chrono::Utc>> = None;
-    let later = |a: Option<chrono::DateTime<chrono::Utc>>,
-                 b: Option<chrono::DateTime<chrono::Utc>>| {
-        match (a, b) {
-            (Some(x), Some(y)) => Some(x.max(y)),
-            (x, y) => x.or(y),
-        }
-    };
     let init_statuses = arr(&status["initContainerStatuses"]);
     let n_init = init_specs.len();
     let mut initializing = false;
@@ -114,11 +103,11 @@ pub fn pod_cells(o: &Value) -> Vec<String> {
         let count = c["restartCount"].as_i64().unwrap_or(0);
         let finished = timestamp(&c["lastState"]["terminated"]["finishedAt"]);
         restarts = restarts.saturating_add(count);
-        last = later(last, finished);
+        last = last.max(finished);
         let sidecar = restartable(&c["name"]);
         if sidecar {
             sidecar_restarts = sidecar_restarts.saturating_add(count);
-            sidecar_last = later(sidecar_last, finished);
+            sidecar_last = sidecar_last.max(finished);
         }
         let term = &c["state"]["terminated"];
         let waiting = c["state"]["waiting"]["reason"].as_str().unwrap_or_default();
@@ -157,7 +146,7 @@ pub fn pod_cells(o: &Value) -> Vec<String> {
         let mut has_running = false;
         for c in arr(&status["containerStatuses"]).iter().rev() {
             restarts = restarts.saturating_add(c["restartCount"].as_i64().unwrap_or(0));
-            last = later(last, timestamp(&c["lastState"]["terminated"]["finishedAt"]));
+            last = last.max(timestamp(&c["lastState"]["terminated"]["finishedAt"]));
             let state = &c["state"];
             let waiting = state["waiting"]["reason"].as_str().unwrap_or_default();
             let term = &state["terminated"];
@@ -247,18 +236,18 @@ pub(super) fn pod_row_conditions(o: &Value) -> Option<Value> {
 /// MESSAGE, FIRST SEEN, COUNT, NAME.
 pub fn event_cells(o: &Value) -> Vec<Value> {
     let first = if timestamp(&o["firstTimestamp"]).is_some() {
-        since(&o["firstTimestamp"])
+        age(&o["firstTimestamp"])
     } else {
-        since(&o["eventTime"])
+        age(&o["eventTime"])
     };
     let mut last = if timestamp(&o["lastTimestamp"]).is_some() {
-        since(&o["lastTimestamp"])
+        age(&o["lastTimestamp"])
     } else {
         first.clone()
     };
     let mut count = o["count"].as_i64().unwrap_or(0);
     if o["series"].is_object() {
-        last = since(&o["series"]["lastObservedTime"]);
+        last = age(&o["series"]["lastObservedTime"]);
         count = o["series"]["count"].as_i64().unwrap_or(0);
     } else if count == 0 {
         count = 1;
