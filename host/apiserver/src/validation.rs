@@ -172,13 +172,7 @@ pub fn duplicate(field: impl Into<String>, value: impl std::fmt::Display) -> Cau
 /// One `FieldValueInvalid` cause per message, as `field.Invalid` renders them (`value` is
 /// printed as JSON, which is how Go's `%q` shows the strings met here).
 pub fn invalid_causes(field: &str, value: &Value, msgs: Vec<String>) -> Vec<Cause> {
-    msgs.into_iter()
-        .map(|m| Cause {
-            reason: "FieldValueInvalid",
-            message: format!("Invalid value: {value}: {m}"),
-            field: field.to_string(),
-        })
-        .collect()
+    msgs.iter().map(|m| invalid(field, value, m)).collect()
 }
 
 /// The metadata checks of `ValidateObjectMeta` after the name: labels, annotations, owner

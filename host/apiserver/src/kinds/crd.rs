@@ -122,21 +122,15 @@ fn crd_names_causes(names: &Value) -> Vec<Cause> {
     let mut causes = vec![];
     let text = |k: &str| names[k].as_str().unwrap_or_default();
     let mut check = |field: String, value: &str, lower: bool, prefix: &str| {
-        if value.is_empty() {
-            return;
-        }
         let checked = if lower {
             value.to_lowercase()
         } else {
             value.to_string()
         };
         let errs = validation::dns1035_label(&checked);
-        if !errs.is_empty() {
-            causes.extend(validation::invalid_causes(
-                &field,
-                &json!(value),
-                vec![format!("{prefix}{}", errs.join(","))],
-            ));
+        if !value.is_empty() && !errs.is_empty() {
+            let why = format!("{prefix}{}", errs.join(","));
+            causes.push(validation::invalid(field, json!(value), &why));
         }
     };
     check("spec.names.plural".into(), text("plural"), false, "");
@@ -158,13 +152,11 @@ fn crd_names_causes(names: &Value) -> Vec<Cause> {
             .iter()
             .position(|c| c.field.starts_with("spec.names.categories"))
             .unwrap_or(causes.len());
-        causes.splice(
-            at..at,
-            validation::invalid_causes(
-                "spec.names.listKind",
-                &json!(text("listKind")),
-                vec!["kind and listKind may not be the same".into()],
-            ),
+        let why = "kind and listKind may not be the same";
+        let list_kind = json!(text("listKind"));
+        causes.insert(
+            at,
+            validation::invalid("spec.names.listKind", list_kind, why),
         );
     }
     causes
@@ -267,12 +259,9 @@ impl Strategy for CrdStrategy {
             .iter()
             .enumerate()
             .filter(|(_, v)| !versions.contains(&v.as_str()))
-            .flat_map(|(i, v)| {
-                validation::invalid_causes(
-                    &format!("status.storedVersions[{i}]"),
-                    &json!(v),
-                    vec!["must appear in spec.versions".into()],
-                )
+            .map(|(i, v)| {
+                let field = format!("status.storedVersions[{i}]");
+                validation::invalid(field, json!(v), "must appear in spec.versions")
             })
             .collect();
         ApiError::invalid_if_any(group, kind, name, causes)?;

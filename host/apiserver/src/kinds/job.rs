@@ -5,8 +5,7 @@ use crate::kinds::causes::{nonnegative, obj_mut};
 use crate::kinds::pod_spec::{default, pod_template_causes, template_defaults};
 use crate::kinds::strategy::{DefaultPropagation, Strategy};
 use crate::status::Cause;
-use crate::util::meta_str;
-use crate::util::{set_in, strip_nulls};
+use crate::util::{ensure_obj, meta_str, set_in, strip_nulls};
 use crate::validation;
 use serde_json::{Value, json};
 
@@ -160,14 +159,9 @@ impl Strategy for JobStrategy {
                 json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
             );
             if let Some(t) = spec.get_mut("template").and_then(Value::as_object_mut) {
-                let meta = t.entry("metadata").or_insert_with(|| json!({}));
-                if !meta.is_object() {
-                    *meta = json!({});
-                }
-                let labels = meta
-                    .as_object_mut()
-                    .map(|m| m.entry("labels").or_insert_with(|| json!({})));
-                if let Some(l) = labels.and_then(Value::as_object_mut) {
+                let meta = ensure_obj(t.entry("metadata").or_insert(Value::Null));
+                let labels = meta.entry("labels").or_insert_with(|| json!({}));
+                if let Some(l) = labels.as_object_mut() {
                     l.insert("batch.kubernetes.io/controller-uid".into(), json!(uid));
                     l.insert("batch.kubernetes.io/job-name".into(), json!(name));
                     l.insert("controller-uid".into(), json!(uid));
@@ -175,11 +169,7 @@ impl Strategy for JobStrategy {
                 }
             }
         }
-        let mut js = Value::Object(spec.clone());
-        template_defaults(&mut js);
-        if let (Value::Object(m), Some(spec)) = (js, obj_mut(v, "spec")) {
-            *spec = m;
-        }
+        template_defaults(&mut v["spec"]);
     }
 
     fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {

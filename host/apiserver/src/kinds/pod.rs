@@ -83,14 +83,9 @@ pub fn defaults(v: &mut Value) {
             if limits.is_empty() {
                 continue;
             }
-            let req = res.entry("requests").or_insert_with(|| json!({}));
-            if !req.is_object() {
-                *req = json!({});
-            }
-            if let Some(req) = req.as_object_mut() {
-                for (k, q) in limits {
-                    req.entry(k).or_insert(q);
-                }
+            let req = crate::util::ensure_obj(res.entry("requests").or_insert(Value::Null));
+            for (k, q) in limits {
+                req.entry(k).or_insert(q);
             }
         }
     }

@@ -5,8 +5,7 @@ use crate::kinds::strategy::Ctx;
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, Warnings};
 use crate::store::{Change, Inner, Obj, Store};
-use crate::util::meta_str;
-use crate::util::{meta_mut, now, random_suffix};
+use crate::util::{meta_mut, meta_str, now, random_suffix};
 use crate::verbs::meta::{
     check_identity, check_namespace, check_schema, generate_name_causes, name_causes,
     validate_meta, warn_finalizers,

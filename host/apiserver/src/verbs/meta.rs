@@ -5,8 +5,7 @@ use crate::kinds::crd::CRD_CLEANUP;
 use crate::resources::{CRD_KEY, NS_KEY, NameRule, ResourceDef};
 use crate::status::{ApiError, Cause, Warnings};
 use crate::store::Inner;
-use crate::util::meta_str;
-use crate::util::{meta_mut, string_list};
+use crate::util::{meta_mut, meta_str, string_list};
 use crate::validation;
 use serde_json::{Value, json};
 

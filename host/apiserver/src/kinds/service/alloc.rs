@@ -111,12 +111,15 @@ pub(super) struct PortClaims<'a> {
 }
 
 impl PortClaims<'_> {
-    fn claim(&mut self, port: i64) -> Result<(), &'static str> {
+    /// Claims `port`; why it cannot be had, in the allocator's words, when it cannot.
+    fn claim(&mut self, port: i64) -> Result<(), String> {
         if !(NODE_PORT_MIN..=NODE_PORT_MAX).contains(&port) {
-            return Err("not-in-range");
+            return Err(format!(
+                "provided port is not in the valid range. The range of valid ports is {NODE_PORT_MIN}-{NODE_PORT_MAX}"
+            ));
         }
         if self.taken.contains(&port) || !self.claimed.insert(port) {
-            return Err("allocated");
+            return Err("provided port is already allocated".into());
         }
         Ok(())
     }
@@ -136,14 +139,9 @@ impl PortClaims<'_> {
     }
 }
 
-pub(super) fn port_error(field: String, port: i64, why: &str) -> Cause {
-    let detail = match why {
-        "not-in-range" => format!(
-            "provided port is not in the valid range. The range of valid ports is {NODE_PORT_MIN}-{NODE_PORT_MAX}"
-        ),
-        _ => "provided port is already allocated".to_string(),
-    };
-    validation::invalid(field, port, &detail)
+/// The Invalid error of the `i`th port's node port, which could not be claimed.
+fn port_error(i: usize, port: i64, why: String) -> ApiError {
+    invalid_one(validation::invalid(node_port_field(i), port, &why))
 }
 
 pub(super) fn should_allocate_node_ports(m: &Map<String, Value>) -> bool {
@@ -187,9 +185,7 @@ pub(super) fn init_node_ports(
                     .map(|(_, n)| *n);
                 let got = match want {
                     Some(n) => {
-                        claims
-                            .claim(n)
-                            .map_err(|why| invalid_one(port_error(node_port_field(i), n, why)))?;
+                        claims.claim(n).map_err(|why| port_error(i, n, why))?;
                         n
                     }
                     None => claims.next().ok_or_else(|| {
@@ -205,9 +201,7 @@ pub(super) fn init_node_ports(
                 if np == 0 {
                     p["nodePort"] = json!(shared);
                 } else {
-                    claims
-                        .claim(np)
-                        .map_err(|why| invalid_one(port_error(node_port_field(i), np, why)))?;
+                    claims.claim(np).map_err(|why| port_error(i, np, why))?;
                 }
             }
             Some(_) => {}
@@ -234,9 +228,7 @@ pub(super) fn update_node_ports(
         }
         if np != 0 {
             if !had.contains(&np) && !claims.claimed.contains(&np) {
-                claims
-                    .claim(np)
-                    .map_err(|why| invalid_one(port_error(node_port_field(i), np, why)))?;
+                claims.claim(np).map_err(|why| port_error(i, np, why))?;
             }
         } else {
             let got = claims.next().ok_or_else(|| {
@@ -263,12 +255,6 @@ pub(super) fn health_check_port(
         .unwrap_or(0);
     if want != 0 {
         return claims.claim(want).map_err(|why| {
-            let why = match why {
-                "not-in-range" => format!(
-                    "provided port is not in the valid range. The range of valid ports is {NODE_PORT_MIN}-{NODE_PORT_MAX}"
-                ),
-                _ => "provided port is already allocated".into(),
-            };
             ApiError::internal(format!(
                 "failed to allocate requested HealthCheck NodePort {want}: {why}"
             ))
