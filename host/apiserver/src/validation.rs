@@ -221,16 +221,26 @@ pub fn object_meta_causes(meta: &Value, kube_finalizers: bool) -> Vec<Cause> {
         ));
     }
     if kube_finalizers {
-        for (i, f) in finalizers.iter().enumerate() {
-            let field = format!("metadata.finalizers[{i}]");
-            let mut msgs = qualified_name(f);
-            if !f.contains('/') && !matches!(*f, "kubernetes" | "orphan" | "foregroundDeletion") {
-                msgs.push(
-                    "name is neither a standard finalizer name nor is it fully qualified".into(),
-                );
-            }
-            causes.extend(invalid_causes(&field, &json!(f), msgs));
+        let field = |i| format!("metadata.finalizers[{i}]");
+        causes.extend(finalizer_name_causes(&finalizers, field));
+    }
+    causes
+}
+
+/// `validateFinalizerName` for each finalizer, reported at `field(i)`: a qualified name, and
+/// either a standard one or domain-qualified.
+pub fn finalizer_name_causes<S: AsRef<str>>(
+    finalizers: &[S],
+    field: impl Fn(usize) -> String,
+) -> Vec<Cause> {
+    let mut causes = vec![];
+    for (i, f) in finalizers.iter().enumerate() {
+        let f = f.as_ref();
+        let mut msgs = qualified_name(f);
+        if !f.contains('/') && !matches!(f, "kubernetes" | "orphan" | "foregroundDeletion") {
+            msgs.push("name is neither a standard finalizer name nor is it fully qualified".into());
         }
+        causes.extend(invalid_causes(&field(i), &json!(f), msgs));
     }
     causes
 }

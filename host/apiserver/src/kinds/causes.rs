@@ -3,7 +3,7 @@
 
 use crate::status::Cause;
 use crate::validation;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 /// The object at `v[key]`, to fill in defaults; None when it is absent or not an object.
 pub(crate) fn obj_mut<'a>(v: &'a mut Value, key: &str) -> Option<&'a mut Map<String, Value>> {
@@ -15,10 +15,7 @@ pub(crate) fn nonnegative(spec: &Value, key: &str, path: &str, causes: &mut Vec<
     if let Some(n) = spec[key].as_i64()
         && n < 0
     {
-        causes.extend(validation::invalid_causes(
-            &format!("{path}.{key}"),
-            &json!(n),
-            vec!["must be greater than or equal to 0".into()],
-        ));
+        let why = "must be greater than or equal to 0";
+        causes.push(validation::invalid(format!("{path}.{key}"), n, why));
     }
 }

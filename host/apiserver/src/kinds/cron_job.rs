@@ -15,9 +15,7 @@ fn time_zone_causes(tz: &Value, causes: &mut Vec<Cause>) {
         return;
     };
     let field = "spec.timeZone";
-    let mut invalid = |why: String| {
-        causes.extend(validation::invalid_causes(field, tz, vec![why]));
-    };
+    let mut invalid = |why: String| causes.push(validation::invalid(field, tz, &why));
     if name.is_empty() {
         return invalid("timeZone must be nil or non-empty string".into());
     }
@@ -61,16 +59,12 @@ pub(crate) fn cron_job_spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
     match spec["schedule"].as_str() {
         None | Some("") => causes.push(validation::required("spec.schedule", "")),
         Some(s) => {
-            let mut invalid = |why: String| {
-                causes.extend(validation::invalid_causes(
-                    "spec.schedule",
-                    &json!(s),
-                    vec![why],
-                ))
-            };
-            for why in lethe_kube_model::cron::cronjob_schedule_errors(s) {
-                invalid(why);
-            }
+            let errors = lethe_kube_model::cron::cronjob_schedule_errors(s);
+            causes.extend(validation::invalid_causes(
+                "spec.schedule",
+                &json!(s),
+                errors,
+            ));
         }
     }
     nonnegative(spec, "startingDeadlineSeconds", "spec", causes);
@@ -123,11 +117,8 @@ impl Strategy for CronJobStrategy {
         // an 11-character suffix, and a Job's name has at most 63.
         let name = meta_str(obj, "name");
         if name.len() > 52 {
-            causes.extend(validation::invalid_causes(
-                "metadata.name",
-                &json!(name),
-                vec!["must be no more than 52 characters".into()],
-            ));
+            let why = "must be no more than 52 characters";
+            causes.push(validation::invalid("metadata.name", json!(name), why));
         }
     }
 }

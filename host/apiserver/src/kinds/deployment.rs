@@ -18,11 +18,8 @@ pub(crate) fn deployment_spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
     if selector.is_null() {
         causes.push(validation::required("spec.selector", ""));
     } else if selector_is_empty(selector) {
-        causes.extend(validation::invalid_causes(
-            "spec.selector",
-            selector,
-            vec!["empty selector is invalid for deployment".into()],
-        ));
+        let why = "empty selector is invalid for deployment";
+        causes.push(validation::invalid("spec.selector", selector, why));
     } else if !crate::selector::label_selector_matches(selector, labels) {
         causes.push(validation::invalid(
             "spec.template.metadata.labels",

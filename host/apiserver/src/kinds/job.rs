@@ -16,15 +16,15 @@ use serde_json::{Value, json};
 pub(crate) fn job_update_causes(old: &Value, new: &Value) -> Vec<Cause> {
     let (old_spec, spec) = (&old["spec"], &new["spec"]);
     let invalid = |field: &str, value: &Value, why: &str| {
-        validation::invalid_causes(&format!("spec.{field}"), value, vec![why.to_string()])
+        validation::invalid(format!("spec.{field}"), value, why)
     };
     let immutable = |field: &str, value: &Value| invalid(field, value, "field is immutable");
     let mut causes = vec![];
     if spec["completions"] != old_spec["completions"] {
         if spec["completionMode"] != "Indexed" {
-            causes.extend(immutable("completions", &spec["completions"]));
+            causes.push(immutable("completions", &spec["completions"]));
         } else if spec["completions"] != spec["parallelism"] {
-            causes.extend(invalid(
+            causes.push(invalid(
                 "completions",
                 &spec["completions"],
                 "can only be modified in tandem with spec.parallelism",
@@ -32,7 +32,7 @@ pub(crate) fn job_update_causes(old: &Value, new: &Value) -> Vec<Cause> {
         }
     }
     if spec["selector"] != old_spec["selector"] {
-        causes.extend(immutable("selector", &spec["selector"]));
+        causes.push(immutable("selector", &spec["selector"]));
     }
     let mut old_template = old_spec["template"].clone();
     let never_started = old["status"]["startTime"].is_null();
@@ -54,7 +54,7 @@ pub(crate) fn job_update_causes(old: &Value, new: &Value) -> Vec<Cause> {
     let mut template = spec["template"].clone();
     strip_nulls(&mut template);
     if template != old_template {
-        causes.extend(immutable("template", &spec["template"]));
+        causes.push(immutable("template", &spec["template"]));
     }
     for field in [
         "completionMode",
@@ -64,7 +64,7 @@ pub(crate) fn job_update_causes(old: &Value, new: &Value) -> Vec<Cause> {
         "successPolicy",
     ] {
         if spec[field] != old_spec[field] {
-            causes.extend(immutable(field, &spec[field]));
+            causes.push(immutable(field, &spec[field]));
         }
     }
     causes
@@ -95,10 +95,11 @@ pub(crate) fn job_spec_causes(spec: &Value, path: &str, causes: &mut Vec<Cause>)
         None | Some("NonIndexed") => {
             for key in ["backoffLimitPerIndex", "maxFailedIndexes"] {
                 if set(key) {
-                    causes.extend(validation::invalid_causes(
-                        &format!("{path}.{key}"),
+                    let why = "requires indexed completion mode";
+                    causes.push(validation::invalid(
+                        format!("{path}.{key}"),
                         &spec[key],
-                        vec!["requires indexed completion mode".into()],
+                        why,
                     ));
                 }
             }

@@ -4,18 +4,15 @@ use crate::kinds::causes::nonnegative;
 use crate::kinds::strategy::Strategy;
 use crate::status::Cause;
 use crate::validation;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// `ValidateLeaseSpec`.
 pub(crate) fn lease_causes(spec: &Value, causes: &mut Vec<Cause>) {
     if let Some(n) = spec["leaseDurationSeconds"].as_i64()
         && n <= 0
     {
-        causes.extend(validation::invalid_causes(
-            "spec.leaseDurationSeconds",
-            &json!(n),
-            vec!["must be greater than 0".into()],
-        ));
+        let why = "must be greater than 0";
+        causes.push(validation::invalid("spec.leaseDurationSeconds", n, why));
     }
     nonnegative(spec, "leaseTransitions", "spec", causes);
     if spec["preferredHolder"]

@@ -1,43 +1,21 @@
 //! Namespaces: their spec finalizers and what an update may change.
 
 use crate::kinds::strategy::{Ctx, Strategy};
-use crate::status::{ApiError, Cause};
+use crate::status::ApiError;
 use crate::store::Obj;
-use crate::util::set_in;
-use crate::util::{meta_mut, string_list};
+use crate::util::{set_in, string_list};
 use crate::validation;
 use crate::verbs::{DeleteOpts, Sub};
 use serde_json::{Value, json};
 
-/// Label keys and values, as the real server validates them.
-/// `validateFinalizerName` for each of a namespace's spec finalizers, reported at `field(i)`.
-pub(crate) fn namespace_finalizer_causes(
-    finalizers: &[String],
-    field: impl Fn(usize) -> String,
-) -> Vec<Cause> {
-    let mut causes = vec![];
-    for (i, f) in finalizers.iter().enumerate() {
-        let mut msgs = validation::qualified_name(f);
-        if !f.contains('/') && !matches!(f.as_str(), "kubernetes" | "orphan" | "foregroundDeletion")
-        {
-            msgs.push("name is neither a standard finalizer name nor is it fully qualified".into());
-        }
-        causes.extend(validation::invalid_causes(&field(i), &json!(f), msgs));
-    }
-    causes
-}
+/// Where a namespace carries its own name, which the server sets and keeps.
+const NAME_LABEL: [&str; 3] = ["metadata", "labels", "kubernetes.io/metadata.name"];
 
 /// What the namespace strategy enforces on every update: the name label is the name, a status
 /// phase matches whether deletion has begun, and finalize sets only valid finalizer names.
 pub(crate) fn namespace_update(cur: &Obj, result: &mut Value, sub: Sub) -> Result<(), ApiError> {
     let name = cur.meta_str("name").to_string();
-    let meta = meta_mut(result);
-    if !meta.get("labels").is_some_and(Value::is_object) {
-        meta.insert("labels".into(), json!({}));
-    }
-    if let Some(l) = meta.get_mut("labels").and_then(Value::as_object_mut) {
-        l.insert("kubernetes.io/metadata.name".into(), json!(name));
-    }
+    set_in(result, &NAME_LABEL, json!(name));
     let causes = match sub {
         Sub::Status => {
             let phase = result["status"]["phase"].as_str().unwrap_or("Active");
@@ -55,11 +33,11 @@ pub(crate) fn namespace_update(cur: &Obj, result: &mut Value, sub: Sub) -> Resul
             if phase == wanted {
                 vec![]
             } else {
-                validation::invalid_causes("status.Phase", &json!(phase), vec![why.into()])
+                vec![validation::invalid("status.Phase", json!(phase), why)]
             }
         }
         Sub::Finalize => {
-            namespace_finalizer_causes(&string_list(&result["spec"]["finalizers"]), |i| {
+            validation::finalizer_name_causes(&string_list(&result["spec"]["finalizers"]), |i| {
                 format!("spec.finalizers[{i}]")
             })
         }
@@ -73,16 +51,10 @@ pub(crate) struct NamespaceStrategy;
 
 impl Strategy for NamespaceStrategy {
     fn prepare_create(&self, ctx: &Ctx, obj: &mut Value) -> Result<(), ApiError> {
-        let meta = meta_mut(obj);
-        if !meta.get("labels").is_some_and(Value::is_object) {
-            meta.insert("labels".into(), json!({}));
-        }
-        if let Some(l) = meta.get_mut("labels").and_then(Value::as_object_mut) {
-            l.insert("kubernetes.io/metadata.name".into(), json!(ctx.name));
-        }
+        set_in(obj, &NAME_LABEL, json!(ctx.name));
         // The client's own spec finalizers stay, with `kubernetes` added after them.
         let mut finalizers = string_list(&obj["spec"]["finalizers"]);
-        let causes = namespace_finalizer_causes(&finalizers, |_| "spec.finalizers".into());
+        let causes = validation::finalizer_name_causes(&finalizers, |_| "spec.finalizers".into());
         ApiError::invalid_if_any("", "Namespace", ctx.name, causes)?;
         if !finalizers.iter().any(|f| f == "kubernetes") {
             finalizers.push("kubernetes".into());

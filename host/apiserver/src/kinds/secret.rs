@@ -79,11 +79,8 @@ pub(crate) fn secret_type_causes(v: &Value, causes: &mut Vec<Cause>) {
                 .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s).ok())
                 .unwrap_or_default();
             if let Some(why) = json_object_error(&bytes) {
-                causes.extend(validation::invalid_causes(
-                    &format!("data[{key}]"),
-                    &json!("<secret contents redacted>"),
-                    vec![why],
-                ));
+                let redacted = json!("<secret contents redacted>");
+                causes.push(validation::invalid(format!("data[{key}]"), redacted, &why));
             }
         }
         // Either may be empty, but one must be there.
@@ -167,10 +164,10 @@ impl Strategy for SecretStrategy {
     fn validate_update(&self, old: &Value, new: &Value) -> Vec<Cause> {
         let mut causes = vec![];
         if old["type"] != new["type"] {
-            causes.extend(validation::invalid_causes(
+            causes.push(validation::invalid(
                 "type",
                 &new["type"],
-                vec!["field is immutable".into()],
+                "field is immutable",
             ));
         }
         causes.extend(immutable_contents_causes(old, new, &["data"]));
