@@ -156,19 +156,15 @@ impl ApiError {
         } else {
             format!("[{}]", summary.join(", "))
         };
-        let gk = if group.is_empty() {
-            kind.to_string()
-        } else {
-            format!("{kind}.{group}")
-        };
-        let message = format!("{gk} \"{name}\" is invalid: {summary}");
-        ApiError::new(422, "Invalid", message).with_details(Details {
-            name: name.to_string(),
-            group: group.to_string(),
-            kind: kind.to_string(),
-            causes,
-            retry_after_seconds: None,
-        })
+        let message = format!(
+            "{} \"{name}\" is invalid: {summary}",
+            qualified(group, kind)
+        );
+        let mut e = ApiError::new(422, "Invalid", message).about(name, group, kind);
+        if let Some(details) = e.details.as_mut() {
+            details.causes = causes;
+        }
+        e
     }
 
     /// `Ok` when there are no `causes`; otherwise the 422 [`ApiError::invalid`] of them.

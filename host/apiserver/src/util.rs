@@ -42,6 +42,19 @@ pub fn set_in(v: &mut Value, path: &[&str], val: Value) {
     *cur = val;
 }
 
+/// Sets `key` to the list, or removes it when the list is empty, as the API server's omitempty
+/// leaves an empty list out of what it stores.
+pub fn set_list<T: Into<Value>>(map: &mut Map<String, Value>, key: &str, list: Vec<T>) {
+    if list.is_empty() {
+        map.remove(key);
+    } else {
+        map.insert(
+            key.into(),
+            Value::Array(list.into_iter().map(Into::into).collect()),
+        );
+    }
+}
+
 /// A string field of the object's `metadata` (`name`, `namespace`, `uid`); empty when unset.
 pub fn meta_str<'a>(v: &'a Value, field: &str) -> &'a str {
     v["metadata"][field].as_str().unwrap_or_default()

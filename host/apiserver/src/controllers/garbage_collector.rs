@@ -26,11 +26,7 @@ pub(super) fn strip_owner(store: &Store, d: &Item, owner_uid: &str) -> bool {
             .filter(|r| r["uid"].as_str() != Some(owner_uid))
             .collect();
         if let Some(m) = v["metadata"].as_object_mut() {
-            if refs.is_empty() {
-                m.remove("ownerReferences");
-            } else {
-                m.insert("ownerReferences".into(), Value::Array(refs));
-            }
+            crate::util::set_list(m, "ownerReferences", refs);
         }
         if v == cur.value {
             return Ok((Change::Keep, false));

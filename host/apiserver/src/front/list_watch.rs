@@ -104,11 +104,11 @@ fn encode_continue(rv: i64, start: &str) -> String {
 
 /// The key relative to the list's prefix: `ns/name` when listing a namespaced kind across
 /// namespaces, else `name`.
-fn continue_key(def: &ResourceDef, ns_filter: Option<&str>, o: &Obj) -> String {
+fn continue_key(def: &ResourceDef, ns_filter: Option<&str>, ns: &str, name: &str) -> String {
     if def.namespaced && ns_filter.is_none() {
-        format!("{}/{}", o.meta_str("namespace"), o.meta_str("name"))
+        format!("{ns}/{name}")
     } else {
-        o.meta_str("name").to_string()
+        name.to_string()
     }
 }
 
@@ -327,14 +327,9 @@ pub(crate) async fn list(
         Err(_) if query.get("continue").is_some_and(|c| !c.is_empty()) => {
             // etcd3 storage offers a token that continues at the latest version.
             let mut e = ApiError::expired(CONTINUE_EXPIRED);
-            if let Some(start) = &after {
-                let key = if def.namespaced && ns_filter.is_none() {
-                    format!("{}/{}", start.0, start.1)
-                } else {
-                    start.1.clone()
-                };
-                e.continue_token = Some(encode_continue(-1, &key));
-            }
+            e.continue_token = after
+                .as_ref()
+                .map(|(ns, name)| encode_continue(-1, &continue_key(def, ns_filter, ns, name)));
             return Err(e);
         }
         Err(_) => {
@@ -349,13 +344,10 @@ pub(crate) async fn list(
         more,
         scanned: total,
     } = page;
-    let cont = if more {
-        items
-            .last()
-            .map(|o| encode_continue(list_rv as i64, &continue_key(def, ns_filter, o)))
-    } else {
-        None
-    };
+    let cont = items.last().filter(|_| more).map(|o| {
+        let key = continue_key(def, ns_filter, o.meta_str("namespace"), o.meta_str("name"));
+        encode_continue(list_rv as i64, &key)
+    });
     // Only an unfiltered list knows how many items remain (as etcd3 storage reports it).
     let remaining = (more && labels.is_empty() && fields.is_empty())
         .then(|| total.saturating_sub(items.len()) as i64);
@@ -501,11 +493,7 @@ pub(crate) async fn watch(
         .unwrap_or(1800);
     let ns_filter = ns_filter(def, ns).map(str::to_string);
     let mut initial: Vec<Bytes> = vec![];
-    let matches = {
-        let labels = labels.clone();
-        let fields = fields.clone();
-        move |o: &Obj| labels.matches(&o.value) && fields.matches(&o.value)
-    };
+    let matches = move |o: &Obj| labels.matches(&o.value) && fields.matches(&o.value);
     if send_initial && !from_now {
         // A watch-list is served once the cache has caught up with the version asked for; one
         // that does not in time ends in an ERROR event, inside a successful response.

@@ -162,11 +162,7 @@ pub(super) fn sort_entries(entries: &mut [Value]) {
 
 pub(super) fn set_entries(obj: &mut Value, entries: Vec<Value>) {
     if let Some(m) = obj["metadata"].as_object_mut() {
-        if entries.is_empty() {
-            m.remove("managedFields");
-        } else {
-            m.insert("managedFields".into(), Value::Array(entries));
-        }
+        crate::util::set_list(m, "managedFields", entries);
     }
 }
 

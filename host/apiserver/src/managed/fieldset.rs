@@ -86,16 +86,7 @@ pub fn to_fields_v1(set: &BTreeSet<FieldPath>) -> Value {
     for p in set {
         let mut cur = &mut root;
         for seg in p {
-            let e = cur
-                .entry(seg.clone())
-                .or_insert_with(|| Value::Object(Map::new()));
-            if !e.is_object() {
-                *e = Value::Object(Map::new());
-            }
-            let Value::Object(next) = e else {
-                break;
-            };
-            cur = next;
+            cur = crate::util::ensure_obj(cur.entry(seg.clone()).or_insert(Value::Null));
         }
     }
     // A path that is in the set and has members below it is marked `.`.

@@ -19,15 +19,11 @@ pub(super) fn merge_at(
 ) {
     match applied {
         Value::Object(a) => {
-            if !target.is_object() {
-                *target = Value::Object(Map::new());
-            }
-            if let Value::Object(t) = target {
-                for (k, v) in a {
-                    path.push(format!("f:{k}"));
-                    merge_at(t.entry(k.clone()).or_insert(Value::Null), v, schema, path);
-                    path.pop();
-                }
+            let t = crate::util::ensure_obj(target);
+            for (k, v) in a {
+                path.push(format!("f:{k}"));
+                merge_at(t.entry(k.clone()).or_insert(Value::Null), v, schema, path);
+                path.pop();
             }
         }
         Value::Array(items) => {

@@ -3,7 +3,7 @@
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, Warnings};
 use crate::store::{Change, Obj, Store};
-use crate::util::{meta_mut, now, set_in, string_list};
+use crate::util::{meta_mut, now, set_in, set_list, string_list};
 use crate::verbs::{DeleteOpts, Deleted};
 use serde_json::{Value, json};
 
@@ -22,7 +22,7 @@ pub fn delete(
     let kind = crate::kinds::strategy(def);
     kind.check_delete(name)?;
     let ns_key = def.ns_key(ns);
-    let mut dry: Option<(Value, bool)> = None;
+    let mut dry: Option<Value> = None;
     let (obj, pending) = store.mutate(def.key(), ns_key, name, |cur, _inner| {
         let Some(cur) = cur else {
             return Err(ApiError::not_found(&def.group, &def.plural, name));
@@ -80,44 +80,30 @@ pub fn delete(
         }
         if fins.is_empty() && !kind.finalized_by_a_controller() {
             if opts.dry_run {
-                dry = Some((cur.value.clone(), false));
+                dry = Some(cur.value.clone());
                 return Ok((Change::Keep, false));
             }
             return Ok((Change::Remove, false));
         }
         let mut v = cur.value.clone();
-        {
-            let meta = meta_mut(&mut v);
-            meta.insert("deletionTimestamp".into(), json!(now()));
-        }
+        meta_mut(&mut v).insert("deletionTimestamp".into(), json!(now()));
         kind.mark_deleting(&mut v);
-        {
-            let meta = meta_mut(&mut v);
-            if fins.is_empty() {
-                meta.remove("finalizers");
-            } else {
-                meta.insert("finalizers".into(), json!(fins));
-            }
-            if def.has_generation {
-                let g = meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
-                meta.insert("generation".into(), json!(g + 1));
-            }
+        let meta = meta_mut(&mut v);
+        set_list(meta, "finalizers", fins);
+        if def.has_generation {
+            let g = meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
+            meta.insert("generation".into(), json!(g + 1));
         }
         if opts.dry_run {
-            dry = Some((v, true));
+            dry = Some(v);
             return Ok((Change::Keep, true));
         }
         Ok((Change::Put(v), true))
     })?;
-    if let Some((v, pending)) = dry {
-        let o = Obj::new(v, 0);
-        return Ok(if pending {
-            Deleted::Pending(o)
-        } else {
-            Deleted::Gone(o)
-        });
-    }
-    let obj = obj.ok_or_else(|| ApiError::internal("delete found nothing"))?;
+    let obj = match dry {
+        Some(v) => Obj::new(v, 0),
+        None => obj.ok_or_else(|| ApiError::internal("delete found nothing"))?,
+    };
     Ok(if pending {
         Deleted::Pending(obj)
     } else {
@@ -138,14 +124,9 @@ pub fn remove_finalizer(store: &Store, def: &ResourceDef, ns: &str, name: &str, 
         }
         let mut v = cur.value.clone();
         let left: Vec<String> = fins.into_iter().filter(|f| f != fin).collect();
-        if left.is_empty() {
-            if let Some(m) = v["metadata"].as_object_mut() {
-                m.remove("finalizers");
-            }
-        } else {
-            v["metadata"]["finalizers"] = json!(left);
-        }
-        if left.is_empty() && cur.deleting() && !crate::kinds::strategy(def).held_by_spec(&v) {
+        let none_left = left.is_empty();
+        set_list(meta_mut(&mut v), "finalizers", left);
+        if none_left && cur.deleting() && !crate::kinds::strategy(def).held_by_spec(&v) {
             return Ok((Change::RemoveWith(v), true));
         }
         Ok((Change::Put(v), true))

@@ -16,19 +16,16 @@ fn at<'a>(v: &'a Value, path: &[String]) -> &'a Value {
     path.iter().fold(v, |v, segment| &v[segment.as_str()])
 }
 
-/// Sets `path` in `v` to `value`, making the maps on the way.
+/// Sets `path` in `v` to `value`, making the maps on the way (never the whole object: a scale
+/// path is never empty).
 fn set(v: &mut Value, path: &[String], value: Value) {
-    let Some((last, parents)) = path.split_last() else {
-        return;
-    };
-    let mut cur = v;
-    for segment in parents {
-        if !cur[segment.as_str()].is_object() {
-            cur[segment.as_str()] = json!({});
-        }
-        cur = &mut cur[segment.as_str()];
+    if !path.is_empty() {
+        crate::util::set_in(
+            v,
+            &path.iter().map(String::as_str).collect::<Vec<_>>(),
+            value,
+        );
     }
-    cur[last.as_str()] = value;
 }
 
 /// The Scale of a custom resource.
