@@ -537,11 +537,8 @@ fn missing_rules(inner: &Inner, user: &UserInfo, ns: &str, rules: &Value) -> Vec
                 ..Default::default()
             });
             if !lacking.is_empty() {
-                missing.push(format!(
-                    "{{NonResourceURLs:{}, Verbs:{}}}",
-                    quoted(std::slice::from_ref(url)),
-                    quoted(&lacking)
-                ));
+                let verbs = quoted(&lacking);
+                missing.push(format!("{{NonResourceURLs:[{url:?}], Verbs:{verbs}}}"));
             }
         }
         let names = list(rule, "resourceNames");
@@ -570,16 +567,9 @@ fn missing_rules(inner: &Inner, user: &UserInfo, ns: &str, rules: &Value) -> Vec
                     if lacking.is_empty() {
                         continue;
                     }
-                    let mut line = format!(
-                        "{{APIGroups:{}, Resources:{}",
-                        quoted(std::slice::from_ref(&group)),
-                        quoted(std::slice::from_ref(&resource))
-                    );
+                    let mut line = format!("{{APIGroups:[{group:?}], Resources:[{resource:?}]");
                     if let Some(n) = name {
-                        line.push_str(&format!(
-                            ", ResourceNames:{}",
-                            quoted(std::slice::from_ref(n))
-                        ));
+                        line.push_str(&format!(", ResourceNames:[{n:?}]"));
                     }
                     line.push_str(&format!(", Verbs:{}}}", quoted(&lacking)));
                     missing.push(line);

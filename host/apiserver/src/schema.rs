@@ -4,9 +4,8 @@
 //! `metadata` fields are pruned, and types, `required`, `enum`, lengths and ranges are validated.
 
 use crate::status::Cause;
-use crate::validation;
-use crate::validation::field_path;
-use serde_json::{Value, json};
+use crate::validation::{self, field_path};
+use serde_json::{Map, Value, json};
 
 fn type_name(v: &Value) -> &'static str {
     match v {
@@ -30,6 +29,20 @@ fn type_ok(want: &str, v: &Value) -> bool {
         "integer" => v.as_f64().is_some_and(|f| f.fract() == 0.0),
         "number" => v.is_number(),
         _ => true,
+    }
+}
+
+/// A Required cause for each of the schema's `required` fields that `m` lacks.
+fn required_causes(schema: &Value, m: &Map<String, Value>, path: &str, causes: &mut Vec<Cause>) {
+    for r in schema["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        if !m.contains_key(r) {
+            causes.push(validation::required(field_path(path, r), ""));
+        }
     }
 }
 
@@ -208,33 +221,17 @@ fn walk(
                     keep
                 });
             }
-            if let Some(p) = props {
-                for (k, s) in p {
-                    if !m.contains_key(k)
-                        && let Some(d) = s.get("default")
-                    {
-                        m.insert(k.clone(), d.clone());
-                    }
-                }
-                for (k, val) in m.iter_mut() {
-                    if let Some(s) = p.get(k) {
-                        walk(s, val, &field_path(path, k), causes, pruned);
-                    } else if let Some(a) = additional {
-                        walk(a, val, &field_path(path, k), causes, pruned);
-                    }
-                }
-            } else if let Some(a) = additional {
-                for (k, val) in m.iter_mut() {
-                    walk(a, val, &field_path(path, k), causes, pruned);
+            for (k, s) in props.into_iter().flatten() {
+                if let Some(d) = s.get("default") {
+                    m.entry(k.clone()).or_insert_with(|| d.clone());
                 }
             }
-            if let Some(req) = schema["required"].as_array() {
-                for r in req.iter().filter_map(Value::as_str) {
-                    if !m.contains_key(r) {
-                        causes.push(crate::validation::required(field_path(path, r), ""));
-                    }
+            for (k, val) in m.iter_mut() {
+                if let Some(s) = props.and_then(|p| p.get(k)).or(additional) {
+                    walk(s, val, &field_path(path, k), causes, pruned);
                 }
             }
+            required_causes(schema, m, path, causes);
         }
         Value::Array(items) => {
             if let Some(s) = schema.get("items").filter(|s| s.is_object()) {
@@ -406,28 +403,18 @@ pub fn apply(schema: &Value, obj: &mut Value) -> (Vec<Cause>, Vec<String>) {
         }
         keep
     });
-    if let Some(p) = props {
-        for (k, s) in p {
-            if matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
-                continue;
-            }
-            if !m.contains_key(k)
-                && let Some(d) = s.get("default")
-            {
-                m.insert(k.clone(), d.clone());
-            }
-            if let Some(val) = m.get_mut(k) {
-                walk(s, val, k, &mut causes, &mut pruned);
-            }
+    for (k, s) in props.into_iter().flatten() {
+        if matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+            continue;
+        }
+        if let Some(d) = s.get("default") {
+            m.entry(k.clone()).or_insert_with(|| d.clone());
+        }
+        if let Some(val) = m.get_mut(k) {
+            walk(s, val, k, &mut causes, &mut pruned);
         }
     }
-    if let Some(req) = schema["required"].as_array() {
-        for r in req.iter().filter_map(Value::as_str) {
-            if !m.contains_key(r) {
-                causes.push(crate::validation::required(r, ""));
-            }
-        }
-    }
+    required_causes(schema, m, "", &mut causes);
     (causes, pruned)
 }
 

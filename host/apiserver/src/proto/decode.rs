@@ -77,12 +77,10 @@ pub(super) fn time(b: &[u8], micro: bool) -> Result<Value, String> {
     let mut secs = 0i64;
     let mut nanos = 0i64;
     for (n, raw) in fields(b)? {
-        if let Raw::Varint(v) = raw {
-            match n {
-                1 => secs = v as i64,
-                2 => nanos = v as i64,
-                _ => {}
-            }
+        match (n, raw) {
+            (1, Raw::Varint(v)) => secs = v as i64,
+            (2, Raw::Varint(v)) => nanos = v as i64,
+            _ => {}
         }
     }
     // Go's zero time is `null` in JSON. client-go writes it as an empty message, and
@@ -134,18 +132,16 @@ pub(super) fn map_entry(b: &[u8], t: T) -> Result<(String, Value), String> {
     let mut k = String::new();
     let mut v = None;
     for (n, raw) in fields(b)? {
-        if let Raw::Bytes(x) = raw {
-            match n {
-                1 => k = string(x)?,
-                2 => {
-                    v = Some(match t {
-                        T::MapBytes => json!(base64::engine::general_purpose::STANDARD.encode(x)),
-                        T::MapQuantity => quantity(x)?,
-                        _ => json!(string(x)?),
-                    })
-                }
-                _ => {}
+        match (n, raw) {
+            (1, Raw::Bytes(x)) => k = string(x)?,
+            (2, Raw::Bytes(x)) => {
+                v = Some(match t {
+                    T::MapBytes => json!(base64::engine::general_purpose::STANDARD.encode(x)),
+                    T::MapQuantity => quantity(x)?,
+                    _ => json!(string(x)?),
+                })
             }
+            _ => {}
         }
     }
     // A map entry may leave out a default value; Go then stores the zero value.
@@ -167,11 +163,7 @@ pub(super) fn packed_varints(b: &[u8]) -> Result<Vec<u64>, String> {
 }
 
 pub(super) fn push(m: &mut Map<String, Value>, name: String, item: Value) {
-    if let Some(a) = m
-        .entry(name)
-        .or_insert_with(|| Value::Array(vec![]))
-        .as_array_mut()
-    {
+    if let Value::Array(a) = m.entry(name).or_insert_with(|| json!([])) {
         a.push(item);
     }
 }
@@ -192,34 +184,18 @@ pub(super) fn message(b: &[u8], schema: Schema) -> Result<Map<String, Value>, St
                     m.insert(name, json!(string(x)?));
                 }
             }
-            (T::Int, Raw::Varint(v)) => {
+            // Go's omitempty leaves a zero out, whatever an earlier occurrence said.
+            (T::IntOmitEmpty | T::BoolOmitEmpty, Raw::Varint(0)) => {
+                m.remove(&name);
+            }
+            (T::Int | T::IntOmitEmpty, Raw::Varint(v)) => {
                 m.insert(name, json!(v as i64));
             }
-            (T::IntOmitEmpty, Raw::Varint(v)) => {
-                if v == 0 {
-                    m.remove(&name);
-                } else {
-                    m.insert(name, json!(v as i64));
-                }
-            }
-            (T::Bool, Raw::Varint(v)) => {
+            (T::Bool | T::BoolOmitEmpty, Raw::Varint(v)) => {
                 m.insert(name, json!(v != 0));
             }
-            (T::BoolOmitEmpty, Raw::Varint(v)) => {
-                if v == 0 {
-                    m.remove(&name);
-                } else {
-                    m.insert(name, json!(true));
-                }
-            }
-            (T::Time, Raw::Bytes(x)) => {
-                let t = time(x, false)?;
-                if !t.is_null() {
-                    m.insert(name, t);
-                }
-            }
-            (T::MicroTime, Raw::Bytes(x)) => {
-                let t = time(x, true)?;
+            (T::Time | T::MicroTime, Raw::Bytes(x)) => {
+                let t = time(x, matches!(t, T::MicroTime))?;
                 if !t.is_null() {
                     m.insert(name, t);
                 }
@@ -238,18 +214,11 @@ pub(super) fn message(b: &[u8], schema: Schema) -> Result<Map<String, Value>, St
             }
             (T::MapStr | T::MapBytes | T::MapQuantity, Raw::Bytes(x)) => {
                 let (k, v) = map_entry(x, *t)?;
-                if let Some(obj) = m
-                    .entry(name)
-                    .or_insert_with(|| Value::Object(Map::new()))
-                    .as_object_mut()
-                {
+                if let Value::Object(obj) = m.entry(name).or_insert_with(|| json!({})) {
                     obj.insert(k, v);
                 }
             }
-            (T::RepStr, Raw::Bytes(x)) => {
-                let s = string(x)?;
-                push(&mut m, name, json!(s));
-            }
+            (T::RepStr, Raw::Bytes(x)) => push(&mut m, name, json!(string(x)?)),
             (T::RepInt, Raw::Varint(v)) => push(&mut m, name, json!(v as i64)),
             // proto2 writes repeated scalars unpacked, but a packed run must decode too.
             (T::RepInt, Raw::Bytes(x)) => {
@@ -257,10 +226,7 @@ pub(super) fn message(b: &[u8], schema: Schema) -> Result<Map<String, Value>, St
                     push(&mut m, name.clone(), json!(v as i64));
                 }
             }
-            (T::RepMsg(s), Raw::Bytes(x)) => {
-                let item = Value::Object(message(x, s)?);
-                push(&mut m, name, item);
-            }
+            (T::RepMsg(s), Raw::Bytes(x)) => push(&mut m, name, Value::Object(message(x, s)?)),
             _ => return Err(format!("unexpected wire type for field {name}")),
         }
     }
@@ -287,12 +253,10 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
         match (n, f) {
             (1, Raw::Bytes(tm)) => {
                 for (tn, tf) in fields(tm)? {
-                    if let Raw::Bytes(x) = tf {
-                        match tn {
-                            1 => api_version = string(x)?,
-                            2 => kind = string(x)?,
-                            _ => {}
-                        }
+                    match (tn, tf) {
+                        (1, Raw::Bytes(x)) => api_version = string(x)?,
+                        (2, Raw::Bytes(x)) => kind = string(x)?,
+                        _ => {}
                     }
                 }
             }
