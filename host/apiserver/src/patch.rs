@@ -2,7 +2,7 @@
 //! are `lethe-kube-model`'s, shared with the guest SDK's fake cluster.
 
 pub use lethe_kube_model::patch::{json_patch, merge_patch};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 const CONTAINER_LISTS: &[&str] = &["containers", "initContainers", "ephemeralContainers"];
 
@@ -46,19 +46,14 @@ fn smp(target: &mut Value, patch: &Value, path: &str, kind_key: &str) {
         return;
     };
     if p.get("$patch").and_then(Value::as_str) == Some("replace") {
-        let mut replaced = patch.clone();
-        strip_directives(&mut replaced);
-        *target = replaced;
+        *target = stripped(patch);
         return;
     }
     if p.get("$patch").and_then(Value::as_str) == Some("delete") {
         *target = Value::Null;
         return;
     }
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    let Value::Object(t) = target else { return };
+    let t = crate::util::ensure_obj(target);
     if let Some(Value::Array(keep)) = p.get("$retainKeys") {
         let keep: Vec<&str> = keep.iter().filter_map(Value::as_str).collect();
         t.retain(|k, _| keep.contains(&k.as_str()) || p.contains_key(k));
@@ -102,11 +97,7 @@ fn smp(target: &mut Value, patch: &Value, path: &str, kind_key: &str) {
                                 }
                                 (None, true) => {}
                                 (Some(i), false) => smp(&mut cur[i], item, &child, kind_key),
-                                (None, false) => {
-                                    let mut n = item.clone();
-                                    strip_directives(&mut n);
-                                    cur.push(n);
-                                }
+                                (None, false) => cur.push(stripped(item)),
                             }
                         }
                         if let Some(Value::Array(order)) = p.get(&format!("$setElementOrder/{k}")) {
@@ -120,14 +111,7 @@ fn smp(target: &mut Value, patch: &Value, path: &str, kind_key: &str) {
                             *cur = sorted;
                         }
                     }
-                    None => {
-                        let mut n = v.clone();
-                        strip_directives(&mut n);
-                        *cur = match n {
-                            Value::Array(a) => a,
-                            _ => vec![],
-                        };
-                    }
+                    None => *cur = items.iter().map(stripped).collect(),
                 }
             }
             (Some(existing @ Value::Object(_)), Value::Object(_)) => {
@@ -137,12 +121,17 @@ fn smp(target: &mut Value, patch: &Value, path: &str, kind_key: &str) {
                 }
             }
             _ => {
-                let mut n = v.clone();
-                strip_directives(&mut n);
-                t.insert(k.clone(), n);
+                t.insert(k.clone(), stripped(v));
             }
         }
     }
+}
+
+/// `v` without the patch directives (`$`-keys) anywhere in it.
+fn stripped(v: &Value) -> Value {
+    let mut v = v.clone();
+    strip_directives(&mut v);
+    v
 }
 
 fn strip_directives(v: &mut Value) {

@@ -131,28 +131,18 @@ fn walk(
         }
     }
     if let Some(x) = v.as_f64() {
-        if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
-            let exclusive = schema["exclusiveMinimum"].as_bool() == Some(true);
-            let failed = if exclusive { x <= min } else { x < min };
-            if failed {
-                let op = if exclusive {
-                    "greater than"
-                } else {
-                    "greater than or equal to"
-                };
-                invalid(shown(), format!("should be {op} {}", schema["minimum"]));
-            }
-        }
-        if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
-            let exclusive = schema["exclusiveMaximum"].as_bool() == Some(true);
-            let failed = if exclusive { x >= max } else { x > max };
-            if failed {
-                let op = if exclusive {
-                    "less than"
-                } else {
-                    "less than or equal to"
-                };
-                invalid(shown(), format!("should be {op} {}", schema["maximum"]));
+        use std::cmp::Ordering::{Greater, Less};
+        for (key, exclusive_key, op, beyond) in [
+            ("minimum", "exclusiveMinimum", "greater than", Less),
+            ("maximum", "exclusiveMaximum", "less than", Greater),
+        ] {
+            let Some(bound) = schema.get(key).and_then(Value::as_f64) else {
+                continue;
+            };
+            let exclusive = schema[exclusive_key].as_bool() == Some(true);
+            if x.partial_cmp(&bound) == Some(beyond) || (exclusive && x == bound) {
+                let or_equal = if exclusive { "" } else { " or equal to" };
+                invalid(shown(), format!("should be {op}{or_equal} {}", schema[key]));
             }
         }
         if let Some(m) = schema.get("multipleOf").and_then(Value::as_f64)

@@ -161,17 +161,18 @@ pub(super) fn drop_type_dependent_fields(
     old: &Map<String, Value>,
     status: &mut Value,
 ) {
+    let drop_unchanged = |m: &mut Map<String, Value>, key: &str| {
+        if m.get(key) == old.get(key) {
+            m.remove(key);
+        }
+    };
     if needs_cluster_ip(old) && !needs_cluster_ip(m) {
         if strings(m.get("clusterIPs")) == strings(old.get("clusterIPs")) {
             m.remove("clusterIP");
             m.remove("clusterIPs");
         }
-        if m.get("ipFamilies") == old.get("ipFamilies") {
-            m.remove("ipFamilies");
-        }
-        if m.get("ipFamilyPolicy") == old.get("ipFamilyPolicy") {
-            m.remove("ipFamilyPolicy");
-        }
+        drop_unchanged(m, "ipFamilies");
+        drop_unchanged(m, "ipFamilyPolicy");
     }
     let node_ports = |s: &Map<String, Value>| ports_of(s).iter().map(node_port).collect::<Vec<_>>();
     if needs_node_ports(old)
@@ -183,30 +184,16 @@ pub(super) fn drop_type_dependent_fields(
             p.remove("nodePort");
         }
     }
-    if needs_health_check_port(old)
-        && !needs_health_check_port(m)
-        && m.get("healthCheckNodePort") == old.get("healthCheckNodePort")
-    {
-        m.remove("healthCheckNodePort");
+    if needs_health_check_port(old) && !needs_health_check_port(m) {
+        drop_unchanged(m, "healthCheckNodePort");
     }
-    let was_lb = spec_type(old) == "LoadBalancer";
-    let is_lb = spec_type(m) == "LoadBalancer";
-    if was_lb && !is_lb {
-        if m.get("allocateLoadBalancerNodePorts").is_some()
-            && m.get("allocateLoadBalancerNodePorts") == old.get("allocateLoadBalancerNodePorts")
-        {
-            m.remove("allocateLoadBalancerNodePorts");
-        }
-        if m.get("loadBalancerClass") == old.get("loadBalancerClass") {
-            m.remove("loadBalancerClass");
-        }
+    if spec_type(old) == "LoadBalancer" && spec_type(m) != "LoadBalancer" {
+        drop_unchanged(m, "allocateLoadBalancerNodePorts");
+        drop_unchanged(m, "loadBalancerClass");
         *status = json!({"loadBalancer": {}});
     }
-    if externally_accessible(old)
-        && !externally_accessible(m)
-        && m.get("externalTrafficPolicy") == old.get("externalTrafficPolicy")
-    {
-        m.remove("externalTrafficPolicy");
+    if externally_accessible(old) && !externally_accessible(m) {
+        drop_unchanged(m, "externalTrafficPolicy");
     }
 }
 
