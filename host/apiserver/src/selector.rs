@@ -65,15 +65,9 @@ impl FieldSelector {
     /// equals the wanted one, or differs from it for `!=`.
     pub fn matches(&self, obj: &Value) -> bool {
         self.reqs.iter().all(|(path, eq, want)| {
-            let mut cur = obj;
-            for seg in path {
-                cur = &cur[seg.as_str()];
-            }
-            let have = match cur {
+            let have = match path.iter().fold(obj, |v, seg| &v[seg.as_str()]) {
                 Value::String(s) => s.clone(),
                 Value::Null => String::new(),
-                Value::Bool(b) => b.to_string(),
-                Value::Number(n) => n.to_string(),
                 other => other.to_string(),
             };
             (have == *want) == *eq
@@ -146,17 +140,9 @@ pub fn crd_selectable_fields(crd: &Value, version: &str) -> Vec<String> {
         .into_iter()
         .flatten()
         .filter(|v| v["name"].as_str() == Some(version))
-        .flat_map(|v| {
-            v["selectableFields"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .filter_map(|f| {
-            f["jsonPath"]
-                .as_str()
-                .map(|p| p.trim().trim_start_matches('.').to_string())
-        })
+        .flat_map(|v| v["selectableFields"].as_array().into_iter().flatten())
+        .filter_map(|f| f["jsonPath"].as_str())
+        .map(|p| p.trim().trim_start_matches('.').to_string())
         .filter(|p| !p.is_empty())
         .collect()
 }

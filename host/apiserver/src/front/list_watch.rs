@@ -3,8 +3,8 @@
 
 use crate::front::negotiate::{Printer, obj_bytes};
 use crate::front::respond::{Body, respond, respond_value, with_type};
-use crate::front::shared::Query;
-use crate::resources::{CRD_KEY, ResourceDef};
+use crate::front::shared::{Query, crd_of};
+use crate::resources::ResourceDef;
 use crate::selector::{FieldSelector, LabelSelector, field_label_supported};
 use crate::status::ApiError;
 use crate::store::{EventType, ListRange, Obj, Store};
@@ -67,15 +67,9 @@ pub(crate) fn selectors(
         .map_err(ApiError::bad_request)?;
     let fields = FieldSelector::parse(query.get("fieldSelector").unwrap_or_default())
         .map_err(ApiError::bad_request)?;
-    let custom_fields = if def.custom {
-        let crd = store
-            .get(CRD_KEY, "", &format!("{}.{}", def.plural, def.group), false)
-            .map(|o| o.value.clone())
-            .unwrap_or_default();
-        crate::selector::crd_selectable_fields(&crd, &def.version)
-    } else {
-        vec![]
-    };
+    let custom_fields = crd_of(store, def)
+        .map(|crd| crate::selector::crd_selectable_fields(&crd.value, &def.version))
+        .unwrap_or_default();
     let supported = |f: &str| {
         if def.custom {
             f == "metadata.name"

@@ -1,8 +1,8 @@
 //! Content negotiation: the shape an object is served in (JSON, a `Table`, partial metadata,
 //! protobuf) and the view of the version asked for.
 
-use crate::front::shared::Query;
-use crate::resources::{CRD_KEY, ResourceDef, Shape};
+use crate::front::shared::{Query, crd_of};
+use crate::resources::{ResourceDef, Shape};
 use crate::status::ApiError;
 use crate::store::{Obj, Store};
 use bytes::Bytes;
@@ -48,13 +48,7 @@ impl Printer {
             return Ok(None);
         }
         let include = crate::table::Include::parse(query.get("includeObject"))?;
-        let crd = if def.custom {
-            store
-                .get(CRD_KEY, "", &format!("{}.{}", def.plural, def.group), false)
-                .map(|o| o.value.clone())
-        } else {
-            None
-        };
+        let crd = crd_of(store, def).map(|o| o.value.clone());
         Ok(Some(Printer::Table { crd, include }))
     }
 

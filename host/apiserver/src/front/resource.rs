@@ -8,9 +8,9 @@ use crate::front::respond::{
     Body, decode_body, header_text, parse_json, parse_yaml, patch_type, read_body, respond,
     respond_value,
 };
-use crate::front::shared::{Query, Shared, Target, delete_opts, find_def};
+use crate::front::shared::{Query, Shared, Target, crd_of, delete_opts, find_def};
 use crate::front::subresources::{pod_log, review, scale_request, token_request};
-use crate::resources::{self, CRD_KEY, ResourceDef, Shape};
+use crate::resources::{self, ResourceDef, Shape};
 use crate::selector::FieldSelector;
 use crate::status::{ApiError, Warnings, delete_success};
 use crate::store::{ListRange, Store};
@@ -192,9 +192,7 @@ pub(crate) async fn resource_request(
         name,
         sub,
     };
-    if def.custom
-        && let Some(crd) = store.get(CRD_KEY, "", &format!("{}.{}", def.plural, def.group), false)
-    {
+    if let Some(crd) = crd_of(store, &def) {
         if let Some(warning) = resources::crd_deprecation_warning(&crd.value, &def.version) {
             warnings.push(warning);
         }

@@ -4,9 +4,9 @@
 use crate::FaultConfig;
 use crate::auth::{Tokens, UserInfo};
 use crate::front::respond::decode_body;
-use crate::resources::{ResourceDef, builtins};
+use crate::resources::{CRD_KEY, ResourceDef, builtins};
 use crate::status::ApiError;
-use crate::store::Store;
+use crate::store::{Obj, Store};
 use crate::verbs::{self, DeleteOpts, PatchType};
 use http::{HeaderMap, Method};
 use parking_lot::RwLock;
@@ -285,6 +285,14 @@ pub(crate) fn find_def(
             .find(|d| d.group == group && d.version == version && d.plural == plural)
             .cloned()
     })
+}
+
+/// The CustomResourceDefinition that serves `def`; none for a built-in kind.
+pub(crate) fn crd_of(store: &Store, def: &ResourceDef) -> Option<Arc<Obj>> {
+    let name = def
+        .custom
+        .then(|| format!("{}.{}", def.plural, def.group))?;
+    store.get(CRD_KEY, "", &name, false)
 }
 
 /// The RBAC verb of a non-resource request: its HTTP method, lowercased (`get`, `post`...).

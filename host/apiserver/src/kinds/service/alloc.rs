@@ -58,26 +58,20 @@ pub(super) fn taken_by_others(inner: &Inner, ns: &str, name: &str) -> Taken {
             continue;
         }
         let spec = &o.value["spec"];
-        for ip in strings(spec.get("clusterIPs")) {
-            if let Ok(a) = ip.parse::<Ipv4Addr>() {
-                t.ips.insert(u32::from(a));
-            }
-        }
-        if let Ok(a) = spec["clusterIP"]
-            .as_str()
-            .unwrap_or_default()
-            .parse::<Ipv4Addr>()
-        {
-            t.ips.insert(u32::from(a));
-        }
-        for p in spec["ports"].as_array().into_iter().flatten() {
-            if node_port(p) != 0 {
-                t.node_ports.insert(node_port(p));
-            }
-        }
-        if let Some(hc) = spec["healthCheckNodePort"].as_i64().filter(|n| *n != 0) {
-            t.node_ports.insert(hc);
-        }
+        let ips = strings(spec.get("clusterIPs"))
+            .into_iter()
+            .chain(spec["clusterIP"].as_str().map(str::to_string));
+        t.ips.extend(
+            ips.filter_map(|ip| ip.parse::<Ipv4Addr>().ok())
+                .map(u32::from),
+        );
+        let ports = spec["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(node_port);
+        let health = spec["healthCheckNodePort"].as_i64();
+        t.node_ports.extend(ports.chain(health).filter(|n| *n != 0));
     }
     t
 }

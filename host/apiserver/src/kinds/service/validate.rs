@@ -92,18 +92,12 @@ pub(super) fn cluster_ip_field_causes(m: &Map<String, Value>) -> Vec<Cause> {
     if !is_headless(m) {
         for (i, (ip, fam)) in ips.iter().zip(families.iter()).enumerate() {
             let is_v6 = ip.parse::<std::net::Ipv6Addr>().is_ok();
-            if fam == "IPv4" && is_v6 {
+            if (fam == "IPv4" && is_v6) || (fam == "IPv6" && !is_v6) {
+                let why = format!("expected an {fam} value as indicated by `ipFamilies[{i}]`");
                 causes.push(validation::invalid(
                     format!("spec.clusterIPs[{i}]"),
                     json!(ip),
-                    &format!("expected an IPv4 value as indicated by `ipFamilies[{i}]`"),
-                ));
-            }
-            if fam == "IPv6" && !is_v6 {
-                causes.push(validation::invalid(
-                    format!("spec.clusterIPs[{i}]"),
-                    json!(ip),
-                    &format!("expected an IPv6 value as indicated by `ipFamilies[{i}]`"),
+                    &why,
                 ));
             }
         }
