@@ -202,9 +202,13 @@ pub fn pass(kube: &dyn Kube, env: &dyn Env, settings: &Settings, backoff: &dyn B
 
 /// What visiting one object needs: the capabilities, the settings and the backoff state.
 pub(crate) struct Reconciler<'a> {
+    /// The cluster the pass reads and writes.
     pub kube: &'a dyn Kube,
+    /// The clock, configuration, logs and randomness.
     pub env: &'a dyn Env,
+    /// The types to reconcile and how.
     pub settings: &'a Settings,
+    /// Which objects wait before their next attempt.
     pub backoff: &'a dyn Backoff,
 }
 

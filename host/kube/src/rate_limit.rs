@@ -123,8 +123,11 @@ impl RateLimit {
 /// (the host sums one component instance's).
 #[derive(Debug, Clone)]
 pub(crate) struct Admission {
+    /// The limit shared by every client of the cluster.
     pub limit: Arc<RateLimit>,
+    /// The caller's bucket within it (the SHA-256 of its token); none for the privileged identity.
     pub caller: Option<[u8; 32]>,
+    /// Where the time spent waiting for the limit is summed.
     pub waited: Arc<Waited>,
 }
 

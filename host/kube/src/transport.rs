@@ -28,10 +28,15 @@ pub(crate) struct Counters {
 /// caller's deadline, and the rate limit every attempt waits for.
 #[derive(Clone, Copy)]
 pub(crate) struct Route<'a> {
+    /// The client that sends the requests.
     pub client: &'a kube::Client,
+    /// When and how often a failed attempt is retried.
     pub policy: &'a RetryPolicy,
+    /// Where attempts, retries and throttling are counted.
     pub counters: &'a Counters,
+    /// The caller's deadline: no attempt runs past it, and none starts once it has passed.
     pub deadline: Option<Instant>,
+    /// The rate limit every attempt waits for; none when unlimited.
     pub admission: Option<&'a Admission>,
 }
 

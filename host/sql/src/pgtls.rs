@@ -38,7 +38,9 @@ pub(crate) enum TlsMode {
 /// TLS settings taken from a PostgreSQL URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TlsSettings {
+    /// The URL's `sslmode`.
     pub mode: TlsMode,
+    /// The URL's `sslrootcert`: the CA certificates to verify the server against.
     pub root_cert: Option<PathBuf>,
 }
 

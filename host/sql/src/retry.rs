@@ -9,6 +9,7 @@ use crate::error::{Failure, Result, SqlError};
 /// Counters a [`Database`](crate::Database) keeps about its own behaviour.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
+    /// How many attempts were retried after a transient failure.
     pub retries: AtomicU64,
 }
 
