@@ -140,7 +140,6 @@ async fn main() -> anyhow::Result<()> {
         total as f64 / GET_SECONDS as f64
     );
 
-    // LIST of 10k objects.
     let get = |path: &str| request("GET", &addr, path, &token, None);
     // LIST of 10k objects.
     let mut s = connect(&addr).await?;

@@ -125,14 +125,20 @@ pub(crate) fn prepare_update(
             _ => keep_from(meta, old_meta, "managedFields"),
         }
         meta.remove("selfLink");
-        // Empty lists and maps are stored as absent.
-        for key in ["finalizers", "labels", "annotations"] {
-            let empty = match meta.get(key) {
-                Some(Value::Array(a)) => key == "finalizers" && a.is_empty(),
-                Some(Value::Object(m)) => key != "finalizers" && m.is_empty(),
-                _ => false,
-            };
-            if empty {
+        // An empty finalizer list, label map or annotation map is stored as absent.
+        if meta
+            .get("finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(Vec::is_empty)
+        {
+            meta.remove("finalizers");
+        }
+        for key in ["labels", "annotations"] {
+            if meta
+                .get(key)
+                .and_then(Value::as_object)
+                .is_some_and(Map::is_empty)
+            {
                 meta.remove(key);
             }
         }
