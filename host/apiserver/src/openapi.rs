@@ -9,8 +9,8 @@ use std::sync::OnceLock;
 use crate::validation::field_path;
 use k8s_openapi::api::{
     apps::v1 as apps, authentication::v1 as authn, authorization::v1 as authz, batch::v1 as batch,
-    coordination::v1 as coordination, core::v1 as core, events::v1 as events, policy::v1 as policy,
-    rbac::v1 as rbac,
+    coordination::v1 as coordination, core::v1 as core, events::v1 as events,
+    networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -32,7 +32,7 @@ fn all() -> &'static Documents {
     static SCHEMAS: OnceLock<Documents> = OnceLock::new();
     SCHEMAS.get_or_init(|| {
         let mut docs = BTreeMap::new();
-        let groups: [(&str, &str, Kinds); 10] = [
+        let groups: [(&str, &str, Kinds); 11] = [
             ("", "v1", |g| {
                 vec![
                     ("Namespace", add::<core::Namespace>(g)),
@@ -57,6 +57,9 @@ fn all() -> &'static Documents {
             }),
             ("policy", "v1", |g| {
                 vec![("PodDisruptionBudget", add::<policy::PodDisruptionBudget>(g))]
+            }),
+            ("networking.k8s.io", "v1", |g| {
+                vec![("NetworkPolicy", add::<networking::NetworkPolicy>(g))]
             }),
             ("events.k8s.io", "v1", |g| {
                 vec![("Event", add::<events::Event>(g))]
@@ -88,10 +91,15 @@ fn all() -> &'static Documents {
                         "SelfSubjectRulesReview",
                         add::<authz::SelfSubjectRulesReview>(g),
                     ),
+                    // Asked by lethe's admin listener of the cluster it runs against.
+                    ("SubjectAccessReview", add::<authz::SubjectAccessReview>(g)),
                 ]
             }),
             ("authentication.k8s.io", "v1", |g| {
-                vec![("SelfSubjectReview", add::<authn::SelfSubjectReview>(g))]
+                vec![
+                    ("SelfSubjectReview", add::<authn::SelfSubjectReview>(g)),
+                    ("TokenReview", add::<authn::TokenReview>(g)),
+                ]
             }),
         ];
         for (group, version, kinds) in groups {

@@ -1332,6 +1332,129 @@ async fn self_subject_access_review_answers_for_the_caller() {
     c.shutdown().await;
 }
 
+/// A server that delegates authentication and authorization (lethe's admin listener) asks a
+/// TokenReview who a token is, then a SubjectAccessReview what that user may do: a
+/// ServiceAccount's token names the account and its groups; an unknown token is not
+/// authenticated; the user may `get` a non-resource URL only once a ClusterRole grants it.
+#[tokio::test]
+async fn token_and_subject_access_reviews_answer_for_a_token_and_a_named_user() {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let c = TestCluster::new().await;
+    let post = |path: &'static str, body: Value| {
+        let client = c.client.clone();
+        async move {
+            let req = http::Request::post(path)
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&body).unwrap())
+                .unwrap();
+            client.request::<Value>(req).await
+        }
+    };
+    fn token_review(token: &str) -> Value {
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}})
+    }
+    const TOKEN_REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
+    const ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
+
+    let unknown = post(TOKEN_REVIEWS, token_review("no-such-token"))
+        .await
+        .unwrap();
+    assert_ne!(unknown["status"]["authenticated"], true, "{unknown}");
+    let e = api_error(post(TOKEN_REVIEWS, token_review("")).await.unwrap_err());
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            400,
+            "token is required for TokenReview in authentication.k8s.io"
+        )
+    );
+
+    let ns = c.namespace("reviews").await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(c.client.clone(), &ns);
+    let account: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "scraper"}})).unwrap();
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap();
+    let request =
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}});
+    let granted = accounts
+        .create_subresource::<Value, TokenRequest>(
+            "token",
+            "scraper",
+            &PostParams::default(),
+            &request,
+        )
+        .await
+        .unwrap();
+    let token = granted.status.and_then(|s| s.token).unwrap_or_default();
+    let reviewed = post(TOKEN_REVIEWS, token_review(&token)).await.unwrap();
+    let user = &reviewed["status"]["user"];
+    assert_eq!(reviewed["status"]["authenticated"], true, "{reviewed}");
+    let name = format!("system:serviceaccount:{ns}:scraper");
+    assert_eq!(user["username"], name.as_str(), "{reviewed}");
+    let groups = user["groups"].clone();
+    for group in ["system:serviceaccounts", "system:authenticated"] {
+        assert!(
+            groups.as_array().unwrap().iter().any(|g| g == group),
+            "{reviewed}"
+        );
+    }
+
+    let may_read = |path: &str| {
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
+            "user": name, "groups": groups, "nonResourceAttributes": {"path": path, "verb": "get"},
+        }})
+    };
+    let denied = post(ACCESS_REVIEWS, may_read("/metrics")).await.unwrap();
+    assert_ne!(denied["status"]["allowed"], true, "{denied}");
+    let role = format!("metrics-reader-{}", suffix());
+    let cr: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": role},
+        "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+    }))
+    .unwrap();
+    Api::<ClusterRole>::all(c.client.clone())
+        .create(&PostParams::default(), &cr)
+        .await
+        .unwrap();
+    let crb: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": role},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": ns}],
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(c.client.clone())
+        .create(&PostParams::default(), &crb)
+        .await
+        .unwrap();
+    // On a real cluster the RBAC authorizer's cache sees the binding a moment later.
+    eventually(30, || async {
+        let allowed = post(ACCESS_REVIEWS, may_read("/metrics")).await.unwrap();
+        (allowed["status"]["allowed"] == true).then_some(())
+    })
+    .await;
+    let other = post(ACCESS_REVIEWS, may_read("/lethe/status"))
+        .await
+        .unwrap();
+    assert_ne!(other["status"]["allowed"], true, "{other}");
+
+    let nobody = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
+        "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
+    }});
+    let e = api_error(post(ACCESS_REVIEWS, nobody).await.unwrap_err());
+    assert_eq!(e.code, 422, "{}", e.message);
+    assert!(
+        e.message
+            .contains("at least one of user or group must be specified"),
+        "{}",
+        e.message
+    );
+    c.shutdown().await;
+}
+
 #[tokio::test]
 async fn custom_resources_have_status_subresource_and_generation() {
     let c = TestCluster::new().await;

@@ -47,6 +47,7 @@ const TABLE: &[Row] = &[
     ("batch", "jobs", "job", "Job", true, &[], true, true, Subdomain, Stored),
     ("apps", "deployments", "deployment", "Deployment", true, &["deploy"], true, true, Subdomain, Stored),
     ("policy", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", true, &["pdb"], true, true, Subdomain, Stored),
+    ("networking.k8s.io", "networkpolicies", "networkpolicy", "NetworkPolicy", true, &["netpol"], false, true, Subdomain, Stored),
     ("coordination.k8s.io", "leases", "lease", "Lease", true, &[], false, false, Subdomain, Stored),
     ("rbac.authorization.k8s.io", "roles", "role", "Role", true, &[], false, false, PathSegment, Stored),
     ("rbac.authorization.k8s.io", "clusterroles", "clusterrole", "ClusterRole", false, &[], false, false, PathSegment, Stored),
@@ -57,6 +58,8 @@ const TABLE: &[Row] = &[
     ("authorization.k8s.io", "selfsubjectaccessreviews", "selfsubjectaccessreview", "SelfSubjectAccessReview", false, &[], false, false, PathSegment, CreateOnly),
     ("authorization.k8s.io", "selfsubjectrulesreviews", "selfsubjectrulesreview", "SelfSubjectRulesReview", false, &[], false, false, PathSegment, CreateOnly),
     ("authentication.k8s.io", "selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview", false, &[], false, false, PathSegment, CreateOnly),
+    ("authentication.k8s.io", "tokenreviews", "tokenreview", "TokenReview", false, &[], false, false, PathSegment, CreateOnly),
+    ("authorization.k8s.io", "subjectaccessreviews", "subjectaccessreview", "SubjectAccessReview", false, &[], false, false, PathSegment, CreateOnly),
 ];
 
 /// The built-in resources.
