@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use serde_json::{Value as Json, json};
 use support::cf::{call, create_org, patch_org};
 use support::{Answer, Lethe, get, request};
@@ -40,8 +41,15 @@ fn sample(metrics: &str, series: &str) -> Option<f64> {
     })
 }
 
+/// `/metrics`, read with the administrator's token (which an open admin listener ignores).
 fn metrics(lethe: &Lethe) -> String {
-    let m = get(&format!("{}/metrics", lethe.admin_url));
+    let auth = format!("Bearer {}", lethe.admin_token());
+    let m = request(
+        "GET",
+        &format!("{}/metrics", lethe.admin_url),
+        None,
+        &[("Authorization", &auth)],
+    );
     assert_eq!(m.status, 200, "{}", m.body);
     assert!(
         m.header("content-type")
@@ -93,7 +101,8 @@ fn chromium_dom(url: &str) -> Option<String> {
 
 #[test]
 fn probes_metrics_request_ids_and_the_status_page_follow_a_real_deletion() {
-    let lethe = start(&[]);
+    // As deployed: the admin listener asks for tokens beyond its probes.
+    let lethe = start(&[("LETHE_ADMIN_AUTH", "token")]);
     let admin = lethe.admin_token();
 
     let health = get(&format!("{}/healthz", lethe.admin_url));
@@ -211,7 +220,18 @@ fn probes_metrics_request_ids_and_the_status_page_follow_a_real_deletion() {
         assert!(text.contains(family), "no `{family}` in:\n{text}");
     }
 
+    // A browser answers the listener's Basic challenge with the token as the password; without
+    // credentials it gets no page.
+    let with_token = lethe
+        .admin_url
+        .replacen("http://", &format!("http://operator:{admin}@"), 1);
     if let Some(dom) = chromium_dom(&format!("{}/lethe/status", lethe.admin_url)) {
+        assert!(
+            !dom.contains("<h1>lethe"),
+            "the page without a token:\n{dom}"
+        );
+    }
+    if let Some(dom) = chromium_dom(&format!("{with_token}/lethe/status")) {
         for needle in [
             "<h1>lethe: lethe</h1>",
             "<td><code>/v3/jobs/:guid</code></td><td>cf-job-status</td>",
@@ -235,7 +255,12 @@ fn probes_metrics_request_ids_and_the_status_page_follow_a_real_deletion() {
         "the deletion to leave the metrics",
         || (sample(&metrics(&lethe), processing) == Some(0.0)).then_some(()),
     );
-    let page = get(&format!("{}/lethe/status", lethe.admin_url));
+    let page = request(
+        "GET",
+        &format!("{}/lethe/status", lethe.admin_url),
+        None,
+        &[("Authorization", &auth)],
+    );
     assert_eq!(page.status, 200);
     assert!(!page.body.contains(&format!("org/{org}")), "{}", page.body);
 
@@ -243,6 +268,115 @@ fn probes_metrics_request_ids_and_the_status_page_follow_a_real_deletion() {
         !lethe.log().contains(&admin),
         "the admin token is in the log"
     );
+}
+
+/// A token for a new ServiceAccount `name` in `lethe-system`, made through the cluster's
+/// administrator (so the test needs no users of its own, on any cluster).
+fn service_account_token(lethe: &Lethe, name: &str) -> String {
+    let (ok, _, err) = lethe.kubectl(&["create", "serviceaccount", name, "-n", "lethe-system"]);
+    assert!(ok || err.contains("AlreadyExists"), "{err}");
+    let token = lethe.kubectl_ok(&["create", "token", name, "-n", "lethe-system"]);
+    token.trim().to_string()
+}
+
+/// `--admin-auth=token` (the default off loopback): the probes answer anyone; `/metrics`,
+/// `/lethe/status` and `/readyz?verbose` answer 401 without a token, 403 to a token whose user
+/// lacks `get` on the path, and 200 once `deploy/`'s `lethe-metrics-reader` is bound to it. A
+/// browser's Basic credentials, with the token as the password, count as the token.
+#[test]
+fn the_admin_listener_shows_internals_only_to_those_allowed() {
+    let lethe = start(&[("LETHE_ADMIN_AUTH", "token")]);
+    let admin = |path: &str, token: Option<&str>| {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> =
+            auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+        request("GET", &format!("{}{path}", lethe.admin_url), None, &headers)
+    };
+    let ready = wait_for(Duration::from_secs(60), "/readyz to pass", || {
+        let r = admin("/readyz", None);
+        (r.status == 200).then_some(r.body)
+    });
+    assert!(ready.contains("readyz check passed"), "{ready}");
+    assert_eq!(admin("/healthz", None).status, 200);
+    assert_eq!(admin("/livez", None).status, 200);
+
+    let guarded = ["/metrics", "/lethe/status", "/readyz?verbose"];
+    for path in guarded {
+        let r = admin(path, None);
+        assert_eq!(r.status, 401, "{path} without a token: {}", r.body);
+        assert!(
+            r.headers
+                .iter()
+                .any(|(k, v)| k == "www-authenticate" && v.starts_with("Bearer")),
+            "{path}: {:?}",
+            r.headers
+        );
+        let r = admin(path, Some("not-a-token-the-cluster-knows"));
+        assert_eq!(r.status, 401, "{path} with an unknown token: {}", r.body);
+    }
+
+    let nosy = service_account_token(&lethe, "nosy");
+    let scraper = service_account_token(&lethe, "scraper");
+    for path in guarded {
+        let r = admin(path, Some(&nosy));
+        assert_eq!(r.status, 403, "{path} as nosy: {}", r.body);
+        assert!(
+            r.body.contains("system:serviceaccount:lethe-system:nosy"),
+            "{path}: {}",
+            r.body
+        );
+        assert!(
+            !r.body.contains("lethe_"),
+            "{path} leaked metrics: {}",
+            r.body
+        );
+    }
+
+    let reader = support::repo_root().join("deploy/metrics-reader.yaml");
+    lethe.kubectl_ok(&["apply", "-f", &reader.to_string_lossy()]);
+    lethe.kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        "scraper-reads-lethe",
+        "--clusterrole=lethe-metrics-reader",
+        "--serviceaccount=lethe-system:scraper",
+    ]);
+    let metrics = admin("/metrics", Some(&scraper));
+    assert_eq!(metrics.status, 200, "{}", metrics.body);
+    assert!(
+        metrics.body.contains("# TYPE lethe_kube_retries counter"),
+        "{}",
+        metrics.body
+    );
+    let status = admin("/lethe/status", Some(&scraper));
+    assert_eq!(status.status, 200, "{}", status.body);
+    assert!(
+        status.body.contains("<h1>lethe: lethe</h1>"),
+        "{}",
+        status.body
+    );
+    let verbose = admin("/readyz?verbose", Some(&scraper));
+    assert_eq!(verbose.status, 200, "{}", verbose.body);
+    assert!(verbose.body.contains("[+]database ok"), "{}", verbose.body);
+
+    // A browser sends Basic credentials; the token is their password.
+    let basic = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("prometheus:{scraper}"))
+    );
+    let r = request(
+        "GET",
+        &format!("{}/metrics", lethe.admin_url),
+        None,
+        &[("Authorization", &basic)],
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    // The reviews are cached, not the tokens: neither appears in the log.
+    let log = lethe.log();
+    for token in [&nosy, &scraper] {
+        assert!(!log.contains(token.as_str()), "a token is in the log");
+    }
 }
 
 #[test]
@@ -505,6 +639,7 @@ fn the_deploy_base_passes_a_server_dry_run() {
         "kind: Secret",
         "kind: ServiceAccount",
         "kind: ClusterRole",
+        "kind: NetworkPolicy",
     ] {
         assert!(built.contains(kind), "no `{kind}` in the base:\n{built}");
     }
@@ -529,6 +664,8 @@ fn the_deploy_base_passes_a_server_dry_run() {
         "poddisruptionbudget.policy/lethe",
         "service/lethe",
         "secret/lethe-database",
+        "networkpolicy.networking.k8s.io/lethe",
+        "clusterrole.rbac.authorization.k8s.io/lethe-metrics-reader",
     ] {
         assert!(
             out.lines()

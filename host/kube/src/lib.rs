@@ -569,6 +569,26 @@ impl KubeClient {
         resolved.object(text)
     }
 
+    /// Asks the API server a question through a create-only review kind (`TokenReview`,
+    /// `SubjectAccessReview`) and gives its whole answer, whose `status` holds the verdict. A
+    /// review stores nothing, so it is retried like a read.
+    pub async fn review(&self, json: &str) -> Result<serde_json::Value> {
+        let (body, api_version, kind) = lethe_kube_model::new_object(json)?;
+        let resolved = self.resolve(&api_version, &kind).await?;
+        let namespace = lethe_kube_model::create_namespace(&body, resolved.namespaced)?;
+        let request = Request::new(resolved.collection_path(namespace));
+        let text = self
+            .send(Safety::Repeatable, || {
+                request
+                    .create(&PostParams::default(), json.as_bytes().to_vec())
+                    .map_err(build_error)
+            })
+            .await?;
+        serde_json::from_str(&text).map_err(|e| {
+            KubeError::Unavailable(format!("the API server's {kind} answer is not JSON: {e}"))
+        })
+    }
+
     /// Replaces an object (PUT). When the body's metadata.resourceVersion is set, the server
     /// rejects a stale write with [`KubeError::Conflict`] and the call is retried like a read;
     /// without it the write is unguarded and retried only when provably not applied.

@@ -47,6 +47,7 @@ async fn main() -> anyhow::Result<()> {
         manifest: manifest.path().to_path_buf(),
         listen: "127.0.0.1:0".parse()?,
         admin_listen: "127.0.0.1:0".parse()?,
+        admin_auth: lethe::admin::access::AdminAuth::Auto,
         data_dir: dir.path().join("data"),
         database_url: None,
         cluster: lethe::configure::ClusterSource::Embedded(lethe::configure::EmbeddedCluster {

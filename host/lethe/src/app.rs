@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::admin::access::{AdminAccess, AdminAuth};
 use crate::admin::{AdminState, Readiness, Step};
 use crate::configure::{self, AppOptions, ClusterSource, ConfiguredApp, Observers};
 use crate::manifest::Manifest;
@@ -27,6 +28,8 @@ pub struct UpOptions {
     pub listen: SocketAddr,
     /// Address of the admin listener: probes, metrics, status page (port 0 picks a free port).
     pub admin_listen: SocketAddr,
+    /// Whether the admin listener asks for tokens.
+    pub admin_auth: AdminAuth,
     /// Directory for the SQLite database, the compiled-component cache and the embedded cluster.
     pub data_dir: PathBuf,
     /// The database URL; `None` uses SQLite in the data dir.
@@ -56,10 +59,13 @@ impl App {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let metrics = Arc::new(Metrics::new());
         let readiness = Arc::new(Readiness::new());
+        let requires_token = opts.admin_auth.requires_token(opts.admin_listen)?;
+        let token_reviews = Arc::new(crate::identity::TokenReviews::default());
         let admin = Arc::new(AdminState {
             readiness: readiness.clone(),
             metrics: metrics.clone(),
             status: std::sync::OnceLock::new(),
+            access: AdminAccess::new(requires_token, token_reviews.clone()),
         });
         let admin_listener = TcpListener::bind(opts.admin_listen)
             .await
@@ -71,7 +77,12 @@ impl App {
             })?;
         let admin_addr = admin_listener.local_addr()?;
         tracing::info!(
-            "admin listening on http://{admin_addr} (/healthz, /readyz, /metrics, /lethe/status)"
+            "admin listening on http://{admin_addr} (/healthz, /readyz, /metrics, /lethe/status; {})",
+            if requires_token {
+                "all but the probes ask for a token with `get` on their path"
+            } else {
+                "open to whoever can reach this loopback address"
+            }
         );
         // Until `start` returns, dropping `shutdown` (an error on the way) stops this task too.
         let mut tasks = vec![tokio::spawn(crate::admin::serve(

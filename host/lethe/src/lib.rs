@@ -5,6 +5,7 @@
 //! - [`manifest`]: the Spin v2 manifest and lethe's grants;
 //! - [`runtime`]: the wasmtime engine, compiled and pre-linked components, per-instance stores;
 //! - [`grants`]: the import check that refuses ungranted capabilities at start;
+//! - [`identity`]: who a bearer token is (`TokenReview`, cached);
 //! - [`caps`]: the capabilities (`log`, `config`, `sql`, `kube`);
 //! - [`trigger`]: HTTP and cron triggers;
 //! - [`metrics`]: the Prometheus metrics the triggers and capabilities record;
@@ -21,6 +22,7 @@ pub mod app;
 pub mod caps;
 pub mod configure;
 pub mod grants;
+pub mod identity;
 pub mod kubernetes_manifests;
 pub mod manifest;
 pub mod metrics;

@@ -79,6 +79,11 @@ struct UpArgs {
     /// Address of the admin listener: /healthz, /readyz, /metrics and /lethe/status.
     #[arg(long, default_value = "127.0.0.1:9090", env = "LETHE_ADMIN_LISTEN")]
     admin_listen: SocketAddr,
+    /// Whether the admin listener asks callers of /metrics, /lethe/status and /readyz?verbose
+    /// for a bearer token (checked with TokenReview and SubjectAccessReview): `auto` asks
+    /// everywhere but on a loopback address, `token` everywhere, `none` nowhere (loopback only).
+    #[arg(long, value_enum, default_value = "auto", env = "LETHE_ADMIN_AUTH")]
+    admin_auth: lethe::admin::access::AdminAuth,
     /// Directory for the database, the compiled-component cache and the embedded cluster.
     #[arg(long, default_value = ".lethe", env = "LETHE_DATA_DIR")]
     data_dir: PathBuf,
@@ -189,6 +194,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         manifest: args.manifest,
         listen: args.listen,
         admin_listen: args.admin_listen,
+        admin_auth: args.admin_auth,
         data_dir: args.data_dir,
         database_url: args.database_url,
         cluster,

@@ -16,7 +16,13 @@
 //! reason`.
 //!
 //! The status page names orgs and spaces being deleted, which CF callers may not all see, so it
-//! is served here, to whoever can reach the admin port, and never on the app's listener.
+//! is served here and never on the app's listener. Off a loopback address (or with
+//! `--admin-auth=token`) the probes stay open, as kube-apiserver's are, while `/metrics`,
+//! `/lethe/status` and `/readyz?verbose` ask who the caller is ([`access`]): a token without the
+//! right is answered `403`, no token `401`. There the plain `/readyz` says which checks fail but
+//! withholds why, as kube-apiserver's does; `?verbose` (with `get` on `/lethe/status`) says why.
+
+pub mod access;
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -25,7 +31,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper::header::{CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use tokio::net::TcpListener;
@@ -34,6 +40,7 @@ use wasmtime_wasi_http::io::TokioIo;
 
 use crate::metrics::Metrics;
 use crate::status_page::StatusSource;
+use access::{AdminAccess, Verdict};
 
 /// How long one `/readyz` probe of the database or the cluster may take.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -124,22 +131,27 @@ impl Readiness {
         let _ = self.cluster.set(cluster.clone());
     }
 
-    /// Runs every check; `(ready, report)` with one line per check.
+    /// The cluster it probes, once known.
+    pub fn cluster(&self) -> Option<&lethe_kube::Cluster> {
+        self.cluster.get()
+    }
+
+    /// Runs every check; `(ready, report)` with one line per check, each failure with its
+    /// reason.
     pub async fn check(&self) -> (bool, String) {
+        let (ready, lines) = self.checks().await;
+        (ready, report(ready, &lines, true))
+    }
+
+    /// Runs every check: whether all pass, and each check's name and outcome, in order.
+    async fn checks(&self) -> (bool, Vec<(&'static str, Result<(), String>)>) {
         let steps = self
             .steps
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
         let mut lines = Vec::new();
-        let mut ready = true;
-        let mut line = |name: &str, result: Result<(), String>| match result {
-            Ok(()) => lines.push(format!("[+]{name} ok")),
-            Err(why) => {
-                ready = false;
-                lines.push(format!("[-]{name} failed: {}", one_line(&why)));
-            }
-        };
+        let mut line = |name: &'static str, result: Result<(), String>| lines.push((name, result));
         let outcome = |p: &Progress| match p {
             Progress::Done => Ok(()),
             Progress::Pending(doing) => Err(format!("not yet: {doing}")),
@@ -157,15 +169,28 @@ impl Readiness {
         if let Some((_, p)) = steps.iter().find(|(s, _)| *s == Step::Manifests) {
             line(Step::Manifests.name(), outcome(p));
         }
-        let mut report = lines.join("\n");
-        report.push('\n');
-        report.push_str(if ready {
-            "readyz check passed\n"
-        } else {
-            "readyz check failed\n"
-        });
-        (ready, report)
+        let ready = lines.iter().all(|(_, result)| result.is_ok());
+        (ready, lines)
     }
+}
+
+/// The text of a readiness report: kube-apiserver's `[+]name ok` / `[-]name failed: reason`
+/// lines and a verdict, with each reason given when `reasons` and `reason withheld` otherwise.
+fn report(ready: bool, lines: &[(&str, Result<(), String>)], reasons: bool) -> String {
+    let mut text = String::new();
+    for (name, result) in lines {
+        match result {
+            Ok(()) => text.push_str(&format!("[+]{name} ok\n")),
+            Err(why) if reasons => text.push_str(&format!("[-]{name} failed: {}\n", one_line(why))),
+            Err(_) => text.push_str(&format!("[-]{name} failed: reason withheld\n")),
+        }
+    }
+    text.push_str(if ready {
+        "readyz check passed\n"
+    } else {
+        "readyz check failed\n"
+    });
+    text
 }
 
 fn one_line(text: &str) -> String {
@@ -197,6 +222,8 @@ pub struct AdminState {
     pub metrics: Arc<Metrics>,
     /// The status page's sources, once the application is loaded.
     pub status: OnceLock<StatusSource>,
+    /// Who may read `/metrics`, `/lethe/status` and `/readyz?verbose`.
+    pub access: AdminAccess,
 }
 
 /// Serves the admin endpoints on `listener` until `shutdown` turns true.
@@ -239,11 +266,42 @@ pub async fn answer(
     if !matches!(*req.method(), hyper::Method::GET | hyper::Method::HEAD) {
         return text(405, "only GET and HEAD are served here\n");
     }
-    match req.uri().path() {
+    let path = req.uri().path();
+    // The path whose `get` right a caller needs, for the pages that show internals.
+    let guarded = match path {
+        "/metrics" | "/lethe/status" => Some(path),
+        "/readyz" if verbose(req.uri().query()) => Some("/lethe/status"),
+        _ => None,
+    };
+    if let Some(guarded) = guarded {
+        let cluster = state.readiness.cluster();
+        match state.access.check(cluster, req.headers(), guarded).await {
+            Verdict::Allowed => {}
+            Verdict::Unauthenticated => return unauthorized(),
+            Verdict::Forbidden { user } => {
+                return text(
+                    403,
+                    &format!("forbidden: User {user:?} cannot get path {guarded:?}\n"),
+                );
+            }
+            Verdict::Unavailable => {
+                return text(
+                    503,
+                    "the caller's credentials cannot be checked now; try again later\n",
+                );
+            }
+        }
+    }
+    match path {
         "/healthz" | "/livez" => text(200, "ok\n"),
         "/readyz" => {
-            let (ready, report) = state.readiness.check().await;
-            text(if ready { 200 } else { 503 }, &report)
+            let (ready, lines) = state.readiness.checks().await;
+            // Open, or asked for (and allowed) verbosely: the reasons; else only the names.
+            let reasons = !state.access.requires_token() || guarded.is_some();
+            text(
+                if ready { 200 } else { 503 },
+                &report(ready, &lines, reasons),
+            )
         }
         "/metrics" => respond(
             200,
@@ -263,6 +321,29 @@ pub async fn answer(
             "not found: the admin listener serves /healthz, /readyz, /metrics and /lethe/status\n",
         ),
     }
+}
+
+/// Whether a query string asks for `verbose` (`?verbose`, `?verbose=true`, …), as
+/// kube-apiserver's health checks read it: present and not `false`.
+fn verbose(query: Option<&str>) -> bool {
+    query.unwrap_or_default().split('&').any(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        key == "verbose" && value != "false"
+    })
+}
+
+/// `401` with the challenges a client can answer: a bearer token, or (for a browser) Basic
+/// credentials whose password is the token.
+fn unauthorized() -> hyper::Response<Full<Bytes>> {
+    let mut resp = text(401, "Unauthorized: send a Kubernetes bearer token\n");
+    for challenge in [
+        r#"Bearer realm="lethe admin""#,
+        r#"Basic realm="lethe admin: a Kubernetes token as the password", charset="UTF-8""#,
+    ] {
+        resp.headers_mut()
+            .append(WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+    }
+    resp
 }
 
 fn text(status: u16, body: &str) -> hyper::Response<Full<Bytes>> {
@@ -311,6 +392,37 @@ mod tests {
             report.contains("[-]components failed: component `x`: cannot compile"),
             "{report}"
         );
+    }
+
+    #[test]
+    fn a_brief_report_names_the_failing_checks_but_withholds_why() {
+        let lines = [
+            ("components", Ok(())),
+            (
+                "database",
+                Err("password authentication failed for user \"lethe\"".into()),
+            ),
+        ];
+        let brief = report(false, &lines, false);
+        assert_eq!(
+            brief,
+            "[+]components ok\n[-]database failed: reason withheld\nreadyz check failed\n"
+        );
+        let full = report(false, &lines, true);
+        assert!(
+            full.contains("[-]database failed: password authentication failed"),
+            "{full}"
+        );
+    }
+
+    #[test]
+    fn verbose_is_any_value_but_false() {
+        assert!(verbose(Some("verbose")));
+        assert!(verbose(Some("verbose=true")));
+        assert!(verbose(Some("exclude=etcd&verbose=1")));
+        assert!(!verbose(Some("verbose=false")));
+        assert!(!verbose(Some("verbosely")));
+        assert!(!verbose(None));
     }
 
     #[tokio::test]
