@@ -9,8 +9,8 @@
 //! | deletionTimestamp younger than the timeout | `PROCESSING`                             |
 //! | deletionTimestamp older than the timeout   | `FAILED` (10008 `CF-UnprocessableEntity`)|
 //! | being deleted, blocked by a foreign object | `FAILED` at once, the error naming it    |
-//! | exists, not being deleted (after re-reading for `job_reread_ms`), caller can't see | `COMPLETE` (nothing of theirs is left) |
-//! | exists, not being deleted (after re-reading for `job_reread_ms`), caller can see    | 404 |
+//! | exists, not being deleted (re-read until `job_reread_ms` has passed), caller can't see | `COMPLETE` (nothing of theirs is left) |
+//! | exists, not being deleted (re-read until `job_reread_ms` has passed), caller can see    | 404 |
 //!
 //! Guarantees: the first poll after a `202` never says 404 because of a stale read (the DELETE
 //! handler waits until the deletionTimestamp is visible, and this re-reads too); and completion
@@ -18,7 +18,9 @@
 //! make a job `COMPLETE` early: a record that shows no deletion is re-read for everyone before
 //! the caller's visibility is asked, so a read lagging less than `job_reread_ms` behind the
 //! deletion cannot either. (Against a kube-apiserver, lethe's GETs carry no resourceVersion and
-//! are served from etcd, never lagging.)
+//! are served from etcd, never lagging.) The re-read is one GET at the end of the window, so a
+//! poll of a resource that is not being deleted costs the cluster two GETs of it and the
+//! visibility check, not a GET every few milliseconds.
 
 use serde_json::json;
 
@@ -208,7 +210,10 @@ pub fn job_status(
         Some(t) if guid.verb == "delete" => t,
         _ => return Err(HttpError::job_not_found()),
     };
-    let deadline = env.now_ms() + i64::try_from(settings.job_reread_ms).unwrap_or(i64::MAX);
+    let reread_at = env
+        .now_ms()
+        .saturating_add(i64::try_from(settings.job_reread_ms).unwrap_or(i64::MAX));
+    let mut reread = false;
     loop {
         let now = env.now_ms();
         let object = match access::locate(kube, t, &guid.guid) {
@@ -222,9 +227,12 @@ pub fn job_status(
         }
         // Not being deleted, as this read shows it. A read that lags behind the deletion shows
         // the same, and the caller's role bindings may already be gone with the cascade, so
-        // nothing is concluded from it until the re-read is over, whoever asks.
-        if now < deadline {
-            env.sleep_ms(50);
+        // nothing is concluded from it until it has been read again at the end of the window,
+        // whoever asks.
+        if !reread {
+            reread = true;
+            let wait = reread_at.saturating_sub(env.now_ms());
+            env.sleep_ms(u64::try_from(wait).unwrap_or(0));
             continue;
         }
         // No deletion under way: only now does what the caller may see matter.

@@ -199,6 +199,26 @@ fn visible_org_that_is_not_being_deleted_is_404_after_a_bounded_reread() {
     );
 }
 
+/// A poll of a resource that is not being deleted reads it twice, at the start and at the end
+/// of the re-read window, then asks whether the caller may see it: at most three reads, not one
+/// every few milliseconds, so a caller polling such jobs cannot multiply its load on the cluster.
+#[test]
+fn a_poll_of_a_resource_not_being_deleted_makes_at_most_three_reads() {
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
+    for (who, answer) in [("admin", "404"), ("nobody", "COMPLETE")] {
+        let guid = format!("org.delete~{ORG}");
+        let before = fake.reads.get();
+        let result = job(&fake, &settings, &guid, who);
+        let org_reads = fake.reads.get() - before;
+        match answer {
+            "404" => assert_eq!(result.expect_err("404").status, 404),
+            _ => assert_eq!(result.expect("job").state, JobState::Complete),
+        }
+        assert!(org_reads <= 3, "{who}: {org_reads} reads");
+    }
+}
+
 #[test]
 fn stuck_deletion_turns_failed_at_the_timeout_and_complete_when_released() {
     let (cluster, settings) = setup();

@@ -188,6 +188,9 @@ pub struct FakeCluster {
     /// Whether a create into a namespace that does not exist is 404, as Kubernetes answers it
     /// (off by default: most tests do not bother making namespaces).
     pub namespaces_must_exist: Cell<bool>,
+    /// The gets and lists answered so far, whoever made them, for tests that bound a handler's
+    /// reads.
+    pub reads: Cell<u64>,
 }
 
 impl Default for FakeCluster {
@@ -224,6 +227,7 @@ impl FakeCluster {
             read_lag_ms: Cell::new(0),
             reading_late: Cell::new(false),
             namespaces_must_exist: Cell::new(false),
+            reads: Cell::new(0),
         };
         cluster.grant("admin", "*", "*", "*");
         cluster
@@ -699,6 +703,7 @@ impl Kube for FakeCluster {
     }
 
     fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object> {
+        self.reads.set(self.reads.get() + 1);
         self.check(id, "get", &target.kind, target.namespace.as_deref())?;
         if let Some(lag) = self.lag_of_this_read() {
             return self
@@ -719,6 +724,7 @@ impl Kube for FakeCluster {
 
     /// Label and `metadata.name` field selectors; pages continue after the last key returned.
     fn list(&self, id: &Identity, of: &Collection, page: &ListOptions) -> Result<ObjectList> {
+        self.reads.set(self.reads.get() + 1);
         self.check(id, "list", &of.kind, of.namespace.as_deref())?;
         match self.lag_of_this_read() {
             Some(lag) => list_in(&self.objects.lagging(&of.kind, lag), of, page),
