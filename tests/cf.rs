@@ -559,6 +559,103 @@ fn visible_org_that_is_not_being_deleted_has_no_job() {
     assert_eq!((r.status, r.cf_code()), (404, 10010), "{}", r.body);
 }
 
+/// Per-caller fairness with `spin.toml` as shipped: one caller floods job polls of a live org
+/// (each held for the re-read window) from 40 connections, more than its share of instances.
+/// Its extra requests wait in its own queue and are then refused `429` with Cloud Controller's
+/// envelope, `Retry-After` and `X-RateLimit-*`; another caller polling meanwhile sees no error.
+#[test]
+fn a_flooding_caller_gets_429s_and_a_polite_one_sees_no_error() {
+    if support::skip_without_test_users(
+        "a_flooding_caller_gets_429s_and_a_polite_one_sees_no_error",
+    ) {
+        return;
+    }
+    let lethe = start(&[]);
+    let admin = lethe.admin_token();
+    let live = create_org(&lethe, "flooded");
+    let gone = create_org(&lethe, "polled");
+    delete_org(&lethe, &gone, &admin);
+    wait_for_state(
+        &lethe,
+        &format!("/v3/jobs/org.delete~{gone}"),
+        &admin,
+        "COMPLETE",
+        Duration::from_secs(60),
+    );
+
+    let flooding = std::sync::atomic::AtomicBool::new(true);
+    let (flood, polite) = std::thread::scope(|scope| {
+        let flooders: Vec<_> = (0..40)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut seen = Vec::new();
+                    while flooding.load(std::sync::atomic::Ordering::Relaxed) {
+                        let path = format!("/v3/jobs/org.delete~{live}");
+                        seen.push(call(&lethe, "GET", &path, Some(&admin), None));
+                    }
+                    seen
+                })
+            })
+            .collect();
+        // The flood fills its share first.
+        std::thread::sleep(Duration::from_millis(500));
+        let mut polite = Vec::new();
+        for _ in 0..30 {
+            let path = format!("/v3/jobs/org.delete~{gone}");
+            polite.push(call(&lethe, "GET", &path, Some(ALICE), None));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        flooding.store(false, std::sync::atomic::Ordering::Relaxed);
+        let flood: Vec<_> = flooders
+            .into_iter()
+            .flat_map(|f| f.join().expect("flooder"))
+            .collect();
+        (flood, polite)
+    });
+    for r in &polite {
+        assert_eq!(r.status, 200, "the polite caller: {}", r.body);
+        assert_eq!(r.json()["state"], "COMPLETE", "{}", r.body);
+        assert!(r.header("x-ratelimit-limit").is_some(), "{:?}", r.headers);
+    }
+    let refused: Vec<_> = flood.iter().filter(|r| r.status == 429).collect();
+    assert!(
+        !refused.is_empty(),
+        "the flood was never refused: {:?}",
+        flood.iter().map(|r| r.status).collect::<Vec<_>>()
+    );
+    for r in &refused {
+        assert_eq!(r.cf_code(), 10013, "{}", r.body);
+        assert_eq!(r.json()["errors"][0]["title"], "CF-RateLimitExceeded");
+        assert!(
+            r.header("retry-after")
+                .is_some_and(|v| v.parse::<u32>().is_ok_and(|s| s >= 1)),
+            "{:?}",
+            r.headers
+        );
+        assert_eq!(
+            r.header("x-ratelimit-remaining").is_some(),
+            true,
+            "{:?}",
+            r.headers
+        );
+        assert!(
+            r.header("x-ratelimit-reset")
+                .and_then(|v| v.parse::<u64>().ok())
+                .is_some(),
+            "{:?}",
+            r.headers
+        );
+    }
+    for r in &flood {
+        assert!(
+            matches!(r.status, 404 | 429),
+            "the flood saw {}: {}",
+            r.status,
+            r.body
+        );
+    }
+}
+
 /// What `cf create-org` and `cf create-space` send after the create: the creator gets the
 /// manager role, through which the cluster then lets them work in the org.
 #[test]

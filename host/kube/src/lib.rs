@@ -440,6 +440,17 @@ impl KubeClient {
         self
     }
 
+    /// The same client, whose calls draw from the rate-limit bucket of the caller whose token
+    /// has SHA-256 `caller` (see [`with_rate_limit`](Self::with_rate_limit)): privileged calls
+    /// made while answering that caller's request are that caller's load, not the background
+    /// work's. A caller's own client already draws from its bucket.
+    pub fn charged_to(mut self, caller: [u8; 32]) -> KubeClient {
+        if let Some(admission) = &mut self.admission {
+            admission.caller = Some(caller);
+        }
+        self
+    }
+
     fn route(&self) -> transport::Route<'_> {
         transport::Route {
             client: &self.client,

@@ -99,9 +99,9 @@ impl App {
         let ConfiguredApp {
             manifest,
             database,
+            cluster,
             embedded,
             runtime,
-            ..
         } = configure::configure_app(
             &AppOptions {
                 manifest: opts.manifest.clone(),
@@ -114,7 +114,12 @@ impl App {
         )
         .await?;
         let runtime = Arc::new(runtime);
-        let router = Arc::new(Router::new(&manifest, &runtime, metrics.clone())?);
+        let fairness = crate::trigger::fairness::Fairness::new(
+            manifest.settings.fairness(),
+            token_reviews,
+            cluster,
+        )?;
+        let router = Arc::new(Router::new(&manifest, &runtime, metrics.clone(), fairness)?);
         let cron_jobs = manifest
             .cron_triggers
             .iter()

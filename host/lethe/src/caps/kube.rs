@@ -86,10 +86,13 @@ impl HostClient for CapsView<'_> {
         match cluster.client(&identity) {
             Ok(client) => {
                 let waited = self.kube_waited.get_or_init(Default::default).clone();
-                let client = client
+                let mut client = client
                     .with_deadline(self.deadline)
                     .with_rate_limit(self.env.kube_rate_limit.clone(), waited)
                     .with_waker(self.env.wake.clone());
+                if let (Some(caller), lethe_kube::Identity::Privileged) = (self.caller, &identity) {
+                    client = client.charged_to(caller);
+                }
                 Ok(Ok(self.table.push(client)?))
             }
             Err(e) => Ok(Err(from_error(e))),
@@ -356,6 +359,7 @@ mod tests {
             table: &mut table,
             deadline: std::time::Instant::now() + std::time::Duration::from_secs(5),
             kube_waited: &waited,
+            caller: None,
         };
         view.open(identity).await.expect("no trap").map(|_| ())
     }

@@ -93,6 +93,8 @@ pub struct Capabilities {
     deadline: std::time::Instant,
     /// The time this instance's Kubernetes calls waited for the rate limit (made on first use).
     kube_waited: std::sync::OnceLock<Arc<lethe_kube::Waited>>,
+    /// The caller (its token's SHA-256) whose request this instance answers, if it answers one.
+    caller: Option<[u8; 32]>,
 }
 
 impl Capabilities {
@@ -106,7 +108,15 @@ impl Capabilities {
             env,
             deadline: std::time::Instant::now() + time_limit.saturating_sub(margin),
             kube_waited: std::sync::OnceLock::new(),
+            caller: None,
         }
+    }
+
+    /// This instance answers a request of the caller whose token has SHA-256 `caller`: its
+    /// privileged Kubernetes calls draw from that caller's rate-limit bucket, as the calls it
+    /// makes as the caller do, not from the bucket the component's background work shares.
+    pub fn answer_for(&mut self, caller: [u8; 32]) {
+        self.caller = Some(caller);
     }
 
     /// How long this instance's Kubernetes calls have waited for the rate limit.
@@ -123,6 +133,7 @@ impl Capabilities {
             table,
             deadline: self.deadline,
             kube_waited: &self.kube_waited,
+            caller: self.caller,
         }
     }
 }
@@ -135,6 +146,8 @@ pub struct CapsView<'a> {
     deadline: std::time::Instant,
     /// Where the instance's rate-limit waits are summed.
     kube_waited: &'a std::sync::OnceLock<Arc<lethe_kube::Waited>>,
+    /// The caller whose request the instance answers ([`Capabilities::answer_for`]).
+    caller: Option<[u8; 32]>,
 }
 
 struct CapsData;

@@ -59,6 +59,31 @@ pub struct AppSettings {
     /// `cf`, for an application that speaks the Cloud Foundry V3 API, so that its clients get
     /// the envelope they parse everywhere.
     pub error_format: ErrorFormat,
+    /// Requests per second one caller may sustain on the HTTP routes (see
+    /// [`FairnessSettings`]).
+    pub caller_qps: f64,
+    /// Requests one caller may send at once after a quiet spell.
+    pub caller_burst: u32,
+    /// Instances one caller may hold at once; unset, a quarter of `max_instances`.
+    pub caller_concurrency: Option<u32>,
+    /// How long a request over its caller's share waits for it before the `429`, in
+    /// milliseconds.
+    pub caller_queue_ms: u64,
+}
+
+/// Each caller's share of the host's HTTP routes, from [`AppSettings`]: a token bucket
+/// (`caller_qps`, `caller_burst`), the instances it may hold at once, and how long a request over
+/// its share waits for it before it is refused.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FairnessSettings {
+    /// Requests per second one caller may sustain.
+    pub caller_qps: f64,
+    /// Requests one caller may send at once after a quiet spell.
+    pub caller_burst: u32,
+    /// Instances one caller may hold at once.
+    pub caller_concurrency: u32,
+    /// How long a request waits for its caller's share, in milliseconds.
+    pub caller_queue_ms: u64,
 }
 
 /// How the host writes its own error answers ([`AppSettings::error_format`]).
@@ -73,6 +98,18 @@ pub enum ErrorFormat {
 }
 
 impl AppSettings {
+    /// Each caller's share of the HTTP routes.
+    pub fn fairness(&self) -> FairnessSettings {
+        FairnessSettings {
+            caller_qps: self.caller_qps,
+            caller_burst: self.caller_burst,
+            caller_concurrency: self
+                .caller_concurrency
+                .unwrap_or((self.max_instances / 4).max(1)),
+            caller_queue_ms: self.caller_queue_ms,
+        }
+    }
+
     /// The namespace and name of [`AppSettings::service_account`].
     pub fn service_account(&self) -> Option<(&str, &str)> {
         self.service_account.as_deref()?.split_once('/')
@@ -88,6 +125,10 @@ impl Default for AppSettings {
             kubernetes_manifests: Vec::new(),
             service_account: None,
             error_format: ErrorFormat::Plain,
+            caller_qps: 200.0,
+            caller_burst: 400,
+            caller_concurrency: None,
+            caller_queue_ms: 1000,
         }
     }
 }

@@ -21,6 +21,7 @@ use wasmtime_wasi_http::p2::bindings::ProxyPre;
 use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
+use super::fairness::Fairness;
 use crate::manifest::{ErrorFormat, Route, RouteMatch};
 use crate::runtime::{InstanceState, LoadedComponent, Runtime};
 
@@ -47,6 +48,8 @@ pub struct Router {
     no_route: Arc<str>,
     /// How the host's own errors are written (`error_format` in `[application.tool.lethe]`).
     errors: ErrorFormat,
+    /// Each caller's share of the routes.
+    fairness: Fairness,
 }
 
 /// A component served over HTTP, on one route.
@@ -60,11 +63,12 @@ pub struct HttpComponent {
 
 impl Router {
     /// Builds the table from the manifest's HTTP triggers; every named component must export
-    /// `wasi:http/incoming-handler`.
+    /// `wasi:http/incoming-handler`. Requests are admitted by `fairness`.
     pub fn new(
         manifest: &crate::manifest::Manifest,
         runtime: &Runtime,
         metrics: Arc<crate::metrics::Metrics>,
+        fairness: Fairness,
     ) -> anyhow::Result<Router> {
         let mut routes = Vec::new();
         for t in &manifest.http_triggers {
@@ -93,6 +97,7 @@ impl Router {
             metrics,
             no_route: Arc::from("none"),
             errors: manifest.settings.error_format,
+            fairness,
         })
     }
 
@@ -284,12 +289,28 @@ async fn answer<'r>(
         *req.method(),
         hyper::Method::GET | hyper::Method::HEAD | hyper::Method::OPTIONS
     );
+    let flow = router.fairness.classify(req.headers()).await;
+    // The caller's bucket, which the component's privileged calls made for it draw from too
+    // (every request without a token shares one).
+    let caller =
+        crate::identity::token_key(crate::identity::bearer(req.headers()).unwrap_or_default());
+    let admitted = match router.fairness.admit(&flow).await {
+        Ok(admitted) => admitted,
+        Err(refused) => {
+            let mut resp = errors.render(&HostError {
+                retry_after: Some(refused.retry_after),
+                ..HostError::new(429, 10013, "CF-RateLimitExceeded", "Rate Limit Exceeded")
+            });
+            refused.limits.write(resp.headers_mut());
+            return (route_text, resp);
+        }
+    };
     let req = match read_body(req, BODY_TIMEOUT).await {
         Ok(req) => req,
         Err(refused) => return (route_text, errors.render(&refused)),
     };
     let component = target.component.id.clone();
-    let resp = match invoke(target, req).await {
+    let mut resp = match invoke(target, req, caller).await {
         Ok(resp) => {
             if writes && resp.status().as_u16() < 400 {
                 // What it wrote may be for its own reconciler to act on (the data-jobs API's
@@ -311,6 +332,7 @@ async fn answer<'r>(
             resp
         }
     };
+    admitted.limits.write(resp.headers_mut());
     (route_text, resp)
 }
 
@@ -394,9 +416,11 @@ fn failure(e: &wasmtime::Error) -> HostError {
 async fn invoke(
     target: &HttpComponent,
     req: hyper::Request<Full<Bytes>>,
+    caller: [u8; 32],
 ) -> wasmtime::Result<hyper::Response<HyperOutgoingBody>> {
     let component = &target.component;
     let mut store = component.new_store();
+    store.data_mut().caps.answer_for(caller);
     let (sender, mut receiver) = tokio::sync::oneshot::channel();
     let incoming = store
         .data_mut()

@@ -2,6 +2,7 @@
 //! `[[trigger.cron]]` calling Spin's `handle-cron-event`.
 
 pub mod cron;
+pub mod fairness;
 pub mod http;
 pub mod reconcile;
 
