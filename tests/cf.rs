@@ -656,6 +656,55 @@ fn a_flooding_caller_gets_429s_and_a_polite_one_sees_no_error() {
     }
 }
 
+/// The GET requests the embedded cluster has answered, by resource (`GET /lethe/requests`), but
+/// for the Lease renewals of the reconcilers.
+fn gets_answered(lethe: &Lethe) -> std::collections::BTreeMap<String, u64> {
+    let counts = lethe.kubectl_ok(&["get", "--raw", "/lethe/requests"]);
+    let counts: std::collections::BTreeMap<String, u64> =
+        serde_json::from_str(&counts).expect("request counts");
+    // The reconcilers renew their Leases whatever else happens; those reads are not a poll's.
+    counts
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("GET ") && k != "GET leases")
+        .collect()
+}
+
+/// A poll of the job of an org that is not being deleted costs the cluster at most three reads
+/// (the org at the start and at the end of the re-read window, then whether the caller may see
+/// it), counted by the embedded cluster itself.
+#[test]
+fn a_poll_of_a_live_orgs_job_makes_at_most_three_reads() {
+    if support::external_kubeconfig().is_some() {
+        eprintln!("skipping: the request counts are the embedded cluster's");
+        return;
+    }
+    let lethe = start(&[]);
+    let admin = lethe.admin_token();
+    let org = create_org(&lethe, "counted");
+    let poll = || {
+        call(
+            &lethe,
+            "GET",
+            &format!("/v3/jobs/org.delete~{org}"),
+            Some(&admin),
+            None,
+        )
+    };
+    // The first poll also learns who the token is and where the kinds live.
+    assert_eq!(poll().status, 404);
+    let before = gets_answered(&lethe);
+    assert_eq!(poll().status, 404);
+    let after = gets_answered(&lethe);
+    let made: Vec<(String, u64)> = after
+        .iter()
+        .map(|(k, n)| (k.clone(), n - before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    let reads: u64 = made.iter().map(|(_, n)| n).sum();
+    assert!(reads <= 3, "{reads} reads for one poll: {made:?}");
+    assert!(made.iter().any(|(k, _)| k == "GET orgs"), "{made:?}");
+}
+
 /// What `cf create-org` and `cf create-space` send after the create: the creator gets the
 /// manager role, through which the cluster then lets them work in the org.
 #[test]

@@ -62,6 +62,8 @@ async fn main() -> anyhow::Result<()> {
     let probe = Arc::new(support::Probe {
         path: "/ok".into(),
         headers: Vec::new(),
+        callers: Vec::new(),
+        interval: None,
         check: |body| {
             anyhow::ensure!(body == b"\"ok\"", "unexpected body");
             Ok(())

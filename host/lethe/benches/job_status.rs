@@ -3,9 +3,15 @@
 //! floor of any design that serves the poll over HTTP: a native hyper handler that does nothing
 //! but the same GET with the same client and answers a constant.
 //!
-//! Run: `cargo bench -p lethe --bench job_status -- [seconds] [concurrency] [rounds] [latency_ms]`
-//! `latency_ms` makes the embedded cluster answer every request that much later (its
-//! `latency_ms` fault), as a real API server whose GET costs about a millisecond does.
+//! Run: `cargo bench -p lethe --bench job_status -- [seconds] [concurrency] [rounds] [latency_ms]
+//! [pace]`. `latency_ms` makes the embedded cluster answer every request that much later (its
+//! `latency_ms` fault), as a real API server whose GET costs about a millisecond does. `pace`
+//! (polls per second per connection; 0, the default, polls back to back) paces each connection
+//! as a polling client does.
+//!
+//! lethe serves the repository's `spin.toml` as shipped. Each connection is a caller of its own
+//! (a user of the embedded cluster's token file), as many users polling their jobs are: each
+//! caller has its own share of the host and its own client-side rate limit.
 //! The three targets take turns for `rounds` rounds, so drift in the machine's speed falls on
 //! all of them alike; latencies are pooled over the rounds, and each round's ratios are printed.
 
@@ -26,25 +32,12 @@ async fn main() -> anyhow::Result<()> {
     let concurrency: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(4);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3).max(1);
     let latency_ms: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(0);
+    let pace: f64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(0.0);
     let dir = tempfile::tempdir()?;
-    // The repository's manifest, with the per-caller client-side rate limit (100/s) raised: one
-    // client polling back to back would otherwise measure the limiter, not the poll. The copy
-    // sits beside the original, whose component paths are relative to it.
+    let callers = support::seed_callers(&dir.path().join("data"), concurrency)?;
     let repo = std::path::Path::new(lethe::REPO_ROOT);
-    let manifest = tempfile::Builder::new()
-        .prefix(".bench-spin-")
-        .suffix(".toml")
-        .tempfile_in(repo)?;
-    let unlimited = std::fs::read_to_string(repo.join("spin.toml"))?
-        .replace("kube_qps = 100\n", "kube_qps = 100000\n")
-        .replace("kube_burst = 200\n", "kube_burst = 100000\n");
-    anyhow::ensure!(
-        unlimited.contains("kube_qps = 100000"),
-        "no kube_qps to raise"
-    );
-    std::fs::write(manifest.path(), unlimited)?;
     let app = lethe::app::App::start(lethe::app::UpOptions {
-        manifest: manifest.path().to_path_buf(),
+        manifest: repo.join("spin.toml"),
         listen: "127.0.0.1:0".parse()?,
         admin_listen: "127.0.0.1:0".parse()?,
         admin_auth: lethe::admin::access::AdminAuth::Auto,
@@ -60,14 +53,6 @@ async fn main() -> anyhow::Result<()> {
     })
     .await?;
     let kubeconfig = dir.path().join("data/cluster/kubeconfig");
-    let token = std::fs::read_to_string(&kubeconfig)?
-        .lines()
-        .find_map(|l| {
-            l.trim()
-                .strip_prefix("token:")
-                .map(|t| t.trim().trim_matches('"').to_string())
-        })
-        .ok_or_else(|| anyhow::anyhow!("no token in the kubeconfig"))?;
     let cluster = Cluster::from_kubeconfig(&kubeconfig, Default::default()).await?;
 
     // An org whose deletion is in progress (a foreign finalizer holds it), so every poll does
@@ -92,7 +77,9 @@ async fn main() -> anyhow::Result<()> {
     let floor_addr = start_floor(client.clone(), target.clone()).await?;
     let probe = Arc::new(support::Probe {
         path: format!("/v3/jobs/org.delete~{org}"),
-        headers: vec![("authorization", format!("Bearer {token}"))],
+        headers: Vec::new(),
+        callers,
+        interval: (pace > 0.0).then(|| Duration::from_secs_f64(1.0 / pace)),
         check: |body| {
             anyhow::ensure!(
                 body.windows(10).any(|w| w == b"PROCESSING"),
@@ -102,7 +89,13 @@ async fn main() -> anyhow::Result<()> {
         },
     });
     println!(
-        "{rounds} rounds of {seconds} s per target, concurrency {concurrency}, cluster latency {latency_ms} ms"
+        "{rounds} rounds of {seconds} s per target, concurrency {concurrency} (one caller each), \
+         cluster latency {latency_ms} ms, {}",
+        if pace > 0.0 {
+            format!("{pace} polls/s per connection")
+        } else {
+            "back to back".into()
+        }
     );
     let p50 = |l: &[Duration]| {
         let mut sorted = l.to_vec();
@@ -113,7 +106,7 @@ async fn main() -> anyhow::Result<()> {
     for round in 1..=rounds {
         let j = support::keep_alive_load(app.addr, probe.clone(), seconds, concurrency).await?;
         let f = support::keep_alive_load(floor_addr, probe.clone(), seconds, concurrency).await?;
-        let b = load(seconds, concurrency, {
+        let b = load(seconds, concurrency, probe.interval, {
             let client = client.clone();
             let target = target.clone();
             move || {
@@ -128,9 +121,10 @@ async fn main() -> anyhow::Result<()> {
         .await?;
         println!(
             "round {round}: job-status p50 / bare GET p50 = {:.2}; floor p50 / bare GET p50 = {:.2}; \
-             process CPU per poll: job status {:.0} µs, floor {:.0} µs",
+             job-status polls / bare GETs = {:.2}; process CPU per poll: job status {:.0} µs, floor {:.0} µs",
             p50(&j.latencies) / p50(&b).max(1e-9),
             p50(&f.latencies) / p50(&b).max(1e-9),
+            j.latencies.len() as f64 / b.len().max(1) as f64,
             j.cpu_per_request().as_secs_f64() * 1e6,
             f.cpu_per_request().as_secs_f64() * 1e6,
         );
@@ -203,7 +197,13 @@ async fn start_floor(
     Ok(addr)
 }
 
-async fn load<F, Fut>(seconds: u64, concurrency: usize, op: F) -> anyhow::Result<Vec<Duration>>
+/// `concurrency` tasks doing `op` for `seconds`, back to back or once every `interval`.
+async fn load<F, Fut>(
+    seconds: u64,
+    concurrency: usize,
+    interval: Option<Duration>,
+    op: F,
+) -> anyhow::Result<Vec<Duration>>
 where
     F: Fn() -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
@@ -214,7 +214,12 @@ where
         let op = op.clone();
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
+            let mut next = Instant::now();
             while Instant::now() < deadline {
+                if let Some(interval) = interval {
+                    tokio::time::sleep_until(next.into()).await;
+                    next += interval;
+                }
                 let start = Instant::now();
                 op().await?;
                 latencies.push(start.elapsed());

@@ -13,6 +13,12 @@ use tokio::net::TcpStream;
 pub struct Probe {
     pub path: String,
     pub headers: Vec<(&'static str, String)>,
+    /// Bearer tokens: connection `i` sends the `i % len`-th, so that each connection can be a
+    /// caller of its own. Empty: none beyond `headers`.
+    pub callers: Vec<String>,
+    /// `Some(t)`: each connection sends one request every `t` (paced, as a polling client does)
+    /// instead of back to back.
+    pub interval: Option<Duration>,
     /// `Err` for a body that shows the target did not do the work.
     pub check: fn(&[u8]) -> anyhow::Result<()>,
 }
@@ -60,8 +66,10 @@ pub async fn keep_alive_load(
     let cpu_before = process_cpu();
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut tasks = Vec::new();
-    for _ in 0..connections {
+    for connection in 0..connections {
         let probe = probe.clone();
+        let caller = (!probe.callers.is_empty())
+            .then(|| format!("Bearer {}", probe.callers[connection % probe.callers.len()]));
         tasks.push(tokio::spawn(async move {
             let stream = TcpStream::connect(addr).await?;
             stream.set_nodelay(true)?;
@@ -69,10 +77,18 @@ pub async fn keep_alive_load(
                 hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
             tokio::spawn(conn);
             let mut latencies = Vec::new();
+            let mut next = Instant::now();
             while Instant::now() < deadline {
+                if let Some(interval) = probe.interval {
+                    tokio::time::sleep_until(next.into()).await;
+                    next += interval;
+                }
                 let mut req = hyper::Request::get(probe.path.as_str()).header("host", "bench");
                 for (name, value) in &probe.headers {
                     req = req.header(*name, value.as_str());
+                }
+                if let Some(caller) = &caller {
+                    req = req.header("authorization", caller.as_str());
                 }
                 let req = req.body(Empty::<Bytes>::new())?;
                 let start = Instant::now();
@@ -93,6 +109,23 @@ pub async fn keep_alive_load(
         latencies,
         cpu: process_cpu().saturating_sub(cpu_before),
     })
+}
+
+/// Writes `count` users into the embedded cluster's token file under `data_dir` (before
+/// `lethe up` starts it), `caller-<i>` with token `bench-caller-<i>-token`; their tokens.
+pub fn seed_callers(data_dir: &std::path::Path, count: usize) -> anyhow::Result<Vec<String>> {
+    let cluster = data_dir.join("cluster");
+    std::fs::create_dir_all(&cluster)?;
+    let tokens: Vec<String> = (0..count.max(1))
+        .map(|i| format!("bench-caller-{i}-token"))
+        .collect();
+    let lines: Vec<String> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("{t},caller-{i},caller-{i},\"\""))
+        .collect();
+    std::fs::write(cluster.join("tokens.csv"), lines.join("\n") + "\n")?;
+    Ok(tokens)
 }
 
 /// The `q` quantile of sorted `latencies` (zero when there are none).
