@@ -33,23 +33,7 @@ async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let callers = support::seed_callers(&dir.path().join("data"), 2)?;
     let (polite, flooder) = (callers[0].clone(), callers[1].clone());
-    let repo = std::path::Path::new(lethe::REPO_ROOT);
-    let app = lethe::app::App::start(lethe::app::UpOptions {
-        manifest: repo.join("spin.toml"),
-        listen: "127.0.0.1:0".parse()?,
-        admin_listen: "127.0.0.1:0".parse()?,
-        admin_auth: lethe::admin::access::AdminAuth::Auto,
-        data_dir: dir.path().join("data"),
-        database_url: None,
-        cluster: lethe::configure::ClusterSource::Embedded(lethe::configure::EmbeddedCluster {
-            faults: lethe_apiserver::FaultConfig {
-                latency_ms,
-                ..Default::default()
-            },
-            ..Default::default()
-        }),
-    })
-    .await?;
+    let app = support::start_app(&dir.path().join("data"), latency_ms).await?;
     let embedded = app
         .cluster
         .as_ref()

@@ -35,23 +35,7 @@ async fn main() -> anyhow::Result<()> {
     let pace: f64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(0.0);
     let dir = tempfile::tempdir()?;
     let callers = support::seed_callers(&dir.path().join("data"), concurrency)?;
-    let repo = std::path::Path::new(lethe::REPO_ROOT);
-    let app = lethe::app::App::start(lethe::app::UpOptions {
-        manifest: repo.join("spin.toml"),
-        listen: "127.0.0.1:0".parse()?,
-        admin_listen: "127.0.0.1:0".parse()?,
-        admin_auth: lethe::admin::access::AdminAuth::Auto,
-        data_dir: dir.path().join("data"),
-        database_url: None,
-        cluster: lethe::configure::ClusterSource::Embedded(lethe::configure::EmbeddedCluster {
-            faults: lethe_apiserver::FaultConfig {
-                latency_ms,
-                ..Default::default()
-            },
-            ..Default::default()
-        }),
-    })
-    .await?;
+    let app = support::start_app(&dir.path().join("data"), latency_ms).await?;
     let kubeconfig = dir.path().join("data/cluster/kubeconfig");
     let cluster = Cluster::from_kubeconfig(&kubeconfig, Default::default()).await?;
 

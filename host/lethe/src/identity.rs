@@ -17,6 +17,17 @@ use sha2::{Digest, Sha256};
 /// How long a review's answer is reused.
 pub const REVIEW_TTL: Duration = Duration::from_secs(10);
 
+/// How long one review may take, retries included: a request waits for it, so a cluster that
+/// does not answer costs a caller this much at most (the review then fails, and is not kept).
+pub const REVIEW_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The client reviews are asked with: lethe's own identity, within [`REVIEW_TIMEOUT`].
+pub fn reviewer(cluster: &lethe_kube::Cluster) -> lethe_kube::KubeClient {
+    cluster
+        .privileged()
+        .with_deadline(Instant::now() + REVIEW_TIMEOUT)
+}
+
 /// How many answers a [`Cache`] holds; past it, expired answers go first, then all of them, so
 /// that a flood of made-up tokens costs memory only up to this bound.
 const CACHE_LIMIT: usize = 4096;
@@ -149,8 +160,7 @@ async fn review_token(cluster: &lethe_kube::Cluster, token: &str) -> Result<Opti
         "kind": "TokenReview",
         "spec": {"token": token},
     });
-    let answer = cluster
-        .privileged()
+    let answer = reviewer(cluster)
         .review(&body.to_string())
         .await
         .map_err(|e| e.to_string())?;
@@ -174,18 +184,21 @@ async fn review_token(cluster: &lethe_kube::Cluster, token: &str) -> Result<Opti
     }))
 }
 
+/// Request headers carrying `Authorization: <authorization>`, for tests.
+#[cfg(test)]
+pub(crate) fn authorization(authorization: &str) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert(
+        http::header::AUTHORIZATION,
+        authorization.parse().expect("header value"),
+    );
+    h
+}
+
 #[cfg(test)]
 mod tests {
+    use super::authorization as headers;
     use super::*;
-
-    fn headers(authorization: &str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(
-            http::header::AUTHORIZATION,
-            authorization.parse().expect("header value"),
-        );
-        h
-    }
 
     #[test]
     fn a_bearer_token_is_read_whatever_the_scheme_case() {

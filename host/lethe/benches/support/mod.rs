@@ -1,4 +1,6 @@
 //! The load generator and report the HTTP benchmarks share.
+// Each benchmark includes this module and uses a part of it.
+#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -109,6 +111,31 @@ pub async fn keep_alive_load(
         latencies,
         cpu: process_cpu().saturating_sub(cpu_before),
     })
+}
+
+/// `lethe up` in process on the repository's `spin.toml` as shipped, with its data in `data_dir`
+/// and the embedded cluster answering every request `latency_ms` late (its `latency_ms` fault,
+/// as a real API server whose GET costs about a millisecond does).
+pub async fn start_app(
+    data_dir: &std::path::Path,
+    latency_ms: u64,
+) -> anyhow::Result<lethe::app::App> {
+    lethe::app::App::start(lethe::app::UpOptions {
+        manifest: std::path::Path::new(lethe::REPO_ROOT).join("spin.toml"),
+        listen: "127.0.0.1:0".parse()?,
+        admin_listen: "127.0.0.1:0".parse()?,
+        admin_auth: lethe::admin::access::AdminAuth::Auto,
+        data_dir: data_dir.to_path_buf(),
+        database_url: None,
+        cluster: lethe::configure::ClusterSource::Embedded(lethe::configure::EmbeddedCluster {
+            faults: lethe_apiserver::FaultConfig {
+                latency_ms,
+                ..Default::default()
+            },
+            ..Default::default()
+        }),
+    })
+    .await
 }
 
 /// Writes `count` users into the embedded cluster's token file under `data_dir` (before

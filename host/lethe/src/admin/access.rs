@@ -20,7 +20,7 @@ use http::HeaderMap;
 use serde_json::json;
 
 pub use crate::identity::REVIEW_TTL;
-use crate::identity::{Cache, TokenReviews, User, bearer};
+use crate::identity::{Cache, TokenReviews, User, bearer, reviewer};
 
 /// Whether the admin listener asks who its callers are (`--admin-auth`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -184,8 +184,7 @@ async fn review_access(
             "nonResourceAttributes": {"path": path, "verb": "get"},
         },
     });
-    let answer = cluster
-        .privileged()
+    let answer = reviewer(cluster)
         .review(&body.to_string())
         .await
         .map_err(|e| e.to_string())?;
@@ -200,15 +199,7 @@ async fn review_access(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn headers(authorization: &str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(
-            http::header::AUTHORIZATION,
-            authorization.parse().expect("header value"),
-        );
-        h
-    }
+    use crate::identity::authorization as headers;
 
     #[test]
     fn a_token_comes_as_a_bearer_or_as_a_basic_password() {

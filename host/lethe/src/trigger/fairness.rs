@@ -287,12 +287,7 @@ mod tests {
     }
 
     fn with_token(token: &str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(
-            http::header::AUTHORIZATION,
-            format!("Bearer {token}").parse().expect("header"),
-        );
-        h
+        crate::identity::authorization(&format!("Bearer {token}"))
     }
 
     #[tokio::test]
