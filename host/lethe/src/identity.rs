@@ -143,7 +143,7 @@ impl TokenReviews {
 }
 
 /// The strings of a JSON array (none for anything else).
-pub fn strings(v: &Value) -> Vec<String> {
+fn strings(v: &Value) -> Vec<String> {
     v.as_array()
         .map(|a| {
             a.iter()

@@ -5,7 +5,7 @@
 //! `SubjectAccessReview`. Both questions go to the cluster lethe runs against, as lethe's own
 //! identity (which needs `create` on both review kinds: `deploy/rbac.json`); on the embedded
 //! cluster that cluster's own token file and RBAC answer. Both answers are cached for
-//! [`REVIEW_TTL`] ([`crate::identity`]), as kube-apiserver caches delegated authentication and
+//! [`REVIEW_TTL`](crate::identity::REVIEW_TTL), as kube-apiserver caches delegated authentication and
 //! authorization, so a scrape every few seconds costs the cluster at most two reviews per TTL.
 //!
 //! Every doubt denies: no cluster yet, a review that fails or that lethe may not make, an answer
@@ -19,7 +19,6 @@ use base64::Engine as _;
 use http::HeaderMap;
 use serde_json::json;
 
-pub use crate::identity::REVIEW_TTL;
 use crate::identity::{Cache, TokenReviews, User, bearer, reviewer};
 
 /// Whether the admin listener asks who its callers are (`--admin-auth`).

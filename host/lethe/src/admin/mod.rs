@@ -139,12 +139,11 @@ impl Readiness {
     /// Runs every check; `(ready, report)` with one line per check, each failure with its
     /// reason.
     pub async fn check(&self) -> (bool, String) {
-        let (ready, lines) = self.checks().await;
-        (ready, report(ready, &lines, true))
+        report(&self.checks().await, true)
     }
 
-    /// Runs every check: whether all pass, and each check's name and outcome, in order.
-    async fn checks(&self) -> (bool, Vec<(&'static str, Result<(), String>)>) {
+    /// Runs every check: each check's name and outcome, in order.
+    async fn checks(&self) -> Vec<(&'static str, Result<(), String>)> {
         let steps = self
             .steps
             .lock()
@@ -169,14 +168,15 @@ impl Readiness {
         if let Some((_, p)) = steps.iter().find(|(s, _)| *s == Step::Manifests) {
             line(Step::Manifests.name(), outcome(p));
         }
-        let ready = lines.iter().all(|(_, result)| result.is_ok());
-        (ready, lines)
+        lines
     }
 }
 
-/// The text of a readiness report: kube-apiserver's `[+]name ok` / `[-]name failed: reason`
-/// lines and a verdict, with each reason given when `reasons` and `reason withheld` otherwise.
-fn report(ready: bool, lines: &[(&str, Result<(), String>)], reasons: bool) -> String {
+/// Whether every check passed, and the text of the report: kube-apiserver's `[+]name ok` /
+/// `[-]name failed: reason` lines and a verdict, with each reason given when `reasons` and
+/// `reason withheld` otherwise.
+fn report(lines: &[(&str, Result<(), String>)], reasons: bool) -> (bool, String) {
+    let ready = lines.iter().all(|(_, result)| result.is_ok());
     let mut text = String::new();
     for (name, result) in lines {
         match result {
@@ -190,7 +190,7 @@ fn report(ready: bool, lines: &[(&str, Result<(), String>)], reasons: bool) -> S
     } else {
         "readyz check failed\n"
     });
-    text
+    (ready, text)
 }
 
 fn one_line(text: &str) -> String {
@@ -295,13 +295,10 @@ pub async fn answer(
     match path {
         "/healthz" | "/livez" => text(200, "ok\n"),
         "/readyz" => {
-            let (ready, lines) = state.readiness.checks().await;
             // Open, or asked for (and allowed) verbosely: the reasons; else only the names.
             let reasons = !state.access.requires_token() || guarded.is_some();
-            text(
-                if ready { 200 } else { 503 },
-                &report(ready, &lines, reasons),
-            )
+            let (ready, report) = report(&state.readiness.checks().await, reasons);
+            text(if ready { 200 } else { 503 }, &report)
         }
         "/metrics" => respond(
             200,
@@ -403,12 +400,13 @@ mod tests {
                 Err("password authentication failed for user \"lethe\"".into()),
             ),
         ];
-        let brief = report(false, &lines, false);
+        let (ready, brief) = report(&lines, false);
+        assert!(!ready);
         assert_eq!(
             brief,
             "[+]components ok\n[-]database failed: reason withheld\nreadyz check failed\n"
         );
-        let full = report(false, &lines, true);
+        let (_, full) = report(&lines, true);
         assert!(
             full.contains("[-]database failed: password authentication failed"),
             "{full}"

@@ -28,7 +28,7 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use http::HeaderMap;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::identity::{TokenReviews, bearer, token_key};
+use crate::identity::TokenReviews;
 use crate::manifest::FairnessSettings;
 
 /// How many new tokens the host reviews per second (burst twice that) to learn whose they
@@ -149,12 +149,12 @@ impl Fairness {
         })
     }
 
-    /// The flow of a request with `headers`.
-    pub async fn classify(&self, headers: &HeaderMap) -> Flow {
-        let Some(token) = bearer(headers) else {
+    /// The flow of a request carrying the bearer `token` (none: anonymous), whose SHA-256 is
+    /// `key` ([`crate::identity::token_key`]; the caller has it already).
+    pub async fn classify(&self, token: Option<&str>, key: [u8; 32]) -> Flow {
+        let Some(token) = token else {
             return Flow::Anonymous;
         };
-        let key = token_key(token);
         if let Some(known) = self.users.cached(&key) {
             return known.map_or(Flow::Anonymous, |user| Flow::User(user.name));
         }
@@ -275,6 +275,7 @@ fn whole_seconds(wait: Duration) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::token_key;
 
     fn fairness(qps: f64, burst: u32, concurrency: u32, queue_ms: u64) -> Fairness {
         let settings = FairnessSettings {
@@ -286,17 +287,15 @@ mod tests {
         Fairness::new(settings, Arc::default(), None).expect("fairness")
     }
 
-    fn with_token(token: &str) -> HeaderMap {
-        crate::identity::authorization(&format!("Bearer {token}"))
-    }
-
     #[tokio::test]
     async fn without_a_cluster_each_token_is_a_flow_and_no_token_is_anonymous() {
         let f = fairness(10.0, 10, 4, 0);
-        assert_eq!(f.classify(&HeaderMap::new()).await, Flow::Anonymous);
-        let a = f.classify(&with_token("a")).await;
+        let classify =
+            |token: Option<&'static str>| f.classify(token, token_key(token.unwrap_or_default()));
+        assert_eq!(classify(None).await, Flow::Anonymous);
+        let a = classify(Some("a")).await;
         assert_eq!(a, Flow::Token(token_key("a")));
-        assert_ne!(a, f.classify(&with_token("b")).await);
+        assert_ne!(a, classify(Some("b")).await);
     }
 
     #[tokio::test]

@@ -289,11 +289,11 @@ async fn answer<'r>(
         *req.method(),
         hyper::Method::GET | hyper::Method::HEAD | hyper::Method::OPTIONS
     );
-    let flow = router.fairness.classify(req.headers()).await;
     // The caller's bucket, which the component's privileged calls made for it draw from too
     // (every request without a token shares one).
-    let caller =
-        crate::identity::token_key(crate::identity::bearer(req.headers()).unwrap_or_default());
+    let token = crate::identity::bearer(req.headers());
+    let caller = crate::identity::token_key(token.unwrap_or_default());
+    let flow = router.fairness.classify(token, caller).await;
     let admitted = match router.fairness.admit(&flow).await {
         Ok(admitted) => admitted,
         Err(refused) => {
