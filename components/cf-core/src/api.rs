@@ -12,6 +12,7 @@ use crate::config::{CF_API_VERSION, ResourceType};
 use crate::context::RequestContext;
 use crate::errors::HttpError;
 use crate::kind::{self, ResourceKind};
+use crate::names::NameClaim;
 use crate::ownership::{self, OWNER_LABEL, Owner};
 use crate::{FINALIZER, deletion};
 
@@ -568,9 +569,20 @@ fn create(
     };
     let guid = env.new_uuid();
     let placement = match kind {
-        ResourceKind::Org => org_placement(ctx, t, fields, &name)?,
-        ResourceKind::Space => space_placement(ctx, caller, t, &body, &name)?,
+        ResourceKind::Org => org_placement(t, fields, &name)?,
+        ResourceKind::Space => space_placement(ctx, caller, &body, &name)?,
     };
+    // The name is claimed last, so that only the create itself can fail after it.
+    let claim = NameClaim {
+        root: &ctx.settings.root_namespace,
+        kind,
+        namespace: &placement.namespace,
+        t,
+        name: &name,
+    };
+    if !claim.take(kube, env, &guid).map_err(kube_err)? {
+        return Err(HttpError::unprocessable(kind.name_taken(&name)));
+    }
     let object = json!({
         "apiVersion": CF_API_VERSION,
         "kind": t.kind,
@@ -583,9 +595,13 @@ fn create(
         ResourceKind::Org => caller,
         ResourceKind::Space => &Identity::Privileged,
     };
-    let created = ownership::create_once(kube, env, creator, object).map_err(|e| match e {
-        KubeError::Forbidden(_) => HttpError::not_authorized(),
-        other => HttpError::from_kube(other, &t.display),
+    let created = ownership::create_once(kube, env, creator, object).map_err(|e| {
+        // The name is free again at once, rather than once its claim is stale.
+        claim.release(kube, &guid);
+        match e {
+            KubeError::Forbidden(_) => HttpError::not_authorized(),
+            other => HttpError::from_kube(other, &t.display),
+        }
     })?;
     // The namespace it owns, marked with its uid; the reconciler repairs it if this fails.
     if let Err(e) = ownership::ensure_namespace_now(kube, env, Owner::new(kind.name(), &created)) {
@@ -604,22 +620,12 @@ struct Placement {
     labels: Json,
 }
 
-/// Names are unique without regard to case (Cloud Controller's columns are case-insensitive).
-fn has_name(o: &Object, name: &str) -> bool {
-    o.str_at("/spec/displayName")
-        .is_some_and(|n| n.to_lowercase() == name.to_lowercase())
-}
-
-/// A new organization: in the root namespace, under a name no other organization has.
+/// A new organization, in the root namespace.
 fn org_placement(
-    ctx: &RequestContext<'_>,
     t: &ResourceType,
     fields: &serde_json::Map<String, Json>,
     name: &str,
 ) -> Result<Placement, HttpError> {
-    let kube = ctx.kube;
-    let kube_err = |e| HttpError::from_kube(e, "Unknown request");
-    let same_name = |o: &Object| has_name(o, name);
     let Some(root) = t.fixed_namespace() else {
         return Err(HttpError::unprocessable(
             "organizations are not configured with a fixed namespace",
@@ -630,15 +636,6 @@ fn org_placement(
         .is_some_and(|s| !s.is_boolean() && !s.is_null())
     {
         return Err(HttpError::unprocessable("Suspended must be a boolean"));
-    }
-    let taken = all_of_type(kube, t)
-        .map_err(kube_err)?
-        .iter()
-        .any(same_name);
-    if taken {
-        return Err(HttpError::unprocessable(format!(
-            "Organization '{name}' already exists."
-        )));
     }
     let suspended = fields
         .get("suspended")
@@ -652,17 +649,15 @@ fn org_placement(
 }
 
 /// A new space: in its organization's namespace, which the caller must see and manage (or be an
-/// admin), under a name no other space of that organization has.
+/// admin).
 fn space_placement(
     ctx: &RequestContext<'_>,
     caller: &Identity,
-    t: &ResourceType,
     body: &Json,
     name: &str,
 ) -> Result<Placement, HttpError> {
     let kube = ctx.kube;
     let kube_err = |e| HttpError::from_kube(e, "Unknown request");
-    let same_name = |o: &Object| has_name(o, name);
     let org_guid = body
         .pointer("/relationships/organization/data/guid")
         .and_then(Json::as_str)
@@ -694,24 +689,10 @@ fn space_placement(
     if kind::suspended(&org) && !admin {
         return Err(HttpError::org_suspended());
     }
-    let options = ListOptions::default();
-    let siblings = match kube.list_all(
-        &Identity::Privileged,
-        &t.collection(Some(&org_guid)),
-        &options,
-    ) {
-        Err(KubeError::NotFound(_)) => Vec::new(),
-        other => other.map_err(kube_err)?,
-    };
     // Cloud Controller checks the caller's right to create before the name: a caller who
     // may not create spaces here is told that, not that the name is taken.
     if !allowed {
         return Err(HttpError::not_authorized());
-    }
-    if siblings.iter().any(same_name) {
-        return Err(HttpError::unprocessable(
-            "Name must be unique per organization",
-        ));
     }
     // SECURITY.md P4: the space goes into the org's namespace only if that namespace is the
     // org's by its mark.

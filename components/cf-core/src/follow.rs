@@ -30,7 +30,7 @@ use lethe_guest::sql::{Sql, SqlError, Value};
 use crate::access;
 use crate::config::Settings;
 use crate::ownership::OWNER_LABEL;
-use crate::reconcile::{Backoff, DeletionInFlight, Reconciler, Report};
+use crate::reconcile::{Backoff, DeletionInFlight, Full, Reconciler, Report};
 
 /// How soon a deletion under way is visited again when no change about it came (its namespace's
 /// and children's changes usually come sooner).
@@ -432,7 +432,7 @@ fn on_changes(
             },
         };
         let (deletions, backing_off) = (report.deletions.len(), report.backing_off);
-        reconciler.visit(type_name, t, &object, None, &mut report);
+        reconciler.visit(type_name, t, &object, Full::default(), &mut report);
         if report.backing_off > backing_off {
             continue;
         }

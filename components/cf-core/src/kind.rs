@@ -69,6 +69,15 @@ impl ResourceKind {
         LIST_PARAMETERS.iter().chain(own).copied().collect()
     }
 
+    /// Cloud Controller's message when a create's name is taken (by an organization, or by a
+    /// space of the same organization).
+    pub fn name_taken(self, name: &str) -> String {
+        match self {
+            ResourceKind::Org => format!("Organization '{name}' already exists."),
+            ResourceKind::Space => "Name must be unique per organization".to_string(),
+        }
+    }
+
     /// The fields a create takes.
     pub fn create_fields(self) -> &'static [&'static str] {
         match self {

@@ -40,6 +40,8 @@ use crate::FINALIZER;
 use crate::access;
 use crate::config::{ResourceType, Settings};
 use crate::jobs::{self, JobGuid, JobState};
+use crate::kind::ResourceKind;
+use crate::names::{Claims, NameClaim};
 use crate::ownership::{self, MarkedNamespaces, NotOurs, Owner, Refusal};
 
 /// The page size of a full pass's LISTs: twice client-go's 500, since a full pass is bounded by
@@ -230,6 +232,17 @@ impl Reconciler<'_> {
                 None
             }
         };
+        // The name claims, listed before the objects (see `Claims::delete_orphans`).
+        let claims = match Claims::list(self.kube, &self.settings.root_namespace, LIST_PAGE) {
+            Ok(claims) => Some(claims),
+            Err(e) => {
+                // Objects made by the API hold their claims; the backfill waits a pass.
+                report
+                    .failed
+                    .push(("name-claim/*".into(), format!("listing: {e}")));
+                None
+            }
+        };
         // What was listed, as the owner marks name it (`<type>.<name>`).
         let mut listed = BTreeSet::new();
         let options = ListOptions {
@@ -254,7 +267,11 @@ impl Reconciler<'_> {
                             report.deferred = true;
                             return ControlFlow::Break(());
                         }
-                        self.visit(type_name, t, &object, marked.as_ref(), &mut report);
+                        let full = Full {
+                            marked: marked.as_ref(),
+                            claims: claims.as_ref(),
+                        };
+                        self.visit(type_name, t, &object, full, &mut report);
                         listed.insert(format!("{type_name}.{}", object.target.name));
                     }
                     ControlFlow::Continue(())
@@ -286,6 +303,14 @@ impl Reconciler<'_> {
                 if let Some(t) = self.settings.resource_type(type_name) {
                     self.sweep(type_name, t, name, &mut report);
                 }
+            }
+        }
+        if let Some(claims) = claims.as_ref().filter(|_| listed_all && !report.deferred) {
+            match claims.delete_orphans(self.kube, &listed, started) {
+                Ok(deleted) => report.deleted += deleted,
+                Err(e) => report
+                    .failed
+                    .push(("name-claim/*".into(), format!("deleting: {e}"))),
             }
         }
         report.duration_ms = u64::try_from(self.env.now_ms() - started).unwrap_or(0);
@@ -359,15 +384,16 @@ impl Reconciler<'_> {
 
     /// Reconciles `object` of type `type_name` (unless it is backing off), recording in
     /// `report` what it did, its failure, and its deletion if one is still under way. With the
-    /// `marked` namespaces a full pass listed, the namespace it owns is left alone when it was
-    /// listed with its mark, and otherwise created at once (an `AlreadyExists` is then read and
-    /// judged), rather than read first.
+    /// namespaces a full pass listed (`full.marked`), the namespace it owns is left alone when
+    /// it was listed with its mark, and otherwise created at once (an `AlreadyExists` is then
+    /// read and judged), rather than read first. Its name is claimed ([`names`]) on first
+    /// sight, and when a full pass listed no claim of it.
     pub(crate) fn visit(
         &self,
         type_name: &str,
         t: &ResourceType,
         object: &Object,
-        marked: Option<&MarkedNamespaces>,
+        full: Full<'_>,
         report: &mut Report,
     ) {
         let (kube, env, settings, backoff) = (self.kube, self.env, self.settings, self.backoff);
@@ -377,7 +403,17 @@ impl Reconciler<'_> {
             report.backing_off += 1;
             return;
         }
-        let result = reconcile_one(kube, t, Owner::new(type_name, object), marked, report);
+        if object.metadata.deletion_timestamp.is_none() {
+            self.claim_name(type_name, t, object, full.claims);
+        }
+        let owner = Owner::new(type_name, object);
+        let result = reconcile_one(kube, t, owner, full.marked, report);
+        if released(&result, object) {
+            // The name is free at once, as its job turns COMPLETE.
+            if let Some(claim) = self.name_claim(type_name, t, object) {
+                claim.release(kube, &object.target.name);
+            }
+        }
         // What is in the way is recorded on the object itself, where its deletion job reads it
         // at no extra cost, and cleared once the way is free.
         let blocked_by = match &result {
@@ -391,10 +427,7 @@ impl Reconciler<'_> {
             );
         }
         if let Some(since) = &object.metadata.deletion_timestamp {
-            // Released: our finalizer was the last one and is gone, so the object is too.
-            let released = matches!(result, Ok(Outcome::Done))
-                && object.metadata.finalizers.iter().all(|f| f == FINALIZER);
-            if !released {
+            if !released(&result, object) {
                 report.deletions.push(DeletionInFlight::of(
                     &key,
                     since,
@@ -418,6 +451,77 @@ impl Reconciler<'_> {
             }
         }
     }
+}
+
+impl Reconciler<'_> {
+    /// The claim on the name of `object`, of type `type_name`, if its kind has unique names.
+    fn name_claim<'a>(
+        &'a self,
+        type_name: &str,
+        t: &'a ResourceType,
+        object: &'a Object,
+    ) -> Option<NameClaim<'a>> {
+        let kind = ResourceKind::from_name(type_name)?;
+        NameClaim::of(&self.settings.root_namespace, kind, t, object)
+    }
+
+    /// Claims the name of `object` when it may hold none: on first sight (no finalizer of
+    /// ours yet: it was made outside the API, whose creates claim first), or when a full pass
+    /// listed no claim of it (made before claims existed). A name another object holds is
+    /// logged: two objects have it, and only a person can tell which should.
+    fn claim_name(
+        &self,
+        type_name: &str,
+        t: &ResourceType,
+        object: &Object,
+        claims: Option<&Claims>,
+    ) {
+        let Some(claim) = self.name_claim(type_name, t, object) else {
+            return;
+        };
+        let holder = &object.target.name;
+        let needed = match claims {
+            Some(claims) => !claims.held(&claim, holder),
+            None => !object.metadata.finalizers.iter().any(|f| f == FINALIZER),
+        };
+        if !needed {
+            return;
+        }
+        let level = lethe_guest::env::Level::Warn;
+        match claim.take(self.kube, self.env, holder) {
+            Ok(true) => {}
+            Ok(false) => self.env.log(
+                level,
+                &format!(
+                    "{type_name} {holder} is named {:?}, a name another {type_name} holds",
+                    claim.name
+                ),
+            ),
+            // A full pass finds it unclaimed and tries again.
+            Err(e) => self.env.log(
+                level,
+                &format!("claiming the name of {type_name} {holder}: {e}"),
+            ),
+        }
+    }
+}
+
+/// What a full pass listed once for all its visits: the marked namespaces and the name claims
+/// (each `None` when not listed, in passes over what changed or after a failed LIST).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Full<'a> {
+    /// The namespaces carrying lethe's mark.
+    pub marked: Option<&'a MarkedNamespaces>,
+    /// The name claims.
+    pub claims: Option<&'a Claims>,
+}
+
+/// Whether reconciling `object` released it: our finalizer was the last one and is gone, so
+/// the object is too.
+fn released(result: &Result<Outcome, StepFailed>, object: &Object) -> bool {
+    object.metadata.deletion_timestamp.is_some()
+        && matches!(result, Ok(Outcome::Done))
+        && object.metadata.finalizers.iter().all(|f| f == FINALIZER)
 }
 
 impl DeletionInFlight {

@@ -7,6 +7,8 @@ use lethe_guest::kube::{Collection, Identity, Kube, Object};
 
 use crate::config::Settings;
 use crate::jobs::{JobState, job_status};
+use crate::kind::ResourceKind;
+use crate::names::NameClaim;
 use crate::ownership::Owner;
 use crate::reconcile::{Backoff, pass};
 use crate::{FINALIZER, access, api, deletion};
@@ -30,6 +32,9 @@ fn setup() -> (FakeCluster, Settings) {
     let space = fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
         "metadata": {"name": SPACE, "namespace": ORG, "finalizers": [FINALIZER]}, "spec": {"displayName": "s", "orgGUID": ORG}}));
     put_owned_namespace(&fake, "space", &space);
+    // Their names are claimed, as the API's creates claim them.
+    claim(&fake, &settings, ResourceKind::Org, &org);
+    claim(&fake, &settings, ResourceKind::Space, &space);
     // An org user sees the org (its spaces may be listed) but reads no space; an org manager
     // reads and deletes them (it may list the org's role bindings).
     fake.grant("orguser", "list", "Space", ORG);
@@ -38,6 +43,13 @@ fn setup() -> (FakeCluster, Settings) {
     fake.grant("manager", "list", "RoleBinding", ORG);
     fake.grant("nobody", "list", "Namespace", "*");
     (cluster, settings)
+}
+
+/// Claims the name of `object`, of `kind`, as its create through the API would have.
+fn claim(fake: &FakeHost<'_>, settings: &Settings, kind: ResourceKind, object: &Object) {
+    let t = settings.kind(kind).expect("configured");
+    let claim = NameClaim::of(&settings.root_namespace, kind, t, object).expect("named");
+    assert!(claim.take(fake, fake, &object.target.name).expect("claimed"));
 }
 
 /// The RoleBindings in `namespace`.
@@ -404,6 +416,166 @@ fn names_are_unique_without_case_and_have_no_control_characters() {
     assert_eq!(
         post("/v3/spaces", "manager", &space),
         (422, "Name must be unique per organization".to_string())
+    );
+}
+
+/// `POST path` with `body` as `token`: the status, and the guid created or the error's detail.
+fn post(fake: &FakeHost<'_>, path: &str, token: &str, body: &str) -> (u16, String) {
+    let r = api::handle(fake, fake, &api_request("POST", path, Some(token), body));
+    let json = r.json_body().expect("json");
+    let said = json["guid"]
+        .as_str()
+        .or(json["errors"][0]["detail"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    (r.status, said)
+}
+
+/// The body of a create of the space `name` in the org `org`.
+fn space_body(name: &str, org: &str) -> String {
+    format!(r#"{{"name":"{name}","relationships":{{"organization":{{"data":{{"guid":"{org}"}}}}}}}}"#)
+}
+
+#[test]
+fn a_create_checks_its_name_without_listing_what_else_exists() {
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
+    // Many orgs, and many spaces in ORG: a name check that listed them would read them all.
+    for i in 0..300 {
+        fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+            "metadata": {"name": format!("org-{i}"), "namespace": "cf", "finalizers": [FINALIZER]},
+            "spec": {"displayName": format!("org {i}")}}));
+        fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
+            "metadata": {"name": format!("space-{i}"), "namespace": ORG, "finalizers": [FINALIZER]},
+            "spec": {"displayName": format!("space {i}"), "orgGUID": ORG}}));
+    }
+    let before = fake.objects_read.get();
+    let (status, _) = post(&fake, "/v3/organizations", "admin", r#"{"name":"fresh"}"#);
+    assert_eq!(status, 201);
+    let (status, _) = post(&fake, "/v3/spaces", "admin", &space_body("fresh", ORG));
+    assert_eq!(status, 201);
+    // Taken names are refused the same way, in either case.
+    assert_eq!(
+        post(&fake, "/v3/organizations", "admin", r#"{"name":"FRESH"}"#),
+        (422, "Organization 'FRESH' already exists.".to_string())
+    );
+    assert_eq!(
+        post(&fake, "/v3/spaces", "admin", &space_body("Fresh", ORG)),
+        (422, "Name must be unique per organization".to_string())
+    );
+    // A space's name is unique within its org only.
+    let (_, other_org) = post(&fake, "/v3/organizations", "admin", r#"{"name":"other"}"#);
+    let (status, _) = post(&fake, "/v3/spaces", "admin", &space_body("fresh", &other_org));
+    assert_eq!(status, 201);
+    let read = fake.objects_read.get() - before;
+    assert!(read < 60, "{read} objects read by seven creates");
+}
+
+#[test]
+fn a_failed_create_frees_its_name_at_once() {
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
+    fake.fail("create", "Org");
+    let (status, _) = post(&fake, "/v3/organizations", "admin", r#"{"name":"again"}"#);
+    assert_eq!(status, 503);
+    fake.heal();
+    let (status, _) = post(&fake, "/v3/organizations", "admin", r#"{"name":"again"}"#);
+    assert_eq!(status, 201);
+}
+
+#[test]
+fn a_deleted_orgs_name_is_free_once_its_job_completes() {
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
+    deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("admin")).expect("accepted");
+    // While it is being deleted, its name is still its own.
+    assert_eq!(
+        post(&fake, "/v3/organizations", "admin", r#"{"name":"o"}"#).0,
+        422
+    );
+    for _ in 0..8 {
+        pass(&fake, &fake, &settings, &NoBackoff);
+        fake.run_namespace_controller();
+    }
+    assert!(!fake.exists("Org", "cf", ORG));
+    // Released with the org, not left for a minute as a stale claim.
+    assert_eq!(
+        post(&fake, "/v3/organizations", "admin", r#"{"name":"o"}"#).0,
+        201
+    );
+    assert_eq!(fake.all("ConfigMap").len(), 1, "only the new org's claim");
+}
+
+#[test]
+fn the_reconciler_claims_the_names_of_objects_made_outside_the_api() {
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
+    // Made with kubectl (no finalizer yet), and made before claims existed (a finalizer).
+    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+        "metadata": {"name": "by-hand", "namespace": "cf"}, "spec": {"displayName": "Hand"}}));
+    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+        "metadata": {"name": "legacy", "namespace": "cf", "finalizers": [FINALIZER]},
+        "spec": {"displayName": "Old"}}));
+    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
+        "metadata": {"name": "legacy-space", "namespace": ORG, "finalizers": [FINALIZER]},
+        "spec": {"displayName": "old space", "orgGUID": ORG}}));
+    let report = pass(&fake, &fake, &settings, &NoBackoff);
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    for name in ["hand", "OLD"] {
+        let body = format!(r#"{{"name":"{name}"}}"#);
+        assert_eq!(post(&fake, "/v3/organizations", "admin", &body).0, 422);
+    }
+    let space = space_body("Old Space", ORG);
+    assert_eq!(post(&fake, "/v3/spaces", "admin", &space).0, 422);
+    // A second pass finds every claim and makes none.
+    let claims = fake.all("ConfigMap").len();
+    pass(&fake, &fake, &settings, &NoBackoff);
+    assert_eq!(fake.all("ConfigMap").len(), claims);
+}
+
+#[test]
+fn a_claim_whose_holder_never_came_is_taken_over_after_a_minute() {
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
+    let t = settings.kind(ResourceKind::Org).expect("org type");
+    let ghost = fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+        "metadata": {"name": "ghost", "namespace": "cf"}, "spec": {"displayName": "ghost"}}));
+    let claim = NameClaim::of(&settings.root_namespace, ResourceKind::Org, t, &ghost).expect("named");
+    assert!(claim.take(&fake, &fake, "ghost").expect("claimed"));
+    // Its create crashed: the claim is left, its holder never made.
+    fake.delete(&Identity::Privileged, &ghost.target, &Default::default()).expect("deleted");
+    let body = r#"{"name":"ghost"}"#;
+    // A create may still be under way: the name stays taken for a minute.
+    assert_eq!(post(&fake, "/v3/organizations", "admin", body).0, 422);
+    fake.advance(crate::names::IN_FLIGHT_MS);
+    assert_eq!(post(&fake, "/v3/organizations", "admin", body).0, 201);
+}
+
+#[test]
+fn a_full_pass_deletes_claims_whose_holder_is_gone_and_leaves_foreign_config_maps() {
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
+    let t = settings.kind(ResourceKind::Org).expect("org type");
+    let gone = fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+        "metadata": {"name": "gone", "namespace": "cf"}, "spec": {"displayName": "gone"}}));
+    let claim = NameClaim::of(&settings.root_namespace, ResourceKind::Org, t, &gone).expect("named");
+    assert!(claim.take(&fake, &fake, "gone").expect("claimed"));
+    fake.delete(&Identity::Privileged, &gone.target, &Default::default()).expect("deleted");
+    // Someone else's ConfigMap where a claim would go: never touched, and the name stays taken.
+    let foreign = NameClaim { name: "theirs", ..claim };
+    fake.put(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": foreign.target().name, "namespace": "cf"}}));
+    let young = pass(&fake, &fake, &settings, &NoBackoff);
+    assert!(young.failed.is_empty(), "{:?}", young.failed);
+    assert_eq!(fake.all("ConfigMap").len(), 4, "a young orphan may be a create under way");
+    fake.advance(crate::names::IN_FLIGHT_MS + 1);
+    let report = pass(&fake, &fake, &settings, &NoBackoff);
+    assert_eq!(report.deleted, 1, "{report:?}");
+    assert!(!fake.exists("ConfigMap", "cf", &claim.target().name));
+    assert!(fake.exists("ConfigMap", "cf", &foreign.target().name));
+    assert_eq!(
+        post(&fake, "/v3/organizations", "admin", r#"{"name":"theirs"}"#).0,
+        422
     );
 }
 

@@ -191,6 +191,9 @@ pub struct FakeCluster {
     /// The gets and lists answered so far, whoever made them, for tests that bound a handler's
     /// reads.
     pub reads: Cell<u64>,
+    /// The objects those gets and lists returned, for tests that bound what a handler reads
+    /// whatever the size of the cluster.
+    pub objects_read: Cell<u64>,
 }
 
 impl Default for FakeCluster {
@@ -228,6 +231,7 @@ impl FakeCluster {
             reading_late: Cell::new(false),
             namespaces_must_exist: Cell::new(false),
             reads: Cell::new(0),
+            objects_read: Cell::new(0),
         };
         cluster.grant("admin", "*", "*", "*");
         cluster
@@ -719,17 +723,22 @@ impl Kube for FakeCluster {
             return Err(KubeError::NotFound(target.name.clone()));
         }
         drop(hidden_once);
-        get_in(&self.objects.borrow(), target)
+        let found = get_in(&self.objects.borrow(), target)?;
+        self.objects_read.set(self.objects_read.get() + 1);
+        Ok(found)
     }
 
     /// Label and `metadata.name` field selectors; pages continue after the last key returned.
     fn list(&self, id: &Identity, of: &Collection, page: &ListOptions) -> Result<ObjectList> {
         self.reads.set(self.reads.get() + 1);
         self.check(id, "list", &of.kind, of.namespace.as_deref())?;
-        match self.lag_of_this_read() {
+        let listed = match self.lag_of_this_read() {
             Some(lag) => list_in(&self.objects.lagging(&of.kind, lag), of, page),
             None => list_in(&self.objects.borrow(), of, page),
-        }
+        }?;
+        let count = u64::try_from(listed.items.len()).unwrap_or(u64::MAX);
+        self.objects_read.set(self.objects_read.get() + count);
+        Ok(listed)
     }
 
     fn create(&self, id: &Identity, object: &Json) -> Result<Object> {
