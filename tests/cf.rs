@@ -656,6 +656,84 @@ fn a_flooding_caller_gets_429s_and_a_polite_one_sees_no_error() {
     }
 }
 
+/// Sends `body` to `path` as the administrator from `n` threads at once; the statuses, and the
+/// guids of what was created.
+fn create_at_once(lethe: &Lethe, path: &str, bodies: &[String]) -> (Vec<u16>, Vec<String>) {
+    let admin = lethe.admin_token();
+    let start = std::sync::Barrier::new(bodies.len());
+    let answers: Vec<_> = std::thread::scope(|scope| {
+        let racers: Vec<_> = bodies
+            .iter()
+            .map(|body| {
+                let (admin, start) = (&admin, &start);
+                scope.spawn(move || {
+                    start.wait();
+                    call(lethe, "POST", path, Some(admin), Some(body))
+                })
+            })
+            .collect();
+        racers
+            .into_iter()
+            .map(|r| r.join().expect("racer"))
+            .collect()
+    });
+    for r in answers.iter().filter(|r| r.status != 201) {
+        assert_eq!(r.status, 422, "{}", r.body);
+        assert_eq!(r.cf_code(), 10008, "{}", r.body);
+    }
+    let created = answers
+        .iter()
+        .filter(|r| r.status == 201)
+        .map(|r| r.json()["guid"].as_str().expect("guid").to_string())
+        .collect();
+    (answers.iter().map(|r| r.status).collect(), created)
+}
+
+/// Cloud Controller's unique index, without listing: of concurrent creates of one name (in
+/// any case), exactly one wins, for orgs and for the spaces of one org; and a name is free
+/// again once its holder's deletion is complete.
+#[test]
+fn concurrent_creates_of_one_name_give_exactly_one_201() {
+    let lethe = start(&[]);
+    let name = unique("race");
+    let bodies: Vec<String> = (0..12)
+        .map(|i| {
+            let cased = if i % 2 == 0 { name.clone() } else { name.to_uppercase() };
+            format!(r#"{{"name":"{cased}"}}"#)
+        })
+        .collect();
+    let (statuses, created) = create_at_once(&lethe, "/v3/organizations", &bodies);
+    assert_eq!(created.len(), 1, "{statuses:?}");
+    let org = &created[0];
+    let space_bodies: Vec<String> = (0..12)
+        .map(|_| {
+            format!(
+                r#"{{"name":"s","relationships":{{"organization":{{"data":{{"guid":"{org}"}}}}}}}}"#
+            )
+        })
+        .collect();
+    let (statuses, spaces) = create_at_once(&lethe, "/v3/spaces", &space_bodies);
+    assert_eq!(spaces.len(), 1, "{statuses:?}");
+    // The cluster holds what the answers said: one org of that name, one space in it.
+    let admin = lethe.admin_token();
+    let orgs = call(
+        &lethe,
+        "GET",
+        &format!("/v3/organizations?names={name}"),
+        Some(&admin),
+        None,
+    );
+    assert_eq!(orgs.json()["pagination"]["total_results"], 1, "{}", orgs.body);
+    let in_org = lethe.kubectl_ok(&["get", "spaces", "-n", org, "-o", "name"]);
+    assert_eq!(in_org.lines().count(), 1, "{in_org}");
+
+    let location = delete_org(&lethe, org, &admin);
+    wait_for_state(&lethe, &location, &admin, "COMPLETE", Duration::from_secs(120));
+    let (statuses, created) = create_at_once(&lethe, "/v3/organizations", &bodies[..1]);
+    assert_eq!(statuses, [201]);
+    delete_org(&lethe, &created[0], &admin);
+}
+
 /// The GET requests the embedded cluster has answered, by resource (`GET /lethe/requests`), but
 /// for the Lease renewals of the reconcilers.
 fn gets_answered(lethe: &Lethe) -> std::collections::BTreeMap<String, u64> {

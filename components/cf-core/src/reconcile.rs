@@ -403,17 +403,14 @@ impl Reconciler<'_> {
             report.backing_off += 1;
             return;
         }
-        if object.metadata.deletion_timestamp.is_none() {
-            self.claim_name(type_name, t, object, full.claims);
+        let claim = self.name_claim(type_name, t, object);
+        if let Some(claim) = &claim
+            && object.metadata.deletion_timestamp.is_none()
+        {
+            self.claim_name(type_name, claim, object, full.claims);
         }
         let owner = Owner::new(type_name, object);
-        let result = reconcile_one(kube, t, owner, full.marked, report);
-        if released(&result, object) {
-            // The name is free at once, as its job turns COMPLETE.
-            if let Some(claim) = self.name_claim(type_name, t, object) {
-                claim.release(kube, &object.target.name);
-            }
-        }
+        let result = reconcile_one(kube, t, owner, full.marked, claim.as_ref(), report);
         // What is in the way is recorded on the object itself, where its deletion job reads it
         // at no extra cost, and cleared once the way is free.
         let blocked_by = match &result {
@@ -427,7 +424,10 @@ impl Reconciler<'_> {
             );
         }
         if let Some(since) = &object.metadata.deletion_timestamp {
-            if !released(&result, object) {
+            // Released: our finalizer was the last one and is gone, so the object is too.
+            let released = matches!(result, Ok(Outcome::Done))
+                && object.metadata.finalizers.iter().all(|f| f == FINALIZER);
+            if !released {
                 report.deletions.push(DeletionInFlight::of(
                     &key,
                     since,
@@ -472,16 +472,13 @@ impl Reconciler<'_> {
     fn claim_name(
         &self,
         type_name: &str,
-        t: &ResourceType,
+        claim: &NameClaim<'_>,
         object: &Object,
         claims: Option<&Claims>,
     ) {
-        let Some(claim) = self.name_claim(type_name, t, object) else {
-            return;
-        };
         let holder = &object.target.name;
         let needed = match claims {
-            Some(claims) => !claims.held(&claim, holder),
+            Some(claims) => !claims.held(claim, holder),
             None => !object.metadata.finalizers.iter().any(|f| f == FINALIZER),
         };
         if !needed {
@@ -516,14 +513,6 @@ pub(crate) struct Full<'a> {
     pub claims: Option<&'a Claims>,
 }
 
-/// Whether reconciling `object` released it: our finalizer was the last one and is gone, so
-/// the object is too.
-fn released(result: &Result<Outcome, StepFailed>, object: &Object) -> bool {
-    object.metadata.deletion_timestamp.is_some()
-        && matches!(result, Ok(Outcome::Done))
-        && object.metadata.finalizers.iter().all(|f| f == FINALIZER)
-}
-
 impl DeletionInFlight {
     /// The deletion of `key` (`<type>/<guid>`) asked for at `since`, blocked by `blocked_by` if
     /// anything, as its deletion job describes it at `now`.
@@ -553,12 +542,14 @@ impl DeletionInFlight {
     }
 }
 
-/// One object, by the row of the module's table its two facts select.
+/// One object, by the row of the module's table its two facts select; `claim` is the claim on
+/// its name, if its kind has unique names.
 fn reconcile_one(
     kube: &dyn Kube,
     t: &ResourceType,
     owner: Owner<'_>,
     marked: Option<&MarkedNamespaces>,
+    claim: Option<&NameClaim<'_>>,
     report: &mut Report,
 ) -> Result<Outcome, StepFailed> {
     let object = owner.object;
@@ -590,7 +581,7 @@ fn reconcile_one(
             Ok(Outcome::Done)
         }
         // Deleting, finalizer present: clean up, then release.
-        (true, Some(index)) => cleanup(kube, t, owner, index, report),
+        (true, Some(index)) => cleanup(kube, t, owner, index, claim, report),
         // Deleting, no finalizer of ours: other finalizers hold it, and they are not ours.
         (true, None) => Ok(Outcome::Done),
     }
@@ -637,6 +628,7 @@ fn cleanup(
     t: &ResourceType,
     owner: Owner<'_>,
     index: usize,
+    claim: Option<&NameClaim<'_>>,
     report: &mut Report,
 ) -> Result<Outcome, StepFailed> {
     let object = owner.object;
@@ -670,6 +662,15 @@ fn cleanup(
     }
     // 4. Everything it owns is gone: release it, removing only our own finalizer. The `test`
     //    makes the patch fail if the list changed meanwhile, so another finalizer is never removed.
+    //    When ours is the last, its name is released first: once the object is gone, its job is
+    //    COMPLETE, and a create of that name must then succeed (`cf delete-org x; cf create-org
+    //    x`). Should the patch fail, the name is free a little early: a create may take it while
+    //    this object's deletion finishes.
+    if let Some(claim) = claim
+        && object.metadata.finalizers.len() == 1
+    {
+        claim.release(kube, &object.target.name);
+    }
     let path = format!("/metadata/finalizers/{index}");
     let patch = json!([
         { "op": "test", "path": path, "value": FINALIZER },
