@@ -698,7 +698,11 @@ fn concurrent_creates_of_one_name_give_exactly_one_201() {
     let name = unique("race");
     let bodies: Vec<String> = (0..12)
         .map(|i| {
-            let cased = if i % 2 == 0 { name.clone() } else { name.to_uppercase() };
+            let cased = if i % 2 == 0 {
+                name.clone()
+            } else {
+                name.to_uppercase()
+            };
             format!(r#"{{"name":"{cased}"}}"#)
         })
         .collect();
@@ -723,12 +727,23 @@ fn concurrent_creates_of_one_name_give_exactly_one_201() {
         Some(&admin),
         None,
     );
-    assert_eq!(orgs.json()["pagination"]["total_results"], 1, "{}", orgs.body);
+    assert_eq!(
+        orgs.json()["pagination"]["total_results"],
+        1,
+        "{}",
+        orgs.body
+    );
     let in_org = lethe.kubectl_ok(&["get", "spaces", "-n", org, "-o", "name"]);
     assert_eq!(in_org.lines().count(), 1, "{in_org}");
 
     let location = delete_org(&lethe, org, &admin);
-    wait_for_state(&lethe, &location, &admin, "COMPLETE", Duration::from_secs(120));
+    wait_for_state(
+        &lethe,
+        &location,
+        &admin,
+        "COMPLETE",
+        Duration::from_secs(120),
+    );
     let (statuses, created) = create_at_once(&lethe, "/v3/organizations", &bodies[..1]);
     assert_eq!(statuses, [201]);
     delete_org(&lethe, &created[0], &admin);

@@ -39,8 +39,10 @@ const MIGRATIONS: &str = concat!(
 const ROOT: &str = "cf";
 /// The clients are CF admins; the hostile user is a cluster administrator with kubectl.
 const ADMIN: &str = "admin";
-const ORG_NAMES: [&str; 3] = ["o1", "o2", "o3"];
-const SPACE_NAMES: [&str; 2] = ["s1", "s2"];
+/// The names clients create under: two of them alike but for case, which Cloud Controller's
+/// unique index does not tell apart.
+const ORG_NAMES: [&str; 3] = ["o1", "O1", "o2"];
+const SPACE_NAMES: [&str; 2] = ["s1", "S1"];
 const FOREIGN_FINALIZER: &str = "example.com/keep";
 /// The longest read lag injected: below the DELETE's confirmation window (`delete_confirm_ms`,
 /// 5 s), which is what that window is for, and above the job poll's re-read (2 s).
@@ -59,7 +61,7 @@ const FAULTS: Plan = Plan {
         verbs: &["patch", "delete"],
         kinds: &["Namespace", "Org", "Space"],
     },
-    lost_creates: &["Namespace", "Org"],
+    lost_creates: &["Namespace", "Org", "ConfigMap"],
     odds: [20, 36, 44, 52, 60, 72],
 };
 
@@ -122,6 +124,8 @@ struct Seen {
     /// Its namespace: the root for an org, its org's guid for a space.
     namespace: String,
     guid: String,
+    /// Its display name, lowercased (names are unique without regard to case).
+    name: String,
     deleting: bool,
     finalizers: Vec<String>,
 }
@@ -162,6 +166,7 @@ impl Scenario for CfWorld<'_, '_> {
                 };
                 let acted = client.act(&mut self.stage.rng);
                 self.apply(acted)?;
+                self.check_names()?;
             }
             48..56 => self.poll()?,
             56..66 => self.hostile(),
@@ -291,6 +296,7 @@ impl CfWorld<'_, '_> {
                     kind: kind.to_string(),
                     namespace: glance::text(o, "/metadata/namespace"),
                     guid: glance::text(o, "/metadata/name"),
+                    name: glance::text(o, "/spec/displayName").to_lowercase(),
                     deleting: glance::deleting(o),
                     finalizers: glance::finalizers(o),
                 };
@@ -380,6 +386,31 @@ impl CfWorld<'_, '_> {
                 return Err(format!(
                     "lethe deleted the space {} of org {}, which is not being deleted",
                     was.guid, was.namespace
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Cloud Controller's unique index: no two orgs not being deleted share a name, nor two
+    /// spaces of one org (only the clients' names count: the hostile user's hand-made orgs
+    /// bypass the API, and are named apart).
+    fn check_names(&self) -> Result<(), Failure> {
+        let mut holders: BTreeMap<(String, String), &str> = BTreeMap::new();
+        let objects = self.objects();
+        for o in objects.values().filter(|o| !o.deleting) {
+            let key = (o.namespace.clone(), o.name.clone());
+            let client_name = match o.kind.as_str() {
+                "Org" => ORG_NAMES.iter().any(|n| n.to_lowercase() == o.name),
+                _ => SPACE_NAMES.iter().any(|n| n.to_lowercase() == o.name),
+            };
+            if !client_name {
+                continue;
+            }
+            if let Some(other) = holders.insert(key, &o.guid) {
+                return Err(format!(
+                    "two {}s in {} are named {}: {other} and {}",
+                    o.kind, o.namespace, o.name, o.guid
                 ));
             }
         }
@@ -849,6 +880,7 @@ impl Client<'_, '_> {
         let (what, method, path, body, kind) = match rng.random_range(0..100) {
             0..25 => {
                 let name = ORG_NAMES[rng.random_range(0..ORG_NAMES.len())];
+
                 (
                     format!("creates org {name}"),
                     "POST",
@@ -862,6 +894,7 @@ impl Client<'_, '_> {
                     return acted;
                 };
                 let name = SPACE_NAMES[rng.random_range(0..SPACE_NAMES.len())];
+
                 (
                     format!("creates space {name} in {org}"),
                     "POST",

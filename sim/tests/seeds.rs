@@ -63,3 +63,20 @@ fn a_seed_replays_identically() {
     assert_eq!(first.trace, again.trace);
     assert_eq!(first.violation, again.violation);
 }
+
+/// Every guard `sim/mutate.py` weakens is still in its file, once: a refactor that moves one
+/// must move the mutation with it, or the simulator's teeth go unmeasured.
+#[test]
+fn every_mutation_still_finds_its_guard() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let check = std::process::Command::new("python3")
+        .args(["sim/mutate.py", "--check"])
+        .current_dir(&root)
+        .output()
+        .expect("python3 runs sim/mutate.py");
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}

@@ -4,7 +4,7 @@
 use serde_json::{Value as Json, json};
 
 use lethe_guest::env::Env;
-use lethe_guest::kube::{Identity, Kube, KubeError, ListOptions, Object};
+use lethe_guest::kube::{Identity, Kube, KubeError, ListOptions, Object, ObjectRef};
 use lethe_guest::{Request, Response};
 
 use crate::access;
@@ -596,8 +596,20 @@ fn create(
         ResourceKind::Space => &Identity::Privileged,
     };
     let created = ownership::create_once(kube, env, creator, object).map_err(|e| {
-        // The name is free again at once, rather than once its claim is stale.
-        claim.release(kube, &guid);
+        // The name is free again at once, rather than once its claim is stale, unless the
+        // create may have been made: an unknown outcome keeps the claim while the object is
+        // there to read (or cannot be read). One that lands later still is claimed by the
+        // reconciler's next full pass.
+        let unknown = matches!(e, KubeError::Unavailable(_) | KubeError::Timeout(_));
+        let target = ObjectRef::new(&t.api_version, &t.kind, Some(&placement.namespace), &guid);
+        if !unknown
+            || matches!(
+                kube.get(&Identity::Privileged, &target),
+                Err(KubeError::NotFound(_))
+            )
+        {
+            claim.release(kube, &guid);
+        }
         match e {
             KubeError::Forbidden(_) => HttpError::not_authorized(),
             other => HttpError::from_kube(other, &t.display),

@@ -87,22 +87,27 @@ impl<'a> NameClaim<'a> {
         ObjectRef::new("v1", "ConfigMap", Some(self.root), &name)
     }
 
-    /// Claims the name for the resource named `holder`: `Ok(true)` when it now holds it,
-    /// `Ok(false)` when another holds it. At most two creates, two reads of the claim and two
-    /// of a holder, and one delete: whatever the number of resources.
-    pub fn take(&self, kube: &dyn Kube, env: &dyn Env, holder: &str) -> Result<bool, KubeError> {
-        let target = self.target();
-        let claim = json!({
+    /// The ConfigMap that claims the name for the resource named `holder`.
+    pub fn object(&self, holder: &str) -> serde_json::Value {
+        json!({
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {
-                "name": target.name,
+                "name": self.target().name,
                 "namespace": self.root,
                 "labels": { MANAGED_BY.0: MANAGED_BY.1, CLAIM_LABEL: self.kind.name() },
                 "annotations": { HOLDER_ANNOTATION: holder },
             },
             "data": { "name": self.name, "namespace": self.namespace },
-        });
+        })
+    }
+
+    /// Claims the name for the resource named `holder`: `Ok(true)` when it now holds it,
+    /// `Ok(false)` when another holds it. At most two creates, two reads of the claim and two
+    /// of a holder, and one delete: whatever the number of resources.
+    pub fn take(&self, kube: &dyn Kube, env: &dyn Env, holder: &str) -> Result<bool, KubeError> {
+        let target = self.target();
+        let claim = self.object(holder);
         for _ in 0..2 {
             match ownership::create_once(kube, env, &Identity::Privileged, claim.clone()) {
                 Ok(_) => return Ok(true),

@@ -49,7 +49,11 @@ fn setup() -> (FakeCluster, Settings) {
 fn claim(fake: &FakeHost<'_>, settings: &Settings, kind: ResourceKind, object: &Object) {
     let t = settings.kind(kind).expect("configured");
     let claim = NameClaim::of(&settings.root_namespace, kind, t, object).expect("named");
-    assert!(claim.take(fake, fake, &object.target.name).expect("claimed"));
+    assert!(
+        claim
+            .take(fake, fake, &object.target.name)
+            .expect("claimed")
+    );
 }
 
 /// The RoleBindings in `namespace`.
@@ -433,7 +437,9 @@ fn post(fake: &FakeHost<'_>, path: &str, token: &str, body: &str) -> (u16, Strin
 
 /// The body of a create of the space `name` in the org `org`.
 fn space_body(name: &str, org: &str) -> String {
-    format!(r#"{{"name":"{name}","relationships":{{"organization":{{"data":{{"guid":"{org}"}}}}}}}}"#)
+    format!(
+        r#"{{"name":"{name}","relationships":{{"organization":{{"data":{{"guid":"{org}"}}}}}}}}"#
+    )
 }
 
 #[test]
@@ -445,9 +451,11 @@ fn a_create_checks_its_name_without_listing_what_else_exists() {
         fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
             "metadata": {"name": format!("org-{i}"), "namespace": "cf", "finalizers": [FINALIZER]},
             "spec": {"displayName": format!("org {i}")}}));
-        fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
+        fake.put(
+            json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
             "metadata": {"name": format!("space-{i}"), "namespace": ORG, "finalizers": [FINALIZER]},
-            "spec": {"displayName": format!("space {i}"), "orgGUID": ORG}}));
+            "spec": {"displayName": format!("space {i}"), "orgGUID": ORG}}),
+        );
     }
     let before = fake.objects_read.get();
     let (status, _) = post(&fake, "/v3/organizations", "admin", r#"{"name":"fresh"}"#);
@@ -465,7 +473,12 @@ fn a_create_checks_its_name_without_listing_what_else_exists() {
     );
     // A space's name is unique within its org only.
     let (_, other_org) = post(&fake, "/v3/organizations", "admin", r#"{"name":"other"}"#);
-    let (status, _) = post(&fake, "/v3/spaces", "admin", &space_body("fresh", &other_org));
+    let (status, _) = post(
+        &fake,
+        "/v3/spaces",
+        "admin",
+        &space_body("fresh", &other_org),
+    );
     assert_eq!(status, 201);
     let read = fake.objects_read.get() - before;
     assert!(read < 60, "{read} objects read by seven creates");
@@ -516,9 +529,11 @@ fn the_reconciler_claims_the_names_of_objects_made_outside_the_api() {
     fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
         "metadata": {"name": "legacy", "namespace": "cf", "finalizers": [FINALIZER]},
         "spec": {"displayName": "Old"}}));
-    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
+    fake.put(
+        json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Space",
         "metadata": {"name": "legacy-space", "namespace": ORG, "finalizers": [FINALIZER]},
-        "spec": {"displayName": "old space", "orgGUID": ORG}}));
+        "spec": {"displayName": "old space", "orgGUID": ORG}}),
+    );
     let report = pass(&fake, &fake, &settings, &NoBackoff);
     assert!(report.failed.is_empty(), "{:?}", report.failed);
     for name in ["hand", "OLD"] {
@@ -540,10 +555,12 @@ fn a_claim_whose_holder_never_came_is_taken_over_after_a_minute() {
     let t = settings.kind(ResourceKind::Org).expect("org type");
     let ghost = fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
         "metadata": {"name": "ghost", "namespace": "cf"}, "spec": {"displayName": "ghost"}}));
-    let claim = NameClaim::of(&settings.root_namespace, ResourceKind::Org, t, &ghost).expect("named");
+    let claim =
+        NameClaim::of(&settings.root_namespace, ResourceKind::Org, t, &ghost).expect("named");
     assert!(claim.take(&fake, &fake, "ghost").expect("claimed"));
     // Its create crashed: the claim is left, its holder never made.
-    fake.delete(&Identity::Privileged, &ghost.target, &Default::default()).expect("deleted");
+    fake.delete(&Identity::Privileged, &ghost.target, &Default::default())
+        .expect("deleted");
     let body = r#"{"name":"ghost"}"#;
     // A create may still be under way: the name stays taken for a minute.
     assert_eq!(post(&fake, "/v3/organizations", "admin", body).0, 422);
@@ -558,16 +575,25 @@ fn a_full_pass_deletes_claims_whose_holder_is_gone_and_leaves_foreign_config_map
     let t = settings.kind(ResourceKind::Org).expect("org type");
     let gone = fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
         "metadata": {"name": "gone", "namespace": "cf"}, "spec": {"displayName": "gone"}}));
-    let claim = NameClaim::of(&settings.root_namespace, ResourceKind::Org, t, &gone).expect("named");
+    let claim =
+        NameClaim::of(&settings.root_namespace, ResourceKind::Org, t, &gone).expect("named");
     assert!(claim.take(&fake, &fake, "gone").expect("claimed"));
-    fake.delete(&Identity::Privileged, &gone.target, &Default::default()).expect("deleted");
+    fake.delete(&Identity::Privileged, &gone.target, &Default::default())
+        .expect("deleted");
     // Someone else's ConfigMap where a claim would go: never touched, and the name stays taken.
-    let foreign = NameClaim { name: "theirs", ..claim };
+    let foreign = NameClaim {
+        name: "theirs",
+        ..claim
+    };
     fake.put(json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": foreign.target().name, "namespace": "cf"}}));
     let young = pass(&fake, &fake, &settings, &NoBackoff);
     assert!(young.failed.is_empty(), "{:?}", young.failed);
-    assert_eq!(fake.all("ConfigMap").len(), 4, "a young orphan may be a create under way");
+    assert_eq!(
+        fake.all("ConfigMap").len(),
+        4,
+        "a young orphan may be a create under way"
+    );
     fake.advance(crate::names::IN_FLIGHT_MS + 1);
     let report = pass(&fake, &fake, &settings, &NoBackoff);
     assert_eq!(report.deleted, 1, "{report:?}");
