@@ -656,6 +656,99 @@ fn a_flooding_caller_gets_429s_and_a_polite_one_sees_no_error() {
     }
 }
 
+/// Two hosts on one cluster and one database, as `deploy/` runs them: only the holder of the
+/// `cf-reconciler` Lease runs cf passes, and when it is killed the other takes the Lease within
+/// its duration and finishes the deletion the first one left.
+#[test]
+fn two_hosts_run_one_cf_leader_and_a_killed_leader_is_replaced_within_the_lease() {
+    use support::standalone::{
+        StandaloneCluster, is_instance_of, kubeconfig_server_and_token, lease_holder,
+    };
+    let cluster = StandaloneCluster::start();
+    let (_, admin) = kubeconfig_server_and_token(&cluster.kubeconfig());
+    let host_kubeconfig = cluster.service_account_kubeconfig().display().to_string();
+    let shared = tempfile::tempdir().expect("tempdir");
+    let db_url = format!("sqlite:{}", shared.path().join("shared.db").display());
+    let args = [
+        "--database-url",
+        db_url.as_str(),
+        "--kubeconfig",
+        host_kubeconfig.as_str(),
+    ];
+    let env = [
+        ("LETHE_VAR_LEASE_DURATION_SECONDS", "6"),
+        ("LETHE_VAR_LEASE_RENEW_SECONDS", "1"),
+    ];
+    let mut a = Lethe::up_repo_app(&args, &env);
+    let mut b = Lethe::up_repo_app(&args, &env);
+    let holder = || lease_holder(&cluster.kubeconfig(), "cf", "cf-reconciler");
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let leader = loop {
+        if let Some(h) = holder() {
+            break h;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no host took the cf-reconciler Lease"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        is_instance_of(a.pid(), &leader) || is_instance_of(b.pid(), &leader),
+        "{leader} is neither host"
+    );
+    // The holder does not change while it lives, though both hosts tick every second.
+    for _ in 0..15 {
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(holder().as_deref(), Some(leader.as_str()));
+    }
+    let (leader_host, survivor) = if is_instance_of(a.pid(), &leader) {
+        (&mut a, &b)
+    } else {
+        (&mut b, &a)
+    };
+    let body = format!(r#"{{"name":"{}"}}"#, unique("failover"));
+    let created = call(
+        survivor,
+        "POST",
+        "/v3/organizations",
+        Some(&admin),
+        Some(&body),
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    let org = created.json()["guid"].as_str().expect("guid").to_string();
+    let deleted = call(
+        survivor,
+        "DELETE",
+        &format!("/v3/organizations/{org}"),
+        Some(&admin),
+        None,
+    );
+    assert_eq!(deleted.status, 202, "{}", deleted.body);
+    leader_host.crash();
+    let killed = Instant::now();
+    let new_leader = loop {
+        if let Some(h) = holder().filter(|h| *h != leader) {
+            break h;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(6 + 4),
+            "no takeover within the Lease's 6 s and a tick"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(is_instance_of(survivor.pid(), &new_leader), "{new_leader}");
+    let location = deleted.header("location").expect("Location").to_string();
+    wait_for_state(
+        survivor,
+        &location,
+        &admin,
+        "COMPLETE",
+        Duration::from_secs(60),
+    );
+}
+
 /// Sends `body` to `path` as the administrator from `n` threads at once; the statuses, and the
 /// guids of what was created.
 fn create_at_once(lethe: &Lethe, path: &str, bodies: &[String]) -> (Vec<u16>, Vec<String>) {

@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value as Json, json};
+use support::standalone::{StandaloneCluster, kubeconfig_server_and_token, kubectl};
 use support::{Answer, Lethe, request};
 
 /// Where the database lives.
@@ -86,50 +87,6 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .build()
         .expect("tokio runtime")
         .block_on(f)
-}
-
-/// Runs `kubectl --kubeconfig <kubeconfig> <args>` (stdin: `input`); its stdout as JSON (`null`
-/// when empty), or its error output.
-fn kubectl(kubeconfig: &Path, args: &[&str], input: Option<Json>) -> Result<Json, String> {
-    use std::io::Write as _;
-    let mut child = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl is installed");
-    if let Some(mut stdin) = child.stdin.take()
-        && let Some(input) = input
-    {
-        stdin
-            .write_all(input.to_string().as_bytes())
-            .expect("write stdin");
-    }
-    let out = child.wait_with_output().expect("kubectl output");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    if !out.status.success() {
-        return Err(format!(
-            "kubectl {args:?}: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    if stdout.trim().is_empty() {
-        return Ok(Json::Null);
-    }
-    Ok(serde_json::from_str(&stdout).unwrap_or(Json::String(stdout)))
-}
-
-fn kubeconfig_server_and_token(path: &Path) -> (String, String) {
-    let text = std::fs::read_to_string(path).expect("kubeconfig");
-    let field = |name: &str| {
-        text.lines()
-            .find_map(|l| l.trim().strip_prefix(name).map(|v| v.trim().to_string()))
-            .unwrap_or_else(|| panic!("no {name} in kubeconfig"))
-    };
-    (field("server:"), field("token:"))
 }
 
 impl World {
@@ -1314,98 +1271,9 @@ fn cronjobs_of(kubeconfig: &Path) -> Vec<Json> {
     .unwrap_or_default()
 }
 
-/// A standalone `lethe cluster`, so that killing one lethe host does not take the cluster.
-struct StandaloneCluster {
-    child: std::process::Child,
-    dir: tempfile::TempDir,
-}
-
-impl StandaloneCluster {
-    fn start() -> StandaloneCluster {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let port = support::free_port();
-        let child = support::spawn_cluster(dir.path(), &["--listen", &format!("127.0.0.1:{port}")]);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !dir.path().join("cluster/kubeconfig").exists()
-            || std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
-        {
-            assert!(Instant::now() < deadline, "lethe cluster did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        StandaloneCluster { child, dir }
-    }
-
-    fn kubeconfig(&self) -> PathBuf {
-        self.dir.path().join("cluster/kubeconfig")
-    }
-
-    /// A kubeconfig of lethe's ServiceAccount, bound by `deploy/rbac.json` (applied here as the
-    /// administrator would), so that hosts given it act with lethe's least privilege.
-    fn service_account_kubeconfig(&self) -> PathBuf {
-        let admin = self.kubeconfig();
-        for file in [
-            "components/cf-core/kubernetes/crds.json",
-            "deploy/rbac.json",
-        ] {
-            let path = support::repo_root().join(file).display().to_string();
-            kubectl(&admin, &["apply", "-f", &path], None).expect("kubectl apply");
-        }
-        let token = kubectl(
-            &admin,
-            &[
-                "create",
-                "token",
-                "lethe",
-                "-n",
-                "lethe-system",
-                "--duration=1h",
-            ],
-            None,
-        )
-        .expect("kubectl create token");
-        let token = token.as_str().expect("a token").trim().to_string();
-        let (_, admin_token) = kubeconfig_server_and_token(&admin);
-        let text = std::fs::read_to_string(&admin)
-            .expect("kubeconfig")
-            .replace(&admin_token, &token);
-        assert!(
-            text.contains(&token) && !text.contains(&admin_token),
-            "the kubeconfig still holds the administrator's token"
-        );
-        let path = self.dir.path().join("lethe-sa.kubeconfig");
-        std::fs::write(&path, text).expect("write kubeconfig");
-        path
-    }
-}
-
-impl Drop for StandaloneCluster {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
+/// The holder of the data-jobs sync's Lease, in the standalone cluster.
 fn lease_holder(kubeconfig: &Path) -> Option<String> {
-    let lease = kubectl(
-        kubeconfig,
-        &[
-            "get",
-            "lease",
-            "-n",
-            "data-jobs",
-            "data-jobs-sync",
-            "-o",
-            "json",
-        ],
-        None,
-    )
-    .ok()?;
-    Some(
-        lease["spec"]["holderIdentity"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-    )
+    support::standalone::lease_holder(kubeconfig, "data-jobs", "data-jobs-sync")
 }
 
 fn two_hosts_run_one_leader_and_the_other_takes_over_within_the_lease(backend: &Backend) {
@@ -1538,7 +1406,7 @@ fn two_hosts_run_one_leader_and_the_other_takes_over_within_the_lease(backend: &
 
 /// Whether `instance` (`<hostname>-<pid>-<uuid>`) is the instance id of `lethe`'s process.
 fn lethe_instance_of(lethe: &Lethe, instance: &str) -> bool {
-    instance.rsplit('-').nth(1) == Some(lethe.pid().to_string().as_str())
+    support::standalone::is_instance_of(lethe.pid(), instance)
 }
 
 fn parse_rfc3339_seconds(s: &str) -> Option<i64> {

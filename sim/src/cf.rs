@@ -226,13 +226,17 @@ impl CfWorld<'_, '_> {
     /// compare the cluster before and after it.
     fn lethe_pass(&mut self, full: bool) -> Result<(), Failure> {
         let (index, host, crash_after) = self.stage.pick_pass(full, 60);
+        let lease = world::lease(self.stage.kube, ROOT, cf_core::follow::LEASE_NAME);
+        // When the pass reads the Lease, its first call: clients acting before it may have let
+        // time pass.
+        let first_call = std::cell::Cell::new(None);
         let before = self.objects();
         let namespaces_before = self.namespaces();
         let interleave = RefCell::new(StdRng::seed_from_u64(self.stage.rng.random()));
         let during = RefCell::new(Vec::new());
         let client = self.client();
         let kube = self.stage.kube;
-        let between = || {
+        let interleaved = || {
             if full {
                 return;
             }
@@ -245,6 +249,12 @@ impl CfWorld<'_, '_> {
             };
             world::during_the_pass(&mut acted.lines);
             during.borrow_mut().push(acted);
+        };
+        let between = || {
+            interleaved();
+            if first_call.get().is_none() {
+                first_call.set(Some(kube.now.get()));
+            }
         };
         let scheduled = Scheduled::new(host, crash_after, &between, &self.stage.throttle);
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -269,6 +279,9 @@ impl CfWorld<'_, '_> {
             self.apply(acted)?;
         }
         let said = world::pass_outcome(&outcome, crash_after, index, |r| {
+            if let Some(holder) = &r.leader_elsewhere {
+                return format!("not leader ({holder})");
+            }
             let mut said = format!(
                 "{}examined {} created {} updated {} deleted {} backing off {}",
                 if r.full { "full: " } else { "" },
@@ -284,6 +297,12 @@ impl CfWorld<'_, '_> {
             said
         })?;
         self.stage.note(&format!("host-{index} pass: {said}"));
+        // It ran when it held the Lease: no other host's name, and no failure to take it.
+        let ran = matches!(&outcome, Ok(Ok(r))
+            if r.leader_elsewhere.is_none() && !r.failed.iter().any(|(item, _)| item == cf_core::follow::LEASE_ITEM));
+        if let Some(now) = first_call.get() {
+            world::one_leader(index, ran, lease, now)?;
+        }
         self.check_pass(&before, &namespaces_before, &interrupted)
     }
 

@@ -10,7 +10,6 @@ use std::panic::AssertUnwindSafe;
 
 use data_jobs_core::model::{self, HASH_ANNOTATION, JOB_UID_LABEL, MANAGED_BY, MANAGED_BY_LABEL};
 use data_jobs_core::sync::{Tick, tick_with};
-use lethe_guest::env::parse_rfc3339_ms;
 use lethe_guest::fake::{FakeCluster, FakeHost, FakeSql};
 use lethe_guest::kube::{DeleteOptions, Identity, Kube as _, KubeError, ObjectRef};
 use lethe_guest::sql::{Sql as _, Value};
@@ -159,7 +158,7 @@ impl World<'_, '_> {
     /// invariants that compare the cluster before and after it.
     fn lethe_pass(&mut self, full: bool) -> Result<(), Failure> {
         let (index, host, crash_after) = self.stage.pick_pass(full, 40);
-        let lease = self.lease();
+        let lease = world::lease(self.stage.kube, NAMESPACE, data_jobs_core::sync::LEASE_NAME);
         let before = self.cronjobs();
         let desired_before = self.desired();
         let now = self.stage.kube.now.get();
@@ -206,30 +205,8 @@ impl World<'_, '_> {
             "host-{index} pass{}: {said}",
             if full { " (full)" } else { "" }
         ));
-        if let (Ok(Ok(Tick::Ran(_))), Some((holder, renewed, duration))) = (&outcome, lease)
-            && holder != format!("host-{index}")
-            && now < renewed + duration
-        {
-            return Err(format!(
-                "two leaders: host-{index} ran while {holder}'s lease was valid until {}",
-                renewed + duration
-            ));
-        }
+        world::one_leader(index, matches!(outcome, Ok(Ok(Tick::Ran(_)))), lease, now)?;
         self.check_pass(&before, &desired_before, &interrupted)
-    }
-
-    /// The Lease's holder, renew time and duration, if there is one.
-    fn lease(&self) -> Option<(String, i64, i64)> {
-        let lease = self
-            .stage
-            .kube
-            .object("Lease", NAMESPACE, "data-jobs-sync")?;
-        let spec = &lease.json()["spec"];
-        Some((
-            spec["holderIdentity"].as_str()?.to_string(),
-            parse_rfc3339_ms(spec["renewTime"].as_str()?)?,
-            spec["leaseDurationSeconds"].as_i64()? * 1000,
-        ))
     }
 
     fn cronjobs(&self) -> BTreeMap<String, Seen> {

@@ -2,6 +2,7 @@
 //! how a step is rolled ([`Scenario`]), the request a client sends and how its answer is read,
 //! and how a world that has quiesced is driven to convergence ([`Quiescent`]).
 
+use lethe_guest::env::parse_rfc3339_ms;
 use lethe_guest::fake::{FakeCluster, FakeHost};
 use lethe_guest::{Request, Response};
 use rand::Rng;
@@ -266,5 +267,37 @@ pub trait Quiescent {
         Err(format!(
             "no convergence after {QUIESCENT_PASSES} quiescent passes: {last}"
         ))
+    }
+}
+
+/// The holder, renew time and duration of the Lease `namespace/name`, if there is one.
+pub fn lease(kube: &FakeCluster, namespace: &str, name: &str) -> Option<(String, i64, i64)> {
+    let lease = kube.object("Lease", namespace, name)?;
+    let spec = &lease.json()["spec"];
+    Some((
+        spec["holderIdentity"].as_str()?.to_string(),
+        parse_rfc3339_ms(spec["renewTime"].as_str()?)?,
+        spec["leaseDurationSeconds"].as_i64()? * 1000,
+    ))
+}
+
+/// The leader invariant: `host-<index>`, which `ran` a pass starting at `now`, did not do so
+/// while `lease` (as read before the pass) was another host's and still valid.
+pub fn one_leader(
+    index: usize,
+    ran: bool,
+    lease: Option<(String, i64, i64)>,
+    now: i64,
+) -> Result<(), Failure> {
+    match lease {
+        Some((holder, renewed, duration))
+            if ran && holder != format!("host-{index}") && now < renewed + duration =>
+        {
+            Err(format!(
+                "two leaders: host-{index} ran while {holder}'s lease was valid until {}",
+                renewed + duration
+            ))
+        }
+        _ => Ok(()),
     }
 }

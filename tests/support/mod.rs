@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod cf;
+pub mod standalone;
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
@@ -164,6 +165,17 @@ impl Lethe {
             .expect("tokens.csv");
         let manifest = repo_root().join("spin.toml");
         match Self::spawn(data_dir, &manifest, &[], env) {
+            Ok(l) => l,
+            Err(f) => panic!("lethe up failed ({}):\n{}", f.status, f.log),
+        }
+    }
+
+    /// Runs `lethe up` on the repository's own `spin.toml` with `extra_args` (a cluster of its
+    /// own through `--kubeconfig`, a shared `--database-url`) and `env`.
+    pub fn up_repo_app(extra_args: &[&str], env: &[(&str, &str)]) -> Lethe {
+        let data_dir = tempfile::tempdir().expect("tempdir");
+        let manifest = repo_root().join("spin.toml");
+        match Self::spawn(data_dir, &manifest, extra_args, env) {
             Ok(l) => l,
             Err(f) => panic!("lethe up failed ({}):\n{}", f.status, f.log),
         }

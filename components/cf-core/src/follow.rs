@@ -31,6 +31,7 @@ use crate::access;
 use crate::config::Settings;
 use crate::ownership::OWNER_LABEL;
 use crate::reconcile::{Backoff, DeletionInFlight, Full, Reconciler, Report};
+use lethe_guest::lease::{Leadership, Lease, LeaseConfig};
 
 /// How soon a deletion under way is visited again when no change about it came (its namespace's
 /// and children's changes usually come sooner).
@@ -239,8 +240,16 @@ enum NeedsFullPass {
     State(SqlError),
 }
 
-/// Runs one pass: on the changes since the last one, or a full pass when one is due (see the
-/// module documentation), or when `full` asks for one.
+/// The name of the cf reconciler's leader Lease, in the root namespace.
+pub const LEASE_NAME: &str = "cf-reconciler";
+
+/// The item a pass reports as failed when it could not take or read the Lease.
+pub const LEASE_ITEM: &str = "lease/*";
+
+/// Runs one pass, if this host holds the reconciler's leader Lease ([`LEASE_NAME`]; timed by
+/// `lease_duration_seconds` and `lease_renew_seconds`): on the changes since the last one, or a
+/// full pass when one is due (see the module documentation), or when `full` asks for one. With
+/// several hosts, only the Lease's holder runs passes; the report of any other names it.
 pub fn pass_on_changes(
     kube: &dyn Kube,
     env: &dyn Env,
@@ -249,6 +258,24 @@ pub fn pass_on_changes(
     backoff: &dyn Backoff,
     full: bool,
 ) -> Report {
+    let refused = |item: &str, reason: String| Report {
+        failed: vec![(item.to_string(), reason)],
+        ..Report::default()
+    };
+    let lease_config = match LeaseConfig::from_env(env, &settings.root_namespace, LEASE_NAME) {
+        Ok(config) => config,
+        Err(e) => return refused(LEASE_ITEM, e),
+    };
+    let lease = match Lease::acquire(kube, &lease_config, env.now_ms()) {
+        Ok(Leadership::Held(lease)) => lease,
+        Ok(Leadership::Elsewhere(holder)) => {
+            return Report {
+                leader_elsewhere: Some(holder),
+                ..Report::default()
+            };
+        }
+        Err(e) => return refused(LEASE_ITEM, e.to_string()),
+    };
     let instance = env.config("lethe_instance_id").unwrap_or_default();
     let memory = Memory {
         sql,
@@ -260,6 +287,7 @@ pub fn pass_on_changes(
         env,
         settings,
         backoff,
+        lease: Some(&lease),
     };
     let reason = if full {
         NeedsFullPass::Due
@@ -401,7 +429,7 @@ fn on_changes(
         }
     };
     for (key, carried) in visits {
-        if reconciler.out_of_budget(started) {
+        if reconciler.must_stop(started) {
             // The changes are not read again: the next pass is full and finds what is left.
             report.deferred = true;
             break;

@@ -43,6 +43,7 @@ use crate::jobs::{self, JobGuid, JobState};
 use crate::kind::ResourceKind;
 use crate::names::{Claims, NameClaim};
 use crate::ownership::{self, MarkedNamespaces, NotOurs, Owner, Refusal};
+use lethe_guest::lease::Lease;
 
 /// The page size of a full pass's LISTs: twice client-go's 500, since a full pass is bounded by
 /// its budget and the component's client-side rate limit counts requests, not objects. At the
@@ -94,8 +95,10 @@ pub struct Report {
     /// Whether it was a full pass (everything listed), not one on the changes alone.
     pub full: bool,
     /// Whether the pass ran out of its budget ([`Settings::pass_budget_ms`]) before it visited
-    /// everything; the next pass is then full.
+    /// everything, or lost its Lease; the next pass is then full.
     pub deferred: bool,
+    /// The holder of the Lease, when another host holds it and this one ran no pass.
+    pub leader_elsewhere: Option<String>,
 }
 
 /// A deletion still under way after a pass: what its deletion job says now.
@@ -141,7 +144,7 @@ impl From<Report> for lethe_guest::reconciler::PassReport {
                     age_ms: d.age_ms,
                 })
                 .collect(),
-            leader_elsewhere: None,
+            leader_elsewhere: r.leader_elsewhere,
         }
     }
 }
@@ -198,6 +201,7 @@ pub fn pass(kube: &dyn Kube, env: &dyn Env, settings: &Settings, backoff: &dyn B
         env,
         settings,
         backoff,
+        lease: None,
     }
     .pass()
 }
@@ -212,6 +216,9 @@ pub(crate) struct Reconciler<'a> {
     pub settings: &'a Settings,
     /// Which objects wait before their next attempt.
     pub backoff: &'a dyn Backoff,
+    /// The Lease this host holds while it runs the pass, renewed at the pass's checkpoints
+    /// (`None`: the caller runs one pass of its own, as the tests do).
+    pub lease: Option<&'a Lease<'a>>,
 }
 
 impl Reconciler<'_> {
@@ -252,7 +259,7 @@ impl Reconciler<'_> {
         // Whether every type was listed whole: only then is an owner not listed gone.
         let mut listed_all = true;
         for (type_name, t) in &self.settings.types {
-            if self.out_of_budget(started) {
+            if self.must_stop(started) {
                 report.deferred = true;
                 break;
             }
@@ -262,7 +269,7 @@ impl Reconciler<'_> {
                 &options,
                 &mut |objects| {
                     for object in objects {
-                        if self.out_of_budget(started) {
+                        if self.must_stop(started) {
                             // The rest waits for the next pass (full, as this one was cut).
                             report.deferred = true;
                             return ControlFlow::Break(());
@@ -295,7 +302,7 @@ impl Reconciler<'_> {
         }
         if let Some(marked) = marked.as_ref().filter(|_| listed_all && !report.deferred) {
             for (type_name, name) in marked.unowned(&listed) {
-                if self.out_of_budget(started) {
+                if self.must_stop(started) {
                     // The other orphans wait for the next (full) pass.
                     report.deferred = true;
                     break;
@@ -317,10 +324,25 @@ impl Reconciler<'_> {
         report
     }
 
-    /// Whether a pass that started at `started` has used up its budget.
-    pub(crate) fn out_of_budget(&self, started: i64) -> bool {
+    /// Whether a pass that started at `started` must stop here: it has used up its budget, or
+    /// it lost its Lease, which is renewed at these checkpoints when due (another host may now
+    /// run a pass).
+    pub(crate) fn must_stop(&self, started: i64) -> bool {
         let budget = i64::try_from(self.settings.pass_budget_ms).unwrap_or(i64::MAX);
-        self.env.now_ms().saturating_sub(started) >= budget
+        let now = self.env.now_ms();
+        if now.saturating_sub(started) >= budget {
+            return true;
+        }
+        match self.lease.map(|lease| lease.keep(now)) {
+            Some(Err(lost)) => {
+                self.env.log(
+                    lethe_guest::env::Level::Warn,
+                    &format!("cf reconcile: {lost}"),
+                );
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Deletes the namespace `name` when it carries lethe's mark for the object `name` of type

@@ -1787,12 +1787,60 @@ fn passes_on_changes_visit_only_what_changed_and_fall_back_to_a_full_pass() {
     assert!(run(false).full);
     assert!(run(true).full, "and asking for one");
 
-    // Another host keeps bookmarks of its own: its first pass is full, and this host's
-    // passes still follow the changes afterwards.
-    let other = FakeHost::new(&sql, &cluster, "host-2");
-    let report = pass_on_changes(&other, &other, &other, &settings, &NoBackoff, false);
+    // Another host runs no pass while this one holds the Lease. Once this one stops renewing
+    // it, the other takes over; its bookmarks are its own, so its first pass is full.
+    let mut other = FakeHost::new(&sql, &cluster, "host-2");
+    other.now = fake.now.clone();
+    let other_pass = || pass_on_changes(&other, &other, &other, &settings, &NoBackoff, false);
+    let report = other_pass();
+    assert_eq!(report.leader_elsewhere.as_deref(), Some("host-1"));
+    assert_eq!((report.examined, report.full), (0, false));
+    fake.advance(15_000);
+    let report = other_pass();
+    assert_eq!(report.leader_elsewhere, None);
     assert!(report.full);
-    assert!(!run(false).full, "host-1's bookmarks are its own");
+    assert!(!other_pass().full);
+    let report = pass_on_changes(&fake, &fake, &fake, &settings, &NoBackoff, false);
+    assert_eq!(report.leader_elsewhere.as_deref(), Some("host-2"));
+    assert_eq!(report.examined, 0);
+}
+
+/// A host that cannot renew its Lease in the middle of a pass (another host took it, or the
+/// cluster refuses the write) stops at its next checkpoint: another host may be running passes
+/// by then. The pass says it was cut short, so the next one is full.
+#[test]
+fn a_pass_that_cannot_keep_its_lease_stops() {
+    use crate::follow::pass_on_changes;
+    use lethe_guest::fake::FakeSql;
+    let (cluster, mut settings) = setup();
+    settings.pass_budget_ms = 600_000;
+    let sql = FakeSql::migrated(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../cf-reconciler/migrations"
+    ));
+    for i in 0..20 {
+        cluster.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+            "metadata": {"name": format!("org-{i}"), "namespace": "cf"},
+            "spec": {"displayName": format!("org {i}")}}));
+    }
+    let mut host = FakeHost::new(&sql, &cluster, "host-1");
+    host.now = cluster.now.clone();
+    // A slow host: each namespace it makes takes it two seconds, so its Lease (renewed every
+    // five) is due again three orgs in; and the renewal is refused.
+    let clock = cluster.now.clone();
+    cluster.admit_with(Box::new(move |_| {
+        clock.set(clock.get() + 2_000);
+        Ok(())
+    }));
+    cluster.fail("update", "Lease");
+    let report = pass_on_changes(&host, &host, &host, &settings, &NoBackoff, false);
+    assert!(report.deferred, "{report:?}");
+    assert!(report.examined < 10, "went on after losing it: {report:?}");
+    // Once the Lease can be kept, the next pass is full and goes through.
+    cluster.heal();
+    let report = pass_on_changes(&host, &host, &host, &settings, &NoBackoff, false);
+    assert!(report.full && !report.deferred, "{report:?}");
+    assert_eq!(report.examined, 22);
 }
 
 /// A namespace lethe made whose owner is gone (a space create raced with its org's deletion; an

@@ -4,7 +4,8 @@
 //! ([`cf_core::follow`]), with a full pass at the start and every `full_resync_seconds`; and a
 //! full pass on demand over HTTP (`POST` to its route, as a caller who may list orgs).
 //! Per-object backoff, bookmarks and the deletions under way live in SQL, so they survive
-//! restarts and are shared by every host.
+//! restarts and are shared by every host. With several hosts, only the holder of the Lease
+//! `cf-reconciler` in the root namespace runs passes.
 
 #[cfg(target_arch = "wasm32")]
 mod wasm {
@@ -120,6 +121,8 @@ mod wasm {
                     "failed": r.failed.iter().map(|(item, reason)| json!({"item": item, "reason": reason})).collect::<Vec<_>>(),
                     "duration_ms": r.duration_ms,
                     "full": r.full,
+                    // Set when another host holds the Lease: it, not this one, runs passes.
+                    "leader_elsewhere": r.leader_elsewhere,
                 }),
             ),
             Err(e) => cf_core::errors::HttpError::unavailable(e).into_response(),

@@ -110,6 +110,17 @@ impl Settings {
             instance_id: text("lethe_instance_id", "lethe"),
         }
     }
+
+    /// The sync's leader Lease: [`sync::LEASE_NAME`] in the namespace, held as `instance_id`.
+    pub fn lease(&self) -> lethe_guest::lease::LeaseConfig {
+        lethe_guest::lease::LeaseConfig {
+            namespace: self.namespace.clone(),
+            name: sync::LEASE_NAME.to_string(),
+            holder: self.instance_id.clone(),
+            duration_ms: self.lease_duration_ms,
+            renew_ms: self.lease_renew_ms,
+        }
+    }
 }
 
 #[cfg(test)]

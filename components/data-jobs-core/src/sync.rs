@@ -50,13 +50,14 @@
 use std::cell::Cell;
 
 use serde::Serialize;
-use serde_json::{Value as Json, json};
+use serde_json::json;
 
 use crate::follow;
 use crate::items::{Desired, Item, World};
 use crate::model::{self, CronJobParams};
 use crate::{Host, Identity, Kube, KubeError, Level, Object, ObjectRef, Settings, Value, time};
 use lethe_guest::kube::{DeleteOptions, KubeVia, Propagation};
+use lethe_guest::lease::{Leadership, Lease, LeaseError};
 use lethe_guest::reconciler::{ItemFailure, PassReport};
 
 /// The identity every call of the pass is made with: the host's own (SECURITY.md P5–P7).
@@ -168,183 +169,6 @@ fn ensure_namespace(kube: &dyn Kube, namespace: &str) -> Result<(), KubeError> {
     match kube.create(PRIVILEGED, &body) {
         Ok(_) | Err(KubeError::Conflict(_)) => Ok(()),
         Err(e) => Err(e),
-    }
-}
-
-/// The Lease, while this host holds it.
-struct Lease<'a> {
-    kube: &'a dyn Kube,
-    settings: &'a Settings,
-    resource_version: String,
-    acquire_time: String,
-    transitions: i64,
-    renewed_at: i64,
-}
-
-fn lease_body(
-    settings: &Settings,
-    acquire_time: &str,
-    renew_ms: i64,
-    transitions: i64,
-    resource_version: Option<&str>,
-) -> Json {
-    let mut metadata = json!({
-        "name": LEASE_NAME,
-        "namespace": settings.namespace,
-        "labels": {model::MANAGED_BY_LABEL: model::MANAGED_BY},
-    });
-    if let Some(rv) = resource_version {
-        metadata["resourceVersion"] = json!(rv);
-    }
-    json!({
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": metadata,
-        "spec": {
-            "holderIdentity": settings.instance_id,
-            "leaseDurationSeconds": settings.lease_duration_ms / 1000,
-            "acquireTime": acquire_time,
-            "renewTime": time::micro_time(renew_ms),
-            "leaseTransitions": transitions,
-        },
-    })
-}
-
-impl<'a> Lease<'a> {
-    fn target(settings: &Settings) -> ObjectRef {
-        ObjectRef::new(
-            "coordination.k8s.io/v1",
-            "Lease",
-            Some(&settings.namespace),
-            LEASE_NAME,
-        )
-    }
-
-    /// Acquires or renews the Lease. `Ok(Err(holder))` when another host holds it.
-    fn acquire(
-        kube: &'a dyn Kube,
-        settings: &'a Settings,
-        now: i64,
-    ) -> Result<Result<Lease<'a>, String>, KubeError> {
-        let current = match kube.get(PRIVILEGED, &Self::target(settings)) {
-            Ok(obj) => obj,
-            Err(KubeError::NotFound(_)) => {
-                ensure_namespace(kube, &settings.namespace)?;
-                let acquire = time::micro_time(now);
-                return match kube.create(PRIVILEGED, &lease_body(settings, &acquire, now, 0, None))
-                {
-                    Ok(obj) => Ok(Ok(Lease {
-                        kube,
-                        settings,
-                        resource_version: obj.metadata.resource_version,
-                        acquire_time: acquire,
-                        transitions: 0,
-                        renewed_at: now,
-                    })),
-                    Err(KubeError::Conflict(_)) => Ok(Err("another host (just created)".into())),
-                    Err(e) => Err(e),
-                };
-            }
-            Err(e) => return Err(e),
-        };
-        // SECURITY.md P6: a Lease of that name that lethe did not write is someone else's
-        // coordination; it is reported and never overwritten.
-        if current.label(model::MANAGED_BY_LABEL) != Some(model::MANAGED_BY) {
-            return Err(KubeError::Conflict(format!(
-                "Lease {}/{LEASE_NAME} exists and is not lethe's (it lacks {}={}); lethe left it \
-                 untouched and runs no pass until it is removed",
-                settings.namespace,
-                model::MANAGED_BY_LABEL,
-                model::MANAGED_BY
-            )));
-        }
-        let spec = &current.json()["spec"];
-        let holder = spec["holderIdentity"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let duration_ms = spec["leaseDurationSeconds"].as_i64().unwrap_or(15) * 1000;
-        let renewed = spec["renewTime"]
-            .as_str()
-            .and_then(time::parse_rfc3339)
-            .unwrap_or(0);
-        let transitions = spec["leaseTransitions"].as_i64().unwrap_or(0);
-        let mine = holder == settings.instance_id;
-        if !mine && !holder.is_empty() && renewed + duration_ms > now {
-            return Ok(Err(holder));
-        }
-        let (acquire, transitions) = if mine {
-            (
-                spec["acquireTime"]
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| time::micro_time(now)),
-                transitions,
-            )
-        } else {
-            (time::micro_time(now), transitions + 1)
-        };
-        if mine && now - renewed < settings.lease_renew_ms && renewed <= now {
-            // Held and renewed recently: a tick every second costs one read, not a write too;
-            // `keep` renews it once it is due.
-            return Ok(Ok(Lease {
-                kube,
-                settings,
-                resource_version: current.metadata.resource_version.clone(),
-                acquire_time: acquire,
-                transitions,
-                renewed_at: renewed,
-            }));
-        }
-        let body = lease_body(
-            settings,
-            &acquire,
-            now,
-            transitions,
-            Some(&current.metadata.resource_version),
-        );
-        match kube.replace(PRIVILEGED, &Self::target(settings), &body) {
-            Ok(obj) => Ok(Ok(Lease {
-                kube,
-                settings,
-                resource_version: obj.metadata.resource_version,
-                acquire_time: acquire,
-                transitions,
-                renewed_at: now,
-            })),
-            Err(KubeError::Conflict(_)) => Ok(Err(if holder.is_empty() {
-                "another host (raced)".into()
-            } else {
-                holder
-            })),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Renews when due, guarded by the resourceVersion (SECURITY.md P6); `Err` when the Lease was
-    /// lost (the pass must stop).
-    fn keep(&mut self, now: i64) -> Result<(), String> {
-        if now - self.renewed_at < self.settings.lease_renew_ms {
-            return Ok(());
-        }
-        let body = lease_body(
-            self.settings,
-            &self.acquire_time,
-            now,
-            self.transitions,
-            Some(&self.resource_version),
-        );
-        match self
-            .kube
-            .replace(PRIVILEGED, &Self::target(self.settings), &body)
-        {
-            Ok(obj) => {
-                self.resource_version = obj.metadata.resource_version;
-                self.renewed_at = now;
-                Ok(())
-            }
-            Err(e) => Err(format!("lost the lease while renewing it: {e}")),
-        }
     }
 }
 
@@ -481,18 +305,26 @@ pub fn tick_with(host: &dyn Host, full: bool) -> Result<Tick, String> {
         inner: host,
         calls: Cell::new(0),
     };
-    let mut lease = match Lease::acquire(&kube, &settings, started)
-        .map_err(|e| format!("cannot read or take the lease: {e}"))?
-    {
-        Ok(lease) => lease,
-        Err(holder) => return Ok(Tick::NotLeader { holder }),
+    let lease_config = settings.lease();
+    let acquired = match Lease::acquire(&kube, &lease_config, started) {
+        // Its namespace is missing: the sync may run before anyone made it (SECURITY.md P7).
+        Err(LeaseError::Creating(KubeError::NotFound(_))) => {
+            ensure_namespace(&kube, &settings.namespace)
+                .map_err(|e| format!("cannot make the namespace of the lease: {e}"))?;
+            Lease::acquire(&kube, &lease_config, started)
+        }
+        other => other,
+    };
+    let lease = match acquired.map_err(|e| format!("cannot read or take the lease: {e}"))? {
+        Leadership::Held(lease) => lease,
+        Leadership::Elsewhere(holder) => return Ok(Tick::NotLeader { holder }),
     };
     let mut report = Report {
         holder: settings.instance_id.clone(),
         started_at: time::rfc3339(started),
         ..Report::default()
     };
-    let result = pass(host, &settings, &kube, &mut lease, full, &mut report);
+    let result = pass(host, &settings, &kube, &lease, full, &mut report);
     report.kube_requests = kube.calls.get();
     report.duration_ms = u64::try_from(host.now_ms() - started).unwrap_or(0);
     result?;
@@ -614,12 +446,12 @@ fn pass(
     host: &dyn Host,
     settings: &Settings,
     kube: &dyn Kube,
-    lease: &mut Lease<'_>,
+    lease: &Lease<'_>,
     full: bool,
     report: &mut Report,
 ) -> Result<(), String> {
     let gathered = follow::gather(host, settings, kube, full, &mut || {
-        lease.keep(host.now_ms())
+        lease.keep(host.now_ms()).map_err(|lost| lost.to_string())
     })?;
     report.full = gathered.full;
     report.load_ms = gathered.load_ms;
@@ -634,7 +466,7 @@ fn act(
     host: &dyn Host,
     settings: &Settings,
     kube: &dyn Kube,
-    lease: &mut Lease<'_>,
+    lease: &Lease<'_>,
     gathered: &follow::Gathered,
     report: &mut Report,
 ) -> Result<(), String> {
@@ -732,7 +564,7 @@ fn act(
         since_checkpoint += 1;
         if since_checkpoint >= 50 {
             since_checkpoint = 0;
-            lease.keep(host.now_ms())?;
+            lease.keep(host.now_ms()).map_err(|lost| lost.to_string())?;
         }
     }
     host.progress(total, total);
@@ -1263,15 +1095,16 @@ mod tests {
         crate::tests::flows::deploy(&host, "ingest");
         // An instance that gathered and acted, then was stopped before `follow::finish`.
         let settings = Settings::load(&host);
-        let mut lease = match Lease::acquire(&host, &settings, crate::Env::now_ms(&host)) {
-            Ok(Ok(lease)) => lease,
-            other => panic!("the lease: {:?}", other.err()),
+        let lease_config = settings.lease();
+        let lease = match Lease::acquire(&host, &lease_config, crate::Env::now_ms(&host)) {
+            Ok(Leadership::Held(lease)) => lease,
+            other => panic!("the lease: {other:?}"),
         };
         let gathered =
             follow::gather(&host, &settings, &host, false, &mut || Ok(())).expect("gather");
         assert!(!gathered.full);
         let mut report = Report::default();
-        act(&host, &settings, &host, &mut lease, &gathered, &mut report).expect("act");
+        act(&host, &settings, &host, &lease, &gathered, &mut report).expect("act");
         assert_eq!(report.created, 1);
         // The next pass hears of the same change again, finds it done, and duplicates nothing.
         let Ok(Tick::Ran(next)) = tick(&host) else {

@@ -16,6 +16,7 @@ pub mod host;
 pub mod http;
 pub mod kept;
 pub mod kube;
+pub mod lease;
 pub mod reconciler;
 pub mod sql;
 #[cfg(target_arch = "wasm32")]
