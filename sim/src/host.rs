@@ -179,6 +179,9 @@ impl Kube for Throttled {
     fn patch(&self, _: &Identity, _: &ObjectRef, _: &Patch) -> Result<Object> {
         Self::answer()
     }
+    fn patch_status(&self, _: &Identity, _: &ObjectRef, _: &Patch) -> Result<Object> {
+        Self::answer()
+    }
     fn replace(&self, _: &Identity, _: &ObjectRef, _: &Json) -> Result<Object> {
         Self::answer()
     }

@@ -866,6 +866,24 @@ impl Kube for FakeCluster {
         Ok(object_from_json(next))
     }
 
+    /// Applies `patch` as [`FakeCluster::patch`] does, and keeps only what it did to `status`,
+    /// as the API server's status subresource does.
+    fn patch_status(&self, id: &Identity, target: &ObjectRef, patch: &Patch) -> Result<Object> {
+        let (key, current) = self.stored(id, "patch", target)?;
+        let mut patched = current.clone();
+        match patch {
+            Patch::Merge(patch) => patch::merge_patch(&mut patched, patch),
+            Patch::Json(patch) => {
+                patch::json_patch(&mut patched, patch).map_err(KubeError::Invalid)?
+            }
+        }
+        let mut next = current;
+        next["status"] = patched["status"].take();
+        next["metadata"]["resourceVersion"] = json!(self.next_version());
+        self.objects.borrow_mut().insert(key, next.clone());
+        Ok(object_from_json(next))
+    }
+
     /// The writes after bookmark `since` to objects of the collection, one change per write,
     /// oldest first, as a watch delivers them.
     fn changes(&self, id: &Identity, of: &Collection, since: Since<'_>) -> Result<ChangeBatch> {

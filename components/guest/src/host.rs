@@ -56,6 +56,25 @@ pub struct Host {
 }
 
 impl Host {
+    /// A patch of `target`, or of its `subresource`.
+    fn patch_at(
+        &self,
+        id: &Identity,
+        target: &ObjectRef,
+        patch: &Patch,
+        subresource: Option<&str>,
+    ) -> Result<Object> {
+        let (kind, body) = match patch {
+            Patch::Merge(body) => (wit::PatchKind::Merge, body),
+            Patch::Json(body) => (wit::PatchKind::Json, body),
+        };
+        let patched = self
+            .client(id)?
+            .patch(&to_ref(target), kind, &body.to_string(), subresource)
+            .map_err(from_error)?;
+        from_object(patched)
+    }
+
     fn client(&self, id: &Identity) -> Result<std::rc::Rc<wit::Client>, KubeError> {
         if let Some(c) = self.clients.borrow().get(id) {
             return Ok(c.clone());
@@ -142,15 +161,11 @@ impl Kube for Host {
     }
 
     fn patch(&self, id: &Identity, target: &ObjectRef, patch: &Patch) -> Result<Object> {
-        let (kind, body) = match patch {
-            Patch::Merge(body) => (wit::PatchKind::Merge, body),
-            Patch::Json(body) => (wit::PatchKind::Json, body),
-        };
-        let patched = self
-            .client(id)?
-            .patch(&to_ref(target), kind, &body.to_string(), None)
-            .map_err(from_error)?;
-        from_object(patched)
+        self.patch_at(id, target, patch, None)
+    }
+
+    fn patch_status(&self, id: &Identity, target: &ObjectRef, patch: &Patch) -> Result<Object> {
+        self.patch_at(id, target, patch, Some("status"))
     }
 
     fn replace(&self, id: &Identity, target: &ObjectRef, object: &Json) -> Result<Object> {

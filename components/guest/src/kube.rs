@@ -199,6 +199,9 @@ pub trait Kube {
     fn create(&self, id: &Identity, object: &Json) -> Result<Object>;
     /// Patches an object.
     fn patch(&self, id: &Identity, target: &ObjectRef, patch: &Patch) -> Result<Object>;
+    /// Patches an object's `status` subresource (WIT `patch` with `subresource` `status`): only
+    /// what the patch says of `status` is written; the server ignores the rest.
+    fn patch_status(&self, id: &Identity, target: &ObjectRef, patch: &Patch) -> Result<Object>;
     /// Replaces an object; the body's resourceVersion, when it has one, guards the write.
     fn replace(&self, id: &Identity, target: &ObjectRef, object: &Json) -> Result<Object>;
     /// Deletes an object.
@@ -282,6 +285,9 @@ impl<T: KubeVia> Kube for T {
     }
     fn patch(&self, id: &Identity, target: &ObjectRef, patch: &Patch) -> Result<Object> {
         self.via().patch(id, target, patch)
+    }
+    fn patch_status(&self, id: &Identity, target: &ObjectRef, patch: &Patch) -> Result<Object> {
+        self.via().patch_status(id, target, patch)
     }
     fn replace(&self, id: &Identity, target: &ObjectRef, object: &Json) -> Result<Object> {
         self.via().replace(id, target, object)

@@ -8,7 +8,9 @@
 
 pub mod backoff;
 pub mod cf;
+pub mod conditions;
 pub mod env;
+pub mod events;
 #[cfg(feature = "fake")]
 pub mod fake;
 #[cfg(target_arch = "wasm32")]
