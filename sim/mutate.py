@@ -28,6 +28,8 @@ MUTATIONS = {
  'cf-status-record':('components/cf-core/src/jobs.rs','        if let Some(ts) = &object.metadata.deletion_timestamp {\n            let blocked_by','        if !access::visible(kube, caller, t, &object).unwrap_or(false) {\n            return Ok(complete(&guid, now));\n        }\n        if let Some(ts) = &object.metadata.deletion_timestamp {\n            let blocked_by'),
  'cf-status-reread':('components/cf-core/src/jobs.rs','        if !reread {\n            reread = true;','        if !reread && access::visible(kube, caller, t, &object).unwrap_or(true) {\n            reread = true;'),
  'cf-name-claim':('components/cf-core/src/names.rs','                Ok(_) => return Ok(true),\n                Err(KubeError::Conflict(_)) => {}','                Ok(_) | Err(KubeError::Conflict(_)) => return Ok(true),'),
+ 'cf-observed-generation':('components/guest/src/conditions.rs','            "observedGeneration": generation,','            "observedGeneration": generation + 1,'),
+ 'cf-event-regarding':('components/guest/src/events.rs','                "uid": regarding.metadata.uid,','                "uid": regarding.metadata.resource_version,'),
  'cf-sweep':('components/cf-core/src/reconcile.rs','            Ok(None) => {}\n            Err(e) => {\n                report.failed.push((key, format!("reading it: {e}")));','            Ok(None) => return,\n            Err(e) => {\n                report.failed.push((key, format!("reading it: {e}")));'),
 }
 

@@ -117,6 +117,18 @@ struct Deletion {
     guid: String,
 }
 
+/// The conditions of an org or space (as JSON) decided on a generation beyond its own: its name,
+/// generation and the condition's `observedGeneration`.
+fn generations(o: &Json) -> Option<(String, i64, i64)> {
+    let generation = o["metadata"]["generation"].as_i64().unwrap_or(0);
+    let observed = o["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .filter_map(|c| c["observedGeneration"].as_i64())
+        .max()?;
+    (observed > generation).then(|| (glance::text(o, "/metadata/name"), generation, observed))
+}
+
 /// An org or space as the invariants see it.
 #[derive(Clone)]
 struct Seen {
@@ -338,7 +350,9 @@ impl CfWorld<'_, '_> {
     /// 1. a namespace that is not lethe's is neither changed nor deleted;
     /// 2. an object holding the hostile user's finalizer keeps it (and so is not gone);
     /// 3. lethe deletes a namespace it made only for an owner being deleted;
-    /// 4. lethe deletes a space only when its org is being deleted (or a client asked).
+    /// 4. lethe deletes a space only when its org is being deleted (or a client asked);
+    /// 5. every Event names an org, space or namespace (kind, name and uid) the cluster held;
+    /// 6. no condition was decided on a generation its object has not reached.
     fn check_pass(
         &mut self,
         before: &BTreeMap<String, Seen>,
@@ -347,6 +361,33 @@ impl CfWorld<'_, '_> {
     ) -> Result<(), Failure> {
         let after = self.objects();
         let namespaces = self.namespaces();
+        let named = self.stage.kube.glance("Event", |e| {
+            let regarding = |field: &str| glance::text(e, &format!("/regarding/{field}"));
+            (
+                glance::text(e, "/reason"),
+                regarding("kind"),
+                regarding("name"),
+                regarding("uid"),
+            )
+        });
+        for (reason, kind, name, uid) in named {
+            let lethes = matches!(kind.as_str(), "Org" | "Space" | "Namespace");
+            if !lethes || !self.stage.kube.ever_held(&kind, &name, &uid) {
+                return Err(format!(
+                    "the Event {reason} names {kind} {name} (uid {uid}), which lethe never acted on"
+                ));
+            }
+        }
+        let ahead = self.stage.kube.glance("Org", generations);
+        let ahead = ahead
+            .into_iter()
+            .chain(self.stage.kube.glance("Space", generations))
+            .flatten();
+        if let Some((name, generation, observed)) = ahead.into_iter().next() {
+            return Err(format!(
+                "{name} has a condition observed at generation {observed}, beyond its {generation}"
+            ));
+        }
         // Those made during the pass too, between two of its calls.
         for (name, (uid, version)) in &self.hostile.namespaces {
             if namespaces

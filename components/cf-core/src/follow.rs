@@ -31,6 +31,7 @@ use crate::access;
 use crate::config::Settings;
 use crate::ownership::OWNER_LABEL;
 use crate::reconcile::{Backoff, DeletionInFlight, Full, Reconciler, Report};
+use lethe_guest::events::Recorder;
 use lethe_guest::lease::{Leadership, Lease, LeaseConfig};
 
 /// How soon a deletion under way is visited again when no change about it came (its namespace's
@@ -282,12 +283,14 @@ pub fn pass_on_changes(
         kept: Kept::new(sql, &KEPT, &instance),
     };
     let feeds = feeds(settings);
+    let events = Recorder::new(kube, env, crate::tell::CONTROLLER);
     let reconciler = Reconciler {
         kube,
         env,
         settings,
         backoff,
         lease: Some(&lease),
+        events: &events,
     };
     let reason = if full {
         NeedsFullPass::Due

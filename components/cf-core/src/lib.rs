@@ -26,6 +26,7 @@ pub mod names;
 pub mod ownership;
 pub mod reconcile;
 pub mod roles;
+pub mod tell;
 
 #[cfg(test)]
 mod tests;

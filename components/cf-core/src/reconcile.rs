@@ -43,6 +43,8 @@ use crate::jobs::{self, JobGuid, JobState};
 use crate::kind::ResourceKind;
 use crate::names::{Claims, NameClaim};
 use crate::ownership::{self, MarkedNamespaces, NotOurs, Owner, Refusal};
+use crate::tell;
+use lethe_guest::events::{Event, EventType, Recorder};
 use lethe_guest::lease::Lease;
 
 /// The page size of a full pass's LISTs: twice client-go's 500, since a full pass is bounded by
@@ -150,7 +152,7 @@ impl From<Report> for lethe_guest::reconciler::PassReport {
 }
 
 /// How reconciling one object ended.
-enum Outcome {
+pub(crate) enum Outcome {
     /// Nothing is left to do for it now.
     Done,
     /// Its cleanup is under way: something it owns is still being deleted.
@@ -184,6 +186,19 @@ pub enum StepFailed {
 }
 
 impl StepFailed {
+    /// The step that failed, in UpperCamelCase, as a condition's reason says it.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            StepFailed::NotOurs(_) => "NamespaceNotLethes",
+            StepFailed::AddingFinalizer(_) => "AddingFinalizerFailed",
+            StepFailed::MakingNamespace(_) => "MakingNamespaceFailed",
+            StepFailed::ReadingNamespace(_) => "ReadingNamespaceFailed",
+            StepFailed::DeletingChildren(_) => "DeletingChildrenFailed",
+            StepFailed::DeletingNamespace(_) => "DeletingNamespaceFailed",
+            StepFailed::RemovingFinalizer(_) => "RemovingFinalizerFailed",
+        }
+    }
+
     /// `refusal` at the step `step` names (an object in the way is the same at every step).
     fn at(step: fn(KubeError) -> StepFailed) -> impl Fn(Refusal) -> StepFailed {
         move |refusal| match refusal {
@@ -202,6 +217,7 @@ pub fn pass(kube: &dyn Kube, env: &dyn Env, settings: &Settings, backoff: &dyn B
         settings,
         backoff,
         lease: None,
+        events: &Recorder::new(kube, env, tell::CONTROLLER),
     }
     .pass()
 }
@@ -219,6 +235,8 @@ pub(crate) struct Reconciler<'a> {
     /// The Lease this host holds while it runs the pass, renewed at the pass's checkpoints
     /// (`None`: the caller runs one pass of its own, as the tests do).
     pub lease: Option<&'a Lease<'a>>,
+    /// Where the Events of what it does go.
+    pub events: &'a Recorder<'a>,
 }
 
 impl Reconciler<'_> {
@@ -392,10 +410,10 @@ impl Reconciler<'_> {
         {
             Ok(_) => {
                 report.deleted += 1;
-                self.env.log(
-                    lethe_guest::env::Level::Info,
-                    &format!("deleted the namespace {name}, whose {type_name} is gone"),
-                );
+                let note = format!("deleted the namespace {name}, whose {type_name} is gone");
+                self.env.log(lethe_guest::env::Level::Info, &note);
+                let event = tell::done("OrphanDeleted", "Delete", &note);
+                self.events.record(&ns, event);
             }
             Err(KubeError::NotFound(_) | KubeError::Conflict(_)) => {}
             Err(e) => report
@@ -432,7 +450,8 @@ impl Reconciler<'_> {
             self.claim_name(type_name, claim, object, full.claims);
         }
         let owner = Owner::new(type_name, object);
-        let result = reconcile_one(kube, t, owner, full.marked, claim.as_ref(), report);
+        let events = self.events;
+        let result = reconcile_one(kube, t, owner, full.marked, claim.as_ref(), events, report);
         // What is in the way is recorded on the object itself, where its deletion job reads it
         // at no extra cost, and cleared once the way is free.
         let blocked_by = match &result {
@@ -445,11 +464,17 @@ impl Reconciler<'_> {
                 &format!("recording what blocks {key}: {e}"),
             );
         }
-        if let Some(since) = &object.metadata.deletion_timestamp {
-            // Released: our finalizer was the last one and is gone, so the object is too.
-            let released = matches!(result, Ok(Outcome::Done))
-                && object.metadata.finalizers.iter().all(|f| f == FINALIZER);
-            if !released {
+        if ownership::blocked_by(object) != blocked_by.as_deref() {
+            events.record(object, tell::blocked(object, blocked_by.as_deref()));
+        }
+        // Released: our finalizer was the last one and is gone, so the object is too.
+        let released = object.metadata.deletion_timestamp.is_some()
+            && matches!(result, Ok(Outcome::Done))
+            && object.metadata.finalizers.iter().all(|f| f == FINALIZER);
+        if !released {
+            let decided = tell::conditions(object, &result, blocked_by.as_deref());
+            tell::write_conditions(kube, env, object, &decided);
+            if let Some(since) = &object.metadata.deletion_timestamp {
                 report.deletions.push(DeletionInFlight::of(
                     &key,
                     since,
@@ -509,13 +534,20 @@ impl Reconciler<'_> {
         let level = lethe_guest::env::Level::Warn;
         match claim.take(self.kube, self.env, holder) {
             Ok(true) => {}
-            Ok(false) => self.env.log(
-                level,
-                &format!(
+            Ok(false) => {
+                let note = format!(
                     "{type_name} {holder} is named {:?}, a name another {type_name} holds",
                     claim.name
-                ),
-            ),
+                );
+                self.env.log(level, &note);
+                let taken = Event {
+                    kind: EventType::Warning,
+                    reason: "NameTaken",
+                    action: "ClaimName",
+                    note: &note,
+                };
+                self.events.record(object, taken);
+            }
             // A full pass finds it unclaimed and tries again.
             Err(e) => self.env.log(
                 level,
@@ -572,6 +604,7 @@ fn reconcile_one(
     owner: Owner<'_>,
     marked: Option<&MarkedNamespaces>,
     claim: Option<&NameClaim<'_>>,
+    events: &Recorder<'_>,
     report: &mut Report,
 ) -> Result<Outcome, StepFailed> {
     let object = owner.object;
@@ -599,11 +632,16 @@ fn reconcile_one(
             .map_err(StepFailed::at(StepFailed::MakingNamespace))?;
             if made {
                 report.created += 1;
+                let note = format!("created its namespace {}", owner.namespace_name());
+                events.record(
+                    object,
+                    tell::done("NamespaceCreated", "MakeNamespace", &note),
+                );
             }
             Ok(Outcome::Done)
         }
         // Deleting, finalizer present: clean up, then release.
-        (true, Some(index)) => cleanup(kube, t, owner, index, claim, report),
+        (true, Some(index)) => cleanup(kube, t, owner, index, claim, events, report),
         // Deleting, no finalizer of ours: other finalizers hold it, and they are not ours.
         (true, None) => Ok(Outcome::Done),
     }
@@ -645,12 +683,14 @@ fn add_finalizer(kube: &dyn Kube, object: &Object) -> Result<(), KubeError> {
         .map(|_| ())
 }
 
+/// Steps 1–4 of the cleanup of `owner`, being deleted, whose finalizer is at `index`.
 fn cleanup(
     kube: &dyn Kube,
     t: &ResourceType,
     owner: Owner<'_>,
     index: usize,
     claim: Option<&NameClaim<'_>>,
+    events: &Recorder<'_>,
     report: &mut Report,
 ) -> Result<Outcome, StepFailed> {
     let object = owner.object;
@@ -661,7 +701,7 @@ fn cleanup(
     if let Some(ns) = namespace {
         // 2. Children first: they carry finalizers of their own and must be released by this
         //    reconciler before their namespace can go.
-        let children_left = delete_children(kube, t, &ns.target.name, report)
+        let children_left = delete_children(kube, t, object, &ns.target.name, events, report)
             .map_err(StepFailed::DeletingChildren)?;
         if children_left {
             return Ok(Outcome::Waiting);
@@ -675,7 +715,11 @@ fn cleanup(
                 precondition_uid: Some(ns.metadata.uid.clone()),
             };
             match kube.delete(&Identity::Privileged, &ns.target, &options) {
-                Ok(_) => report.deleted += 1,
+                Ok(_) => {
+                    report.deleted += 1;
+                    let note = format!("deleted its namespace {}", ns.target.name);
+                    events.record(object, tell::done("NamespaceDeleted", "Delete", &note));
+                }
                 Err(KubeError::NotFound(_) | KubeError::Conflict(_)) => {}
                 Err(e) => return Err(StepFailed::DeletingNamespace(e)),
             }
@@ -701,17 +745,22 @@ fn cleanup(
     match kube.patch(&Identity::Privileged, &object.target, &Patch::Json(patch)) {
         Ok(_) | Err(KubeError::NotFound(_)) => {
             report.updated += 1;
+            let note = format!("everything it owned is gone: removed the finalizer {FINALIZER}");
+            events.record(object, tell::done("Released", "Release", &note));
             Ok(Outcome::Done)
         }
         Err(e) => Err(StepFailed::RemovingFinalizer(e)),
     }
 }
 
-/// Deletes the children of type `t` in `namespace` (an owned one); `true` while any is left.
+/// Deletes the children of type `t` in `namespace`, the one `parent` owns; `true` while any is
+/// left.
 fn delete_children(
     kube: &dyn Kube,
     t: &ResourceType,
+    parent: &Object,
     namespace: &str,
+    events: &Recorder<'_>,
     report: &mut Report,
 ) -> Result<bool, KubeError> {
     let mut children_left = false;
@@ -733,7 +782,12 @@ fn delete_children(
                     precondition_uid: Some(child.metadata.uid.clone()),
                 };
                 match kube.delete(&Identity::Privileged, &child.target, &options) {
-                    Ok(_) => report.deleted += 1,
+                    Ok(_) => {
+                        report.deleted += 1;
+                        let reason = format!("{kind}Deleted");
+                        let note = format!("deleted {kind} {} in its namespace", child.target.name);
+                        events.record(parent, tell::done(&reason, "Delete", &note));
+                    }
                     Err(KubeError::NotFound(_) | KubeError::Conflict(_)) => {}
                     Err(e) => return Err(e),
                 }

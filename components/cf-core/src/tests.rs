@@ -286,6 +286,33 @@ fn reconciler_finalizes_an_org_with_its_spaces_and_namespaces() {
     assert!(!fake.exists("Space", ORG, SPACE));
     assert!(!fake.exists("Namespace", "", ORG));
     assert!(!fake.exists("Namespace", "", SPACE));
+    // Each step is an Event on the object it was done for. The space's went with the org's
+    // namespace, where they lived, as any Event in a deleted namespace does.
+    let said: Vec<(String, String)> = cluster
+        .all("Event")
+        .iter()
+        .map(|e| {
+            let e = e.json();
+            let reason = e["reason"].as_str().unwrap_or_default().to_string();
+            (
+                reason,
+                e["regarding"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    for step in [
+        ("SpaceDeleted", ORG),
+        ("NamespaceDeleted", ORG),
+        ("Released", ORG),
+    ] {
+        assert!(
+            said.contains(&(step.0.to_string(), step.1.to_string())),
+            "{step:?} in {said:?}"
+        );
+    }
 }
 
 #[test]
@@ -1722,6 +1749,10 @@ fn passes_on_changes_visit_only_what_changed_and_fall_back_to_a_full_pass() {
     let first = run(false);
     assert!(first.full, "no bookmark yet: a full pass");
     assert_eq!(first.examined, 2, "the org and its space");
+    // It wrote their conditions: the pass on that change visits them again, and writes nothing.
+    let echo = run(false);
+    assert!(!echo.full);
+    assert_eq!(echo.examined, 2);
     let idle = run(false);
     assert!(!idle.full);
     assert_eq!(idle.examined, 0, "nothing changed, nothing visited");
@@ -2035,4 +2066,75 @@ fn a_pass_out_of_its_budget_defers_the_rest_to_a_full_pass() {
             .finalizers,
         vec![FINALIZER.to_string()]
     );
+}
+
+/// What a person sees with `kubectl describe`: conditions on the org, and Events of what lethe
+/// did and of what held it up, telling the same story as the deletion job.
+#[test]
+fn conditions_and_events_tell_what_the_reconciler_did_and_what_blocks_it() {
+    use lethe_guest::conditions::condition;
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
+    let events = |reason: &str| {
+        cluster
+            .all("Event")
+            .into_iter()
+            .filter(|e| e.json()["reason"] == reason)
+            .collect::<Vec<_>>()
+    };
+    pass(&fake, &fake, &settings, &NoBackoff);
+    let org = fake.object("Org", "cf", ORG).expect("org");
+    assert_eq!(condition(&org, "Ready"), Some(("True", "NamespaceReady")));
+    assert_eq!(
+        condition(&org, "Blocked"),
+        Some(("False", "NothingInTheWay"))
+    );
+    assert_eq!(
+        org.json()["status"]["conditions"][0]["observedGeneration"],
+        1
+    );
+
+    // Someone swaps the org's namespace for one of their own, then the org is deleted.
+    fake.delete(
+        &Identity::Privileged,
+        &lethe_guest::kube::ObjectRef::new("v1", "Namespace", None, ORG),
+        &Default::default(),
+    )
+    .expect("delete");
+    fake.run_namespace_controller();
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ORG}}));
+    deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("admin")).expect("accepted");
+    pass(&fake, &fake, &settings, &NoBackoff);
+    let org = fake.object("Org", "cf", ORG).expect("org");
+    assert_eq!(condition(&org, "Ready"), Some(("False", "Deleting")));
+    assert_eq!(condition(&org, "Deleting"), Some(("True", "CleaningUp")));
+    assert_eq!(condition(&org, "Blocked"), Some(("True", "NotLethes")));
+    let blocked = events("DeletionBlocked");
+    assert_eq!(blocked.len(), 1, "one Event, however many passes");
+    let said = blocked[0].json();
+    assert_eq!(said["type"], "Warning");
+    assert_eq!(said["regarding"]["name"], ORG);
+    let note = said["note"].as_str().unwrap_or_default();
+    assert!(note.contains("is not lethe's"), "{note}");
+    // The job says the same.
+    let job = job(&fake, &settings, &format!("org.delete~{ORG}"), "admin").expect("job");
+    assert_eq!(job.state, JobState::Failed);
+    assert!(job.errors[0].detail.contains(note), "{:?}", job.errors);
+
+    // The way is cleared: the deletion goes through, and says so.
+    fake.delete(
+        &Identity::Privileged,
+        &lethe_guest::kube::ObjectRef::new("v1", "Namespace", None, ORG),
+        &Default::default(),
+    )
+    .expect("delete");
+    fake.run_namespace_controller();
+    for _ in 0..6 {
+        pass(&fake, &fake, &settings, &NoBackoff);
+        fake.run_namespace_controller();
+    }
+    assert!(!fake.exists("Org", "cf", ORG));
+    assert_eq!(events("Unblocked").len(), 1);
+    // The org's; the space's went with the namespace it lived in, as Events do.
+    assert_eq!(events("Released").len(), 1);
 }

@@ -103,7 +103,10 @@ mod tests {
 
     fn conditions(patch: Option<Patch>) -> Vec<Json> {
         match patch {
-            Some(Patch::Merge(p)) => p["status"]["conditions"].as_array().cloned().unwrap_or_default(),
+            Some(Patch::Merge(p)) => p["status"]["conditions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
             other => panic!("{other:?}"),
         }
     }
@@ -113,7 +116,12 @@ mod tests {
         let o = org(json!({}), 3);
         let written = conditions(status_patch(
             &o,
-            &[Condition::new("Ready", true, "NamespaceReady", "its namespace exists")],
+            &[Condition::new(
+                "Ready",
+                true,
+                "NamespaceReady",
+                "its namespace exists",
+            )],
             1_796_119_200_000,
         ));
         assert_eq!(written.len(), 1);
@@ -128,7 +136,12 @@ mod tests {
             "message": "its namespace exists", "observedGeneration": 3,
             "lastTransitionTime": "2026-12-01T10:00:00Z"});
         let o = org(json!({"conditions": [ready]}), 3);
-        let same = [Condition::new("Ready", true, "NamespaceReady", "its namespace exists")];
+        let same = [Condition::new(
+            "Ready",
+            true,
+            "NamespaceReady",
+            "its namespace exists",
+        )];
         assert!(status_patch(&o, &same, 1_796_119_900_000).is_none());
         assert_eq!(condition(&o, "Ready"), Some(("True", "NamespaceReady")));
     }
@@ -147,7 +160,10 @@ mod tests {
         ));
         assert_eq!(written[0]["lastTransitionTime"], "2026-12-01T10:00:00Z");
         assert_eq!(written[0]["observedGeneration"], 4);
-        assert_eq!(written[1]["reason"], "Theirs", "a condition not decided on is kept");
+        assert_eq!(
+            written[1]["reason"], "Theirs",
+            "a condition not decided on is kept"
+        );
         // A new status moves it.
         let written = conditions(status_patch(
             &o,

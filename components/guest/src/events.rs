@@ -152,7 +152,8 @@ impl<'a> Recorder<'a> {
             .pointer("/series/count")
             .and_then(Json::as_i64)
             .unwrap_or(1);
-        let series = json!({"series": {"count": count + 1, "lastObservedTime": format_micro_time(now)}});
+        let series =
+            json!({"series": {"count": count + 1, "lastObservedTime": format_micro_time(now)}});
         self.writes.set(self.writes.get() + 1);
         self.kube
             .patch(&Identity::Privileged, &target, &Patch::Merge(series))
@@ -254,7 +255,13 @@ mod tests {
         let recorder = Recorder::new(&host, &host, "lethe.dev/cf-reconciler");
         for i in 0..WRITES_PER_RECORDER + 10 {
             let note = format!("step {i}");
-            recorder.record(&regarding, Event { note: &note, ..BLOCKED });
+            recorder.record(
+                &regarding,
+                Event {
+                    note: &note,
+                    ..BLOCKED
+                },
+            );
         }
         assert_eq!(recorder.writes(), WRITES_PER_RECORDER);
         assert_eq!(
@@ -267,7 +274,11 @@ mod tests {
     fn a_cluster_scoped_objects_events_go_to_default() {
         let cluster = FakeCluster::new();
         let host = FakeHost::on(&cluster);
-        let ns = host.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}));
-        assert_eq!(event_ref(&ns, BLOCKED).namespace.as_deref(), Some("default"));
+        let ns =
+            host.put(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}));
+        assert_eq!(
+            event_ref(&ns, BLOCKED).namespace.as_deref(),
+            Some("default")
+        );
     }
 }

@@ -517,6 +517,21 @@ impl FakeCluster {
         }
     }
 
+    /// Whether this cluster ever held an object of `kind` named `name` with `uid` (now, or
+    /// before any write since it started): what an Event naming it may name.
+    pub fn ever_held(&self, kind: &str, name: &str, uid: &str) -> bool {
+        let is = |o: &Json| {
+            o["kind"] == kind && o["metadata"]["name"] == name && o["metadata"]["uid"] == uid
+        };
+        self.objects.objects.borrow().values().any(is)
+            || self
+                .objects
+                .writes
+                .borrow()
+                .iter()
+                .any(|w| w.before.as_ref().is_some_and(is) || w.after.as_ref().is_some_and(is))
+    }
+
     /// Advances the clock every host on this cluster reads.
     pub fn advance(&self, ms: i64) {
         self.now.set(self.now.get() + ms);

@@ -1,0 +1,118 @@
+//! What the reconciler tells a person in the cluster, where `kubectl describe` and `kubectl get`
+//! show it: Events of what it did and of what holds it up, and the conditions of each org and
+//! space, written through their status subresource.
+//!
+//! | condition  | not being deleted                               | being deleted |
+//! |------------|--------------------------------------------------|---------------|
+//! | `Ready`    | True once its finalizer and namespace are in place; False with the step that failed | False (`Deleting`) |
+//! | `Deleting` | —                                                | True while its cleanup is under way |
+//! | `Blocked`  | True while something not lethe's is in the way of its namespace | the same |
+//!
+//! Each carries the `observedGeneration` it was decided on. They say what the deletion job
+//! says: a `Blocked` deletion's job is `FAILED` with the same message (both read the
+//! `cf.lethe.dev/blocked-by` annotation's cause).
+
+use lethe_guest::conditions::{Condition, status_patch};
+use lethe_guest::env::{Env, Level};
+use lethe_guest::events::{Event, EventType};
+use lethe_guest::kube::{Identity, Kube, KubeError, Object};
+
+use crate::reconcile::{Outcome, StepFailed};
+
+/// The `reportingController` of the cf reconciler's Events.
+pub const CONTROLLER: &str = "lethe.dev/cf-reconciler";
+
+/// A Normal Event: `action` done, for `reason`, as `note` says.
+pub fn done<'a>(reason: &'a str, action: &'a str, note: &'a str) -> Event<'a> {
+    Event {
+        kind: EventType::Normal,
+        reason,
+        action,
+        note,
+    }
+}
+
+/// The Event of what blocks `object` changing to `blocked_by` (`None`: nothing any more).
+pub fn blocked<'a>(object: &Object, blocked_by: Option<&'a str>) -> Event<'a> {
+    let deleting = object.metadata.deletion_timestamp.is_some();
+    match blocked_by {
+        Some(in_the_way) => Event {
+            kind: EventType::Warning,
+            reason: if deleting {
+                "DeletionBlocked"
+            } else {
+                "NamespaceBlocked"
+            },
+            action: if deleting { "Delete" } else { "MakeNamespace" },
+            note: in_the_way,
+        },
+        None => done(
+            "Unblocked",
+            if deleting { "Delete" } else { "MakeNamespace" },
+            "nothing that is not lethe's is in the way any more",
+        ),
+    }
+}
+
+/// The conditions of `object` after the visit that ended with `result`, with `blocked_by` in
+/// its way (or nothing).
+pub(crate) fn conditions(
+    object: &Object,
+    result: &Result<Outcome, StepFailed>,
+    blocked_by: Option<&str>,
+) -> Vec<Condition> {
+    let blocked = match blocked_by {
+        Some(in_the_way) => Condition::new("Blocked", true, "NotLethes", in_the_way),
+        None => Condition::new(
+            "Blocked",
+            false,
+            "NothingInTheWay",
+            "nothing that is not lethe's is in the way",
+        ),
+    };
+    if let Some(since) = &object.metadata.deletion_timestamp {
+        let under_way = match result {
+            Err(e) => format!("its cleanup is under way since {since}; the last step failed: {e}"),
+            Ok(_) => format!("its cleanup is under way since {since}"),
+        };
+        return vec![
+            Condition::new("Ready", false, "Deleting", "it is being deleted"),
+            Condition::new("Deleting", true, "CleaningUp", &under_way),
+            blocked,
+        ];
+    }
+    let ready = match result {
+        Ok(_) => Condition::new(
+            "Ready",
+            true,
+            "NamespaceReady",
+            "its finalizer and its namespace are in place",
+        ),
+        Err(e) => Condition::new("Ready", false, e.reason(), &e.to_string()),
+    };
+    vec![ready, blocked]
+}
+
+/// Writes `decided` as `object`'s conditions through its status subresource, when they differ
+/// from what it shows. Best effort, like an Event: a failure is logged and the next visit tries
+/// again.
+pub(crate) fn write_conditions(
+    kube: &dyn Kube,
+    env: &dyn Env,
+    object: &Object,
+    decided: &[Condition],
+) {
+    let Some(patch) = status_patch(object, decided, env.now_ms()) else {
+        return;
+    };
+    match kube.patch_status(&Identity::Privileged, &object.target, &patch) {
+        Ok(_) | Err(KubeError::NotFound(_)) => {}
+        Err(e) => env.log(
+            Level::Warn,
+            &format!(
+                "writing the conditions of {} {}: {e}",
+                object.target.kind, object.target.name
+            ),
+        ),
+    }
+}
