@@ -284,6 +284,24 @@ fn stuck_finalizer_gives_processing_then_failed_at_the_timeout_then_complete_onc
         std::thread::sleep(Duration::from_millis(250));
     }
     assert_eq!(job_state(&lethe, &location, &admin).1["state"], "FAILED");
+    // A person with kubectl sees the same story: the org's conditions say what holds it, and an
+    // Event on it says so (lethe writes both right after its finalizer goes).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let described = loop {
+        let described = lethe.kubectl_ok(&["describe", "orgs.cf.lethe.dev", &org, "-n", "cf"]);
+        if described.contains("DeletionBlocked") && described.contains("ForeignFinalizers") {
+            break described;
+        }
+        assert!(Instant::now() < deadline, "kubectl describe shows neither: {described}");
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert!(described.contains("example.com/stuck"), "{described}");
+    assert!(described.contains("Deleting"), "{described}");
+    let listed = lethe.kubectl_ok(&["get", "orgs.cf.lethe.dev", &org, "-n", "cf"]);
+    let mut lines = listed.lines();
+    let header = lines.next().unwrap_or_default();
+    assert!(header.contains("READY"), "{listed}");
+    assert!(lines.next().is_some_and(|l| l.contains("False")), "{listed}");
     patch_org(&lethe, &org, "merge", r#"{"metadata":{"finalizers":null}}"#);
     wait_for_state(
         &lethe,

@@ -472,7 +472,19 @@ impl Reconciler<'_> {
             && matches!(result, Ok(Outcome::Done))
             && object.metadata.finalizers.iter().all(|f| f == FINALIZER);
         if !released {
-            let decided = tell::conditions(object, &result, blocked_by.as_deref());
+            let held = tell::held_by(object, &result);
+            if let Some(held) = &held
+                && !tell::shows_held(object)
+            {
+                let event = Event {
+                    kind: EventType::Warning,
+                    reason: "DeletionBlocked",
+                    action: "Delete",
+                    note: held,
+                };
+                events.record(object, event);
+            }
+            let decided = tell::conditions(object, &result, blocked_by.as_deref(), held.as_deref());
             tell::write_conditions(kube, env, object, &decided);
             if let Some(since) = &object.metadata.deletion_timestamp {
                 report.deletions.push(DeletionInFlight::of(

@@ -6,17 +6,18 @@
 //! |------------|--------------------------------------------------|---------------|
 //! | `Ready`    | True once its finalizer and namespace are in place; False with the step that failed | False (`Deleting`) |
 //! | `Deleting` | —                                                | True while its cleanup is under way |
-//! | `Blocked`  | True while something not lethe's is in the way of its namespace | the same |
+//! | `Blocked`  | True while something not lethe's is in the way of its namespace | the same, or while others' finalizers hold it once lethe's cleanup is done |
 //!
 //! Each carries the `observedGeneration` it was decided on. They say what the deletion job
 //! says: a `Blocked` deletion's job is `FAILED` with the same message (both read the
 //! `cf.lethe.dev/blocked-by` annotation's cause).
 
-use lethe_guest::conditions::{Condition, status_patch};
+use lethe_guest::conditions::{Condition, condition, status_patch};
 use lethe_guest::env::{Env, Level};
 use lethe_guest::events::{Event, EventType};
 use lethe_guest::kube::{Identity, Kube, KubeError, Object};
 
+use crate::FINALIZER;
 use crate::reconcile::{Outcome, StepFailed};
 
 /// The `reportingController` of the cf reconciler's Events.
@@ -54,16 +55,45 @@ pub fn blocked<'a>(object: &Object, blocked_by: Option<&'a str>) -> Event<'a> {
     }
 }
 
+/// What holds `object` once lethe's cleanup is done (`result`): the finalizers of others, which
+/// only they can remove.
+pub(crate) fn held_by(object: &Object, result: &Result<Outcome, StepFailed>) -> Option<String> {
+    let others: Vec<&str> = object
+        .metadata
+        .finalizers
+        .iter()
+        .map(String::as_str)
+        .filter(|f| *f != FINALIZER)
+        .collect();
+    let cleaned_up = matches!(result, Ok(Outcome::Done));
+    (object.metadata.deletion_timestamp.is_some() && cleaned_up && !others.is_empty()).then(|| {
+        format!(
+            "lethe's cleanup is done; waiting for finalizers that are not lethe's: {}",
+            others.join(", ")
+        )
+    })
+}
+
+/// Whether `object`'s conditions already say it is held by others' finalizers.
+pub(crate) fn shows_held(object: &Object) -> bool {
+    condition(object, "Blocked") == Some(("True", HELD))
+}
+
+/// The `Blocked` reason of an object held by others' finalizers.
+const HELD: &str = "ForeignFinalizers";
+
 /// The conditions of `object` after the visit that ended with `result`, with `blocked_by` in
-/// its way (or nothing).
+/// its way, or `held` by others' finalizers (or nothing).
 pub(crate) fn conditions(
     object: &Object,
     result: &Result<Outcome, StepFailed>,
     blocked_by: Option<&str>,
+    held: Option<&str>,
 ) -> Vec<Condition> {
-    let blocked = match blocked_by {
-        Some(in_the_way) => Condition::new("Blocked", true, "NotLethes", in_the_way),
-        None => Condition::new(
+    let blocked = match (blocked_by, held) {
+        (Some(in_the_way), _) => Condition::new("Blocked", true, "NotLethes", in_the_way),
+        (None, Some(held)) => Condition::new("Blocked", true, HELD, held),
+        (None, None) => Condition::new(
             "Blocked",
             false,
             "NothingInTheWay",

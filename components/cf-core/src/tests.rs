@@ -257,6 +257,25 @@ fn stuck_deletion_turns_failed_at_the_timeout_and_complete_when_released() {
         job(&fake, &settings, &guid, "admin").expect("job").state,
         JobState::Processing
     );
+    // lethe's part is done; the org says what holds it, once.
+    let org = fake.object("Org", "cf", ORG).expect("org");
+    assert_eq!(
+        lethe_guest::conditions::condition(&org, "Blocked"),
+        Some(("True", "ForeignFinalizers"))
+    );
+    let blocked: Vec<Object> = cluster
+        .all("Event")
+        .into_iter()
+        .filter(|e| e.json()["reason"] == "DeletionBlocked")
+        .collect();
+    assert_eq!(blocked.len(), 1);
+    assert!(
+        blocked[0].json()["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("example.com/stuck")),
+        "{:?}",
+        blocked[0].json()
+    );
     fake.now.set(fake.now.get() + 121_000);
     let failed = job(&fake, &settings, &guid, "admin").expect("job");
     assert_eq!(failed.state, JobState::Failed);
