@@ -292,7 +292,10 @@ fn stuck_finalizer_gives_processing_then_failed_at_the_timeout_then_complete_onc
         if described.contains("DeletionBlocked") && described.contains("ForeignFinalizers") {
             break described;
         }
-        assert!(Instant::now() < deadline, "kubectl describe shows neither: {described}");
+        assert!(
+            Instant::now() < deadline,
+            "kubectl describe shows neither: {described}"
+        );
         std::thread::sleep(Duration::from_millis(250));
     };
     assert!(described.contains("example.com/stuck"), "{described}");
@@ -301,7 +304,10 @@ fn stuck_finalizer_gives_processing_then_failed_at_the_timeout_then_complete_onc
     let mut lines = listed.lines();
     let header = lines.next().unwrap_or_default();
     assert!(header.contains("READY"), "{listed}");
-    assert!(lines.next().is_some_and(|l| l.contains("False")), "{listed}");
+    assert!(
+        lines.next().is_some_and(|l| l.contains("False")),
+        "{listed}"
+    );
     patch_org(&lethe, &org, "merge", r#"{"metadata":{"finalizers":null}}"#);
     wait_for_state(
         &lethe,

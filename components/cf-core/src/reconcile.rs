@@ -44,7 +44,7 @@ use crate::kind::ResourceKind;
 use crate::names::{Claims, NameClaim};
 use crate::ownership::{self, MarkedNamespaces, NotOurs, Owner, Refusal};
 use crate::tell;
-use lethe_guest::events::{Event, EventType, Recorder};
+use lethe_guest::events::{Event, Recorder};
 use lethe_guest::lease::Lease;
 
 /// The page size of a full pass's LISTs: twice client-go's 500, since a full pass is bounded by
@@ -412,7 +412,7 @@ impl Reconciler<'_> {
                 report.deleted += 1;
                 let note = format!("deleted the namespace {name}, whose {type_name} is gone");
                 self.env.log(lethe_guest::env::Level::Info, &note);
-                let event = tell::done("OrphanDeleted", "Delete", &note);
+                let event = Event::normal("OrphanDeleted", "Delete", &note);
                 self.events.record(&ns, event);
             }
             Err(KubeError::NotFound(_) | KubeError::Conflict(_)) => {}
@@ -476,13 +476,7 @@ impl Reconciler<'_> {
             if let Some(held) = &held
                 && !tell::shows_held(object)
             {
-                let event = Event {
-                    kind: EventType::Warning,
-                    reason: "DeletionBlocked",
-                    action: "Delete",
-                    note: held,
-                };
-                events.record(object, event);
+                events.record(object, Event::warning("DeletionBlocked", "Delete", held));
             }
             let decided = tell::conditions(object, &result, blocked_by.as_deref(), held.as_deref());
             tell::write_conditions(kube, env, object, &decided);
@@ -552,12 +546,7 @@ impl Reconciler<'_> {
                     claim.name
                 );
                 self.env.log(level, &note);
-                let taken = Event {
-                    kind: EventType::Warning,
-                    reason: "NameTaken",
-                    action: "ClaimName",
-                    note: &note,
-                };
+                let taken = Event::warning("NameTaken", "ClaimName", &note);
                 self.events.record(object, taken);
             }
             // A full pass finds it unclaimed and tries again.
@@ -647,7 +636,7 @@ fn reconcile_one(
                 let note = format!("created its namespace {}", owner.namespace_name());
                 events.record(
                     object,
-                    tell::done("NamespaceCreated", "MakeNamespace", &note),
+                    Event::normal("NamespaceCreated", "MakeNamespace", &note),
                 );
             }
             Ok(Outcome::Done)
@@ -730,7 +719,7 @@ fn cleanup(
                 Ok(_) => {
                     report.deleted += 1;
                     let note = format!("deleted its namespace {}", ns.target.name);
-                    events.record(object, tell::done("NamespaceDeleted", "Delete", &note));
+                    events.record(object, Event::normal("NamespaceDeleted", "Delete", &note));
                 }
                 Err(KubeError::NotFound(_) | KubeError::Conflict(_)) => {}
                 Err(e) => return Err(StepFailed::DeletingNamespace(e)),
@@ -758,7 +747,7 @@ fn cleanup(
         Ok(_) | Err(KubeError::NotFound(_)) => {
             report.updated += 1;
             let note = format!("everything it owned is gone: removed the finalizer {FINALIZER}");
-            events.record(object, tell::done("Released", "Release", &note));
+            events.record(object, Event::normal("Released", "Release", &note));
             Ok(Outcome::Done)
         }
         Err(e) => Err(StepFailed::RemovingFinalizer(e)),
@@ -798,7 +787,7 @@ fn delete_children(
                         report.deleted += 1;
                         let reason = format!("{kind}Deleted");
                         let note = format!("deleted {kind} {} in its namespace", child.target.name);
-                        events.record(parent, tell::done(&reason, "Delete", &note));
+                        events.record(parent, Event::normal(&reason, "Delete", &note));
                     }
                     Err(KubeError::NotFound(_) | KubeError::Conflict(_)) => {}
                     Err(e) => return Err(e),

@@ -14,7 +14,7 @@
 
 use lethe_guest::conditions::{Condition, condition, status_patch};
 use lethe_guest::env::{Env, Level};
-use lethe_guest::events::{Event, EventType};
+use lethe_guest::events::Event;
 use lethe_guest::kube::{Identity, Kube, KubeError, Object};
 
 use crate::FINALIZER;
@@ -23,31 +23,20 @@ use crate::reconcile::{Outcome, StepFailed};
 /// The `reportingController` of the cf reconciler's Events.
 pub const CONTROLLER: &str = "lethe.dev/cf-reconciler";
 
-/// A Normal Event: `action` done, for `reason`, as `note` says.
-pub fn done<'a>(reason: &'a str, action: &'a str, note: &'a str) -> Event<'a> {
-    Event {
-        kind: EventType::Normal,
-        reason,
-        action,
-        note,
-    }
-}
-
 /// The Event of what blocks `object` changing to `blocked_by` (`None`: nothing any more).
 pub fn blocked<'a>(object: &Object, blocked_by: Option<&'a str>) -> Event<'a> {
     let deleting = object.metadata.deletion_timestamp.is_some();
     match blocked_by {
-        Some(in_the_way) => Event {
-            kind: EventType::Warning,
-            reason: if deleting {
+        Some(in_the_way) => Event::warning(
+            if deleting {
                 "DeletionBlocked"
             } else {
                 "NamespaceBlocked"
             },
-            action: if deleting { "Delete" } else { "MakeNamespace" },
-            note: in_the_way,
-        },
-        None => done(
+            if deleting { "Delete" } else { "MakeNamespace" },
+            in_the_way,
+        ),
+        None => Event::normal(
             "Unblocked",
             if deleting { "Delete" } else { "MakeNamespace" },
             "nothing that is not lethe's is in the way any more",

@@ -56,6 +56,7 @@ use crate::follow;
 use crate::items::{Desired, Item, World};
 use crate::model::{self, CronJobParams};
 use crate::{Host, Identity, Kube, KubeError, Level, Object, ObjectRef, Settings, Value, time};
+use lethe_guest::events::{Event, Recorder};
 use lethe_guest::kube::{DeleteOptions, KubeVia, Propagation};
 use lethe_guest::lease::{Leadership, Lease, LeaseError};
 use lethe_guest::reconciler::{ItemFailure, PassReport};
@@ -65,6 +66,9 @@ const PRIVILEGED: &Identity = &Identity::Privileged;
 
 /// The Lease's name.
 pub const LEASE_NAME: &str = "data-jobs-sync";
+
+/// The `reportingController` of the sync's Events.
+pub const CONTROLLER: &str = "lethe.dev/data-jobs";
 
 /// What a pass did.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
@@ -415,6 +419,8 @@ struct Pass<'a> {
     kube: &'a dyn Kube,
     now: i64,
     writes: u32,
+    /// Where the Events of what it does to CronJobs go.
+    events: &'a Recorder<'a>,
 }
 
 /// The CronJob an actual row records.
@@ -471,12 +477,14 @@ fn act(
     report: &mut Report,
 ) -> Result<(), String> {
     let World { items, orphans } = &gathered.world;
+    let events = Recorder::new(kube, host, CONTROLLER);
     let mut p = Pass {
         host,
         settings,
         kube,
         now: host.now_ms(),
         writes: 0,
+        events: &events,
     };
     report.backing_off = gathered.held_back.backing_off;
     report.parked = gathered.held_back.parked;
@@ -585,7 +593,16 @@ impl Pass<'_> {
             &cronjob_ref(&self.settings.namespace, name),
             &options,
         ) {
-            Ok(_) => Ok(true),
+            Ok(_) => {
+                let gone = lethe_guest::kube::object_from_json(json!({
+                    "apiVersion": "batch/v1", "kind": "CronJob",
+                    "metadata": {"name": name, "namespace": self.settings.namespace, "uid": uid},
+                }));
+                let note = "deleted: no deployment wants it any more";
+                self.events
+                    .record(&gone, Event::normal("CronJobDeleted", "Delete", note));
+                Ok(true)
+            }
             Err(KubeError::NotFound(_) | KubeError::Conflict(_)) => Ok(false),
             Err(e) => Err(e),
         }
@@ -651,6 +668,12 @@ impl Pass<'_> {
         match created {
             Ok(obj) => {
                 report.created += 1;
+                let note = format!(
+                    "created for version {} of {}/{}",
+                    d.job_version, d.team, d.job_name
+                );
+                self.events
+                    .record(&obj, Event::normal("CronJobCreated", "Create", &note));
                 self.write_actual(uid, d, Recorded::of(&obj), None, report)
             }
             Err(KubeError::Conflict(_)) => self.take_over(uid, d, &name, report),
@@ -679,12 +702,15 @@ impl Pass<'_> {
                 model::JOB_UID_LABEL
             )));
         }
+        let why = "took it back: it carries this job's uid, but the managed LIST did not show \
+                   it (its managed-by label was edited away)";
         self.replace(
             uid,
             d,
             name,
             &existing.metadata.resource_version,
             &existing.metadata.finalizers,
+            why,
             report,
         )
     }
@@ -693,20 +719,32 @@ impl Pass<'_> {
         let (Some(d), Some(live)) = (&item.desired, item.live.get(index)) else {
             return Step::Done;
         };
+        // The desired spec is the one applied last: the live one was edited by hand.
+        let drifted = item.actual.as_ref().is_some_and(|a| a.hash == d.hash);
+        let why = if drifted {
+            "reverted a hand edit of its spec".to_string()
+        } else {
+            format!(
+                "applied version {} of {}/{}",
+                d.job_version, d.team, d.job_name
+            )
+        };
         self.replace(
             uid,
             d,
             &live.name,
             &live.resource_version,
             &live.finalizers,
+            &why,
             report,
         )
     }
 
     /// Replaces CronJob `name`, as it was at `resource_version`, with the desired one, then
-    /// records it. A replace takes the whole object, so the live `finalizers` go into it: they
-    /// are others' (a backup tool waiting to copy the object, a policy), and dropping them would
-    /// release what they hold.
+    /// records it, and says `why` in an Event. A replace takes the whole object, so the live
+    /// `finalizers` go into it: they are others' (a backup tool waiting to copy the object, a
+    /// policy), and dropping them would release what they hold.
+    #[allow(clippy::too_many_arguments)]
     fn replace(
         &mut self,
         uid: &str,
@@ -714,6 +752,7 @@ impl Pass<'_> {
         name: &str,
         resource_version: &str,
         finalizers: &[String],
+        why: &str,
         report: &mut Report,
     ) -> Step {
         let mut body = model::render_cronjob(&CronJobParams {
@@ -736,6 +775,8 @@ impl Pass<'_> {
         ) {
             Ok(obj) => {
                 report.updated += 1;
+                self.events
+                    .record(&obj, Event::normal("CronJobReplaced", "Replace", why));
                 self.write_actual(uid, d, Recorded::of(&obj), None, report)
             }
             Err(e) => Step::Failed(e),
@@ -1130,12 +1171,14 @@ mod tests {
             desired: Some(desired("h")),
             ..Item::default()
         };
+        let events = Recorder::new(&kube, &host, CONTROLLER);
         let mut pass = Pass {
             host: &host,
             settings: &settings,
             kube: &kube,
             now: 0,
             writes: 0,
+            events: &events,
         };
         let mut report = Report::default();
         assert!(matches!(

@@ -815,6 +815,25 @@ pub(crate) mod flows {
         let cronjob = the_cronjob(&kube);
         assert_eq!(cronjob["spec"]["concurrencyPolicy"], "Forbid");
         assert_eq!(cronjob["spec"]["jobTemplate"]["spec"]["backoffLimit"], 3);
+        // `kubectl describe cronjob` says what lethe did to it, and why.
+        let said: Vec<(String, String)> = kube
+            .all("Event")
+            .iter()
+            .filter(|e| e.json()["regarding"]["name"] == name.as_str())
+            .map(|e| {
+                let e = e.json();
+                let text = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+                (text("reason"), text("note"))
+            })
+            .collect();
+        assert!(
+            said.contains(&(
+                "CronJobReplaced".into(),
+                "reverted a hand edit of its spec".into()
+            )),
+            "{said:?}"
+        );
+        assert!(said.iter().any(|(r, _)| r == "CronJobCreated"), "{said:?}");
     }
 
     /// Found by the simulator (lethe-sim seed 2): reverting a hand edit replaced the CronJob

@@ -57,6 +57,26 @@ pub struct Event<'a> {
     pub note: &'a str,
 }
 
+impl<'a> Event<'a> {
+    /// A Normal Event: `action` done, for `reason`, as `note` says.
+    pub fn normal(reason: &'a str, action: &'a str, note: &'a str) -> Event<'a> {
+        Event {
+            kind: EventType::Normal,
+            reason,
+            action,
+            note,
+        }
+    }
+
+    /// A Warning Event: `action` tried or held up, for `reason`, as `note` says.
+    pub fn warning(reason: &'a str, action: &'a str, note: &'a str) -> Event<'a> {
+        Event {
+            kind: EventType::Warning,
+            ..Event::normal(reason, action, note)
+        }
+    }
+}
+
 /// Writes Events as one controller, from this host (`lethe_instance_id`).
 pub struct Recorder<'a> {
     kube: &'a dyn Kube,
