@@ -22,7 +22,7 @@ MUTATIONS = {
  # The CF side.
  'cf-confirm':('components/cf-core/src/deletion.rs','    let deadline = env.now_ms() + i64::try_from(settings.delete_confirm_ms).unwrap_or(i64::MAX);','    let deadline = env.now_ms() + 0 * i64::try_from(settings.delete_confirm_ms).unwrap_or(i64::MAX);'),
  'cf-ownership':('components/cf-core/src/ownership.rs','        !self.object.metadata.uid.is_empty()\n','        true || !self.object.metadata.uid.is_empty()\n'),
- 'cf-finalizer-test':('components/cf-core/src/reconcile.rs','        { "op": "test", "path": path, "value": FINALIZER },\n',''),
+ 'cf-finalizer-test':('components/guest/src/finalizer.rs','        { "op": "test", "path": path, "value": name },\n',''),
  'cf-namespace-uid':('components/cf-core/src/reconcile.rs','                precondition_uid: Some(ns.metadata.uid.clone()),\n            };\n            match kube.delete(','                precondition_uid: None.filter(|_: &String| ns.metadata.uid.is_empty()),\n            };\n            match kube.delete('),
  'cf-children-first':('components/cf-core/src/reconcile.rs','        if children_left {','        if children_left && false {'),
  'cf-status-record':('components/cf-core/src/jobs.rs','        if let Some(ts) = &object.metadata.deletion_timestamp {\n            let blocked_by','        if !access::visible(kube, caller, t, &object).unwrap_or(false) {\n            return Ok(complete(&guid, now));\n        }\n        if let Some(ts) = &object.metadata.deletion_timestamp {\n            let blocked_by'),

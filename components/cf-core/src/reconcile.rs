@@ -45,6 +45,7 @@ use crate::names::{Claims, NameClaim};
 use crate::ownership::{self, MarkedNamespaces, NotOurs, Owner, Refusal};
 use crate::tell;
 use lethe_guest::events::{Event, Recorder};
+use lethe_guest::finalizer::{self, Case};
 use lethe_guest::lease::Lease;
 
 /// The page size of a full pass's LISTs: twice client-go's 500, since a full pass is bounded by
@@ -470,7 +471,7 @@ impl Reconciler<'_> {
         // Released: our finalizer was the last one and is gone, so the object is too.
         let released = object.metadata.deletion_timestamp.is_some()
             && matches!(result, Ok(Outcome::Done))
-            && object.metadata.finalizers.iter().all(|f| f == FINALIZER);
+            && finalizer::is_last(object, FINALIZER);
         if !released {
             let held = tell::held_by(object, &result);
             if let Some(held) = &held
@@ -609,22 +610,22 @@ fn reconcile_one(
     report: &mut Report,
 ) -> Result<Outcome, StepFailed> {
     let object = owner.object;
-    let deleting = object.metadata.deletion_timestamp.is_some();
-    let ours = object
-        .metadata
-        .finalizers
-        .iter()
-        .position(|f| f == FINALIZER);
-    match (deleting, ours) {
-        // Not deleting, no finalizer: add it, so a deletion waits for the cleanup.
-        (false, None) => {
-            add_finalizer(kube, object).map_err(StepFailed::AddingFinalizer)?;
+    match finalizer::case(object, FINALIZER) {
+        // Not deleting, no finalizer: add it, so a deletion waits for the cleanup (SECURITY.md
+        // P2a: only objects of lethe's CF kinds, guarded by their resourceVersion).
+        Case::Add => {
+            kube.patch(
+                &Identity::Privileged,
+                &object.target,
+                &finalizer::add_patch(object, FINALIZER),
+            )
+            .map_err(StepFailed::AddingFinalizer)?;
             report.created += 1;
             Ok(Outcome::Done)
         }
         // Not deleting, finalizer present: the namespace it owns exists (a crashed create is
         // repaired here).
-        (false, Some(_)) => {
+        Case::Apply => {
             let made = match marked {
                 Some(marked) if marked.holds(owner) => Ok(false),
                 Some(_) => ownership::make_unlisted_namespace(kube, owner),
@@ -642,9 +643,9 @@ fn reconcile_one(
             Ok(Outcome::Done)
         }
         // Deleting, finalizer present: clean up, then release.
-        (true, Some(index)) => cleanup(kube, t, owner, index, claim, events, report),
+        Case::Cleanup(index) => cleanup(kube, t, owner, index, claim, events, report),
         // Deleting, no finalizer of ours: other finalizers hold it, and they are not ours.
-        (true, None) => Ok(Outcome::Done),
+        Case::Done => Ok(Outcome::Done),
     }
 }
 
@@ -664,24 +665,6 @@ fn record_blocked_by(
         Ok(_) | Err(KubeError::NotFound(_)) => Ok(()),
         Err(e) => Err(e),
     }
-}
-
-/// SECURITY.md P2a: only objects of lethe's CF kinds, guarded by their resourceVersion.
-fn add_finalizer(kube: &dyn Kube, object: &Object) -> Result<(), KubeError> {
-    // Guarded by the resourceVersion: if the object changed meanwhile, the next pass re-decides.
-    let patch = if object.json().pointer("/metadata/finalizers").is_some() {
-        json!([
-            { "op": "test", "path": "/metadata/resourceVersion", "value": object.metadata.resource_version },
-            { "op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER },
-        ])
-    } else {
-        json!([
-            { "op": "test", "path": "/metadata/resourceVersion", "value": object.metadata.resource_version },
-            { "op": "add", "path": "/metadata/finalizers", "value": [FINALIZER] },
-        ])
-    };
-    kube.patch(&Identity::Privileged, &object.target, &Patch::Json(patch))
-        .map(|_| ())
 }
 
 /// Steps 1–4 of the cleanup of `owner`, being deleted, whose finalizer is at `index`.
@@ -734,16 +717,12 @@ fn cleanup(
     //    x`). Should the patch fail, the name is free a little early: a create may take it while
     //    this object's deletion finishes.
     if let Some(claim) = claim
-        && object.metadata.finalizers.len() == 1
+        && finalizer::is_last(object, FINALIZER)
     {
         claim.release(kube, &object.target.name);
     }
-    let path = format!("/metadata/finalizers/{index}");
-    let patch = json!([
-        { "op": "test", "path": path, "value": FINALIZER },
-        { "op": "remove", "path": path },
-    ]);
-    match kube.patch(&Identity::Privileged, &object.target, &Patch::Json(patch)) {
+    let patch = finalizer::remove_patch(index, FINALIZER);
+    match kube.patch(&Identity::Privileged, &object.target, &patch) {
         Ok(_) | Err(KubeError::NotFound(_)) => {
             report.updated += 1;
             let note = format!("everything it owned is gone: removed the finalizer {FINALIZER}");

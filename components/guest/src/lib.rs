@@ -13,6 +13,7 @@ pub mod env;
 pub mod events;
 #[cfg(feature = "fake")]
 pub mod fake;
+pub mod finalizer;
 #[cfg(target_arch = "wasm32")]
 pub mod host;
 pub mod http;
