@@ -291,6 +291,7 @@ pub fn pass_on_changes(
         backoff,
         lease: Some(&lease),
         events: &events,
+        upkeep: std::cell::Cell::new(crate::reconcile::UPKEEP_PER_PASS),
     };
     let reason = if full {
         NeedsFullPass::Due
@@ -312,6 +313,20 @@ pub fn pass_on_changes(
         ),
     }
     full_pass(&reconciler, &memory, &feeds)
+}
+
+/// How soon a full pass comes again after one that left upkeep for later: soon enough to drain
+/// it, a hundred writes at a time, with the passes on the changes in between.
+pub const UPKEEP_AGAIN_MS: i64 = 10_000;
+
+/// The kept time of the last full pass that makes the next one due [`UPKEEP_AGAIN_MS`] after
+/// `started`.
+fn upkeep_again(reconciler: &Reconciler<'_>, started: i64) -> (String, String) {
+    let resync = i64::try_from(reconciler.settings.full_resync_ms).unwrap_or(i64::MAX);
+    let at = started
+        .saturating_sub(resync)
+        .saturating_add(UPKEEP_AGAIN_MS.min(resync));
+    ("full_pass_ms".to_string(), at.to_string())
 }
 
 /// Bookmarks first, then the full pass, then what it saw is kept.
@@ -336,6 +351,8 @@ fn full_pass(reconciler: &Reconciler<'_>, memory: &Memory<'_>, feeds: &[Feed]) -
     // visited everything; one that was cut short makes the next one full, whatever else failed.
     if report.deferred {
         kept.push(("full_pass_ms".to_string(), "0".to_string()));
+    } else if report.upkeep_behind {
+        kept.push(upkeep_again(reconciler, started));
     } else if kept.len() == feeds.len() {
         kept.push(("full_pass_ms".to_string(), started.to_string()));
     }
@@ -472,8 +489,11 @@ fn on_changes(
             None => keep(memory.untrack(&key)),
         }
     }
+    report.upkeep_behind = reconciler.upkeep.get() == 0;
     if report.deferred {
         kept.push(("full_pass_ms".to_string(), "0".to_string()));
+    } else if report.upkeep_behind {
+        kept.push(upkeep_again(reconciler, started));
     }
     memory
         .kept

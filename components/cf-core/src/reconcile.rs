@@ -26,6 +26,7 @@
 //! Failures back off per object (exponentially, through [`Backoff`]); one failing object never
 //! stops the pass.
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 
@@ -102,7 +103,16 @@ pub struct Report {
     pub deferred: bool,
     /// The holder of the Lease, when another host holds it and this one ran no pass.
     pub leader_elsewhere: Option<String>,
+    /// Whether upkeep was left for a later pass ([`UPKEEP_PER_PASS`]): the next full pass then
+    /// comes soon.
+    pub upkeep_behind: bool,
 }
+
+/// The most upkeep writes a pass makes: conditions that changed, and claims on the names of
+/// objects made before claims existed. They only keep what lethe tells up to date, so after an
+/// upgrade over tens of thousands of objects they drain a hundred a pass, rather than take every
+/// pass's budget (and the client-side rate limit) from the deletions under way.
+pub const UPKEEP_PER_PASS: u32 = 100;
 
 /// A deletion still under way after a pass: what its deletion job says now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,6 +229,7 @@ pub fn pass(kube: &dyn Kube, env: &dyn Env, settings: &Settings, backoff: &dyn B
         backoff,
         lease: None,
         events: &Recorder::new(kube, env, tell::CONTROLLER),
+        upkeep: Cell::new(UPKEEP_PER_PASS),
     }
     .pass()
 }
@@ -238,9 +249,19 @@ pub(crate) struct Reconciler<'a> {
     pub lease: Option<&'a Lease<'a>>,
     /// Where the Events of what it does go.
     pub events: &'a Recorder<'a>,
+    /// The upkeep writes this pass may still make (from [`UPKEEP_PER_PASS`]).
+    pub upkeep: Cell<u32>,
 }
 
 impl Reconciler<'_> {
+    /// Takes one upkeep write from this pass's allowance; `false` when it is spent (the write
+    /// waits for a later pass).
+    pub(crate) fn take_upkeep(&self) -> bool {
+        let left = self.upkeep.get();
+        self.upkeep.set(left.saturating_sub(1));
+        left > 0
+    }
+
     /// Lists every object of every configured type and visits each. The namespaces they own are
     /// checked against one LIST of the marked namespaces, not read one by one; objects are
     /// listed and visited a page at a time, so the requests of a pass are its LIST pages and
@@ -340,6 +361,7 @@ impl Reconciler<'_> {
             }
         }
         report.duration_ms = u64::try_from(self.env.now_ms() - started).unwrap_or(0);
+        report.upkeep_behind = self.upkeep.get() == 0;
         report
     }
 
@@ -480,7 +502,7 @@ impl Reconciler<'_> {
                 events.record(object, Event::warning("DeletionBlocked", "Delete", held));
             }
             let decided = tell::conditions(object, &result, blocked_by.as_deref(), held.as_deref());
-            tell::write_conditions(kube, env, object, &decided);
+            tell::write_conditions(kube, env, object, &decided, &|| self.take_upkeep());
             if let Some(since) = &object.metadata.deletion_timestamp {
                 report.deletions.push(DeletionInFlight::of(
                     &key,
@@ -531,8 +553,10 @@ impl Reconciler<'_> {
         claims: Option<&Claims>,
     ) {
         let holder = &object.target.name;
+        // An object made outside the API is claimed at once; one made before claims existed
+        // (a full pass's backfill) is upkeep.
         let needed = match claims {
-            Some(claims) => !claims.held(claim, holder),
+            Some(claims) => !claims.held(claim, holder) && self.take_upkeep(),
             None => !object.metadata.finalizers.iter().any(|f| f == FINALIZER),
         };
         if !needed {

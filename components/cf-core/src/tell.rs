@@ -113,17 +113,21 @@ pub(crate) fn conditions(
 }
 
 /// Writes `decided` as `object`'s conditions through its status subresource, when they differ
-/// from what it shows. Best effort, like an Event: a failure is logged and the next visit tries
-/// again.
+/// from what it shows and `allowed()` grants the write (the pass's upkeep allowance). Best
+/// effort, like an Event: a failure is logged and the next visit tries again.
 pub(crate) fn write_conditions(
     kube: &dyn Kube,
     env: &dyn Env,
     object: &Object,
     decided: &[Condition],
+    allowed: &dyn Fn() -> bool,
 ) {
     let Some(patch) = status_patch(object, decided, env.now_ms()) else {
         return;
     };
+    if !allowed() {
+        return;
+    }
     match kube.patch_status(&Identity::Privileged, &object.target, &patch) {
         Ok(_) | Err(KubeError::NotFound(_)) => {}
         Err(e) => env.log(

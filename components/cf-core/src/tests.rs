@@ -2157,3 +2157,72 @@ fn conditions_and_events_tell_what_the_reconciler_did_and_what_blocks_it() {
     // The org's; the space's went with the namespace it lived in, as Events do.
     assert_eq!(events("Released").len(), 1);
 }
+
+/// After an upgrade over many objects, their conditions and name claims are upkeep: a pass
+/// writes at most `UPKEEP_PER_PASS` of them and a full pass comes again soon for the rest, so
+/// no pass is cut short by them and a deletion is carried out by the passes in between.
+#[test]
+fn upkeep_drains_a_hundred_writes_a_pass_and_deletions_go_on_meanwhile() {
+    use crate::follow::{UPKEEP_AGAIN_MS, pass_on_changes};
+    use crate::reconcile::UPKEEP_PER_PASS;
+    use lethe_guest::conditions::condition;
+    use lethe_guest::fake::FakeSql;
+    let (cluster, settings) = setup();
+    let sql = FakeSql::migrated(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../cf-reconciler/migrations"
+    ));
+    let mut host = FakeHost::new(&sql, &cluster, "host-1");
+    host.now = cluster.now.clone();
+    // Orgs as an earlier lethe left them: finalizer and namespace, no conditions, no claim.
+    for i in 0..150 {
+        let org = host.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+            "metadata": {"name": format!("old-{i}"), "namespace": "cf", "finalizers": [FINALIZER]},
+            "spec": {"displayName": format!("old {i}")}}));
+        put_owned_namespace(&host, "org", &org);
+    }
+    let ready = || {
+        cluster
+            .all("Org")
+            .iter()
+            .filter(|o| condition(o, "Ready").is_some())
+            .count()
+    };
+    let run = || pass_on_changes(&host, &host, &host, &settings, &NoBackoff, false);
+    let first = run();
+    assert!(
+        first.full && !first.deferred && first.upkeep_behind,
+        "{first:?}"
+    );
+    let written = u32::try_from(ready()).expect("few");
+    assert!(
+        written <= UPKEEP_PER_PASS,
+        "{written} conditions in one pass"
+    );
+    // A deletion meanwhile goes through on the passes on the changes.
+    deletion::delete(&host, &host, &settings, "org", ORG, &caller("admin")).expect("accepted");
+    for _ in 0..8 {
+        let report = run();
+        assert!(!report.full, "{report:?}");
+        host.run_namespace_controller();
+    }
+    assert!(
+        !host.exists("Org", "cf", ORG),
+        "the deletion waited for the upkeep"
+    );
+    // Full passes come back every UPKEEP_AGAIN_MS until the upkeep is done.
+    let mut full = 0;
+    for _ in 0..20 {
+        host.advance(UPKEEP_AGAIN_MS);
+        let report = run();
+        full += usize::from(report.full);
+        assert!(!report.deferred, "{report:?}");
+        if !report.upkeep_behind && ready() == 150 {
+            break;
+        }
+    }
+    assert_eq!(ready(), 150);
+    let claims = cluster.all("ConfigMap").len();
+    assert!(claims >= 150, "{claims} claims");
+    assert!(full >= 2, "{full} full passes");
+}
