@@ -594,19 +594,24 @@ fn the_reconciler_claims_the_names_of_objects_made_outside_the_api() {
     assert_eq!(fake.all("ConfigMap").len(), claims);
 }
 
+/// The claim on the org name `name`, made for an org named `name` that is gone since: the claim
+/// of a create that crashed before its org was made, or of an org deleted without it.
+fn orphan_claim(fake: &FakeHost<'_>, settings: &Settings, name: &str) -> String {
+    let org = fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+        "metadata": {"name": name, "namespace": "cf"}, "spec": {"displayName": name}}));
+    claim(fake, settings, ResourceKind::Org, &org);
+    fake.delete(&Identity::Privileged, &org.target, &Default::default())
+        .expect("deleted");
+    let t = settings.kind(ResourceKind::Org).expect("org type");
+    let claim = NameClaim::of(&settings.root_namespace, ResourceKind::Org, t, &org);
+    claim.expect("named").target().name
+}
+
 #[test]
 fn a_claim_whose_holder_never_came_is_taken_over_after_a_minute() {
     let (cluster, settings) = setup();
     let fake = FakeHost::on(&cluster);
-    let t = settings.kind(ResourceKind::Org).expect("org type");
-    let ghost = fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
-        "metadata": {"name": "ghost", "namespace": "cf"}, "spec": {"displayName": "ghost"}}));
-    let claim =
-        NameClaim::of(&settings.root_namespace, ResourceKind::Org, t, &ghost).expect("named");
-    assert!(claim.take(&fake, &fake, "ghost").expect("claimed"));
-    // Its create crashed: the claim is left, its holder never made.
-    fake.delete(&Identity::Privileged, &ghost.target, &Default::default())
-        .expect("deleted");
+    orphan_claim(&fake, &settings, "ghost");
     let body = r#"{"name":"ghost"}"#;
     // A create may still be under way: the name stays taken for a minute.
     assert_eq!(post(&fake, "/v3/organizations", "admin", body).0, 422);
@@ -618,18 +623,14 @@ fn a_claim_whose_holder_never_came_is_taken_over_after_a_minute() {
 fn a_full_pass_deletes_claims_whose_holder_is_gone_and_leaves_foreign_config_maps() {
     let (cluster, settings) = setup();
     let fake = FakeHost::on(&cluster);
-    let t = settings.kind(ResourceKind::Org).expect("org type");
-    let gone = fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
-        "metadata": {"name": "gone", "namespace": "cf"}, "spec": {"displayName": "gone"}}));
-    let claim =
-        NameClaim::of(&settings.root_namespace, ResourceKind::Org, t, &gone).expect("named");
-    assert!(claim.take(&fake, &fake, "gone").expect("claimed"));
-    fake.delete(&Identity::Privileged, &gone.target, &Default::default())
-        .expect("deleted");
+    let orphan = orphan_claim(&fake, &settings, "gone");
     // Someone else's ConfigMap where a claim would go: never touched, and the name stays taken.
     let foreign = NameClaim {
+        root: "cf",
+        kind: ResourceKind::Org,
+        namespace: "cf",
+        t: settings.kind(ResourceKind::Org).expect("org type"),
         name: "theirs",
-        ..claim
     };
     fake.put(json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": foreign.target().name, "namespace": "cf"}}));
@@ -643,7 +644,7 @@ fn a_full_pass_deletes_claims_whose_holder_is_gone_and_leaves_foreign_config_map
     fake.advance(crate::names::IN_FLIGHT_MS + 1);
     let report = pass(&fake, &fake, &settings, &NoBackoff);
     assert_eq!(report.deleted, 1, "{report:?}");
-    assert!(!fake.exists("ConfigMap", "cf", &claim.target().name));
+    assert!(!fake.exists("ConfigMap", "cf", &orphan));
     assert!(fake.exists("ConfigMap", "cf", &foreign.target().name));
     assert_eq!(
         post(&fake, "/v3/organizations", "admin", r#"{"name":"theirs"}"#).0,

@@ -711,6 +711,15 @@ fn list_in(
     })
 }
 
+/// Applies `patch` to `doc` as the API server does; a JSON patch that fails is `Invalid`.
+fn apply(doc: &mut Json, patch: &Patch) -> Result<()> {
+    match patch {
+        Patch::Merge(patch) => patch::merge_patch(doc, patch),
+        Patch::Json(patch) => patch::json_patch(doc, patch).map_err(KubeError::Invalid)?,
+    }
+    Ok(())
+}
+
 impl Kube for FakeCluster {
     fn authenticate(&self, id: &Identity) -> Result<()> {
         match id {
@@ -861,12 +870,7 @@ impl Kube for FakeCluster {
         }
         let (key, current) = self.stored(id, "patch", target)?;
         let mut next = current.clone();
-        match patch {
-            Patch::Merge(patch) => patch::merge_patch(&mut next, patch),
-            Patch::Json(patch) => {
-                patch::json_patch(&mut next, patch).map_err(KubeError::Invalid)?
-            }
-        }
+        apply(&mut next, patch)?;
         next["metadata"]["resourceVersion"] = json!(self.next_version());
         let gone = !next["metadata"]["deletionTimestamp"].is_null()
             && next["metadata"]["finalizers"]
@@ -886,12 +890,7 @@ impl Kube for FakeCluster {
     fn patch_status(&self, id: &Identity, target: &ObjectRef, patch: &Patch) -> Result<Object> {
         let (key, current) = self.stored(id, "patch", target)?;
         let mut patched = current.clone();
-        match patch {
-            Patch::Merge(patch) => patch::merge_patch(&mut patched, patch),
-            Patch::Json(patch) => {
-                patch::json_patch(&mut patched, patch).map_err(KubeError::Invalid)?
-            }
-        }
+        apply(&mut patched, patch)?;
         let mut next = current;
         next["status"] = patched["status"].take();
         next["metadata"]["resourceVersion"] = json!(self.next_version());
