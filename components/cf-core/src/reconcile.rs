@@ -163,7 +163,7 @@ impl From<Report> for lethe_guest::reconciler::PassReport {
 }
 
 /// How reconciling one object ended.
-pub(crate) enum Outcome {
+enum Outcome {
     /// Nothing is left to do for it now.
     Done,
     /// Its cleanup is under way: something it owns is still being deleted.
@@ -495,13 +495,18 @@ impl Reconciler<'_> {
             && matches!(result, Ok(Outcome::Done))
             && finalizer::is_last(object, FINALIZER);
         if !released {
-            let held = tell::held_by(object, &result);
+            let visit = match &result {
+                Ok(Outcome::Done) => tell::Visit::Done,
+                Ok(Outcome::Waiting) => tell::Visit::Waiting,
+                Err(e) => tell::Visit::Failed(e.reason(), e.to_string()),
+            };
+            let held = tell::held_by(object, &visit);
             if let Some(held) = &held
                 && !tell::shows_held(object)
             {
                 events.record(object, Event::warning("DeletionBlocked", "Delete", held));
             }
-            let decided = tell::conditions(object, &result, blocked_by.as_deref(), held.as_deref());
+            let decided = tell::conditions(object, &visit, blocked_by.as_deref(), held.as_deref());
             tell::write_conditions(kube, env, object, &decided, &|| self.take_upkeep());
             if let Some(since) = &object.metadata.deletion_timestamp {
                 report.deletions.push(DeletionInFlight::of(

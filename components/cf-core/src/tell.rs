@@ -18,7 +18,6 @@ use lethe_guest::events::Event;
 use lethe_guest::kube::{Identity, Kube, KubeError, Object};
 
 use crate::FINALIZER;
-use crate::reconcile::{Outcome, StepFailed};
 
 /// The `reportingController` of the cf reconciler's Events.
 pub const CONTROLLER: &str = "lethe.dev/cf-reconciler";
@@ -44,9 +43,20 @@ pub fn blocked<'a>(object: &Object, blocked_by: Option<&'a str>) -> Event<'a> {
     }
 }
 
-/// What holds `object` once lethe's cleanup is done (`result`): the finalizers of others, which
+/// How a visit ended, as the conditions tell it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Visit {
+    /// Nothing is left to do for the object now (a deletion's cleanup is done).
+    Done,
+    /// Its cleanup is under way.
+    Waiting,
+    /// A step failed: its reason (UpperCamelCase) and what went wrong.
+    Failed(&'static str, String),
+}
+
+/// What holds `object` once lethe's cleanup is done (`visit`): the finalizers of others, which
 /// only they can remove.
-pub(crate) fn held_by(object: &Object, result: &Result<Outcome, StepFailed>) -> Option<String> {
+pub(crate) fn held_by(object: &Object, visit: &Visit) -> Option<String> {
     let others: Vec<&str> = object
         .metadata
         .finalizers
@@ -54,7 +64,7 @@ pub(crate) fn held_by(object: &Object, result: &Result<Outcome, StepFailed>) -> 
         .map(String::as_str)
         .filter(|f| *f != FINALIZER)
         .collect();
-    let cleaned_up = matches!(result, Ok(Outcome::Done));
+    let cleaned_up = *visit == Visit::Done;
     (object.metadata.deletion_timestamp.is_some() && cleaned_up && !others.is_empty()).then(|| {
         format!(
             "lethe's cleanup is done; waiting for finalizers that are not lethe's: {}",
@@ -71,11 +81,11 @@ pub(crate) fn shows_held(object: &Object) -> bool {
 /// The `Blocked` reason of an object held by others' finalizers.
 const HELD: &str = "ForeignFinalizers";
 
-/// The conditions of `object` after the visit that ended with `result`, with `blocked_by` in
+/// The conditions of `object` after the visit that ended as `visit` says, with `blocked_by` in
 /// its way, or `held` by others' finalizers (or nothing).
 pub(crate) fn conditions(
     object: &Object,
-    result: &Result<Outcome, StepFailed>,
+    visit: &Visit,
     blocked_by: Option<&str>,
     held: Option<&str>,
 ) -> Vec<Condition> {
@@ -90,9 +100,11 @@ pub(crate) fn conditions(
         ),
     };
     if let Some(since) = &object.metadata.deletion_timestamp {
-        let under_way = match result {
-            Err(e) => format!("its cleanup is under way since {since}; the last step failed: {e}"),
-            Ok(_) => format!("its cleanup is under way since {since}"),
+        let under_way = match visit {
+            Visit::Failed(_, e) => {
+                format!("its cleanup is under way since {since}; the last step failed: {e}")
+            }
+            Visit::Done | Visit::Waiting => format!("its cleanup is under way since {since}"),
         };
         return vec![
             Condition::new("Ready", false, "Deleting", "it is being deleted"),
@@ -100,14 +112,14 @@ pub(crate) fn conditions(
             blocked,
         ];
     }
-    let ready = match result {
-        Ok(_) => Condition::new(
+    let ready = match visit {
+        Visit::Done | Visit::Waiting => Condition::new(
             "Ready",
             true,
             "NamespaceReady",
             "its finalizer and its namespace are in place",
         ),
-        Err(e) => Condition::new("Ready", false, e.reason(), &e.to_string()),
+        Visit::Failed(reason, e) => Condition::new("Ready", false, reason, e),
     };
     vec![ready, blocked]
 }
