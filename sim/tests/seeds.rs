@@ -3,12 +3,52 @@
 
 #[test]
 fn every_seeded_world_keeps_the_invariants_and_converges() {
-    let seeds = std::env::var("LETHE_SIM_SEEDS")
+    let seeds = count("LETHE_SIM_SEEDS", 10_000);
+    run_or_replay(0, seeds);
+}
+
+/// Besides the fixed seeds, every commit runs schedules of its own, from a range derived from
+/// its hash (far past the fixed ones), so that CI explores new worlds on every run.
+#[test]
+fn seeds_of_this_commit_keep_the_invariants_too() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(&root)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let Some(head) = head else {
+        eprintln!(
+            "not a git checkout: the commit's own seeds are not derived (the fixed ones still run)"
+        );
+        return;
+    };
+    let first = commit_seeds(&head);
+    eprintln!("commit {head}: seeds {first}..");
+    run_or_replay(first, count("LETHE_SIM_COMMIT_SEEDS", 500));
+}
+
+/// Where the seeds of commit `head` start: from its first 10 hex digits, past the first million
+/// (the fixed seeds and the documented long runs).
+fn commit_seeds(head: &str) -> u64 {
+    let digits: String = head.chars().take(10).collect();
+    1_000_000 + u64::from_str_radix(&digits, 16).unwrap_or(0)
+}
+
+/// `name` from the environment, or `default`.
+fn count(name: &str, default: u64) -> u64 {
+    std::env::var(name)
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(10_000);
+        .unwrap_or(default)
+}
+
+/// Runs `seeds` worlds from `first`; a failure is shrunk and panics with its replay command.
+fn run_or_replay(first: u64, seeds: u64) {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let summary = lethe_sim::run_seeds(0, seeds, 200, threads);
+    let summary = lethe_sim::run_seeds(first, seeds, 200, threads);
     if let Some(failure) = summary.failure {
         let (steps, failure) = lethe_sim::shrink(failure.seed, 200).unwrap_or((200, failure));
         let tail = failure.trace.len().saturating_sub(60);
