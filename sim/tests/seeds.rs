@@ -77,7 +77,7 @@ const REGRESSIONS: [(u64, &str); 3] = [
          before the reconciler had put its finalizer on it",
     ),
     (
-        139,
+        55,
         "a job poll by a member whose rights had gone with the namespace said COMPLETE at once on \
          a read that lagged behind the org's deletion, while the org still existed",
     ),
