@@ -656,9 +656,10 @@ fn a_flooding_caller_gets_429s_and_a_polite_one_sees_no_error() {
             "{:?}",
             r.headers
         );
-        assert_eq!(
-            r.header("x-ratelimit-remaining").is_some(),
-            true,
+        assert!(
+            r.header("x-ratelimit-remaining")
+                .and_then(|v| v.parse::<u64>().ok())
+                .is_some(),
             "{:?}",
             r.headers
         );
