@@ -39,6 +39,8 @@ pub const HOLDER_ANNOTATION: &str = "cf.lethe.dev/claimed-by";
 
 /// How long a claim whose resource does not exist (yet) still holds its name: longer than any
 /// create takes between its claim and its resource (the cf-api component's time limit is 15 s).
+/// A claim's age is the host's clock against the API server's `creationTimestamp`, so this also
+/// absorbs their skew, up to some 45 s.
 pub const IN_FLIGHT_MS: i64 = 60_000;
 
 /// The claim on one name: of an organization among organizations, or of a space among the
@@ -103,8 +105,8 @@ impl<'a> NameClaim<'a> {
     }
 
     /// Claims the name for the resource named `holder`: `Ok(true)` when it now holds it,
-    /// `Ok(false)` when another holds it. At most two creates, two reads of the claim and two
-    /// of a holder, and one delete: whatever the number of resources.
+    /// `Ok(false)` when another holds it. At most two each of creates, reads of the claim, reads
+    /// of a holder and deletes: whatever the number of resources.
     pub fn take(&self, kube: &dyn Kube, env: &dyn Env, holder: &str) -> Result<bool, KubeError> {
         let target = self.target();
         let claim = self.object(holder);
