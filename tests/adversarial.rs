@@ -295,31 +295,33 @@ fn a_data_jobs_editor_cannot_steer_lethe_onto_a_foreign_cronjob_or_lease() {
         return;
     }
     let lethe = start();
-    // Dave: edit in data-jobs, and the read of the namespace the data-jobs API asks of callers.
-    lethe.kubectl_ok(&[
-        "create",
-        "rolebinding",
-        "dave-edit",
-        "-n",
-        "data-jobs",
-        "--clusterrole=edit",
-        "--user=dave",
-    ]);
-    lethe.kubectl_ok(&[
-        "create",
-        "clusterrole",
-        "data-jobs-namespace-reader",
-        "--verb=get",
-        "--resource=namespaces",
-        "--resource-name=data-jobs",
-    ]);
-    lethe.kubectl_ok(&[
-        "create",
-        "clusterrolebinding",
-        "dave-data-jobs-namespace",
-        "--clusterrole=data-jobs-namespace-reader",
-        "--user=dave",
-    ]);
+    // Dave: the rights the attack needs, granted here by the administrator on any cluster (the
+    // namespace may not exist yet there, and a rerun finds the grants made): work with CronJobs
+    // and Leases in data-jobs, and the read of the namespace the data-jobs API asks of callers.
+    let grants = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "data-jobs"}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": "dave-edit", "namespace": "data-jobs"},
+         "rules": [
+            {"apiGroups": ["batch"], "resources": ["cronjobs"], "verbs": ["*"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["*"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "dave-edit", "namespace": "data-jobs"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "dave-edit"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "dave"}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": "data-jobs-namespace-reader"},
+         "rules": [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"],
+                    "resourceNames": ["data-jobs"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": "dave-data-jobs-namespace"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": "data-jobs-namespace-reader"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "dave"}]},
+    ]});
+    let path = lethe.data_dir.path().join("dave-grants.json");
+    std::fs::write(&path, grants.to_string()).expect("write grants");
+    lethe.kubectl_ok(&["apply", "-f", &path.to_string_lossy()]);
     let api = |method: &str, path: &str, body: Option<Json>| {
         let body = body.map(|b| b.to_string());
         call(&lethe, method, path, Some(DAVE), body.as_deref())

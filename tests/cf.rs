@@ -1087,7 +1087,9 @@ fn a_throttled_reconciler_finishes_an_org_deletion() {
     let limits = "# controller-runtime's defaults (client-go's are 5 and 10).\nkube_qps = 20\nkube_burst = 30\n";
     assert!(manifest.contains(limits), "the cf-reconciler's limits");
     let manifest = manifest.replace(limits, "kube_qps = 2\nkube_burst = 2\n");
-    let lethe = Lethe::up(&manifest, &[]);
+    // On the cluster the other tests use (KUBECONFIG's, when set), so its administrator's token
+    // is the one lethe's cluster knows.
+    let lethe = Lethe::up_app_manifest(&manifest, &[], &[]);
     let admin = lethe.admin_token();
     let org = create_org(&lethe, "throttled-org");
     let spaces = [

@@ -129,6 +129,29 @@ impl Lethe {
     /// taken from `LETHE_TEST_ADMIN_TOKEN` (or the kubeconfig's token), and the host runs with
     /// `LETHE_TEST_HOST_KUBECONFIG`'s credentials when set, else `KUBECONFIG`'s.
     pub fn up_app(users: &[(&str, &str, &[&str])], env: &[(&str, &str)]) -> Lethe {
+        let data_dir = tempfile::tempdir().expect("tempdir");
+        Self::up_app_in(data_dir, &repo_root().join("spin.toml"), users, env)
+    }
+
+    /// Like [`Lethe::up_app`], on `manifest` (the text of a manifest whose paths are absolute,
+    /// such as `spin.toml` with a limit changed), on the same cluster as `up_app`.
+    pub fn up_app_manifest(
+        manifest: &str,
+        users: &[(&str, &str, &[&str])],
+        env: &[(&str, &str)],
+    ) -> Lethe {
+        let data_dir = tempfile::tempdir().expect("tempdir");
+        let path = data_dir.path().join("spin.toml");
+        std::fs::write(&path, manifest).expect("write manifest");
+        Self::up_app_in(data_dir, &path, users, env)
+    }
+
+    fn up_app_in(
+        data_dir: tempfile::TempDir,
+        manifest: &Path,
+        users: &[(&str, &str, &[&str])],
+        env: &[(&str, &str)],
+    ) -> Lethe {
         if let Some(kubeconfig) = external_kubeconfig() {
             for files in ["components/cf-core/kubernetes", "deploy/rbac.json"] {
                 let applied = Command::new("kubectl")
@@ -140,8 +163,6 @@ impl Lethe {
                     .expect("run kubectl");
                 assert!(applied.success(), "kubectl apply -f {files} failed");
             }
-            let data_dir = tempfile::tempdir().expect("tempdir");
-            let manifest = repo_root().join("spin.toml");
             // The host's own credentials: lethe's ServiceAccount's when given.
             let kubeconfig = std::env::var_os("LETHE_TEST_HOST_KUBECONFIG")
                 .filter(|v| !v.is_empty())
@@ -149,22 +170,24 @@ impl Lethe {
                 .unwrap_or(kubeconfig)
                 .to_string_lossy()
                 .into_owned();
-            return match Self::spawn(data_dir, &manifest, &["--kubeconfig", &kubeconfig], env) {
+            return match Self::spawn(data_dir, manifest, &["--kubeconfig", &kubeconfig], env) {
                 Ok(l) => l,
                 Err(f) => panic!("lethe up failed ({}):\n{}", f.status, f.log),
             };
         }
-        let data_dir = tempfile::tempdir().expect("tempdir");
-        let cluster_dir = data_dir.path().join("data/cluster");
-        std::fs::create_dir_all(&cluster_dir).expect("cluster dir");
-        let lines: Vec<String> = users
-            .iter()
-            .map(|(token, user, groups)| format!("{token},{user},{user},\"{}\"", groups.join(",")))
-            .collect();
-        std::fs::write(cluster_dir.join("tokens.csv"), lines.join("\n") + "\n")
-            .expect("tokens.csv");
-        let manifest = repo_root().join("spin.toml");
-        match Self::spawn(data_dir, &manifest, &[], env) {
+        if !users.is_empty() {
+            let cluster_dir = data_dir.path().join("data/cluster");
+            std::fs::create_dir_all(&cluster_dir).expect("cluster dir");
+            let lines: Vec<String> = users
+                .iter()
+                .map(|(token, user, groups)| {
+                    format!("{token},{user},{user},\"{}\"", groups.join(","))
+                })
+                .collect();
+            std::fs::write(cluster_dir.join("tokens.csv"), lines.join("\n") + "\n")
+                .expect("tokens.csv");
+        }
+        match Self::spawn(data_dir, manifest, &[], env) {
             Ok(l) => l,
             Err(f) => panic!("lethe up failed ({}):\n{}", f.status, f.log),
         }
