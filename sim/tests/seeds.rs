@@ -1,5 +1,11 @@
 //! The simulator as part of `cargo test`: thousands of seeded worlds (`LETHE_SIM_SEEDS`, default
-//! 10,000) must keep every invariant and converge, and a seed must replay identically.
+//! 10,000), and 500 more of this commit's own, must keep every invariant and converge; a seed
+//! must replay identically; and every guard `sim/mutate.py` weakens must still be in its file.
+
+/// The repository's root, where `git` and `sim/mutate.py` run.
+fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
 
 #[test]
 fn every_seeded_world_keeps_the_invariants_and_converges() {
@@ -11,7 +17,7 @@ fn every_seeded_world_keeps_the_invariants_and_converges() {
 /// its hash (far past the fixed ones), so that CI explores new worlds on every run.
 #[test]
 fn seeds_of_this_commit_keep_the_invariants_too() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = repo_root();
     let head = std::process::Command::new("git")
         .args(["rev-parse", "HEAD"])
         .current_dir(&root)
@@ -108,7 +114,7 @@ fn a_seed_replays_identically() {
 /// must move the mutation with it, or the simulator's teeth go unmeasured.
 #[test]
 fn every_mutation_still_finds_its_guard() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = repo_root();
     let check = std::process::Command::new("python3")
         .args(["sim/mutate.py", "--check"])
         .current_dir(&root)

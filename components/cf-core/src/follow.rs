@@ -489,7 +489,7 @@ fn on_changes(
             None => keep(memory.untrack(&key)),
         }
     }
-    report.upkeep_behind = reconciler.upkeep.get() == 0;
+    report.upkeep_behind = reconciler.upkeep_spent();
     if report.deferred {
         kept.push(("full_pass_ms".to_string(), "0".to_string()));
     } else if report.upkeep_behind {

@@ -262,6 +262,11 @@ impl Reconciler<'_> {
         left > 0
     }
 
+    /// Whether this pass spent its upkeep allowance (so some may be left for later).
+    pub(crate) fn upkeep_spent(&self) -> bool {
+        self.upkeep.get() == 0
+    }
+
     /// Lists every object of every configured type and visits each. The namespaces they own are
     /// checked against one LIST of the marked namespaces, not read one by one; objects are
     /// listed and visited a page at a time, so the requests of a pass are its LIST pages and
@@ -361,7 +366,7 @@ impl Reconciler<'_> {
             }
         }
         report.duration_ms = u64::try_from(self.env.now_ms() - started).unwrap_or(0);
-        report.upkeep_behind = self.upkeep.get() == 0;
+        report.upkeep_behind = self.upkeep_spent();
         report
     }
 
@@ -487,37 +492,22 @@ impl Reconciler<'_> {
                 &format!("recording what blocks {key}: {e}"),
             );
         }
-        if ownership::blocked_by(object) != blocked_by.as_deref() {
-            events.record(object, tell::blocked(object, blocked_by.as_deref()));
-        }
         // Released: our finalizer was the last one and is gone, so the object is too.
         let released = object.metadata.deletion_timestamp.is_some()
             && matches!(result, Ok(Outcome::Done))
             && finalizer::is_last(object, FINALIZER);
-        if !released {
-            let visit = match &result {
-                Ok(Outcome::Done) => tell::Visit::Done,
-                Ok(Outcome::Waiting) => tell::Visit::Waiting,
-                Err(e) => tell::Visit::Failed(e.reason(), e.to_string()),
-            };
-            let held = tell::held_by(object, &visit);
-            if let Some(held) = &held
-                && !tell::shows_held(object)
-            {
-                events.record(object, Event::warning("DeletionBlocked", "Delete", held));
-            }
-            let decided = tell::conditions(object, &visit, blocked_by.as_deref(), held.as_deref());
-            tell::write_conditions(kube, env, object, &decided, &|| self.take_upkeep());
-            if let Some(since) = &object.metadata.deletion_timestamp {
-                report.deletions.push(DeletionInFlight::of(
-                    &key,
-                    since,
-                    blocked_by.as_deref(),
-                    settings,
-                    t,
-                    env.now_ms(),
-                ));
-            }
+        self.tell(object, &result, blocked_by.as_deref(), released);
+        if let Some(since) = &object.metadata.deletion_timestamp
+            && !released
+        {
+            report.deletions.push(DeletionInFlight::of(
+                &key,
+                since,
+                blocked_by.as_deref(),
+                settings,
+                t,
+                env.now_ms(),
+            ));
         }
         match result {
             Ok(_) => backoff.succeeded(&key),
@@ -535,6 +525,41 @@ impl Reconciler<'_> {
 }
 
 impl Reconciler<'_> {
+    /// Tells the cluster how the visit of `object` ended (`result`, with `blocked_by` in its
+    /// way): an Event when what blocks it changed, or when others' finalizers came to hold it,
+    /// and its conditions unless it was `released` (it is gone).
+    fn tell(
+        &self,
+        object: &Object,
+        result: &Result<Outcome, StepFailed>,
+        blocked_by: Option<&str>,
+        released: bool,
+    ) {
+        if ownership::blocked_by(object) != blocked_by {
+            self.events
+                .record(object, tell::blocked(object, blocked_by));
+        }
+        if released {
+            return;
+        }
+        let visit = match result {
+            Ok(Outcome::Done) => tell::Visit::Done,
+            Ok(Outcome::Waiting) => tell::Visit::Waiting,
+            Err(e) => tell::Visit::Failed(e.reason(), e.to_string()),
+        };
+        let held = tell::held_by(object, &visit);
+        if let Some(held) = &held
+            && !tell::shows_held(object)
+        {
+            let event = Event::warning("DeletionBlocked", "Delete", held);
+            self.events.record(object, event);
+        }
+        let decided = tell::conditions(object, &visit, blocked_by, held.as_deref());
+        tell::write_conditions(self.kube, self.env, object, &decided, &|| {
+            self.take_upkeep()
+        });
+    }
+
     /// The claim on the name of `object`, of type `type_name`, if its kind has unique names.
     fn name_claim<'a>(
         &'a self,

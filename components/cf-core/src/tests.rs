@@ -45,6 +45,14 @@ fn setup() -> (FakeCluster, Settings) {
     (cluster, settings)
 }
 
+/// The cf-reconciler component's database, migrated, as its passes keep their state in it.
+fn reconciler_sql() -> lethe_guest::fake::FakeSql {
+    lethe_guest::fake::FakeSql::migrated(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../cf-reconciler/migrations"
+    ))
+}
+
 /// Claims the name of `object`, of `kind`, as its create through the API would have.
 fn claim(fake: &FakeHost<'_>, settings: &Settings, kind: ResourceKind, object: &Object) {
     let t = settings.kind(kind).expect("configured");
@@ -1754,12 +1762,8 @@ fn only_callers_who_see_every_org_may_ask_for_a_pass_and_the_check_fails_closed(
 #[test]
 fn passes_on_changes_visit_only_what_changed_and_fall_back_to_a_full_pass() {
     use crate::follow::pass_on_changes;
-    use lethe_guest::fake::FakeSql;
     let (cluster, settings) = setup();
-    let sql = FakeSql::migrated(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../cf-reconciler/migrations"
-    ));
+    let sql = reconciler_sql();
     let fake = FakeHost::new(&sql, &cluster, "host-1");
     let run = |full: bool| {
         let report = pass_on_changes(&fake, &fake, &fake, &settings, &NoBackoff, full);
@@ -1862,13 +1866,9 @@ fn passes_on_changes_visit_only_what_changed_and_fall_back_to_a_full_pass() {
 #[test]
 fn a_pass_that_cannot_keep_its_lease_stops() {
     use crate::follow::pass_on_changes;
-    use lethe_guest::fake::FakeSql;
     let (cluster, mut settings) = setup();
     settings.pass_budget_ms = 600_000;
-    let sql = FakeSql::migrated(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../cf-reconciler/migrations"
-    ));
+    let sql = reconciler_sql();
     for i in 0..20 {
         cluster.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
             "metadata": {"name": format!("org-{i}"), "namespace": "cf"},
@@ -1902,7 +1902,6 @@ fn a_pass_that_cannot_keep_its_lease_stops() {
 fn a_namespace_that_outlived_its_owner_is_swept() {
     use crate::follow::pass_on_changes;
     use crate::ownership::{MANAGED_BY, OWNER_LABEL, OWNER_UID_LABEL};
-    use lethe_guest::fake::FakeSql;
     let (cluster, settings) = setup();
     let fake = FakeHost::on(&cluster);
     let orphan = "6f1c2a4e-1b2c-4d5e-8f90-000000000001";
@@ -1934,10 +1933,7 @@ fn a_namespace_that_outlived_its_owner_is_swept() {
 
     // On the changes: an org made by hand gets a namespace from a space create before the
     // reconciler ever saw it, and is deleted at once (it has no finalizer yet).
-    let sql = FakeSql::migrated(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../cf-reconciler/migrations"
-    ));
+    let sql = reconciler_sql();
     let host = FakeHost::new(&sql, &cluster, "host-1");
     assert!(pass_on_changes(&host, &host, &host, &settings, &NoBackoff, false).full);
     let hand_made = "6f1c2a4e-1b2c-4d5e-8f90-000000000002";
@@ -2001,12 +1997,8 @@ fn a_kind_the_server_does_not_serve_has_its_namespaces_left_alone() {
 fn a_pass_out_of_its_budget_defers_the_rest_to_a_full_pass() {
     use crate::follow::pass_on_changes;
     use crate::ownership::{MANAGED_BY, OWNER_LABEL, OWNER_UID_LABEL};
-    use lethe_guest::fake::FakeSql;
     let (cluster, mut settings) = setup();
-    let sql = FakeSql::migrated(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../cf-reconciler/migrations"
-    ));
+    let sql = reconciler_sql();
     let fake = FakeHost::new(&sql, &cluster, "host-1");
     let orphan = "6f1c2a4e-1b2c-4d5e-8f90-000000000001";
     fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
@@ -2167,12 +2159,8 @@ fn upkeep_drains_a_hundred_writes_a_pass_and_deletions_go_on_meanwhile() {
     use crate::follow::{UPKEEP_AGAIN_MS, pass_on_changes};
     use crate::reconcile::UPKEEP_PER_PASS;
     use lethe_guest::conditions::condition;
-    use lethe_guest::fake::FakeSql;
     let (cluster, settings) = setup();
-    let sql = FakeSql::migrated(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../cf-reconciler/migrations"
-    ));
+    let sql = reconciler_sql();
     let mut host = FakeHost::new(&sql, &cluster, "host-1");
     host.now = cluster.now.clone();
     // Orgs as an earlier lethe left them: finalizer and namespace, no conditions, no claim.
