@@ -9,22 +9,20 @@
 //! the deletions under way that nothing was heard of for [`REVISIT_MS`]. Each is visited exactly
 //! as the full pass visits it ([`crate::reconcile`]).
 //!
-//! A full pass still runs at the start (no bookmark yet), every `full_resync_seconds`, when the
-//! host says a bookmark is `gone` (its watch was relisted or it restarted), after a pass that ran
-//! out of its budget (`pass_budget_ms`) with visits left, and on demand. It
-//! takes the bookmarks *before* it lists, so a change made while it lists comes again after it:
-//! nothing is missed, some things are visited twice, and visiting is idempotent.
+//! The change following itself is the SDK's ([`lethe_guest::follow`]): when a full pass is due,
+//! bookmarks taken before it lists, batches drained, the relist when a bookmark is `gone`. A full
+//! pass also follows one that ran out of its budget (`pass_budget_ms`) with visits left, and
+//! comes again after [`UPKEEP_AGAIN_MS`] while upkeep is left.
 //!
-//! Bookmarks, the time of the last full pass and the deletions under way are kept in SQL
-//! (`cf_reconcile_state`, `cf_reconcile_deletions`), so any instance on any host can run the next
-//! pass; bookmarks are written after the pass acted on the changes, so a pass that crashes midway
-//! leaves the next one to act on them again.
+//! The deletions under way are kept in SQL (`cf_reconcile_deletions`), shared by every host;
+//! the bookmarks (`cf_reconcile_state`) are each host's.
 
 use std::collections::BTreeMap;
 
 use lethe_guest::env::{Env, Level};
+use lethe_guest::follow::{Outcome, Pass, Watched, WhyFull};
 use lethe_guest::kept::{Kept, KeptTable};
-use lethe_guest::kube::{ChangeType, Collection, Identity, Kube, KubeError, Object, Since};
+use lethe_guest::kube::{ChangeType, Collection, Kube, KubeError, Object};
 use lethe_guest::sql::{Sql, SqlError, Value};
 
 use crate::access;
@@ -38,12 +36,6 @@ use lethe_guest::lease::{Leadership, Lease, LeaseConfig};
 /// and children's changes usually come sooner).
 pub const REVISIT_MS: i64 = 5_000;
 
-/// Changes asked for per call.
-const BATCH: u32 = 1_000;
-
-/// Batches read per collection in one pass; what is left waits for the next pass.
-const MAX_BATCHES: usize = 20;
-
 /// Why a followed collection's changes name an object to visit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Role {
@@ -56,28 +48,13 @@ enum Role {
 }
 
 /// One followed collection.
-#[derive(Debug, Clone)]
-struct Feed {
-    collection: Collection,
+struct Feed<'a> {
+    watched: Watched<'a>,
     roles: Vec<Role>,
 }
 
-impl Feed {
-    /// Its key in `cf_reconcile_state`.
-    fn state_key(&self) -> String {
-        let c = &self.collection;
-        format!(
-            "bookmark:{}/{}/{}/{}",
-            c.api_version,
-            c.kind,
-            c.namespace.as_deref().unwrap_or("*"),
-            c.label_selector.as_deref().unwrap_or_default()
-        )
-    }
-}
-
 /// The collections `settings` make the reconciler follow, in a fixed order.
-fn feeds(settings: &Settings) -> Vec<Feed> {
+fn feeds<'a>(kube: &'a dyn Kube, settings: &Settings) -> Vec<Feed<'a>> {
     let mut feeds: BTreeMap<Collection, Vec<Role>> = BTreeMap::new();
     for (name, t) in &settings.types {
         let of_type = t.collection(t.fixed_namespace());
@@ -100,7 +77,10 @@ fn feeds(settings: &Settings) -> Vec<Feed> {
     feeds.entry(namespaces).or_default().push(Role::Namespaces);
     feeds
         .into_iter()
-        .map(|(collection, roles)| Feed { collection, roles })
+        .map(|(collection, roles)| Feed {
+            watched: Watched::new(kube, collection),
+            roles,
+        })
         .collect()
 }
 
@@ -110,7 +90,7 @@ type Visits = BTreeMap<String, Option<Object>>;
 /// Notes what `change` of `feed` asks to visit.
 fn note(
     settings: &Settings,
-    feed: &Feed,
+    feed: &Feed<'_>,
     change_type: ChangeType,
     object: &Object,
     visits: &mut Visits,
@@ -151,11 +131,9 @@ struct Tracked {
     next_visit_ms: i64,
 }
 
-/// What the reconciler keeps between passes, in SQL: its bookmarks and the time of its last full
-/// pass under this host's name ([`Kept`]), and the deletions under way, which every host shares.
+/// The deletions under way, which every host shares, in SQL.
 struct Memory<'a> {
     sql: &'a dyn Sql,
-    kept: Kept<'a>,
 }
 
 /// The table of the values each host keeps.
@@ -231,16 +209,6 @@ impl Memory<'_> {
     }
 }
 
-/// Why a pass could not go on the changes alone.
-enum NeedsFullPass {
-    /// No bookmark yet, or the last full pass is older than the resync interval.
-    Due,
-    /// The host could not tell the changes (a bookmark `gone`, or it failed).
-    Changes(KubeError),
-    /// The kept state could not be read or written.
-    State(SqlError),
-}
-
 /// The name of the cf reconciler's leader Lease, in the root namespace.
 pub const LEASE_NAME: &str = "cf-reconciler";
 
@@ -278,11 +246,8 @@ pub fn pass_on_changes(
         Err(e) => return refused(LEASE_ITEM, e.to_string()),
     };
     let instance = env.config("lethe_instance_id").unwrap_or_default();
-    let memory = Memory {
-        sql,
-        kept: Kept::new(sql, &KEPT, &instance),
-    };
-    let feeds = feeds(settings);
+    let memory = Memory { sql };
+    let feeds = feeds(kube, settings);
     let events = Recorder::new(kube, env, crate::tell::CONTROLLER);
     let reconciler = Reconciler {
         kube,
@@ -293,69 +258,58 @@ pub fn pass_on_changes(
         events: &events,
         upkeep: std::cell::Cell::new(crate::reconcile::UPKEEP_PER_PASS),
     };
-    let reason = if full {
-        NeedsFullPass::Due
-    } else {
-        match on_changes(&reconciler, &memory, &feeds) {
-            Ok(report) => return report,
-            Err(reason) => reason,
+    let resync = i64::try_from(settings.full_resync_ms).unwrap_or(i64::MAX);
+    let kept = Kept::new(sql, &KEPT, &instance);
+    let mut pass = Pass::begin(env, kept, "cf reconcile", resync, full);
+    if !pass.is_full() {
+        match on_changes(&reconciler, &memory, &feeds, &mut pass) {
+            Ok(report) => {
+                pass.finish(outcome(&report));
+                return report;
+            }
+            Err(why) => pass.go_full(why),
         }
-    };
-    match &reason {
-        NeedsFullPass::Due => {}
-        NeedsFullPass::Changes(e) => env.log(
-            Level::Info,
-            &format!("cf reconcile: a full pass, since the changes cannot be told: {e}"),
-        ),
-        NeedsFullPass::State(e) => env.log(
-            Level::Warn,
-            &format!("cf reconcile: a full pass, since the kept state failed: {e}"),
-        ),
     }
-    full_pass(&reconciler, &memory, &feeds)
+    full_pass(&reconciler, &memory, &feeds, pass)
 }
 
 /// How soon a full pass comes again after one that left upkeep for later: soon enough to drain
 /// it, a hundred writes at a time, with the passes on the changes in between.
 pub const UPKEEP_AGAIN_MS: i64 = 10_000;
 
-/// The kept time of the last full pass that makes the next one due [`UPKEEP_AGAIN_MS`] after
-/// `started`.
-fn upkeep_again(reconciler: &Reconciler<'_>, started: i64) -> (String, String) {
-    let resync = i64::try_from(reconciler.settings.full_resync_ms).unwrap_or(i64::MAX);
-    let at = started
-        .saturating_sub(resync)
-        .saturating_add(UPKEEP_AGAIN_MS.min(resync));
-    ("full_pass_ms".to_string(), at.to_string())
+/// What the next pass must make up for: work cut short, or upkeep left.
+fn outcome(report: &Report) -> Outcome {
+    if report.deferred {
+        Outcome::Deferred
+    } else if report.upkeep_behind {
+        Outcome::AgainIn(UPKEEP_AGAIN_MS)
+    } else {
+        Outcome::Done
+    }
 }
 
 /// Bookmarks first, then the full pass, then what it saw is kept.
-fn full_pass(reconciler: &Reconciler<'_>, memory: &Memory<'_>, feeds: &[Feed]) -> Report {
-    let (kube, env) = (reconciler.kube, reconciler.env);
-    let started = env.now_ms();
-    let mut kept = Vec::new();
+fn full_pass(
+    reconciler: &Reconciler<'_>,
+    memory: &Memory<'_>,
+    feeds: &[Feed<'_>],
+    mut pass: Pass<'_>,
+) -> Report {
+    let env = reconciler.env;
+    let started = pass.started_ms();
     for feed in feeds {
-        match kube.changes(&Identity::Privileged, &feed.collection, Since::START) {
-            Ok(batch) => kept.push((feed.state_key(), batch.bookmark)),
+        match pass.mark(&feed.watched) {
+            Ok(()) => {}
             // A kind not served yet (its CRD is missing): there is nothing of it to follow.
             Err(KubeError::NotFound(_)) => {}
             Err(e) => env.log(
                 Level::Warn,
-                &format!("cannot follow {}: {e}", feed.collection.kind),
+                &format!("cannot follow {}: {e}", feed.watched.collection.kind),
             ),
         }
     }
     let mut report = reconciler.pass();
     report.full = true;
-    // The next pass follows the changes only when every collection has a bookmark and this pass
-    // visited everything; one that was cut short makes the next one full, whatever else failed.
-    if report.deferred {
-        kept.push(("full_pass_ms".to_string(), "0".to_string()));
-    } else if report.upkeep_behind {
-        kept.push(upkeep_again(reconciler, started));
-    } else if kept.len() == feeds.len() {
-        kept.push(("full_pass_ms".to_string(), started.to_string()));
-    }
     // A pass cut short did not see every deletion under way: it adds what it saw and forgets
     // none of the others.
     let tracked = if report.deferred {
@@ -366,78 +320,47 @@ fn full_pass(reconciler: &Reconciler<'_>, memory: &Memory<'_>, feeds: &[Feed]) -
     } else {
         memory.track_only(&report.deletions, started + REVISIT_MS)
     };
-    let saved = tracked.and_then(|()| memory.kept.write(&kept, &[]));
-    if let Err(e) = saved {
+    if let Err(e) = tracked {
         env.log(
             Level::Warn,
-            &format!("cannot keep what the full pass saw: {e}"),
+            &format!("cannot keep the deletions the full pass saw: {e}"),
         );
     }
+    pass.finish(outcome(&report));
     report
 }
 
-/// The pass between full passes.
+/// The pass between full passes. `Err` says why it must be full instead; it may come after some
+/// visits, which the full pass then repeats.
 fn on_changes(
     reconciler: &Reconciler<'_>,
     memory: &Memory<'_>,
-    feeds: &[Feed],
-) -> Result<Report, NeedsFullPass> {
+    feeds: &[Feed<'_>],
+    pass: &mut Pass<'_>,
+) -> Result<Report, WhyFull> {
     let (kube, env, settings, backoff) = (
         reconciler.kube,
         reconciler.env,
         reconciler.settings,
         reconciler.backoff,
     );
-    let started = env.now_ms();
-    let last_full = memory
-        .kept
-        .number("full_pass_ms")
-        .map_err(NeedsFullPass::State)?;
-    let resync = i64::try_from(settings.full_resync_ms).unwrap_or(i64::MAX);
-    if last_full.is_none_or(|at| started.saturating_sub(at) >= resync) {
-        return Err(NeedsFullPass::Due);
-    }
+    let started = pass.started_ms();
     let mut visits = Visits::new();
-    let mut kept = Vec::new();
     for feed in feeds {
-        let Some(mut bookmark) = memory
-            .kept
-            .value(&feed.state_key())
-            .map_err(NeedsFullPass::State)?
-        else {
-            return Err(NeedsFullPass::Due);
-        };
-        for _ in 0..MAX_BATCHES {
-            let batch = kube
-                .changes(
-                    &Identity::Privileged,
-                    &feed.collection,
-                    Since {
-                        bookmark: Some(&bookmark),
-                        max: BATCH,
-                    },
-                )
-                .map_err(NeedsFullPass::Changes)?;
-            for change in &batch.changes {
-                note(
-                    settings,
-                    feed,
-                    change.change_type,
-                    &change.object,
-                    &mut visits,
-                );
-            }
-            bookmark = batch.bookmark;
-            if !batch.more {
-                break;
-            }
+        for change in pass.changes(&feed.watched)? {
+            note(
+                settings,
+                feed,
+                change.change_type,
+                &change.object,
+                &mut visits,
+            );
         }
-        kept.push((feed.state_key(), bookmark));
     }
     for key in backoff.due_now(started) {
         visits.entry(key).or_insert(None);
     }
-    let tracked = memory.tracked().map_err(NeedsFullPass::State)?;
+    let tracked = memory.tracked().map_err(WhyFull::Kept)?;
     for t in tracked.iter().filter(|t| t.next_visit_ms <= started) {
         visits.entry(t.key.clone()).or_insert(None);
     }
@@ -490,20 +413,11 @@ fn on_changes(
         }
     }
     report.upkeep_behind = reconciler.upkeep_spent();
-    if report.deferred {
-        kept.push(("full_pass_ms".to_string(), "0".to_string()));
-    } else if report.upkeep_behind {
-        kept.push(upkeep_again(reconciler, started));
-    }
-    memory
-        .kept
-        .write(&kept, &[])
-        .map_err(NeedsFullPass::State)?;
     // Every deletion under way, visited now or not, as its job says at this moment.
     let now = env.now_ms();
     report.deletions = memory
         .tracked()
-        .map_err(NeedsFullPass::State)?
+        .map_err(WhyFull::Kept)?
         .into_iter()
         .filter_map(|t| {
             let (type_name, _) = t.key.split_once('/')?;

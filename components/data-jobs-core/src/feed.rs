@@ -11,6 +11,8 @@
 //! A writer that bypasses the API (SQL by hand) records no change; the reconciler's full pass,
 //! which runs at start and every `full_resync_seconds`, repairs what such a write left.
 
+use lethe_guest::follow::{Heard, Source};
+
 use crate::{Sql, SqlError, Statement, Value};
 
 /// The name of the counter row.
@@ -78,6 +80,34 @@ pub fn since(sql: &dyn Sql, since: i64, max: u32) -> Result<Changed, SqlError> {
         }
     }
     Ok(changed)
+}
+
+/// The feed as the reconciler follows it: its changes are job uids, its bookmarks revisions.
+pub struct Desired<'a>(pub &'a dyn Sql);
+
+impl Source for Desired<'_> {
+    type Change = String;
+    type Error = SqlError;
+
+    fn key(&self) -> String {
+        "desired_revision".into()
+    }
+
+    fn head(&self) -> Result<String, SqlError> {
+        head(self.0).map(|revision| revision.to_string())
+    }
+
+    fn since(&self, bookmark: &str, max: u32) -> Result<Heard<String>, SqlError> {
+        let revision = bookmark
+            .parse()
+            .map_err(|_| SqlError::Failed(format!("{bookmark:?} is not a revision")))?;
+        let changed = since(self.0, revision, max)?;
+        Ok(Heard {
+            changes: changed.job_uids,
+            bookmark: changed.bookmark.to_string(),
+            more: changed.more,
+        })
+    }
 }
 
 /// Forgets the changes up to revision `upto` of jobs that left nothing behind (no desired row,

@@ -14,45 +14,31 @@
 //! A CronJob's status update (its controller writes `lastScheduleTime`) changes no generation,
 //! so it costs a SQL read and no Kubernetes request.
 //!
-//! A full pass — every row and a paginated LIST of every managed CronJob — runs at start (no
-//! bookmark), every `full_resync_seconds` (default 600), when the host says the CronJob bookmark
-//! is `gone` (its watch was relisted, the host restarted, or changes piled up unread), when the
-//! kept state cannot be read, after a pass that deferred work (`max_changes_per_pass`), when more
-//! jobs changed than a LIST page holds (`page_size`: reading each would cost more than the
-//! pages), and when the caller asks for one. It takes both bookmarks *before* it reads, so a change made while it
-//! reads comes again after it: nothing is missed, some jobs are visited twice, and a visit is
-//! idempotent.
-//!
-//! Bookmarks and the time of the last full pass are kept in SQL (`data_job_sync_follow`), named
-//! by the host's `lethe_instance_id` (a CronJob bookmark means something only to the host that
-//! gave it). They are written only after the pass acted, so a pass that crashes midway leaves the
-//! next one to act on the same changes again.
+//! A full pass — every row and a paginated LIST of every managed CronJob — runs when the SDK's
+//! [`lethe_guest::follow`] says one is due (at start, every `full_resync_seconds`, when the
+//! CronJob bookmark is `gone`, when the kept state cannot be read, after a pass that deferred
+//! work (`max_changes_per_pass`), and when the caller asks), and also when more jobs changed than
+//! a LIST page holds (`page_size`: reading each would cost more than the pages). Bookmarks are
+//! kept in `data_job_sync_follow`, named by the host's `lethe_instance_id` (a CronJob bookmark
+//! means something only to the host that gave it).
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use lethe_guest::follow::{Outcome, Pass, Watched, WhyFull};
 use lethe_guest::kept::{Kept, KeptTable};
-use lethe_guest::kube::{Change, ChangeType, Collection, Since};
+use lethe_guest::kube::{Change, ChangeType, Collection};
 
+use crate::feed::Desired;
 use crate::items::{self, Item, Live, World};
-use crate::{Host, Identity, Kube, KubeError, Level, Settings, SqlError, Value, feed, model};
-
-/// Changes asked for per call, from the feed and from the cluster.
-const BATCH: u32 = 1_000;
-
-/// Batches read per source in one pass; what is left waits for the next pass.
-const MAX_BATCHES: usize = 20;
-
-/// Names of what is kept between passes.
-const CRONJOB_BOOKMARK: &str = "cronjobs";
-const REVISION_BOOKMARK: &str = "desired_revision";
-const FULL_PASS_AT: &str = "full_pass_ms";
+use crate::{Host, Kube, KubeError, Level, Settings, SqlError, Value, model};
 
 /// The managed CronJobs, as followed.
-fn collection(settings: &Settings) -> Collection {
-    Collection {
+fn cronjobs<'a>(kube: &'a dyn Kube, settings: &Settings) -> Watched<'a> {
+    let collection = Collection {
         label_selector: Some(model::MANAGED_SELECTOR.to_string()),
         ..Collection::new("batch/v1", "CronJob", Some(&settings.namespace))
-    }
+    };
+    Watched::new(kube, collection)
 }
 
 /// What the reconciler keeps between passes, in SQL, under this host's name.
@@ -62,18 +48,6 @@ static KEPT: KeptTable = KeptTable {
              ON CONFLICT (name) DO UPDATE SET value = excluded.value",
     delete: "DELETE FROM data_job_sync_follow WHERE name = $1",
 };
-
-/// Why a pass could not go on the changes alone.
-enum NeedsFullPass {
-    /// Asked for, no bookmark yet, or the last full pass is older than the resync interval.
-    Due,
-    /// The host could not tell the CronJobs' changes (a bookmark `gone`, or it failed).
-    Changes(KubeError),
-    /// The kept state or the feed could not be read.
-    State(SqlError),
-    /// So many jobs changed (this many) that reading each costs more than a full pass.
-    ManyChanges(usize),
-}
 
 /// Jobs held back by their failures.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -98,54 +72,29 @@ pub(crate) struct Gathered {
     pub(crate) load_ms: u64,
     /// Milliseconds spent reading the cluster.
     pub(crate) list_ms: u64,
-    /// The bookmarks to keep after acting (both, or none: the next pass is then full).
-    bookmarks: Option<(String, i64)>,
-    /// When this full pass started (kept as the time of the last full pass).
-    full_at: Option<i64>,
-    /// The bookmarks this pass on the changes started from: when they did not move, there is
-    /// nothing to write back.
-    started_from: Option<(String, i64)>,
 }
 
 /// Gathers what this pass visits: a full pass when `full` asks for one or one is due (see the
 /// module documentation), else the changes since the last pass. `checkpoint` is called between
-/// LIST pages (the Lease is renewed there). `Err` when nothing could be read.
-pub(crate) fn gather(
-    host: &dyn Host,
+/// LIST pages (the Lease is renewed there). `Err` when nothing could be read. The [`Pass`] is
+/// given to [`finish`] once the pass acted.
+pub(crate) fn gather<'a>(
+    host: &'a dyn Host,
     settings: &Settings,
-    kube: &dyn Kube,
+    kube: &'a dyn Kube,
     full: bool,
     checkpoint: &mut dyn FnMut() -> Result<(), String>,
-) -> Result<Gathered, String> {
-    let memory = Kept::new(host, &KEPT, &settings.instance_id);
-    let reason = if full {
-        NeedsFullPass::Due
-    } else {
-        match on_changes(host, settings, kube, &memory) {
-            Ok(gathered) => return Ok(gathered),
-            Err(reason) => reason,
+) -> Result<(Gathered, Pass<'a>), String> {
+    let kept = Kept::new(host, &KEPT, &settings.instance_id);
+    let mut pass = Pass::begin(host, kept, "data-jobs sync", settings.full_resync_ms, full);
+    if !pass.is_full() {
+        match on_changes(host, settings, kube, &mut pass) {
+            Ok(gathered) => return Ok((gathered, pass)),
+            Err(why) => pass.go_full(why),
         }
-    };
-    match &reason {
-        NeedsFullPass::Due => {}
-        NeedsFullPass::Changes(e) => host.log(
-            Level::Info,
-            &format!(
-                "data-jobs sync: a full pass, since the CronJobs' changes cannot be told: {e}"
-            ),
-        ),
-        NeedsFullPass::ManyChanges(n) => host.log(
-            Level::Info,
-            &format!(
-                "data-jobs sync: a full pass, since {n} jobs changed (more than a LIST page holds)"
-            ),
-        ),
-        NeedsFullPass::State(e) => host.log(
-            Level::Warn,
-            &format!("data-jobs sync: a full pass, since the kept state cannot be read: {e}"),
-        ),
     }
-    full_pass(host, settings, kube, checkpoint)
+    let gathered = full_pass(host, settings, kube, &mut pass, checkpoint)?;
+    Ok((gathered, pass))
 }
 
 /// Bookmarks first, then every row and every managed CronJob.
@@ -153,29 +102,22 @@ fn full_pass(
     host: &dyn Host,
     settings: &Settings,
     kube: &dyn Kube,
+    pass: &mut Pass<'_>,
     checkpoint: &mut dyn FnMut() -> Result<(), String>,
 ) -> Result<Gathered, String> {
     let started = host.now_ms();
-    let cronjobs = match kube.changes(&Identity::Privileged, &collection(settings), Since::START) {
-        Ok(batch) => Some(batch.bookmark),
-        Err(e) => {
-            host.log(
-                Level::Warn,
-                &format!("data-jobs sync: cannot follow the CronJobs' changes, so the next pass is full too: {e}"),
-            );
-            None
-        }
-    };
-    let revision = match feed::head(host) {
-        Ok(revision) => Some(revision),
-        Err(e) => {
-            host.log(
-                Level::Warn,
-                &format!("data-jobs sync: cannot read the desired-state feed, so the next pass is full too: {e}"),
-            );
-            None
-        }
-    };
+    if let Err(e) = pass.mark(&cronjobs(kube, settings)) {
+        host.log(
+            Level::Warn,
+            &format!("data-jobs sync: cannot follow the CronJobs' changes, so the next pass is full too: {e}"),
+        );
+    }
+    if let Err(e) = pass.mark(&Desired(host)) {
+        host.log(
+            Level::Warn,
+            &format!("data-jobs sync: cannot read the desired-state feed, so the next pass is full too: {e}"),
+        );
+    }
     let mut world = World {
         items: items::load_all(host)?,
         ..World::default()
@@ -209,9 +151,6 @@ fn full_pass(
         held_back: HeldBack::default(),
         load_ms: u64::try_from(listed_at - started).unwrap_or(0),
         list_ms: u64::try_from(host.now_ms() - listed_at).unwrap_or(0),
-        bookmarks: cronjobs.zip(revision),
-        full_at: Some(started),
-        started_from: None,
     })
 }
 
@@ -220,41 +159,17 @@ fn on_changes(
     host: &dyn Host,
     settings: &Settings,
     kube: &dyn Kube,
-    memory: &Kept<'_>,
-) -> Result<Gathered, NeedsFullPass> {
-    let started = host.now_ms();
-    let last_full = memory.number(FULL_PASS_AT).map_err(NeedsFullPass::State)?;
-    if last_full.is_none_or(|at| started.saturating_sub(at) >= settings.full_resync_ms) {
-        return Err(NeedsFullPass::Due);
-    }
-    let (Some(mut revision), Some(mut bookmark)) = (
-        memory
-            .number(REVISION_BOOKMARK)
-            .map_err(NeedsFullPass::State)?,
-        memory
-            .value(CRONJOB_BOOKMARK)
-            .map_err(NeedsFullPass::State)?,
-    ) else {
-        return Err(NeedsFullPass::Due);
-    };
-    let started_from = (bookmark.clone(), revision);
-
+    pass: &mut Pass<'_>,
+) -> Result<Gathered, WhyFull> {
+    let started = pass.started_ms();
     // Jobs whose CronJobs are read before deciding.
-    let mut read: BTreeSet<String> = BTreeSet::new();
-    for _ in 0..MAX_BATCHES {
-        let changed = feed::since(host, revision, BATCH).map_err(NeedsFullPass::State)?;
-        read.extend(changed.job_uids);
-        revision = changed.bookmark;
-        if !changed.more {
-            break;
-        }
-    }
+    let mut read: BTreeSet<String> = pass.changes(&Desired(host))?.into_iter().collect();
     let due = host
         .query(
             "SELECT job_uid FROM data_job_sync_state WHERE next_attempt_at <= $1 AND parked_hash IS NULL",
             &[started.into()],
         )
-        .map_err(NeedsFullPass::State)?;
+        .map_err(WhyFull::Kept)?;
     read.extend(
         due.iter()
             .filter_map(|r| r.first())
@@ -266,30 +181,14 @@ fn on_changes(
     let listed_at = host.now_ms();
     let mut carried: BTreeMap<String, Vec<Change>> = BTreeMap::new();
     let mut last: BTreeMap<String, Change> = BTreeMap::new();
-    for _ in 0..MAX_BATCHES {
-        let batch = kube
-            .changes(
-                &Identity::Privileged,
-                &collection(settings),
-                Since {
-                    bookmark: Some(&bookmark),
-                    max: BATCH,
-                },
-            )
-            .map_err(NeedsFullPass::Changes)?;
-        for change in batch.changes {
-            if let Some(uid) = change.object.label(model::JOB_UID_LABEL) {
-                carried
-                    .entry(uid.to_string())
-                    .or_default()
-                    .push(change.clone());
-            }
-            last.insert(change.object.target.name.clone(), change);
+    for change in pass.changes(&cronjobs(kube, settings))? {
+        if let Some(uid) = change.object.label(model::JOB_UID_LABEL) {
+            carried
+                .entry(uid.to_string())
+                .or_default()
+                .push(change.clone());
         }
-        bookmark = batch.bookmark;
-        if !batch.more {
-            break;
-        }
+        last.insert(change.object.target.name.clone(), change);
     }
     let mut world = World::default();
     for (name, change) in last {
@@ -302,7 +201,7 @@ fn on_changes(
                 "SELECT job_uid FROM actual_data_job_deployment WHERE cronjob_name = $1",
                 &[name.as_str().into()],
             )
-            .map_err(NeedsFullPass::State)?;
+            .map_err(WhyFull::Kept)?;
         read.extend(
             owners
                 .iter()
@@ -323,7 +222,7 @@ fn on_changes(
         .into_iter()
         .collect();
     let loaded =
-        items::load_some(host, &uids).map_err(|e| NeedsFullPass::State(SqlError::Failed(e)))?;
+        items::load_some(host, &uids).map_err(|e| WhyFull::Kept(SqlError::Failed(e)))?;
     let loaded_at = host.now_ms();
     // The jobs held back that this pass does not visit, so the report still counts them.
     let held = host
@@ -332,7 +231,7 @@ fn on_changes(
              WHERE parked_hash IS NOT NULL OR next_attempt_at > $1",
             &[started.into()],
         )
-        .map_err(NeedsFullPass::State)?;
+        .map_err(WhyFull::Kept)?;
     let mut held_back = HeldBack::default();
     let visited = |uid: &str| uids.binary_search_by(|v| v.as_str().cmp(uid)).is_ok();
     for row in held
@@ -354,7 +253,10 @@ fn on_changes(
         .collect();
     if to_read.len() > usize::try_from(settings.page_size).unwrap_or(usize::MAX) {
         // One LIST per job would cost more than the pages of a full pass.
-        return Err(NeedsFullPass::ManyChanges(to_read.len()));
+        return Err(WhyFull::Dearer(format!(
+            "{} jobs changed (more than a LIST page holds)",
+            to_read.len()
+        )));
     }
     for (uid, mut item) in to_read {
         match items::list_of_job(kube, settings, &uid) {
@@ -378,9 +280,6 @@ fn on_changes(
         held_back,
         load_ms: u64::try_from((listed_at - started) + (loaded_at - changed_at)).unwrap_or(0),
         list_ms: u64::try_from((changed_at - listed_at) + (host.now_ms() - loaded_at)).unwrap_or(0),
-        bookmarks: Some((bookmark, revision)),
-        full_at: None,
-        started_from: Some(started_from),
     })
 }
 
@@ -413,37 +312,20 @@ fn settled(item: &Item, changes: &[Change]) -> bool {
 }
 
 /// Keeps, once the pass acted, what the next pass starts from. A pass that left work for later
-/// (`deferred`) makes the next pass full, which finds that work again.
-pub(crate) fn finish(host: &dyn Host, settings: &Settings, gathered: &Gathered, deferred: bool) {
-    if !deferred && gathered.bookmarks.is_some() && gathered.bookmarks == gathered.started_from {
-        // An idle pass on the changes: what is kept is already right.
-        return;
-    }
-    let memory = Kept::new(host, &KEPT, &settings.instance_id);
-    let mut values = Vec::new();
-    if let Some((cronjobs, revision)) = &gathered.bookmarks {
-        values.push((CRONJOB_BOOKMARK, cronjobs.clone()));
-        values.push((REVISION_BOOKMARK, revision.to_string()));
-        if let Some(at) = gathered.full_at
-            && !deferred
-        {
-            values.push((FULL_PASS_AT, at.to_string()));
-        }
-    }
-    let forgotten: &[&str] = if deferred || gathered.bookmarks.is_none() {
-        &[FULL_PASS_AT]
+/// (`deferred`) makes the next pass full, which finds that work again. A full pass then prunes
+/// the desired-state feed up to where it started.
+pub(crate) fn finish(host: &dyn Host, pass: Pass<'_>, deferred: bool) {
+    let pruned_upto = pass
+        .is_full()
+        .then(|| pass.bookmark(&Desired(host)).and_then(|r| r.parse().ok()))
+        .flatten();
+    pass.finish(if deferred {
+        Outcome::Deferred
     } else {
-        &[]
-    };
-    if let Err(e) = memory.write(&values, forgotten) {
-        host.log(
-            Level::Warn,
-            &format!("data-jobs sync: cannot keep the bookmarks, so the next pass is full: {e}"),
-        );
-    }
-    if gathered.full
-        && let Some((_, revision)) = &gathered.bookmarks
-        && let Err(e) = feed::prune(host, *revision)
+        Outcome::Done
+    });
+    if let Some(revision) = pruned_upto
+        && let Err(e) = crate::feed::prune(host, revision)
     {
         host.log(
             Level::Warn,

@@ -456,14 +456,14 @@ fn pass(
     full: bool,
     report: &mut Report,
 ) -> Result<(), String> {
-    let gathered = follow::gather(host, settings, kube, full, &mut || {
+    let (gathered, following) = follow::gather(host, settings, kube, full, &mut || {
         lease.keep(host.now_ms()).map_err(|lost| lost.to_string())
     })?;
     report.full = gathered.full;
     report.load_ms = gathered.load_ms;
     report.list_ms = gathered.list_ms;
     act(host, settings, kube, lease, &gathered, report)?;
-    follow::finish(host, settings, &gathered, report.deferred > 0);
+    follow::finish(host, following, report.deferred > 0);
     Ok(())
 }
 
@@ -1141,7 +1141,7 @@ mod tests {
             Ok(Leadership::Held(lease)) => lease,
             other => panic!("the lease: {other:?}"),
         };
-        let gathered =
+        let (gathered, _unfinished) =
             follow::gather(&host, &settings, &host, false, &mut || Ok(())).expect("gather");
         assert!(!gathered.full);
         let mut report = Report::default();

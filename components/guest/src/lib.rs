@@ -14,6 +14,7 @@ pub mod events;
 #[cfg(feature = "fake")]
 pub mod fake;
 pub mod finalizer;
+pub mod follow;
 #[cfg(target_arch = "wasm32")]
 pub mod host;
 pub mod http;
