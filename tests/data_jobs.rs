@@ -313,10 +313,10 @@ impl World {
     }
 
     fn count(&self, table: &str, job_uid: &str) -> usize {
-        let column = if table == "data_job" {
-            "uid"
-        } else {
-            "job_uid"
+        let column = match table {
+            "data_job" => "uid",
+            "reconcile_backoff" => "object_key",
+            _ => "job_uid",
         };
         self.sql(
             &format!("SELECT 1 FROM {table} WHERE {column} = $1"),
@@ -1033,7 +1033,7 @@ fn transient_failures_back_off_per_item_and_a_5xx_storm_is_retried(backend: &Bac
     assert_eq!(failed[0]["parked"], false);
     assert_eq!(labelled(&w.cronjobs(), &other).len(), 1);
     let state = w.sql(
-        "SELECT attempts FROM data_job_sync_state WHERE job_uid = $1",
+        "SELECT attempts FROM reconcile_backoff WHERE reconciler = 'data-jobs' AND object_key = $1",
         &[lethe_sql::Value::Text(uid.clone())],
     );
     assert_eq!(state, vec![vec![lethe_sql::Value::Integer(1)]]);
@@ -1070,7 +1070,7 @@ fn transient_failures_back_off_per_item_and_a_5xx_storm_is_retried(backend: &Bac
         );
     }
     assert_eq!(
-        w.count("data_job_sync_state", &uid),
+        w.count("reconcile_backoff", &uid),
         0,
         "success clears the backoff"
     );

@@ -396,10 +396,16 @@ fn migrate_prepares_a_database_once_and_is_then_up_to_date() {
         "smoke_note",
         "data_job",
         "data_job_change",
-        "cf_reconcile_backoff",
+        "reconcile_backoff",
         "cf_reconcile_state",
     ] {
         assert!(tables.iter().any(|t| t == table), "{table} in {tables:?}");
+    }
+    for moved in ["cf_reconcile_backoff", "data_job_sync_state"] {
+        assert!(
+            !tables.iter().any(|t| t == moved),
+            "{moved} moved to reconcile_backoff: {tables:?}"
+        );
     }
     let generation: i64 = conn
         .query_row(

@@ -1,44 +1,35 @@
-//! The reconciler's per-object backoff, kept in SQL (`cf_reconcile_backoff`) so that it survives
-//! restarts and every host shares it: rows are read once per pass, failures and successes are
-//! written through. A write that fails is logged and the pass goes on: at worst an object is
-//! retried sooner than its backoff asked.
+//! The reconciler's per-object backoff, in the SDK's one table ([`BackoffTable`], as reconciler
+//! [`RECONCILER`]) so that it survives restarts and every host shares it: rows are read once per
+//! pass, failures and successes are written through. A write that fails is logged and the pass
+//! goes on: at worst an object is retried sooner than its backoff asked.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
+use lethe_guest::backoff::{BackoffTable, Failures};
 use lethe_guest::env::{Env, Level};
-use lethe_guest::sql::{Sql, SqlError, Value};
+use lethe_guest::sql::{Sql, SqlError};
 
-use crate::reconcile::{Backoff, backoff_delay_ms};
+use crate::reconcile::{BACKOFF_BASE_MS, BACKOFF_MAX_MS, Backoff};
 
-/// [`Backoff`] over the `cf_reconcile_backoff` table.
+/// The cf reconciler's name in the backoff table.
+pub const RECONCILER: &str = "cf";
+
+/// [`Backoff`] over the cf reconciler's rows of the backoff table.
 pub struct SqlBackoff<'a> {
-    /// Object key → (failures in a row, when it may be tried again).
-    rows: RefCell<BTreeMap<String, (u32, i64)>>,
-    sql: &'a dyn Sql,
+    /// Object key → its failures.
+    rows: RefCell<BTreeMap<String, Failures>>,
+    table: BackoffTable<'a>,
     env: &'a dyn Env,
 }
 
 impl<'a> SqlBackoff<'a> {
     /// Reads the table once.
     pub fn load(sql: &'a dyn Sql, env: &'a dyn Env) -> Result<Self, SqlError> {
-        let rows = sql.query(
-            "SELECT object_key, attempts, next_attempt_ms FROM cf_reconcile_backoff",
-            &[],
-        )?;
-        let rows = rows
-            .into_iter()
-            .filter_map(|row| match row.as_slice() {
-                [Value::Text(key), Value::Int(attempts), Value::Int(next)] => Some((
-                    key.clone(),
-                    (u32::try_from(*attempts).unwrap_or(u32::MAX), *next),
-                )),
-                _ => None,
-            })
-            .collect();
+        let table = BackoffTable::new(sql, RECONCILER);
         Ok(SqlBackoff {
-            rows: RefCell::new(rows),
-            sql,
+            rows: RefCell::new(table.all()?),
+            table,
             env,
         })
     }
@@ -49,47 +40,31 @@ impl Backoff for SqlBackoff<'_> {
         self.rows
             .borrow()
             .get(key)
-            .is_none_or(|(_, next)| now_ms >= *next)
+            .is_none_or(|f| !f.holds_back(now_ms))
     }
 
     fn failed(&self, key: &str, now_ms: i64, reason: &str) {
-        let attempts = self
-            .rows
-            .borrow()
-            .get(key)
-            .map_or(0, |(a, _)| *a)
-            .saturating_add(1);
         let jitter = self.env.random_bytes(1).first().copied().unwrap_or(0);
-        let next = now_ms + backoff_delay_ms(attempts, jitter);
-        self.rows
-            .borrow_mut()
-            .insert(key.to_string(), (attempts, next));
-        let written = self.sql.execute(
-            "INSERT INTO cf_reconcile_backoff (object_key, attempts, next_attempt_ms, last_error) \
-             VALUES ($1, $2, $3, $4) ON CONFLICT (object_key) DO UPDATE SET \
-             attempts = excluded.attempts, next_attempt_ms = excluded.next_attempt_ms, \
-             last_error = excluded.last_error",
-            &[
-                Value::Text(key.into()),
-                Value::Int(attempts.into()),
-                Value::Int(next),
-                Value::Text(reason.into()),
-            ],
+        let failures = Failures::after(
+            self.rows.borrow().get(key),
+            now_ms,
+            (BACKOFF_BASE_MS, BACKOFF_MAX_MS),
+            jitter,
+            None,
+            reason.to_string(),
         );
-        if let Err(e) = written {
+        if let Err(e) = self.table.record(key, &failures) {
             self.env
                 .log(Level::Warn, &format!("cannot record backoff of {key}: {e}"));
         }
+        self.rows.borrow_mut().insert(key.to_string(), failures);
     }
 
     fn succeeded(&self, key: &str) {
         if self.rows.borrow_mut().remove(key).is_none() {
             return;
         }
-        if let Err(e) = self.sql.execute(
-            "DELETE FROM cf_reconcile_backoff WHERE object_key = $1",
-            &[Value::Text(key.into())],
-        ) {
+        if let Err(e) = self.table.forget(key) {
             self.env
                 .log(Level::Warn, &format!("cannot clear backoff of {key}: {e}"));
         }
@@ -99,7 +74,7 @@ impl Backoff for SqlBackoff<'_> {
         self.rows
             .borrow()
             .iter()
-            .filter(|(_, (_, next))| now_ms >= *next)
+            .filter(|(_, f)| !f.holds_back(now_ms))
             .map(|(key, _)| key.clone())
             .collect()
     }

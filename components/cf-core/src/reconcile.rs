@@ -69,12 +69,11 @@ pub trait Backoff {
     fn due_now(&self, now_ms: i64) -> Vec<String>;
 }
 
-/// How long to wait before retrying an object that failed `attempts` times in a row:
-/// exponential from 1 s, capped at 5 minutes, with up to 25% jitter from `jitter` (0..=255) so
-/// that objects failing together do not retry together.
-pub fn backoff_delay_ms(attempts: u32, jitter: u8) -> i64 {
-    lethe_guest::backoff::delay_ms(attempts, 1000, 300_000, jitter)
-}
+/// The first wait before an object that failed is retried; it doubles per failure in a row.
+pub const BACKOFF_BASE_MS: i64 = 1000;
+
+/// The longest wait before an object that keeps failing is retried.
+pub const BACKOFF_MAX_MS: i64 = 300_000;
 
 /// What one pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -829,18 +828,4 @@ fn delete_children(
         }
     }
     Ok(children_left)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::backoff_delay_ms;
-
-    #[test]
-    fn backoff_grows_exponentially_and_is_capped() {
-        assert_eq!(backoff_delay_ms(1, 0), 1000);
-        assert_eq!(backoff_delay_ms(2, 0), 2000);
-        assert_eq!(backoff_delay_ms(5, 0), 16_000);
-        assert_eq!(backoff_delay_ms(40, 0), 300_000);
-        assert!(backoff_delay_ms(3, 255) < 4000 * 5 / 4 + 1);
-    }
 }

@@ -24,6 +24,8 @@
 use serde_json::{Value as Json, json};
 
 use crate::feed;
+use crate::items::RECONCILER;
+use lethe_guest::backoff::BackoffTable;
 use crate::model::{self, Resources, Spec};
 use crate::status::{self, HttpError, Operation};
 use crate::{
@@ -696,10 +698,7 @@ impl Ctx<'_> {
         )];
         if changed {
             // A new spec gets a fresh start: no backoff, no parking.
-            statements.push((
-                "DELETE FROM data_job_sync_state WHERE job_uid = $1",
-                vec![job.uid.clone().into()],
-            ));
+            statements.push(BackoffTable::new(self.host, RECONCILER).forget_statement(&job.uid));
         }
         statements.extend(feed::record(&job.uid));
         self.host.batch(&statements)?;
@@ -772,16 +771,13 @@ impl Ctx<'_> {
         if desired.is_none() && actual.is_none() {
             return Ok(None);
         }
-        let state_rows = self.host.query(
-            "SELECT attempts, next_attempt_at, parked_hash, last_error FROM data_job_sync_state WHERE job_uid = $1",
-            &[job.uid.clone().into()],
-        )?;
-        let sync_error = state_rows.first().map(|r| {
+        let failures = BackoffTable::new(self.host, RECONCILER).of(&job.uid)?;
+        let sync_error = failures.map(|f| {
             json!({
-                "attempts": r.first().and_then(Value::int),
-                "next_attempt_at": r.get(1).and_then(Value::int).map(crate::time::rfc3339),
-                "parked": r.get(2).and_then(Value::opt_text).is_some(),
-                "last_error": r.get(3).map(Value::text),
+                "attempts": f.attempts,
+                "next_attempt_at": crate::time::rfc3339(f.next_attempt_ms),
+                "parked": f.parked_on.is_some(),
+                "last_error": f.last_error,
             })
         });
         let state = match (&desired, &actual) {

@@ -120,9 +120,10 @@ pub fn prune(sql: &dyn Sql, upto: i64) -> Result<u64, SqlError> {
            WHERE desired_data_job_deployment.job_uid = data_job_change.job_uid) \
          AND NOT EXISTS (SELECT 1 FROM actual_data_job_deployment \
            WHERE actual_data_job_deployment.job_uid = data_job_change.job_uid) \
-         AND NOT EXISTS (SELECT 1 FROM data_job_sync_state \
-           WHERE data_job_sync_state.job_uid = data_job_change.job_uid)",
-        &[upto.into()],
+         AND NOT EXISTS (SELECT 1 FROM reconcile_backoff \
+           WHERE reconcile_backoff.reconciler = $2 \
+           AND reconcile_backoff.object_key = data_job_change.job_uid)",
+        &[upto.into(), crate::items::RECONCILER.into()],
     )
 }
 

@@ -7,7 +7,7 @@
 //! |--------|---------------|----------------------|
 //! | the desired-state feed ([`crate::feed`]) since the revision bookmark | jobs whose desired deployment was set, changed or deleted | rows, and the job's CronJobs (one label-selected LIST) |
 //! | `kube` `changes` of the managed CronJobs since the CronJob bookmark | jobs whose CronJob was created, edited, deleted, or lost lethe's labels; orphans; jobs whose actual row records an orphan's name | rows; the CronJobs unless the change shows the one the actual row records, unchanged in spec, with the desired hash |
-//! | `data_job_sync_state` | jobs whose backoff is over | rows and CronJobs |
+//! | the backoff table (`reconcile_backoff`) | jobs whose backoff is over | rows and CronJobs |
 //!
 //! Each job is then decided and acted on exactly as the full pass does (the `sync` module): the
 //! same uid-precondition deletes, claim before create, ownership checks, backoff and parking.
@@ -24,13 +24,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use lethe_guest::backoff::BackoffTable;
 use lethe_guest::follow::{Outcome, Pass, Watched, WhyFull};
 use lethe_guest::kept::{Kept, KeptTable};
 use lethe_guest::kube::{Change, ChangeType, Collection};
 
 use crate::feed::Desired;
-use crate::items::{self, Item, Live, World};
-use crate::{Host, Kube, KubeError, Level, Settings, SqlError, Value, model};
+use crate::items::{self, Item, Live, RECONCILER, World};
+use crate::{Host, Kube, KubeError, Level, Settings, SqlError, model};
 
 /// The managed CronJobs, as followed.
 fn cronjobs<'a>(kube: &'a dyn Kube, settings: &Settings) -> Watched<'a> {
@@ -164,17 +165,8 @@ fn on_changes(
     let started = pass.started_ms();
     // Jobs whose CronJobs are read before deciding.
     let mut read: BTreeSet<String> = pass.changes(&Desired(host))?.into_iter().collect();
-    let due = host
-        .query(
-            "SELECT job_uid FROM data_job_sync_state WHERE next_attempt_at <= $1 AND parked_hash IS NULL",
-            &[started.into()],
-        )
-        .map_err(WhyFull::Kept)?;
-    read.extend(
-        due.iter()
-            .filter_map(|r| r.first())
-            .map(|v| v.text().to_string()),
-    );
+    let backoff = BackoffTable::new(host, RECONCILER);
+    read.extend(backoff.due(started).map_err(WhyFull::Kept)?);
 
     // The CronJobs' changes: every one of each job's, and the last one per CronJob name (which
     // alone says whether a CronJob is an orphan now).
@@ -225,20 +217,11 @@ fn on_changes(
         items::load_some(host, &uids).map_err(|e| WhyFull::Kept(SqlError::Failed(e)))?;
     let loaded_at = host.now_ms();
     // The jobs held back that this pass does not visit, so the report still counts them.
-    let held = host
-        .query(
-            "SELECT job_uid, parked_hash FROM data_job_sync_state \
-             WHERE parked_hash IS NOT NULL OR next_attempt_at > $1",
-            &[started.into()],
-        )
-        .map_err(WhyFull::Kept)?;
+    let held = backoff.held_back(started).map_err(WhyFull::Kept)?;
     let mut held_back = HeldBack::default();
     let visited = |uid: &str| uids.binary_search_by(|v| v.as_str().cmp(uid)).is_ok();
-    for row in held
-        .iter()
-        .filter(|r| r.first().is_some_and(|u| !visited(u.text())))
-    {
-        match row.get(1).and_then(Value::opt_text) {
+    for (_, failures) in held.iter().filter(|(uid, _)| !visited(uid)) {
+        match failures.parked_on {
             Some(_) => held_back.parked += 1,
             None => held_back.backing_off += 1,
         }

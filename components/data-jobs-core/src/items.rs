@@ -9,6 +9,7 @@ use serde_json::Value as Json;
 
 use crate::model::{self, Resources, Spec};
 use crate::{Identity, Kube, KubeError, ListOptions, Object, Settings, Sql, Value};
+use lethe_guest::backoff::{self, Failures};
 use lethe_guest::kube::{Collection, ObjectList};
 
 /// A job's desired deployment, as the API wrote it.
@@ -45,13 +46,6 @@ impl Actual {
             && (self.resource_version == resource_version
                 || (self.generation.is_some() && self.generation == generation))
     }
-}
-
-/// A job's backoff or parking after a failure.
-pub(crate) struct SyncState {
-    pub(crate) attempts: i64,
-    pub(crate) next_attempt_at: i64,
-    pub(crate) parked_hash: Option<String>,
 }
 
 /// A live CronJob labelled as lethe's.
@@ -105,7 +99,8 @@ impl Live {
 pub(crate) struct Item {
     pub(crate) desired: Option<Desired>,
     pub(crate) actual: Option<Actual>,
-    pub(crate) state: Option<SyncState>,
+    /// Its failures in a row: backoff, or parking on a desired spec hash.
+    pub(crate) state: Option<Failures>,
     pub(crate) live: Vec<Live>,
 }
 
@@ -163,7 +158,6 @@ const SQL_CHUNK: usize = 50;
 const DESIRED_COLUMNS: &str =
     "job_uid, team, job_name, job_version, image, schedule, enabled, resources, spec_hash";
 const ACTUAL_COLUMNS: &str = "job_uid, team, job_name, cronjob_name, cronjob_uid, resource_version, spec_hash, applied_at, generation";
-const STATE_COLUMNS: &str = "job_uid, attempts, next_attempt_at, parked_hash";
 
 fn text(r: &[Value], i: usize) -> String {
     r.get(i).map(Value::text).unwrap_or_default().to_string()
@@ -201,55 +195,80 @@ fn actual_from_row(r: &[Value]) -> Actual {
     }
 }
 
-fn state_from_row(r: &[Value]) -> SyncState {
-    SyncState {
-        attempts: r.get(1).and_then(Value::int).unwrap_or(0),
-        next_attempt_at: r.get(2).and_then(Value::int).unwrap_or(0),
-        parked_hash: r.get(3).and_then(Value::opt_text).map(str::to_string),
-    }
-}
-
 /// One table's rows for the job, as `file` files them.
 struct Table {
     name: &'static str,
+    /// The column holding the job's uid; the first of `columns`.
+    key: &'static str,
+    /// A column that must hold [`RECONCILER`], in a table shared with other reconcilers.
+    scope: Option<&'static str>,
     columns: &'static str,
     what: &'static str,
     file: fn(&mut Item, &[Value]),
 }
 
+/// The data-jobs reconciler's name in the SDK's backoff table.
+pub(crate) const RECONCILER: &str = "data-jobs";
+
+impl Table {
+    /// `{scope} = $n AND ` when the table is shared, with `$n` the scope's parameter.
+    fn scoped(&self, n: usize) -> String {
+        self.scope
+            .map(|column| format!("{column} = ${n} AND "))
+            .unwrap_or_default()
+    }
+}
+
 const TABLES: [Table; 3] = [
     Table {
         name: "desired_data_job_deployment",
+        key: "job_uid",
+        scope: None,
         columns: DESIRED_COLUMNS,
         what: "desired deployments",
         file: |item, r| item.desired = Some(desired_from_row(r)),
     },
     Table {
         name: "actual_data_job_deployment",
+        key: "job_uid",
+        scope: None,
         columns: ACTUAL_COLUMNS,
         what: "actual deployments",
         file: |item, r| item.actual = Some(actual_from_row(r)),
     },
     Table {
-        name: "data_job_sync_state",
-        columns: STATE_COLUMNS,
-        what: "the sync state",
-        file: |item, r| item.state = Some(state_from_row(r)),
+        name: backoff::TABLE,
+        key: "object_key",
+        scope: Some("reconciler"),
+        columns: backoff::COLUMNS,
+        what: "the backoff state",
+        file: |item, r| item.state = Failures::from_row(r).map(|(_, f)| f),
     },
 ];
+
+/// `params`, and the reconciler's name after them when `table` is shared.
+fn scoped(table: &Table, mut params: Vec<Value>) -> Vec<Value> {
+    if table.scope.is_some() {
+        params.push(RECONCILER.into());
+    }
+    params
+}
 
 /// Every job's rows, read page by page in uid order.
 pub(crate) fn load_all(sql: &dyn Sql) -> Result<BTreeMap<String, Item>, String> {
     let mut items: BTreeMap<String, Item> = BTreeMap::new();
     for table in &TABLES {
         let query = format!(
-            "SELECT {} FROM {} WHERE job_uid > $1 ORDER BY job_uid LIMIT $2",
-            table.columns, table.name
+            "SELECT {} FROM {} WHERE {}{key} > $1 ORDER BY {key} LIMIT $2",
+            table.columns,
+            table.name,
+            table.scoped(3),
+            key = table.key,
         );
         let mut after = String::new();
         loop {
             let rows = sql
-                .query(&query, &[after.clone().into(), SQL_PAGE.into()])
+                .query(&query, &scoped(table, vec![after.clone().into(), SQL_PAGE.into()]))
                 .map_err(|e| format!("reading {}: {e}", table.what))?;
             let n = rows.len();
             for r in rows {
@@ -275,8 +294,11 @@ pub(crate) fn load_some(sql: &dyn Sql, uids: &[String]) -> Result<BTreeMap<Strin
         .join(", ");
     for table in &TABLES {
         let query = format!(
-            "SELECT {} FROM {} WHERE job_uid IN ({placeholders})",
-            table.columns, table.name
+            "SELECT {} FROM {} WHERE {}{} IN ({placeholders})",
+            table.columns,
+            table.name,
+            table.scoped(SQL_CHUNK + 1),
+            table.key,
         );
         for chunk in uids.chunks(SQL_CHUNK) {
             let Some(last) = chunk.last() else { continue };
@@ -287,7 +309,7 @@ pub(crate) fn load_some(sql: &dyn Sql, uids: &[String]) -> Result<BTreeMap<Strin
                 .map(|u| u.as_str().into())
                 .collect();
             let rows = sql
-                .query(&query, &params)
+                .query(&query, &scoped(table, params))
                 .map_err(|e| format!("reading {}: {e}", table.what))?;
             for r in rows {
                 if let Some(item) = items.get_mut(r.first().map(Value::text).unwrap_or_default()) {

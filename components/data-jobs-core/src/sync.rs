@@ -53,9 +53,10 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::follow;
-use crate::items::{Desired, Item, World};
+use crate::items::{Desired, Item, RECONCILER, World};
 use crate::model::{self, CronJobParams};
 use crate::{Host, Identity, Kube, KubeError, Level, Object, ObjectRef, Settings, Value, time};
+use lethe_guest::backoff::{BackoffTable, Failures};
 use lethe_guest::events::{Event, Recorder};
 use lethe_guest::kube::{DeleteOptions, KubeVia, Propagation};
 use lethe_guest::lease::{Leadership, Lease, LeaseError};
@@ -242,12 +243,12 @@ fn decide(item: &Item, now: i64) -> Plan {
     let desired = item.desired.as_ref();
     let gate = match &item.state {
         Some(s)
-            if s.parked_hash.is_some()
-                && s.parked_hash.as_deref() == desired.map(|d| d.hash.as_str()) =>
+            if s.parked_on.is_some()
+                && s.parked_on.as_deref() == desired.map(|d| d.hash.as_str()) =>
         {
             Gate::Parked
         }
-        Some(s) if s.next_attempt_at > now => Gate::BackingOff,
+        Some(s) if s.next_attempt_ms > now => Gate::BackingOff,
         _ => Gate::Open,
     };
     let live = match desired {
@@ -912,10 +913,7 @@ impl Pass<'_> {
 
     fn clear_state(&self, uid: &str, item: &Item) {
         if item.state.is_some()
-            && let Err(e) = self.host.execute(
-                "DELETE FROM data_job_sync_state WHERE job_uid = $1",
-                &[uid.into()],
-            )
+            && let Err(e) = BackoffTable::new(self.host, RECONCILER).forget(uid)
         {
             self.host.log(
                 Level::Warn,
@@ -925,38 +923,25 @@ impl Pass<'_> {
     }
 
     fn fail(&self, uid: &str, item: &Item, e: KubeError, report: &mut Report) {
-        let parked_hash = match (&e, &item.desired) {
+        let parked_on = match (&e, &item.desired) {
             (KubeError::Invalid(_), Some(d)) => Some(d.hash.clone()),
             _ => None,
         };
-        let attempts = item.state.as_ref().map_or(0, |s| s.attempts) + 1;
         let jitter = self.host.random_bytes(1).first().copied().unwrap_or(0);
-        let backoff = lethe_guest::backoff::delay_ms(
-            u32::try_from(attempts).unwrap_or(u32::MAX),
-            self.settings.backoff_base_ms,
-            self.settings.backoff_max_ms,
+        let failures = Failures::after(
+            item.state.as_ref(),
+            self.now,
+            (self.settings.backoff_base_ms, self.settings.backoff_max_ms),
             jitter,
+            parked_on,
+            e.to_string(),
         );
-        let reason = e.to_string();
         report.failed.push(ItemFailure {
             item: item.label(uid),
-            reason: reason.clone(),
-            parked: parked_hash.is_some(),
+            reason: failures.last_error.clone(),
+            parked: failures.parked_on.is_some(),
         });
-        let saved = self.host.execute(
-            "INSERT INTO data_job_sync_state (job_uid, attempts, next_attempt_at, parked_hash, last_error) \
-             VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (job_uid) DO UPDATE SET attempts = excluded.attempts, \
-             next_attempt_at = excluded.next_attempt_at, parked_hash = excluded.parked_hash, \
-             last_error = excluded.last_error",
-            &[
-                uid.into(),
-                attempts.into(),
-                (self.now + backoff).into(),
-                parked_hash.map_or(Value::Null, Value::Text),
-                reason.into(),
-            ],
-        );
+        let saved = BackoffTable::new(self.host, RECONCILER).record(uid, &failures);
         if let Err(e) = saved {
             self.host.log(
                 Level::Warn,
@@ -969,7 +954,7 @@ impl Pass<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::items::{Actual, Live, SyncState};
+    use crate::items::{Actual, Live};
     use crate::model::{Resources, Spec};
 
     fn desired(hash: &str) -> Desired {
@@ -1098,10 +1083,11 @@ mod tests {
     fn backoff_and_parking_skip_the_item() {
         let backing_off = Item {
             desired: Some(desired("h")),
-            state: Some(SyncState {
+            state: Some(Failures {
                 attempts: 1,
-                next_attempt_at: 100,
-                parked_hash: None,
+                next_attempt_ms: 100,
+                parked_on: None,
+                last_error: "boom".into(),
             }),
             ..Item::default()
         };
@@ -1109,10 +1095,11 @@ mod tests {
         assert!(matches!(decide(&backing_off, 150), Plan::Create));
         let parked = Item {
             desired: Some(desired("h")),
-            state: Some(SyncState {
+            state: Some(Failures {
                 attempts: 1,
-                next_attempt_at: 0,
-                parked_hash: Some("h".into()),
+                next_attempt_ms: 0,
+                parked_on: Some("h".into()),
+                last_error: "422".into(),
             }),
             ..Item::default()
         };

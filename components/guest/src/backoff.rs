@@ -1,5 +1,10 @@
-//! The one backoff formula of lethe's reconcilers: how long an item that keeps failing waits
-//! before it is tried again.
+//! Per-object backoff and parking, written once for every reconciler: the one formula of how
+//! long an object that keeps failing waits before it is tried again ([`delay_ms`]), and the one
+//! table its failures are kept in ([`BackoffTable`]), keyed by reconciler and object.
+
+use std::collections::BTreeMap;
+
+use crate::sql::{Sql, SqlError, Statement, Value};
 
 /// The wait before the next attempt at an item that failed `attempts` times in a row (at least
 /// 1): `base_ms` doubled per failure after the first, capped at `max_ms`, plus up to a quarter
@@ -11,9 +16,185 @@ pub fn delay_ms(attempts: u32, base_ms: i64, max_ms: i64, jitter: u8) -> i64 {
     delay + delay * i64::from(jitter) / 1024
 }
 
+/// The table every reconciler keeps its failures in. Components share one database, so each
+/// component's migrations create it alike, `IF NOT EXISTS`:
+///
+/// ```sql
+/// CREATE TABLE IF NOT EXISTS reconcile_backoff (
+///     reconciler TEXT NOT NULL,      -- whose failures (`cf`, `data-jobs`)
+///     object_key TEXT NOT NULL,      -- of what, in the reconciler's words
+///     attempts INTEGER NOT NULL,     -- failures in a row
+///     next_attempt_ms BIGINT NOT NULL,
+///     parked_on TEXT,                -- parked until the desired state is no longer this
+///     last_error TEXT NOT NULL,
+///     CONSTRAINT reconcile_backoff_pk PRIMARY KEY (reconciler, object_key)
+/// );
+/// ```
+pub const TABLE: &str = "reconcile_backoff";
+
+/// One object's failures in a row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failures {
+    /// How many, at least 1.
+    pub attempts: u32,
+    /// When it may be tried again (milliseconds since the epoch).
+    pub next_attempt_ms: i64,
+    /// Parked: not tried again by time at all, until its desired state is no longer this (a
+    /// spec hash). A failure that retrying cannot mend, such as a spec the API server rejects.
+    pub parked_on: Option<String>,
+    /// What the last failure said.
+    pub last_error: String,
+}
+
+impl Failures {
+    /// The failures after one more at `now_ms`, following `previous`: the wait doubles from
+    /// `base_ms` up to `max_ms` ([`delay_ms`], with `jitter`).
+    pub fn after(
+        previous: Option<&Failures>,
+        now_ms: i64,
+        (base_ms, max_ms): (i64, i64),
+        jitter: u8,
+        parked_on: Option<String>,
+        last_error: String,
+    ) -> Failures {
+        let attempts = previous.map_or(0, |p| p.attempts).saturating_add(1);
+        Failures {
+            attempts,
+            next_attempt_ms: now_ms.saturating_add(delay_ms(attempts, base_ms, max_ms, jitter)),
+            parked_on,
+            last_error,
+        }
+    }
+
+    /// Whether it waits at `now_ms`: parked, or its wait not over.
+    pub fn holds_back(&self, now_ms: i64) -> bool {
+        self.parked_on.is_some() || self.next_attempt_ms > now_ms
+    }
+
+    /// A row of [`COLUMNS`]: the object's key and its failures.
+    pub fn from_row(row: &[Value]) -> Option<(String, Failures)> {
+        match row {
+            [key, attempts, next, parked_on, last_error] => Some((
+                key.text().to_string(),
+                Failures {
+                    attempts: attempts
+                        .int()
+                        .and_then(|a| u32::try_from(a).ok())
+                        .unwrap_or(u32::MAX),
+                    next_attempt_ms: next.int().unwrap_or(0),
+                    parked_on: parked_on.opt_text().map(str::to_string),
+                    last_error: last_error.text().to_string(),
+                },
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// One reconciler's rows of [`TABLE`].
+#[derive(Clone, Copy)]
+pub struct BackoffTable<'a> {
+    sql: &'a dyn Sql,
+    reconciler: &'a str,
+}
+
+/// The columns a [`Failures`] is read from, after its object's key.
+pub const COLUMNS: &str = "object_key, attempts, next_attempt_ms, parked_on, last_error";
+
+impl<'a> BackoffTable<'a> {
+    /// The failures `reconciler` keeps in `sql`.
+    pub fn new(sql: &'a dyn Sql, reconciler: &'a str) -> Self {
+        BackoffTable { sql, reconciler }
+    }
+
+    fn select(&self, condition: &str, params: &[Value]) -> Result<Vec<(String, Failures)>, SqlError> {
+        let mut all = vec![Value::from(self.reconciler)];
+        all.extend_from_slice(params);
+        let rows = self.sql.query(
+            &format!(
+                "SELECT {COLUMNS} FROM {TABLE} WHERE reconciler = $1{condition} ORDER BY object_key"
+            ),
+            &all,
+        )?;
+        Ok(rows.iter().filter_map(|r| Failures::from_row(r)).collect())
+    }
+
+    /// Every object's failures.
+    pub fn all(&self) -> Result<BTreeMap<String, Failures>, SqlError> {
+        Ok(self.select("", &[])?.into_iter().collect())
+    }
+
+    /// The failures of `key`, if it has any.
+    pub fn of(&self, key: &str) -> Result<Option<Failures>, SqlError> {
+        Ok(self
+            .select(" AND object_key = $2", &[key.into()])?
+            .into_iter()
+            .next()
+            .map(|(_, f)| f))
+    }
+
+    /// The objects whose wait is over at `now_ms`, parked ones aside: a pass that visits only
+    /// what changed visits these too.
+    pub fn due(&self, now_ms: i64) -> Result<Vec<String>, SqlError> {
+        Ok(self
+            .select(
+                " AND next_attempt_ms <= $2 AND parked_on IS NULL",
+                &[now_ms.into()],
+            )?
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect())
+    }
+
+    /// The objects held back at `now_ms` ([`Failures::holds_back`]).
+    pub fn held_back(&self, now_ms: i64) -> Result<Vec<(String, Failures)>, SqlError> {
+        self.select(
+            " AND (parked_on IS NOT NULL OR next_attempt_ms > $2)",
+            &[now_ms.into()],
+        )
+    }
+
+    /// Keeps `failures` as those of `key`.
+    pub fn record(&self, key: &str, failures: &Failures) -> Result<(), SqlError> {
+        self.sql
+            .execute(
+                &format!(
+                    "INSERT INTO {TABLE} (reconciler, {COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6) \
+                     ON CONFLICT (reconciler, object_key) DO UPDATE SET \
+                     attempts = excluded.attempts, next_attempt_ms = excluded.next_attempt_ms, \
+                     parked_on = excluded.parked_on, last_error = excluded.last_error"
+                ),
+                &[
+                    self.reconciler.into(),
+                    key.into(),
+                    i64::from(failures.attempts).into(),
+                    failures.next_attempt_ms.into(),
+                    failures.parked_on.as_deref().map_or(Value::Null, Value::from),
+                    failures.last_error.as_str().into(),
+                ],
+            )
+            .map(|_| ())
+    }
+
+    /// The statement that forgets `key`'s failures, for a transaction of the caller's (a new
+    /// desired state gets a fresh start).
+    pub fn forget_statement(&self, key: &str) -> Statement {
+        (
+            "DELETE FROM reconcile_backoff WHERE reconciler = $1 AND object_key = $2",
+            vec![self.reconciler.into(), key.into()],
+        )
+    }
+
+    /// Forgets `key`'s failures, after a success.
+    pub fn forget(&self, key: &str) -> Result<(), SqlError> {
+        let (statement, params) = self.forget_statement(key);
+        self.sql.execute(statement, &params).map(|_| ())
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::delay_ms;
+    use super::*;
 
     #[test]
     fn the_delay_doubles_is_capped_and_jitters_by_at_most_a_quarter() {
@@ -24,5 +205,45 @@ mod tests {
         assert_eq!(delay_ms(0, 2000, 300_000, 0), 2000);
         assert!(delay_ms(3, 1000, 300_000, 255) <= 4000 * 5 / 4);
         assert!(delay_ms(3, 1000, 300_000, 255) > 4000);
+    }
+
+    #[cfg(feature = "fake")]
+    #[test]
+    fn each_reconciler_keeps_its_own_failures_which_wait_park_and_are_forgotten() {
+        let dir = std::env::temp_dir().join(format!("lethe-backoff-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let ddl = include_str!("backoff.rs")
+            .split("/// ```sql\n")
+            .nth(1)
+            .and_then(|rest| rest.split("/// ```\n").next())
+            .expect("the documented schema")
+            .lines()
+            .map(|l| l.trim_start_matches("///").split("--").next().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(dir.join("0001.sql"), ddl).expect("migration");
+        let sql = crate::fake::FakeSql::migrated(&dir);
+        let _ = std::fs::remove_dir_all(dir);
+        let (cf, jobs) = (BackoffTable::new(&sql, "cf"), BackoffTable::new(&sql, "jobs"));
+        let now = 10_000;
+        let first = Failures::after(None, now, (1000, 300_000), 0, None, "boom".into());
+        assert_eq!((first.attempts, first.next_attempt_ms), (1, 11_000));
+        cf.record("org/a", &first).expect("record");
+        let second = Failures::after(Some(&first), now, (1000, 300_000), 0, None, "again".into());
+        assert_eq!((second.attempts, second.next_attempt_ms), (2, 12_000));
+        cf.record("org/a", &second).expect("record");
+        let parked = Failures::after(None, now, (1000, 300_000), 0, Some("h1".into()), "422".into());
+        cf.record("org/b", &parked).expect("record");
+
+        assert_eq!(cf.of("org/a").expect("of"), Some(second.clone()));
+        assert_eq!(jobs.of("org/a").expect("of"), None, "another reconciler's");
+        assert!(cf.due(now).expect("due").is_empty());
+        assert_eq!(cf.due(12_000).expect("due"), ["org/a"], "a parked one never comes due");
+        assert_eq!(cf.held_back(12_000).expect("held").len(), 1);
+        assert_eq!(cf.held_back(now).expect("held").len(), 2);
+        assert!(parked.holds_back(i64::MAX));
+
+        cf.forget("org/a").expect("forget");
+        assert_eq!(cf.all().expect("all").keys().collect::<Vec<_>>(), ["org/b"]);
     }
 }
