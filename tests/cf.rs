@@ -284,6 +284,23 @@ fn stuck_finalizer_gives_processing_then_failed_at_the_timeout_then_complete_onc
         std::thread::sleep(Duration::from_millis(250));
     }
     assert_eq!(job_state(&lethe, &location, &admin).1["state"], "FAILED");
+    // The status page tells the job poll's story: the deletion in flight, FAILED, and why.
+    let row = format!("<tr><td>org/{org}</td><td>FAILED</td>");
+    let why = format!("org deletion timed out, check the remaining &quot;{org}&quot; resource");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let page = support::get(&format!("{}/lethe/status", lethe.admin_url));
+        assert_eq!(page.status, 200, "{}", page.body);
+        if page.body.contains(&row) && page.body.contains(&why) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the status page does not show {row} … {why}: {}",
+            page.body
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
     // A person with kubectl sees the same story: the org's conditions say what holds it, and an
     // Event on it says so (lethe writes both right after its finalizer goes).
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -126,6 +126,8 @@ pub struct DeletionInFlight {
     pub since: String,
     /// What blocks it, when something not lethe's is in the way.
     pub blocked_by: Option<String>,
+    /// Why it is not done, as its job poll's error says it; `None` while it proceeds.
+    pub reason: Option<String>,
 }
 
 /// What the host hears of a pass.
@@ -154,6 +156,7 @@ impl From<Report> for lethe_guest::reconciler::PassReport {
                     item: d.item,
                     state: d.state.as_str().to_string(),
                     age_ms: d.age_ms,
+                    reason: d.reason,
                 })
                 .collect(),
             leader_elsewhere: r.leader_elsewhere,
@@ -647,6 +650,7 @@ impl DeletionInFlight {
             age_ms: u64::try_from(age).unwrap_or(0),
             since: since.to_string(),
             blocked_by: blocked_by.map(str::to_string),
+            reason: job.errors.into_iter().next().map(|e| e.detail),
         }
     }
 }

@@ -25,6 +25,8 @@ pub struct DeletionInFlight {
     pub state: String,
     /// Milliseconds since the deletion was asked for.
     pub age_ms: u64,
+    /// Why it is not done, in the words of its job poll's error; `None` while it proceeds.
+    pub reason: Option<String>,
 }
 
 /// What one pass did (WIT `report`).
@@ -87,6 +89,7 @@ macro_rules! wit_report {
                     item: d.item,
                     state: d.state,
                     age_ms: d.age_ms,
+                    reason: d.reason,
                 })
                 .collect(),
             leader_elsewhere: report.leader_elsewhere,
@@ -119,8 +122,9 @@ mod tests {
             duration_ms: 45,
             deletions: vec![DeletionInFlight {
                 item: "org/1".into(),
-                state: "PROCESSING".into(),
+                state: "FAILED".into(),
                 age_ms: 600,
+                reason: Some("org deletion cannot finish: Namespace x is not lethe's".into()),
             }],
             leader_elsewhere: None,
         };
@@ -147,7 +151,11 @@ mod tests {
                 deletion.state.as_str(),
                 deletion.age_ms
             ),
-            ("org/1", "PROCESSING", 600)
+            ("org/1", "FAILED", 600)
+        );
+        assert_eq!(
+            deletion.reason.as_deref(),
+            Some("org deletion cannot finish: Namespace x is not lethe's")
         );
         assert_eq!(wit.leader_elsewhere, None);
 

@@ -3,8 +3,8 @@
 //!
 //! It shows the components with their routes and cron schedules; for each reconciler, whether
 //! this host leads it (its last tick ran a pass) and its last report with every failure; and the
-//! deletions in flight, with their age and state. Every value is HTML-escaped: item names and
-//! failure reasons come from the cluster.
+//! deletions in flight, with their age, state and why they are not done. Every value is
+//! HTML-escaped: item names and failure reasons come from the cluster.
 //!
 //! [`render`] is a pure function of a [`StatusView`], so the page is unit-tested without a host.
 
@@ -223,14 +223,15 @@ pub fn render(view: &StatusView) -> String {
     if deletions.is_empty() {
         h.push_str("<p>None, as of the last passes this host ran.</p>\n");
     } else {
-        h.push_str("<table id=\"deletions-table\">\n<tr><th>Item</th><th>State</th><th>Age</th><th>Reconciler</th></tr>\n");
+        h.push_str("<table id=\"deletions-table\">\n<tr><th>Item</th><th>State</th><th>Age</th><th>Why</th><th>Reconciler</th></tr>\n");
         for (component, d) in deletions {
             let _ = writeln!(
                 h,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 escape(&d.item),
                 escape(&d.state),
                 seconds(d.age_ms),
+                escape(d.reason.as_deref().unwrap_or("")),
                 escape(component)
             );
         }
@@ -272,6 +273,7 @@ mod tests {
                 item: "org/o1".into(),
                 state: "FAILED".into(),
                 age_ms: 61_000,
+                reason: Some("org deletion cannot finish: Namespace <o1> is not lethe's".into()),
             }],
             leader_elsewhere: None,
         }
@@ -320,7 +322,7 @@ mod tests {
             "Its Kubernetes calls waited 1.5 s for the rate limit",
             "Leader: <strong>host-b</strong>, not this host",
             "<td>namespace &lt;o1&gt; is not lethe&#39;s</td>",
-            "<tr><td>org/o1</td><td>FAILED</td><td>61.0 s</td><td>cf-reconciler</td></tr>",
+            "<tr><td>org/o1</td><td>FAILED</td><td>61.0 s</td><td>org deletion cannot finish: Namespace &lt;o1&gt; is not lethe&#39;s</td><td>cf-reconciler</td></tr>",
         ] {
             assert!(html.contains(needle), "missing `{needle}` in:\n{html}");
         }
