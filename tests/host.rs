@@ -269,6 +269,50 @@ fn sigterm_shuts_down_gracefully() {
 }
 
 #[test]
+fn a_shutdown_delay_fails_readyz_first_and_serves_until_it_is_over() {
+    let mut lethe = Lethe::up(
+        &manifest(SMOKE_CAPS, None),
+        &["--shutdown-delay-seconds", "3"],
+    );
+    let readyz = format!("{}/readyz?verbose", lethe.admin_url);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = get(&readyz);
+        if answer.status == 200 {
+            assert!(answer.body.contains("[+]shutdown ok"), "{}", answer.body);
+            break;
+        }
+        assert!(Instant::now() < deadline, "never ready: {}", answer.body);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    lethe.terminate();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let draining = loop {
+        let answer = get(&readyz);
+        if answer.status == 503 {
+            break answer;
+        }
+        assert!(Instant::now() < deadline, "readyz never failed: {}", answer.body);
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        draining
+            .body
+            .contains("[-]shutdown failed: process is shutting down"),
+        "{}",
+        draining.body
+    );
+    // Still served while the Service would be dropping this host from its endpoints.
+    assert_eq!(get(&format!("{}/misbehave/ok", lethe.url)).status, 200);
+    // No second signal: it closes by itself once the delay is over.
+    let status = lethe
+        .exit_within(Duration::from_secs(20))
+        .expect("exits once the delay is over");
+    assert!(status.success(), "clean exit: {status}\n{}", lethe.log());
+    assert!(lethe.log().contains("serving for 3.0 s more"), "{}", lethe.log());
+}
+
+#[test]
 fn compiled_components_are_cached_in_the_data_dir() {
     let lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &[]);
     let cache = lethe.data_dir.path().join("data/cache");

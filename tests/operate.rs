@@ -655,6 +655,10 @@ fn the_deploy_base_passes_a_server_dry_run() {
             >= 2,
         "{built}"
     );
+    // Nothing newer than the oldest supported Kubernetes (v1.21): no preStop `sleep` action
+    // (v1.30); lethe drains by itself on SIGTERM instead.
+    assert!(!built.contains("preStop"), "{built}");
+    assert!(built.contains("LETHE_SHUTDOWN_DELAY_SECONDS"), "{built}");
 
     let lethe = start(&[]);
     let (ok, out, err) = lethe.kubectl(&["apply", "--dry-run=server", "-k", &deploy]);

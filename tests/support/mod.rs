@@ -344,12 +344,22 @@ impl Lethe {
         false
     }
 
-    /// Sends SIGTERM and waits for the exit status (bounded).
-    pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
+    /// Sends SIGTERM, and returns at once.
+    pub fn terminate(&self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
-        let deadline = Instant::now() + Duration::from_secs(20);
+    }
+
+    /// Sends SIGTERM and waits for the exit status (bounded).
+    pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        self.terminate();
+        self.exit_within(Duration::from_secs(20))
+    }
+
+    /// Waits up to `within` for the process to exit, and kills it if it does not.
+    pub fn exit_within(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return Some(status);

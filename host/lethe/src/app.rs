@@ -48,6 +48,7 @@ pub struct App {
     pub cluster: Option<lethe_apiserver::RunningApiServer>,
     /// The runtime (engine and components).
     pub runtime: Arc<Runtime>,
+    readiness: Arc<Readiness>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -167,9 +168,24 @@ impl App {
             admin_addr,
             cluster: embedded,
             runtime,
+            readiness,
             shutdown,
             tasks,
         })
+    }
+
+    /// Begins a graceful shutdown as kube-apiserver's `--shutdown-delay-duration` does: `/readyz`
+    /// fails at once, and requests and ticks go on being served for `delay`, so that whatever
+    /// routes to this host (a Service's endpoints) stops before it closes. Then [`App::shutdown`].
+    pub async fn drain(&self, delay: std::time::Duration) {
+        self.readiness.shut_down();
+        if !delay.is_zero() {
+            tracing::info!(
+                "shutting down: /readyz fails now; serving for {:.1} s more",
+                delay.as_secs_f64()
+            );
+            tokio::time::sleep(delay).await;
+        }
     }
 
     /// Stops accepting work, lets in-flight requests and ticks finish (bounded), and stops the

@@ -103,6 +103,11 @@ struct UpArgs {
     /// error_rate, error_status, retry_after_seconds, drop_rate, stale_read_ms).
     #[arg(long, env = "LETHE_CLUSTER_FAULTS")]
     cluster_faults: Option<PathBuf>,
+    /// Seconds between SIGTERM and closing, as kube-apiserver's `--shutdown-delay-duration`:
+    /// `/readyz` fails at once while requests and ticks are still served, so that a Service stops
+    /// routing here first. A second signal closes at once.
+    #[arg(long, default_value_t = 0, env = "LETHE_SHUTDOWN_DELAY_SECONDS")]
+    shutdown_delay_seconds: u64,
 }
 
 #[derive(clap::Args)]
@@ -190,6 +195,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         }),
     };
     let signal = ShutdownSignal::listen();
+    let delay = std::time::Duration::from_secs(args.shutdown_delay_seconds);
     let app = App::start(UpOptions {
         manifest: args.manifest,
         listen: args.listen,
@@ -202,6 +208,11 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     .await?;
     signal.wait().await;
     tracing::info!("shutting down");
+    let again = ShutdownSignal::listen();
+    tokio::select! {
+        () = app.drain(delay) => {}
+        () = again.wait() => tracing::info!("a second signal: closing now"),
+    }
     app.shutdown().await;
     Ok(())
 }

@@ -78,6 +78,7 @@ pub struct Readiness {
     steps: Mutex<Vec<(Step, Progress)>>,
     database: OnceLock<lethe_sql::Database>,
     cluster: OnceLock<lethe_kube::Cluster>,
+    shutting_down: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Readiness {
@@ -96,7 +97,15 @@ impl Readiness {
             ]),
             database: OnceLock::new(),
             cluster: OnceLock::new(),
+            shutting_down: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// The host is shutting down: from now on the `shutdown` check fails, as kube-apiserver's
+    /// does, so that load balancers stop sending requests while the host still serves them.
+    pub fn shut_down(&self) {
+        self.shutting_down
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     fn set(&self, step: Step, progress: Progress) {
@@ -168,6 +177,16 @@ impl Readiness {
         if let Some((_, p)) = steps.iter().find(|(s, _)| *s == Step::Manifests) {
             line(Step::Manifests.name(), outcome(p));
         }
+        let shutting_down = self
+            .shutting_down
+            .load(std::sync::atomic::Ordering::SeqCst);
+        line(
+            "shutdown",
+            match shutting_down {
+                false => Ok(()),
+                true => Err("process is shutting down".into()),
+            },
+        );
         lines
     }
 }
@@ -208,9 +227,28 @@ async fn probe_database(db: &lethe_sql::Database) -> Result<(), String> {
 async fn probe_cluster(cluster: &lethe_kube::Cluster) -> Result<(), String> {
     let client = cluster.privileged();
     match tokio::time::timeout(PROBE_TIMEOUT, client.server_version()).await {
-        Ok(Ok(_)) => Ok(()),
+        Ok(Ok(version)) => supported(&version),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err(format!("no answer within {PROBE_TIMEOUT:?}")),
+    }
+}
+
+/// The oldest Kubernetes lethe and `deploy/` support, as `(major, minor)`: the first with
+/// `batch/v1` CronJobs and `policy/v1` PodDisruptionBudgets.
+pub const OLDEST_KUBERNETES: (u32, u32) = (1, 21);
+
+/// Whether a server whose `gitVersion` is `version` (`v1.32.0`, `v1.29.4-eks-1`, `v1.30.2+k3s1`)
+/// is one lethe supports. A version that does not read as `v<major>.<minor>` is let through:
+/// the server answered, and its API discovery is what lethe relies on.
+fn supported(version: &str) -> Result<(), String> {
+    let mut numbers = version.trim_start_matches('v').split(['.', '-', '+']);
+    let mut next = || numbers.next().and_then(|n| n.parse::<u32>().ok());
+    match (next(), next()) {
+        (Some(major), Some(minor)) if (major, minor) < OLDEST_KUBERNETES => Err(format!(
+            "Kubernetes {version} is older than v{}.{}, the oldest lethe supports",
+            OLDEST_KUBERNETES.0, OLDEST_KUBERNETES.1
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -360,6 +398,18 @@ fn respond(status: u16, content_type: &'static str, body: String) -> hyper::Resp
 mod tests {
     use super::*;
 
+    #[test]
+    fn servers_older_than_the_oldest_supported_are_named() {
+        for ok in ["v1.32.0", "v1.21.0", "v1.29.4-eks-1", "v1.30.2+k3s1", "v2.0.0", "dev", ""] {
+            assert_eq!(supported(ok), Ok(()), "{ok}");
+        }
+        assert_eq!(
+            supported("v1.20.15"),
+            Err("Kubernetes v1.20.15 is older than v1.21, the oldest lethe supports".into())
+        );
+        assert!(supported("v1.19.0-gke.1").is_err());
+    }
+
     #[tokio::test]
     async fn readiness_names_what_is_not_ready_until_every_step_is_done() {
         let r = Readiness::new();
@@ -381,7 +431,18 @@ mod tests {
         r.done(Step::Manifests);
         let (ready, report) = r.check().await;
         assert!(ready, "{report}");
+        assert!(report.contains("[+]shutdown ok"), "{report}");
         assert!(report.ends_with("readyz check passed\n"), "{report}");
+        r.shut_down();
+        let (ready, report) = r.check().await;
+        assert!(!ready);
+        assert!(
+            report.contains("[-]shutdown failed: process is shutting down"),
+            "{report}"
+        );
+        let r = Readiness::new();
+        r.done(Step::Components);
+        r.done(Step::Manifests);
         r.failed(Step::Components, "component `x`:\n  cannot compile");
         let (ready, report) = r.check().await;
         assert!(!ready);
