@@ -243,6 +243,23 @@ fn org_job_stays_processing_when_the_callers_role_bindings_are_already_gone() {
     lethe.kubectl_ok(&["get", "orgs.cf.lethe.dev", &org, "-n", "cf"]);
 }
 
+/// A malformed `job_types` stops `lethe up` with the component's own words, naming the variable,
+/// rather than letting every job poll fail.
+#[test]
+fn malformed_job_types_stop_the_start_naming_the_variable() {
+    let failure = match Lethe::try_up_repo_app(&[], &[("LETHE_VAR_JOB_TYPES", "{\"org\": korifi")]) {
+        Ok(_) => panic!("lethe up started with a malformed job_types"),
+        Err(failure) => failure,
+    };
+    assert!(!failure.status.success());
+    assert!(
+        failure.log.contains("configuration `job_types` is not valid JSON"),
+        "{}",
+        failure.log
+    );
+    assert!(failure.log.contains("component `cf-"), "{}", failure.log);
+}
+
 #[test]
 fn stuck_finalizer_gives_processing_then_failed_at_the_timeout_then_complete_once_removed() {
     let lethe = start(&[("LETHE_VAR_DELETION_TIMEOUT_SECONDS", "4")]);

@@ -196,12 +196,20 @@ impl Lethe {
     /// Runs `lethe up` on the repository's own `spin.toml` with `extra_args` (a cluster of its
     /// own through `--kubeconfig`, a shared `--database-url`) and `env`.
     pub fn up_repo_app(extra_args: &[&str], env: &[(&str, &str)]) -> Lethe {
-        let data_dir = tempfile::tempdir().expect("tempdir");
-        let manifest = repo_root().join("spin.toml");
-        match Self::spawn(data_dir, &manifest, extra_args, env) {
+        match Self::try_up_repo_app(extra_args, env) {
             Ok(l) => l,
             Err(f) => panic!("lethe up failed ({}):\n{}", f.status, f.log),
         }
+    }
+
+    /// Like [`Lethe::up_repo_app`], returning the failure instead of panicking.
+    pub fn try_up_repo_app(
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Lethe, StartFailure> {
+        let data_dir = tempfile::tempdir().expect("tempdir");
+        let manifest = repo_root().join("spin.toml");
+        Self::spawn(data_dir, &manifest, extra_args, env)
     }
 
     /// The admin kubeconfig: `KUBECONFIG` when set, else the embedded cluster's.

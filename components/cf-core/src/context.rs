@@ -22,8 +22,9 @@ pub struct RequestContext<'a> {
 }
 
 impl<'a> RequestContext<'a> {
-    /// The context of `req`; `Err` is the answer when the settings are malformed (logged, and a
-    /// 500 `UnknownError`, since the caller can do nothing about it).
+    /// The context of `req`; `Err` is the answer when the settings are malformed: logged, and a
+    /// 503 `CF-ServiceUnavailable` that names no value (a host that checks the configuration at
+    /// start, as lethe does, never gets here; one that does not, such as Spin, answers this).
     pub fn new(
         kube: &'a dyn Kube,
         env: &'a dyn Env,
@@ -31,7 +32,7 @@ impl<'a> RequestContext<'a> {
     ) -> Result<RequestContext<'a>, Response> {
         let settings = Settings::from_env(env).map_err(|e| {
             env.log(Level::Error, &e);
-            lethe_guest::cf::unknown_error()
+            misconfigured()
         })?;
         let base = base_url(&settings, req);
         Ok(RequestContext {
@@ -42,6 +43,15 @@ impl<'a> RequestContext<'a> {
             base,
         })
     }
+}
+
+/// The answer to a caller when the component's configuration is malformed: nothing the caller
+/// did, and nothing it can mend, so 503 with no detail of the configuration (the log has it).
+pub fn misconfigured() -> Response {
+    crate::errors::HttpError::unavailable(
+        "The service is not configured correctly; its operators' log says how",
+    )
+    .into_response()
 }
 
 /// The external base URL for links: configured, or the scheme and authority the request came to

@@ -124,6 +124,14 @@ mod wasm {
         }
     }
 
+    /// Checked by the host before the component serves: a malformed `job_types` or number stops
+    /// the start, naming the variable.
+    impl exports::lethe::platform::configuration::Guest for CfJobStatus {
+        fn check() -> Result<(), String> {
+            Settings::from_env(&Host::default()).map(drop)
+        }
+    }
+
     wasip2::http::proxy::export!(CfJobStatus);
     export!(CfJobStatus);
 }

@@ -104,7 +104,10 @@ mod wasm {
         let host = Host::default();
         let settings = match Settings::from_env(&host) {
             Ok(s) => s,
-            Err(_) => return lethe_guest::cf::unknown_error(),
+            Err(e) => {
+                host.log(Level::Error, &e);
+                return cf_core::context::misconfigured();
+            }
         };
         if let Err(refused) = cf_core::access::authorize_pass(&host, &caller, &settings) {
             return refused.into_response();
@@ -126,6 +129,14 @@ mod wasm {
                 }),
             ),
             Err(e) => cf_core::errors::HttpError::unavailable(e).into_response(),
+        }
+    }
+
+    /// Checked by the host before the component serves: a malformed `job_types` or number stops
+    /// the start, naming the variable.
+    impl exports::lethe::platform::configuration::Guest for CfReconciler {
+        fn check() -> Result<(), String> {
+            Settings::from_env(&Host::default()).map(drop)
         }
     }
 

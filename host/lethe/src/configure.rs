@@ -148,6 +148,17 @@ pub async fn configure_app(
         readiness.pending(Step::Components, "compiling and loading the components");
     }
     let runtime = Runtime::new(&manifest, Some(&opts.data_dir.join("cache")), envs)?;
+    for component in runtime.components() {
+        use crate::trigger::configuration::{Checked, check};
+        let refused = match check(component).await? {
+            Checked::NoCheck | Checked::Accepted => continue,
+            Checked::Refused(why) => format!("component `{}`: {why}", component.id),
+        };
+        if let Some(readiness) = observers.readiness {
+            readiness.failed(Step::Components, refused.clone());
+        }
+        anyhow::bail!("{refused}");
+    }
     Ok(ConfiguredApp {
         manifest,
         database,

@@ -1,6 +1,7 @@
 //! The triggers: `[[trigger.http]]` served through `wasi:http/incoming-handler`, and
 //! `[[trigger.cron]]` calling Spin's `handle-cron-event`.
 
+pub mod configuration;
 pub mod cron;
 pub mod fairness;
 pub mod http;
