@@ -260,6 +260,62 @@ fn malformed_job_types_stop_the_start_naming_the_variable() {
     assert!(failure.log.contains("component `cf-"), "{}", failure.log);
 }
 
+/// A job type on a kind lethe's own identity has no RBAC for: the caller (an admin) gets 503
+/// `CF-ServiceUnavailable` naming nothing of lethe, never a 403 for lethe's missing right; the
+/// log and `/readyz` name the right, in the API server's words.
+#[test]
+fn a_kind_lethe_may_not_read_is_503_to_the_caller_and_named_to_the_operator() {
+    let widget = r#"{"widget": {"api_version": "example.com/v1", "kind": "Widget",
+        "namespace": {"fixed": "cf"}, "display": "Widget", "visibility": "get"}}"#;
+    let lethe = start(&[("LETHE_VAR_JOB_TYPES", widget)]);
+    let crd = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(
+        crd.path(),
+        r#"{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+              "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+              "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}}"#,
+    )
+    .expect("write the CRD");
+    lethe.kubectl_ok(&["apply", "-f", &crd.path().to_string_lossy()]);
+    let admin = lethe.admin_token();
+    let location = format!("{}/v3/jobs/widget.delete~w1", lethe.url);
+    // The CRD is served within moments; until then the kind is not found (404).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (status, body) = loop {
+        let (status, body) = job_state(&lethe, &location, &admin);
+        if status != 404 {
+            break (status, body);
+        }
+        assert!(Instant::now() < deadline, "still 404: {body}");
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["errors"][0]["title"], "CF-ServiceUnavailable", "{body}");
+    let detail = body["errors"][0]["detail"].as_str().unwrap_or_default();
+    assert!(!detail.contains("widgets"), "names lethe's internals: {detail}");
+    assert!(!detail.contains("serviceaccount"), "names lethe's identity: {detail}");
+    let readyz = support::get(&format!("{}/readyz?verbose", lethe.admin_url));
+    assert_eq!(readyz.status, 503, "{}", readyz.body);
+    assert!(
+        readyz.body.contains("[-]permissions failed: component `cf-job-status`: "),
+        "{}",
+        readyz.body
+    );
+    assert!(
+        readyz.body.contains(r#"cannot get resource "widgets" in API group "example.com""#),
+        "{}",
+        readyz.body
+    );
+    assert!(
+        lethe.log().contains("grant it") && lethe.log().contains("widgets"),
+        "{}",
+        lethe.log()
+    );
+}
+
 #[test]
 fn stuck_finalizer_gives_processing_then_failed_at_the_timeout_then_complete_once_removed() {
     let lethe = start(&[("LETHE_VAR_DELETION_TIMEOUT_SECONDS", "4")]);

@@ -12,8 +12,8 @@ use serde_json::Value as Json;
 use crate::env::{Env, Level};
 use crate::kube::{
     Change, ChangeBatch, ChangeType, Collection, DeleteOptions, Deletion, Identity, Kube,
-    KubeError, ListOptions, Object, ObjectList, ObjectRef, Patch, Propagation, Result, Since,
-    narrowed,
+    KubeError, ListOptions, OWN_RIGHT_MISSING, Object, ObjectList, ObjectRef, Patch, Propagation,
+    Result, Since, narrowed,
 };
 use crate::sql::{Sql, SqlError, Statement, Value};
 
@@ -56,6 +56,26 @@ pub struct Host {
 }
 
 impl Host {
+    /// The error `e` of a call made as `id`. A privileged call the cluster refused is lethe's own
+    /// missing right, never the caller's doing: logged with the API server's words (which name
+    /// the identity, the resource and the namespace), and told as
+    /// [`KubeError::Unavailable`]([`OWN_RIGHT_MISSING`]), which names none of them.
+    fn error_as(&self, id: &Identity, e: wit::Error) -> KubeError {
+        match (id, e) {
+            (Identity::Privileged, wit::Error::Forbidden(status)) => {
+                self.log(
+                    Level::Error,
+                    &format!(
+                        "lethe's own identity was refused a call this needs; grant it: {}",
+                        status.message
+                    ),
+                );
+                KubeError::Unavailable(OWN_RIGHT_MISSING.into())
+            }
+            (_, e) => from_error(e),
+        }
+    }
+
     /// A patch of `target`, or of its `subresource`.
     fn patch_at(
         &self,
@@ -71,7 +91,7 @@ impl Host {
         let patched = self
             .client(id)?
             .patch(&to_ref(target), kind, &body.to_string(), subresource)
-            .map_err(from_error)?;
+            .map_err(|e| self.error_as(id, e))?;
         from_object(patched)
     }
 
@@ -83,7 +103,7 @@ impl Host {
             Identity::Caller(token) => wit::Identity::Caller(token.clone()),
             Identity::Privileged => wit::Identity::Privileged,
         };
-        let client = std::rc::Rc::new(wit::Client::open(&identity).map_err(from_error)?);
+        let client = std::rc::Rc::new(wit::Client::open(&identity).map_err(|e| self.error_as(id, e))?);
         self.clients.borrow_mut().insert(id.clone(), client.clone());
         Ok(client)
     }
@@ -128,11 +148,11 @@ fn from_error(e: wit::Error) -> KubeError {
 
 impl Kube for Host {
     fn authenticate(&self, id: &Identity) -> Result<()> {
-        self.client(id)?.authenticate().map_err(from_error)
+        self.client(id)?.authenticate().map_err(|e| self.error_as(id, e))
     }
 
     fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object> {
-        from_object(self.client(id)?.get(&to_ref(target)).map_err(from_error)?)
+        from_object(self.client(id)?.get(&to_ref(target)).map_err(|e| self.error_as(id, e))?)
     }
 
     fn list(&self, id: &Identity, of: &Collection, page: &ListOptions) -> Result<ObjectList> {
@@ -141,7 +161,7 @@ impl Kube for Host {
         let page = self
             .client(id)?
             .list(&of.api_version, &of.kind, of.namespace.as_deref(), &options)
-            .map_err(from_error)?;
+            .map_err(|e| self.error_as(id, e))?;
         Ok(ObjectList {
             items: page
                 .items
@@ -156,7 +176,7 @@ impl Kube for Host {
         from_object(
             self.client(id)?
                 .create(&object.to_string())
-                .map_err(from_error)?,
+                .map_err(|e| self.error_as(id, e))?,
         )
     }
 
@@ -172,7 +192,7 @@ impl Kube for Host {
         let replaced = self
             .client(id)?
             .replace(&to_ref(target), &object.to_string())
-            .map_err(from_error)?;
+            .map_err(|e| self.error_as(id, e))?;
         from_object(replaced)
     }
 
@@ -189,7 +209,7 @@ impl Kube for Host {
         match self
             .client(id)?
             .delete(&to_ref(target), &options)
-            .map_err(from_error)?
+            .map_err(|e| self.error_as(id, e))?
         {
             wit::DeleteOutcome::Deleted => Ok(Deletion::Done),
             wit::DeleteOutcome::Pending(o) => Ok(Deletion::Pending(Box::new(from_object(o)?))),
@@ -201,7 +221,7 @@ impl Kube for Host {
         let batch = self
             .client(id)?
             .changes(&collection, since.bookmark, since.max)
-            .map_err(from_error)?;
+            .map_err(|e| self.error_as(id, e))?;
         Ok(ChangeBatch {
             changes: batch
                 .changes

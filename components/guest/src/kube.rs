@@ -146,6 +146,12 @@ pub enum Deletion {
     Pending(Box<Object>),
 }
 
+/// What a component is told when the cluster refuses a call of lethe's own privileged identity:
+/// its operators must grant a right, which the log names; the caller did nothing wrong and is
+/// told nothing of lethe's internals (the CF API answers it `503 CF-ServiceUnavailable`).
+pub const OWN_RIGHT_MISSING: &str =
+    "lethe is missing a permission it needs for this; its operators' log names it";
+
 /// Why a call failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KubeError {

@@ -96,6 +96,7 @@ impl App {
             readiness: Some(&readiness),
             metrics: metrics.clone(),
             progress: None,
+            denials: readiness.denials().clone(),
         };
         let ConfiguredApp {
             manifest,

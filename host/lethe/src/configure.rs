@@ -70,6 +70,8 @@ pub struct Observers<'a> {
     pub metrics: Arc<Metrics>,
     /// Where `log.progress` reports go (`lethe sync`'s progress bar).
     pub progress: Option<Arc<caps::Progress>>,
+    /// Where the components' privileged calls that the cluster refused are told.
+    pub denials: Arc<crate::admin::denials::Denials>,
 }
 
 /// A configured application, ready to serve or to run a pass.
@@ -280,6 +282,7 @@ fn capability_envs(
             metrics: observers.metrics.clone(),
             kube_rate_limit: rate_limit,
             wake: Arc::new(tokio::sync::Notify::new()),
+            denials: observers.denials.clone(),
         };
         envs.insert(id.clone(), Arc::new(env));
     }

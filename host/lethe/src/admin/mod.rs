@@ -23,6 +23,7 @@
 //! withholds why, as kube-apiserver's does; `?verbose` (with `get` on `/lethe/status`) says why.
 
 pub mod access;
+pub mod denials;
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -78,6 +79,7 @@ pub struct Readiness {
     steps: Mutex<Vec<(Step, Progress)>>,
     database: OnceLock<lethe_sql::Database>,
     cluster: OnceLock<lethe_kube::Cluster>,
+    denials: Arc<denials::Denials>,
     shutting_down: std::sync::atomic::AtomicBool,
 }
 
@@ -97,8 +99,15 @@ impl Readiness {
             ]),
             database: OnceLock::new(),
             cluster: OnceLock::new(),
+            denials: Arc::default(),
             shutting_down: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Where the components' capabilities tell of privileged calls the cluster refused: the
+    /// `permissions` check fails while one has not succeeded since.
+    pub fn denials(&self) -> &Arc<denials::Denials> {
+        &self.denials
     }
 
     /// The host is shutting down: from now on the `shutdown` check fails, as kube-apiserver's
@@ -173,6 +182,7 @@ impl Readiness {
         }
         if let Some(cluster) = self.cluster.get() {
             line("cluster", probe_cluster(cluster).await);
+            line("permissions", self.denials.check());
         }
         if let Some((_, p)) = steps.iter().find(|(s, _)| *s == Step::Manifests) {
             line(Step::Manifests.name(), outcome(p));

@@ -20,13 +20,26 @@ pub type ClientHandle = lethe_kube::KubeClient;
 impl Host for CapsView<'_> {}
 
 impl CapsView<'_> {
-    /// Counts one call by its verb, kind and final answer, and passes its result on.
+    /// Counts one call of `client` by its verb, kind and final answer, tells the component's
+    /// [`crate::admin::denials::Denials`] of a privileged call the cluster refused (or allowed),
+    /// and passes its result on.
     fn counted<T>(
         &self,
+        client: &ClientHandle,
         verb: &'static str,
         kind: &str,
         result: lethe_kube::Result<T>,
     ) -> lethe_kube::Result<T> {
+        if client.is_privileged() {
+            let denials = &self.env.denials;
+            match &result {
+                Err(lethe_kube::KubeError::Forbidden(status)) => {
+                    denials.refused(&self.env.component_id, verb, kind, &status.message);
+                }
+                Ok(_) => denials.allowed(&self.env.component_id, verb, kind),
+                Err(_) => {}
+            }
+        }
         let code = match &result {
             Ok(_) => "2xx".to_string(),
             Err(e) => match e.status() {
@@ -115,7 +128,7 @@ impl HostClient for CapsView<'_> {
         let client = self.table.get(&client)?;
         let result = client.get(&to_ref(target.clone())).await;
         Ok(self
-            .counted("get", &target.kind, result)
+            .counted(client, "get", &target.kind, result)
             .map(from_object)
             .map_err(from_error))
     }
@@ -134,7 +147,7 @@ impl HostClient for CapsView<'_> {
             .list(&api_version, &kind, namespace.as_deref(), &options)
             .await;
         Ok(self
-            .counted("list", &kind, result)
+            .counted(client, "list", &kind, result)
             .map(|l| ObjectList {
                 items: l.items.into_iter().map(from_object).collect(),
                 continue_token: l.continue_token,
@@ -152,7 +165,7 @@ impl HostClient for CapsView<'_> {
         let result = client.create(&json).await;
         let kind = kind_of(&json);
         Ok(self
-            .counted("create", &kind, result)
+            .counted(client, "create", &kind, result)
             .map(from_object)
             .map_err(from_error))
     }
@@ -166,7 +179,7 @@ impl HostClient for CapsView<'_> {
         let client = self.table.get(&client)?;
         let result = client.replace(&to_ref(target.clone()), &json).await;
         Ok(self
-            .counted("update", &target.kind, result)
+            .counted(client, "update", &target.kind, result)
             .map(from_object)
             .map_err(from_error))
     }
@@ -194,7 +207,7 @@ impl HostClient for CapsView<'_> {
             )
             .await;
         Ok(self
-            .counted("patch", &target.kind, result)
+            .counted(client, "patch", &target.kind, result)
             .map(from_object)
             .map_err(from_error))
     }
@@ -217,7 +230,7 @@ impl HostClient for CapsView<'_> {
         };
         let result = client.delete(&to_ref(target.clone()), &options).await;
         Ok(self
-            .counted("delete", &target.kind, result)
+            .counted(client, "delete", &target.kind, result)
             .map(|o| match o {
                 lethe_kube::DeleteOutcome::Deleted => DeleteOutcome::Deleted,
                 lethe_kube::DeleteOutcome::Pending(obj) => DeleteOutcome::Pending(from_object(obj)),
@@ -237,7 +250,7 @@ impl HostClient for CapsView<'_> {
         let collection = lethe_kube::convert_collection!(collection => lethe_kube::Collection);
         let result = client.changes(&collection, since.as_deref(), max).await;
         Ok(self
-            .counted("changes", &kind, result)
+            .counted(client, "changes", &kind, result)
             .map(|batch| ChangeBatch {
                 changes: batch
                     .changes

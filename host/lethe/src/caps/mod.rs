@@ -54,6 +54,8 @@ pub struct CapabilityEnv {
     /// `kube` `changes` received a change, or it answered a write request. Its cron triggers
     /// then tick at once rather than at their next scheduled time.
     pub wake: Arc<tokio::sync::Notify>,
+    /// Where its privileged calls that the cluster refused are told (`/readyz`, the log).
+    pub denials: Arc<crate::admin::denials::Denials>,
 }
 
 #[cfg(test)]
@@ -73,6 +75,7 @@ impl CapabilityEnv {
                 lethe_kube::RateLimit::new(Default::default()).expect("the default rate limit"),
             ),
             wake: Default::default(),
+            denials: Default::default(),
         }
     }
 }
