@@ -356,7 +356,19 @@ fn stuck_finalizer_gives_processing_then_failed_at_the_timeout_then_complete_onc
         );
         std::thread::sleep(Duration::from_millis(250));
     }
-    assert_eq!(job_state(&lethe, &location, &admin).1["state"], "FAILED");
+    let (_, held) = job_state(&lethe, &location, &admin);
+    assert_eq!(held["state"], "FAILED");
+    // As Cloud Controller: the resource's link while it exists, and what the job waits on.
+    assert_eq!(
+        held["links"]["organization"]["href"],
+        format!("{}/v3/organizations/{org}", lethe.url),
+        "{held}"
+    );
+    assert_eq!(
+        held["warnings"],
+        serde_json::json!([{"detail": "lethe's cleanup is done; waiting for finalizers that are not lethe's: example.com/stuck"}]),
+        "{held}"
+    );
     // The status page tells the job poll's story: the deletion in flight, FAILED, and why.
     let row = format!("<tr><td>org/{org}</td><td>FAILED</td>");
     let why = format!("org deletion timed out, check the remaining &quot;{org}&quot; resource");
@@ -399,13 +411,15 @@ fn stuck_finalizer_gives_processing_then_failed_at_the_timeout_then_complete_onc
         "{listed}"
     );
     patch_org(&lethe, &org, "merge", r#"{"metadata":{"finalizers":null}}"#);
-    wait_for_state(
+    let complete = wait_for_state(
         &lethe,
         &location,
         &admin,
         "COMPLETE",
         Duration::from_secs(10),
     );
+    assert_eq!(complete["warnings"], serde_json::json!([]), "{complete}");
+    assert!(complete["links"].get("organization").is_none(), "{complete}");
 }
 
 #[test]

@@ -89,6 +89,15 @@ impl ResourceType {
         Collection::new(&self.api_version, &self.kind, namespace)
     }
 
+    /// Its link in Cloud Controller's V3 API, named as Cloud Controller names it in a job's
+    /// `links`: the display name in snake case, and its plural as the path
+    /// (`("organization", "/v3/organizations/<guid>")`, `("space", "/v3/spaces/<guid>")`).
+    pub fn link(&self, guid: &str) -> (String, String) {
+        let name = self.display.trim().to_lowercase().replace([' ', '-'], "_");
+        let path = format!("/v3/{name}s/{guid}");
+        (name, path)
+    }
+
     /// The resource's plural, as its CRD names it: the kind in lower case with an `s` (`orgs`,
     /// `spaces`), which is how lethe's CRDs are named.
     pub fn plural(&self) -> String {

@@ -33,6 +33,7 @@ use crate::config::{ResourceType, Settings};
 use crate::context::RequestContext;
 use crate::errors::HttpError;
 use crate::ownership;
+use crate::FINALIZER;
 
 /// A parsed job GUID `<type>.<verb>~<resource guid>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +92,12 @@ pub struct Job {
     pub state: JobState,
     /// Errors of a failed job.
     pub errors: Vec<CfError>,
+    /// What the job waits on, as Cloud Controller's `warnings` (`{"detail": …}` each): others'
+    /// finalizers once lethe's cleanup is done.
+    pub warnings: Vec<String>,
+    /// The resource while it exists, as Cloud Controller links it: `(name, path)`, e.g.
+    /// `("organization", "/v3/organizations/<guid>")`.
+    pub resource: Option<(String, String)>,
     /// RFC 3339.
     pub created_at: String,
     /// RFC 3339.
@@ -98,9 +105,14 @@ pub struct Job {
 }
 
 impl Job {
-    /// Cloud Controller's job JSON, with `links.self` under `base_url`.
+    /// Cloud Controller's job JSON, with `links.self`, and the resource's link while it exists,
+    /// under `base_url`.
     pub fn to_json(&self, base_url: &str) -> serde_json::Value {
         let guid = self.guid.render();
+        let mut links = json!({ "self": { "href": format!("{base_url}/v3/jobs/{guid}") } });
+        if let Some((name, path)) = &self.resource {
+            links[name] = json!({ "href": format!("{base_url}{path}") });
+        }
         json!({
             "guid": guid,
             "created_at": self.created_at,
@@ -108,8 +120,8 @@ impl Job {
             "operation": self.guid.operation(),
             "state": self.state.as_str(),
             "errors": self.errors,
-            "warnings": [],
-            "links": { "self": { "href": format!("{base_url}/v3/jobs/{guid}") } },
+            "warnings": self.warnings.iter().map(|w| json!({ "detail": w })).collect::<Vec<_>>(),
+            "links": links,
         })
     }
 }
@@ -178,6 +190,8 @@ pub fn deleting_job(
         guid: guid.clone(),
         state,
         errors,
+        warnings: Vec::new(),
+        resource: None,
         created_at: format_rfc3339(since),
         updated_at: format_rfc3339(now),
     }
@@ -189,6 +203,8 @@ fn complete(guid: &JobGuid, now: i64) -> Job {
         guid: guid.clone(),
         state: JobState::Complete,
         errors: Vec::new(),
+        warnings: Vec::new(),
+        resource: None,
         created_at: at.clone(),
         updated_at: at,
     }
@@ -223,7 +239,15 @@ pub fn job_status(
         };
         if let Some(ts) = &object.metadata.deletion_timestamp {
             let blocked_by = ownership::blocked_by(&object);
-            return Ok(deleting_job(&guid, ts, blocked_by, settings, t, now));
+            let mut job = deleting_job(&guid, ts, blocked_by, settings, t, now);
+            let cleaned_up = !object.metadata.finalizers.iter().any(|f| f == FINALIZER);
+            job.warnings = cleaned_up
+                .then(|| crate::tell::held_by_others(&object))
+                .flatten()
+                .into_iter()
+                .collect();
+            job.resource = Some(t.link(&guid.guid));
+            return Ok(job);
         }
         // Not being deleted, as this read shows it. A read that lags behind the deletion shows
         // the same, and the caller's role bindings may already be gone with the cascade, so
@@ -294,6 +318,35 @@ mod tests {
         ] {
             assert_eq!(parse_job_guid(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_job_links_its_resource_and_words_its_warnings_as_cloud_controller() {
+        let guid = parse_job_guid("space.delete~s1").expect("valid");
+        let job = Job {
+            guid,
+            state: JobState::Processing,
+            errors: Vec::new(),
+            warnings: vec!["waiting".into()],
+            resource: Some(("space".into(), "/v3/spaces/s1".into())),
+            created_at: "t".into(),
+            updated_at: "t".into(),
+        };
+        let rendered = job.to_json("https://api.example.com");
+        assert_eq!(
+            rendered["links"]["space"]["href"],
+            "https://api.example.com/v3/spaces/s1"
+        );
+        assert_eq!(
+            rendered["links"]["self"]["href"],
+            "https://api.example.com/v3/jobs/space.delete~s1"
+        );
+        assert_eq!(rendered["warnings"], json!([{"detail": "waiting"}]));
+        let org = crate::config::default_types("cf");
+        assert_eq!(
+            org[0].1.link("o1"),
+            ("organization".to_string(), "/v3/organizations/o1".to_string())
+        );
     }
 
     #[test]

@@ -57,6 +57,12 @@ pub(crate) enum Visit {
 /// What holds `object` once lethe's cleanup is done (`visit`): the finalizers of others, which
 /// only they can remove.
 pub(crate) fn held_by(object: &Object, visit: &Visit) -> Option<String> {
+    (*visit == Visit::Done).then(|| held_by_others(object)).flatten()
+}
+
+/// What holds `object`, being deleted, once lethe's cleanup is done: others' finalizers, in the
+/// words its `Blocked` condition and its job's warning use. `None` while none hold it.
+pub(crate) fn held_by_others(object: &Object) -> Option<String> {
     let others: Vec<&str> = object
         .metadata
         .finalizers
@@ -64,8 +70,7 @@ pub(crate) fn held_by(object: &Object, visit: &Visit) -> Option<String> {
         .map(String::as_str)
         .filter(|f| *f != FINALIZER)
         .collect();
-    let cleaned_up = *visit == Visit::Done;
-    (object.metadata.deletion_timestamp.is_some() && cleaned_up && !others.is_empty()).then(|| {
+    (object.metadata.deletion_timestamp.is_some() && !others.is_empty()).then(|| {
         format!(
             "lethe's cleanup is done; waiting for finalizers that are not lethe's: {}",
             others.join(", ")

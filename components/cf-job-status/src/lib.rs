@@ -78,7 +78,7 @@ mod wasm {
                 operation: job.guid.operation(),
                 state: to_wit_state(job.state),
                 errors: job.errors.into_iter().map(to_wit_error).collect(),
-                warnings: Vec::new(),
+                warnings: job.warnings,
                 created_at: job.created_at,
                 updated_at: job.updated_at,
             })
