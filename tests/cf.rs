@@ -1218,3 +1218,101 @@ fn a_throttled_reconciler_finishes_an_org_deletion() {
         "the limiter made the reconciler wait: {metrics}"
     );
 }
+
+/// `job_types = "korifi"`: on CRDs shaped like Korifi's (`tests/fixtures/korifi-crds.json`),
+/// with lethe's identity granted exactly `deploy/korifi/`'s reads, lethe answers Korifi's jobs:
+/// a service instance create polls until its controller reports it Ready at its generation, an
+/// app deletion is PROCESSING until the app is gone, a manifest apply is COMPLETE at once, and a
+/// caller who may not see the instance learns nothing of it.
+#[test]
+fn korifi_jobs_follow_korifis_own_resources() {
+    let lethe = start(&[("LETHE_VAR_JOB_TYPES", "korifi")]);
+    let root = support::repo_root();
+    for file in ["tests/fixtures/korifi-crds.json", "deploy/korifi/rbac.yaml"] {
+        lethe.kubectl_ok(&["apply", "-f", &root.join(file).to_string_lossy()]);
+    }
+    let admin = lethe.admin_token();
+    let space = unique("korifi-space");
+    lethe.kubectl_ok(&["create", "namespace", &space]);
+    let instance = unique("si");
+    let app = unique("app");
+    let objects = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "korifi.cloudfoundry.org/v1alpha1", "kind": "CFServiceInstance",
+         "metadata": {"name": instance, "namespace": space}, "spec": {"type": "managed"}},
+        {"apiVersion": "korifi.cloudfoundry.org/v1alpha1", "kind": "CFApp",
+         "metadata": {"name": app, "namespace": space, "finalizers": ["example.com/hold"]},
+         "spec": {"displayName": "a"}}]});
+    let file = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(file.path(), objects.to_string()).expect("write");
+    // The CRDs are served within moments of their creation.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !lethe
+        .kubectl(&["apply", "-f", &file.path().to_string_lossy()])
+        .0
+    {
+        assert!(Instant::now() < deadline, "Korifi's kinds never served");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+
+    let create = format!(
+        "{}/v3/jobs/managed_service_instance.create~{instance}",
+        lethe.url
+    );
+    let (status, polling) = job_state(&lethe, &create, &admin);
+    assert_eq!(status, 200, "{polling}");
+    assert_eq!(polling["state"], "POLLING", "{polling}");
+    assert_eq!(polling["operation"], "managed_service_instance.create");
+    assert_eq!(
+        job_state(&lethe, &create, EVE).0,
+        404,
+        "eve may not see the instance"
+    );
+    lethe.kubectl_ok(&[
+        "patch",
+        "cfserviceinstances.korifi.cloudfoundry.org",
+        &instance,
+        "-n",
+        &space,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status": {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True",
+            "reason": "Ready", "message": "", "lastTransitionTime": "2026-12-05T00:00:00Z"}]}}"#,
+    ]);
+    let complete = wait_for_state(&lethe, &create, &admin, "COMPLETE", Duration::from_secs(10));
+    assert_eq!(
+        complete["links"]["service_instance"]["href"],
+        format!("{}/v3/service_instances/{instance}", lethe.url),
+        "{complete}"
+    );
+
+    let delete = format!("{}/v3/jobs/app.delete~{app}", lethe.url);
+    lethe.kubectl_ok(&[
+        "delete",
+        "cfapps.korifi.cloudfoundry.org",
+        &app,
+        "-n",
+        &space,
+        "--wait=false",
+    ]);
+    let processing = wait_for_state(&lethe, &delete, &admin, "PROCESSING", Duration::from_secs(10));
+    assert_eq!(
+        processing["links"]["app"]["href"],
+        format!("{}/v3/apps/{app}", lethe.url)
+    );
+    lethe.kubectl_ok(&[
+        "patch",
+        "cfapps.korifi.cloudfoundry.org",
+        &app,
+        "-n",
+        &space,
+        "--type=merge",
+        "-p",
+        r#"{"metadata": {"finalizers": null}}"#,
+    ]);
+    wait_for_state(&lethe, &delete, &admin, "COMPLETE", Duration::from_secs(10));
+
+    let applied = format!("{}/v3/jobs/space.apply_manifest~{space}", lethe.url);
+    let (status, body) = job_state(&lethe, &applied, &admin);
+    assert_eq!((status, body["state"].as_str()), (200, Some("COMPLETE")), "{body}");
+}

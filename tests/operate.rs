@@ -680,6 +680,34 @@ fn the_deploy_base_passes_a_server_dry_run() {
     let (found, _, _) = lethe.kubectl(&["get", "deployment", "lethe", "-n", "lethe-system"]);
     assert!(!found, "a dry run stored the Deployment");
 
+    // An overlay with the Korifi component: the preset is set, and lethe's identity is granted
+    // reads of Korifi's kinds and nothing else.
+    let overlay = tempfile::tempdir_in(root.join("target")).expect("overlay dir");
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+         resources: [../../deploy]\ncomponents: [../../deploy/korifi]\n",
+    )
+    .expect("overlay");
+    let overlay = overlay.path().to_string_lossy().into_owned();
+    let built = Command::new("kubectl")
+        .args(["kustomize", &overlay])
+        .output()
+        .expect("kubectl kustomize");
+    let built = String::from_utf8_lossy(&built.stdout).into_owned();
+    assert!(built.contains("LETHE_VAR_JOB_TYPES: korifi"), "{built}");
+    let korifi_rules = std::fs::read_to_string(root.join("deploy/korifi/rbac.yaml")).expect("rbac");
+    assert!(korifi_rules.contains(r#"verbs: ["get", "list"]"#), "{korifi_rules}");
+    for write in ["create", "update", "patch", "delete"] {
+        assert!(!korifi_rules.contains(write), "lethe writes no Korifi object: {write}");
+    }
+    let (ok, out, err) = lethe.kubectl(&["apply", "--dry-run=server", "-k", &overlay]);
+    assert!(ok, "the overlay's server dry run failed:\n{err}\n{out}");
+    assert!(
+        out.contains("clusterrole.rbac.authorization.k8s.io/lethe-korifi-jobs created (server dry run)"),
+        "{out}"
+    );
+
     let broken = r#"
 apiVersion: apps/v1
 kind: Deployment

@@ -5,7 +5,7 @@ use serde_json::json;
 use lethe_guest::Request;
 use lethe_guest::kube::{Collection, Identity, Kube, KubeError, ListOptions, Object, ObjectRef};
 
-use crate::config::{NamespaceRule, ResourceType, Settings, Visibility};
+use crate::config::{Find, NamespaceRule, ResourceType, Settings, Visibility};
 use crate::errors::HttpError;
 use crate::kind::ResourceKind;
 
@@ -26,10 +26,24 @@ pub fn valid_guid(name: &str) -> bool {
 
 /// Reads the resource of type `t` with guid `guid` with the host's privileged identity: the
 /// record itself, never a view filtered by the caller's role bindings (which a cascade may have
-/// deleted already). `Ok(None)` when it does not exist. A privileged read (SECURITY.md R1).
+/// deleted already). `Ok(None)` when it does not exist. A privileged read (SECURITY.md R1). A
+/// type found by a label ([`Find::Label`]) is the first object carrying the guid as that label's
+/// value, where the type lives.
 pub fn locate(kube: &dyn Kube, t: &ResourceType, guid: &str) -> Result<Option<Object>, KubeError> {
     if !valid_guid(guid) {
         return Ok(None);
+    }
+    if let Find::Label(label) = &t.find {
+        let options = ListOptions {
+            label_selector: Some(format!("{label}={guid}")),
+            ..Default::default()
+        };
+        let found = kube.list_all(
+            &Identity::Privileged,
+            &t.collection(t.fixed_namespace()),
+            &options,
+        )?;
+        return Ok(found.into_iter().next());
     }
     match &t.namespace {
         NamespaceRule::Fixed(ns) => {

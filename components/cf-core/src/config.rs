@@ -2,6 +2,8 @@
 //! mapping from a job type to its resource is configuration, so pointing the job machinery at
 //! another CRD set (Korifi's `CFOrg`/`CFSpace`, say) needs no code.
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 
 use lethe_guest::env::Env;
@@ -51,7 +53,62 @@ pub struct ListProbe {
     pub own_namespace: bool,
 }
 
-/// A deletable resource type, as job GUIDs name it (`org`, `space`).
+/// How a resource is found from the guid its job GUID carries.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Find {
+    /// It is named after the guid (orgs, spaces, Korifi's kinds).
+    #[default]
+    Name,
+    /// It carries the guid as the value of this label (Korifi's role RoleBindings:
+    /// `cloudfoundry.org/role-guid`).
+    Label(String),
+}
+
+/// What a job of one verb derives its state from.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobRule {
+    /// A deletion: gone is `COMPLETE`; a deletionTimestamp younger than the timeout is
+    /// `PROCESSING`, older is `FAILED` (see [`crate::jobs`]).
+    Delete,
+    /// A create or an update that the resource's controller carries out: `COMPLETE` once
+    /// `metadata.generation` equals `status.observedGeneration` and the `Ready` condition is
+    /// `True`; `FAILED` with the condition's message once, at that generation, `Ready` is
+    /// `False` for one of `failed_reasons` (Korifi would wait forever); else `PROCESSING`, or
+    /// `POLLING` when `polling` (the resource waits on a service broker).
+    State {
+        /// Whether the job waits as `POLLING` rather than `PROCESSING`.
+        #[serde(default)]
+        polling: bool,
+        /// `Ready=False` reasons that no retry will mend.
+        #[serde(default)]
+        failed_reasons: Vec<String>,
+    },
+    /// Done when asked (Korifi applies a manifest before it answers): always `COMPLETE`.
+    Complete,
+    /// Korifi's `space.delete_unapped_routes`: `COMPLETE` once no object of this kind in the
+    /// space's namespace, listed as the caller, lacks destinations.
+    NoUnmapped {
+        /// apiVersion of the listed kind (CFRoute's).
+        api_version: String,
+        /// The listed kind.
+        kind: String,
+        /// JSON pointer to an object's destinations: absent or an empty array is unmapped.
+        destinations: String,
+    },
+}
+
+/// The jobs of a type that names none: its deletions.
+fn delete_jobs() -> BTreeMap<String, JobRule> {
+    BTreeMap::from([("delete".to_string(), JobRule::Delete)])
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A resource type whose jobs lethe answers, as job GUIDs name it (`org`, `space`, `app`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ResourceType {
     /// apiVersion of the resource, e.g. `cf.lethe.dev/v1alpha1`.
@@ -71,6 +128,17 @@ pub struct ResourceType {
     pub children: Vec<(String, String)>,
     /// The CF title-case name used in messages, e.g. `Organization`.
     pub display: String,
+    /// How it is found from its job's guid (by name unless told).
+    #[serde(default)]
+    pub find: Find,
+    /// Each verb's rule, by the verb of the job GUID (`delete`, `create`, `apply_manifest`);
+    /// `{"delete": "delete"}` unless told.
+    #[serde(default = "delete_jobs")]
+    pub jobs: BTreeMap<String, JobRule>,
+    /// Whether lethe's reconciler finalizes it (lethe's own kinds). A kind another controller
+    /// owns, such as Korifi's, is `false`: lethe only answers its jobs.
+    #[serde(default = "yes")]
+    pub reconcile: bool,
 }
 
 impl ResourceType {
@@ -151,6 +219,7 @@ impl Settings {
             }
         };
         let types = match env.config("job_types").filter(|v| !v.trim().is_empty()) {
+            Some(preset) if preset.trim() == "korifi" => crate::korifi::job_types(&root_namespace),
             Some(json) => {
                 let map: serde_json::Map<String, serde_json::Value> =
                     serde_json::from_str(&json)
@@ -159,6 +228,16 @@ impl Settings {
                     .map(|(name, v)| {
                         let t: ResourceType = serde_json::from_value(v)
                             .map_err(|e| format!("configuration `job_types.{name}`: {e}"))?;
+                        if !crate::jobs::valid_type_name(&name) {
+                            return Err(format!(
+                                "configuration `job_types.{name}`: a job type is lower-case letters and underscores"
+                            ));
+                        }
+                        if let Some(verb) = t.jobs.keys().find(|v| !crate::jobs::valid_verb(v)) {
+                            return Err(format!(
+                                "configuration `job_types.{name}.jobs.{verb}`: a verb is lower-case letters and underscores"
+                            ));
+                        }
                         Ok((name, t))
                     })
                     .collect::<Result<Vec<_>, String>>()?
@@ -190,6 +269,16 @@ impl Settings {
         self.types.iter().find(|(n, _)| n == name).map(|(_, t)| t)
     }
 
+    /// The types lethe's reconciler finalizes ([`ResourceType::reconcile`]), in order.
+    pub fn reconciled(&self) -> impl Iterator<Item = &(String, ResourceType)> {
+        self.types.iter().filter(|(_, t)| t.reconcile)
+    }
+
+    /// The type named `name`, if lethe's reconciler finalizes it.
+    pub fn reconciled_type(&self, name: &str) -> Option<&ResourceType> {
+        self.resource_type(name).filter(|t| t.reconcile)
+    }
+
     /// The resource type of `kind` (the job type of its name).
     pub fn kind(&self, kind: ResourceKind) -> Option<&ResourceType> {
         self.resource_type(kind.name())
@@ -218,6 +307,9 @@ pub fn default_types(root_namespace: &str) -> Vec<(String, ResourceType)> {
                 timeout_seconds: None,
                 children: vec![(CF_API_VERSION.into(), "Space".into())],
                 display: "Organization".into(),
+                find: Find::Name,
+                jobs: delete_jobs(),
+                reconcile: true,
             },
         ),
         (
@@ -241,6 +333,9 @@ pub fn default_types(root_namespace: &str) -> Vec<(String, ResourceType)> {
                 timeout_seconds: None,
                 children: Vec::new(),
                 display: "Space".into(),
+                find: Find::Name,
+                jobs: delete_jobs(),
+                reconcile: true,
             },
         ),
     ]

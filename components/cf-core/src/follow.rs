@@ -56,7 +56,7 @@ struct Feed<'a> {
 /// The collections `settings` make the reconciler follow, in a fixed order.
 fn feeds<'a>(kube: &'a dyn Kube, settings: &Settings) -> Vec<Feed<'a>> {
     let mut feeds: BTreeMap<Collection, Vec<Role>> = BTreeMap::new();
-    for (name, t) in &settings.types {
+    for (name, t) in settings.reconciled() {
         let of_type = t.collection(t.fixed_namespace());
         feeds
             .entry(of_type)
@@ -114,7 +114,7 @@ fn note(
                 let owner = object.label(OWNER_LABEL).and_then(|o| o.split_once('.'));
                 if let Some((type_name, name)) = owner
                     && name == object.target.name
-                    && settings.resource_type(type_name).is_some()
+                    && settings.reconciled_type(type_name).is_some()
                 {
                     visits.entry(format!("{type_name}/{name}")).or_insert(None);
                 }
@@ -380,7 +380,7 @@ fn on_changes(
         let Some((type_name, name)) = key.split_once('/') else {
             continue;
         };
-        let Some(t) = settings.resource_type(type_name) else {
+        let Some(t) = settings.reconciled_type(type_name) else {
             continue;
         };
         let object = match carried {
@@ -421,7 +421,7 @@ fn on_changes(
         .into_iter()
         .filter_map(|t| {
             let (type_name, _) = t.key.split_once('/')?;
-            let rt = settings.resource_type(type_name)?;
+            let rt = settings.reconciled_type(type_name)?;
             Some(DeletionInFlight::of(
                 &t.key,
                 &t.since,

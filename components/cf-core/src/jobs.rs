@@ -22,14 +22,14 @@
 //! poll of a resource that is not being deleted costs the cluster two GETs of it and the
 //! visibility check, not a GET every few milliseconds.
 
-use serde_json::json;
+use serde_json::{Value as Json, json};
 
 use lethe_guest::cf::CfError;
 use lethe_guest::env::{Env, format_rfc3339, parse_rfc3339_ms};
-use lethe_guest::kube::{Identity, Kube};
+use lethe_guest::kube::{Collection, Identity, Kube, KubeError, ListOptions};
 
 use crate::access;
-use crate::config::{ResourceType, Settings};
+use crate::config::{JobRule, ResourceType, Settings};
 use crate::context::RequestContext;
 use crate::errors::HttpError;
 use crate::ownership;
@@ -58,20 +58,24 @@ impl JobGuid {
     }
 }
 
+/// Whether `name` can be a job type: `[a-z][a-z_]*` (`org`, `managed_service_instance`).
+pub fn valid_type_name(name: &str) -> bool {
+    name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+}
+
+/// Whether `verb` can be a job's verb: `[a-z][a-z_]*` (`delete`, `apply_manifest`, Korifi's
+/// `delete_unapped_routes`).
+pub fn valid_verb(verb: &str) -> bool {
+    valid_type_name(verb)
+}
+
 /// Parses a job GUID with an anchored pattern: the whole string must be
-/// `[a-z][a-z_]*` `.` `[a-z]+` `~` `<DNS-1123 label>`; anything else is `None`.
+/// `[a-z][a-z_]*` `.` `[a-z][a-z_]*` `~` `<DNS-1123 label>`; anything else is `None`.
 pub fn parse_job_guid(s: &str) -> Option<JobGuid> {
     let (operation, guid) = s.split_once('~')?;
     let (resource_type, verb) = operation.split_once('.')?;
-    let type_ok = resource_type
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase())
-        && resource_type
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c == '_');
-    let verb_ok = !verb.is_empty() && verb.chars().all(|c| c.is_ascii_lowercase());
-    if !type_ok || !verb_ok || !access::valid_guid(guid) {
+    if !valid_type_name(resource_type) || !valid_verb(verb) || !access::valid_guid(guid) {
         return None;
     }
     Some(JobGuid {
@@ -222,10 +226,46 @@ pub fn job_status(
     // A bad token is 401 whatever the GUID, as in Cloud Controller.
     access::authenticate(kube, caller)?;
     let guid = parse_job_guid(job_guid).ok_or_else(HttpError::job_not_found)?;
-    let t = match settings.resource_type(&guid.resource_type) {
-        Some(t) if guid.verb == "delete" => t,
-        _ => return Err(HttpError::job_not_found()),
-    };
+    let (t, rule) = settings
+        .resource_type(&guid.resource_type)
+        .and_then(|t| Some((t, t.jobs.get(&guid.verb)?)))
+        .ok_or_else(HttpError::job_not_found)?;
+    match rule {
+        JobRule::Delete => deletion_job(kube, env, settings, t, guid, caller),
+        JobRule::State {
+            polling,
+            failed_reasons,
+        } => state_job(kube, env, t, guid, caller, *polling, failed_reasons),
+        JobRule::Complete => {
+            let mut job = complete(&guid, env.now_ms());
+            job.resource = Some(t.link(&guid.guid));
+            Ok(job)
+        }
+        JobRule::NoUnmapped {
+            api_version,
+            kind,
+            destinations,
+        } => unmapped_job(
+            kube,
+            env,
+            t,
+            guid,
+            caller,
+            &Collection::new(api_version, kind, None),
+            destinations,
+        ),
+    }
+}
+
+/// A deletion's job (the module's table).
+fn deletion_job(
+    kube: &dyn Kube,
+    env: &dyn Env,
+    settings: &Settings,
+    t: &ResourceType,
+    guid: JobGuid,
+    caller: &Identity,
+) -> Result<Job, HttpError> {
     let reread_at = env
         .now_ms()
         .saturating_add(i64::try_from(settings.job_reread_ms).unwrap_or(i64::MAX));
@@ -266,6 +306,123 @@ pub fn job_status(
             Err(e) => Err(HttpError::from_kube(e, crate::errors::JOB_NOT_FOUND)),
         };
     }
+}
+
+/// A create's or an update's job, from what the resource's controller reports (see
+/// [`JobRule::State`]). Only a caller who may see the resource learns its state; to anyone else,
+/// and once it is gone, the job does not exist (404), as Korifi answers.
+fn state_job(
+    kube: &dyn Kube,
+    env: &dyn Env,
+    t: &ResourceType,
+    guid: JobGuid,
+    caller: &Identity,
+    polling: bool,
+    failed_reasons: &[String],
+) -> Result<Job, HttpError> {
+    let now = env.now_ms();
+    let object = access::locate(kube, t, &guid.guid)
+        .map_err(|e| HttpError::from_kube(e, crate::errors::JOB_NOT_FOUND))?
+        .ok_or_else(HttpError::job_not_found)?;
+    match access::visible(kube, caller, t, &object) {
+        Ok(true) => {}
+        Ok(false) => return Err(HttpError::job_not_found()),
+        Err(e) => return Err(HttpError::from_kube(e, crate::errors::JOB_NOT_FOUND)),
+    }
+    let status = object.json().get("status");
+    let observed = status
+        .and_then(|s| s.get("observedGeneration"))
+        .and_then(Json::as_i64);
+    let current = object.metadata.generation.is_some() && observed == object.metadata.generation;
+    let ready = status
+        .and_then(|s| s.get("conditions"))
+        .and_then(Json::as_array)
+        .and_then(|all| {
+            all.iter()
+                .find(|c| c.get("type").and_then(Json::as_str) == Some("Ready"))
+        });
+    fn text<'a>(condition: &'a Json, key: &str) -> &'a str {
+        condition.get(key).and_then(Json::as_str).unwrap_or_default()
+    }
+    let (state, errors) = match ready {
+        Some(c) if current && text(c, "status") == "True" => (JobState::Complete, Vec::new()),
+        Some(c)
+            if current
+                && text(c, "status") == "False"
+                && failed_reasons.iter().any(|r| r == text(c, "reason")) =>
+        {
+            let detail = match text(c, "message") {
+                "" => text(c, "reason"),
+                message => message,
+            };
+            (JobState::Failed, vec![unprocessable(detail.to_string())])
+        }
+        _ if polling => (JobState::Polling, Vec::new()),
+        _ => (JobState::Processing, Vec::new()),
+    };
+    let resource = (state != JobState::Complete || object.metadata.deletion_timestamp.is_none())
+        .then(|| t.link(&guid.guid));
+    Ok(Job {
+        state,
+        errors,
+        warnings: Vec::new(),
+        resource,
+        created_at: object
+            .metadata
+            .creation_timestamp
+            .clone()
+            .unwrap_or_else(|| format_rfc3339(now)),
+        updated_at: format_rfc3339(now),
+        guid,
+    })
+}
+
+/// Korifi's `space.delete_unapped_routes`: the `routes` of the space's namespace (named after
+/// its guid), listed as the caller, are `COMPLETE` once none lacks `destinations` (a JSON
+/// pointer; absent or an empty array is unmapped). A caller who may not list them learns
+/// nothing: the job does not exist.
+fn unmapped_job(
+    kube: &dyn Kube,
+    env: &dyn Env,
+    t: &ResourceType,
+    guid: JobGuid,
+    caller: &Identity,
+    routes: &Collection,
+    destinations: &str,
+) -> Result<Job, HttpError> {
+    let now = env.now_ms();
+    let in_space = Collection {
+        namespace: Some(guid.guid.clone()),
+        ..routes.clone()
+    };
+    let listed = match kube.list_all(caller, &in_space, &ListOptions::default()) {
+        Ok(listed) => listed,
+        Err(KubeError::Forbidden(_) | KubeError::NotFound(_)) => {
+            return Err(HttpError::job_not_found());
+        }
+        Err(e) => return Err(HttpError::from_kube(e, crate::errors::JOB_NOT_FOUND)),
+    };
+    let unmapped = listed.iter().any(|route| {
+        route
+            .json()
+            .pointer(destinations)
+            .and_then(Json::as_array)
+            .is_none_or(Vec::is_empty)
+    });
+    let at = format_rfc3339(now);
+    Ok(Job {
+        state: if unmapped {
+            JobState::Processing
+        } else {
+            JobState::Complete
+        },
+        errors: Vec::new(),
+        warnings: Vec::new(),
+        resource: Some(t.link(&guid.guid)),
+        created_at: at.clone(),
+        updated_at: at,
+        guid,
+    })
 }
 
 /// Answers `GET /v3/jobs/{guid}` (the guid is the route's last path segment).

@@ -305,7 +305,7 @@ impl Reconciler<'_> {
         };
         // Whether every type was listed whole: only then is an owner not listed gone.
         let mut listed_all = true;
-        for (type_name, t) in &self.settings.types {
+        for (type_name, t) in self.settings.reconciled() {
             if self.must_stop(started) {
                 report.deferred = true;
                 break;
@@ -354,7 +354,7 @@ impl Reconciler<'_> {
                     report.deferred = true;
                     break;
                 }
-                if let Some(t) = self.settings.resource_type(type_name) {
+                if let Some(t) = self.settings.reconciled_type(type_name) {
                     self.sweep(type_name, t, name, &mut report);
                 }
             }

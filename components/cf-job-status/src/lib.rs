@@ -106,6 +106,7 @@ mod wasm {
             lethe_guest::cf::JobState::Processing => JobState::Processing,
             lethe_guest::cf::JobState::Complete => JobState::Complete,
             lethe_guest::cf::JobState::Failed => JobState::Failed,
+            lethe_guest::cf::JobState::Polling => JobState::Polling,
         }
     }
 

@@ -85,15 +85,19 @@ pub enum JobState {
     Complete,
     /// Cannot finish (past its timeout).
     Failed,
+    /// Waits on another system's asynchronous work (a service broker's), as Cloud Controller's
+    /// `POLLING`.
+    Polling,
 }
 
 impl JobState {
-    /// `PROCESSING`, `COMPLETE` or `FAILED`.
+    /// `PROCESSING`, `COMPLETE`, `FAILED` or `POLLING`.
     pub fn as_str(self) -> &'static str {
         match self {
             JobState::Processing => "PROCESSING",
             JobState::Complete => "COMPLETE",
             JobState::Failed => "FAILED",
+            JobState::Polling => "POLLING",
         }
     }
 }
