@@ -1222,8 +1222,9 @@ fn a_throttled_reconciler_finishes_an_org_deletion() {
 /// `job_types = "korifi"`: on CRDs shaped like Korifi's (`tests/fixtures/korifi-crds.json`),
 /// with lethe's identity granted exactly `deploy/korifi/`'s reads, lethe answers Korifi's jobs:
 /// a service instance create polls until its controller reports it Ready at its generation, an
-/// app deletion is PROCESSING until the app is gone, a manifest apply is COMPLETE at once, and a
-/// caller who may not see the instance learns nothing of it.
+/// app deleted through `DELETE /v3/apps/<guid>` is PROCESSING until the app is gone, a manifest
+/// apply is COMPLETE at once, and a caller who may not see the instance or the app learns
+/// nothing of them.
 #[test]
 fn korifi_jobs_follow_korifis_own_resources() {
     let lethe = start(&[("LETHE_VAR_JOB_TYPES", "korifi")]);
@@ -1287,14 +1288,14 @@ fn korifi_jobs_follow_korifis_own_resources() {
     );
 
     let delete = format!("{}/v3/jobs/app.delete~{app}", lethe.url);
-    lethe.kubectl_ok(&[
-        "delete",
-        "cfapps.korifi.cloudfoundry.org",
-        &app,
-        "-n",
-        &space,
-        "--wait=false",
-    ]);
+    let path = format!("/v3/apps/{app}");
+    assert_eq!(call(&lethe, "DELETE", &path, Some(EVE), None).status, 404);
+    for _ in 0..2 {
+        // The same job again while the deletion is under way.
+        let accepted = call(&lethe, "DELETE", &path, Some(&admin), None);
+        assert_eq!(accepted.status, 202, "{}", accepted.body);
+        assert_eq!(accepted.header("location"), Some(delete.as_str()));
+    }
     let processing = wait_for_state(&lethe, &delete, &admin, "PROCESSING", Duration::from_secs(10));
     assert_eq!(
         processing["links"]["app"]["href"],

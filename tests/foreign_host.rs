@@ -850,9 +850,11 @@ async fn the_adapter_retries_a_failing_cluster_boundedly_and_refuses_an_unset_pr
         )
         .await
         .expect("call");
-    // The contract's `forbidden` for an identity that was not granted: it fails closed.
-    assert_eq!(refused.status, 403, "{}", refused.body);
-    assert_eq!(refused.json()["errors"][0]["code"], 10003);
+    // The contract's `forbidden` for an identity that was not granted fails closed, and it is
+    // lethe's own identity that is missing, not the caller's right: 503, never a 403 that would
+    // blame the caller (SECURITY.md A8).
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert_eq!(refused.json()["errors"][0]["code"], 10015);
     let org = cf
         .client
         .privileged()

@@ -8,7 +8,7 @@ use lethe_guest::kube::{Identity, Kube, KubeError, ListOptions, Object, ObjectRe
 use lethe_guest::{Request, Response};
 
 use crate::access;
-use crate::config::{CF_API_VERSION, ResourceType};
+use crate::config::{CF_API_VERSION, JobRule, ResourceType};
 use crate::context::RequestContext;
 use crate::errors::HttpError;
 use crate::kind::{self, ResourceKind};
@@ -34,7 +34,7 @@ pub fn handle(kube: &dyn Kube, env: &dyn Env, req: &Request) -> Response {
         (method, ["v3", collection, rest @ ..]) => {
             match ResourceKind::from_collection(collection) {
                 Some(kind) => resource_route(&ctx, method, kind, rest),
-                None => Err(HttpError::unknown_request()),
+                None => configured_route(&ctx, method, collection, rest),
             }
         }
         _ => Err(HttpError::unknown_request()),
@@ -79,11 +79,39 @@ fn resource_route(
         }
         ("DELETE", [guid]) => {
             let job = deletion::delete(kube, ctx.env, &ctx.settings, kind.name(), guid, &caller)?;
-            Ok(Response::empty(202)
-                .with_header("location", format!("{}/v3/jobs/{}", ctx.base, job.render())))
+            Ok(accepted(ctx, &job))
         }
         _ => Err(HttpError::unknown_request()),
     }
+}
+
+/// `DELETE /v3/<collection>/<guid>` of any configured type with deletion jobs whose Cloud
+/// Controller collection this is (`apps`, `routes`, `service_instances` under
+/// `job_types = "korifi"`): deleted as the caller, answered `202` with its job's absolute
+/// `Location`, the same on a repeated DELETE while the deletion is under way. Anything else on
+/// such a collection is not a route of lethe's.
+fn configured_route(
+    ctx: &RequestContext<'_>,
+    method: &str,
+    collection: &str,
+    rest: &[&str],
+) -> Result<Response, HttpError> {
+    let (("DELETE", [guid]), Some((type_name, _))) = (
+        (method, rest),
+        ctx.settings.types.iter().find(|(_, t)| {
+            t.jobs.get("delete") == Some(&JobRule::Delete) && t.api_collection() == collection
+        }),
+    ) else {
+        return Err(HttpError::unknown_request());
+    };
+    let caller = access::caller(ctx.req)?;
+    let job = deletion::delete(ctx.kube, ctx.env, &ctx.settings, type_name, guid, &caller)?;
+    Ok(accepted(ctx, &job))
+}
+
+/// `202 Accepted` with the absolute `Location` of the job that tracks the deletion.
+fn accepted(ctx: &RequestContext<'_>, job: &crate::jobs::JobGuid) -> Response {
+    Response::empty(202).with_header("location", format!("{}/v3/jobs/{}", ctx.base, job.render()))
 }
 
 /// Who the caller is, as Cloud Foundry on Kubernetes answers `GET /whoami` (Korifi's shape):

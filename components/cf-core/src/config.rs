@@ -161,9 +161,19 @@ impl ResourceType {
     /// `links`: the display name in snake case, and its plural as the path
     /// (`("organization", "/v3/organizations/<guid>")`, `("space", "/v3/spaces/<guid>")`).
     pub fn link(&self, guid: &str) -> (String, String) {
-        let name = self.display.trim().to_lowercase().replace([' ', '-'], "_");
+        let name = self.link_name();
         let path = format!("/v3/{name}s/{guid}");
         (name, path)
+    }
+
+    /// Its name in Cloud Controller's links: the display name in snake case.
+    fn link_name(&self) -> String {
+        self.display.trim().to_lowercase().replace([' ', '-'], "_")
+    }
+
+    /// Its collection in Cloud Controller's V3 API (`apps` of `/v3/apps/<guid>`).
+    pub fn api_collection(&self) -> String {
+        format!("{}s", self.link_name())
     }
 
     /// The resource's plural, as its CRD names it: the kind in lower case with an `s` (`orgs`,

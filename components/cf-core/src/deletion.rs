@@ -1,4 +1,5 @@
-//! Accepting a deletion: `DELETE /v3/organizations/{guid}` and `DELETE /v3/spaces/{guid}`.
+//! Accepting a deletion: `DELETE /v3/organizations/{guid}`, `DELETE /v3/spaces/{guid}`, and the
+//! same of every configured type with deletion jobs (`/v3/apps/{guid}` under Korifi's preset).
 //!
 //! The DELETE runs as the caller, so Kubernetes RBAC decides: a resource the caller cannot see
 //! is 404 `CF-ResourceNotFound`; one they can see but not delete is 403 `CF-NotAuthorized`. On

@@ -1,6 +1,9 @@
-//! Deletion jobs: a job's state is derived from the live resource, never stored.
+//! Jobs: a job's state is derived from the live resource, never stored. What a job of each verb
+//! derives it from is its type's [`JobRule`] (configuration): deletions, below; creates and
+//! updates that a controller carries out ([`JobRule::State`]); jobs done when asked
+//! ([`JobRule::Complete`]); and Korifi's `space.delete_unapped_routes` ([`JobRule::NoUnmapped`]).
 //!
-//! The contract of [`job_status`], case by case (the resource is read privileged, from its own
+//! The contract of a deletion's job, case by case (the resource is read privileged, from its own
 //! record):
 //!
 //! | resource                                   | state                                    |

@@ -276,6 +276,48 @@ mod tests {
         }
 
         #[test]
+        fn an_app_is_deleted_as_the_caller_through_its_cloud_controller_route() {
+            let (cluster, settings) = world();
+            let host = FakeHost::on(&cluster);
+            host.set_config("job_types", "korifi");
+            cluster.put(json!({"apiVersion": super::API_VERSION, "kind": "CFApp",
+                "metadata": {"name": "a1", "namespace": SPACE, "finalizers": ["example.com/hold"]}}));
+            cluster.grant("dev", "get", "CFApp", SPACE);
+            let request = |path: &str, token: &str| lethe_guest::Request {
+                method: "DELETE".into(),
+                path: path.into(),
+                headers: vec![(
+                    "authorization".to_string(),
+                    format!("Bearer {token}").into_bytes(),
+                )]
+                .into(),
+                ..lethe_guest::Request::default()
+            };
+            let delete = |token: &str| crate::api::handle(&host, &host, &request("/v3/apps/a1", token));
+            let location = |r: &lethe_guest::Response| {
+                r.headers
+                    .iter()
+                    .find(|(n, _)| n == "location")
+                    .map(|(_, v)| v.clone())
+            };
+            assert_eq!(delete("nobody").status, 404, "may not see it");
+            assert_eq!(delete("dev").status, 403, "may see it, not delete it");
+            let first = delete("admin");
+            assert_eq!(first.status, 202);
+            let job_location = location(&first);
+            assert!(
+                job_location.as_deref().is_some_and(|l| l.ends_with("/v3/jobs/app.delete~a1")),
+                "{job_location:?}"
+            );
+            assert_eq!(location(&delete("admin")), job_location, "the same job");
+            let job = poll(&cluster, &settings, "app.delete~a1", "admin").expect("job");
+            assert_eq!(job.state, JobState::Processing);
+            // A collection no configured type deletes is no route of lethe's.
+            let unrouted = crate::api::handle(&host, &host, &request("/v3/buildpacks/b1", "admin"));
+            assert_eq!(unrouted.status, 404);
+        }
+
+        #[test]
         fn a_broker_create_is_processing_not_polling() {
             let (cluster, settings) = world();
             cluster.put(json!({
