@@ -247,13 +247,16 @@ fn org_job_stays_processing_when_the_callers_role_bindings_are_already_gone() {
 /// rather than letting every job poll fail.
 #[test]
 fn malformed_job_types_stop_the_start_naming_the_variable() {
-    let failure = match Lethe::try_up_repo_app(&[], &[("LETHE_VAR_JOB_TYPES", "{\"org\": korifi")]) {
+    let failure = match Lethe::try_up_repo_app(&[], &[("LETHE_VAR_JOB_TYPES", "{\"org\": korifi")])
+    {
         Ok(_) => panic!("lethe up started with a malformed job_types"),
         Err(failure) => failure,
     };
     assert!(!failure.status.success());
     assert!(
-        failure.log.contains("configuration `job_types` is not valid JSON"),
+        failure
+            .log
+            .contains("configuration `job_types` is not valid JSON"),
         "{}",
         failure.log
     );
@@ -293,19 +296,32 @@ fn a_kind_lethe_may_not_read_is_503_to_the_caller_and_named_to_the_operator() {
         std::thread::sleep(Duration::from_millis(250));
     };
     assert_eq!(status, 503, "{body}");
-    assert_eq!(body["errors"][0]["title"], "CF-ServiceUnavailable", "{body}");
+    assert_eq!(
+        body["errors"][0]["title"], "CF-ServiceUnavailable",
+        "{body}"
+    );
     let detail = body["errors"][0]["detail"].as_str().unwrap_or_default();
-    assert!(!detail.contains("widgets"), "names lethe's internals: {detail}");
-    assert!(!detail.contains("serviceaccount"), "names lethe's identity: {detail}");
+    assert!(
+        !detail.contains("widgets"),
+        "names lethe's internals: {detail}"
+    );
+    assert!(
+        !detail.contains("serviceaccount"),
+        "names lethe's identity: {detail}"
+    );
     let readyz = support::get(&format!("{}/readyz?verbose", lethe.admin_url));
     assert_eq!(readyz.status, 503, "{}", readyz.body);
     assert!(
-        readyz.body.contains("[-]permissions failed: component `cf-job-status`: "),
+        readyz
+            .body
+            .contains("[-]permissions failed: component `cf-job-status`: "),
         "{}",
         readyz.body
     );
     assert!(
-        readyz.body.contains(r#"cannot get resource "widgets" in API group "example.com""#),
+        readyz
+            .body
+            .contains(r#"cannot get resource "widgets" in API group "example.com""#),
         "{}",
         readyz.body
     );
@@ -419,7 +435,10 @@ fn stuck_finalizer_gives_processing_then_failed_at_the_timeout_then_complete_onc
         Duration::from_secs(10),
     );
     assert_eq!(complete["warnings"], serde_json::json!([]), "{complete}");
-    assert!(complete["links"].get("organization").is_none(), "{complete}");
+    assert!(
+        complete["links"].get("organization").is_none(),
+        "{complete}"
+    );
 }
 
 #[test]
@@ -1296,7 +1315,13 @@ fn korifi_jobs_follow_korifis_own_resources() {
         assert_eq!(accepted.status, 202, "{}", accepted.body);
         assert_eq!(accepted.header("location"), Some(delete.as_str()));
     }
-    let processing = wait_for_state(&lethe, &delete, &admin, "PROCESSING", Duration::from_secs(10));
+    let processing = wait_for_state(
+        &lethe,
+        &delete,
+        &admin,
+        "PROCESSING",
+        Duration::from_secs(10),
+    );
     assert_eq!(
         processing["links"]["app"]["href"],
         format!("{}/v3/apps/{app}", lethe.url)
@@ -1315,5 +1340,9 @@ fn korifi_jobs_follow_korifis_own_resources() {
 
     let applied = format!("{}/v3/jobs/space.apply_manifest~{space}", lethe.url);
     let (status, body) = job_state(&lethe, &applied, &admin);
-    assert_eq!((status, body["state"].as_str()), (200, Some("COMPLETE")), "{body}");
+    assert_eq!(
+        (status, body["state"].as_str()),
+        (200, Some("COMPLETE")),
+        "{body}"
+    );
 }

@@ -292,7 +292,11 @@ fn a_shutdown_delay_fails_readyz_first_and_serves_until_it_is_over() {
         if answer.status == 503 {
             break answer;
         }
-        assert!(Instant::now() < deadline, "readyz never failed: {}", answer.body);
+        assert!(
+            Instant::now() < deadline,
+            "readyz never failed: {}",
+            answer.body
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(
@@ -309,7 +313,11 @@ fn a_shutdown_delay_fails_readyz_first_and_serves_until_it_is_over() {
         .exit_within(Duration::from_secs(20))
         .expect("exits once the delay is over");
     assert!(status.success(), "clean exit: {status}\n{}", lethe.log());
-    assert!(lethe.log().contains("serving for 3.0 s more"), "{}", lethe.log());
+    assert!(
+        lethe.log().contains("serving for 3.0 s more"),
+        "{}",
+        lethe.log()
+    );
 }
 
 #[test]

@@ -697,14 +697,22 @@ fn the_deploy_base_passes_a_server_dry_run() {
     let built = String::from_utf8_lossy(&built.stdout).into_owned();
     assert!(built.contains("LETHE_VAR_JOB_TYPES: korifi"), "{built}");
     let korifi_rules = std::fs::read_to_string(root.join("deploy/korifi/rbac.yaml")).expect("rbac");
-    assert!(korifi_rules.contains(r#"verbs: ["get", "list"]"#), "{korifi_rules}");
+    assert!(
+        korifi_rules.contains(r#"verbs: ["get", "list"]"#),
+        "{korifi_rules}"
+    );
     for write in ["create", "update", "patch", "delete"] {
-        assert!(!korifi_rules.contains(write), "lethe writes no Korifi object: {write}");
+        assert!(
+            !korifi_rules.contains(write),
+            "lethe writes no Korifi object: {write}"
+        );
     }
     let (ok, out, err) = lethe.kubectl(&["apply", "--dry-run=server", "-k", &overlay]);
     assert!(ok, "the overlay's server dry run failed:\n{err}\n{out}");
     assert!(
-        out.contains("clusterrole.rbac.authorization.k8s.io/lethe-korifi-jobs created (server dry run)"),
+        out.contains(
+            "clusterrole.rbac.authorization.k8s.io/lethe-korifi-jobs created (server dry run)"
+        ),
         "{out}"
     );
 

@@ -11,6 +11,8 @@ use lethe_guest::kube::Collection;
 
 use crate::kind::ResourceKind;
 
+pub mod korifi;
+
 /// How to find a resource's namespace from its guid.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -53,6 +55,18 @@ pub struct ListProbe {
     pub own_namespace: bool,
 }
 
+/// Whether `name` can be a job type: `[a-z][a-z_]*` (`org`, `managed_service_instance`).
+pub fn valid_type_name(name: &str) -> bool {
+    name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+}
+
+/// Whether `verb` can be a job's verb: `[a-z][a-z_]*` (`delete`, `apply_manifest`, Korifi's
+/// `delete_unapped_routes`).
+pub fn valid_verb(verb: &str) -> bool {
+    valid_type_name(verb)
+}
+
 /// How a resource is found from the guid its job GUID carries.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -70,7 +84,7 @@ pub enum Find {
 #[serde(rename_all = "snake_case")]
 pub enum JobRule {
     /// A deletion: gone is `COMPLETE`; a deletionTimestamp younger than the timeout is
-    /// `PROCESSING`, older is `FAILED` (see [`crate::jobs`]).
+    /// `PROCESSING`, older is `FAILED` (the jobs module's table).
     Delete,
     /// A create or an update that the resource's controller carries out: `COMPLETE` once
     /// `metadata.generation` equals `status.observedGeneration` and the `Ready` condition is
@@ -229,7 +243,7 @@ impl Settings {
             }
         };
         let types = match env.config("job_types").filter(|v| !v.trim().is_empty()) {
-            Some(preset) if preset.trim() == "korifi" => crate::korifi::job_types(&root_namespace),
+            Some(preset) if preset.trim() == "korifi" => korifi::job_types(&root_namespace),
             Some(json) => {
                 let map: serde_json::Map<String, serde_json::Value> =
                     serde_json::from_str(&json)
@@ -238,12 +252,12 @@ impl Settings {
                     .map(|(name, v)| {
                         let t: ResourceType = serde_json::from_value(v)
                             .map_err(|e| format!("configuration `job_types.{name}`: {e}"))?;
-                        if !crate::jobs::valid_type_name(&name) {
+                        if !valid_type_name(&name) {
                             return Err(format!(
                                 "configuration `job_types.{name}`: a job type is lower-case letters and underscores"
                             ));
                         }
-                        if let Some(verb) = t.jobs.keys().find(|v| !crate::jobs::valid_verb(v)) {
+                        if let Some(verb) = t.jobs.keys().find(|v| !valid_verb(v)) {
                             return Err(format!(
                                 "configuration `job_types.{name}.jobs.{verb}`: a verb is lower-case letters and underscores"
                             ));

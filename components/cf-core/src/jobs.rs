@@ -31,12 +31,12 @@ use lethe_guest::cf::CfError;
 use lethe_guest::env::{Env, format_rfc3339, parse_rfc3339_ms};
 use lethe_guest::kube::{Collection, Identity, Kube, KubeError, ListOptions};
 
+use crate::FINALIZER;
 use crate::access;
-use crate::config::{JobRule, ResourceType, Settings};
+use crate::config::{self, JobRule, ResourceType, Settings};
 use crate::context::RequestContext;
 use crate::errors::HttpError;
 use crate::ownership;
-use crate::FINALIZER;
 
 /// A parsed job GUID `<type>.<verb>~<resource guid>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,24 +61,15 @@ impl JobGuid {
     }
 }
 
-/// Whether `name` can be a job type: `[a-z][a-z_]*` (`org`, `managed_service_instance`).
-pub fn valid_type_name(name: &str) -> bool {
-    name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
-        && name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
-}
-
-/// Whether `verb` can be a job's verb: `[a-z][a-z_]*` (`delete`, `apply_manifest`, Korifi's
-/// `delete_unapped_routes`).
-pub fn valid_verb(verb: &str) -> bool {
-    valid_type_name(verb)
-}
-
 /// Parses a job GUID with an anchored pattern: the whole string must be
 /// `[a-z][a-z_]*` `.` `[a-z][a-z_]*` `~` `<DNS-1123 label>`; anything else is `None`.
 pub fn parse_job_guid(s: &str) -> Option<JobGuid> {
     let (operation, guid) = s.split_once('~')?;
     let (resource_type, verb) = operation.split_once('.')?;
-    if !valid_type_name(resource_type) || !valid_verb(verb) || !access::valid_guid(guid) {
+    if !config::valid_type_name(resource_type)
+        || !config::valid_verb(verb)
+        || !access::valid_guid(guid)
+    {
         return None;
     }
     Some(JobGuid {
@@ -345,7 +336,10 @@ fn state_job(
                 .find(|c| c.get("type").and_then(Json::as_str) == Some("Ready"))
         });
     fn text<'a>(condition: &'a Json, key: &str) -> &'a str {
-        condition.get(key).and_then(Json::as_str).unwrap_or_default()
+        condition
+            .get(key)
+            .and_then(Json::as_str)
+            .unwrap_or_default()
     }
     let (state, errors) = match ready {
         Some(c) if current && text(c, "status") == "True" => (JobState::Complete, Vec::new()),
@@ -505,7 +499,10 @@ mod tests {
         let org = crate::config::default_types("cf");
         assert_eq!(
             org[0].1.link("o1"),
-            ("organization".to_string(), "/v3/organizations/o1".to_string())
+            (
+                "organization".to_string(),
+                "/v3/organizations/o1".to_string()
+            )
         );
     }
 

@@ -22,7 +22,6 @@ pub mod errors;
 pub mod follow;
 pub mod jobs;
 pub mod kind;
-pub mod korifi;
 pub mod names;
 pub mod ownership;
 pub mod reconcile;

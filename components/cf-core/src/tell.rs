@@ -57,7 +57,9 @@ pub(crate) enum Visit {
 /// What holds `object` once lethe's cleanup is done (`visit`): the finalizers of others, which
 /// only they can remove.
 pub(crate) fn held_by(object: &Object, visit: &Visit) -> Option<String> {
-    (*visit == Visit::Done).then(|| held_by_others(object)).flatten()
+    (*visit == Visit::Done)
+        .then(|| held_by_others(object))
+        .flatten()
 }
 
 /// What holds `object`, being deleted, once lethe's cleanup is done: others' finalizers, in the

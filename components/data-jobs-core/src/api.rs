@@ -25,13 +25,13 @@ use serde_json::{Value as Json, json};
 
 use crate::feed;
 use crate::items::RECONCILER;
-use lethe_guest::backoff::BackoffTable;
 use crate::model::{self, Resources, Spec};
 use crate::status::{self, HttpError, Operation};
 use crate::{
     Host, Identity, KubeError, ObjectRef, Request, Response, Settings, SqlError, Statement, Value,
     cf,
 };
+use lethe_guest::backoff::BackoffTable;
 
 /// Answers one request. Never panics; bad input is a 4xx with the CF error envelope.
 pub fn handle(host: &dyn Host, req: &Request) -> Response {

@@ -213,8 +213,7 @@ fn on_changes(
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let loaded =
-        items::load_some(host, &uids).map_err(|e| WhyFull::Kept(SqlError::Failed(e)))?;
+    let loaded = items::load_some(host, &uids).map_err(|e| WhyFull::Kept(SqlError::Failed(e)))?;
     let loaded_at = host.now_ms();
     // The jobs held back that this pass does not visit, so the report still counts them.
     let held = backoff.held_back(started).map_err(WhyFull::Kept)?;

@@ -268,7 +268,10 @@ pub(crate) fn load_all(sql: &dyn Sql) -> Result<BTreeMap<String, Item>, String> 
         let mut after = String::new();
         loop {
             let rows = sql
-                .query(&query, &scoped(table, vec![after.clone().into(), SQL_PAGE.into()]))
+                .query(
+                    &query,
+                    &scoped(table, vec![after.clone().into(), SQL_PAGE.into()]),
+                )
                 .map_err(|e| format!("reading {}: {e}", table.what))?;
             let n = rows.len();
             for r in rows {

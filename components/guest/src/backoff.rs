@@ -107,7 +107,11 @@ impl<'a> BackoffTable<'a> {
         BackoffTable { sql, reconciler }
     }
 
-    fn select(&self, condition: &str, params: &[Value]) -> Result<Vec<(String, Failures)>, SqlError> {
+    fn select(
+        &self,
+        condition: &str,
+        params: &[Value],
+    ) -> Result<Vec<(String, Failures)>, SqlError> {
         let mut all = vec![Value::from(self.reconciler)];
         all.extend_from_slice(params);
         let rows = self.sql.query(
@@ -169,7 +173,10 @@ impl<'a> BackoffTable<'a> {
                     key.into(),
                     i64::from(failures.attempts).into(),
                     failures.next_attempt_ms.into(),
-                    failures.parked_on.as_deref().map_or(Value::Null, Value::from),
+                    failures
+                        .parked_on
+                        .as_deref()
+                        .map_or(Value::Null, Value::from),
                     failures.last_error.as_str().into(),
                 ],
             )
@@ -218,13 +225,21 @@ mod tests {
             .and_then(|rest| rest.split("/// ```\n").next())
             .expect("the documented schema")
             .lines()
-            .map(|l| l.trim_start_matches("///").split("--").next().unwrap_or_default())
+            .map(|l| {
+                l.trim_start_matches("///")
+                    .split("--")
+                    .next()
+                    .unwrap_or_default()
+            })
             .collect::<Vec<_>>()
             .join("\n");
         std::fs::write(dir.join("0001.sql"), ddl).expect("migration");
         let sql = crate::fake::FakeSql::migrated(&dir);
         let _ = std::fs::remove_dir_all(dir);
-        let (cf, jobs) = (BackoffTable::new(&sql, "cf"), BackoffTable::new(&sql, "jobs"));
+        let (cf, jobs) = (
+            BackoffTable::new(&sql, "cf"),
+            BackoffTable::new(&sql, "jobs"),
+        );
         let now = 10_000;
         let first = Failures::after(None, now, (1000, 300_000), 0, None, "boom".into());
         assert_eq!((first.attempts, first.next_attempt_ms), (1, 11_000));
@@ -232,13 +247,24 @@ mod tests {
         let second = Failures::after(Some(&first), now, (1000, 300_000), 0, None, "again".into());
         assert_eq!((second.attempts, second.next_attempt_ms), (2, 12_000));
         cf.record("org/a", &second).expect("record");
-        let parked = Failures::after(None, now, (1000, 300_000), 0, Some("h1".into()), "422".into());
+        let parked = Failures::after(
+            None,
+            now,
+            (1000, 300_000),
+            0,
+            Some("h1".into()),
+            "422".into(),
+        );
         cf.record("org/b", &parked).expect("record");
 
         assert_eq!(cf.of("org/a").expect("of"), Some(second.clone()));
         assert_eq!(jobs.of("org/a").expect("of"), None, "another reconciler's");
         assert!(cf.due(now).expect("due").is_empty());
-        assert_eq!(cf.due(12_000).expect("due"), ["org/a"], "a parked one never comes due");
+        assert_eq!(
+            cf.due(12_000).expect("due"),
+            ["org/a"],
+            "a parked one never comes due"
+        );
         assert_eq!(cf.held_back(12_000).expect("held").len(), 1);
         assert_eq!(cf.held_back(now).expect("held").len(), 2);
         assert!(parked.holds_back(i64::MAX));

@@ -470,13 +470,23 @@ mod tests {
             sql: &sql,
             writes: Cell::new(0),
         };
-        let mut idle = Pass::begin(&host, Kept::new(&counted, &TABLE, "h"), "test", 60_000, false);
+        let mut idle = Pass::begin(
+            &host,
+            Kept::new(&counted, &TABLE, "h"),
+            "test",
+            60_000,
+            false,
+        );
         assert!(idle.changes(&numbers).expect("changes").is_empty());
         idle.finish(Outcome::Done);
         assert_eq!(counted.writes.get(), 0, "an idle pass writes nothing");
 
         host.advance(60_000);
-        assert_eq!(begin(&host, false).why_full(), Some(&WhyFull::Due), "resync");
+        assert_eq!(
+            begin(&host, false).why_full(),
+            Some(&WhyFull::Due),
+            "resync"
+        );
         assert_eq!(begin(&host, true).why_full(), Some(&WhyFull::Asked));
     }
 

@@ -103,7 +103,8 @@ impl Host {
             Identity::Caller(token) => wit::Identity::Caller(token.clone()),
             Identity::Privileged => wit::Identity::Privileged,
         };
-        let client = std::rc::Rc::new(wit::Client::open(&identity).map_err(|e| self.error_as(id, e))?);
+        let client =
+            std::rc::Rc::new(wit::Client::open(&identity).map_err(|e| self.error_as(id, e))?);
         self.clients.borrow_mut().insert(id.clone(), client.clone());
         Ok(client)
     }
@@ -148,11 +149,17 @@ fn from_error(e: wit::Error) -> KubeError {
 
 impl Kube for Host {
     fn authenticate(&self, id: &Identity) -> Result<()> {
-        self.client(id)?.authenticate().map_err(|e| self.error_as(id, e))
+        self.client(id)?
+            .authenticate()
+            .map_err(|e| self.error_as(id, e))
     }
 
     fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object> {
-        from_object(self.client(id)?.get(&to_ref(target)).map_err(|e| self.error_as(id, e))?)
+        from_object(
+            self.client(id)?
+                .get(&to_ref(target))
+                .map_err(|e| self.error_as(id, e))?,
+        )
     }
 
     fn list(&self, id: &Identity, of: &Collection, page: &ListOptions) -> Result<ObjectList> {

@@ -187,9 +187,7 @@ impl Readiness {
         if let Some((_, p)) = steps.iter().find(|(s, _)| *s == Step::Manifests) {
             line(Step::Manifests.name(), outcome(p));
         }
-        let shutting_down = self
-            .shutting_down
-            .load(std::sync::atomic::Ordering::SeqCst);
+        let shutting_down = self.shutting_down.load(std::sync::atomic::Ordering::SeqCst);
         line(
             "shutdown",
             match shutting_down {
@@ -410,7 +408,15 @@ mod tests {
 
     #[test]
     fn servers_older_than_the_oldest_supported_are_named() {
-        for ok in ["v1.32.0", "v1.21.0", "v1.29.4-eks-1", "v1.30.2+k3s1", "v2.0.0", "dev", ""] {
+        for ok in [
+            "v1.32.0",
+            "v1.21.0",
+            "v1.29.4-eks-1",
+            "v1.30.2+k3s1",
+            "v2.0.0",
+            "dev",
+            "",
+        ] {
             assert_eq!(supported(ok), Ok(()), "{ok}");
         }
         assert_eq!(
