@@ -30,6 +30,9 @@ MUTATIONS = {
  'cf-name-claim':('components/cf-core/src/names.rs','                Ok(_) => return Ok(true),\n                Err(KubeError::Conflict(_)) => {}','                Ok(_) | Err(KubeError::Conflict(_)) => return Ok(true),'),
  'cf-observed-generation':('components/guest/src/conditions.rs','            "observedGeneration": generation,','            "observedGeneration": generation + 1,'),
  'cf-event-regarding':('components/guest/src/events.rs','                "uid": regarding.metadata.uid,','                "uid": regarding.metadata.resource_version,'),
+ # Korifi's job types (the Korifi world).
+ 'korifi-state-generation':('components/cf-core/src/jobs.rs','    let current = object.metadata.generation.is_some() && observed == object.metadata.generation;','    let current = object.metadata.generation.is_some() || observed == object.metadata.generation;'),
+ 'korifi-role-label':('components/cf-core/src/access.rs','    if let Find::Label(label) = &t.find {','    if let (Find::Label(label), false) = (&t.find, true) {'),
  'cf-sweep':('components/cf-core/src/reconcile.rs','            Ok(None) => {}\n            Err(e) => {\n                report.failed.push((key, format!("reading it: {e}")));','            Ok(None) => return,\n            Err(e) => {\n                report.failed.push((key, format!("reading it: {e}")));'),
 }
 

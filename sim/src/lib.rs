@@ -1,7 +1,8 @@
 //! lethe's deterministic simulator.
 //!
-//! One seed is two worlds, run one after the other, step by step: the data-jobs world and the CF
-//! world. In each, a seeded generator picks at every step which actor moves and how; invariants
+//! One seed is three worlds, run one after the other, step by step: the data-jobs world, the CF
+//! world, and the Korifi world (lethe's job status in front of objects a simulated Korifi owns,
+//! `korifi.rs`, which lists its own invariants). In each, a seeded generator picks at every step which actor moves and how; invariants
 //! are checked after every step, and once the clients, the hostile user and the faults stop, the
 //! world must converge within a bounded number of passes. The same seed gives the same trace,
 //! byte for byte: a world has no wall clock, no threads and no hash-map order (the cluster, the
@@ -108,6 +109,7 @@ mod cf;
 mod data_jobs;
 mod glance;
 mod host;
+mod korifi;
 mod world;
 
 /// What one seed's run found.
@@ -122,13 +124,16 @@ pub struct Outcome {
     pub violation: Option<String>,
 }
 
-/// Runs the worlds of `seed` for `steps` steps each (the CF world only if the data-jobs world
-/// kept every invariant), each then quiescing.
+/// Runs the worlds of `seed` for `steps` steps each (each only if the ones before kept every
+/// invariant), each then quiescing.
 pub fn run(seed: u64, steps: usize) -> Outcome {
     let (mut trace, mut violation) = data_jobs::play(seed, steps);
-    if violation.is_none() {
-        let (cf, found) = cf::play(seed, steps);
-        trace.extend(cf);
+    for world in [cf::play, korifi::play] {
+        if violation.is_some() {
+            break;
+        }
+        let (more, found) = world(seed, steps);
+        trace.extend(more);
         violation = found;
     }
     Outcome {

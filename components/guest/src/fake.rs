@@ -437,6 +437,18 @@ impl FakeCluster {
         obj["metadata"]["generation"] = json!(generation + 1);
     }
 
+    /// Changes an object's status as its controller would, through the status subresource: a new
+    /// resourceVersion, the same generation.
+    pub fn edit_status(&self, kind: &str, ns: &str, name: &str, edit: impl FnOnce(&mut Json)) {
+        let version = self.next_version();
+        let mut objects = self.objects.borrow_mut();
+        let Some(obj) = objects.get_mut(&(kind.into(), ns.into(), name.into())) else {
+            panic!("no {kind} {ns}/{name} to edit");
+        };
+        edit(&mut obj["status"]);
+        obj["metadata"]["resourceVersion"] = json!(version);
+    }
+
     /// Removes finalizers and lets the object go, as a foreign controller would.
     pub fn clear_finalizers(&self, kind: &str, ns: &str, name: &str) {
         let key = (kind.to_string(), ns.to_string(), name.to_string());
