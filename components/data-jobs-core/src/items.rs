@@ -212,10 +212,18 @@ pub(crate) const RECONCILER: &str = "data-jobs";
 
 impl Table {
     /// `{scope} = $n AND ` when the table is shared, with `$n` the scope's parameter.
-    fn scoped(&self, n: usize) -> String {
+    fn scope_condition(&self, n: usize) -> String {
         self.scope
             .map(|column| format!("{column} = ${n} AND "))
             .unwrap_or_default()
+    }
+
+    /// `params`, and the reconciler's name after them when the table is shared.
+    fn scope_params(&self, mut params: Vec<Value>) -> Vec<Value> {
+        if self.scope.is_some() {
+            params.push(RECONCILER.into());
+        }
+        params
     }
 }
 
@@ -246,14 +254,6 @@ const TABLES: [Table; 3] = [
     },
 ];
 
-/// `params`, and the reconciler's name after them when `table` is shared.
-fn scoped(table: &Table, mut params: Vec<Value>) -> Vec<Value> {
-    if table.scope.is_some() {
-        params.push(RECONCILER.into());
-    }
-    params
-}
-
 /// Every job's rows, read page by page in uid order.
 pub(crate) fn load_all(sql: &dyn Sql) -> Result<BTreeMap<String, Item>, String> {
     let mut items: BTreeMap<String, Item> = BTreeMap::new();
@@ -262,7 +262,7 @@ pub(crate) fn load_all(sql: &dyn Sql) -> Result<BTreeMap<String, Item>, String> 
             "SELECT {} FROM {} WHERE {}{key} > $1 ORDER BY {key} LIMIT $2",
             table.columns,
             table.name,
-            table.scoped(3),
+            table.scope_condition(3),
             key = table.key,
         );
         let mut after = String::new();
@@ -270,7 +270,7 @@ pub(crate) fn load_all(sql: &dyn Sql) -> Result<BTreeMap<String, Item>, String> 
             let rows = sql
                 .query(
                     &query,
-                    &scoped(table, vec![after.clone().into(), SQL_PAGE.into()]),
+                    &table.scope_params(vec![after.clone().into(), SQL_PAGE.into()]),
                 )
                 .map_err(|e| format!("reading {}: {e}", table.what))?;
             let n = rows.len();
@@ -300,7 +300,7 @@ pub(crate) fn load_some(sql: &dyn Sql, uids: &[String]) -> Result<BTreeMap<Strin
             "SELECT {} FROM {} WHERE {}{} IN ({placeholders})",
             table.columns,
             table.name,
-            table.scoped(SQL_CHUNK + 1),
+            table.scope_condition(SQL_CHUNK + 1),
             table.key,
         );
         for chunk in uids.chunks(SQL_CHUNK) {
@@ -312,7 +312,7 @@ pub(crate) fn load_some(sql: &dyn Sql, uids: &[String]) -> Result<BTreeMap<Strin
                 .map(|u| u.as_str().into())
                 .collect();
             let rows = sql
-                .query(&query, &scoped(table, params))
+                .query(&query, &table.scope_params(params))
                 .map_err(|e| format!("reading {}: {e}", table.what))?;
             for r in rows {
                 if let Some(item) = items.get_mut(r.first().map(Value::text).unwrap_or_default()) {

@@ -351,28 +351,8 @@ mod tests {
 
     use super::*;
     use crate::fake::{FakeCluster, FakeHost, FakeSql};
-    use crate::kept::KeptTable;
+    use crate::kept::tests::{TABLE, database as sql};
     use crate::sql::{Sql, Statement, Value};
-
-    static TABLE: KeptTable = KeptTable {
-        select: "SELECT value FROM kept WHERE name = $1",
-        upsert: "INSERT INTO kept (name, value) VALUES ($1, $2) \
-                 ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-        delete: "DELETE FROM kept WHERE name = $1",
-    };
-
-    fn sql(name: &str) -> FakeSql {
-        let dir = std::env::temp_dir().join(format!("lethe-follow-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        std::fs::write(
-            dir.join("0001.sql"),
-            "CREATE TABLE kept (name TEXT PRIMARY KEY, value TEXT NOT NULL);",
-        )
-        .expect("migration");
-        let sql = FakeSql::migrated(&dir);
-        let _ = std::fs::remove_dir_all(dir);
-        sql
-    }
 
     /// A feed of numbered changes; `fail` makes it unable to tell them.
     struct Numbers {

@@ -82,20 +82,21 @@ impl<'a> Kept<'a> {
 }
 
 #[cfg(all(test, feature = "fake"))]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::fake::FakeSql;
 
-    static TABLE: KeptTable = KeptTable {
+    /// A table of kept values, as a component's migrations would make it.
+    pub(crate) static TABLE: KeptTable = KeptTable {
         select: "SELECT value FROM kept WHERE name = $1",
         upsert: "INSERT INTO kept (name, value) VALUES ($1, $2) \
                  ON CONFLICT (name) DO UPDATE SET value = excluded.value",
         delete: "DELETE FROM kept WHERE name = $1",
     };
 
-    #[test]
-    fn each_instance_keeps_its_own_values() {
-        let dir = std::env::temp_dir().join(format!("lethe-kept-{}", std::process::id()));
+    /// A database holding [`TABLE`]'s table, migrated in a directory of its own (`name`).
+    pub(crate) fn database(name: &str) -> FakeSql {
+        let dir = std::env::temp_dir().join(format!("lethe-kept-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         std::fs::write(
             dir.join("0001.sql"),
@@ -103,6 +104,13 @@ mod tests {
         )
         .expect("migration");
         let sql = FakeSql::migrated(&dir);
+        let _ = std::fs::remove_dir_all(dir);
+        sql
+    }
+
+    #[test]
+    fn each_instance_keeps_its_own_values() {
+        let sql = database("kept");
         let (one, two) = (
             Kept::new(&sql, &TABLE, "one"),
             Kept::new(&sql, &TABLE, "two"),
@@ -120,6 +128,5 @@ mod tests {
             .expect("write");
         assert_eq!(one.value("bookmark").expect("read"), Some("b2".into()));
         assert_eq!(one.value("at").expect("read"), None, "forgotten");
-        let _ = std::fs::remove_dir_all(dir);
     }
 }

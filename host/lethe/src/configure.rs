@@ -17,6 +17,7 @@ use crate::caps::{self, CapabilityEnv};
 use crate::manifest::{self, Capability, Manifest};
 use crate::metrics::Metrics;
 use crate::runtime::Runtime;
+use crate::trigger::configuration;
 
 /// Where the cluster comes from.
 #[derive(Debug, Clone)]
@@ -151,10 +152,9 @@ pub async fn configure_app(
     }
     let runtime = Runtime::new(&manifest, Some(&opts.data_dir.join("cache")), envs)?;
     for component in runtime.components() {
-        use crate::trigger::configuration::{Checked, check};
-        let refused = match check(component).await? {
-            Checked::NoCheck | Checked::Accepted => continue,
-            Checked::Refused(why) => format!("component `{}`: {why}", component.id),
+        let refused = match configuration::check(component).await? {
+            configuration::Checked::NoCheck | configuration::Checked::Accepted => continue,
+            configuration::Checked::Refused(why) => format!("component `{}`: {why}", component.id),
         };
         if let Some(readiness) = observers.readiness {
             readiness.failed(Step::Components, refused.clone());
