@@ -16,6 +16,8 @@
 //! trust only the public web roots, which neither the embedded cluster's generated CA nor a typical
 //! cluster's private CA is, so the test serves its own cluster without TLS.
 
+mod support;
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -335,7 +337,11 @@ fn composed_handlers_import_only_wasi_and_spin() {
             .iter()
             .any(|i| i.starts_with("wasi:http/outgoing-handler@"))
     );
-    for name in ["cf_job_status", "cf_reconciler", "data_jobs", "smoke"] {
+    let mut with_sql = vec!["cf_job_status", "cf_reconciler", "data_jobs", "smoke"];
+    if composed("smoke_py").exists() {
+        with_sql.push("smoke_py");
+    }
+    for name in with_sql {
         let imports = imports_of(name);
         assert!(
             imports.iter().all(|i| spin_supplies(i)),
@@ -352,9 +358,29 @@ fn composed_handlers_import_only_wasi_and_spin() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smoke_composed_with_the_spin_adapter_runs_on_spin_sqlite_and_variables() {
+    smoke_twin_runs_on_spin("smoke", "/smoke", "smoke_note").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_smoke_composed_with_the_spin_adapter_runs_on_spin_sqlite_and_variables() {
+    const TEST: &str =
+        "the_python_smoke_composed_with_the_spin_adapter_runs_on_spin_sqlite_and_variables";
+    if !support::python_components_built(TEST) {
+        return;
+    }
+    smoke_twin_runs_on_spin("smoke-py", "/smoke-py", "smoke_py_note").await;
+}
+
+/// The smoke twin `component` (`smoke`, or `smoke-py` in Python), composed with the Spin adapter,
+/// served at `route` in a host that adds only Spin's SQLite and variables; its notes land in
+/// `table` of Spin's database.
+async fn smoke_twin_runs_on_spin(component: &str, route: &'static str, table: &str) {
     let db = rusqlite::Connection::open_in_memory().expect("sqlite");
     // The schema `lethe migrate` prepares before `spin up`.
-    let migrations = PathBuf::from(lethe::REPO_ROOT).join("components/smoke/migrations");
+    let migrations = PathBuf::from(lethe::REPO_ROOT)
+        .join("components")
+        .join(component)
+        .join("migrations");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&migrations)
         .expect("migrations")
         .flatten()
@@ -368,22 +394,23 @@ async fn smoke_composed_with_the_spin_adapter_runs_on_spin_sqlite_and_variables(
     let db: Database = Arc::new(Mutex::new(db));
     // On Spin, configuration is the component's Spin variables, not the environment.
     let host = PlainHost::new(
-        &composed("smoke"),
+        &composed(&component.replace('-', "_")),
         vec![("LETHE_VAR_GREETING".into(), "not read on Spin".into())],
         Some(db.clone()),
     )
     .expect("the composed smoke links against WASI, wasi:http and Spin's SQLite and variables")
     .with_variables(&[("greeting", "hello from Spin")]);
-    // Spin's routing headers for the route `/smoke/...`.
+    // Spin's routing headers for the route `<route>/...`.
     let call = |method: &'static str, info: &'static str, body: Option<&'static str>| {
         let host = &host;
         async move {
-            let path = format!("/smoke{info}");
+            let path = format!("{route}{info}");
+            let raw_route = format!("{route}/...");
             let headers = [
                 ("spin-path-info", info),
-                ("spin-matched-route", "/smoke"),
-                ("spin-component-route", "/smoke"),
-                ("spin-raw-component-route", "/smoke/..."),
+                ("spin-matched-route", route),
+                ("spin-component-route", route),
+                ("spin-raw-component-route", raw_route.as_str()),
                 ("spin-base-path", "/"),
             ];
             host.call_with(method, &path, None, body, &headers)
@@ -418,7 +445,7 @@ async fn smoke_composed_with_the_spin_adapter_runs_on_spin_sqlite_and_variables(
         .lock()
         .expect("db")
         .query_row(
-            "SELECT body FROM smoke_note WHERE name = 'first'",
+            &format!("SELECT body FROM {table} WHERE name = 'first'"),
             [],
             |r| r.get(0),
         )

@@ -65,7 +65,7 @@ memory_limit_mb = 16
     )
 }
 
-const SMOKE_CAPS: &str = r#""sql", "log", "config""#;
+const SMOKE_CAPS: &str = r#""kube", "sql", "log", "config""#;
 
 fn exercise_smoke_notes(lethe: &Lethe) {
     let put = request(
@@ -161,7 +161,7 @@ fn cron_trigger_fires_every_second() {
 
 #[test]
 fn ungranted_import_refuses_to_start_and_names_component_and_interface() {
-    let failure = match Lethe::try_up(&manifest(r#""log", "config""#, None), &[], &[]) {
+    let failure = match Lethe::try_up(&manifest(r#""kube", "log", "config""#, None), &[], &[]) {
         Ok(_) => panic!("lethe up must refuse a component importing an ungranted capability"),
         Err(f) => f,
     };

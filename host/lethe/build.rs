@@ -2,6 +2,11 @@
 //! runs against components built from the same tree. They land in `target/wasm/wasm32-wasip2/wasm/`,
 //! the paths `spin.toml` names.
 //!
+//! Components written in Python (a directory under `components/` with an `app.py`) are built
+//! with componentize-py, against the world of the directory's name in `wit/`, when
+//! componentize-py is installed (`LETHE_COMPONENTIZE_PY` names it, else `componentize-py` on the
+//! `PATH`); without it they are left out, with a warning, and the tests that serve them say why.
+//!
 //! Then it composes every handler whose lethe imports an adapter component supplies with that
 //! adapter, into `…/wasm/foreign/`: a handler without `sql` with `wasi-adapter` (`kube`, `log`,
 //! `config` over standard WASI), so it imports only standard WASI (`wasmtime serve`, jco, any WASI
@@ -23,6 +28,8 @@ fn main() {
     println!("cargo:rerun-if-changed={}", components.display());
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
     println!("cargo:rerun-if-env-changed=LETHE_SKIP_COMPONENT_BUILD");
+    println!("cargo:rerun-if-env-changed=LETHE_COMPONENTIZE_PY");
+    println!("cargo:rerun-if-env-changed=PATH");
 
     let out_dir = root.join("target/wasm").join(TARGET).join("wasm");
     println!("cargo:rustc-env=LETHE_COMPONENTS_DIR={}", out_dir.display());
@@ -69,6 +76,14 @@ fn main() {
         .expect("cannot run cargo to build the components");
     if !status.success() {
         panic!("building the wasm32-wasip2 components failed (see the cargo output above)");
+    }
+    for dir in python_components(&components) {
+        if let Err(e) = build_python(&root, &dir, &out_dir) {
+            panic!(
+                "building the Python component {} failed: {e:#}",
+                dir.display()
+            );
+        }
     }
     if let Err(e) = compose_for_foreign_hosts(&out_dir) {
         panic!("composing the components with the adapters failed: {e:#}");
@@ -146,6 +161,89 @@ fn compose(
     let plug = graph.register_package(plug)?;
     wac_graph::plug(&mut graph, vec![plug], socket)?;
     Ok(Some(graph.encode(EncodeOptions::default())?))
+}
+
+/// Every directory under `components/` that holds a Python component (an `app.py`).
+fn python_components(components: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(components)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|d| d.join("app.py").is_file())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// The componentize-py to build Python components with, if there is one.
+fn componentize_py() -> Option<PathBuf> {
+    if let Some(named) = std::env::var_os("LETHE_COMPONENTIZE_PY") {
+        return Some(PathBuf::from(named));
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join("componentize-py"))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Builds the Python component in `dir` into `<out_dir>/<name>.wasm` (`-` as `_`, as cargo names
+/// wasm files), against the world `lethe:platform/<name>`, unless it is newer than every source
+/// it is built from.
+fn build_python(root: &Path, dir: &Path, out_dir: &Path) -> anyhow::Result<()> {
+    use anyhow::{Context as _, bail};
+    let name = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .context("component directory name")?;
+    let output = out_dir.join(format!("{}.wasm", name.replace('-', "_")));
+    let Some(tool) = componentize_py() else {
+        println!(
+            "cargo:warning=componentize-py is not installed, so the Python component `{name}` is not built (pip install componentize-py==0.25.1)"
+        );
+        let _ = std::fs::remove_file(&output);
+        return Ok(());
+    };
+    let sources = [dir.to_path_buf(), root.join("wit"), tool.clone()];
+    if newer_than_all(&output, &sources) {
+        return Ok(());
+    }
+    std::fs::create_dir_all(out_dir)?;
+    let status = Command::new(&tool)
+        .arg("-d")
+        .arg(root.join("wit"))
+        .args(["-w", &format!("lethe:platform/{name}"), "--quiet"])
+        .args(["componentize", "app", "-p"])
+        .arg(dir)
+        .arg("-o")
+        .arg(&output)
+        .status()
+        .with_context(|| format!("cannot run {}", tool.display()))?;
+    if !status.success() {
+        bail!("{} exited with {status}", tool.display());
+    }
+    Ok(())
+}
+
+/// Whether `output` exists and was written after every file under `sources` last changed.
+fn newer_than_all(output: &Path, sources: &[PathBuf]) -> bool {
+    fn latest(path: &Path) -> Option<std::time::SystemTime> {
+        let meta = std::fs::metadata(path).ok()?;
+        if !meta.is_dir() {
+            return meta.modified().ok();
+        }
+        std::fs::read_dir(path)
+            .ok()?
+            .flatten()
+            .filter(|e| e.file_name() != "__pycache__")
+            .filter_map(|e| latest(&e.path()))
+            .max()
+    }
+    let Some(built) = std::fs::metadata(output).and_then(|m| m.modified()).ok() else {
+        return false;
+    };
+    sources
+        .iter()
+        .all(|s| latest(s).is_some_and(|changed| changed < built))
 }
 
 /// Whether the standard library for the wasm target is installed in rustc's sysroot.

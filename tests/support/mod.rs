@@ -57,6 +57,22 @@ pub fn external_kubeconfig() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// `true` when the build script built the Python components (componentize-py is installed);
+/// otherwise prints why `test` skips, or fails it in CI (`CI=true`), where a silent skip would
+/// hide that the Python component was never tested.
+pub fn python_components_built(test: &str) -> bool {
+    if component("smoke_py").is_file() {
+        return true;
+    }
+    let why = "the Python components were not built: componentize-py is not installed \
+               (pip install componentize-py==0.25.1, then build again)";
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: {why}");
+    }
+    eprintln!("skipping {test}: {why}");
+    false
+}
+
 /// `true` (after printing why) when a test needs the embedded cluster's token file for its users
 /// but `KUBECONFIG` points elsewhere; set `LETHE_TEST_USERS_EXIST=1` once the users exist there.
 pub fn skip_without_test_users(test: &str) -> bool {
@@ -144,6 +160,17 @@ impl Lethe {
         let path = data_dir.path().join("spin.toml");
         std::fs::write(&path, manifest).expect("write manifest");
         Self::up_app_in(data_dir, &path, users, env)
+    }
+
+    /// Like [`Lethe::up_app`], on the manifest file at `manifest` (its relative paths resolve
+    /// against its own directory, as `lethe up --manifest` does).
+    pub fn up_app_at(
+        manifest: &Path,
+        users: &[(&str, &str, &[&str])],
+        env: &[(&str, &str)],
+    ) -> Lethe {
+        let data_dir = tempfile::tempdir().expect("tempdir");
+        Self::up_app_in(data_dir, manifest, users, env)
     }
 
     fn up_app_in(

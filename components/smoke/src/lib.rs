@@ -4,13 +4,18 @@
 //! - `PUT /smoke/notes/{name}` stores the body as a note (201 new, 200 replaced);
 //! - `GET /smoke/notes/{name}` reads it back; `GET /smoke/notes` lists all;
 //! - `GET /smoke/ticks` counts the cron ticks recorded;
-//! - `GET /smoke/greeting` returns the `greeting` configuration value.
+//! - `GET /smoke/greeting` returns the `greeting` configuration value;
+//! - `GET /smoke/namespaces/{name}` reads a Namespace from Kubernetes as the caller (the request's
+//!   bearer token): its name and phase, or the CF error for what the cluster answered.
 //!
 //! Cron: every tick records its timestamp in `smoke_tick`.
 //!
-//! The logic is [`handle`], a function of the request and a [`Capabilities`] implementation, so it
-//! is unit-tested natively with an in-memory fake and runs as wasm against the host.
+//! The logic is [`handle`], a function of the request, a [`Capabilities`] implementation and a
+//! [`Kube`], so it is unit-tested natively with in-memory fakes and runs as wasm against the host.
+//! `components/smoke-py` is its twin in Python, held to the same end-to-end test.
 
+use lethe_guest::cf::HttpError;
+use lethe_guest::kube::{Identity, Kube, ObjectRef};
 use lethe_guest::{Request, Response, cf};
 use serde_json::json;
 
@@ -45,7 +50,7 @@ pub enum CapError {
 }
 
 /// Routes one request.
-pub fn handle(caps: &dyn Capabilities, req: &Request) -> Response {
+pub fn handle(caps: &dyn Capabilities, kube: &dyn Kube, req: &Request) -> Response {
     let info = req.path_info().trim_end_matches('/').to_string();
     let segments: Vec<&str> = info.trim_start_matches('/').split('/').collect();
     let result = match (req.method.as_str(), segments.as_slice()) {
@@ -57,12 +62,15 @@ pub fn handle(caps: &dyn Capabilities, req: &Request) -> Response {
             200,
             &json!({ "greeting": caps.config("greeting").unwrap_or_default() }),
         )),
-        (_, ["notes"] | ["notes", _] | ["ticks"] | ["greeting"]) => Ok(cf::error(
-            405,
-            10000,
-            "CF-MethodNotAllowed",
-            format!("{} is not allowed here", req.method),
-        )),
+        ("GET", ["namespaces", name]) => Ok(get_namespace(kube, req, name)),
+        (_, ["notes"] | ["notes", _] | ["ticks"] | ["greeting"] | ["namespaces", _]) => {
+            Ok(cf::error(
+                405,
+                10000,
+                "CF-MethodNotAllowed",
+                format!("{} is not allowed here", req.method),
+            ))
+        }
         _ => Ok(cf::not_found("Unknown smoke route")),
     };
     result.unwrap_or_else(|e| match e {
@@ -142,6 +150,43 @@ fn put_note(caps: &dyn Capabilities, name: &str, body: &[u8]) -> Result<Response
         status,
         &json!({ "name": name, "body": text }),
     ))
+}
+
+/// The Namespace `name` as the caller sees it. A name Kubernetes could not hold is not found
+/// without asking the cluster.
+fn get_namespace(kube: &dyn Kube, req: &Request, name: &str) -> Response {
+    const NOT_FOUND: &str = "Namespace not found";
+    let caller = match req.bearer_token() {
+        Ok(Some(token)) => Identity::Caller(token),
+        Ok(None) => return cf::not_authenticated(),
+        Err(_) => return HttpError::invalid_token().into_response(),
+    };
+    if !is_dns_label(name) {
+        return cf::not_found(NOT_FOUND);
+    }
+    let target = ObjectRef {
+        api_version: "v1".into(),
+        kind: "Namespace".into(),
+        namespace: None,
+        name: name.into(),
+    };
+    match kube.get(&caller, &target) {
+        Ok(namespace) => Response::json(
+            200,
+            &json!({ "name": name, "phase": namespace.str_at("/status/phase") }),
+        ),
+        Err(e) => HttpError::from_kube(e, NOT_FOUND).into_response(),
+    }
+}
+
+/// An RFC 1123 label, the form of a Namespace's name.
+fn is_dns_label(name: &str) -> bool {
+    (1..=63).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
 }
 
 fn count_ticks(caps: &dyn Capabilities) -> Result<Response, CapError> {

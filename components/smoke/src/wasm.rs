@@ -5,6 +5,10 @@ use crate::{CapError, Capabilities, Param};
 wit_bindgen::generate!({
     path: "../../wit",
     world: "lethe:platform/smoke",
+    // `kube` is served by the guest SDK's host, so its calls come from one set of bindings.
+    with: {
+        "lethe:platform/kube@0.1.0": lethe_guest::host::bindings::lethe::platform::kube,
+    },
     generate_all,
 });
 
@@ -65,7 +69,8 @@ impl wasip2::exports::http::incoming_handler::Guest for Smoke {
         request: wasip2::http::types::IncomingRequest,
         out: wasip2::http::types::ResponseOutparam,
     ) {
-        lethe_guest::wasi_http::serve(request, out, |req| crate::handle(&Host, &req));
+        let kube = lethe_guest::host::Host::default();
+        lethe_guest::wasi_http::serve(request, out, |req| crate::handle(&Host, &kube, &req));
     }
 }
 
