@@ -11,150 +11,52 @@ HTTP, below the component's route (`/smoke-py/...` in its `spin.toml`):
   token): its name and phase, or the CF error for what the cluster answered.
 
 `handle` is a function of a `Request` and a `Capabilities` object, so it runs under plain CPython
-against a fake (`test_logic.py`) and as wasm against lethe (`app.py` supplies the real one).
+against a fake (`test_logic.py`) and as wasm against lethe (`app.py` supplies the real one). The
+request model and error envelopes are the Python guest SDK's (`components/guest-py`).
 """
 
-import json
 import re
-from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Protocol, Tuple
 
-# Largest request body the component accepts, as the Rust guest SDK's `MAX_BODY_BYTES`.
-MAX_BODY_BYTES = 1024 * 1024
+from lethe_guest import (
+    Constraint,
+    Failed,
+    KubeError,
+    MalformedAuthorization,
+    Request,
+    Response,
+    bearer_token,
+    cf_error,
+    from_kube,
+    invalid_token,
+    json_response,
+    not_authenticated,
+    not_found,
+    parse_error,
+    unknown_error,
+    unprocessable,
+)
 
 NOTE_NAME = re.compile(r"[A-Za-z0-9_-]{1,63}")
 DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
 
-class Constraint(Exception):
-    """A constraint rejected a write: the caller's input was bad."""
-
-
-class Failed(Exception):
-    """The host or database failed."""
-
-
-class KubeError(Exception):
-    """A Kubernetes call failed; `kind` is the WIT error case (`not-found`, `forbidden`, ...)."""
-
-    def __init__(self, kind: str, message: str = ""):
-        super().__init__(f"{kind}: {message}")
-        self.kind = kind
-
-
 class Capabilities(Protocol):
-    """The capability calls the logic makes (`app.py` maps them onto lethe's WIT imports)."""
+    """The capability calls the logic makes: `lethe_guest.wasm.Host` in the component, a fake
+    in `test_logic.py`."""
 
-    def query(self, sql: str, params: list) -> List[list]:
+    def query(self, statement: str, params: list) -> List[list]:
         """Runs a read; raises `Constraint` or `Failed`."""
 
-    def execute(self, sql: str, params: list) -> int:
+    def execute(self, statement: str, params: list) -> int:
         """Runs a write and returns the rows affected; raises `Constraint` or `Failed`."""
 
     def config(self, key: str) -> Optional[str]:
         """A configuration value, or `None` when it is not set."""
 
-    def get_as_caller(self, token: str, api_version: str, kind: str, name: str) -> dict:
-        """The cluster-scoped object `name`, read with the caller's token; raises `KubeError`."""
-
-
-@dataclass
-class Request:
-    """One HTTP request, as the component sees it."""
-
-    method: str
-    path: str
-    headers: Dict[str, bytes] = field(default_factory=dict)
-    body: bytes = b""
-
-    def path_info(self) -> str:
-        """The path below the component's route: Spin's `spin-path-info`, else the path."""
-        info = self.headers.get("spin-path-info")
-        return info.decode("utf-8", "replace") if info is not None else self.path
-
-
-@dataclass
-class Response:
-    """One HTTP response."""
-
-    status: int
-    body: bytes
-    headers: List[Tuple[str, bytes]] = field(
-        default_factory=lambda: [("content-type", b"application/json")]
-    )
-
-
-def json_response(status: int, value) -> Response:
-    return Response(status, json.dumps(value, separators=(",", ":")).encode())
-
-
-def cf_error(status: int, code: int, title: str, detail: str) -> Response:
-    """Cloud Foundry's V3 error envelope, as the Rust guest SDK's `cf::error`."""
-    return json_response(status, {"errors": [{"code": code, "title": title, "detail": detail}]})
-
-
-def not_found(detail: str) -> Response:
-    return cf_error(404, 10010, "CF-ResourceNotFound", detail)
-
-
-def unprocessable(detail: str) -> Response:
-    return cf_error(422, 10008, "CF-UnprocessableEntity", detail)
-
-
-def parse_error(detail: str) -> Response:
-    return cf_error(400, 1001, "CF-MessageParseError", detail)
-
-
-def unknown_error() -> Response:
-    return cf_error(500, 10001, "UnknownError", "An unknown error occurred.")
-
-
-def not_authenticated() -> Response:
-    return cf_error(401, 10002, "CF-NotAuthenticated", "Authentication error")
-
-
-def invalid_token() -> Response:
-    return cf_error(401, 1000, "CF-InvalidAuthToken", "Invalid Auth Token")
-
-
-def too_large() -> Response:
-    return cf_error(413, 10001, "CF-RequestEntityTooLarge", "The request body is too large")
-
-
-def from_kube(e: KubeError, not_found_detail: str) -> Response:
-    """A Kubernetes failure of a call made for the caller, as the Rust `HttpError::from_kube`."""
-    if e.kind == "not-found":
-        return not_found(not_found_detail)
-    if e.kind == "unauthorized":
-        return invalid_token()
-    if e.kind == "forbidden":
-        return cf_error(
-            403, 10003, "CF-NotAuthorized", "You are not authorized to perform the requested action"
-        )
-    if e.kind in ("invalid", "conflict"):
-        return unprocessable(str(e))
-    return cf_error(503, 10015, "CF-ServiceUnavailable", str(e))
-
-
-class MalformedAuthorization(Exception):
-    """An `Authorization` header that is `Bearer` but not `Bearer <token>`."""
-
-
-def bearer_token(req: Request) -> Optional[str]:
-    """The caller's bearer token; `None` when there is none (Cloud Controller takes a header
-    that is not a bearer credential as none). Raises `MalformedAuthorization`."""
-    raw = req.headers.get("authorization")
-    if raw is None or raw.lstrip()[:6].lower() != b"bearer":
-        return None
-    try:
-        value = raw.decode("utf-8").strip()
-    except UnicodeDecodeError:
-        raise MalformedAuthorization()
-    scheme, sep, token = value.partition(" ")
-    token = token.strip()
-    if not sep or scheme.lower() != "bearer" or not token or " " in token:
-        raise MalformedAuthorization()
-    return token
+    def get(self, token: Optional[str], api_version: str, kind: str,
+            namespace: Optional[str], name: str) -> dict:
+        """One object, read as the caller with `token`; raises `KubeError`."""
 
 
 def handle(caps: Capabilities, req: Request) -> Response:
@@ -248,7 +150,7 @@ def get_namespace(caps: Capabilities, req: Request, name: str) -> Response:
     if not DNS_LABEL.fullmatch(name):
         return not_found("Namespace not found")
     try:
-        namespace = caps.get_as_caller(token, "v1", "Namespace", name)
+        namespace = caps.get(token, "v1", "Namespace", None, name)
     except KubeError as e:
         return from_kube(e, "Namespace not found")
     phase = (namespace.get("status") or {}).get("phase")

@@ -1,9 +1,11 @@
 """Unit tests of the Python smoke logic under plain CPython, against an in-memory fake of the
-capabilities: `python3 -m unittest` in this directory (`tests/twins.rs` runs it)."""
+capabilities: `PYTHONPATH=../guest-py python3 -m unittest` in this directory (`tests/twins.rs`
+runs it)."""
 
 import json
 import unittest
 
+import lethe_guest
 import logic
 
 
@@ -20,7 +22,7 @@ class FakeHost:
 
     def query(self, sql, params):
         if self.fail:
-            raise logic.Failed("database down")
+            raise lethe_guest.Failed("database down")
         if sql.startswith("SELECT name, body FROM smoke_py_note ORDER BY"):
             return [[n, b] for n, b in sorted(self.notes.items())]
         if sql.startswith("SELECT name, body"):
@@ -29,33 +31,33 @@ class FakeHost:
             return [[1]] if params[0] in self.notes else []
         if sql.startswith("SELECT COUNT(*) FROM smoke_py_tick"):
             return [[len(self.ticks)]]
-        raise logic.Failed(f"unexpected query {sql}")
+        raise lethe_guest.Failed(f"unexpected query {sql}")
 
     def execute(self, sql, params):
         if self.fail:
-            raise logic.Failed("database down")
+            raise lethe_guest.Failed("database down")
         if sql.startswith("INSERT INTO smoke_py_note"):
             if not params[1]:
-                raise logic.Constraint("smoke_py_note_body_not_empty")
+                raise lethe_guest.Constraint("smoke_py_note_body_not_empty")
             self.notes[params[0]] = params[1]
             return 1
         if sql.startswith("INSERT INTO smoke_py_tick"):
             fresh = params[0] not in self.ticks
             self.ticks.add(params[0])
             return int(fresh)
-        raise logic.Failed(f"unexpected statement {sql}")
+        raise lethe_guest.Failed(f"unexpected statement {sql}")
 
     def config(self, key):
         return "hello from config" if key == "greeting" else None
 
-    def get_as_caller(self, token, api_version, kind, name):
+    def get(self, token, api_version, kind, namespace, name):
         self.kube_calls += 1
         if token == "stale":
-            raise logic.KubeError("unauthorized", "Unauthorized")
+            raise lethe_guest.KubeError("unauthorized", "Unauthorized")
         if token not in self.readers:
-            raise logic.KubeError("forbidden", "namespaces is forbidden")
+            raise lethe_guest.KubeError("forbidden", "namespaces is forbidden")
         if name not in self.namespaces:
-            raise logic.KubeError("not-found", name)
+            raise lethe_guest.KubeError("not-found", name)
         return self.namespaces[name]
 
 
@@ -63,7 +65,7 @@ def call(host, method, path_info, body=b"", token=None):
     headers = {"spin-path-info": path_info.encode()}
     if token is not None:
         headers["authorization"] = f"Bearer {token}".encode()
-    response = logic.handle(host, logic.Request(method, "/smoke-py" + path_info, headers, body))
+    response = logic.handle(host, lethe_guest.Request(method, "/smoke-py" + path_info, headers, body))
     return response.status, json.loads(response.body)
 
 
@@ -123,7 +125,7 @@ class Namespaces(unittest.TestCase):
         self.assertEqual(call(host, "GET", "/namespaces/team-a")[1]["errors"][0]["code"], 10002)
         self.assertEqual(call(host, "GET", "/namespaces/team-a", token="stale")[0], 401)
         malformed = {"spin-path-info": b"/namespaces/team-a", "authorization": b"Bearer a b"}
-        response = logic.handle(host, logic.Request("GET", "/", malformed))
+        response = logic.handle(host, lethe_guest.Request("GET", "/", malformed))
         self.assertEqual(json.loads(response.body)["errors"][0]["code"], 1000)
         calls = host.kube_calls
         self.assertEqual(call(host, "GET", "/namespaces/Team_A", token="bob")[0], 404)

@@ -3,8 +3,8 @@
 //! the paths `spin.toml` names.
 //!
 //! Components written in Python (a directory under `components/` with an `app.py`) are built
-//! with componentize-py, against the world of the directory's name in `wit/`, when
-//! componentize-py is installed (`LETHE_COMPONENTIZE_PY` names it, else `componentize-py` on the
+//! with componentize-py, against the world and with the guest SDK their `pyproject.toml` names
+//! (`[tool.lethe] world`, `sdk`), when componentize-py is installed (`LETHE_COMPONENTIZE_PY` names it, else `componentize-py` on the
 //! `PATH`); without it they are left out, with a warning, and the tests that serve them say why.
 //!
 //! Then it composes every handler whose lethe imports an adapter component supplies with that
@@ -187,7 +187,7 @@ fn componentize_py() -> Option<PathBuf> {
 }
 
 /// Builds the Python component in `dir` into `<out_dir>/<name>.wasm` (`-` as `_`, as cargo names
-/// wasm files), against the world `lethe:platform/<name>`, unless it is newer than every source
+/// wasm files), against the world its `pyproject.toml` names, unless it is newer than every source
 /// it is built from.
 fn build_python(root: &Path, dir: &Path, out_dir: &Path) -> anyhow::Result<()> {
     use anyhow::{Context as _, bail};
@@ -203,7 +203,21 @@ fn build_python(root: &Path, dir: &Path, out_dir: &Path) -> anyhow::Result<()> {
         let _ = std::fs::remove_file(&output);
         return Ok(());
     };
-    let sources = [dir.to_path_buf(), root.join("wit"), tool.clone()];
+    let project: toml::Table = std::fs::read_to_string(dir.join("pyproject.toml"))
+        .context("reading pyproject.toml")?
+        .parse()
+        .context("parsing pyproject.toml")?;
+    let setting = |key: &str| {
+        project
+            .get("tool")
+            .and_then(|t| t.get("lethe"))
+            .and_then(|t| t.get(key))
+            .and_then(|v| v.as_str())
+            .with_context(|| format!("pyproject.toml has no [tool.lethe] {key}"))
+    };
+    let world = setting("world")?;
+    let sdk = dir.join(setting("sdk")?);
+    let sources = [dir.to_path_buf(), sdk.clone(), root.join("wit"), tool.clone()];
     if newer_than_all(&output, &sources) {
         return Ok(());
     }
@@ -211,9 +225,11 @@ fn build_python(root: &Path, dir: &Path, out_dir: &Path) -> anyhow::Result<()> {
     let status = Command::new(&tool)
         .arg("-d")
         .arg(root.join("wit"))
-        .args(["-w", &format!("lethe:platform/{name}"), "--quiet"])
+        .args(["-w", world, "--quiet"])
         .args(["componentize", "app", "-p"])
         .arg(dir)
+        .arg("-p")
+        .arg(&sdk)
         .arg("-o")
         .arg(&output)
         .status()
