@@ -15,11 +15,14 @@
 //!   environments, components), shared by `lethe up` and `lethe sync`;
 //! - [`app`]: serving it all for `lethe up`;
 //! - [`service_account`]: the host's own identity on the embedded cluster;
-//! - [`sync`]: `lethe sync --once`, one reconciler pass outside the schedule.
+//! - [`sync`]: `lethe sync --once`, one reconciler pass outside the schedule;
+//! - [`scaffold`]: `lethe new`, a component from a template;
+//! - [`component_build`]: `lethe build`, the manifest's build commands.
 
 pub mod admin;
 pub mod app;
 pub mod caps;
+pub mod component_build;
 pub mod configure;
 pub mod grants;
 pub mod identity;
@@ -28,6 +31,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod migrations;
 pub mod runtime;
+pub mod scaffold;
 pub mod service_account;
 pub mod status_page;
 pub mod sync;

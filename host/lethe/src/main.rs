@@ -27,9 +27,44 @@ enum Command {
     Cluster(ClusterArgs),
     /// Run the manifest's reconcilers once, on the same database and cluster as `lethe up`.
     Sync(SyncArgs),
+    /// Make a new component from a template: its crate or Python package, its migrations, and
+    /// its stanza in the application's `spin.toml`.
+    New(NewArgs),
+    /// Run the manifest's build commands (`[component.<id>.build]`), as `spin build` does.
+    Build(BuildArgs),
     /// Apply every component's migrations to the database and exit (for example, to prepare
     /// the SQLite database of a Spin application, which applies none of its own).
     Migrate(AppArgs),
+}
+
+#[derive(clap::Args)]
+struct NewArgs {
+    /// What to make.
+    #[arg(value_enum)]
+    template: lethe::scaffold::Template,
+    /// The component's name: its id, its route (`/<name>/...`) and its directory.
+    name: String,
+    /// The language to write it in.
+    #[arg(long, value_enum, default_value = "rust")]
+    lang: lethe::scaffold::Lang,
+    /// The application directory: its `spin.toml` gets the component (and is written if
+    /// missing), `components/<name>/` its files.
+    #[arg(long, default_value = ".")]
+    dir: PathBuf,
+    /// The lethe checkout whose guest SDKs, WIT and Spin adapter the component uses (default:
+    /// the one this binary was built from).
+    #[arg(long, env = "LETHE_ROOT")]
+    lethe_root: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct BuildArgs {
+    /// The Spin v2 manifest.
+    #[arg(long, default_value = "spin.toml")]
+    manifest: PathBuf,
+    /// Only this component.
+    #[arg(long)]
+    component: Option<String>,
 }
 
 /// The application a command works on, as `lethe up` runs it: its manifest and its database.
@@ -154,8 +189,54 @@ fn run() -> anyhow::Result<()> {
             Command::Cluster(args) => cluster(args).await,
             Command::Sync(args) => sync(args).await,
             Command::Migrate(args) => migrate(args).await,
+            Command::New(args) => new_component(args),
+            Command::Build(args) => build(args),
         }
     })
+}
+
+fn new_component(args: NewArgs) -> anyhow::Result<()> {
+    let made = lethe::scaffold::NewComponent {
+        template: args.template,
+        name: args.name.clone(),
+        lang: args.lang,
+        app_dir: args.dir.clone(),
+        lethe_root: args
+            .lethe_root
+            .unwrap_or_else(|| PathBuf::from(lethe::REPO_ROOT)),
+    }
+    .write()?;
+    let in_dir = |command: &str| {
+        if args.dir == std::path::Path::new(".") {
+            command.to_string()
+        } else {
+            format!("cd {} && {command}", args.dir.display())
+        }
+    };
+    println!(
+        "made component `{name}` in {dir}, and its stanza in {manifest}{joined}.\n\n\
+         next:\n  {test}\n  {build}\n  {up}\n  \
+         curl -X PUT --data hi localhost:3000/{name}/items/first",
+        name = args.name,
+        dir = made.dir.display(),
+        manifest = made.manifest.display(),
+        joined = if made.in_workspace {
+            " (the crate joined the Cargo workspace)"
+        } else {
+            ""
+        },
+        test = made.test_command,
+        build = in_dir("lethe build"),
+        up = in_dir("lethe up"),
+    );
+    Ok(())
+}
+
+fn build(args: BuildArgs) -> anyhow::Result<()> {
+    let manifest = lethe::manifest::load(&args.manifest)?;
+    let built = lethe::component_build::build_all(&manifest, args.component.as_deref())?;
+    eprintln!("built {} component(s)", built.len());
+    Ok(())
 }
 
 /// Logs go to stderr, filtered by `LETHE_LOG` (default `info`), as text or, with

@@ -180,6 +180,60 @@ pub struct ComponentDecl {
     pub variables: BTreeMap<String, String>,
     /// `[component.<id>.tool.lethe]`.
     pub grants: Grants,
+    /// `[component.<id>.build]`, if any.
+    pub build: Option<Build>,
+}
+
+/// `[component.<id>.build]`: how `lethe build` (and `spin build`) makes the component's source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Build {
+    /// The commands, run in order, each by the shell (`command`: one string, or a list).
+    pub commands: Vec<String>,
+    /// Where they run: `workdir` against the manifest's directory, which is the default.
+    pub workdir: PathBuf,
+    /// Globs, relative to `workdir`, of the files the build reads (`watch`).
+    pub watch: Vec<String>,
+}
+
+impl Build {
+    /// Reads a `[component.<id>.build]` table; paths resolve against `base_dir`.
+    fn parse(id: &str, table: &toml::Table, base_dir: &Path) -> anyhow::Result<Build> {
+        let strings = |key: &str, value: &toml::Value| -> anyhow::Result<Vec<String>> {
+            let items = match value {
+                toml::Value::String(s) => vec![s.clone()],
+                toml::Value::Array(items) => items
+                    .iter()
+                    .map(|i| i.as_str().map(str::to_string))
+                    .collect::<Option<_>>()
+                    .with_context(|| {
+                        format!("[component.{id}.build] {key} must be strings")
+                    })?,
+                _ => bail!("[component.{id}.build] {key} must be a string or a list of strings"),
+            };
+            Ok(items)
+        };
+        let commands = match table.get("command") {
+            Some(v) => strings("command", v)?,
+            None => bail!("[component.{id}.build] has no `command`"),
+        };
+        if commands.is_empty() || commands.iter().any(|c| c.trim().is_empty()) {
+            bail!("[component.{id}.build] has an empty `command`");
+        }
+        let workdir = match table.get("workdir") {
+            Some(toml::Value::String(w)) => base_dir.join(w),
+            Some(_) => bail!("[component.{id}.build] workdir must be a string"),
+            None => base_dir.to_path_buf(),
+        };
+        let watch = match table.get("watch") {
+            Some(v) => strings("watch", v)?,
+            None => Vec::new(),
+        };
+        Ok(Build {
+            commands,
+            workdir,
+            watch,
+        })
+    }
 }
 
 /// What a component may do: `[component.<id>.tool.lethe]`.
@@ -447,13 +501,12 @@ pub fn parse(text: &str, base_dir: &Path) -> anyhow::Result<Manifest> {
                 "component `{id}`: Spin key-value, sqlite and AI capabilities are not supplied by lethe; grant lethe's `sql` capability in [component.{id}.tool.lethe] instead"
             );
         }
-        let _ = (
-            &c.description,
-            &c.environment,
-            &c.files,
-            &c.exclude_files,
-            &c.build,
-        );
+        let _ = (&c.description, &c.environment, &c.files, &c.exclude_files);
+        let build = c
+            .build
+            .as_ref()
+            .map(|table| Build::parse(&id, table, base_dir))
+            .transpose()?;
         let _ = &c.dependencies_inherit_configuration;
         for (name, template) in &c.variables {
             check_variable_name(name)?;
@@ -487,6 +540,7 @@ pub fn parse(text: &str, base_dir: &Path) -> anyhow::Result<Manifest> {
                 source,
                 variables: c.variables,
                 grants,
+                build,
             },
         );
     }

@@ -13,8 +13,8 @@
 //! against lethe or Spin (`src/wasm.rs`).
 
 use lethe_guest::cf::HttpError;
-use lethe_guest::kube::{Collection, Identity, Kube as _, ListOptions};
-use lethe_guest::sql::{Sql as _, SqlError, Value};
+use lethe_guest::kube::{Collection, Identity, ListOptions};
+use lethe_guest::sql::{SqlError, Value};
 use lethe_guest::{Capabilities, Request, Response};
 use serde_json::json;
 

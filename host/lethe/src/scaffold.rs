@@ -1,0 +1,529 @@
+//! `lethe new`: a new component from a template, ready to build, serve and test.
+//!
+//! A template writes `components/<name>/` in an application directory (one with a `spin.toml`,
+//! written if there is none) and appends the component's stanza to the manifest: its route, its
+//! grants, its migrations and its `[component.<name>.build]`, which `lethe build` and
+//! `spin build` run. A Rust component joins the application's Cargo workspace when there is one
+//! (as in lethe's own repository, where the host's build script then builds it too); elsewhere it
+//! is a crate of its own, pinned to the versions lethe's SDK was tested with.
+//!
+//! Templates are files under `host/lethe/templates/<template>/`, compiled into the binary, with
+//! `__NAME__`-style placeholders (Rust's and Spin's own syntaxes use braces).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+
+/// What a template makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Template {
+    /// An HTTP handler on a route of its own, with SQL (a table and its migration) and
+    /// Kubernetes as the caller.
+    Http,
+}
+
+/// The language a component is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Lang {
+    /// Rust, on the guest SDK `lethe-guest`, built with cargo for `wasm32-wasip2`.
+    #[default]
+    Rust,
+    /// Python, on the guest SDK `components/guest-py`, built with componentize-py.
+    Python,
+}
+
+/// One `lethe new`.
+#[derive(Debug, Clone)]
+pub struct NewComponent {
+    /// The template.
+    pub template: Template,
+    /// The component's name: its id in the manifest, its route and its directory.
+    pub name: String,
+    /// Its language.
+    pub lang: Lang,
+    /// The application directory (holding `spin.toml`).
+    pub app_dir: PathBuf,
+    /// The lethe source tree whose SDKs, WIT and Spin adapter the component uses.
+    pub lethe_root: PathBuf,
+}
+
+/// What `lethe new` wrote, for the message that tells the user what to do next.
+#[derive(Debug)]
+pub struct Made {
+    /// The component's directory.
+    pub dir: PathBuf,
+    /// The manifest the stanza went into.
+    pub manifest: PathBuf,
+    /// Whether the Rust crate joined the application's Cargo workspace.
+    pub in_workspace: bool,
+    /// The command that runs the component's own tests, and where.
+    pub test_command: String,
+}
+
+/// One template file: its path below the component directory and its text.
+type File = (&'static str, &'static str);
+
+const HTTP_MIGRATION: File = (
+    "migrations/0001_items.sql",
+    include_str!("../templates/http/migrations/0001_items.sql"),
+);
+
+const HTTP_RUST: &[File] = &[
+    ("Cargo.toml", include_str!("../templates/http/rust/Cargo.toml")),
+    ("src/lib.rs", include_str!("../templates/http/rust/src/lib.rs")),
+    ("src/wasm.rs", include_str!("../templates/http/rust/src/wasm.rs")),
+    ("src/tests.rs", include_str!("../templates/http/rust/src/tests.rs")),
+    HTTP_MIGRATION,
+];
+
+const HTTP_PYTHON: &[File] = &[
+    ("pyproject.toml", include_str!("../templates/http/python/pyproject.toml")),
+    ("app.py", include_str!("../templates/http/python/app.py")),
+    ("logic.py", include_str!("../templates/http/python/logic.py")),
+    ("test_logic.py", include_str!("../templates/http/python/test_logic.py")),
+    HTTP_MIGRATION,
+];
+
+/// The lock file of lethe's own workspace: a crate outside it starts from the exact versions the
+/// SDK was tested with (cargo drops the entries it does not need on the first build).
+const WORKSPACE_LOCK: &str = include_str!("../../../Cargo.lock");
+
+/// The application variables that let a component's Kubernetes calls work on Spin too (through
+/// lethe's Spin adapter); `spin.toml`s that `lethe new` writes declare them.
+const SPIN_KUBE_VARIABLES: &str = r#"# Only for `spin up` (lethe reaches the cluster itself and ignores them): the Kubernetes API the
+# Spin adapter calls, and the bearer token of lethe's privileged identity.
+kube_url = { default = "http://127.0.0.1:6480" }
+kube_token = { default = "", secret = true }
+"#;
+
+/// Checks a component name: lower-case letters, digits and single dashes, starting with a
+/// letter, at most 40 characters (it becomes a route, a crate, a directory and SQL table names).
+pub fn check_name(name: &str) -> anyhow::Result<()> {
+    let well_formed = (1..=40).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.ends_with('-')
+        && !name.contains("--");
+    if !well_formed {
+        bail!(
+            "`{name}` cannot name a component: use 1-40 lower-case letters, digits and single dashes, starting with a letter"
+        );
+    }
+    Ok(())
+}
+
+impl NewComponent {
+    /// Writes the component and its manifest stanza. Nothing is written when a check fails: the
+    /// name is taken, the directory exists, or the manifest cannot be read.
+    pub fn write(&self) -> anyhow::Result<Made> {
+        check_name(&self.name)?;
+        let manifest = self.app_dir.join("spin.toml");
+        let existing = match std::fs::read_to_string(&manifest) {
+            Ok(text) => Some(text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e).with_context(|| format!("reading {}", manifest.display())),
+        };
+        let parsed: Option<toml::Table> = existing
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .with_context(|| format!("{} is not TOML", manifest.display()))?;
+        if let Some(component) = parsed.as_ref().and_then(|m| m.get("component")) {
+            if component.get(&self.name).is_some() {
+                bail!(
+                    "{} already has a component `{}`",
+                    manifest.display(),
+                    self.name
+                );
+            }
+        }
+        let dir = self.app_dir.join("components").join(&self.name);
+        if dir.exists() {
+            bail!("{} already exists", dir.display());
+        }
+        let workspace = self.workspace()?;
+        let files = match (self.template, self.lang) {
+            (Template::Http, Lang::Rust) => HTTP_RUST,
+            (Template::Http, Lang::Python) => HTTP_PYTHON,
+        };
+        let sdk = self.sdk_dir()?;
+        let sdk_text = self.path_from(&dir, &sdk);
+        for (path, text) in files {
+            let target = dir.join(path);
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            let text = self
+                .fill(text)
+                .replace("__SDK__", &sdk_text)
+                .replace("__DEPENDENCIES__", &self.dependencies(&workspace, &sdk_text, false))
+                .replace(
+                    "__DEV_DEPENDENCIES__",
+                    &self.dependencies(&workspace, &sdk_text, true),
+                )
+                .replace(
+                    "__WORKSPACE__",
+                    if workspace.is_some() {
+                        ""
+                    } else {
+                        "# A crate of its own, outside any Cargo workspace.\n[workspace]\n"
+                    },
+                );
+            std::fs::write(&target, text)
+                .with_context(|| format!("writing {}", target.display()))?;
+        }
+        if self.lang == Lang::Rust {
+            match &workspace {
+                Some(ws) => join_workspace(&ws.manifest, &format!("components/{}", self.name))?,
+                None => std::fs::write(dir.join("Cargo.lock"), WORKSPACE_LOCK)?,
+            }
+        }
+        let spin_ready = existing.is_none()
+            || parsed
+                .as_ref()
+                .and_then(|m| m.get("variables"))
+                .is_some_and(|v| v.get("kube_url").is_some() && v.get("kube_token").is_some());
+        let mut text = existing.unwrap_or_else(|| self.new_manifest());
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&self.stanza(workspace.is_some(), spin_ready));
+        std::fs::write(&manifest, text)
+            .with_context(|| format!("writing {}", manifest.display()))?;
+        let test_command = match self.lang {
+            Lang::Rust if workspace.is_some() => format!("cargo test -p {}", self.name),
+            Lang::Rust => format!("cd {} && cargo test", dir.display()),
+            Lang::Python => format!(
+                "cd {} && PYTHONPATH={sdk_text} python3 -m unittest",
+                dir.display()
+            ),
+        };
+        Ok(Made {
+            dir,
+            manifest,
+            in_workspace: workspace.is_some(),
+            test_command,
+        })
+    }
+
+    /// The name with `-` as `_`: the crate's wasm file and the SQL table prefix.
+    fn snake(&self) -> String {
+        self.name.replace('-', "_")
+    }
+
+    fn fill(&self, text: &str) -> String {
+        text.replace("__NAME__", &self.name)
+            .replace("__SNAKE__", &self.snake())
+    }
+
+    /// The guest SDK of the component's language in the lethe tree.
+    fn sdk_dir(&self) -> anyhow::Result<PathBuf> {
+        let sdk = match self.lang {
+            Lang::Rust => self.lethe_root.join("components/guest"),
+            Lang::Python => self.lethe_root.join("components/guest-py"),
+        };
+        if !sdk.is_dir() {
+            bail!(
+                "lethe's guest SDK is not at {}: pass --lethe-root <a checkout of lethe>",
+                sdk.display()
+            );
+        }
+        Ok(sdk)
+    }
+
+    /// `target` as written in files under `from`: relative when both are inside the
+    /// application directory (so the application can move), absolute otherwise.
+    fn path_from(&self, from: &Path, target: &Path) -> String {
+        let (Ok(app), Ok(target)) = (self.app_dir.canonicalize(), target.canonicalize()) else {
+            return target.display().to_string();
+        };
+        let Ok(inside) = target.strip_prefix(&app) else {
+            return target.display().to_string();
+        };
+        let depth = from
+            .strip_prefix(&self.app_dir)
+            .map(|p| p.components().count())
+            .unwrap_or(0);
+        let mut relative = PathBuf::new();
+        for _ in 0..depth {
+            relative.push("..");
+        }
+        relative.join(inside).display().to_string()
+    }
+
+    /// The Cargo workspace of the application directory, if it has one that can take the crate.
+    fn workspace(&self) -> anyhow::Result<Option<Workspace>> {
+        let manifest = self.app_dir.join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&manifest) else {
+            return Ok(None);
+        };
+        let parsed: toml::Table = text
+            .parse()
+            .with_context(|| format!("{} is not TOML", manifest.display()))?;
+        let Some(ws) = parsed.get("workspace") else {
+            return Ok(None);
+        };
+        let has_sdk = ws
+            .get("dependencies")
+            .and_then(|d| d.get("lethe-guest"))
+            .is_some();
+        Ok(Some(Workspace { manifest, has_sdk }))
+    }
+
+    /// The `[dependencies]` (or, with `dev`, `[dev-dependencies]`) of a Rust component: the
+    /// workspace's when it declares the SDK, else the SDK by path and the versions lethe uses.
+    fn dependencies(&self, workspace: &Option<Workspace>, sdk: &str, dev: bool) -> String {
+        let inherit = workspace.as_ref().is_some_and(|w| w.has_sdk);
+        match (inherit, dev) {
+            (true, false) => "lethe-guest.workspace = true\nserde_json.workspace = true\nwasip2.workspace = true\n".into(),
+            (true, true) => "lethe-guest = { workspace = true, features = [\"fake\"] }\n".into(),
+            (false, false) => format!(
+                "lethe-guest = {{ path = \"{sdk}\" }}\nserde_json = \"1\"\nwasip2 = \"2\"\n"
+            ),
+            (false, true) => {
+                format!("lethe-guest = {{ path = \"{sdk}\", features = [\"fake\"] }}\n")
+            }
+        }
+    }
+
+    /// A manifest for an application directory that has none.
+    fn new_manifest(&self) -> String {
+        format!(
+            "# A lethe application: `lethe build`, then `lethe up` (or `spin build`, then `spin up`).\n\
+             spin_manifest_version = 2\n\n\
+             [application]\n\
+             name = \"{name}-app\"\n\
+             version = \"0.1.0\"\n\n\
+             [application.tool.lethe]\n\
+             error_format = \"cf\"\n\n\
+             [variables]\n\
+             {SPIN_KUBE_VARIABLES}",
+            name = self.name
+        )
+    }
+
+    /// The manifest stanza: route, source, build, grants; and, when the application declares
+    /// the Spin adapter's variables, what Spin needs to compose the adapter in.
+    fn stanza(&self, in_workspace: bool, spin_ready: bool) -> String {
+        let name = &self.name;
+        let snake = self.snake();
+        let component_dir = self.app_dir.join("components").join(name);
+        let (source, build) = match (self.lang, in_workspace) {
+            (Lang::Rust, true) => (
+                format!("target/wasm/wasm32-wasip2/wasm/{snake}.wasm"),
+                format!(
+                    "command = \"cargo build --profile wasm --target wasm32-wasip2 -p {name} --target-dir target/wasm\"\n\
+                     watch = [\"components/{name}/src/**/*.rs\", \"components/{name}/Cargo.toml\"]\n"
+                ),
+            ),
+            (Lang::Rust, false) => (
+                format!("components/{name}/target/wasm32-wasip2/release/{snake}.wasm"),
+                format!(
+                    "command = \"cargo build --release --target wasm32-wasip2\"\n\
+                     workdir = \"components/{name}\"\n\
+                     watch = [\"src/**/*.rs\", \"Cargo.toml\"]\n"
+                ),
+            ),
+            (Lang::Python, _) => {
+                let wit = self.path_from(&component_dir, &self.lethe_root.join("wit"));
+                let sdk = self
+                    .sdk_dir()
+                    .map(|s| self.path_from(&component_dir, &s))
+                    .unwrap_or_default();
+                // Built outside the component's directory, which componentize-py bundles whole.
+                (
+                    format!("target/lethe/{snake}.wasm"),
+                    format!(
+                        "command = \"mkdir -p ../../target/lethe && componentize-py -d {wit} -w lethe:platform/python-http componentize app -p . -p {sdk} -o ../../target/lethe/{snake}.wasm\"\n\
+                         workdir = \"components/{name}\"\n\
+                         watch = [\"*.py\"]\n"
+                    ),
+                )
+            }
+        };
+        let mut text = format!(
+            "\n# --- {name}: made by `lethe new http{lang}` ---\n\n\
+             [[trigger.http]]\n\
+             route = \"/{name}/...\"\n\
+             component = \"{name}\"\n\n\
+             [component.{name}]\n\
+             source = \"{source}\"\n",
+            lang = if self.lang == Lang::Python {
+                " --lang python"
+            } else {
+                ""
+            },
+        );
+        if spin_ready {
+            let adapter = self.path_from(
+                &self.app_dir,
+                &self
+                    .lethe_root
+                    .join("target/wasm/wasm32-wasip2/wasm/spin_adapter.wasm"),
+            );
+            text.push_str(&format!(
+                "variables = {{ kube_url = \"{{{{ kube_url }}}}\", kube_token = \"{{{{ kube_token }}}}\" }}\n\
+                 # On Spin, the adapter that the dependency below composes in needs these; lethe ignores them.\n\
+                 allowed_outbound_hosts = [\"{{{{ kube_url }}}}\"]\n\
+                 sqlite_databases = [\"default\"]\n\
+                 dependencies_inherit_configuration = true\n\n\
+                 [component.{name}.dependencies]\n\
+                 \"lethe:platform@0.1.0\" = {{ path = \"{adapter}\" }}\n"
+            ));
+        }
+        text.push_str(&format!(
+            "\n[component.{name}.build]\n{build}\n\
+             [component.{name}.tool.lethe]\n\
+             capabilities = [\"kube\", \"sql\", \"log\", \"config\"]\n\
+             # Kubernetes calls run as the caller only; lethe's own identity is not granted.\n\
+             kube_identities = [\"caller\"]\n\
+             migrations = \"components/{name}/migrations\"\n"
+        ));
+        text
+    }
+}
+
+/// The Cargo workspace a Rust component can join.
+#[derive(Debug)]
+struct Workspace {
+    /// Its `Cargo.toml`.
+    manifest: PathBuf,
+    /// Whether `[workspace.dependencies]` declares `lethe-guest`.
+    has_sdk: bool,
+}
+
+/// Adds `member` to the `members` list of the workspace manifest at `path`, keeping the file's
+/// layout.
+fn join_workspace(path: &Path, member: &str) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(path)?;
+    let start = text
+        .find("members = [")
+        .with_context(|| format!("{} has no `members = [` list to join", path.display()))?;
+    let close = text[start..]
+        .find(']')
+        .map(|i| start + i)
+        .with_context(|| format!("{}: the members list does not end", path.display()))?;
+    let before = text[start..close].trim_end();
+    let separator = if before.ends_with('[') || before.ends_with(',') {
+        ""
+    } else {
+        ","
+    };
+    let updated = format!(
+        "{}{separator}\n    \"{member}\",\n{}",
+        &text[..start + before.len()],
+        &text[close..]
+    );
+    std::fs::write(path, updated)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        for good in ["a", "hello", "team-jobs2", &"a".repeat(40)] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "Hello",
+            "1st",
+            "a_b",
+            "a--b",
+            "a-",
+            "-a",
+            "a/b",
+            "../x",
+            &"a".repeat(41),
+        ] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_member_joins_the_workspace_list() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("Cargo.toml");
+        std::fs::write(
+            &path,
+            "[workspace]\nmembers = [\n    \"a\",\n    \"b\"\n]\n\n[workspace.dependencies]\nx = \"1\"\n",
+        )
+        .expect("write");
+        join_workspace(&path, "components/c").expect("join");
+        let text = std::fs::read_to_string(&path).expect("read");
+        let parsed: toml::Table = text.parse().expect("still TOML");
+        let members: Vec<&str> = parsed["workspace"]["members"]
+            .as_array()
+            .expect("members")
+            .iter()
+            .filter_map(|m| m.as_str())
+            .collect();
+        assert_eq!(members, ["a", "b", "components/c"]);
+        assert!(text.contains("x = \"1\""), "the rest is kept:\n{text}");
+    }
+
+    fn new_in(app: &Path, lang: Lang) -> NewComponent {
+        NewComponent {
+            template: Template::Http,
+            name: "hello".into(),
+            lang,
+            app_dir: app.to_path_buf(),
+            lethe_root: PathBuf::from(crate::REPO_ROOT),
+        }
+    }
+
+    #[test]
+    fn a_new_application_gets_a_manifest_lethe_accepts() {
+        for lang in [Lang::Rust, Lang::Python] {
+            let app = tempfile::tempdir().expect("tempdir");
+            let made = new_in(app.path(), lang).write().expect("lethe new");
+            assert!(!made.in_workspace);
+            let manifest = crate::manifest::load(&made.manifest).expect("lethe reads it");
+            let component = &manifest.components["hello"];
+            assert!(
+                component.grants.kube_identities.len() == 1,
+                "the caller only: {:?}",
+                component.grants.kube_identities
+            );
+            let text = std::fs::read_to_string(&made.manifest).expect("manifest");
+            assert!(text.contains("route = \"/hello/...\""), "{text}");
+            for placeholder in ["__NAME__", "__SNAKE__", "__SDK__", "__DEPENDENCIES__"] {
+                let found = walk(&made.dir)
+                    .into_iter()
+                    .find(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains(placeholder)));
+                assert_eq!(found, None, "{placeholder} left in a file");
+            }
+        }
+    }
+
+    #[test]
+    fn a_taken_name_or_directory_is_refused_and_nothing_is_written() {
+        let app = tempfile::tempdir().expect("tempdir");
+        new_in(app.path(), Lang::Rust).write().expect("first");
+        let manifest = std::fs::read_to_string(app.path().join("spin.toml")).expect("manifest");
+        let again = new_in(app.path(), Lang::Python).write();
+        assert!(again.is_err());
+        assert_eq!(
+            std::fs::read_to_string(app.path().join("spin.toml")).expect("manifest"),
+            manifest
+        );
+    }
+
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir).expect("dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                files.extend(walk(&path));
+            } else {
+                files.push(path);
+            }
+        }
+        files
+    }
+}
