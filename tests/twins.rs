@@ -189,7 +189,10 @@ fn the_python_logic_passes_its_unit_tests_under_cpython() {
     let dir = support::repo_root().join("components/smoke-py");
     let run = Command::new("python3")
         .args(["-B", "-m", "unittest", "-v"])
-        .env("PYTHONPATH", support::repo_root().join("components/guest-py"))
+        .env(
+            "PYTHONPATH",
+            support::repo_root().join("components/guest-py"),
+        )
         .current_dir(&dir)
         .output();
     let out = match run {

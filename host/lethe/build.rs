@@ -217,7 +217,12 @@ fn build_python(root: &Path, dir: &Path, out_dir: &Path) -> anyhow::Result<()> {
     };
     let world = setting("world")?;
     let sdk = dir.join(setting("sdk")?);
-    let sources = [dir.to_path_buf(), sdk.clone(), root.join("wit"), tool.clone()];
+    let sources = [
+        dir.to_path_buf(),
+        sdk.clone(),
+        root.join("wit"),
+        tool.clone(),
+    ];
     if newer_than_all(&output, &sources) {
         return Ok(());
     }

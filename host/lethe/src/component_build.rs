@@ -107,7 +107,10 @@ mod tests {
     fn only_a_named_component_is_built_and_an_unknown_one_is_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
         let m = manifest(dir.path(), "");
-        assert_eq!(build_all(&m, None).expect("nothing to build"), Vec::<String>::new());
+        assert_eq!(
+            build_all(&m, None).expect("nothing to build"),
+            Vec::<String>::new()
+        );
         assert!(build_all(&m, Some("a")).is_err(), "a has no build");
         assert!(build_all(&m, Some("b")).is_err(), "no component b");
     }

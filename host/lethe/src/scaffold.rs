@@ -69,18 +69,39 @@ const HTTP_MIGRATION: File = (
 );
 
 const HTTP_RUST: &[File] = &[
-    ("Cargo.toml", include_str!("../templates/http/rust/Cargo.toml")),
-    ("src/lib.rs", include_str!("../templates/http/rust/src/lib.rs")),
-    ("src/wasm.rs", include_str!("../templates/http/rust/src/wasm.rs")),
-    ("src/tests.rs", include_str!("../templates/http/rust/src/tests.rs")),
+    (
+        "Cargo.toml",
+        include_str!("../templates/http/rust/Cargo.toml"),
+    ),
+    (
+        "src/lib.rs",
+        include_str!("../templates/http/rust/src/lib.rs"),
+    ),
+    (
+        "src/wasm.rs",
+        include_str!("../templates/http/rust/src/wasm.rs"),
+    ),
+    (
+        "src/tests.rs",
+        include_str!("../templates/http/rust/src/tests.rs"),
+    ),
     HTTP_MIGRATION,
 ];
 
 const HTTP_PYTHON: &[File] = &[
-    ("pyproject.toml", include_str!("../templates/http/python/pyproject.toml")),
+    (
+        "pyproject.toml",
+        include_str!("../templates/http/python/pyproject.toml"),
+    ),
     ("app.py", include_str!("../templates/http/python/app.py")),
-    ("logic.py", include_str!("../templates/http/python/logic.py")),
-    ("test_logic.py", include_str!("../templates/http/python/test_logic.py")),
+    (
+        "logic.py",
+        include_str!("../templates/http/python/logic.py"),
+    ),
+    (
+        "test_logic.py",
+        include_str!("../templates/http/python/test_logic.py"),
+    ),
     HTTP_MIGRATION,
 ];
 
@@ -158,7 +179,10 @@ impl NewComponent {
             let text = self
                 .fill(text)
                 .replace("__SDK__", &sdk_text)
-                .replace("__DEPENDENCIES__", &self.dependencies(&workspace, &sdk_text, false))
+                .replace(
+                    "__DEPENDENCIES__",
+                    &self.dependencies(&workspace, &sdk_text, false),
+                )
                 .replace(
                     "__DEV_DEPENDENCIES__",
                     &self.dependencies(&workspace, &sdk_text, true),

@@ -205,9 +205,7 @@ impl Build {
                     .iter()
                     .map(|i| i.as_str().map(str::to_string))
                     .collect::<Option<_>>()
-                    .with_context(|| {
-                        format!("[component.{id}.build] {key} must be strings")
-                    })?,
+                    .with_context(|| format!("[component.{id}.build] {key} must be strings"))?,
                 _ => bail!("[component.{id}.build] {key} must be a string or a list of strings"),
             };
             Ok(items)

@@ -1,0 +1,135 @@
+//! `lethe new` end to end, as a plugin author runs it: generate each template into an empty
+//! application directory, run the generated test unchanged, `lethe build`, then `lethe up` and
+//! call the new routes.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use support::{Lethe, get, request};
+
+const ALICE: &str = "alice-token";
+
+/// Runs `program args` in `dir`, panicking with its output when it fails; returns stdout.
+fn run(dir: &Path, program: &Path, args: &[&str], env: &[(&str, &Path)]) -> String {
+    let mut command = Command::new(program);
+    command.args(args).current_dir(dir);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    // The outer `cargo test`'s settings are for this workspace, not for the generated crate.
+    for var in ["CARGO_TARGET_DIR", "RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS"] {
+        command.env_remove(var);
+    }
+    let out = command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{} {args:?} in {} failed:\n{stdout}\n{}",
+        program.display(),
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn lethe(dir: &Path, args: &[&str]) -> String {
+    run(dir, &support::lethe_bin(), args, &[])
+}
+
+/// The routes every `http` template serves, whatever its language.
+fn exercise_http(lethe: &Lethe, name: &str) {
+    let url = |path: &str| format!("{}/{name}{path}", lethe.url);
+    let created = request("PUT", &url("/items/first"), Some("hello"), &[]);
+    assert_eq!(created.status, 201, "{name}: {}", created.body);
+    let replaced = request("PUT", &url("/items/first"), Some("again"), &[]);
+    assert_eq!(replaced.status, 200, "{name}: {}", replaced.body);
+    assert_eq!(
+        get(&url("/items")).json()["resources"],
+        serde_json::json!([{ "key": "first", "body": "again" }]),
+        "{name}"
+    );
+    let empty = request("PUT", &url("/items/empty"), Some(""), &[]);
+    assert_eq!((empty.status, empty.cf_code()), (422, 10008), "{name}");
+    let missing = get(&url("/items/absent"));
+    assert_eq!((missing.status, missing.cf_code()), (404, 10010), "{name}");
+
+    let admin = format!("Bearer {}", lethe.admin_token());
+    let listed = request(
+        "GET",
+        &url("/configmaps/default"),
+        None,
+        &[("authorization", &admin)],
+    );
+    assert_eq!(listed.status, 200, "{name}: {}", listed.body);
+    assert_eq!(listed.json()["namespace"], "default", "{name}");
+    assert!(
+        listed.json()["configmaps"].is_array(),
+        "{name}: {}",
+        listed.body
+    );
+    let alice = format!("Bearer {ALICE}");
+    let refused = request(
+        "GET",
+        &url("/configmaps/default"),
+        None,
+        &[("authorization", &alice)],
+    );
+    assert_eq!((refused.status, refused.cf_code()), (403, 10003), "{name}");
+    let anonymous = get(&url("/configmaps/default"));
+    assert_eq!(
+        (anonymous.status, anonymous.cf_code()),
+        (401, 10002),
+        "{name}"
+    );
+}
+
+#[test]
+fn the_rust_http_template_builds_passes_its_test_and_serves() {
+    const TEST: &str = "the_rust_http_template_builds_passes_its_test_and_serves";
+    if support::skip_without_test_users(TEST) {
+        return;
+    }
+    let app = tempfile::tempdir().expect("tempdir");
+    let printed = lethe(app.path(), &["new", "http", "hello"]);
+    assert!(printed.contains("lethe build"), "{printed}");
+    let crate_dir = app.path().join("components/hello");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let tested = run(&crate_dir, Path::new(&cargo), &["test"], &[]);
+    assert!(
+        tested.contains("3 passed"),
+        "the generated tests ran:\n{tested}"
+    );
+    lethe(app.path(), &["build"]);
+    let lethe = Lethe::up_app_at(&app.path().join("spin.toml"), &[(ALICE, "alice", &[])], &[]);
+    exercise_http(&lethe, "hello");
+}
+
+#[test]
+fn the_python_http_template_builds_passes_its_test_and_serves() {
+    const TEST: &str = "the_python_http_template_builds_passes_its_test_and_serves";
+    if !support::python_components_built(TEST) || support::skip_without_test_users(TEST) {
+        return;
+    }
+    let app = tempfile::tempdir().expect("tempdir");
+    lethe(app.path(), &["new", "http", "hello-py", "--lang", "python"]);
+    let package = app.path().join("components/hello-py");
+    let sdk = support::repo_root().join("components/guest-py");
+    let tested = Command::new("python3")
+        .args(["-B", "-m", "unittest"])
+        .env("PYTHONPATH", &sdk)
+        .current_dir(&package)
+        .output()
+        .expect("python3");
+    let log = String::from_utf8_lossy(&tested.stderr);
+    assert!(
+        tested.status.success() && log.contains("Ran 3 tests"),
+        "{log}"
+    );
+    lethe(app.path(), &["build"]);
+    let lethe = Lethe::up_app_at(&app.path().join("spin.toml"), &[(ALICE, "alice", &[])], &[]);
+    exercise_http(&lethe, "hello-py");
+}
