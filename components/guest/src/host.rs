@@ -17,7 +17,9 @@ use crate::kube::{
 };
 use crate::sql::{Sql, SqlError, Statement, Value};
 
-/// Guest bindings of the capability interfaces.
+/// Guest bindings of the capability interfaces, generated from `wit/` (whose doc comments they
+/// carry; the package and namespace modules wit-bindgen adds have none).
+#[allow(missing_docs)]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",

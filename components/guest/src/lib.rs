@@ -3,8 +3,11 @@
 //! The request/response model, the CF V3 error envelope, the [`kube::Kube`], [`sql::Sql`] and
 //! [`env::Env`] traits and the one [`backoff`] formula are plain Rust, so that component logic
 //! can be unit-tested natively, against the one in-memory host in `fake` (feature `fake`). Only
-//! [`wasi_http`] and [`host`] touch WebAssembly bindings, and they exist only when compiling for
+//! `wasi_http` and `host` touch WebAssembly bindings, and they exist only when compiling for
 //! wasm.
+
+// The SDK is a public API (CHANGELOG.md): an undocumented public item does not build.
+#![deny(missing_docs)]
 
 pub mod backoff;
 pub mod cf;
@@ -30,7 +33,7 @@ pub use http::{Headers, MAX_BODY_BYTES as MAX_BODY, Request, Response};
 
 /// Everything the host supplies to component logic: Kubernetes, SQL, and clock, configuration,
 /// log and randomness. Logic that needs all three takes `&dyn Capabilities`; the wasm
-/// [`host::Host`] and the tests' fakes implement it.
+/// `host::Host` and the tests' fakes implement it.
 pub trait Capabilities: kube::Kube + env::Env + sql::Sql {}
 
 impl<T: kube::Kube + env::Env + sql::Sql + ?Sized> Capabilities for T {}

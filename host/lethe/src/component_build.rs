@@ -11,10 +11,10 @@ use crate::manifest::{Build, Manifest};
 /// Runs the build of every component of `manifest` that has one (or of `only`), in the
 /// manifest's order, stopping at the first that fails. Returns the ids built.
 pub fn build_all(manifest: &Manifest, only: Option<&str>) -> anyhow::Result<Vec<String>> {
-    if let Some(id) = only {
-        if !manifest.components.contains_key(id) {
-            bail!("the manifest has no component `{id}`");
-        }
+    if let Some(id) = only
+        && !manifest.components.contains_key(id)
+    {
+        bail!("the manifest has no component `{id}`");
     }
     let mut built = Vec::new();
     for (id, component) in &manifest.components {

@@ -151,14 +151,14 @@ impl NewComponent {
             .map(str::parse)
             .transpose()
             .with_context(|| format!("{} is not TOML", manifest.display()))?;
-        if let Some(component) = parsed.as_ref().and_then(|m| m.get("component")) {
-            if component.get(&self.name).is_some() {
-                bail!(
-                    "{} already has a component `{}`",
-                    manifest.display(),
-                    self.name
-                );
-            }
+        if let Some(component) = parsed.as_ref().and_then(|m| m.get("component"))
+            && component.get(&self.name).is_some()
+        {
+            bail!(
+                "{} already has a component `{}`",
+                manifest.display(),
+                self.name
+            );
         }
         let dir = self.app_dir.join("components").join(&self.name);
         if dir.exists() {
