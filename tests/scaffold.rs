@@ -6,6 +6,7 @@ mod support;
 
 use std::path::Path;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use support::{Lethe, get, request};
 
@@ -104,8 +105,46 @@ fn the_rust_http_template_builds_passes_its_test_and_serves() {
         "the generated tests ran:\n{tested}"
     );
     lethe(app.path(), &["build"]);
-    let lethe = Lethe::up_app_at(&app.path().join("spin.toml"), &[(ALICE, "alice", &[])], &[]);
+    let lethe = Lethe::up_app_at(
+        &app.path().join("spin.toml"),
+        &[(ALICE, "alice", &[])],
+        &["--watch"],
+    );
     exercise_http(&lethe, "hello");
+
+    // `--watch`: an edit is built and served from the next request on...
+    let source = crate_dir.join("src/lib.rs");
+    let text = std::fs::read_to_string(&source).expect("lib.rs");
+    let edited = text.replace("\"Item not found\"", "\"No such item\"");
+    assert_ne!(edited, text, "the template says \"Item not found\"");
+    std::fs::write(&source, &edited).expect("edit");
+    let detail =
+        || get(&format!("{}/hello/items/absent", lethe.url)).json()["errors"][0]["detail"].clone();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while detail() != "No such item" {
+        assert!(
+            Instant::now() < deadline,
+            "the edit was never served:\n{}",
+            lethe.log()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // ...and a broken edit leaves the last good build serving, with the compiler's error shown.
+    std::fs::write(&source, format!("{edited}\nfn broken(")).expect("break");
+    assert!(
+        lethe.wait_for_log(
+            "still serving the previous build of `hello`",
+            Duration::from_secs(120)
+        ),
+        "{}",
+        lethe.log()
+    );
+    assert!(
+        lethe.log().contains("unclosed delimiter"),
+        "{}",
+        lethe.log()
+    );
+    assert_eq!(detail(), "No such item");
 }
 
 #[test]

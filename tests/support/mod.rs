@@ -146,7 +146,7 @@ impl Lethe {
     /// `LETHE_TEST_HOST_KUBECONFIG`'s credentials when set, else `KUBECONFIG`'s.
     pub fn up_app(users: &[(&str, &str, &[&str])], env: &[(&str, &str)]) -> Lethe {
         let data_dir = tempfile::tempdir().expect("tempdir");
-        Self::up_app_in(data_dir, &repo_root().join("spin.toml"), users, env)
+        Self::up_app_in(data_dir, &repo_root().join("spin.toml"), users, &[], env)
     }
 
     /// Like [`Lethe::up_app`], on `manifest` (the text of a manifest whose paths are absolute,
@@ -159,24 +159,21 @@ impl Lethe {
         let data_dir = tempfile::tempdir().expect("tempdir");
         let path = data_dir.path().join("spin.toml");
         std::fs::write(&path, manifest).expect("write manifest");
-        Self::up_app_in(data_dir, &path, users, env)
+        Self::up_app_in(data_dir, &path, users, &[], env)
     }
 
     /// Like [`Lethe::up_app`], on the manifest file at `manifest` (its relative paths resolve
-    /// against its own directory, as `lethe up --manifest` does).
-    pub fn up_app_at(
-        manifest: &Path,
-        users: &[(&str, &str, &[&str])],
-        env: &[(&str, &str)],
-    ) -> Lethe {
+    /// against its own directory, as `lethe up --manifest` does), with `args` added to `lethe up`.
+    pub fn up_app_at(manifest: &Path, users: &[(&str, &str, &[&str])], args: &[&str]) -> Lethe {
         let data_dir = tempfile::tempdir().expect("tempdir");
-        Self::up_app_in(data_dir, manifest, users, env)
+        Self::up_app_in(data_dir, manifest, users, args, &[])
     }
 
     fn up_app_in(
         data_dir: tempfile::TempDir,
         manifest: &Path,
         users: &[(&str, &str, &[&str])],
+        args: &[&str],
         env: &[(&str, &str)],
     ) -> Lethe {
         if let Some(kubeconfig) = external_kubeconfig() {
@@ -197,7 +194,11 @@ impl Lethe {
                 .unwrap_or(kubeconfig)
                 .to_string_lossy()
                 .into_owned();
-            return match Self::spawn(data_dir, manifest, &["--kubeconfig", &kubeconfig], env) {
+            let args: Vec<&str> = ["--kubeconfig", kubeconfig.as_str()]
+                .into_iter()
+                .chain(args.iter().copied())
+                .collect();
+            return match Self::spawn(data_dir, manifest, &args, env) {
                 Ok(l) => l,
                 Err(f) => panic!("lethe up failed ({}):\n{}", f.status, f.log),
             };
@@ -214,7 +215,7 @@ impl Lethe {
             std::fs::write(cluster_dir.join("tokens.csv"), lines.join("\n") + "\n")
                 .expect("tokens.csv");
         }
-        match Self::spawn(data_dir, manifest, &[], env) {
+        match Self::spawn(data_dir, manifest, args, env) {
             Ok(l) => l,
             Err(f) => panic!("lethe up failed ({}):\n{}", f.status, f.log),
         }

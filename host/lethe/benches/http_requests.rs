@@ -51,6 +51,7 @@ async fn main() -> anyhow::Result<()> {
         data_dir: dir.path().join("data"),
         database_url: None,
         cluster: lethe::configure::ClusterSource::Kubeconfig(dir.path().join("unused-kubeconfig")),
+        watch: false,
     })
     .await?;
     let native = start_native().await?;

@@ -36,6 +36,8 @@ pub struct UpOptions {
     pub database_url: Option<String>,
     /// The cluster.
     pub cluster: ClusterSource,
+    /// Rebuild a component when its sources change and serve the new build (`--watch`).
+    pub watch: bool,
 }
 
 /// A running application.
@@ -161,8 +163,17 @@ impl App {
                 tracing::error!("HTTP server stopped: {e:#}");
             }
         }));
-        for job in cron_jobs {
-            tasks.push(tokio::spawn(job.run(shutdown_rx.clone())));
+        for job in &cron_jobs {
+            tasks.push(tokio::spawn(job.clone().run(shutdown_rx.clone())));
+        }
+        if opts.watch {
+            let served = crate::watch::Served {
+                manifest,
+                runtime: runtime.clone(),
+                router,
+                cron_jobs,
+            };
+            tasks.push(tokio::spawn(crate::watch::run(served, shutdown_rx.clone())));
         }
         Ok(App {
             addr,

@@ -17,7 +17,8 @@
 //! - [`service_account`]: the host's own identity on the embedded cluster;
 //! - [`sync`]: `lethe sync --once`, one reconciler pass outside the schedule;
 //! - [`scaffold`]: `lethe new`, a component from a template;
-//! - [`component_build`]: `lethe build`, the manifest's build commands.
+//! - [`component_build`]: `lethe build`, the manifest's build commands;
+//! - [`watch`]: `lethe up --watch`, a component rebuilt and swapped in when its sources change.
 
 pub mod admin;
 pub mod app;
@@ -36,6 +37,7 @@ pub mod service_account;
 pub mod status_page;
 pub mod sync;
 pub mod trigger;
+pub mod watch;
 
 /// Where the build script put the wasm32-wasip2 components of this tree.
 pub const COMPONENTS_DIR: &str = env!("LETHE_COMPONENTS_DIR");

@@ -143,6 +143,10 @@ struct UpArgs {
     /// routing here first. A second signal closes at once.
     #[arg(long, default_value_t = 0, env = "LETHE_SHUTDOWN_DELAY_SECONDS")]
     shutdown_delay_seconds: u64,
+    /// Rebuild a component when a file its `[component.<id>.build]` `watch` list names changes,
+    /// and serve the new build; a build that fails leaves the previous one serving.
+    #[arg(long)]
+    watch: bool,
 }
 
 #[derive(clap::Args)]
@@ -285,6 +289,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         data_dir: args.data_dir,
         database_url: args.database_url,
         cluster,
+        watch: args.watch,
     })
     .await?;
     signal.wait().await;

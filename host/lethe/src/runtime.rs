@@ -220,8 +220,10 @@ pub struct LoadedComponent {
 /// pooling allocator sized by `max_instances`; the second is built only if some component needs it.
 pub struct Runtime {
     engine: Engine,
-    async_engine: Option<Engine>,
+    linker: Linker<InstanceState>,
+    async_engine: Option<(Engine, Linker<InstanceState>)>,
     components: BTreeMap<String, Arc<LoadedComponent>>,
+    cache_dir: Option<PathBuf>,
     epoch_ticker: Option<std::thread::JoinHandle<()>>,
     stop_ticker: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -246,9 +248,10 @@ impl Runtime {
 
         let mut components = BTreeMap::new();
         for (id, decl) in &manifest.components {
+            let bytes = read_source(id, &decl.source)?;
             // A component that uses component-model-async fails validation on the plain engine.
-            let (component, engine, linker) = match compile(&engine, &decl.source, cache_dir) {
-                Ok(component) => (component, &engine, &linker),
+            let (component, linker) = match compile(&engine, &bytes, cache_dir) {
+                Ok(component) => (component, &linker),
                 Err(_) => {
                     if async_engine.is_none() {
                         let e = build_engine(max_memory, manifest.settings.max_instances, true)?;
@@ -258,45 +261,22 @@ impl Runtime {
                     let Some((e, l)) = async_engine.as_ref() else {
                         unreachable!("built above")
                     };
-                    let component = compile(e, &decl.source, cache_dir)
+                    let component = compile(e, &bytes, cache_dir)
                         .with_context(|| format!("component `{id}`"))?;
-                    (component, e, l)
+                    (component, l)
                 }
             };
-            grants::check(id, &decl.grants, &component, engine)?;
-            let pre = linker.instantiate_pre(&component).map_err(|e| {
-                anyhow::Error::from(e).context(format!(
-                    "component `{id}` imports something lethe cannot supply"
-                ))
-            })?;
             let env = envs
                 .get(id)
                 .cloned()
                 .with_context(|| format!("no capability environment for component `{id}`"))?;
-            let limits = Limits {
-                timeout: Duration::from_millis(
-                    decl.grants
-                        .timeout_ms
-                        .unwrap_or(manifest.settings.timeout_ms),
-                ),
-                memory_bytes: usize::try_from(memory_limit_mb(manifest, decl) * 1024 * 1024)
-                    .context("memory limit too large")?,
-            };
-            components.insert(
-                id.clone(),
-                Arc::new(LoadedComponent {
-                    id: Arc::from(id.as_str()),
-                    pre,
-                    limits,
-                    env,
-                }),
-            );
+            let loaded = prepare(manifest, decl, &component, linker, env)?;
+            components.insert(id.clone(), Arc::new(loaded));
         }
 
-        let async_engine = async_engine.map(|(e, _)| e);
         let stop_ticker = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let ticker_engines: Vec<Engine> = std::iter::once(engine.clone())
-            .chain(async_engine.clone())
+            .chain(async_engine.as_ref().map(|(e, _)| e.clone()))
             .collect();
         let stop = stop_ticker.clone();
         let epoch_ticker = std::thread::Builder::new()
@@ -312,11 +292,51 @@ impl Runtime {
             .context("cannot start the epoch ticker")?;
         Ok(Runtime {
             engine,
+            linker,
             async_engine,
             components,
+            cache_dir: cache_dir.map(Path::to_path_buf),
             epoch_ticker: Some(epoch_ticker),
             stop_ticker,
         })
+    }
+
+    /// Compiles component `id` again from its source as it is now (after a rebuild), with the
+    /// same grants check, limits and capability environment as at start, and returns it; the
+    /// component loaded at start is left as it was, so work under way on it finishes there.
+    /// A component that now needs component-model-async when no engine at start did is refused:
+    /// that takes a restart.
+    pub fn reload(&self, manifest: &Manifest, id: &str) -> anyhow::Result<Arc<LoadedComponent>> {
+        let decl = manifest
+            .components
+            .get(id)
+            .with_context(|| format!("no component `{id}` in the manifest"))?;
+        let current = self
+            .component(id)
+            .with_context(|| format!("no component `{id}` was loaded at start"))?;
+        let bytes = read_source(id, &decl.source)?;
+        let cache_dir = self.cache_dir.as_deref();
+        let (component, linker) = match compile(&self.engine, &bytes, cache_dir) {
+            Ok(component) => (component, &self.linker),
+            Err(plain) => match &self.async_engine {
+                Some((e, l)) => (
+                    compile(e, &bytes, cache_dir).with_context(|| format!("component `{id}`"))?,
+                    l,
+                ),
+                None => {
+                    return Err(plain.context(format!(
+                        "component `{id}` (if it now lifts an export with the async ABI, restart lethe)"
+                    )));
+                }
+            },
+        };
+        Ok(Arc::new(prepare(
+            manifest,
+            decl,
+            &component,
+            linker,
+            current.env.clone(),
+        )?))
     }
 
     /// The plain engine (without component-model-async). A component's own engine is
@@ -327,10 +347,10 @@ impl Runtime {
 
     /// The engine with component-model-async, if some component needed it.
     pub fn async_engine(&self) -> Option<&Engine> {
-        self.async_engine.as_ref()
+        self.async_engine.as_ref().map(|(e, _)| e)
     }
 
-    /// The component with `id`.
+    /// The component with `id`, as loaded at start.
     pub fn component(&self, id: &str) -> Option<&Arc<LoadedComponent>> {
         self.components.get(id)
     }
@@ -400,6 +420,38 @@ impl LoadedComponent {
     }
 }
 
+/// Checks `component`'s imports against `decl`'s grants and pre-links it with `linker`.
+fn prepare(
+    manifest: &Manifest,
+    decl: &ComponentDecl,
+    component: &Component,
+    linker: &Linker<InstanceState>,
+    env: Arc<CapabilityEnv>,
+) -> anyhow::Result<LoadedComponent> {
+    let id = &decl.id;
+    grants::check(id, &decl.grants, component, component.engine())?;
+    let pre = linker.instantiate_pre(component).map_err(|e| {
+        anyhow::Error::from(e).context(format!(
+            "component `{id}` imports something lethe cannot supply"
+        ))
+    })?;
+    let limits = Limits {
+        timeout: Duration::from_millis(
+            decl.grants
+                .timeout_ms
+                .unwrap_or(manifest.settings.timeout_ms),
+        ),
+        memory_bytes: usize::try_from(memory_limit_mb(manifest, decl) * 1024 * 1024)
+            .context("memory limit too large")?,
+    };
+    Ok(LoadedComponent {
+        id: Arc::from(id.as_str()),
+        pre,
+        limits,
+        env,
+    })
+}
+
 fn memory_limit_mb(manifest: &Manifest, decl: &ComponentDecl) -> u64 {
     decl.grants
         .memory_limit_mb
@@ -464,13 +516,18 @@ fn build_engine(
 }
 
 /// Compiles `source`, or loads the compiled artifact cached for the same bytes and engine.
-fn compile(engine: &Engine, source: &Path, cache_dir: Option<&Path>) -> anyhow::Result<Component> {
-    let bytes =
-        std::fs::read(source).with_context(|| format!("cannot read {}", source.display()))?;
+/// The bytes of component `id`'s source: a missing or unreadable file is its own error, not a
+/// reason to try another engine.
+fn read_source(id: &str, source: &Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(source)
+        .with_context(|| format!("component `{id}`: cannot read {}", source.display()))
+}
+
+fn compile(engine: &Engine, bytes: &[u8], cache_dir: Option<&Path>) -> anyhow::Result<Component> {
     let Some(cache_dir) = cache_dir else {
-        return Ok(Component::new(engine, &bytes)?);
+        return Ok(Component::new(engine, bytes)?);
     };
-    let path = cache_path(engine, &bytes, cache_dir);
+    let path = cache_path(engine, bytes, cache_dir);
     if path.exists() {
         // SAFETY: the file was written by `Component::serialize` of this same engine
         // configuration (its name carries the engine's compatibility hash) into our own data dir.
@@ -481,7 +538,7 @@ fn compile(engine: &Engine, source: &Path, cache_dir: Option<&Path>) -> anyhow::
             }
         }
     }
-    let component = Component::new(engine, &bytes)?;
+    let component = Component::new(engine, bytes)?;
     if let Err(e) = write_cache(&component, &path) {
         tracing::warn!(path = %path.display(), "cannot cache compiled component: {e:#}");
     }

@@ -134,6 +134,7 @@ pub async fn start_app(
             },
             ..Default::default()
         }),
+        watch: false,
     })
     .await
 }

@@ -40,15 +40,42 @@ use bindings::spin::cron::cron_types::Metadata;
 /// tick; it also bounds the woken ticks of one trigger to about 20 a second.
 const WAKE_SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// One scheduled component.
+/// One scheduled component. Its component can be replaced while it runs (`lethe up --watch`); a
+/// tick under way finishes on the one it started on.
 pub struct CronJob {
     schedule: cron::Schedule,
     expression: String,
+    id: Arc<str>,
+    target: std::sync::RwLock<Arc<CronTarget>>,
+    last: std::sync::Mutex<Option<LastTick>>,
+}
+
+/// A component checked to be tickable by one [`CronJob`], ready for [`CronJob::put`].
+pub struct Replacement(Arc<CronTarget>);
+
+/// What a cron trigger ticks: the component, pre-linked for `handle-cron-event`.
+struct CronTarget {
     component: Arc<LoadedComponent>,
     pre: SpinCronPre<InstanceState>,
     /// Set when the component exports `lethe:platform/reconciler` too.
     reconciler: Option<Reconciler>,
-    last: std::sync::Mutex<Option<LastTick>>,
+}
+
+impl CronTarget {
+    fn new(component: Arc<LoadedComponent>) -> anyhow::Result<CronTarget> {
+        let pre = SpinCronPre::new(component.pre.clone()).map_err(|e| {
+            anyhow::Error::from(e).context(format!(
+                "component `{}` does not export spin:cron's handle-cron-event",
+                component.id
+            ))
+        })?;
+        let reconciler = Reconciler::new(component.clone()).ok();
+        Ok(CronTarget {
+            component,
+            pre,
+            reconciler,
+        })
+    }
 }
 
 /// The most recent tick of a cron trigger.
@@ -74,21 +101,42 @@ pub enum TickOutcome {
 impl CronJob {
     /// Prepares a cron trigger; the component must export `handle-cron-event`.
     pub fn new(trigger: &CronTrigger, component: Arc<LoadedComponent>) -> anyhow::Result<CronJob> {
-        let pre = SpinCronPre::new(component.pre.clone()).map_err(|e| {
-            anyhow::Error::from(e).context(format!(
-                "component `{}` does not export spin:cron's handle-cron-event",
-                component.id
-            ))
-        })?;
-        let reconciler = Reconciler::new(component.clone()).ok();
         Ok(CronJob {
             schedule: trigger.schedule.clone(),
             expression: trigger.cron_expression.clone(),
-            component,
-            pre,
-            reconciler,
+            id: component.id.clone(),
+            target: std::sync::RwLock::new(Arc::new(CronTarget::new(component)?)),
             last: std::sync::Mutex::new(None),
         })
+    }
+
+    /// Checks that `component` (of this job's component id) can be ticked here; [`CronJob::put`]
+    /// then ticks it from the next tick on.
+    pub fn replacement(&self, component: Arc<LoadedComponent>) -> anyhow::Result<Replacement> {
+        anyhow::ensure!(
+            component.id == self.id,
+            "component `{}` cannot replace `{}`",
+            component.id,
+            self.id
+        );
+        Ok(Replacement(Arc::new(CronTarget::new(component)?)))
+    }
+
+    /// Ticks the component of `replacement` from the next tick on; a tick under way finishes on
+    /// the one it started on.
+    pub fn put(&self, replacement: Replacement) {
+        *self
+            .target
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = replacement.0;
+    }
+
+    /// The component it ticks now.
+    fn target(&self) -> Arc<CronTarget> {
+        self.target
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// The most recent tick, if one has run.
@@ -107,10 +155,11 @@ impl CronJob {
     /// Runs one tick now and records how it ended: through the reconciler export when there is
     /// one, else through `handle-cron-event`.
     pub async fn tick_and_record(&self, at: DateTime<Utc>) -> TickOutcome {
-        let outcome = match &self.reconciler {
+        let target = self.target();
+        let outcome = match &target.reconciler {
             Some(reconciler) => {
                 let pass = reconciler.run_once().await;
-                super::reconcile::record(&self.component, &pass);
+                super::reconcile::record(&target.component, &pass);
                 match pass {
                     Ok(pass) => TickOutcome::Pass(pass),
                     Err(e) => TickOutcome::Failed(format!("{e:#}")),
@@ -120,10 +169,11 @@ impl CronJob {
                 Ok(()) => TickOutcome::Done,
                 Err(e) => TickOutcome::Failed({
                     let reason = super::FailureKind::of(&e).label();
-                    self.component
+                    target
+                        .component
                         .env
                         .metrics
-                        .component_failed(&self.component.id, reason);
+                        .component_failed(&self.id, reason);
                     format!("component {}", super::describe_failure(&e))
                 }),
             },
@@ -145,18 +195,19 @@ impl CronJob {
 
     /// The component id.
     pub fn component_id(&self) -> &str {
-        &self.component.id
+        &self.id
     }
 
     /// Runs one tick now, in a fresh instance. Errors are the component's failure or its
     /// `error` result.
     pub async fn tick(&self, at: DateTime<Utc>) -> wasmtime::Result<()> {
-        let mut store = self.component.new_store();
-        let timeout = self.component.limits.timeout;
+        let target = self.target();
+        let mut store = target.component.new_store();
+        let timeout = target.component.limits.timeout;
         let timestamp = u64::try_from(at.timestamp()).unwrap_or(0);
         let run = async {
-            let instance = self.pre.instantiate_async(&mut store).await?;
-            self.component.env.metrics.instantiated(&self.component.id);
+            let instance = target.pre.instantiate_async(&mut store).await?;
+            target.component.env.metrics.instantiated(&self.id);
             // Not `call_handle_cron_event`: for an `async func` that needs an `Accessor` from
             // `run_concurrent`. `call_async` does the same for one call, and also accepts a
             // sync-lifted export.
@@ -191,9 +242,10 @@ impl CronJob {
             let wait = (next - Utc::now()).to_std().unwrap_or_default();
             // Only a reconciler (it exports lethe:platform/reconciler: its passes are idempotent
             // and act on what changed) is woken early; any other cron job keeps its schedule.
+            let target = self.target();
             let woken = async {
-                match self.reconciler {
-                    Some(_) => self.component.env.wake.notified().await,
+                match target.reconciler {
+                    Some(_) => target.component.env.wake.notified().await,
                     None => std::future::pending().await,
                 }
             };

@@ -40,9 +40,10 @@ pub const MAX_HEADERS: usize = 100;
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 const PARSER_MAX_HEADERS: usize = 4 * MAX_HEADERS;
 
-/// The routing table: routes to components.
+/// The routing table: routes to components. A route's component can be replaced while serving
+/// (`lethe up --watch`); a request keeps the one it was routed to until it is answered.
 pub struct Router {
-    routes: Vec<(Route, Arc<HttpComponent>)>,
+    routes: Vec<(Route, std::sync::RwLock<Arc<HttpComponent>>)>,
     metrics: Arc<crate::metrics::Metrics>,
     /// The route label of a request that matched no route.
     no_route: Arc<str>,
@@ -76,21 +77,8 @@ impl Router {
                 .component(&t.component)
                 .with_context(|| format!("unknown component `{}`", t.component))?
                 .clone();
-            let pre = ProxyPre::new(component.pre.clone()).map_err(|e| {
-                anyhow::Error::from(e).context(format!(
-                    "component `{}` does not export wasi:http/incoming-handler@0.2",
-                    t.component
-                ))
-            })?;
-            routes.push((
-                t.route.clone(),
-                Arc::new(HttpComponent {
-                    component,
-                    pre,
-                    raw_route_header: header_value(t.route.as_str()),
-                    component_route_header: header_value(t.route.component_route()),
-                }),
-            ));
+            let served = HttpComponent::new(&t.route, component)?;
+            routes.push((t.route.clone(), std::sync::RwLock::new(Arc::new(served))));
         }
         Ok(Router {
             routes,
@@ -101,20 +89,81 @@ impl Router {
         })
     }
 
-    /// The best route for `path`, by Spin's precedence.
-    pub fn route(&self, path: &str) -> Option<(&Route, &Arc<HttpComponent>, RouteMatch)> {
+    /// The best route for `path`, by Spin's precedence, and the component serving it now.
+    pub fn route(&self, path: &str) -> Option<(&Route, Arc<HttpComponent>, RouteMatch)> {
         self.routes
             .iter()
             .filter_map(|(r, c)| r.matches(path).map(|m| (r, c, m)))
             .max_by_key(|(r, _, _)| r.rank())
+            .map(|(r, c, m)| (r, serving(c), m))
     }
 
     /// `(route, component id)` for the start-up log.
     pub fn describe(&self) -> Vec<(String, String)> {
         self.routes
             .iter()
-            .map(|(r, c)| (r.as_str().to_string(), c.component.id.to_string()))
+            .map(|(r, c)| (r.as_str().to_string(), serving(c).component.id.to_string()))
             .collect()
+    }
+
+    /// Checks that `component` can serve every route of its id; [`Router::put`] then serves
+    /// them with it.
+    pub fn replacement(
+        &self,
+        component: &Arc<LoadedComponent>,
+    ) -> anyhow::Result<RouteReplacement> {
+        let mut slots = Vec::new();
+        for (index, (route, slot)) in self.routes.iter().enumerate() {
+            if serving(slot).component.id == component.id {
+                slots.push((
+                    index,
+                    Arc::new(HttpComponent::new(route, component.clone())?),
+                ));
+            }
+        }
+        Ok(RouteReplacement(slots))
+    }
+
+    /// Serves the routes of `replacement` with its component from the next request on; returns
+    /// how many there were. Requests under way finish on the one they started on.
+    pub fn put(&self, replacement: RouteReplacement) -> usize {
+        let count = replacement.0.len();
+        for (index, served) in replacement.0 {
+            if let Some((_, slot)) = self.routes.get(index) {
+                *slot
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = served;
+            }
+        }
+        count
+    }
+}
+
+/// A component checked to serve some routes of a [`Router`], ready for [`Router::put`].
+pub struct RouteReplacement(Vec<(usize, Arc<HttpComponent>)>);
+
+/// The component a route's slot holds now.
+fn serving(slot: &std::sync::RwLock<Arc<HttpComponent>>) -> Arc<HttpComponent> {
+    slot.read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+}
+
+impl HttpComponent {
+    /// `component` on `route`; it must export `wasi:http/incoming-handler`.
+    fn new(route: &Route, component: Arc<LoadedComponent>) -> anyhow::Result<HttpComponent> {
+        let pre = ProxyPre::new(component.pre.clone()).map_err(|e| {
+            anyhow::Error::from(e).context(format!(
+                "component `{}` does not export wasi:http/incoming-handler@0.2",
+                component.id
+            ))
+        })?;
+        Ok(HttpComponent {
+            component,
+            pre,
+            raw_route_header: header_value(route.as_str()),
+            component_route_header: header_value(route.component_route()),
+        })
     }
 }
 
@@ -280,7 +329,7 @@ async fn answer<'r>(
     if too_large {
         return (route_text, errors.render(&HostError::BODY_TOO_LARGE));
     }
-    set_spin_headers(&mut req, target, &matched, peer);
+    set_spin_headers(&mut req, &target, &matched, peer);
     // The component sees the id the caller will get back (a caller's own is replaced by it).
     if let Some(value) = header_value(id) {
         req.headers_mut().insert(REQUEST_ID_HEADER, value);
@@ -310,7 +359,7 @@ async fn answer<'r>(
         Err(refused) => return (route_text, errors.render(&refused)),
     };
     let component = target.component.id.clone();
-    let mut resp = match invoke(target, req, caller).await {
+    let mut resp = match invoke(&target, req, caller).await {
         Ok(resp) => {
             if writes && resp.status().as_u16() < 400 {
                 // What it wrote may be for its own reconciler to act on (the data-jobs API's
