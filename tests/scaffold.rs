@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use support::{Lethe, get, request};
 
 const ALICE: &str = "alice-token";
+const BOB: &str = "bob-token";
 
 /// Runs `program args` in `dir`, panicking with its output when it fails; returns stdout.
 fn run(dir: &Path, program: &Path, args: &[&str], env: &[(&str, &Path)]) -> String {
@@ -171,4 +172,100 @@ fn the_python_http_template_builds_passes_its_test_and_serves() {
     lethe(app.path(), &["build"]);
     let lethe = Lethe::up_app_at(&app.path().join("spin.toml"), &[(ALICE, "alice", &[])], &[]);
     exercise_http(&lethe, "hello-py");
+}
+
+#[test]
+fn the_job_status_template_follows_a_real_deletion_as_the_caller_sees_it() {
+    const TEST: &str = "the_job_status_template_follows_a_real_deletion_as_the_caller_sees_it";
+    if support::skip_without_test_users(TEST) {
+        return;
+    }
+    let app = tempfile::tempdir().expect("tempdir");
+    lethe(
+        app.path(),
+        &["new", "job-status", "cm-jobs", "--kind", "v1/ConfigMap"],
+    );
+    let crate_dir = app.path().join("components/cm-jobs");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let tested = run(&crate_dir, Path::new(&cargo), &["test"], &[]);
+    assert!(
+        tested.contains("3 passed"),
+        "the generated tests ran:\n{tested}"
+    );
+    lethe(app.path(), &["build"]);
+    let lethe = Lethe::up_app_at(
+        &app.path().join("spin.toml"),
+        &[(ALICE, "alice", &[]), (BOB, "bob", &[])],
+        &[],
+    );
+
+    // Alice may read ConfigMaps in her namespace; bob may not. One ConfigMap waits for a
+    // finalizer when deleted.
+    let ns = format!("jobs-{}", std::process::id());
+    lethe.kubectl_ok(&["create", "namespace", &ns]);
+    lethe.kubectl_ok(&[
+        "-n",
+        &ns,
+        "create",
+        "role",
+        "read",
+        "--verb=get",
+        "--resource=configmaps",
+    ]);
+    lethe.kubectl_ok(&[
+        "-n",
+        &ns,
+        "create",
+        "rolebinding",
+        "alice-reads",
+        "--role=read",
+        "--user=alice",
+    ]);
+    let held = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": "settings", "namespace": ns, "finalizers": ["example.com/hold"] },
+    });
+    let manifest = app.path().join("held.json");
+    std::fs::write(&manifest, held.to_string()).expect("write");
+    lethe.kubectl_ok(&["apply", "-f", &manifest.to_string_lossy()]);
+
+    let poll = |token: &str| {
+        let url = format!("{}/cm-jobs/jobs/configmap.delete~{ns}~settings", lethe.url);
+        request(
+            "GET",
+            &url,
+            None,
+            &[("authorization", &format!("Bearer {token}"))],
+        )
+    };
+    assert_eq!(poll(ALICE).status, 404, "not being deleted: no job");
+    lethe.kubectl_ok(&["-n", &ns, "delete", "configmap", "settings", "--wait=false"]);
+    let processing = poll(ALICE);
+    assert_eq!(processing.status, 200, "{}", processing.body);
+    assert_eq!(processing.json()["state"], "PROCESSING");
+    assert_eq!(
+        (poll(BOB).status, poll(BOB).cf_code()),
+        (404, 10010),
+        "bob learns nothing"
+    );
+    lethe.kubectl_ok(&[
+        "-n",
+        &ns,
+        "patch",
+        "configmap",
+        "settings",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let state = poll(ALICE).json()["state"].clone();
+        if state == "COMPLETE" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never COMPLETE, last {state}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    lethe.kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
 }

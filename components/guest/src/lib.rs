@@ -19,6 +19,8 @@ pub mod fake;
 pub mod finalizer;
 pub mod follow;
 #[cfg(target_arch = "wasm32")]
+pub mod handlers;
+#[cfg(target_arch = "wasm32")]
 pub mod host;
 pub mod http;
 pub mod kept;

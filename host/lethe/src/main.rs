@@ -47,6 +47,10 @@ struct NewArgs {
     /// The language to write it in.
     #[arg(long, value_enum, default_value = "rust")]
     lang: lethe::scaffold::Lang,
+    /// The kind a `job-status` component tracks, as `<apiVersion>/<Kind>` (`v1/ConfigMap`,
+    /// `apps/v1/Deployment`).
+    #[arg(long)]
+    kind: Option<lethe::scaffold::Kind>,
     /// The application directory: its `spin.toml` gets the component (and is written if
     /// missing), `components/<name>/` its files.
     #[arg(long, default_value = ".")]
@@ -204,6 +208,7 @@ fn new_component(args: NewArgs) -> anyhow::Result<()> {
         template: args.template,
         name: args.name.clone(),
         lang: args.lang,
+        kind: args.kind,
         app_dir: args.dir.clone(),
         lethe_root: args
             .lethe_root
@@ -219,8 +224,7 @@ fn new_component(args: NewArgs) -> anyhow::Result<()> {
     };
     println!(
         "made component `{name}` in {dir}, and its stanza in {manifest}{joined}.\n\n\
-         next:\n  {test}\n  {build}\n  {up}\n  \
-         curl -X PUT --data hi localhost:3000/{name}/items/first",
+         next:\n  {test}\n  {build}\n  {up}\n  {try_it}",
         name = args.name,
         dir = made.dir.display(),
         manifest = made.manifest.display(),
@@ -232,6 +236,7 @@ fn new_component(args: NewArgs) -> anyhow::Result<()> {
         test = made.test_command,
         build = in_dir("lethe build"),
         up = in_dir("lethe up"),
+        try_it = made.try_it,
     );
     Ok(())
 }

@@ -20,6 +20,51 @@ pub enum Template {
     /// An HTTP handler on a route of its own, with SQL (a table and its migration) and
     /// Kubernetes as the caller.
     Http,
+    /// The deletion jobs of a kind (`--kind`): each job's state derived from the live object,
+    /// as the caller sees it, over HTTP and through the `lethe:platform/job-status` export.
+    JobStatus,
+}
+
+/// A Kubernetes kind, as `--kind` names it: `<apiVersion>/<Kind>`, for example `v1/ConfigMap`
+/// or `apps/v1/Deployment`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kind {
+    /// For example `apps/v1`.
+    pub api_version: String,
+    /// For example `Deployment`.
+    pub kind: String,
+}
+
+impl std::str::FromStr for Kind {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> anyhow::Result<Kind> {
+        let (api_version, kind) = s.rsplit_once('/').with_context(|| {
+            format!("`{s}` is not <apiVersion>/<Kind>, e.g. apps/v1/Deployment")
+        })?;
+        let group_ok = |part: &str| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
+        };
+        let version_ok = match api_version.split('/').collect::<Vec<_>>().as_slice() {
+            [version] | [_, version] if !version.starts_with('v') => false,
+            [version] => group_ok(version),
+            [group, version] => group_ok(group) && group_ok(version),
+            _ => false,
+        };
+        let kind_ok = kind.starts_with(|c: char| c.is_ascii_uppercase())
+            && kind.bytes().all(|b| b.is_ascii_alphanumeric())
+            && kind.len() <= 63;
+        if !version_ok || !kind_ok {
+            bail!("`{s}` is not <apiVersion>/<Kind>, e.g. v1/ConfigMap or apps/v1/Deployment");
+        }
+        Ok(Kind {
+            api_version: api_version.into(),
+            kind: kind.into(),
+        })
+    }
 }
 
 /// The language a component is written in.
@@ -41,6 +86,8 @@ pub struct NewComponent {
     pub name: String,
     /// Its language.
     pub lang: Lang,
+    /// The kind a `job-status` component tracks.
+    pub kind: Option<Kind>,
     /// The application directory (holding `spin.toml`).
     pub app_dir: PathBuf,
     /// The lethe source tree whose SDKs, WIT and Spin adapter the component uses.
@@ -58,6 +105,8 @@ pub struct Made {
     pub in_workspace: bool,
     /// The command that runs the component's own tests, and where.
     pub test_command: String,
+    /// A request to try once it serves.
+    pub try_it: String,
 }
 
 /// One template file: its path below the component directory and its text.
@@ -86,6 +135,25 @@ const HTTP_RUST: &[File] = &[
         include_str!("../templates/http/rust/src/tests.rs"),
     ),
     HTTP_MIGRATION,
+];
+
+const JOB_STATUS_RUST: &[File] = &[
+    (
+        "Cargo.toml",
+        include_str!("../templates/job-status/rust/Cargo.toml"),
+    ),
+    (
+        "src/lib.rs",
+        include_str!("../templates/job-status/rust/src/lib.rs"),
+    ),
+    (
+        "src/wasm.rs",
+        include_str!("../templates/job-status/rust/src/wasm.rs"),
+    ),
+    (
+        "src/tests.rs",
+        include_str!("../templates/job-status/rust/src/tests.rs"),
+    ),
 ];
 
 const HTTP_PYTHON: &[File] = &[
@@ -164,10 +232,21 @@ impl NewComponent {
         if dir.exists() {
             bail!("{} already exists", dir.display());
         }
+        match (self.template, &self.kind) {
+            (Template::JobStatus, None) => {
+                bail!("the job-status template needs --kind, e.g. --kind v1/ConfigMap")
+            }
+            (Template::Http, Some(_)) => bail!("only the job-status template takes --kind"),
+            _ => {}
+        }
         let workspace = self.workspace()?;
         let files = match (self.template, self.lang) {
             (Template::Http, Lang::Rust) => HTTP_RUST,
             (Template::Http, Lang::Python) => HTTP_PYTHON,
+            (Template::JobStatus, Lang::Rust) => JOB_STATUS_RUST,
+            (Template::JobStatus, Lang::Python) => bail!(
+                "the job-status template is written in Rust only: its typed export `lethe:platform/job-status` is bound by the Rust SDK"
+            ),
         };
         let sdk = self.sdk_dir()?;
         let sdk_text = self.path_from(&dir, &sdk);
@@ -224,11 +303,23 @@ impl NewComponent {
                 dir.display()
             ),
         };
+        let try_it = match &self.kind {
+            Some(kind) => format!(
+                "curl -H \"Authorization: Bearer $TOKEN\" localhost:3000/{name}/jobs/{job}.delete~<namespace>~<name>",
+                name = self.name,
+                job = kind.kind.to_ascii_lowercase()
+            ),
+            None => format!(
+                "curl -X PUT --data hi localhost:3000/{}/items/first",
+                self.name
+            ),
+        };
         Ok(Made {
             dir,
             manifest,
             in_workspace: workspace.is_some(),
             test_command,
+            try_it,
         })
     }
 
@@ -238,8 +329,16 @@ impl NewComponent {
     }
 
     fn fill(&self, text: &str) -> String {
-        text.replace("__NAME__", &self.name)
-            .replace("__SNAKE__", &self.snake())
+        let text = text
+            .replace("__NAME__", &self.name)
+            .replace("__SNAKE__", &self.snake());
+        match &self.kind {
+            Some(kind) => text
+                .replace("__API_VERSION__", &kind.api_version)
+                .replace("__KIND__", &kind.kind)
+                .replace("__JOB_TYPE__", &kind.kind.to_ascii_lowercase()),
+            None => text,
+        }
     }
 
     /// The guest SDK of the component's language in the lethe tree.
@@ -300,15 +399,28 @@ impl NewComponent {
     /// workspace's when it declares the SDK, else the SDK by path and the versions lethe uses.
     fn dependencies(&self, workspace: &Option<Workspace>, sdk: &str, dev: bool) -> String {
         let inherit = workspace.as_ref().is_some_and(|w| w.has_sdk);
-        match (inherit, dev) {
-            (true, false) => "lethe-guest.workspace = true\nserde_json.workspace = true\nwasip2.workspace = true\n".into(),
-            (true, true) => "lethe-guest = { workspace = true, features = [\"fake\"] }\n".into(),
-            (false, false) => format!(
-                "lethe-guest = {{ path = \"{sdk}\" }}\nserde_json = \"1\"\nwasip2 = \"2\"\n"
-            ),
-            (false, true) => {
-                format!("lethe-guest = {{ path = \"{sdk}\", features = [\"fake\"] }}\n")
+        // The SDK's features: the fake host for tests, a handler world's export bindings.
+        let features = match (dev, self.template) {
+            (true, _) => "\"fake\"",
+            (false, Template::JobStatus) => "\"job-status-handler\"",
+            (false, Template::Http) => "",
+        };
+        let sdk = match (inherit, features.is_empty()) {
+            (true, true) => "lethe-guest.workspace = true".to_string(),
+            (true, false) => {
+                format!("lethe-guest = {{ workspace = true, features = [{features}] }}")
             }
+            (false, true) => format!("lethe-guest = {{ path = \"{sdk}\" }}"),
+            (false, false) => {
+                format!("lethe-guest = {{ path = \"{sdk}\", features = [{features}] }}")
+            }
+        };
+        match (inherit, dev) {
+            (_, true) => format!("{sdk}\n"),
+            (true, false) => {
+                format!("{sdk}\nserde_json.workspace = true\nwasip2.workspace = true\n")
+            }
+            (false, false) => format!("{sdk}\nserde_json = \"1\"\nwasip2 = \"2\"\n"),
         }
     }
 
@@ -367,19 +479,32 @@ impl NewComponent {
                 )
             }
         };
+        let made_by = match (&self.kind, self.lang) {
+            (Some(kind), _) => format!("job-status --kind {}/{}", kind.api_version, kind.kind),
+            (None, Lang::Python) => "http --lang python".into(),
+            (None, Lang::Rust) => "http".into(),
+        };
         let mut text = format!(
-            "\n# --- {name}: made by `lethe new http{lang}` ---\n\n\
+            "\n# --- {name}: made by `lethe new {made_by}` ---\n\n\
              [[trigger.http]]\n\
              route = \"/{name}/...\"\n\
              component = \"{name}\"\n\n\
              [component.{name}]\n\
              source = \"{source}\"\n",
-            lang = if self.lang == Lang::Python {
-                " --lang python"
-            } else {
-                ""
-            },
         );
+        // A job-status component's own setting, and, for Spin, the adapter's.
+        let mut variables = Vec::new();
+        if self.template == Template::JobStatus {
+            variables.push("deletion_timeout_seconds = \"120\"".to_string());
+        }
+        if spin_ready {
+            variables.push(
+                "kube_url = \"{{ kube_url }}\", kube_token = \"{{ kube_token }}\"".to_string(),
+            );
+        }
+        if !variables.is_empty() {
+            text.push_str(&format!("variables = {{ {} }}\n", variables.join(", ")));
+        }
         if spin_ready {
             let adapter = self.path_from(
                 &self.app_dir,
@@ -388,8 +513,7 @@ impl NewComponent {
                     .join("target/wasm/wasm32-wasip2/wasm/spin_adapter.wasm"),
             );
             text.push_str(&format!(
-                "variables = {{ kube_url = \"{{{{ kube_url }}}}\", kube_token = \"{{{{ kube_token }}}}\" }}\n\
-                 # On Spin, the adapter that the dependency below composes in needs these; lethe ignores them.\n\
+                "# On Spin, the adapter that the dependency below composes in needs these; lethe ignores them.\n\
                  allowed_outbound_hosts = [\"{{{{ kube_url }}}}\"]\n\
                  sqlite_databases = [\"default\"]\n\
                  dependencies_inherit_configuration = true\n\n\
@@ -397,13 +521,20 @@ impl NewComponent {
                  \"lethe:platform@0.1.0\" = {{ path = \"{adapter}\" }}\n"
             ));
         }
+        let (capabilities, migrations) = match self.template {
+            Template::Http => (
+                "\"kube\", \"sql\", \"log\", \"config\"",
+                format!("migrations = \"components/{name}/migrations\"\n"),
+            ),
+            Template::JobStatus => ("\"kube\", \"log\", \"config\"", String::new()),
+        };
         text.push_str(&format!(
             "\n[component.{name}.build]\n{build}\n\
              [component.{name}.tool.lethe]\n\
-             capabilities = [\"kube\", \"sql\", \"log\", \"config\"]\n\
+             capabilities = [{capabilities}]\n\
              # Kubernetes calls run as the caller only; lethe's own identity is not granted.\n\
              kube_identities = [\"caller\"]\n\
-             migrations = \"components/{name}/migrations\"\n"
+             {migrations}"
         ));
         text
     }
@@ -470,6 +601,46 @@ mod tests {
     }
 
     #[test]
+    fn kinds_are_parsed() {
+        let kind: Kind = "apps/v1/Deployment".parse().expect("kind");
+        assert_eq!(
+            (kind.api_version.as_str(), kind.kind.as_str()),
+            ("apps/v1", "Deployment")
+        );
+        let core: Kind = "v1/ConfigMap".parse().expect("core kind");
+        assert_eq!(core.api_version, "v1");
+        for bad in [
+            "ConfigMap",
+            "v1/configMap",
+            "apps/Deployment",
+            "/v1/A",
+            "a/b/c/D",
+            "v1/Config-Map",
+        ] {
+            assert!(bad.parse::<Kind>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_job_status_template_needs_a_kind_and_grants_no_sql() {
+        let app = tempfile::tempdir().expect("tempdir");
+        let mut new = new_in(app.path(), Lang::Rust);
+        new.template = Template::JobStatus;
+        assert!(new.write().is_err(), "no --kind");
+        new.kind = Some("v1/ConfigMap".parse().expect("kind"));
+        let made = new.write().expect("lethe new job-status");
+        let manifest = crate::manifest::load(&made.manifest).expect("lethe reads it");
+        let grants = &manifest.components["hello"].grants;
+        assert!(!grants.allows(crate::manifest::Capability::Sql));
+        assert!(grants.migrations.is_none());
+        let lib = std::fs::read_to_string(made.dir.join("src/lib.rs")).expect("lib.rs");
+        assert!(
+            lib.contains("\"configmap\"") && lib.contains("\"ConfigMap\""),
+            "{lib}"
+        );
+    }
+
+    #[test]
     fn a_member_joins_the_workspace_list() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("Cargo.toml");
@@ -496,6 +667,7 @@ mod tests {
             template: Template::Http,
             name: "hello".into(),
             lang,
+            kind: None,
             app_dir: app.to_path_buf(),
             lethe_root: PathBuf::from(crate::REPO_ROOT),
         }
