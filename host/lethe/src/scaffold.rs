@@ -292,7 +292,7 @@ impl NewComponent {
         if !text.ends_with('\n') {
             text.push('\n');
         }
-        text.push_str(&self.stanza(workspace.is_some(), spin_ready));
+        text.push_str(&self.stanza(workspace.as_ref(), spin_ready));
         std::fs::write(&manifest, text)
             .with_context(|| format!("writing {}", manifest.display()))?;
         let test_command = match self.lang {
@@ -392,7 +392,15 @@ impl NewComponent {
             .get("dependencies")
             .and_then(|d| d.get("lethe-guest"))
             .is_some();
-        Ok(Some(Workspace { manifest, has_sdk }))
+        let has_wasm_profile = parsed
+            .get("profile")
+            .and_then(|p| p.get("wasm"))
+            .is_some();
+        Ok(Some(Workspace {
+            manifest,
+            has_sdk,
+            has_wasm_profile,
+        }))
     }
 
     /// The `[dependencies]` (or, with `dev`, `[dev-dependencies]`) of a Rust component: the
@@ -442,19 +450,27 @@ impl NewComponent {
 
     /// The manifest stanza: route, source, build, grants; and, when the application declares
     /// the Spin adapter's variables, what Spin needs to compose the adapter in.
-    fn stanza(&self, in_workspace: bool, spin_ready: bool) -> String {
+    fn stanza(&self, workspace: Option<&Workspace>, spin_ready: bool) -> String {
         let name = &self.name;
         let snake = self.snake();
         let component_dir = self.app_dir.join("components").join(name);
-        let (source, build) = match (self.lang, in_workspace) {
-            (Lang::Rust, true) => (
+        let profile = workspace.map(|w| w.has_wasm_profile);
+        let (source, build) = match (self.lang, profile) {
+            (Lang::Rust, Some(true)) => (
                 format!("target/wasm/wasm32-wasip2/wasm/{snake}.wasm"),
                 format!(
                     "command = \"cargo build --profile wasm --target wasm32-wasip2 -p {name} --target-dir target/wasm\"\n\
                      watch = [\"components/{name}/src/**/*.rs\", \"components/{name}/Cargo.toml\"]\n"
                 ),
             ),
-            (Lang::Rust, false) => (
+            (Lang::Rust, Some(false)) => (
+                format!("target/wasm32-wasip2/release/{snake}.wasm"),
+                format!(
+                    "command = \"cargo build --release --target wasm32-wasip2 -p {name}\"\n\
+                     watch = [\"components/{name}/src/**/*.rs\", \"components/{name}/Cargo.toml\"]\n"
+                ),
+            ),
+            (Lang::Rust, None) => (
                 format!("components/{name}/target/wasm32-wasip2/release/{snake}.wasm"),
                 format!(
                     "command = \"cargo build --release --target wasm32-wasip2\"\n\
@@ -547,6 +563,9 @@ struct Workspace {
     manifest: PathBuf,
     /// Whether `[workspace.dependencies]` declares `lethe-guest`.
     has_sdk: bool,
+    /// Whether it defines lethe's `[profile.wasm]` (lethe's own workspace does), whose builds the
+    /// host's build script makes too.
+    has_wasm_profile: bool,
 }
 
 /// Adds `member` to the `members` list of the workspace manifest at `path`, keeping the file's

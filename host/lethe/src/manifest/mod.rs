@@ -422,8 +422,10 @@ fn platform_dependency(id: &str, dependencies: Option<&toml::Table>) -> anyhow::
 pub fn load(path: &Path) -> anyhow::Result<Manifest> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read manifest {}", path.display()))?;
+    // `spin.toml` has the parent `""`, which names no directory to run a build in.
     let base_dir = path
         .parent()
+        .filter(|p| !p.as_os_str().is_empty())
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
     parse(&text, &base_dir).with_context(|| format!("invalid manifest {}", path.display()))
