@@ -42,6 +42,24 @@ fn lethe(dir: &Path, args: &[&str]) -> String {
     run(dir, &support::lethe_bin(), args, &[])
 }
 
+/// `lethe new <args>` in `app` (a Rust template), its generated tests run unchanged, then
+/// `lethe build`; returns the crate's directory.
+fn new_rust_component(app: &Path, args: &[&str]) -> std::path::PathBuf {
+    let mut new = vec!["new"];
+    new.extend_from_slice(args);
+    let printed = lethe(app, &new);
+    assert!(printed.contains("lethe build"), "{printed}");
+    let crate_dir = app.join("components").join(args[1]);
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let tested = run(&crate_dir, Path::new(&cargo), &["test"], &[]);
+    assert!(
+        tested.contains("3 passed"),
+        "the generated tests ran:\n{tested}"
+    );
+    lethe(app, &["build"]);
+    crate_dir
+}
+
 /// The routes every `http` template serves, whatever its language.
 fn exercise_http(lethe: &Lethe, name: &str) {
     let url = |path: &str| format!("{}/{name}{path}", lethe.url);
@@ -96,16 +114,7 @@ fn the_rust_http_template_builds_passes_its_test_and_serves() {
         return;
     }
     let app = tempfile::tempdir().expect("tempdir");
-    let printed = lethe(app.path(), &["new", "http", "hello"]);
-    assert!(printed.contains("lethe build"), "{printed}");
-    let crate_dir = app.path().join("components/hello");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let tested = run(&crate_dir, Path::new(&cargo), &["test"], &[]);
-    assert!(
-        tested.contains("3 passed"),
-        "the generated tests ran:\n{tested}"
-    );
-    lethe(app.path(), &["build"]);
+    let crate_dir = new_rust_component(app.path(), &["http", "hello"]);
     let lethe = Lethe::up_app_at(
         &app.path().join("spin.toml"),
         &[(ALICE, "alice", &[])],
@@ -181,18 +190,10 @@ fn the_job_status_template_follows_a_real_deletion_as_the_caller_sees_it() {
         return;
     }
     let app = tempfile::tempdir().expect("tempdir");
-    lethe(
+    new_rust_component(
         app.path(),
-        &["new", "job-status", "cm-jobs", "--kind", "v1/ConfigMap"],
+        &["job-status", "cm-jobs", "--kind", "v1/ConfigMap"],
     );
-    let crate_dir = app.path().join("components/cm-jobs");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let tested = run(&crate_dir, Path::new(&cargo), &["test"], &[]);
-    assert!(
-        tested.contains("3 passed"),
-        "the generated tests ran:\n{tested}"
-    );
-    lethe(app.path(), &["build"]);
     let lethe = Lethe::up_app_at(
         &app.path().join("spin.toml"),
         &[(ALICE, "alice", &[]), (BOB, "bob", &[])],

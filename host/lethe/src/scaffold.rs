@@ -392,10 +392,7 @@ impl NewComponent {
             .get("dependencies")
             .and_then(|d| d.get("lethe-guest"))
             .is_some();
-        let has_wasm_profile = parsed
-            .get("profile")
-            .and_then(|p| p.get("wasm"))
-            .is_some();
+        let has_wasm_profile = parsed.get("profile").and_then(|p| p.get("wasm")).is_some();
         Ok(Some(Workspace {
             manifest,
             has_sdk,
