@@ -10,6 +10,15 @@ use crate::sql::{Sql, SqlError, Statement, Value};
 /// 1): `base_ms` doubled per failure after the first, capped at `max_ms`, plus up to a quarter
 /// more from `jitter` (0..=255, fresh per failure) so that items failing together do not retry
 /// together.
+///
+/// ```
+/// use lethe_guest::backoff::delay_ms;
+///
+/// assert_eq!(delay_ms(1, 1_000, 60_000, 0), 1_000);
+/// assert_eq!(delay_ms(3, 1_000, 60_000, 0), 4_000);
+/// assert_eq!(delay_ms(30, 1_000, 60_000, 0), 60_000, "capped");
+/// assert!(delay_ms(3, 1_000, 60_000, 255) <= 5_000, "at most a quarter more");
+/// ```
 pub fn delay_ms(attempts: u32, base_ms: i64, max_ms: i64, jitter: u8) -> i64 {
     let exponent = attempts.saturating_sub(1).min(30);
     let delay = base_ms.saturating_mul(1i64 << exponent).min(max_ms).max(0);

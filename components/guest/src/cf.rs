@@ -205,6 +205,19 @@ impl HttpError {
 
     /// Maps a Kubernetes failure of a call made for the caller. `not_found` is the detail to use
     /// when the object is missing or hidden.
+    ///
+    /// ```
+    /// use lethe_guest::cf::HttpError;
+    /// use lethe_guest::kube::KubeError;
+    ///
+    /// // What a caller is told when their own read failed.
+    /// let hidden = HttpError::from_kube(KubeError::Forbidden("...".into()), "Note not found");
+    /// assert_eq!((hidden.status, hidden.errors[0].code), (403, 10003));
+    /// let gone = HttpError::from_kube(KubeError::NotFound("...".into()), "Note not found");
+    /// assert_eq!((gone.status, gone.errors[0].detail.as_str()), (404, "Note not found"));
+    /// let down = HttpError::from_kube(KubeError::Unavailable("...".into()), "Note not found");
+    /// assert_eq!(down.status, 503);
+    /// ```
     pub fn from_kube(e: KubeError, not_found: &str) -> Self {
         match e {
             KubeError::NotFound(_) => Self::not_found(not_found),

@@ -116,6 +116,18 @@ impl Request {
 
     /// The part of the path below the route the host matched (Spin's `spin-path-info`), or the
     /// whole path when the host did not say.
+    ///
+    /// ```
+    /// use lethe_guest::Request;
+    ///
+    /// // A component on the route `/notes/...`, asked for `/notes/items/a`.
+    /// let req = Request {
+    ///     path: "/notes/items/a".into(),
+    ///     headers: vec![("spin-path-info".to_string(), b"/items/a".to_vec())].into(),
+    ///     ..Default::default()
+    /// };
+    /// assert_eq!(req.path_info(), "/items/a");
+    /// ```
     pub fn path_info(&self) -> String {
         self.header("spin-path-info")
             .unwrap_or_else(|| self.path.clone())
@@ -158,6 +170,19 @@ impl Request {
     /// is absent, or does not start with `bearer`, which Cloud Controller takes as no token),
     /// an error when it is a bearer credential that is not well formed (including one that is
     /// not UTF-8, which is a bad credential, not a missing one).
+    ///
+    /// ```
+    /// use lethe_guest::Request;
+    ///
+    /// let with = |value: &str| Request {
+    ///     headers: vec![("authorization".to_string(), value.as_bytes().to_vec())].into(),
+    ///     ..Default::default()
+    /// };
+    /// assert_eq!(with("Bearer abc").bearer_token(), Ok(Some("abc".to_string())));
+    /// assert_eq!(with("Basic abc").bearer_token(), Ok(None), "not a bearer credential");
+    /// assert!(with("Bearer a b").bearer_token().is_err(), "malformed: 401, not anonymous");
+    /// assert_eq!(Request::default().bearer_token(), Ok(None));
+    /// ```
     pub fn bearer_token(&self) -> Result<Option<String>, MalformedAuthorization> {
         let Some(raw) = self.headers.get("authorization") else {
             return Ok(None);

@@ -35,7 +35,10 @@ pub use http::{Headers, MAX_BODY_BYTES as MAX_BODY, Request, Response};
 
 /// Everything the host supplies to component logic: Kubernetes, SQL, and clock, configuration,
 /// log and randomness. Logic that needs all three takes `&dyn Capabilities`; the wasm
-/// `host::Host` and the tests' fakes implement it.
+/// `host::Host` and the tests' fakes implement it. What a component calls is what it imports,
+/// and so what its manifest must grant: a `&dyn Capabilities` links every method (its vtable
+/// holds them all), so logic that needs only Kubernetes takes `&dyn Kube` and `&dyn Env`
+/// instead, and its component imports no `sql`.
 pub trait Capabilities: kube::Kube + env::Env + sql::Sql {}
 
 impl<T: kube::Kube + env::Env + sql::Sql + ?Sized> Capabilities for T {}
