@@ -882,9 +882,10 @@ fn a_failing_cluster_never_turns_a_refusal_into_a_success() {
         );
         assert!(
             r.status == 404 || r.status == 503,
-            "{} {}",
+            "{} {}\nwhat lethe logged of cf-job-status, and its warnings:\n{}",
             r.status,
-            r.body
+            r.body,
+            log_of(&lethe, "cf-job-status")
         );
     }
     set_faults(json!({}));
@@ -930,4 +931,14 @@ fn a_failing_cluster_never_turns_a_refusal_into_a_success() {
     eprintln!("answers under the storm: {answers:?}");
     let failed: u32 = answers.values().filter_map(|a| a.get(&503)).sum();
     assert!(failed > 0, "the storm never reached lethe: {answers:?}");
+}
+
+/// The last lines lethe logged that name `component`, or warn or err, for a failure's message.
+fn log_of(lethe: &Lethe, component: &str) -> String {
+    let log = lethe.log();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(component) || l.contains("WARN") || l.contains("ERROR"))
+        .collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
 }
