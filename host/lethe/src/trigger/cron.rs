@@ -46,7 +46,7 @@ pub struct CronJob {
     schedule: cron::Schedule,
     expression: String,
     id: Arc<str>,
-    target: std::sync::RwLock<Arc<CronTarget>>,
+    target: super::Slot<CronTarget>,
     last: std::sync::Mutex<Option<LastTick>>,
 }
 
@@ -105,7 +105,7 @@ impl CronJob {
             schedule: trigger.schedule.clone(),
             expression: trigger.cron_expression.clone(),
             id: component.id.clone(),
-            target: std::sync::RwLock::new(Arc::new(CronTarget::new(component)?)),
+            target: super::Slot::new(CronTarget::new(component)?),
             last: std::sync::Mutex::new(None),
         })
     }
@@ -125,18 +125,7 @@ impl CronJob {
     /// Ticks the component of `replacement` from the next tick on; a tick under way finishes on
     /// the one it started on.
     pub fn put(&self, replacement: Replacement) {
-        *self
-            .target
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = replacement.0;
-    }
-
-    /// The component it ticks now.
-    fn target(&self) -> Arc<CronTarget> {
-        self.target
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.target.set(replacement.0);
     }
 
     /// The most recent tick, if one has run.
@@ -155,7 +144,7 @@ impl CronJob {
     /// Runs one tick now and records how it ended: through the reconciler export when there is
     /// one, else through `handle-cron-event`.
     pub async fn tick_and_record(&self, at: DateTime<Utc>) -> TickOutcome {
-        let target = self.target();
+        let target = self.target.get();
         let outcome = match &target.reconciler {
             Some(reconciler) => {
                 let pass = reconciler.run_once().await;
@@ -165,7 +154,7 @@ impl CronJob {
                     Err(e) => TickOutcome::Failed(format!("{e:#}")),
                 }
             }
-            None => match self.tick(at).await {
+            None => match self.tick_on(&target, at).await {
                 Ok(()) => TickOutcome::Done,
                 Err(e) => TickOutcome::Failed({
                     let reason = super::FailureKind::of(&e).label();
@@ -201,7 +190,11 @@ impl CronJob {
     /// Runs one tick now, in a fresh instance. Errors are the component's failure or its
     /// `error` result.
     pub async fn tick(&self, at: DateTime<Utc>) -> wasmtime::Result<()> {
-        let target = self.target();
+        self.tick_on(&self.target.get(), at).await
+    }
+
+    /// [`CronJob::tick`] of `target`, the component the caller took from the slot.
+    async fn tick_on(&self, target: &CronTarget, at: DateTime<Utc>) -> wasmtime::Result<()> {
         let mut store = target.component.new_store();
         let timeout = target.component.limits.timeout;
         let timestamp = u64::try_from(at.timestamp()).unwrap_or(0);
@@ -242,7 +235,7 @@ impl CronJob {
             let wait = (next - Utc::now()).to_std().unwrap_or_default();
             // Only a reconciler (it exports lethe:platform/reconciler: its passes are idempotent
             // and act on what changed) is woken early; any other cron job keeps its schedule.
-            let target = self.target();
+            let target = self.target.get();
             let woken = async {
                 match target.reconciler {
                     Some(_) => target.component.env.wake.notified().await,

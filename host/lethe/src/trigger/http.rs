@@ -43,7 +43,7 @@ const PARSER_MAX_HEADERS: usize = 4 * MAX_HEADERS;
 /// The routing table: routes to components. A route's component can be replaced while serving
 /// (`lethe up --watch`); a request keeps the one it was routed to until it is answered.
 pub struct Router {
-    routes: Vec<(Route, std::sync::RwLock<Arc<HttpComponent>>)>,
+    routes: Vec<(Route, super::Slot<HttpComponent>)>,
     metrics: Arc<crate::metrics::Metrics>,
     /// The route label of a request that matched no route.
     no_route: Arc<str>,
@@ -78,7 +78,7 @@ impl Router {
                 .with_context(|| format!("unknown component `{}`", t.component))?
                 .clone();
             let served = HttpComponent::new(&t.route, component)?;
-            routes.push((t.route.clone(), std::sync::RwLock::new(Arc::new(served))));
+            routes.push((t.route.clone(), super::Slot::new(served)));
         }
         Ok(Router {
             routes,
@@ -95,14 +95,14 @@ impl Router {
             .iter()
             .filter_map(|(r, c)| r.matches(path).map(|m| (r, c, m)))
             .max_by_key(|(r, _, _)| r.rank())
-            .map(|(r, c, m)| (r, serving(c), m))
+            .map(|(r, c, m)| (r, c.get(), m))
     }
 
     /// `(route, component id)` for the start-up log.
     pub fn describe(&self) -> Vec<(String, String)> {
         self.routes
             .iter()
-            .map(|(r, c)| (r.as_str().to_string(), serving(c).component.id.to_string()))
+            .map(|(r, c)| (r.as_str().to_string(), c.get().component.id.to_string()))
             .collect()
     }
 
@@ -114,7 +114,7 @@ impl Router {
     ) -> anyhow::Result<RouteReplacement> {
         let mut slots = Vec::new();
         for (index, (route, slot)) in self.routes.iter().enumerate() {
-            if serving(slot).component.id == component.id {
+            if slot.get().component.id == component.id {
                 slots.push((
                     index,
                     Arc::new(HttpComponent::new(route, component.clone())?),
@@ -130,9 +130,7 @@ impl Router {
         let count = replacement.0.len();
         for (index, served) in replacement.0 {
             if let Some((_, slot)) = self.routes.get(index) {
-                *slot
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = served;
+                slot.set(served);
             }
         }
         count
@@ -141,13 +139,6 @@ impl Router {
 
 /// A component checked to serve some routes of a [`Router`], ready for [`Router::put`].
 pub struct RouteReplacement(Vec<(usize, Arc<HttpComponent>)>);
-
-/// The component a route's slot holds now.
-fn serving(slot: &std::sync::RwLock<Arc<HttpComponent>>) -> Arc<HttpComponent> {
-    slot.read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone()
-}
 
 impl HttpComponent {
     /// `component` on `route`; it must export `wasi:http/incoming-handler`.
