@@ -1,113 +1,37 @@
 //! The change feed of desired state: which jobs' desired deployments changed since a revision.
-//!
-//! Every write of a desired deployment (set, patch, delete, and a job's delete) adds
-//! [`record`]'s two statements to its own transaction: the counter row `data_job_revision`
-//! is bumped and the job's row in `data_job_change` takes the new value. The UPDATE locks the
-//! counter row until the commit, so revisions become visible in the order they were given, on
-//! PostgreSQL as on SQLite: a reader that saw revision `r` has seen every change up to `r`, and a
-//! bookmark is simply the last revision read. Deletes leave no desired row, but they do leave
-//! their change row, so the reconciler hears of them.
-//!
-//! A writer that bypasses the API (SQL by hand) records no change; the reconciler's full pass,
-//! which runs at start and every `full_resync_seconds`, repairs what such a write left.
+//! It is the SDK's [`lethe_guest::feed`] over `data_job_revision` and `data_job_change`, keyed by
+//! job uid: every write of a desired deployment (set, patch, delete, and a job's delete) adds
+//! [`record`]'s two statements to its own transaction, and [`prune`] keeps the change table as
+//! large as the set of jobs rather than their history.
 
-use lethe_guest::follow::{Heard, Source};
+use lethe_guest::feed::{Feed, FeedTable};
 
-use crate::{Sql, SqlError, Statement, Value};
+use crate::{Sql, SqlError, Statement};
 
 /// The name of the counter row.
 const COUNTER: &str = "desired";
 
+/// The feed's statements, over `data_job_revision` and `data_job_change`.
+static TABLE: FeedTable = FeedTable {
+    bump: "UPDATE data_job_revision SET value = value + 1 WHERE name = $1",
+    stamp: "INSERT INTO data_job_change (job_uid, revision) \
+            SELECT $1, value FROM data_job_revision WHERE name = $2 \
+            ON CONFLICT (job_uid) DO UPDATE SET revision = excluded.revision",
+    head: "SELECT value FROM data_job_revision WHERE name = $1",
+    since: "SELECT job_uid, revision FROM data_job_change WHERE revision > $1 \
+            ORDER BY revision LIMIT $2",
+};
+
 /// The statements that record, inside the transaction that writes it, that the desired state of
 /// job `job_uid` changed.
 pub fn record(job_uid: &str) -> [Statement; 2] {
-    [
-        (
-            "UPDATE data_job_revision SET value = value + 1 WHERE name = $1",
-            vec![COUNTER.into()],
-        ),
-        (
-            "INSERT INTO data_job_change (job_uid, revision) \
-             SELECT $1, value FROM data_job_revision WHERE name = $2 \
-             ON CONFLICT (job_uid) DO UPDATE SET revision = excluded.revision",
-            vec![job_uid.into(), COUNTER.into()],
-        ),
-    ]
+    Feed::record(&TABLE, COUNTER, job_uid)
 }
 
-/// The revision of the latest change made so far: a reader that starts from it hears of every
-/// later one. Read before the state it stands for.
-pub fn head(sql: &dyn Sql) -> Result<i64, SqlError> {
-    let rows = sql.query(
-        "SELECT value FROM data_job_revision WHERE name = $1",
-        &[COUNTER.into()],
-    )?;
-    Ok(rows
-        .first()
-        .and_then(|r| r.first())
-        .and_then(Value::int)
-        .unwrap_or(0))
-}
-
-/// Changes read from the feed.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Changed {
-    /// The jobs whose desired state changed, oldest change first, each once.
-    pub job_uids: Vec<String>,
-    /// The revision to read from next time.
-    pub bookmark: i64,
-    /// More changes wait beyond the ones read.
-    pub more: bool,
-}
-
-/// The jobs changed after revision `since`, at most `max` of them.
-pub fn since(sql: &dyn Sql, since: i64, max: u32) -> Result<Changed, SqlError> {
-    let rows = sql.query(
-        "SELECT job_uid, revision FROM data_job_change WHERE revision > $1 \
-         ORDER BY revision LIMIT $2",
-        &[since.into(), i64::from(max).into()],
-    )?;
-    let more = rows.len() >= usize::try_from(max).unwrap_or(usize::MAX);
-    let mut changed = Changed {
-        bookmark: since,
-        more,
-        ..Changed::default()
-    };
-    for row in rows {
-        if let [uid, revision] = row.as_slice() {
-            changed.job_uids.push(uid.text().to_string());
-            changed.bookmark = changed.bookmark.max(revision.int().unwrap_or(0));
-        }
-    }
-    Ok(changed)
-}
-
-/// The feed as the reconciler follows it: its changes are job uids, its bookmarks revisions.
-pub struct Desired<'a>(pub &'a dyn Sql);
-
-impl Source for Desired<'_> {
-    type Change = String;
-    type Error = SqlError;
-
-    fn key(&self) -> String {
-        "desired_revision".into()
-    }
-
-    fn head(&self) -> Result<String, SqlError> {
-        head(self.0).map(|revision| revision.to_string())
-    }
-
-    fn since(&self, bookmark: &str, max: u32) -> Result<Heard<String>, SqlError> {
-        let revision = bookmark
-            .parse()
-            .map_err(|_| SqlError::Failed(format!("{bookmark:?} is not a revision")))?;
-        let changed = since(self.0, revision, max)?;
-        Ok(Heard {
-            changes: changed.job_uids,
-            bookmark: changed.bookmark.to_string(),
-            more: changed.more,
-        })
-    }
+/// The feed as the reconciler follows it: its changes are job uids, its bookmarks revisions
+/// (its kept key, `desired_revision`, is the one this feed has always had).
+pub fn desired(sql: &dyn Sql) -> Feed<'_> {
+    Feed::new(sql, &TABLE, COUNTER)
 }
 
 /// Forgets the changes up to revision `upto` of jobs that left nothing behind (no desired row,
@@ -142,30 +66,31 @@ mod tests {
     #[test]
     fn changes_come_once_per_job_in_revision_order_after_the_bookmark() {
         let sql = db();
-        let start = head(&sql).expect("head");
+        let feed = desired(&sql);
+        let start = feed.head_revision().expect("head");
         for uid in ["a", "b", "a", "c"] {
             sql.batch(&record(uid)).expect("record");
         }
-        let all = since(&sql, start, 10).expect("since");
+        let all = feed.changed_since(start, 10).expect("since");
         assert_eq!(
-            all.job_uids,
+            all.keys,
             ["b", "a", "c"],
             "a's latest change is its third"
         );
         assert_eq!(all.bookmark, start + 4);
         assert!(!all.more);
-        assert_eq!(head(&sql).expect("head"), start + 4);
-        let first = since(&sql, start, 2).expect("since");
+        assert_eq!(feed.head_revision().expect("head"), start + 4);
+        let first = feed.changed_since(start, 2).expect("since");
         assert_eq!(
-            (first.job_uids.as_slice(), first.more),
+            (first.keys.as_slice(), first.more),
             (&["b".to_string(), "a".to_string()][..], true)
         );
-        let rest = since(&sql, first.bookmark, 2).expect("since");
-        assert_eq!(rest.job_uids, ["c"]);
+        let rest = feed.changed_since(first.bookmark, 2).expect("since");
+        assert_eq!(rest.keys, ["c"]);
         assert!(
-            since(&sql, rest.bookmark, 2)
+            feed.changed_since(rest.bookmark, 2)
                 .expect("since")
-                .job_uids
+                .keys
                 .is_empty()
         );
     }
@@ -182,11 +107,11 @@ mod tests {
             &[],
         )
         .expect("actual row");
-        let mark = head(&sql).expect("head");
+        let mark = desired(&sql).head_revision().expect("head");
         sql.batch(&record("later")).expect("record");
         assert_eq!(prune(&sql, mark).expect("prune"), 1);
         assert_eq!(
-            since(&sql, 0, 10).expect("since").job_uids,
+            desired(&sql).changed_since(0, 10).expect("since").keys,
             ["tombstone", "later"]
         );
     }

@@ -29,7 +29,7 @@ use lethe_guest::follow::{Outcome, Pass, Watched, WhyFull};
 use lethe_guest::kept::{Kept, KeptTable};
 use lethe_guest::kube::{Change, ChangeType, Collection};
 
-use crate::feed::Desired;
+use crate::feed;
 use crate::items::{self, Item, Live, RECONCILER, World};
 use crate::{Host, Kube, KubeError, Level, Settings, SqlError, model};
 
@@ -113,7 +113,7 @@ fn full_pass(
             &format!("data-jobs sync: cannot follow the CronJobs' changes, so the next pass is full too: {e}"),
         );
     }
-    if let Err(e) = pass.mark(&Desired(host)) {
+    if let Err(e) = pass.mark(&feed::desired(host)) {
         host.log(
             Level::Warn,
             &format!("data-jobs sync: cannot read the desired-state feed, so the next pass is full too: {e}"),
@@ -164,7 +164,7 @@ fn on_changes(
 ) -> Result<Gathered, WhyFull> {
     let started = pass.started_ms();
     // Jobs whose CronJobs are read before deciding.
-    let mut read: BTreeSet<String> = pass.changes(&Desired(host))?.into_iter().collect();
+    let mut read: BTreeSet<String> = pass.changes(&feed::desired(host))?.into_iter().collect();
     let backoff = BackoffTable::new(host, RECONCILER);
     read.extend(backoff.due(started).map_err(WhyFull::Kept)?);
 
@@ -299,7 +299,7 @@ fn settled(item: &Item, changes: &[Change]) -> bool {
 pub(crate) fn finish(host: &dyn Host, pass: Pass<'_>, deferred: bool) {
     let pruned_upto = pass
         .is_full()
-        .then(|| pass.bookmark(&Desired(host)).and_then(|r| r.parse().ok()))
+        .then(|| pass.bookmark(&feed::desired(host)).and_then(|r| r.parse().ok()))
         .flatten();
     pass.finish(if deferred {
         Outcome::Deferred

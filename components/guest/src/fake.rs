@@ -1020,6 +1020,13 @@ impl FakeSql {
         FakeSql(conn)
     }
 
+    /// A database with the statements of `script` applied: a test's own tables.
+    pub fn from_script(script: &str) -> FakeSql {
+        let conn = rusqlite::Connection::open_in_memory().expect("sqlite in memory");
+        conn.execute_batch(script).expect("script");
+        FakeSql(conn)
+    }
+
     fn run(&self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, SqlError> {
         let sql = sql.replace('$', "?");
         let mut stmt = self.0.prepare_cached(&sql).map_err(map_err)?;

@@ -14,6 +14,7 @@ pub mod cf;
 pub mod conditions;
 pub mod env;
 pub mod events;
+pub mod feed;
 #[cfg(feature = "fake")]
 pub mod fake;
 pub mod finalizer;
