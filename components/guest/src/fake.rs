@@ -565,14 +565,23 @@ impl FakeCluster {
         let mut review = object.clone();
         match object["kind"].as_str()? {
             "SelfSubjectAccessReview" => {
-                // Answered from the grants, whose kinds are the resources' kinds.
+                // A token the cluster rejects gets 401, as from the API server, not a "no".
+                if let Err(e) = self.authenticate(id) {
+                    return Some(Err(e));
+                }
+                // Answered from the grants, whose kinds are the resources' kinds (a kind's
+                // resource is its plural: the kinds of the objects and grants, lower-cased, + s).
                 let attributes = &object["spec"]["resourceAttributes"];
                 let resource = attributes["resource"].as_str().unwrap_or_default();
-                let kind = self
+                let known: Vec<String> = self
                     .objects
                     .borrow()
                     .keys()
                     .map(|(kind, _, _)| kind.clone())
+                    .chain(self.grants.borrow().iter().map(|(_, _, kind, _)| kind.clone()))
+                    .collect();
+                let kind = known
+                    .into_iter()
                     .find(|kind| format!("{}s", kind.to_lowercase()) == resource)
                     .unwrap_or_default();
                 let allowed = self

@@ -13,8 +13,8 @@
 //! lethe_guest::handlers::job_status::export_job_status_handler!(Component);
 //! ```
 //!
-//! Each world's bindings are behind a feature of their own (`job-status-handler`), so that
-//! components which do not export it carry nothing of it.
+//! Each world's bindings are behind a feature of their own (`job-status-handler`,
+//! `reconciler-handler`), so that components which do not export it carry nothing of it.
 
 /// The world `lethe:platform/kube-job-status-handler`: imports `kube`, `log` and `config`, and
 /// exports `job-status` (and the `types` it uses) and `configuration`. Wire an implementation in
@@ -66,4 +66,28 @@ pub mod job_status {
             }
         }
     }
+}
+
+/// The world `lethe:platform/scheduled-reconciler`: imports `kube`, `sql`, `log` and `config`,
+/// and exports `reconciler` (a pass, with its report, which lethe calls), `configuration`, and
+/// Spin's `handle-cron-event` (the root [`reconciler::Guest`]: the same pass, on Spin's cron
+/// trigger). Wire an implementation in with `export_reconciler_handler!`; build the report with
+/// [`crate::wit_report!`]`(lethe_guest::handlers::reconciler::exports::lethe::platform::reconciler, report)`.
+#[cfg(feature = "reconciler-handler")]
+#[allow(missing_docs)]
+pub mod reconciler {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "lethe:platform/scheduled-reconciler",
+        with: {
+            "lethe:platform/kube@0.1.0": crate::host::bindings::lethe::platform::kube,
+            "lethe:platform/sql@0.1.0": crate::host::bindings::lethe::platform::sql,
+            "lethe:platform/log@0.1.0": crate::host::bindings::lethe::platform::log,
+            "lethe:platform/config@0.1.0": crate::host::bindings::lethe::platform::config,
+            "spin:cron/cron-types@3.0.0": generate,
+        },
+        pub_export_macro: true,
+        export_macro_name: "export_reconciler_handler",
+        default_bindings_module: "lethe_guest::handlers::reconciler",
+    });
 }

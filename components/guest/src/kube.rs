@@ -256,6 +256,55 @@ pub trait Kube {
     }
 }
 
+/// What a SelfSubjectAccessReview asks: may the asker do `verb` on `resource` (the plural, as
+/// RBAC rules name it: `deployments`) of API `group` (`""` for the core group, `apps`) in
+/// `namespace` (`None`: cluster-wide)? As `kubectl auth can-i` asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Access<'a> {
+    /// `get`, `list`, `create`, `update`, `delete`...
+    pub verb: &'a str,
+    /// The API group.
+    pub group: &'a str,
+    /// The resource, plural.
+    pub resource: &'a str,
+    /// The namespace.
+    pub namespace: Option<&'a str>,
+}
+
+/// Whether `who` may do what `access` names, answered by the cluster's own authorizer (RBAC)
+/// through a SelfSubjectAccessReview made as `who`. For a component that acts later, with its
+/// own identity, on what a caller asked for: the caller's right is checked now. An answer that
+/// says nothing of `allowed` is a refusal (fail closed).
+///
+/// ```
+/// # use lethe_guest::kube::{Access, Identity, Kube, may};
+/// # fn check(kube: &dyn Kube, token: String) -> lethe_guest::kube::Result<()> {
+/// let deploy = Access { verb: "create", group: "apps", resource: "deployments", namespace: Some("team") };
+/// if !may(kube, &Identity::Caller(token), &deploy)? {
+///     // answer 403
+/// }
+/// # Ok(()) }
+/// ```
+pub fn may(kube: &dyn Kube, who: &Identity, access: &Access<'_>) -> Result<bool> {
+    let mut attributes = serde_json::json!({
+        "verb": access.verb,
+        "group": access.group,
+        "resource": access.resource,
+    });
+    if let Some(namespace) = access.namespace {
+        attributes["namespace"] = namespace.into();
+    }
+    let review = kube.create(
+        who,
+        &serde_json::json!({
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": { "resourceAttributes": attributes },
+        }),
+    )?;
+    Ok(review.json().pointer("/status/allowed") == Some(&Json::Bool(true)))
+}
+
 /// `page` with `of`'s label selector added to its own: what a [`Kube::list`] of `of` asks for.
 pub fn narrowed(of: &Collection, page: &ListOptions) -> ListOptions {
     let label_selector = match (&of.label_selector, &page.label_selector) {
@@ -345,6 +394,34 @@ mod tests {
         assert_eq!(
             narrowed(&of, &page(Some("x in (1,2)"))),
             page(Some("app=web,x in (1,2)"))
+        );
+    }
+}
+
+#[cfg(all(test, feature = "fake"))]
+mod access_tests {
+    use super::*;
+    use crate::fake::FakeCluster;
+
+    #[test]
+    fn the_cluster_answers_what_a_caller_may_do_per_verb_and_namespace() {
+        let cluster = FakeCluster::new();
+        cluster.grant("alice", "create", "ConfigMap", "team");
+        let access = |verb, namespace| Access {
+            verb,
+            group: "",
+            resource: "configmaps",
+            namespace: Some(namespace),
+        };
+        let alice = Identity::Caller("alice".into());
+        assert_eq!(may(&cluster, &alice, &access("create", "team")), Ok(true));
+        assert_eq!(may(&cluster, &alice, &access("delete", "team")), Ok(false));
+        assert_eq!(may(&cluster, &alice, &access("create", "other")), Ok(false));
+        assert_eq!(
+            may(&cluster, &Identity::Caller("bad".into()), &access("create", "team"))
+                .map_err(|e| matches!(e, KubeError::Unauthorized(_))),
+            Err(true),
+            "a token the cluster rejects is not a refusal but an error"
         );
     }
 }
