@@ -42,9 +42,9 @@ fn lethe(dir: &Path, args: &[&str]) -> String {
     run(dir, &support::lethe_bin(), args, &[])
 }
 
-/// `lethe new <args>` in `app` (a Rust template), its generated tests run unchanged, then
-/// `lethe build`; returns the crate's directory.
-fn new_rust_component(app: &Path, args: &[&str]) -> std::path::PathBuf {
+/// `lethe new <args>` in `app` (a Rust template), its `tests` generated tests run unchanged,
+/// then `lethe build`; returns the crate's directory.
+fn new_rust_component(app: &Path, args: &[&str], tests: usize) -> std::path::PathBuf {
     let mut new = vec!["new"];
     new.extend_from_slice(args);
     let printed = lethe(app, &new);
@@ -53,7 +53,7 @@ fn new_rust_component(app: &Path, args: &[&str]) -> std::path::PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let tested = run(&crate_dir, Path::new(&cargo), &["test"], &[]);
     assert!(
-        tested.contains("3 passed"),
+        tested.contains(&format!("{tests} passed; 0 failed")),
         "the generated tests ran:\n{tested}"
     );
     lethe(app, &["build"]);
@@ -114,7 +114,7 @@ fn the_rust_http_template_builds_passes_its_test_and_serves() {
         return;
     }
     let app = tempfile::tempdir().expect("tempdir");
-    let crate_dir = new_rust_component(app.path(), &["http", "hello"]);
+    let crate_dir = new_rust_component(app.path(), &["http", "hello"], 3);
     let lethe = Lethe::up_app_at(
         &app.path().join("spin.toml"),
         &[(ALICE, "alice", &[])],
@@ -193,6 +193,7 @@ fn the_job_status_template_follows_a_real_deletion_as_the_caller_sees_it() {
     new_rust_component(
         app.path(),
         &["job-status", "cm-jobs", "--kind", "v1/ConfigMap"],
+        3,
     );
     let lethe = Lethe::up_app_at(
         &app.path().join("spin.toml"),
@@ -268,5 +269,171 @@ fn the_job_status_template_follows_a_real_deletion_as_the_caller_sees_it() {
         assert!(Instant::now() < deadline, "never COMPLETE, last {state}");
         std::thread::sleep(Duration::from_millis(200));
     }
+    lethe.kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+#[test]
+fn the_reconciler_template_makes_and_deletes_real_objects_as_its_own_service_account() {
+    const TEST: &str =
+        "the_reconciler_template_makes_and_deletes_real_objects_as_its_own_service_account";
+    if support::skip_without_test_users(TEST) {
+        return;
+    }
+    let app = tempfile::tempdir().expect("tempdir");
+    new_rust_component(
+        app.path(),
+        &["reconciler", "cm-keeper", "--kind", "v1/ConfigMap"],
+        4,
+    );
+    let lethe = Lethe::up_app_at(
+        &app.path().join("spin.toml"),
+        &[(ALICE, "alice", &[]), (BOB, "bob", &[])],
+        &[],
+    );
+    // The pass runs as the ServiceAccount the generated rbac.json binds, not as an admin.
+    assert!(
+        lethe
+            .log()
+            .contains("privileged identity: system:serviceaccount:lethe-system:lethe"),
+        "{}",
+        lethe.log()
+    );
+
+    // Alice may manage ConfigMaps in her namespace; bob may not.
+    let ns = format!("keep-{}", std::process::id());
+    lethe.kubectl_ok(&["create", "namespace", &ns]);
+    lethe.kubectl_ok(&[
+        "-n",
+        &ns,
+        "create",
+        "role",
+        "configmaps",
+        "--verb=get,list,create,update,delete",
+        "--resource=configmaps",
+    ]);
+    lethe.kubectl_ok(&[
+        "-n",
+        &ns,
+        "create",
+        "rolebinding",
+        "alice-configmaps",
+        "--role=configmaps",
+        "--user=alice",
+    ]);
+    let url = |path: &str| format!("{}/cm-keeper{path}", lethe.url);
+    let as_user = |method: &str, path: &str, body: Option<&str>, token: &str| {
+        request(
+            method,
+            &url(path),
+            body,
+            &[("authorization", &format!("Bearer {token}"))],
+        )
+    };
+    let object = format!("/objects/{ns}/settings");
+    let refused = as_user("PUT", &object, Some(r#"{"data":{"greeting":"hi"}}"#), BOB);
+    assert_eq!(
+        (refused.status, refused.cf_code()),
+        (403, 10003),
+        "{}",
+        refused.body
+    );
+    let put = as_user(
+        "PUT",
+        &object,
+        Some(r#"{"data":{"greeting":"hello"}}"#),
+        ALICE,
+    );
+    assert_eq!(put.status, 201, "{}", put.body);
+
+    // The API's write wakes the pass, which makes the ConfigMap with lethe's marks.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let made = loop {
+        let (found, out, _) =
+            lethe.kubectl(&["-n", &ns, "get", "configmap", "settings", "-o", "json"]);
+        if found {
+            break serde_json::from_str::<serde_json::Value>(&out).expect("json");
+        }
+        assert!(Instant::now() < deadline, "never made:\n{}", lethe.log());
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(made["data"]["greeting"], "hello");
+    assert_eq!(
+        made["metadata"]["labels"]["lethe.dev/reconciler"],
+        "cm-keeper"
+    );
+    assert_eq!(
+        made["metadata"]["finalizers"],
+        serde_json::json!(["lethe.dev/cm-keeper"])
+    );
+
+    // Drift on the live object is put back.
+    lethe.kubectl_ok(&[
+        "-n",
+        &ns,
+        "patch",
+        "configmap",
+        "settings",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"greeting":"edited"}}"#,
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let greeting = lethe.kubectl_ok(&[
+            "-n",
+            &ns,
+            "get",
+            "configmap",
+            "settings",
+            "-o",
+            "jsonpath={.data.greeting}",
+        ]);
+        if greeting == "hello" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "drift never put back:\n{}",
+            lethe.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // A DELETE answers with a job, which reaches COMPLETE once the ConfigMap is gone; bob,
+    // who may not read it, learns nothing.
+    let deleted = as_user("DELETE", &object, None, ALICE);
+    assert_eq!(deleted.status, 202, "{}", deleted.body);
+    let location = deleted.header("location").expect("Location").to_string();
+    assert!(location.starts_with("http"), "absolute: {location}");
+    let poll = |token: &str| {
+        request(
+            "GET",
+            &location,
+            None,
+            &[("authorization", &format!("Bearer {token}"))],
+        )
+    };
+    let first = poll(ALICE);
+    assert_eq!(
+        first.status, 200,
+        "the first poll never 404s: {}",
+        first.body
+    );
+    assert_eq!((poll(BOB).status, poll(BOB).cf_code()), (404, 10010));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let state = poll(ALICE).json()["state"].clone();
+        if state == "COMPLETE" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never COMPLETE, last {state}:\n{}",
+            lethe.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (still_there, _, _) = lethe.kubectl(&["-n", &ns, "get", "configmap", "settings"]);
+    assert!(!still_there, "COMPLETE only once the ConfigMap is gone");
     lethe.kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
 }

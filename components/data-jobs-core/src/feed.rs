@@ -72,11 +72,7 @@ mod tests {
             sql.batch(&record(uid)).expect("record");
         }
         let all = feed.changed_since(start, 10).expect("since");
-        assert_eq!(
-            all.keys,
-            ["b", "a", "c"],
-            "a's latest change is its third"
-        );
+        assert_eq!(all.keys, ["b", "a", "c"], "a's latest change is its third");
         assert_eq!(all.bookmark, start + 4);
         assert!(!all.more);
         assert_eq!(feed.head_revision().expect("head"), start + 4);

@@ -299,7 +299,10 @@ fn settled(item: &Item, changes: &[Change]) -> bool {
 pub(crate) fn finish(host: &dyn Host, pass: Pass<'_>, deferred: bool) {
     let pruned_upto = pass
         .is_full()
-        .then(|| pass.bookmark(&feed::desired(host)).and_then(|r| r.parse().ok()))
+        .then(|| {
+            pass.bookmark(&feed::desired(host))
+                .and_then(|r| r.parse().ok())
+        })
         .flatten();
     pass.finish(if deferred {
         Outcome::Deferred

@@ -578,7 +578,12 @@ impl FakeCluster {
                     .borrow()
                     .keys()
                     .map(|(kind, _, _)| kind.clone())
-                    .chain(self.grants.borrow().iter().map(|(_, _, kind, _)| kind.clone()))
+                    .chain(
+                        self.grants
+                            .borrow()
+                            .iter()
+                            .map(|(_, _, kind, _)| kind.clone()),
+                    )
                     .collect();
                 let kind = known
                     .into_iter()

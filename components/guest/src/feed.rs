@@ -179,10 +179,18 @@ mod tests {
         assert_eq!((all.bookmark, all.more), (start + 4, false));
         assert_eq!(feed.head_revision().expect("head"), start + 4);
         let first = feed.changed_since(start, 2).expect("since");
-        assert_eq!((first.keys.as_slice(), first.more), (&["b".into(), "a".into()][..], true));
+        assert_eq!(
+            (first.keys.as_slice(), first.more),
+            (&["b".into(), "a".into()][..], true)
+        );
         let rest = feed.since(&first.bookmark.to_string(), 2).expect("since");
         assert_eq!(rest.changes, ["c"]);
-        assert!(feed.since(&rest.bookmark, 2).expect("since").changes.is_empty());
+        assert!(
+            feed.since(&rest.bookmark, 2)
+                .expect("since")
+                .changes
+                .is_empty()
+        );
         assert!(feed.since("not a number", 2).is_err());
         assert_eq!(feed.head().expect("head"), (start + 4).to_string());
     }

@@ -279,6 +279,14 @@ impl Response {
         self
     }
 
+    /// The value of header `name` (any case), if it was set.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
     /// The body parsed as JSON (for tests).
     pub fn json_body(&self) -> Option<serde_json::Value> {
         serde_json::from_slice(&self.body).ok()

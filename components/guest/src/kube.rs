@@ -418,8 +418,12 @@ mod access_tests {
         assert_eq!(may(&cluster, &alice, &access("delete", "team")), Ok(false));
         assert_eq!(may(&cluster, &alice, &access("create", "other")), Ok(false));
         assert_eq!(
-            may(&cluster, &Identity::Caller("bad".into()), &access("create", "team"))
-                .map_err(|e| matches!(e, KubeError::Unauthorized(_))),
+            may(
+                &cluster,
+                &Identity::Caller("bad".into()),
+                &access("create", "team")
+            )
+            .map_err(|e| matches!(e, KubeError::Unauthorized(_))),
             Err(true),
             "a token the cluster rejects is not a refusal but an error"
         );

@@ -14,9 +14,9 @@ pub mod cf;
 pub mod conditions;
 pub mod env;
 pub mod events;
-pub mod feed;
 #[cfg(feature = "fake")]
 pub mod fake;
+pub mod feed;
 pub mod finalizer;
 pub mod follow;
 #[cfg(target_arch = "wasm32")]

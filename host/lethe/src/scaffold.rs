@@ -23,6 +23,11 @@ pub enum Template {
     /// The deletion jobs of a kind (`--kind`): each job's state derived from the live object,
     /// as the caller sees it, over HTTP and through the `lethe:platform/job-status` export.
     JobStatus,
+    /// Desired objects of a kind (`--kind`) kept in SQL behind an HTTP API, made real by a
+    /// reconciler on the SDK's controller pieces (Lease, change feed, backoff, finalizer, Events),
+    /// and deleted asynchronously with a job to poll; with least-privilege RBAC for lethe's own
+    /// identity.
+    Reconciler,
 }
 
 /// A Kubernetes kind, as `--kind` names it: `<apiVersion>/<Kind>`, for example `v1/ConfigMap`
@@ -64,6 +69,36 @@ impl std::str::FromStr for Kind {
             api_version: api_version.into(),
             kind: kind.into(),
         })
+    }
+}
+
+impl Kind {
+    /// The API group: `""` for the core group (`v1`).
+    pub fn group(&self) -> &str {
+        self.api_version
+            .split_once('/')
+            .map_or("", |(group, _)| group)
+    }
+
+    /// The resource, as RBAC rules and the API's paths name it: the kind lower-cased and made
+    /// plural by the rules the API server's own default uses (`Deployment` → `deployments`,
+    /// `Ingress` → `ingresses`, `NetworkPolicy` → `networkpolicies`). A CRD may declare
+    /// another plural; then change `RESOURCE` in the generated `src/lib.rs` and `rbac.json`.
+    pub fn resource(&self) -> String {
+        let lower = self.kind.to_ascii_lowercase();
+        if let Some(stem) = lower.strip_suffix('y')
+            && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])
+        {
+            return format!("{stem}ies");
+        }
+        if lower.ends_with('s')
+            || lower.ends_with('x')
+            || lower.ends_with("ch")
+            || lower.ends_with("sh")
+        {
+            return format!("{lower}es");
+        }
+        format!("{lower}s")
     }
 }
 
@@ -156,6 +191,41 @@ const JOB_STATUS_RUST: &[File] = &[
     ),
 ];
 
+const RECONCILER_RUST: &[File] = &[
+    (
+        "Cargo.toml",
+        include_str!("../templates/reconciler/rust/Cargo.toml"),
+    ),
+    (
+        "src/lib.rs",
+        include_str!("../templates/reconciler/rust/src/lib.rs"),
+    ),
+    (
+        "src/api.rs",
+        include_str!("../templates/reconciler/rust/src/api.rs"),
+    ),
+    (
+        "src/reconcile.rs",
+        include_str!("../templates/reconciler/rust/src/reconcile.rs"),
+    ),
+    (
+        "src/wasm.rs",
+        include_str!("../templates/reconciler/rust/src/wasm.rs"),
+    ),
+    (
+        "src/tests.rs",
+        include_str!("../templates/reconciler/rust/src/tests.rs"),
+    ),
+    (
+        "migrations/0001_desired.sql",
+        include_str!("../templates/reconciler/migrations/0001_desired.sql"),
+    ),
+    (
+        "rbac.json",
+        include_str!("../templates/reconciler/rbac.json"),
+    ),
+];
+
 const HTTP_PYTHON: &[File] = &[
     (
         "pyproject.toml",
@@ -172,6 +242,12 @@ const HTTP_PYTHON: &[File] = &[
     ),
     HTTP_MIGRATION,
 ];
+
+/// The namespace and ServiceAccount of lethe's own identity, for an application that has none.
+const IDENTITY: File = (
+    "lethe-identity.json",
+    include_str!("../templates/reconciler/identity.json"),
+);
 
 /// The lock file of lethe's own workspace: a crate outside it starts from the exact versions the
 /// SDK was tested with (cargo drops the entries it does not need on the first build).
@@ -236,7 +312,12 @@ impl NewComponent {
             (Template::JobStatus, None) => {
                 bail!("the job-status template needs --kind, e.g. --kind v1/ConfigMap")
             }
-            (Template::Http, Some(_)) => bail!("only the job-status template takes --kind"),
+            (Template::Reconciler, None) => {
+                bail!("the reconciler template needs --kind, e.g. --kind apps/v1/Deployment")
+            }
+            (Template::Http, Some(_)) => {
+                bail!("only the job-status and reconciler templates take --kind")
+            }
             _ => {}
         }
         let workspace = self.workspace()?;
@@ -246,6 +327,10 @@ impl NewComponent {
             (Template::JobStatus, Lang::Rust) => JOB_STATUS_RUST,
             (Template::JobStatus, Lang::Python) => bail!(
                 "the job-status template is written in Rust only: its typed export `lethe:platform/job-status` is bound by the Rust SDK"
+            ),
+            (Template::Reconciler, Lang::Rust) => RECONCILER_RUST,
+            (Template::Reconciler, Lang::Python) => bail!(
+                "the reconciler template is written in Rust only: the controller pieces (Lease, change feed, backoff, finalizer, Events) are the Rust SDK's"
             ),
         };
         let sdk = self.sdk_dir()?;
@@ -288,7 +373,11 @@ impl NewComponent {
                 .as_ref()
                 .and_then(|m| m.get("variables"))
                 .is_some_and(|v| v.get("kube_url").is_some() && v.get("kube_token").is_some());
+        let is_new = existing.is_none();
         let mut text = existing.unwrap_or_else(|| self.new_manifest());
+        if self.template == Template::Reconciler {
+            text = self.grant_rbac(text, if is_new { None } else { parsed.as_ref() })?;
+        }
         if !text.ends_with('\n') {
             text.push('\n');
         }
@@ -304,6 +393,10 @@ impl NewComponent {
             ),
         };
         let try_it = match &self.kind {
+            Some(_) if self.template == Template::Reconciler => format!(
+                "curl -X PUT -H \"Authorization: Bearer $TOKEN\" --data '{{\"data\": {{\"greeting\": \"hello\"}}}}' localhost:3000/{}/objects/default/first",
+                self.name
+            ),
             Some(kind) => format!(
                 "curl -H \"Authorization: Bearer $TOKEN\" localhost:3000/{name}/jobs/{job}.delete~<namespace>~<name>",
                 name = self.name,
@@ -335,6 +428,8 @@ impl NewComponent {
         match &self.kind {
             Some(kind) => text
                 .replace("__API_VERSION__", &kind.api_version)
+                .replace("__GROUP__", kind.group())
+                .replace("__RESOURCE__", &kind.resource())
                 .replace("__KIND__", &kind.kind)
                 .replace("__JOB_TYPE__", &kind.kind.to_ascii_lowercase()),
             None => text,
@@ -408,6 +503,7 @@ impl NewComponent {
         let features = match (dev, self.template) {
             (true, _) => "\"fake\"",
             (false, Template::JobStatus) => "\"job-status-handler\"",
+            (false, Template::Reconciler) => "\"reconciler-handler\"",
             (false, Template::Http) => "",
         };
         let sdk = match (inherit, features.is_empty()) {
@@ -443,6 +539,46 @@ impl NewComponent {
              {SPIN_KUBE_VARIABLES}",
             name = self.name
         )
+    }
+
+    /// Has lethe up apply the reconciler's RBAC (`components/<name>/rbac.json`) and act as the
+    /// ServiceAccount it binds, so that the reconciler runs with exactly those rights on the
+    /// embedded cluster too. `manifest` is the existing manifest's parse (`None` for a new one):
+    /// the file joins its `kubernetes_manifests` list if it has one; otherwise the application
+    /// gets `lethe-identity.json` (the namespace `lethe-system` and the ServiceAccount
+    /// `lethe-system/lethe`, which `deploy/` makes in a real cluster) and that account as its
+    /// `service_account`.
+    fn grant_rbac(&self, text: String, manifest: Option<&toml::Table>) -> anyhow::Result<String> {
+        let rbac = format!("components/{}/rbac.json", self.name);
+        let lethe = manifest
+            .and_then(|m| m.get("application"))
+            .and_then(|a| a.get("tool"))
+            .and_then(|t| t.get("lethe"));
+        if lethe.and_then(|l| l.get("kubernetes_manifests")).is_some() {
+            return join_list(&text, "kubernetes_manifests = [", &rbac);
+        }
+        let identity = self.app_dir.join(IDENTITY.0);
+        if !identity.exists() {
+            std::fs::write(&identity, IDENTITY.1)
+                .with_context(|| format!("writing {}", identity.display()))?;
+        }
+        let mut lines = format!(
+            "# lethe's own identity on the embedded cluster: the ServiceAccount these manifests make and\n\
+             # bind, so that reconcilers run with exactly the rights their rbac.json grants.\n\
+             kubernetes_manifests = [\"{}\", \"{rbac}\"]\n",
+            IDENTITY.0
+        );
+        if lethe.and_then(|l| l.get("service_account")).is_none() {
+            lines.push_str("service_account = \"lethe-system/lethe\"\n");
+        }
+        const HEADER: &str = "[application.tool.lethe]\n";
+        Ok(match text.find(HEADER) {
+            Some(at) => {
+                let after = at + HEADER.len();
+                format!("{}{lines}{}", &text[..after], &text[after..])
+            }
+            None => format!("{}\n{HEADER}{lines}", text.trim_end()),
+        })
     }
 
     /// The manifest stanza: route, source, build, grants; and, when the application declares
@@ -493,7 +629,16 @@ impl NewComponent {
             }
         };
         let made_by = match (&self.kind, self.lang) {
-            (Some(kind), _) => format!("job-status --kind {}/{}", kind.api_version, kind.kind),
+            (Some(kind), _) => format!(
+                "{} --kind {}/{}",
+                if self.template == Template::Reconciler {
+                    "reconciler"
+                } else {
+                    "job-status"
+                },
+                kind.api_version,
+                kind.kind
+            ),
             (None, Lang::Python) => "http --lang python".into(),
             (None, Lang::Rust) => "http".into(),
         };
@@ -501,14 +646,26 @@ impl NewComponent {
             "\n# --- {name}: made by `lethe new {made_by}` ---\n\n\
              [[trigger.http]]\n\
              route = \"/{name}/...\"\n\
-             component = \"{name}\"\n\n\
-             [component.{name}]\n\
-             source = \"{source}\"\n",
+             component = \"{name}\"\n\n",
         );
+        if self.template == Template::Reconciler {
+            text.push_str(&format!(
+                "# A pass every 5 seconds; lethe also runs one as soon as the API has written.\n\
+                 [[trigger.cron]]\n\
+                 cron_expression = \"*/5 * * * * *\"\n\
+                 component = \"{name}\"\n\n"
+            ));
+        }
+        text.push_str(&format!("[component.{name}]\nsource = \"{source}\"\n"));
         // A job-status component's own setting, and, for Spin, the adapter's.
         let mut variables = Vec::new();
-        if self.template == Template::JobStatus {
-            variables.push("deletion_timeout_seconds = \"120\"".to_string());
+        match self.template {
+            Template::JobStatus => variables.push("deletion_timeout_seconds = \"120\"".to_string()),
+            Template::Reconciler => variables.push(
+                "deletion_timeout_seconds = \"120\", full_resync_seconds = \"600\", job_retention_seconds = \"86400\", lease_namespace = \"lethe-system\""
+                    .to_string(),
+            ),
+            Template::Http => {}
         }
         if spin_ready {
             variables.push(
@@ -534,19 +691,34 @@ impl NewComponent {
                  \"lethe:platform@0.1.0\" = {{ path = \"{adapter}\" }}\n"
             ));
         }
-        let (capabilities, migrations) = match self.template {
+        let migrations = format!("migrations = \"components/{name}/migrations\"\n");
+        let (capabilities, identities, migrations) = match self.template {
             Template::Http => (
                 "\"kube\", \"sql\", \"log\", \"config\"",
-                format!("migrations = \"components/{name}/migrations\"\n"),
+                "# Kubernetes calls run as the caller only; lethe's own identity is not granted.\n\
+                 kube_identities = [\"caller\"]\n",
+                migrations,
             ),
-            Template::JobStatus => ("\"kube\", \"log\", \"config\"", String::new()),
+            Template::JobStatus => (
+                "\"kube\", \"log\", \"config\"",
+                "# Kubernetes calls run as the caller only; lethe's own identity is not granted.\n\
+                 kube_identities = [\"caller\"]\n",
+                String::new(),
+            ),
+            Template::Reconciler => (
+                "\"kube\", \"sql\", \"log\", \"config\"",
+                "# The API asks the cluster as the caller; only the pass acts as lethe, with the rights\n\
+                 # components/{name}/rbac.json grants.\n\
+                 kube_identities = [\"caller\", \"privileged\"]\n",
+                migrations,
+            ),
         };
+        let identities = identities.replace("{name}", name);
         text.push_str(&format!(
             "\n[component.{name}.build]\n{build}\n\
              [component.{name}.tool.lethe]\n\
              capabilities = [{capabilities}]\n\
-             # Kubernetes calls run as the caller only; lethe's own identity is not granted.\n\
-             kube_identities = [\"caller\"]\n\
+             {identities}\
              {migrations}"
         ));
         text
@@ -569,26 +741,33 @@ struct Workspace {
 /// layout.
 fn join_workspace(path: &Path, member: &str) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(path)?;
+    let updated = join_list(&text, "members = [", member)
+        .with_context(|| format!("joining the workspace {}", path.display()))?;
+    std::fs::write(path, updated)?;
+    Ok(())
+}
+
+/// `text` with `item` added to the TOML list that starts at `opening` (`members = [`), keeping
+/// the file's layout.
+fn join_list(text: &str, opening: &str, item: &str) -> anyhow::Result<String> {
     let start = text
-        .find("members = [")
-        .with_context(|| format!("{} has no `members = [` list to join", path.display()))?;
+        .find(opening)
+        .with_context(|| format!("no `{opening}` list to join"))?;
     let close = text[start..]
         .find(']')
         .map(|i| start + i)
-        .with_context(|| format!("{}: the members list does not end", path.display()))?;
+        .with_context(|| format!("the `{opening}` list does not end"))?;
     let before = text[start..close].trim_end();
     let separator = if before.ends_with('[') || before.ends_with(',') {
         ""
     } else {
         ","
     };
-    let updated = format!(
-        "{}{separator}\n    \"{member}\",\n{}",
+    Ok(format!(
+        "{}{separator}\n    \"{item}\",\n{}",
         &text[..start + before.len()],
         &text[close..]
-    );
-    std::fs::write(path, updated)?;
-    Ok(())
+    ))
 }
 
 #[cfg(test)]
