@@ -81,9 +81,10 @@ impl Kind {
     }
 
     /// The resource, as RBAC rules and the API's paths name it: the kind lower-cased and made
-    /// plural by the rules the API server's own default uses (`Deployment` → `deployments`,
-    /// `Ingress` → `ingresses`, `NetworkPolicy` → `networkpolicies`). A CRD may declare
-    /// another plural; then change `RESOURCE` in the generated `src/lib.rs` and `rbac.json`.
+    /// plural by English rules, which the built-in kinds and CRDs' declared plurals follow
+    /// (`Deployment` → `deployments`, `Ingress` → `ingresses`, `NetworkPolicy` →
+    /// `networkpolicies`, `Gateway` → `gateways`). A kind whose plural is irregular
+    /// (`Endpoints`) needs `RESOURCE` in the generated `src/lib.rs` and `rbac.json` changed.
     pub fn resource(&self) -> String {
         let lower = self.kind.to_ascii_lowercase();
         if let Some(stem) = lower.strip_suffix('y')
@@ -833,6 +834,67 @@ mod tests {
             lib.contains("\"configmap\"") && lib.contains("\"ConfigMap\""),
             "{lib}"
         );
+    }
+
+    #[test]
+    fn a_kind_names_its_group_and_resource_as_rbac_does() {
+        for (kind, group, resource) in [
+            ("v1/ConfigMap", "", "configmaps"),
+            ("apps/v1/Deployment", "apps", "deployments"),
+            ("networking.k8s.io/v1/Ingress", "networking.k8s.io", "ingresses"),
+            ("networking.k8s.io/v1/NetworkPolicy", "networking.k8s.io", "networkpolicies"),
+            ("example.com/v1/Gateway", "example.com", "gateways"),
+        ] {
+            let kind: Kind = kind.parse().expect("kind");
+            assert_eq!((kind.group(), kind.resource().as_str()), (group, resource));
+        }
+    }
+
+    #[test]
+    fn the_reconciler_template_brings_its_rbac_and_the_identity_that_uses_it() {
+        let app = tempfile::tempdir().expect("tempdir");
+        let mut new = new_in(app.path(), Lang::Rust);
+        new.template = Template::Reconciler;
+        new.name = "keeper".into();
+        assert!(new.write().is_err(), "no --kind");
+        new.kind = Some("apps/v1/Deployment".parse().expect("kind"));
+        let made = new.write().expect("lethe new reconciler");
+        let manifest = crate::manifest::load(&made.manifest).expect("lethe reads it");
+        assert_eq!(
+            manifest.settings.service_account.as_deref(),
+            Some("lethe-system/lethe")
+        );
+        let applied: Vec<String> = manifest
+            .settings
+            .kubernetes_manifests
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        assert!(
+            applied.iter().any(|p| p.ends_with("lethe-identity.json"))
+                && applied.iter().any(|p| p.ends_with("components/keeper/rbac.json")),
+            "{applied:?}"
+        );
+        let component = &manifest.components["keeper"];
+        assert!(component.grants.allows(crate::manifest::Capability::Sql));
+        assert_eq!(component.grants.kube_identities.len(), 2);
+        let rbac: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(made.dir.join("rbac.json")).expect("rbac.json"),
+        )
+        .expect("rbac.json is JSON");
+        let rule = &rbac["items"][0]["rules"][0];
+        assert_eq!(
+            (&rule["apiGroups"][0], &rule["resources"][0]),
+            (&serde_json::json!("apps"), &serde_json::json!("deployments"))
+        );
+        let lib = std::fs::read_to_string(made.dir.join("src/lib.rs")).expect("lib.rs");
+        assert!(lib.contains("\"deployments\"") && lib.contains("\"apps/v1\""), "{lib}");
+
+        // A second reconciler joins the list the first one started.
+        new.name = "second".into();
+        new.write().expect("a second reconciler");
+        let manifest = crate::manifest::load(&made.manifest).expect("lethe reads it");
+        assert_eq!(manifest.settings.kubernetes_manifests.len(), 3);
     }
 
     #[test]
