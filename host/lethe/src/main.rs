@@ -47,8 +47,8 @@ struct NewArgs {
     /// The language to write it in.
     #[arg(long, value_enum, default_value = "rust")]
     lang: lethe::scaffold::Lang,
-    /// The kind a `job-status` component tracks, as `<apiVersion>/<Kind>` (`v1/ConfigMap`,
-    /// `apps/v1/Deployment`).
+    /// The kind a `job-status` component tracks or a `reconciler` keeps, as `<apiVersion>/<Kind>`
+    /// (`v1/ConfigMap`, `apps/v1/Deployment`).
     #[arg(long)]
     kind: Option<lethe::scaffold::Kind>,
     /// The application directory: its `spin.toml` gets the component (and is written if

@@ -122,7 +122,7 @@ pub struct NewComponent {
     pub name: String,
     /// Its language.
     pub lang: Lang,
-    /// The kind a `job-status` component tracks.
+    /// The kind a `job-status` component tracks or a `reconciler` keeps.
     pub kind: Option<Kind>,
     /// The application directory (holding `spin.toml`).
     pub app_dir: PathBuf,
