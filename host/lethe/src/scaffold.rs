@@ -319,6 +319,13 @@ impl NewComponent {
             (Template::Http, Some(_)) => {
                 bail!("only the job-status and reconciler templates take --kind")
             }
+            // The pass creates, as lethe, what a caller may create: for RBAC's kinds the API
+            // server's escalation check would then weigh lethe's rights, not the caller's.
+            (Template::Reconciler, Some(kind)) if kind.group() == "rbac.authorization.k8s.io" => {
+                bail!(
+                    "the reconciler template does not keep RBAC's kinds: it creates as lethe what a caller asked for, so the API server's escalation check would weigh lethe's rights instead of the caller's"
+                )
+            }
             _ => {}
         }
         let workspace = self.workspace()?;
@@ -857,6 +864,8 @@ mod tests {
         new.template = Template::Reconciler;
         new.name = "keeper".into();
         assert!(new.write().is_err(), "no --kind");
+        new.kind = Some("rbac.authorization.k8s.io/v1/RoleBinding".parse().expect("kind"));
+        assert!(new.write().is_err(), "RBAC's kinds would escalate through lethe");
         new.kind = Some("apps/v1/Deployment".parse().expect("kind"));
         let made = new.write().expect("lethe new reconciler");
         let manifest = crate::manifest::load(&made.manifest).expect("lethe reads it");
