@@ -848,8 +848,16 @@ mod tests {
         for (kind, group, resource) in [
             ("v1/ConfigMap", "", "configmaps"),
             ("apps/v1/Deployment", "apps", "deployments"),
-            ("networking.k8s.io/v1/Ingress", "networking.k8s.io", "ingresses"),
-            ("networking.k8s.io/v1/NetworkPolicy", "networking.k8s.io", "networkpolicies"),
+            (
+                "networking.k8s.io/v1/Ingress",
+                "networking.k8s.io",
+                "ingresses",
+            ),
+            (
+                "networking.k8s.io/v1/NetworkPolicy",
+                "networking.k8s.io",
+                "networkpolicies",
+            ),
             ("example.com/v1/Gateway", "example.com", "gateways"),
         ] {
             let kind: Kind = kind.parse().expect("kind");
@@ -864,8 +872,15 @@ mod tests {
         new.template = Template::Reconciler;
         new.name = "keeper".into();
         assert!(new.write().is_err(), "no --kind");
-        new.kind = Some("rbac.authorization.k8s.io/v1/RoleBinding".parse().expect("kind"));
-        assert!(new.write().is_err(), "RBAC's kinds would escalate through lethe");
+        new.kind = Some(
+            "rbac.authorization.k8s.io/v1/RoleBinding"
+                .parse()
+                .expect("kind"),
+        );
+        assert!(
+            new.write().is_err(),
+            "RBAC's kinds would escalate through lethe"
+        );
         new.kind = Some("apps/v1/Deployment".parse().expect("kind"));
         let made = new.write().expect("lethe new reconciler");
         let manifest = crate::manifest::load(&made.manifest).expect("lethe reads it");
@@ -881,7 +896,9 @@ mod tests {
             .collect();
         assert!(
             applied.iter().any(|p| p.ends_with("lethe-identity.json"))
-                && applied.iter().any(|p| p.ends_with("components/keeper/rbac.json")),
+                && applied
+                    .iter()
+                    .any(|p| p.ends_with("components/keeper/rbac.json")),
             "{applied:?}"
         );
         let component = &manifest.components["keeper"];
@@ -894,10 +911,16 @@ mod tests {
         let rule = &rbac["items"][0]["rules"][0];
         assert_eq!(
             (&rule["apiGroups"][0], &rule["resources"][0]),
-            (&serde_json::json!("apps"), &serde_json::json!("deployments"))
+            (
+                &serde_json::json!("apps"),
+                &serde_json::json!("deployments")
+            )
         );
         let lib = std::fs::read_to_string(made.dir.join("src/lib.rs")).expect("lib.rs");
-        assert!(lib.contains("\"deployments\"") && lib.contains("\"apps/v1\""), "{lib}");
+        assert!(
+            lib.contains("\"deployments\"") && lib.contains("\"apps/v1\""),
+            "{lib}"
+        );
 
         // A second reconciler joins the list the first one started.
         new.name = "second".into();
