@@ -221,6 +221,28 @@ mod tests {
         assert_eq!(delay_ms(0, 2000, 300_000, 0), 2000);
         assert!(delay_ms(3, 1000, 300_000, 255) <= 4000 * 5 / 4);
         assert!(delay_ms(3, 1000, 300_000, 255) > 4000);
+        assert_eq!(
+            delay_ms(3, 1000, 300_000, 128),
+            4500,
+            "jitter adds its share of a quarter"
+        );
+    }
+
+    #[test]
+    fn an_item_waits_until_its_next_attempt_and_no_longer() {
+        let failures = Failures::after(None, 10_000, (1000, 300_000), 0, None, "boom".into());
+        assert_eq!(failures.next_attempt_ms, 11_000);
+        assert!(failures.holds_back(10_999));
+        assert!(
+            !failures.holds_back(11_000),
+            "due at its time, as `due` reads it"
+        );
+        assert!(!failures.holds_back(20_000));
+        let parked = Failures {
+            parked_on: Some("hash".into()),
+            ..failures
+        };
+        assert!(parked.holds_back(20_000), "parked waits whatever the time");
     }
 
     #[cfg(feature = "fake")]

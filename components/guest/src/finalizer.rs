@@ -110,6 +110,10 @@ mod tests {
             .expect("theirs hold it");
         assert_eq!(theirs.metadata.finalizers, vec!["theirs".to_string()]);
         assert_eq!(case(&theirs, MINE), Case::Done);
+        assert!(!is_last(&theirs, MINE), "theirs still hold it");
+        let only_mine = put(&host, json!([MINE]));
+        assert!(is_last(&only_mine, MINE), "removing it lets the object go");
+        assert!(is_last(&put(&host, json!([])), MINE), "nothing holds it");
     }
 
     #[test]

@@ -279,11 +279,6 @@ impl<'a> Lease<'a> {
         self.renewed_at.set(now);
         Ok(())
     }
-
-    /// This host's identity as the holder.
-    pub fn holder(&self) -> &str {
-        &self.config.holder
-    }
 }
 
 #[cfg(all(test, feature = "fake"))]
@@ -363,6 +358,85 @@ mod tests {
             Ok(Leadership::Held(_))
         ));
         assert_eq!(version(&cluster), renewed);
+    }
+
+    fn version(cluster: &FakeCluster) -> String {
+        cluster
+            .object("Lease", "ns", "passes")
+            .expect("lease")
+            .metadata
+            .resource_version
+    }
+
+    #[test]
+    fn a_holder_back_after_its_lease_lapsed_writes_it_before_it_runs() {
+        let cluster = FakeCluster::new();
+        let a = config("a");
+        let now = FakeCluster::START_MS;
+        assert!(matches!(
+            Lease::acquire(&cluster, &a, now),
+            Ok(Leadership::Held(_))
+        ));
+        // Renewal is due exactly `renew_ms` after the last one, as `keep` has it...
+        let first = version(&cluster);
+        assert!(matches!(
+            Lease::acquire(&cluster, &a, now + 5_000),
+            Ok(Leadership::Held(_))
+        ));
+        let renewed = version(&cluster);
+        assert_ne!(renewed, first, "due: written");
+        // ...and a holder back from a pause longer than the Lease (nobody took it meanwhile)
+        // writes it again rather than run on a Lease another host could take at any moment.
+        assert!(matches!(
+            Lease::acquire(&cluster, &a, now + 60_000),
+            Ok(Leadership::Held(_))
+        ));
+        assert_ne!(version(&cluster), renewed, "lapsed: written");
+    }
+
+    #[test]
+    fn a_released_lease_is_taken_with_a_write() {
+        let cluster = FakeCluster::new();
+        let (a, b) = (config("a"), config("b"));
+        let now = FakeCluster::START_MS;
+        assert!(matches!(
+            Lease::acquire(&cluster, &a, now),
+            Ok(Leadership::Held(_))
+        ));
+        // Its holder let it go (client-go empties `holderIdentity` on a clean stop).
+        cluster.edit("Lease", "ns", "passes", |l| {
+            l["spec"]["holderIdentity"] = json!("");
+        });
+        assert!(matches!(
+            Lease::acquire(&cluster, &b, now + 1_000),
+            Ok(Leadership::Held(_))
+        ));
+        assert_eq!(holder_of(&cluster), "b", "held only once written");
+    }
+
+    #[test]
+    fn a_takeover_that_loses_the_race_never_names_itself_the_holder() {
+        let cluster = FakeCluster::new();
+        let (a, b) = (config("a"), config("b"));
+        let now = FakeCluster::START_MS;
+        assert!(matches!(
+            Lease::acquire(&cluster, &a, now),
+            Ok(Leadership::Held(_))
+        ));
+        assert!(matches!(
+            Lease::acquire(&cluster, &b, now + 20_000),
+            Ok(Leadership::Held(_))
+        ));
+        // `a` comes back and reads a cache that has not seen `b`'s takeover: its own lapsed
+        // Lease. Its write then conflicts; it has lost, and must not report itself as the holder.
+        cluster.read_lag_ms.set(10_000);
+        let raced = cluster.read_late(|| Lease::acquire(&cluster, &a, now + 20_500));
+        cluster.read_lag_ms.set(0);
+        match raced {
+            Ok(Leadership::Elsewhere(holder)) => assert_ne!(holder, "a"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(holder_of(&cluster), "b");
     }
 
     #[test]

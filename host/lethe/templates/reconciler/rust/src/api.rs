@@ -266,22 +266,53 @@ fn put(
         content,
         deleting_since: None,
     };
-    let mut statements: Vec<Statement> = vec![(
-        "INSERT INTO __SNAKE___desired (namespace, name, uid, content, deleting_since) \
-         VALUES ($1, $2, $3, $4, NULL) ON CONFLICT (namespace, name) DO UPDATE SET \
-         uid = excluded.uid, content = excluded.content, deleting_since = NULL",
-        vec![
-            namespace.into(),
-            name.into(),
-            desired.uid.clone().into(),
-            Json::Object(desired.content.clone()).to_string().into(),
-        ],
-    )];
+    let content_text = Json::Object(desired.content.clone()).to_string();
+    // Each write is guarded by the row it was decided on, so a PUT never undoes a DELETE (or
+    // another PUT) that landed meanwhile: that is a conflict, told to the caller.
+    let write: Statement = match &existing {
+        None => (
+            "INSERT INTO __SNAKE___desired (namespace, name, uid, content, deleting_since) \
+             VALUES ($1, $2, $3, $4, NULL) ON CONFLICT (namespace, name) DO NOTHING",
+            vec![
+                namespace.into(),
+                name.into(),
+                desired.uid.clone().into(),
+                content_text.into(),
+            ],
+        ),
+        Some(old) => (
+            if replacing {
+                "UPDATE __SNAKE___desired SET uid = $3, content = $4 \
+                 WHERE namespace = $1 AND name = $2 AND uid = $5 AND deleting_since IS NULL"
+            } else {
+                "UPDATE __SNAKE___desired SET uid = $3, content = $4, deleting_since = NULL \
+                 WHERE namespace = $1 AND name = $2 AND uid = $5 AND deleting_since IS NOT NULL"
+            },
+            vec![
+                namespace.into(),
+                name.into(),
+                desired.uid.clone().into(),
+                content_text.into(),
+                old.uid.clone().into(),
+            ],
+        ),
+    };
+    let mut statements = vec![write];
     statements.extend(recorded(host, &desired.key()));
-    host.batch(&statements).map_err(from_sql)?;
+    let written = host.batch(&statements).map_err(from_sql)?;
+    if written.first() != Some(&1) {
+        return Err(changed_meanwhile(namespace, name));
+    }
     Ok(Response::json(
         if replacing { 200 } else { 201 },
         &rendered(&desired),
+    ))
+}
+
+/// A write whose row changed between its read and its write.
+fn changed_meanwhile(namespace: &str, name: &str) -> HttpError {
+    HttpError::unprocessable(format!(
+        "{KIND} {namespace}/{name} was changed by another request meanwhile: read it and try again"
     ))
 }
 
@@ -310,7 +341,13 @@ fn delete(
             ],
         )];
         statements.extend(recorded(host, &desired.key()));
-        host.batch(&statements).map_err(from_sql)?;
+        let written = host.batch(&statements).map_err(from_sql)?;
+        // Not marked: another DELETE did it first (the same job), or a PUT replaced the row.
+        if written.first() != Some(&1)
+            && row(host, namespace, name)?.is_none_or(|d| d.deleting_since.is_none())
+        {
+            return Err(changed_meanwhile(namespace, name));
+        }
     }
     let guid = format!("{JOB_TYPE}.delete~{namespace}~{name}");
     let location = format!("{}/__NAME__/jobs/{guid}", base_url(host, req));
