@@ -1012,6 +1012,52 @@ mod tests {
     }
 
     #[test]
+    fn an_actual_row_of_an_older_hash_is_rewritten_even_at_the_same_version() {
+        // The CronJob matches the desired spec, and the actual row names the same object and
+        // version but records an older hash: what the API reads back as applied must be mended.
+        let item = Item {
+            desired: Some(desired("h")),
+            actual: Some(actual("c1", "5", "old")),
+            live: vec![live(&name(), "c1", "5", "h")],
+            ..Item::default()
+        };
+        assert!(matches!(decide(&item, 0), Plan::Record(0)));
+    }
+
+    #[test]
+    fn the_host_hears_the_counts_of_a_pass_or_who_holds_the_lease() {
+        let ran = PassReport::from(Tick::Ran(Report {
+            examined: 4,
+            created: 1,
+            updated: 2,
+            deleted: 3,
+            duration_ms: 9,
+            failed: vec![ItemFailure {
+                item: "t/job".into(),
+                reason: "boom".into(),
+                parked: false,
+            }],
+            ..Report::default()
+        }));
+        assert_eq!(
+            (
+                ran.examined,
+                ran.created,
+                ran.updated,
+                ran.deleted,
+                ran.duration_ms
+            ),
+            (4, 1, 2, 3, 9)
+        );
+        assert_eq!(ran.failed.len(), 1);
+        assert_eq!(ran.leader_elsewhere, None);
+        let elsewhere = PassReport::from(Tick::NotLeader {
+            holder: "host-2".into(),
+        });
+        assert_eq!(elsewhere.leader_elsewhere.as_deref(), Some("host-2"));
+    }
+
+    #[test]
     fn labelled_cronjob_without_actual_row_is_adopted_not_recreated() {
         let item = Item {
             desired: Some(desired("h")),
@@ -1092,6 +1138,10 @@ mod tests {
             ..Item::default()
         };
         assert!(matches!(decide(&backing_off, 50), Plan::BackingOff));
+        assert!(
+            matches!(decide(&backing_off, 100), Plan::Create),
+            "due at its time, as the backoff table's `due` reads it"
+        );
         assert!(matches!(decide(&backing_off, 150), Plan::Create));
         let parked = Item {
             desired: Some(desired("h")),

@@ -285,10 +285,102 @@ pub(crate) mod flows {
         assert_eq!(status, 202);
         let guid = format!("/v3/jobs/data_job.delete~{uid}");
         assert_eq!(call(&host, "GET", &guid, None).1["state"], "PROCESSING");
+        host.advance(5_000);
         let report = ran(tick(&host).expect("pass"));
         assert_eq!((report.deleted, report.forgotten), (1, 1));
         assert!(kube.all("CronJob").is_empty());
-        assert_eq!(call(&host, "GET", &guid, None).1["state"], "COMPLETE");
+        let complete = call(&host, "GET", &guid, None).1;
+        assert_eq!(complete["state"], "COMPLETE");
+        assert!(
+            complete["updated_at"].as_str() > complete["created_at"].as_str(),
+            "a COMPLETE job was updated when the pass completed it: {complete}"
+        );
+    }
+
+    #[test]
+    fn a_job_poll_tells_a_rejected_or_refused_caller_so_and_reads_at_most_one_cronjob() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        let uid = deploy(&host, "ingest");
+        tick(&host).expect("pass");
+        call(&host, "DELETE", "/data-jobs/for-team/t/jobs/ingest", None);
+        tick(&host).expect("pass");
+        let guid = format!("data_job.delete~{uid}");
+        let settings = crate::Settings::load(&host);
+        let poll = |token: &str| {
+            crate::status::job_status(&host, &Identity::Caller(token.into()), &settings, &guid)
+        };
+        assert_eq!(
+            poll("t").map(|j| j.state),
+            Ok(lethe_guest::cf::JobState::Complete)
+        );
+        assert_eq!(
+            poll("bad").map_err(|e| e.status),
+            Err(401),
+            "a token the cluster rejects"
+        );
+        assert_eq!(
+            poll("nobody").map_err(|e| e.status),
+            Err(403),
+            "may not list CronJobs"
+        );
+        // CronJobs that still carry the job's uid keep it PROCESSING; one is enough to know.
+        for name in ["left-1", "left-2", "left-3"] {
+            kube.put(foreign_cronjob(
+                name,
+                json!({ crate::model::JOB_UID_LABEL: uid }),
+                json!({}),
+            ));
+        }
+        let before = kube.objects_read.get();
+        assert_eq!(
+            poll("t").map(|j| j.state),
+            Ok(lethe_guest::cf::JobState::Processing)
+        );
+        assert!(
+            kube.objects_read.get() - before <= 1,
+            "a poll lists with limit=1"
+        );
+    }
+
+    #[test]
+    fn a_pass_makes_its_missing_namespace_and_reports_when_it_started() {
+        let (sql, kube) = world();
+        kube.namespaces_must_exist.set(true);
+        let host = FakeHost::new(&sql, &kube, "a");
+        deploy(&host, "ingest");
+        let report = ran(tick(&host).expect("pass"));
+        assert!(
+            kube.exists("Namespace", "", "data-jobs"),
+            "made for the Lease and CronJobs"
+        );
+        assert_eq!(report.created, 1);
+        assert_eq!(report.started_at, crate::time::rfc3339(host.now.get()));
+        assert_eq!(report.duration_ms, 0, "on a clock that did not move");
+    }
+
+    #[test]
+    fn failures_past_the_logged_twenty_are_counted_in_one_line() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        for i in 0..21 {
+            deploy(&host, &format!("job{i}"));
+        }
+        kube.fail("create", "CronJob");
+        let report = ran(tick(&host).expect("pass"));
+        assert_eq!(report.failed.len(), 21);
+        let logged = host.logged.borrow();
+        let each = logged
+            .iter()
+            .filter(|(_, line)| line.starts_with("data-jobs sync: t/"))
+            .count();
+        assert_eq!(each, 20);
+        assert!(
+            logged
+                .iter()
+                .any(|(_, line)| line == "data-jobs sync: 1 more failures in the stored report"),
+            "{logged:?}"
+        );
     }
 
     #[test]
@@ -304,7 +396,13 @@ pub(crate) mod flows {
             None,
         );
         let guid = format!("/v3/jobs/deployment.delete~{uid}");
-        host.advance(121_000);
+        host.advance(120_000);
+        assert_eq!(
+            call(&host, "GET", &guid, None).1["state"],
+            "PROCESSING",
+            "FAILED only once the deletion is older than the timeout"
+        );
+        host.advance(1_000);
         let (status, job) = call(&host, "GET", &guid, None);
         assert_eq!(status, 200);
         assert_eq!(job["state"], "FAILED");

@@ -1123,6 +1123,8 @@ pub struct FakeHost<'a> {
     pub config: RefCell<BTreeMap<String, String>>,
     /// The last `(done, total)` progress report.
     pub progress: Cell<(u64, u64)>,
+    /// Every line logged, in order.
+    pub logged: RefCell<Vec<(Level, String)>>,
     uuids: Cell<u64>,
 }
 
@@ -1136,6 +1138,7 @@ impl<'a> FakeHost<'a> {
             now: Rc::new(Cell::new(1_000_000)),
             config: RefCell::new(BTreeMap::new()),
             progress: Cell::new((0, 0)),
+            logged: RefCell::new(Vec::new()),
             uuids: Cell::new(seed(instance)),
         };
         host.set_config("lethe_instance_id", instance);
@@ -1151,6 +1154,7 @@ impl<'a> FakeHost<'a> {
             now: kube.now.clone(),
             config: RefCell::new(BTreeMap::new()),
             progress: Cell::new((0, 0)),
+            logged: RefCell::new(Vec::new()),
             uuids: Cell::new(seed("")),
         }
     }
@@ -1217,7 +1221,9 @@ impl Env for FakeHost<'_> {
         self.config.borrow().get(key).cloned()
     }
 
-    fn log(&self, _level: Level, _message: &str) {}
+    fn log(&self, level: Level, message: &str) {
+        self.logged.borrow_mut().push((level, message.to_string()));
+    }
 
     /// A splitmix64 stream seeded by the instance's name: random-looking, and the same in every
     /// run.
