@@ -360,6 +360,29 @@ pub(crate) mod flows {
     }
 
     #[test]
+    fn a_pass_that_changed_something_says_so_at_info_and_an_idle_one_at_debug() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        let summary = |host: &FakeHost<'_>| {
+            host.logged
+                .borrow()
+                .iter()
+                .rev()
+                .find(|(_, line)| line.starts_with("data-jobs sync "))
+                .map(|(level, _)| *level)
+        };
+        tick(&host).expect("an idle pass");
+        assert_eq!(summary(&host), Some(crate::Level::Debug));
+        deploy(&host, "ingest");
+        assert_eq!(ran(tick(&host).expect("pass")).created, 1);
+        assert_eq!(
+            summary(&host),
+            Some(crate::Level::Info),
+            "one create is a change"
+        );
+    }
+
+    #[test]
     fn failures_past_the_logged_twenty_are_counted_in_one_line() {
         let (sql, kube) = world();
         let host = FakeHost::new(&sql, &kube, "a");
