@@ -334,8 +334,15 @@ pub fn tick_with(host: &dyn Host, full: bool) -> Result<Tick, String> {
     report.duration_ms = u64::try_from(host.now_ms() - started).unwrap_or(0);
     result?;
     // A pass that changed nothing is routine: keep it out of the default (info) log.
-    let changed =
-        report.created + report.updated + report.deleted + report.recorded + report.forgotten > 0;
+    let changed = [
+        report.created,
+        report.updated,
+        report.deleted,
+        report.recorded,
+        report.forgotten,
+    ]
+    .iter()
+    .any(|n| *n > 0);
     let level = match (report.failed.is_empty(), changed) {
         (false, _) => Level::Warn,
         (true, true) => Level::Info,

@@ -384,26 +384,54 @@ pub(crate) mod flows {
 
     #[test]
     fn failures_past_the_logged_twenty_are_counted_in_one_line() {
+        for jobs in [20, 21] {
+            let (sql, kube) = world();
+            let host = FakeHost::new(&sql, &kube, "a");
+            for i in 0..jobs {
+                deploy(&host, &format!("job{i}"));
+            }
+            kube.fail("create", "CronJob");
+            let report = ran(tick(&host).expect("pass"));
+            assert_eq!(report.failed.len(), jobs);
+            let logged = host.logged.borrow();
+            let each = logged
+                .iter()
+                .filter(|(_, line)| line.starts_with("data-jobs sync: t/"))
+                .count();
+            assert_eq!(each, 20);
+            let more = logged
+                .iter()
+                .filter(|(_, line)| line.ends_with("more failures in the stored report"))
+                .map(|(_, line)| line.as_str())
+                .collect::<Vec<_>>();
+            let expected: &[&str] = if jobs == 21 {
+                &["data-jobs sync: 1 more failures in the stored report"]
+            } else {
+                &[]
+            };
+            assert_eq!(more, expected, "{jobs} failures");
+        }
+    }
+
+    #[test]
+    fn the_reports_kept_are_those_of_full_passes_and_of_passes_that_examined_something() {
         let (sql, kube) = world();
         let host = FakeHost::new(&sql, &kube, "a");
-        for i in 0..21 {
-            deploy(&host, &format!("job{i}"));
-        }
-        kube.fail("create", "CronJob");
+        let stored = || {
+            use crate::Sql as _;
+            sql.query("SELECT COUNT(*) FROM data_job_sync_report", &[])
+                .expect("count")[0][0]
+                .int()
+                .unwrap_or(-1)
+        };
+        assert!(ran(tick(&host).expect("pass")).full);
+        assert_eq!(stored(), 1, "a full pass, even with nothing to examine");
+        assert!(!ran(tick(&host).expect("pass")).full);
+        assert_eq!(stored(), 1, "an idle pass on the changes is not kept");
+        deploy(&host, "ingest");
         let report = ran(tick(&host).expect("pass"));
-        assert_eq!(report.failed.len(), 21);
-        let logged = host.logged.borrow();
-        let each = logged
-            .iter()
-            .filter(|(_, line)| line.starts_with("data-jobs sync: t/"))
-            .count();
-        assert_eq!(each, 20);
-        assert!(
-            logged
-                .iter()
-                .any(|(_, line)| line == "data-jobs sync: 1 more failures in the stored report"),
-            "{logged:?}"
-        );
+        assert!(!report.full && report.examined == 1 && report.failed.is_empty());
+        assert_eq!(stored(), 2, "a pass on the changes that examined a job");
     }
 
     #[test]
@@ -477,6 +505,12 @@ pub(crate) mod flows {
         assert!(!failing.failed[0].parked);
         let waiting = ran(tick(&host).expect("pass"));
         assert_eq!((waiting.backing_off, waiting.failed.len()), (1, 0));
+        let full = ran(tick_with(&host, true).expect("a full pass"));
+        assert_eq!(
+            (full.backing_off, full.failed.len()),
+            (1, 0),
+            "a full pass visits it and counts it"
+        );
         kube.heal();
         host.advance(1_500);
         let recovered = ran(tick(&host).expect("pass"));
@@ -567,6 +601,73 @@ pub(crate) mod flows {
             1,
             "the other job's CronJob stays"
         );
+    }
+
+    #[test]
+    fn orphans_past_the_write_budget_are_deferred_to_the_next_pass() {
+        let (sql, kube) = world();
+        deployed(&sql, &kube, &[]);
+        let host = FakeHost::new(&sql, &kube, "a");
+        host.set_config("max_changes_per_pass", "1");
+        for name in ["stray-1", "stray-2"] {
+            kube.put(foreign_cronjob(
+                name,
+                json!({"app.kubernetes.io/managed-by": "lethe"}),
+                json!({}),
+            ));
+        }
+        let first = ran(tick(&host).expect("pass"));
+        assert_eq!((first.deleted, first.deferred), (1, 1), "{first:?}");
+        let second = ran(tick(&host).expect("pass"));
+        assert!(second.full, "deferred work makes the next pass full");
+        assert_eq!(second.deleted, 1);
+        assert!(kube.all("CronJob").is_empty());
+    }
+
+    #[test]
+    fn the_failures_of_a_job_that_no_longer_exists_are_forgotten() {
+        let (sql, kube) = world();
+        deployed(&sql, &kube, &[]);
+        let host = FakeHost::new(&sql, &kube, "a");
+        let table = lethe_guest::backoff::BackoffTable::new(&sql, "data-jobs");
+        let failures = lethe_guest::backoff::Failures::after(
+            None,
+            0,
+            (1000, 300_000),
+            0,
+            None,
+            "long ago".into(),
+        );
+        table.record("a-job-long-gone", &failures).expect("record");
+        ran(tick_with(&host, true).expect("a full pass"));
+        assert_eq!(table.of("a-job-long-gone").expect("read"), None);
+    }
+
+    #[test]
+    fn a_job_deleted_and_made_again_under_its_name_gets_its_cronjob_in_one_pass() {
+        // Deletions run first, whatever order the two uids sort in: try hosts whose uids differ.
+        for instance in ["a", "b", "c", "d", "e", "f"] {
+            let (sql, kube) = world();
+            let host = FakeHost::new(&sql, &kube, instance);
+            let old = deploy(&host, "ingest");
+            ran(tick(&host).expect("pass"));
+            let (status, _) = call(&host, "DELETE", "/data-jobs/for-team/t/jobs/ingest", None);
+            assert_eq!(status, 202);
+            let new = deploy(&host, "ingest");
+            assert_ne!(old, new);
+            let report = ran(tick(&host).expect("pass"));
+            assert!(report.failed.is_empty(), "{instance}: {:?}", report.failed);
+            assert_eq!(
+                (report.deleted, report.created),
+                (1, 1),
+                "{instance}: {report:?}"
+            );
+            let cronjob = the_cronjob(&kube);
+            assert_eq!(
+                cronjob["metadata"]["labels"]["lethe.dev/data-job-uid"],
+                json!(new)
+            );
+        }
     }
 
     #[test]
