@@ -625,6 +625,76 @@ pub(crate) mod flows {
     }
 
     #[test]
+    fn the_write_budget_counts_replaces_and_never_defers_recording() {
+        // Budget 1: of two drifted CronJobs one is replaced and one deferred; the actual rows
+        // to write back (no Kubernetes write) are written whatever the order of the items.
+        for instance in ["a", "b", "c", "d"] {
+            let (sql, kube) = world();
+            let host = FakeHost::new(&sql, &kube, instance);
+            for job in ["one", "two", "three", "four"] {
+                deploy(&host, job);
+            }
+            assert_eq!(ran(tick(&host).expect("pass")).created, 4);
+            host.set_config("max_changes_per_pass", "1");
+            for job in ["one", "two"] {
+                let name = crate::model::cronjob_name("t", job);
+                kube.edit("CronJob", "data-jobs", &name, |v| {
+                    v["spec"]["schedule"] = json!("5 5 * * *");
+                });
+            }
+            {
+                use crate::Sql as _;
+                sql.execute(
+                    "DELETE FROM actual_data_job_deployment WHERE job_name IN ('three', 'four')",
+                    &[],
+                )
+                .expect("forget two actual rows");
+            }
+            let report = ran(tick_with(&host, true).expect("a full pass"));
+            assert_eq!(
+                (report.updated, report.deferred, report.recorded),
+                (1, 1, 2),
+                "{instance}: {report:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_cronjob_of_the_job_under_another_name_goes_before_its_own_is_made() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        let uid = deploy(&host, "ingest");
+        // A CronJob lethe made for this job under an older naming scheme.
+        kube.put(foreign_cronjob(
+            "ingest-old-scheme",
+            json!({"app.kubernetes.io/managed-by": "lethe", "lethe.dev/data-job-uid": uid}),
+            json!({}),
+        ));
+        let report = ran(tick(&host).expect("pass"));
+        assert_eq!((report.deleted, report.created), (1, 1), "{report:?}");
+        assert!(!kube.exists("CronJob", "data-jobs", "ingest-old-scheme"));
+        assert_eq!(kube.all("CronJob").len(), 1);
+    }
+
+    #[test]
+    fn a_deleted_jobs_cronjob_that_lost_every_label_is_deleted_by_the_uid_recorded() {
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        deploy(&host, "ingest");
+        ran(tick(&host).expect("pass"));
+        let (status, _) = call(&host, "DELETE", "/data-jobs/for-team/t/jobs/ingest", None);
+        assert_eq!(status, 202);
+        // No LIST finds it now; the actual row still names it, by name and uid.
+        let name = crate::model::cronjob_name("t", "ingest");
+        kube.edit("CronJob", "data-jobs", &name, |v| {
+            v["metadata"]["labels"] = json!({});
+        });
+        let report = ran(tick(&host).expect("pass"));
+        assert_eq!(report.deleted, 1, "{report:?}");
+        assert!(kube.all("CronJob").is_empty());
+    }
+
+    #[test]
     fn the_failures_of_a_job_that_no_longer_exists_are_forgotten() {
         let (sql, kube) = world();
         deployed(&sql, &kube, &[]);
