@@ -660,6 +660,33 @@ pub(crate) mod flows {
     }
 
     #[test]
+    fn recording_a_cronjob_again_keeps_when_its_spec_was_applied() {
+        use crate::Sql as _;
+        let (sql, kube) = world();
+        let host = FakeHost::new(&sql, &kube, "a");
+        deploy(&host, "ingest");
+        ran(tick(&host).expect("pass"));
+        let applied = || {
+            sql.query("SELECT applied_at FROM actual_data_job_deployment", &[])
+                .expect("actual row")[0][0]
+                .int()
+        };
+        let first = applied();
+        assert!(first.is_some());
+        host.advance(10_000);
+        // An edit that leaves the spec as it was: a new generation, nothing to replace.
+        let name = crate::model::cronjob_name("t", "ingest");
+        kube.edit("CronJob", "data-jobs", &name, |_| {});
+        let report = ran(tick(&host).expect("pass"));
+        assert_eq!((report.recorded, report.updated), (1, 0), "{report:?}");
+        assert_eq!(
+            applied(),
+            first,
+            "the same spec on the same CronJob: applied when it was"
+        );
+    }
+
+    #[test]
     fn a_cronjob_of_the_job_under_another_name_goes_before_its_own_is_made() {
         let (sql, kube) = world();
         let host = FakeHost::new(&sql, &kube, "a");
@@ -673,6 +700,15 @@ pub(crate) mod flows {
         let report = ran(tick(&host).expect("pass"));
         assert_eq!((report.deleted, report.created), (1, 1), "{report:?}");
         assert!(!kube.exists("CronJob", "data-jobs", "ingest-old-scheme"));
+        assert_eq!(kube.all("CronJob").len(), 1);
+        // And beside its own, converged CronJob: recorded, and the other one deleted.
+        kube.put(foreign_cronjob(
+            "ingest-old-scheme",
+            json!({"app.kubernetes.io/managed-by": "lethe", "lethe.dev/data-job-uid": uid}),
+            json!({}),
+        ));
+        let report = ran(tick(&host).expect("pass"));
+        assert_eq!((report.deleted, report.created), (1, 0), "{report:?}");
         assert_eq!(kube.all("CronJob").len(), 1);
     }
 
