@@ -256,14 +256,24 @@ fn stuck_deletion_turns_failed_at_the_timeout_and_complete_when_released() {
     )
     .expect("add foreign finalizer");
     deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("admin")).expect("accepted");
+    let guid = format!("org.delete~{ORG}");
+    let before = job(&fake, &settings, &guid, "admin").expect("job");
+    assert_eq!(
+        before.warnings,
+        Vec::<String>::new(),
+        "lethe's cleanup is not done yet: no warning about others"
+    );
     for _ in 0..6 {
         pass(&fake, &fake, &settings, &NoBackoff);
         fake.run_namespace_controller();
     }
-    let guid = format!("org.delete~{ORG}");
-    assert_eq!(
-        job(&fake, &settings, &guid, "admin").expect("job").state,
-        JobState::Processing
+    let held = job(&fake, &settings, &guid, "admin").expect("job");
+    assert_eq!(held.state, JobState::Processing);
+    assert_eq!(held.warnings.len(), 1, "{:?}", held.warnings);
+    assert!(
+        held.warnings[0].contains("example.com/stuck"),
+        "{:?}",
+        held.warnings
     );
     // lethe's part is done; the org says what holds it, once.
     let org = fake.object("Org", "cf", ORG).expect("org");
