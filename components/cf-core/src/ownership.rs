@@ -407,3 +407,28 @@ mod tests {
         assert!(report.starts_with("Namespace s1 is in the way of space s1 (uid uid-1)"));
     }
 }
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_says_what_refused_or_what_is_in_the_way() {
+        let kube = Refusal::from(KubeError::Unavailable("the cluster is down".into()));
+        assert_eq!(kube.to_string(), "unavailable: the cluster is down");
+        let in_the_way = Refusal::from(NotOurs {
+            kind: "Namespace".into(),
+            namespace: None,
+            name: "team".into(),
+            owner: "org team (uid 1)".into(),
+        });
+        assert!(in_the_way.to_string().contains("team"), "{in_the_way}");
+        assert_eq!(
+            in_the_way.to_string(),
+            match &in_the_way {
+                Refusal::NotOurs(e) => e.to_string(),
+                Refusal::Kube(_) => unreachable!(),
+            }
+        );
+    }
+}

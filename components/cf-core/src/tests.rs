@@ -2325,8 +2325,19 @@ mod korifi_jobs {
             Some(SPACE),
             SI,
         );
+        // While it is being deleted, an unfinished job still links it.
+        cluster.edit("CFServiceInstance", SPACE, SI, |o| {
+            o["metadata"]["finalizers"] = json!(["example.com/hold"]);
+        });
         host.delete(&Identity::Privileged, &target, &DeleteOptions::default())
-            .expect("deleted");
+            .expect("deleting");
+        let deleting = poll(&cluster, &settings, &guid, "dev").expect("job");
+        assert_eq!(deleting.state, JobState::Polling);
+        assert!(
+            deleting.resource.is_some(),
+            "linked while it exists: {deleting:?}"
+        );
+        cluster.clear_finalizers("CFServiceInstance", SPACE, SI);
         assert_eq!(state("dev").map_err(|e| e.status), Err(404));
     }
 
