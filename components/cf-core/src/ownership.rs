@@ -413,6 +413,29 @@ mod refusal_tests {
     use super::*;
 
     #[test]
+    fn an_unknown_outcome_is_tried_again_eight_times_with_a_growing_capped_pause() {
+        let cluster = lethe_guest::fake::FakeCluster::new();
+        let env = lethe_guest::fake::FakeHost::on(&cluster);
+        let start = env.now.get();
+        let mut calls = 0;
+        let (answer, retried) = create_until_known(&env, || {
+            calls += 1;
+            Err(KubeError::Unavailable("storm".into()))
+        });
+        assert_eq!(calls, CREATE_ATTEMPTS);
+        assert!(retried && matches!(answer, Err(KubeError::Unavailable(_))));
+        // 100, 200, 400, then 500 ms (the cap) for the last four pauses.
+        assert_eq!(env.now.get() - start, 100 + 200 + 400 + 500 * 4);
+        let mut calls = 0;
+        let (answer, retried) = create_until_known(&env, || {
+            calls += 1;
+            Err(KubeError::Conflict("taken".into()))
+        });
+        assert_eq!((calls, retried), (1, false), "a known answer is final");
+        assert!(matches!(answer, Err(KubeError::Conflict(_))));
+    }
+
+    #[test]
     fn a_refusal_says_what_refused_or_what_is_in_the_way() {
         let kube = Refusal::from(KubeError::Unavailable("the cluster is down".into()));
         assert_eq!(kube.to_string(), "unavailable: the cluster is down");
