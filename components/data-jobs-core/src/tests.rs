@@ -684,6 +684,29 @@ pub(crate) mod flows {
             first,
             "the same spec on the same CronJob: applied when it was"
         );
+        // The same spec on another CronJob (deleted and made again by hand, a new uid): that
+        // one was applied when it was adopted.
+        host.advance(10_000);
+        let cronjob = kube.object("CronJob", "data-jobs", &name).expect("cronjob");
+        kube.delete(
+            &Identity::Privileged,
+            &cronjob.target,
+            &DeleteOptions::default(),
+        )
+        .expect("deleted by hand");
+        let mut again = cronjob.json().clone();
+        again["metadata"]
+            .as_object_mut()
+            .expect("metadata")
+            .retain(|k, _| ["name", "namespace", "labels", "annotations"].contains(&k.as_str()));
+        kube.put(again);
+        let adopted = kube
+            .object("CronJob", "data-jobs", &name)
+            .expect("made again");
+        assert_ne!(adopted.metadata.uid, cronjob.metadata.uid);
+        let report = ran(tick_with(&host, true).expect("a full pass"));
+        assert_eq!((report.recorded, report.created), (1, 0), "{report:?}");
+        assert_eq!(applied(), Some(host.now.get()), "adopted now");
     }
 
     #[test]
