@@ -1022,23 +1022,24 @@ pub struct FakeSql(rusqlite::Connection);
 impl FakeSql {
     /// A database with every `.sql` file of `dir` applied, in name order.
     pub fn migrated(dir: impl AsRef<Path>) -> FakeSql {
-        let conn = rusqlite::Connection::open_in_memory().expect("sqlite in memory");
-        conn.set_prepared_statement_cache_capacity(128);
         let mut files: Vec<_> = std::fs::read_dir(dir)
             .expect("migrations")
             .map(|e| e.expect("entry").path())
             .collect();
         files.sort();
+        let sql = FakeSql::from_script("");
         for f in files {
-            conn.execute_batch(&std::fs::read_to_string(f).expect("read"))
+            sql.0
+                .execute_batch(&std::fs::read_to_string(f).expect("read"))
                 .expect("migrate");
         }
-        FakeSql(conn)
+        sql
     }
 
     /// A database with the statements of `script` applied: a test's own tables.
     pub fn from_script(script: &str) -> FakeSql {
         let conn = rusqlite::Connection::open_in_memory().expect("sqlite in memory");
+        conn.set_prepared_statement_cache_capacity(128);
         conn.execute_batch(script).expect("script");
         FakeSql(conn)
     }

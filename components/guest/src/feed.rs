@@ -29,7 +29,7 @@ use crate::sql::{Sql, SqlError, Statement, Value};
 
 /// The statements of one component's feed, over its counter table and its change table, in the
 /// one dialect SQLite and PostgreSQL share. `$1` of `bump`, `head` and `$2` of `stamp` is the
-/// counter row's name ([`Feed::counter`]).
+/// counter row's name (the `counter` given to [`Feed::new`] and [`Feed::record`]).
 #[derive(Debug)]
 pub struct FeedTable {
     /// `UPDATE <counter> SET value = value + 1 WHERE name = $1`.

@@ -14,7 +14,14 @@
 //! ```
 //!
 //! Each world's bindings are behind a feature of their own (`job-status-handler`,
-//! `reconciler-handler`), so that components which do not export it carry nothing of it.
+//! `reconciler-handler`), so that components which do not export it carry nothing of it. A
+//! component exports one world, so one feature at a time: both export `configuration`, and
+//! wit-bindgen's exported helper macros would clash by name at the crate root.
+
+#[cfg(all(feature = "job-status-handler", feature = "reconciler-handler"))]
+compile_error!(
+    "lethe-guest: enable one handler world at a time (`job-status-handler` or `reconciler-handler`): a component exports one world"
+);
 
 /// The world `lethe:platform/kube-job-status-handler`: imports `kube`, `log` and `config`, and
 /// exports `job-status` (and the `types` it uses) and `configuration`. Wire an implementation in
