@@ -279,12 +279,74 @@ fn the_reconciler_template_makes_and_deletes_real_objects_as_its_own_service_acc
     if support::skip_without_test_users(TEST) {
         return;
     }
+    // The application is a Cargo workspace that also holds a job-status component, as a team's
+    // would: building the whole workspace enables both of the SDK's handler worlds in one build
+    // of it (Cargo unifies features), and each component must still export exactly its world.
     let app = tempfile::tempdir().expect("tempdir");
-    new_rust_component(
+    std::fs::write(
+        app.path().join("Cargo.toml"),
+        "[workspace]\nresolver = \"2\"\nmembers = []\n",
+    )
+    .expect("workspace");
+    std::fs::copy(
+        support::repo_root().join("Cargo.lock"),
+        app.path().join("Cargo.lock"),
+    )
+    .expect("lock");
+    lethe(
         app.path(),
-        &["reconciler", "cm-keeper", "--kind", "v1/ConfigMap"],
-        4,
+        &["new", "job-status", "cm-jobs", "--kind", "v1/ConfigMap"],
     );
+    lethe(
+        app.path(),
+        &["new", "reconciler", "cm-keeper", "--kind", "v1/ConfigMap"],
+    );
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let tested = run(app.path(), Path::new(&cargo), &["test"], &[]);
+    for passed in ["3 passed; 0 failed", "4 passed; 0 failed"] {
+        assert!(
+            tested.contains(passed),
+            "the generated tests ran:\n{tested}"
+        );
+    }
+    run(
+        app.path(),
+        Path::new(&cargo),
+        &["build", "--release", "--target", "wasm32-wasip2"],
+        &[],
+    );
+
+    // Each component's configuration check is exported and called at start.
+    let manifest = std::fs::read_to_string(app.path().join("spin.toml")).expect("manifest");
+    for (component, edit) in [
+        (
+            "cm-jobs",
+            (
+                "deletion_timeout_seconds = \"120\"",
+                "deletion_timeout_seconds = \"0\"",
+            ),
+        ),
+        (
+            "cm-keeper",
+            (
+                "full_resync_seconds = \"600\"",
+                "full_resync_seconds = \"0\"",
+            ),
+        ),
+    ] {
+        assert!(manifest.contains(edit.0), "{manifest}");
+        let broken = app.path().join(format!("broken-{component}.toml"));
+        std::fs::write(&broken, manifest.replacen(edit.0, edit.1, 1)).expect("write");
+        let refused = match Lethe::try_up_app_at(&broken) {
+            Ok(_) => panic!("lethe served with {component}'s configuration broken"),
+            Err(failure) => failure.log,
+        };
+        assert!(
+            refused.contains(&format!("component `{component}`")),
+            "{refused}"
+        );
+    }
+
     let lethe = Lethe::up_app_at(
         &app.path().join("spin.toml"),
         &[(ALICE, "alice", &[]), (BOB, "bob", &[])],
@@ -330,6 +392,7 @@ fn the_reconciler_template_makes_and_deletes_real_objects_as_its_own_service_acc
         )
     };
     let object = format!("/objects/{ns}/settings");
+    let job_of_settings = format!("{}/cm-jobs/jobs/configmap.delete~{ns}~settings", lethe.url);
     let refused = as_user("PUT", &object, Some(r#"{"data":{"greeting":"hi"}}"#), BOB);
     assert_eq!(
         (refused.status, refused.cf_code()),
@@ -364,6 +427,21 @@ fn the_reconciler_template_makes_and_deletes_real_objects_as_its_own_service_acc
     assert_eq!(
         made["metadata"]["finalizers"],
         serde_json::json!(["lethe.dev/cm-keeper"])
+    );
+
+    // The job-status component serves from the same workspace: no job for an object that is
+    // not being deleted.
+    let no_job = request(
+        "GET",
+        &job_of_settings,
+        None,
+        &[("authorization", &format!("Bearer {ALICE}"))],
+    );
+    assert_eq!(
+        (no_job.status, no_job.cf_code()),
+        (404, 10010),
+        "{}",
+        no_job.body
     );
 
     // Drift on the live object is put back.

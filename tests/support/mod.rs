@@ -169,6 +169,13 @@ impl Lethe {
         Self::up_app_in(data_dir, manifest, users, args, &[])
     }
 
+    /// Like [`Lethe::up_app_at`] on the embedded cluster without users, returning the failure
+    /// instead of panicking.
+    pub fn try_up_app_at(manifest: &Path) -> Result<Lethe, StartFailure> {
+        let data_dir = tempfile::tempdir().expect("tempdir");
+        Self::spawn(data_dir, manifest, &[], &[])
+    }
+
     fn up_app_in(
         data_dir: tempfile::TempDir,
         manifest: &Path,

@@ -1,7 +1,7 @@
 //! The WebAssembly edges: `wasi:http/incoming-handler` and the typed exports of the world
 //! `lethe:platform/kube-job-status-handler` (`job-status`, `configuration`), from the guest SDK.
 
-use lethe_guest::handlers::job_status::exports::lethe::platform::{configuration, job_status, types};
+use lethe_guest::handlers::job_status::exports::lethe::platform::{job_status, types};
 use lethe_guest::host::Host;
 use lethe_guest::kube::Identity;
 
@@ -34,7 +34,7 @@ impl job_status::Guest for Component {
     }
 }
 
-impl configuration::Guest for Component {
+impl lethe_guest::handlers::configuration::Guest for Component {
     /// A `deletion_timeout_seconds` that is set must be a positive number of seconds.
     fn check() -> Result<(), String> {
         use lethe_guest::env::Env as _;

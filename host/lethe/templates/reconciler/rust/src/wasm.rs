@@ -4,7 +4,7 @@
 //! and `configuration` (checked by lethe at start).
 
 use lethe_guest::env::{Env as _, Level};
-use lethe_guest::handlers::reconciler::exports::lethe::platform::{configuration, reconciler};
+use lethe_guest::handlers::reconciler::exports::lethe::platform::reconciler;
 use lethe_guest::handlers::reconciler::spin::cron::cron_types;
 use lethe_guest::host::Host;
 
@@ -45,7 +45,7 @@ impl lethe_guest::handlers::reconciler::Guest for Component {
     }
 }
 
-impl configuration::Guest for Component {
+impl lethe_guest::handlers::configuration::Guest for Component {
     fn check() -> Result<(), String> {
         crate::check_configuration(&Host::default())
     }
