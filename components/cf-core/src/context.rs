@@ -17,7 +17,7 @@ pub struct RequestContext<'a> {
     pub settings: Settings,
     /// The request.
     pub req: &'a Request,
-    /// The base URL of every link in the answer ([`base_url`]).
+    /// The base URL of every link in the answer ([`Request::base_url`](lethe_guest::Request::base_url)).
     pub base: String,
 }
 
@@ -34,7 +34,9 @@ impl<'a> RequestContext<'a> {
             env.log(Level::Error, &e);
             misconfigured()
         })?;
-        let base = base_url(&settings, req);
+        let base = req
+            .base_url(settings.external_url.as_deref())
+            .unwrap_or_else(|| "http://localhost".to_string());
         Ok(RequestContext {
             kube,
             env,
@@ -52,14 +54,4 @@ pub fn misconfigured() -> Response {
         "The service is not configured correctly; its operators' log says how",
     )
     .into_response()
-}
-
-/// The external base URL for links: configured, or the scheme and authority the request came to
-/// ([`Request::origin`]), else `http://localhost`.
-pub fn base_url(settings: &Settings, req: &Request) -> String {
-    if let Some(url) = &settings.external_url {
-        return url.clone();
-    }
-    req.origin()
-        .unwrap_or_else(|| "http://localhost".to_string())
 }

@@ -58,7 +58,7 @@ pub fn handle_with(host: &dyn Host, settings: &Settings, req: &Request) -> Respo
     let ctx = Ctx {
         host,
         settings,
-        base: base_url(settings, req),
+        base: req.base_url(Some(&settings.base_url)).unwrap_or_default(),
         token: &token,
     };
     let result = match (req.method.as_str(), segments.as_slice()) {
@@ -171,15 +171,6 @@ fn auth_error(e: &KubeError) -> HttpError {
     status::auth_error(e).unwrap_or_else(|| {
         HttpError::unavailable("The cluster that authenticates callers is not available")
     })
-}
-
-/// The base URL of links: configured, else the scheme and authority the request came to
-/// ([`Request::origin`]), else none (relative links).
-fn base_url(settings: &Settings, req: &Request) -> String {
-    if !settings.base_url.is_empty() {
-        return settings.base_url.clone();
-    }
-    req.origin().unwrap_or_default()
 }
 
 struct Ctx<'a> {

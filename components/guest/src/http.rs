@@ -107,6 +107,29 @@ impl Request {
             .then(|| format!("{scheme}://{authority}"))
     }
 
+    /// The base of absolute links back to this server: `configured` (an operator's
+    /// `external_url`, without a trailing `/`) when set and not empty, else [`Request::origin`].
+    /// `None` when neither says: the caller picks its fallback (`http://localhost`, or relative
+    /// links).
+    ///
+    /// ```
+    /// let req = lethe_guest::Request {
+    ///     headers: vec![("host".to_string(), b"lethe.example:3000".to_vec())].into(),
+    ///     ..Default::default()
+    /// };
+    /// assert_eq!(req.base_url(None).as_deref(), Some("http://lethe.example:3000"));
+    /// assert_eq!(
+    ///     req.base_url(Some("https://cf.example/")).as_deref(),
+    ///     Some("https://cf.example")
+    /// );
+    /// ```
+    pub fn base_url(&self, configured: Option<&str>) -> Option<String> {
+        match configured.map(|url| url.trim_end_matches('/')) {
+            Some(url) if !url.is_empty() => Some(url.to_string()),
+            _ => self.origin(),
+        }
+    }
+
     /// The first value of header `name` (case-insensitive), if it is valid UTF-8.
     pub fn header(&self, name: &str) -> Option<String> {
         self.headers

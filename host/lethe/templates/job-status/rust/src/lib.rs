@@ -151,7 +151,10 @@ pub fn handle(kube: &dyn Kube, env: &dyn Env, req: &Request) -> Response {
     let answer = match (req.method.as_str(), info.trim_matches('/').split('/').collect::<Vec<_>>().as_slice()) {
         ("GET", ["jobs", guid]) => match req.bearer_token() {
             Ok(Some(token)) => job(kube, env, guid, &Identity::Caller(token)).map(|job| {
-                let href = format!("{}/__NAME__/jobs/{guid}", base_url(req));
+                let base = req
+                    .base_url(None)
+                    .unwrap_or_else(|| "http://localhost".to_string());
+                let href = format!("{base}/__NAME__/jobs/{guid}");
                 Response::json(200, &job.to_json(&href))
             }),
             Ok(None) => Err(HttpError::not_authenticated()),
@@ -161,13 +164,6 @@ pub fn handle(kube: &dyn Kube, env: &dyn Env, req: &Request) -> Response {
         _ => Err(HttpError::unknown_request()),
     };
     answer.unwrap_or_else(HttpError::into_response)
-}
-
-/// `scheme://authority` of the request, for absolute links.
-fn base_url(req: &Request) -> String {
-    let scheme = req.scheme.as_deref().unwrap_or("http");
-    let authority = req.authority.as_deref().unwrap_or("localhost");
-    format!("{scheme}://{authority}")
 }
 
 #[cfg(target_arch = "wasm32")]

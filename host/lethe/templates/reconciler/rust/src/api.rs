@@ -463,10 +463,6 @@ pub fn job(
 
 /// `scheme://authority` of links: the `external_url` variable when set, else the request's.
 fn base_url(env: &dyn Env, req: &Request) -> String {
-    if let Some(url) = env.config("external_url").filter(|u| !u.is_empty()) {
-        return url.trim_end_matches('/').to_string();
-    }
-    let scheme = req.scheme.as_deref().unwrap_or("http");
-    let authority = req.authority.as_deref().unwrap_or("localhost");
-    format!("{scheme}://{authority}")
+    req.base_url(env.config("external_url").as_deref())
+        .unwrap_or_else(|| "http://localhost".to_string())
 }
