@@ -6,6 +6,7 @@
 #
 #   cargo install cargo-mutants --locked          # once (v27.1.0 was used)
 #   SHARD=sdk bash sim/mutants.sh                  # one shard; see the list below
+#   SHARD=cf FILES="components/cf-core/src/reconcile.rs" bash sim/mutants.sh   # part of one
 #
 # It works in a git worktree of HEAD under $WORK (default /tmp/lethe-mutants), in place, so the
 # checkout you edit is never mutated and its target directory is not copied. The simulator runs
@@ -29,6 +30,9 @@ case "$SHARD" in
              components/cf-core/src/access.rs components/cf-core/src/ownership.rs) ;;
   *) echo "unknown SHARD $SHARD (sdk, data-jobs, cf)" >&2; exit 2 ;;
 esac
+# FILES (space-separated paths) narrows a shard to some of its files, so a long shard can be run
+# in parts that each fit in a session.
+if [ -n "${FILES:-}" ]; then read -r -a files <<< "$FILES"; fi
 rm -rf "$WORK"; git worktree prune
 git worktree add -q --detach "$WORK" HEAD
 args=()
