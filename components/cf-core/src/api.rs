@@ -49,15 +49,17 @@ fn resource_route(
     rest: &[&str],
 ) -> Result<Response, HttpError> {
     // A request no route takes is 404 `CF-NotFound`, with or without a token, as Cloud
-    // Controller's router answers it.
-    let routed = matches!(
-        (method, rest),
-        ("GET" | "POST", []) | ("GET" | "DELETE", [_])
-    );
+    // Controller's router answers it. lethe creates only the kinds it reconciles: another
+    // controller's (Korifi's CFOrg and CFSpace under `job_types = "korifi"`) are created through
+    // that controller's own API, never by lethe's privileged identity.
     let t = ctx
         .settings
         .kind(kind)
-        .filter(|_| routed)
+        .filter(|t| match (method, rest) {
+            ("GET", []) | ("GET" | "DELETE", [_]) => true,
+            ("POST", []) => t.reconcile,
+            _ => false,
+        })
         .ok_or_else(HttpError::unknown_request)?;
     let caller = access::caller(ctx.req)?;
     let kube = ctx.kube;

@@ -2388,6 +2388,32 @@ mod korifi_jobs {
     }
 
     #[test]
+    fn orgs_and_spaces_korifi_owns_are_not_created_through_lethe() {
+        let (cluster, _) = world();
+        let host = FakeHost::on(&cluster);
+        host.set_config("job_types", "korifi");
+        for (path, body) in [
+            ("/v3/organizations", r#"{"name": "o"}"#),
+            ("/v3/spaces", r#"{"name": "s"}"#),
+        ] {
+            let req = lethe_guest::Request {
+                method: "POST".into(),
+                path: path.into(),
+                headers: vec![("authorization".to_string(), b"Bearer admin".to_vec())].into(),
+                body: body.as_bytes().to_vec(),
+                ..lethe_guest::Request::default()
+            };
+            let answer = crate::api::handle(&host, &host, &req);
+            assert_eq!(answer.status, 404, "{path}");
+            let envelope: Json = serde_json::from_slice(&answer.body).expect("envelope");
+            assert_eq!(envelope["errors"][0]["title"], "CF-NotFound", "{path}");
+        }
+        for kind in ["CFOrg", "CFSpace", "Namespace"] {
+            assert!(cluster.all(kind).is_empty(), "no {kind} made");
+        }
+    }
+
+    #[test]
     fn a_broker_create_is_processing_not_polling() {
         let (cluster, settings) = world();
         cluster.put(json!({
