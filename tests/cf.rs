@@ -1238,32 +1238,210 @@ fn a_throttled_reconciler_finishes_an_org_deletion() {
     );
 }
 
-/// `job_types = "korifi"`: on CRDs shaped like Korifi's (`tests/fixtures/korifi-crds.json`),
-/// with lethe's identity granted exactly `deploy/korifi/`'s reads, lethe answers Korifi's jobs:
-/// a service instance create polls until its controller reports it Ready at its generation, an
-/// app deleted through `DELETE /v3/apps/<guid>` is PROCESSING until the app is gone, a manifest
-/// apply is COMPLETE at once, and a caller who may not see the instance or the app learns
-/// nothing of them.
+/// One resource a deletion job of `job_types = "korifi"` follows: its job type, its Cloud
+/// Controller collection, kubectl's name for its kind, where it lives, its name, and its guid
+/// (the name, but for a role: the label on its RoleBinding).
+struct Deletable {
+    job_type: &'static str,
+    collection: &'static str,
+    resource: &'static str,
+    namespace: String,
+    name: String,
+    guid: String,
+}
+
+/// `job_types = "korifi"` end to end, on CRDs shaped like Korifi's
+/// (`tests/fixtures/korifi-crds.json`) with lethe's identity granted exactly `deploy/korifi/`'s
+/// reads: every job type through each of its states, as alice (who may see and delete what is in
+/// the org's, the space's and the root namespace, and nothing else) and as eve (who may see
+/// nothing):
+/// - deletions of every deletable kind through its DELETE route: PROCESSING → COMPLETE, and
+///   PROCESSING → FAILED (past `deletion_timeout_seconds`) → COMPLETE;
+/// - creates and updates that Korifi's controllers carry out: PROCESSING or POLLING → COMPLETE
+///   once Ready at the resource's generation, and Ready=False for a terminal reason → FAILED;
+/// - the space's two special jobs.
 #[test]
-fn korifi_jobs_follow_korifis_own_resources() {
-    let lethe = start(&[("LETHE_VAR_JOB_TYPES", "korifi")]);
-    let root = support::repo_root();
+fn every_korifi_job_type_goes_through_its_states_as_each_caller_sees_it() {
+    const TIMEOUT_S: u64 = 15;
+    let root_ns = unique("kroot");
+    let lethe = start(&[
+        ("LETHE_VAR_JOB_TYPES", "korifi"),
+        ("LETHE_VAR_CF_ROOT_NAMESPACE", &root_ns),
+        ("LETHE_VAR_DELETION_TIMEOUT_SECONDS", &TIMEOUT_S.to_string()),
+    ]);
+    let repo = support::repo_root();
     for file in ["tests/fixtures/korifi-crds.json", "deploy/korifi/rbac.yaml"] {
-        lethe.kubectl_ok(&["apply", "-f", &root.join(file).to_string_lossy()]);
+        lethe.kubectl_ok(&["apply", "-f", &repo.join(file).to_string_lossy()]);
     }
     let admin = lethe.admin_token();
-    let space = unique("korifi-space");
-    lethe.kubectl_ok(&["create", "namespace", &space]);
-    let instance = unique("si");
-    let app = unique("app");
-    let objects = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "korifi.cloudfoundry.org/v1alpha1", "kind": "CFServiceInstance",
-         "metadata": {"name": instance, "namespace": space}, "spec": {"type": "managed"}},
-        {"apiVersion": "korifi.cloudfoundry.org/v1alpha1", "kind": "CFApp",
-         "metadata": {"name": app, "namespace": space, "finalizers": ["example.com/hold"]},
-         "spec": {"displayName": "a"}}]});
+    let space = unique("kspace");
+    let orgs = [unique("korg-a"), unique("korg-b")];
+    for ns in [&root_ns, &space, &orgs[0], &orgs[1]] {
+        lethe.kubectl_ok(&["create", "namespace", ns]);
+    }
+    let korifi = |kind: &str, ns: &str, name: &str, spec: Json| {
+        serde_json::json!({"apiVersion": "korifi.cloudfoundry.org/v1alpha1", "kind": kind,
+            "metadata": {"name": name, "namespace": ns, "finalizers": ["example.com/hold"]},
+            "spec": spec})
+    };
+    let access = unique("korifi-user");
+    let mut objects = vec![serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": access},
+        "rules": [
+            {"apiGroups": ["korifi.cloudfoundry.org"], "verbs": ["get", "list", "delete"],
+             "resources": ["cforgs", "cfspaces", "cfapps", "cfroutes", "cfdomains",
+                           "cfservicebrokers", "cfserviceinstances", "cfservicebindings"]},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "verbs": ["get", "list", "delete"],
+             "resources": ["rolebindings"]}]})];
+    for ns in [&root_ns, &space, &orgs[0], &orgs[1]] {
+        objects.push(serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "alice-korifi", "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": access},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]}));
+    }
+
+    // Two of each deletable kind: set 0 is released before its timeout, set 1 after.
+    let mut sets: [Vec<Deletable>; 2] = [Vec::new(), Vec::new()];
+    for (i, set) in sets.iter_mut().enumerate() {
+        let name = |prefix: &str| unique(&format!("{prefix}-{i}"));
+        let mapped = serde_json::json!({"destinations": [{"guid": "d1", "appRef": {"name": "a"}}]});
+        let role = name("role-guid");
+        let made = [
+            (
+                "org",
+                "organizations",
+                "cforgs",
+                "CFOrg",
+                root_ns.clone(),
+                orgs[i].clone(),
+            ),
+            (
+                "space",
+                "spaces",
+                "cfspaces",
+                "CFSpace",
+                orgs[0].clone(),
+                name("kspace"),
+            ),
+            ("app", "apps", "cfapps", "CFApp", space.clone(), name("app")),
+            (
+                "route",
+                "routes",
+                "cfroutes",
+                "CFRoute",
+                space.clone(),
+                name("route"),
+            ),
+            (
+                "domain",
+                "domains",
+                "cfdomains",
+                "CFDomain",
+                root_ns.clone(),
+                name("domain"),
+            ),
+            (
+                "service_broker",
+                "service_brokers",
+                "cfservicebrokers",
+                "CFServiceBroker",
+                root_ns.clone(),
+                name("broker"),
+            ),
+            (
+                "managed_service_instance",
+                "service_instances",
+                "cfserviceinstances",
+                "CFServiceInstance",
+                space.clone(),
+                name("si"),
+            ),
+            (
+                "managed_service_binding",
+                "service_credential_bindings",
+                "cfservicebindings",
+                "CFServiceBinding",
+                space.clone(),
+                name("binding"),
+            ),
+        ];
+        for (job_type, collection, resource, kind, namespace, name) in made {
+            let spec = if kind == "CFRoute" {
+                mapped.clone()
+            } else {
+                serde_json::json!({"displayName": name})
+            };
+            objects.push(korifi(kind, &namespace, &name, spec));
+            set.push(Deletable {
+                job_type,
+                collection,
+                resource,
+                guid: name.clone(),
+                namespace,
+                name,
+            });
+        }
+        let binding = format!("binding-of-{role}");
+        objects.push(serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": binding, "namespace": space, "finalizers": ["example.com/hold"],
+                         "labels": {"cloudfoundry.org/role-guid": role}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": access},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]}));
+        set.push(Deletable {
+            job_type: "role",
+            collection: "roles",
+            resource: "rolebindings",
+            namespace: space.clone(),
+            name: binding,
+            guid: role,
+        });
+    }
+    // What Korifi's controllers work on: a broker, instances and bindings being made, and a
+    // route the space's `delete_unapped_routes` waits for.
+    let broker = unique("broker-made");
+    let instances = [unique("si-ready"), unique("si-failed")];
+    let bindings = [unique("binding-ready"), unique("binding-failed")];
+    let unmapped = unique("route-unmapped");
+    let mut made = vec![
+        korifi(
+            "CFServiceBroker",
+            &root_ns,
+            &broker,
+            serde_json::json!({"name": "b"}),
+        ),
+        korifi(
+            "CFRoute",
+            &space,
+            &unmapped,
+            serde_json::json!({"destinations": []}),
+        ),
+    ];
+    for name in &instances {
+        made.push(korifi(
+            "CFServiceInstance",
+            &space,
+            name,
+            serde_json::json!({"type": "managed"}),
+        ));
+    }
+    for name in &bindings {
+        made.push(korifi(
+            "CFServiceBinding",
+            &space,
+            name,
+            serde_json::json!({"type": "app"}),
+        ));
+    }
+    for object in &mut made {
+        object["metadata"]["finalizers"] = serde_json::json!([]);
+    }
+    objects.extend(made);
     let file = tempfile::NamedTempFile::new().expect("temp file");
-    std::fs::write(file.path(), objects.to_string()).expect("write");
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
+    std::fs::write(file.path(), list.to_string()).expect("write");
     // The CRDs are served within moments of their creation.
     let deadline = Instant::now() + Duration::from_secs(30);
     while !lethe
@@ -1274,75 +1452,200 @@ fn korifi_jobs_follow_korifis_own_resources() {
         std::thread::sleep(Duration::from_millis(250));
     }
 
-    let create = format!(
-        "{}/v3/jobs/managed_service_instance.create~{instance}",
-        lethe.url
-    );
-    let (status, polling) = job_state(&lethe, &create, &admin);
-    assert_eq!(status, 200, "{polling}");
-    assert_eq!(polling["state"], "POLLING", "{polling}");
-    assert_eq!(polling["operation"], "managed_service_instance.create");
-    assert_eq!(
-        job_state(&lethe, &create, EVE).0,
-        404,
-        "eve may not see the instance"
-    );
-    lethe.kubectl_ok(&[
-        "patch",
-        "cfserviceinstances.korifi.cloudfoundry.org",
-        &instance,
-        "-n",
-        &space,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        r#"{"status": {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True",
-            "reason": "Ready", "message": "", "lastTransitionTime": "2026-12-05T00:00:00Z"}]}}"#,
-    ]);
-    let complete = wait_for_state(&lethe, &create, &admin, "COMPLETE", Duration::from_secs(10));
-    assert_eq!(
-        complete["links"]["service_instance"]["href"],
-        format!("{}/v3/service_instances/{instance}", lethe.url),
-        "{complete}"
-    );
-
-    let delete = format!("{}/v3/jobs/app.delete~{app}", lethe.url);
-    let path = format!("/v3/apps/{app}");
-    assert_eq!(call(&lethe, "DELETE", &path, Some(EVE), None).status, 404);
-    for _ in 0..2 {
-        // The same job again while the deletion is under way.
-        let accepted = call(&lethe, "DELETE", &path, Some(&admin), None);
-        assert_eq!(accepted.status, 202, "{}", accepted.body);
-        assert_eq!(accepted.header("location"), Some(delete.as_str()));
+    let job = |operation: &str, guid: &str| format!("{}/v3/jobs/{operation}~{guid}", lethe.url);
+    let release = |d: &Deletable| {
+        lethe.kubectl_ok(&[
+            "patch",
+            d.resource,
+            &d.name,
+            "-n",
+            &d.namespace,
+            "--type=merge",
+            "-p",
+            r#"{"metadata": {"finalizers": null}}"#,
+        ]);
+    };
+    // Deleted through lethe as alice (eve, who may not see it, is told it does not exist): the
+    // same job on a repeated DELETE, and PROCESSING at the first poll, whoever polls
+    // (SECURITY.md, "What a job poll reveals").
+    let delete = |d: &Deletable| -> String {
+        let path = format!("/v3/{}/{}", d.collection, d.guid);
+        let hidden = call(&lethe, "DELETE", &path, Some(EVE), None);
+        assert_eq!(
+            (hidden.status, hidden.cf_code()),
+            (404, 10010),
+            "{path}: {}",
+            hidden.body
+        );
+        let location = job(&format!("{}.delete", d.job_type), &d.guid);
+        for _ in 0..2 {
+            let accepted = call(&lethe, "DELETE", &path, Some(ALICE), None);
+            assert_eq!(accepted.status, 202, "{path}: {}", accepted.body);
+            assert_eq!(
+                accepted.header("location"),
+                Some(location.as_str()),
+                "{path}"
+            );
+        }
+        for token in [ALICE, EVE] {
+            let (status, body) = job_state(&lethe, &location, token);
+            assert_eq!(
+                (status, body["state"].as_str()),
+                (200, Some("PROCESSING")),
+                "{body}"
+            );
+        }
+        location
+    };
+    let late: Vec<String> = sets[1].iter().map(delete).collect();
+    for d in &sets[0] {
+        let location = delete(d);
+        release(d);
+        for token in [ALICE, EVE] {
+            wait_for_state(
+                &lethe,
+                &location,
+                token,
+                "COMPLETE",
+                Duration::from_secs(30),
+            );
+        }
     }
-    let processing = wait_for_state(
+
+    // Creates and updates, while set 1 waits for its timeout: only alice learns of them.
+    let status = |resource: &str,
+                  ns: &str,
+                  name: &str,
+                  ready: &str,
+                  reason: &str,
+                  generation: i64| {
+        let patch = serde_json::json!({"status": {"observedGeneration": generation, "conditions": [
+            {"type": "Ready", "status": ready, "reason": reason, "message": format!("{reason} here"),
+             "lastTransitionTime": "2026-12-06T00:00:00Z"}]}});
+        lethe.kubectl_ok(&[
+            "patch",
+            resource,
+            name,
+            "-n",
+            ns,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &patch.to_string(),
+        ]);
+    };
+    let polled = |location: &str, state: &str| {
+        let (code, body) = job_state(&lethe, location, ALICE);
+        assert_eq!(
+            (code, body["state"].as_str()),
+            (200, Some(state)),
+            "{location}: {body}"
+        );
+        let (code, body) = job_state(&lethe, location, EVE);
+        assert_eq!(
+            (code, body["errors"][0]["code"].as_i64()),
+            (404, Some(10010)),
+            "{body}"
+        );
+    };
+    let broker_create = job("service_broker.create", &broker);
+    polled(&broker_create, "PROCESSING");
+    status("cfservicebrokers", &root_ns, &broker, "True", "Ready", 1);
+    wait_for_state(
         &lethe,
-        &delete,
-        &admin,
-        "PROCESSING",
+        &broker_create,
+        ALICE,
+        "COMPLETE",
         Duration::from_secs(10),
     );
-    assert_eq!(
-        processing["links"]["app"]["href"],
-        format!("{}/v3/apps/{app}", lethe.url)
-    );
     lethe.kubectl_ok(&[
         "patch",
-        "cfapps.korifi.cloudfoundry.org",
-        &app,
+        "cfservicebrokers",
+        &broker,
         "-n",
-        &space,
+        &root_ns,
         "--type=merge",
         "-p",
-        r#"{"metadata": {"finalizers": null}}"#,
+        r#"{"spec": {"name": "renamed"}}"#,
     ]);
-    wait_for_state(&lethe, &delete, &admin, "COMPLETE", Duration::from_secs(10));
-
-    let applied = format!("{}/v3/jobs/space.apply_manifest~{space}", lethe.url);
-    let (status, body) = job_state(&lethe, &applied, &admin);
-    assert_eq!(
-        (status, body["state"].as_str()),
-        (200, Some("COMPLETE")),
-        "{body}"
+    let broker_update = job("service_broker.update", &broker);
+    polled(&broker_update, "PROCESSING");
+    status("cfservicebrokers", &root_ns, &broker, "True", "Ready", 2);
+    wait_for_state(
+        &lethe,
+        &broker_update,
+        ALICE,
+        "COMPLETE",
+        Duration::from_secs(10),
     );
+    for (job_type, resource, names, failure) in [
+        (
+            "managed_service_instance",
+            "cfserviceinstances",
+            &instances,
+            "ProvisionFailed",
+        ),
+        (
+            "managed_service_binding",
+            "cfservicebindings",
+            &bindings,
+            "BindingFailed",
+        ),
+    ] {
+        let [ready, failed] = names
+            .each_ref()
+            .map(|n| job(&format!("{job_type}.create"), n));
+        polled(&ready, "POLLING");
+        polled(&failed, "POLLING");
+        status(resource, &space, &names[0], "True", "Ready", 1);
+        status(resource, &space, &names[1], "False", failure, 1);
+        wait_for_state(&lethe, &ready, ALICE, "COMPLETE", Duration::from_secs(10));
+        let failed = wait_for_state(&lethe, &failed, ALICE, "FAILED", Duration::from_secs(10));
+        assert_eq!(failed["errors"][0]["code"], 10008, "{failed}");
+        assert!(
+            failed["errors"][0]["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains(&format!("{failure} here"))),
+            "the condition's message: {failed}"
+        );
+    }
+
+    // The space's special jobs: a manifest is applied before Korifi answers; unmapped routes are
+    // gone once none is left, which only a caller who may list the space's routes learns.
+    let applied = job("space.apply_manifest", &space);
+    for token in [ALICE, EVE] {
+        let (code, body) = job_state(&lethe, &applied, token);
+        assert_eq!(
+            (code, body["state"].as_str()),
+            (200, Some("COMPLETE")),
+            "{body}"
+        );
+    }
+    let unapped = job("space.delete_unapped_routes", &space);
+    polled(&unapped, "PROCESSING");
+    lethe.kubectl_ok(&["delete", "cfroutes", &unmapped, "-n", &space]);
+    wait_for_state(&lethe, &unapped, ALICE, "COMPLETE", Duration::from_secs(10));
+
+    // Set 1: FAILED once its deletion is older than the timeout, for as long as it is held;
+    // COMPLETE once released.
+    for (d, location) in sets[1].iter().zip(&late) {
+        for token in [ALICE, EVE] {
+            let failed = wait_for_state(
+                &lethe,
+                location,
+                token,
+                "FAILED",
+                Duration::from_secs(TIMEOUT_S + 30),
+            );
+            assert_eq!(failed["errors"][0]["code"], 10008, "{failed}");
+        }
+        release(d);
+        for token in [ALICE, EVE] {
+            wait_for_state(&lethe, location, token, "COMPLETE", Duration::from_secs(30));
+        }
+    }
+    for ns in [&root_ns, &space, &orgs[0], &orgs[1]] {
+        lethe.kubectl_ok(&["delete", "namespace", ns, "--wait=false"]);
+    }
+    lethe.kubectl_ok(&["delete", "clusterrole", &access]);
 }
