@@ -1273,7 +1273,6 @@ fn every_korifi_job_type_goes_through_its_states_as_each_caller_sees_it() {
     for file in ["tests/fixtures/korifi-crds.json", "deploy/korifi/rbac.yaml"] {
         lethe.kubectl_ok(&["apply", "-f", &repo.join(file).to_string_lossy()]);
     }
-    let admin = lethe.admin_token();
     let space = unique("kspace");
     let orgs = [unique("korg-a"), unique("korg-b")];
     for ns in [&root_ns, &space, &orgs[0], &orgs[1]] {
