@@ -1434,6 +1434,21 @@ fn every_korifi_job_type_goes_through_its_states_as_each_caller_sees_it() {
             serde_json::json!({"type": "app"}),
         ));
     }
+    // A user-provided instance and a binding to it, whose DELETEs are finished at once.
+    let user_provided = unique("si-user");
+    let user_binding = unique("binding-user");
+    made.push(korifi(
+        "CFServiceInstance",
+        &space,
+        &user_provided,
+        serde_json::json!({"type": "user-provided"}),
+    ));
+    made.push(korifi(
+        "CFServiceBinding",
+        &space,
+        &user_binding,
+        serde_json::json!({"type": "app", "service": {"kind": "CFServiceInstance", "name": user_provided}}),
+    ));
     for object in &mut made {
         object["metadata"]["finalizers"] = serde_json::json!([]);
     }
@@ -1607,6 +1622,32 @@ fn every_korifi_job_type_goes_through_its_states_as_each_caller_sees_it() {
                 .is_some_and(|d| d.contains(&format!("{failure} here"))),
             "the condition's message: {failed}"
         );
+    }
+
+    // A user-provided instance and its binding: `204`, no job, and gone.
+    for (path, resource, name) in [
+        (
+            "service_credential_bindings",
+            "cfservicebindings",
+            &user_binding,
+        ),
+        ("service_instances", "cfserviceinstances", &user_provided),
+    ] {
+        let done = call(
+            &lethe,
+            "DELETE",
+            &format!("/v3/{path}/{name}"),
+            Some(ALICE),
+            None,
+        );
+        assert_eq!(
+            (done.status, done.header("location")),
+            (204, None),
+            "{path}: {}",
+            done.body
+        );
+        let (found, _, _) = lethe.kubectl(&["get", resource, name, "-n", &space]);
+        assert!(!found, "{name} deleted");
     }
 
     // The space's special jobs: a manifest is applied before Korifi answers; unmapped routes are

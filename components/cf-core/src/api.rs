@@ -80,8 +80,9 @@ fn resource_route(
             Ok(Response::json(200, &kind.render(&ctx.base, &object)))
         }
         ("DELETE", [guid]) => {
-            let job = deletion::delete(kube, ctx.env, &ctx.settings, kind.name(), guid, &caller)?;
-            Ok(accepted(ctx, &job))
+            let accepted =
+                deletion::accept(kube, ctx.env, &ctx.settings, kind.name(), guid, &caller)?;
+            Ok(answer(ctx, &accepted))
         }
         _ => Err(HttpError::unknown_request()),
     }
@@ -90,7 +91,8 @@ fn resource_route(
 /// `DELETE /v3/<collection>/<guid>` of any configured type with deletion jobs whose Cloud
 /// Controller collection this is (`apps`, `routes`, `service_instances` under
 /// `job_types = "korifi"`): deleted as the caller, answered `202` with its job's absolute
-/// `Location`, the same on a repeated DELETE while the deletion is under way. Anything else on
+/// `Location`, the same on a repeated DELETE while the deletion is under way (or `204` when the
+/// type says there is nothing to wait for: a user-provided service instance). Anything else on
 /// such a collection is not a route of lethe's.
 fn configured_route(
     ctx: &RequestContext<'_>,
@@ -107,13 +109,18 @@ fn configured_route(
         return Err(HttpError::unknown_request());
     };
     let caller = access::caller(ctx.req)?;
-    let job = deletion::delete(ctx.kube, ctx.env, &ctx.settings, type_name, guid, &caller)?;
-    Ok(accepted(ctx, &job))
+    let accepted = deletion::accept(ctx.kube, ctx.env, &ctx.settings, type_name, guid, &caller)?;
+    Ok(answer(ctx, &accepted))
 }
 
-/// `202 Accepted` with the absolute `Location` of the job that tracks the deletion.
-fn accepted(ctx: &RequestContext<'_>, job: &crate::jobs::JobGuid) -> Response {
-    Response::empty(202).with_header("location", format!("{}/v3/jobs/{}", ctx.base, job.render()))
+/// A DELETE's answer: `202 Accepted` with the absolute `Location` of the job that tracks the
+/// deletion, or `204 No Content` when there is nothing to wait for.
+fn answer(ctx: &RequestContext<'_>, accepted: &deletion::Accepted) -> Response {
+    if accepted.at_once {
+        return Response::empty(204);
+    }
+    let job = accepted.job.render();
+    Response::empty(202).with_header("location", format!("{}/v3/jobs/{job}", ctx.base))
 }
 
 /// Who the caller is, as Cloud Foundry on Kubernetes answers `GET /whoami` (Korifi's shape):

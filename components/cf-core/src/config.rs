@@ -113,6 +113,31 @@ pub enum JobRule {
     },
 }
 
+/// When a DELETE is finished once the resource is deleted, with nothing to wait for: Cloud
+/// Controller's `204` without a job, as for a user-provided service instance. Decided by a field
+/// of the resource, or of the resource it names.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct AtOnce {
+    /// Where the deciding field is: `None` for the resource itself, else the resource it names.
+    #[serde(default)]
+    pub via: Option<Named>,
+    /// JSON pointer to the deciding field, e.g. `/spec/type`.
+    pub pointer: String,
+    /// The value that makes the DELETE finished at once, e.g. `user-provided`.
+    pub value: String,
+}
+
+/// A resource that another names, in the same namespace: a binding's service instance.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Named {
+    /// apiVersion of the named resource.
+    pub api_version: String,
+    /// Its kind.
+    pub kind: String,
+    /// JSON pointer to its name in the naming resource, e.g. `/spec/service/name`.
+    pub name_pointer: String,
+}
+
 /// The jobs of a type that names none: its deletions.
 fn delete_jobs() -> BTreeMap<String, JobRule> {
     BTreeMap::from([("delete".to_string(), JobRule::Delete)])
@@ -153,6 +178,9 @@ pub struct ResourceType {
     /// owns, such as Korifi's, is `false`: lethe only answers its jobs.
     #[serde(default = "yes")]
     pub reconcile: bool,
+    /// When its DELETE is answered `204` without a job (never, unless told).
+    #[serde(default)]
+    pub at_once: Option<AtOnce>,
 }
 
 impl ResourceType {
@@ -334,6 +362,7 @@ pub fn default_types(root_namespace: &str) -> Vec<(String, ResourceType)> {
                 find: Find::Name,
                 jobs: delete_jobs(),
                 reconcile: true,
+                at_once: None,
             },
         ),
         (
@@ -360,6 +389,7 @@ pub fn default_types(root_namespace: &str) -> Vec<(String, ResourceType)> {
                 find: Find::Name,
                 jobs: delete_jobs(),
                 reconcile: true,
+                at_once: None,
             },
         ),
     ]

@@ -7,13 +7,25 @@
 //! privileged read, so the client's first poll never sees a 404.
 
 use lethe_guest::env::Env;
-use lethe_guest::kube::{DeleteOptions, Identity, Kube, KubeError, Propagation};
+use lethe_guest::kube::{DeleteOptions, Identity, Kube, KubeError, Object, ObjectRef, Propagation};
+use serde_json::Value as Json;
 
 use crate::access;
 use crate::config::{ResourceType, Settings};
 use crate::errors::HttpError;
 use crate::jobs::JobGuid;
 use crate::kind::{self, ResourceKind};
+
+/// A deletion accepted: the job that tracks it, and whether the DELETE is finished as it is
+/// (`at_once`: Cloud Controller's `204` without a job, by the type's
+/// [`AtOnce`](crate::config::AtOnce)); the job answers either way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accepted {
+    /// The job GUID (`<type>.delete~<guid>`).
+    pub job: JobGuid,
+    /// Whether there is nothing to wait for.
+    pub at_once: bool,
+}
 
 /// Deletes the resource of type `type_name` with `guid` as `caller`, and returns the job GUID
 /// that tracks it.
@@ -25,6 +37,18 @@ pub fn delete(
     guid: &str,
     caller: &Identity,
 ) -> Result<JobGuid, HttpError> {
+    accept(kube, env, settings, type_name, guid, caller).map(|accepted| accepted.job)
+}
+
+/// [`delete`], saying also whether the DELETE is finished at once.
+pub fn accept(
+    kube: &dyn Kube,
+    env: &dyn Env,
+    settings: &Settings,
+    type_name: &str,
+    guid: &str,
+    caller: &Identity,
+) -> Result<Accepted, HttpError> {
     let t = settings
         .resource_type(type_name)
         .ok_or_else(|| HttpError::not_found(format!("{type_name} not found")))?;
@@ -51,6 +75,7 @@ pub fn delete(
     {
         return Err(HttpError::org_suspended());
     }
+    let at_once = done_at_once(kube, caller, t, &object);
     let options = DeleteOptions {
         propagation: Some(Propagation::Background),
         precondition_uid: Some(object.metadata.uid.clone()),
@@ -64,11 +89,48 @@ pub fn delete(
         Err(e) => return Err(HttpError::from_kube(e, &not_found)),
     }
     confirm_visible(kube, env, settings, t, guid);
-    Ok(JobGuid {
-        resource_type: type_name.to_string(),
-        verb: "delete".into(),
-        guid: guid.to_string(),
+    Ok(Accepted {
+        job: JobGuid {
+            resource_type: type_name.to_string(),
+            verb: "delete".into(),
+            guid: guid.to_string(),
+        },
+        at_once,
     })
+}
+
+/// Whether deleting `object` finishes its DELETE, by its type's rule: the deciding field read
+/// from the object, or from the object it names, read as the caller. Anything unreadable makes
+/// it a job, which is right either way.
+fn done_at_once(kube: &dyn Kube, caller: &Identity, t: &ResourceType, object: &Object) -> bool {
+    let Some(rule) = &t.at_once else {
+        return false;
+    };
+    let named;
+    let decider = match &rule.via {
+        None => object.json(),
+        Some(via) => {
+            let Some(name) = object
+                .json()
+                .pointer(&via.name_pointer)
+                .and_then(Json::as_str)
+            else {
+                return false;
+            };
+            let target = ObjectRef::new(
+                &via.api_version,
+                &via.kind,
+                object.target.namespace.as_deref(),
+                name,
+            );
+            named = match kube.get(caller, &target) {
+                Ok(o) => o,
+                Err(_) => return false,
+            };
+            named.json()
+        }
+    };
+    decider.pointer(&rule.pointer).and_then(Json::as_str) == Some(rule.value.as_str())
 }
 
 /// Re-reads until the deletion is visible to a privileged read (deletionTimestamp set, or the

@@ -2388,6 +2388,88 @@ mod korifi_jobs {
     }
 
     #[test]
+    fn a_user_provided_instance_and_its_bindings_are_deleted_at_once_without_a_job() {
+        let (cluster, _) = world();
+        let host = FakeHost::on(&cluster);
+        host.set_config("job_types", "korifi");
+        let object = |kind: &str, name: &str, spec: Json| {
+            json!({"apiVersion": crate::config::korifi::API_VERSION, "kind": kind,
+                "metadata": {"name": name, "namespace": SPACE}, "spec": spec})
+        };
+        cluster.put(object(
+            "CFServiceInstance",
+            "upsi",
+            json!({"type": "user-provided"}),
+        ));
+        cluster.put(object(
+            "CFServiceInstance",
+            "msi",
+            json!({"type": "managed"}),
+        ));
+        cluster.put(object(
+            "CFServiceInstance",
+            "hidden",
+            json!({"type": "user-provided"}),
+        ));
+        // "dev" may read the instances (as `world` grants), "binder" only the bindings.
+        for user in ["dev", "binder"] {
+            cluster.grant(user, "get", "CFServiceBinding", SPACE);
+            cluster.grant(user, "delete", "CFServiceBinding", SPACE);
+        }
+        cluster.grant("dev", "delete", "CFServiceInstance", SPACE);
+        for (binding, instance) in [("b-upsi", "upsi"), ("b-msi", "msi"), ("b-hidden", "hidden")] {
+            cluster.put(object(
+                "CFServiceBinding",
+                binding,
+                json!({"type": "app", "service": {"kind": "CFServiceInstance", "name": instance}}),
+            ));
+        }
+        let delete = |path: &str, token: &str| {
+            let req = lethe_guest::Request {
+                method: "DELETE".into(),
+                path: path.into(),
+                headers: vec![(
+                    "authorization".to_string(),
+                    format!("Bearer {token}").into_bytes(),
+                )]
+                .into(),
+                ..lethe_guest::Request::default()
+            };
+            let answer = crate::api::handle(&host, &host, &req);
+            let location = answer.headers.iter().any(|(n, _)| n == "location");
+            (answer.status, location)
+        };
+        // A binding is decided by its instance, read as the caller: one they may not read
+        // makes it a job, which is right either way.
+        assert_eq!(
+            delete("/v3/service_credential_bindings/b-hidden", "binder"),
+            (202, true)
+        );
+        assert_eq!(
+            delete("/v3/service_credential_bindings/b-upsi", "dev"),
+            (204, false)
+        );
+        assert_eq!(
+            delete("/v3/service_credential_bindings/b-msi", "dev"),
+            (202, true)
+        );
+        assert_eq!(delete("/v3/service_instances/upsi", "dev"), (204, false));
+        assert_eq!(delete("/v3/service_instances/msi", "dev"), (202, true));
+        for gone in ["b-hidden", "b-upsi", "b-msi"] {
+            assert!(
+                !cluster.exists("CFServiceBinding", SPACE, gone),
+                "{gone} deleted"
+            );
+        }
+        for gone in ["upsi", "msi"] {
+            assert!(
+                !cluster.exists("CFServiceInstance", SPACE, gone),
+                "{gone} deleted"
+            );
+        }
+    }
+
+    #[test]
     fn orgs_and_spaces_korifi_owns_are_not_created_through_lethe() {
         let (cluster, _) = world();
         let host = FakeHost::on(&cluster);

@@ -10,12 +10,14 @@
 //! | `app`, `route` | CFApp, CFRoute, their space's namespace | `delete` |
 //! | `domain` | CFDomain, root namespace | `delete` |
 //! | `service_broker` | CFServiceBroker, root namespace | `delete`; `create`, `update` (state jobs) |
-//! | `managed_service_instance`, `managed_service_binding` | CFServiceInstance, CFServiceBinding, their space's namespace | `delete`; `create` (state jobs, `POLLING` while the broker works) |
+//! | `managed_service_instance`, `managed_service_binding` | CFServiceInstance, CFServiceBinding, their space's namespace | `delete` (of a user-provided instance, or a binding to one: `204` at once, no job); `create` (state jobs, `POLLING` while the broker works) |
 //! | `role` | the RoleBinding labelled `cloudfoundry.org/role-guid: <guid>`, in its org's or space's namespace | `delete` |
 
 use std::collections::BTreeMap;
 
-use crate::config::{Find, JobRule, ListProbe, NamespaceRule, ResourceType, Visibility};
+use crate::config::{
+    AtOnce, Find, JobRule, ListProbe, Named, NamespaceRule, ResourceType, Visibility,
+};
 
 /// Korifi's API group and version.
 pub const API_VERSION: &str = "korifi.cloudfoundry.org/v1alpha1";
@@ -139,9 +141,31 @@ pub fn job_types(root_namespace: &str) -> Vec<(String, ResourceType)> {
                 find: Find::Label(ROLE_GUID_LABEL.into()),
                 jobs: BTreeMap::from([("delete".to_string(), JobRule::Delete)]),
                 reconcile: false,
+                at_once: None,
             },
         ),
     ]
+    .into_iter()
+    .map(|(name, mut t)| {
+        // A user-provided service instance, and a binding to one, are deleted at once: Cloud
+        // Controller and Korifi answer `204` without a job.
+        let user_provided = |via: Option<Named>| AtOnce {
+            via,
+            pointer: "/spec/type".into(),
+            value: "user-provided".into(),
+        };
+        t.at_once = match name.as_str() {
+            "managed_service_instance" => Some(user_provided(None)),
+            "managed_service_binding" => Some(user_provided(Some(Named {
+                api_version: API_VERSION.into(),
+                kind: "CFServiceInstance".into(),
+                name_pointer: "/spec/service/name".into(),
+            }))),
+            _ => None,
+        };
+        (name, t)
+    })
+    .collect()
 }
 
 /// A Korifi kind as the job type `name`.
@@ -169,6 +193,7 @@ fn korifi<const N: usize>(
                 .map(|(verb, rule)| (verb.to_string(), rule))
                 .collect(),
             reconcile: false,
+            at_once: None,
         },
     )
 }
