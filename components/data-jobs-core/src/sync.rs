@@ -5,8 +5,10 @@
 //!
 //! A pass runs only on the host that holds the `coordination.k8s.io/v1` Lease
 //! `data-jobs-sync` in the namespace (holder = `lethe_instance_id`). A holder renews it on every
-//! tick and at checkpoints inside a long pass (every `lease_renew_seconds`); another host takes it
-//! over only once `renewTime + leaseDurationSeconds` has passed. Every write of the Lease is a
+//! tick and, inside a pass, before each item it acts on, once `lease_renew_seconds` have passed
+//! since the last renewal; another host takes it over only once `renewTime +
+//! leaseDurationSeconds` has passed, and a holder paused past that finds the Lease taken at its
+//! next item and stops there. Every write of the Lease is a
 //! replace guarded by the resourceVersion read, so two hosts can never both win.
 //!
 //! # One pass
@@ -535,7 +537,6 @@ fn act(
         Plan::Delete => 0,
         _ => 1,
     });
-    let mut since_checkpoint = 0;
     let total = u64::try_from(plans.len()).unwrap_or(u64::MAX);
     for (index, (uid, item, plan)) in plans.into_iter().enumerate() {
         if index % 256 == 0 {
@@ -565,6 +566,10 @@ fn act(
             report.deferred += 1;
             continue;
         }
+        // Before each item acted on: a slow leader renews its Lease on time, and one that was
+        // paused past it finds it taken and stops before it acts beside the new leader. Between
+        // renewals this reads the clock and writes nothing.
+        lease.keep(host.now_ms()).map_err(|lost| lost.to_string())?;
         let step = match plan {
             Plan::Create => p.create(uid, item, report),
             Plan::Update(i) => p.update(uid, item, i, report),
@@ -576,11 +581,6 @@ fn act(
         match step {
             Step::Done => p.clear_state(uid, item),
             Step::Failed(e) => p.fail(uid, item, e, report),
-        }
-        since_checkpoint += 1;
-        if since_checkpoint >= 50 {
-            since_checkpoint = 0;
-            lease.keep(host.now_ms()).map_err(|lost| lost.to_string())?;
         }
     }
     host.progress(total, total);

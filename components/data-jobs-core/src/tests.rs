@@ -538,6 +538,156 @@ pub(crate) mod flows {
         assert_eq!(quiet.kube_requests, 1 + 1 + 3);
     }
 
+    /// A host whose pass is slow or paused: its clock moves `per_call_ms` on each Kubernetes
+    /// call, and once `pause`'s count of CronJobs is there it stops for `pause`'s milliseconds,
+    /// during which `rival` takes the Lease if it has expired. `cronjobs_when_taken`: how many
+    /// CronJobs there were when the rival took it.
+    struct Stalled<'h, 'a> {
+        host: &'h FakeHost<'a>,
+        rival: &'h FakeHost<'a>,
+        rival_lease: lethe_guest::lease::LeaseConfig,
+        per_call_ms: i64,
+        pause: Option<(usize, i64)>,
+        cronjobs_when_taken: std::cell::Cell<Option<usize>>,
+    }
+
+    impl lethe_guest::kube::KubeVia for Stalled<'_, '_> {
+        fn via(&self) -> &dyn lethe_guest::kube::Kube {
+            use lethe_guest::env::Env as _;
+            self.host.advance(self.per_call_ms);
+            let made = self.host.kube.all("CronJob").len();
+            if let Some((at, ms)) = self.pause
+                && made >= at
+                && self.cronjobs_when_taken.get().is_none()
+            {
+                self.host.advance(ms);
+                let now = self.host.now_ms();
+                let taken = lethe_guest::lease::Lease::acquire(self.rival, &self.rival_lease, now);
+                if matches!(taken, Ok(lethe_guest::lease::Leadership::Held(_))) {
+                    self.cronjobs_when_taken.set(Some(made));
+                }
+            }
+            self.host
+        }
+    }
+
+    impl lethe_guest::sql::Sql for Stalled<'_, '_> {
+        fn query(
+            &self,
+            sql: &str,
+            params: &[lethe_guest::sql::Value],
+        ) -> Result<Vec<Vec<lethe_guest::sql::Value>>, lethe_guest::sql::SqlError> {
+            self.host.query(sql, params)
+        }
+        fn execute(
+            &self,
+            sql: &str,
+            params: &[lethe_guest::sql::Value],
+        ) -> Result<u64, lethe_guest::sql::SqlError> {
+            self.host.execute(sql, params)
+        }
+        fn batch(
+            &self,
+            statements: &[lethe_guest::sql::Statement],
+        ) -> Result<Vec<u64>, lethe_guest::sql::SqlError> {
+            self.host.batch(statements)
+        }
+    }
+
+    impl lethe_guest::env::Env for Stalled<'_, '_> {
+        fn now_ms(&self) -> i64 {
+            self.host.now_ms()
+        }
+        fn sleep_ms(&self, ms: u64) {
+            self.host.sleep_ms(ms);
+        }
+        fn config(&self, key: &str) -> Option<String> {
+            self.host.config(key)
+        }
+        fn log(&self, level: lethe_guest::env::Level, message: &str) {
+            self.host.log(level, message);
+        }
+        fn random_bytes(&self, n: usize) -> Vec<u8> {
+            self.host.random_bytes(n)
+        }
+        fn new_uuid(&self) -> String {
+            self.host.new_uuid()
+        }
+    }
+
+    const MANY_JOBS: usize = 120;
+
+    /// Hosts `a` and `b` on one clock, and `MANY_JOBS` deployments that no pass has made yet.
+    fn many_jobs<'a>(sql: &'a FakeSql, kube: &'a FakeCluster) -> (FakeHost<'a>, FakeHost<'a>) {
+        let a = FakeHost::new(sql, kube, "a");
+        let mut b = FakeHost::new(sql, kube, "b");
+        b.now = a.now.clone();
+        for i in 0..MANY_JOBS {
+            deploy(&a, &format!("job{i}"));
+        }
+        (a, b)
+    }
+
+    #[test]
+    fn a_slow_leader_renews_its_lease_inside_a_long_pass() {
+        let (sql, kube) = world();
+        let (a, b) = many_jobs(&sql, &kube);
+        // Each call takes a second, so the pass lasts minutes, far past the Lease's 15 s.
+        let slow = Stalled {
+            host: &a,
+            rival: &b,
+            rival_lease: crate::Settings::load(&b).lease(),
+            per_call_ms: 1_000,
+            pause: Some((MANY_JOBS / 2, 0)),
+            cronjobs_when_taken: std::cell::Cell::new(None),
+        };
+        let report = ran(tick_with(&slow, false).expect("the pass"));
+        assert_eq!(report.created as usize, MANY_JOBS);
+        assert_eq!(
+            slow.cronjobs_when_taken.get(),
+            None,
+            "the rival never finds the Lease expired mid-pass"
+        );
+        assert_eq!(
+            tick(&b).expect("the rival ticks"),
+            Tick::NotLeader { holder: "a".into() }
+        );
+    }
+
+    #[test]
+    fn a_leader_paused_past_its_lease_stops_before_it_acts_beside_the_new_one() {
+        let (sql, kube) = world();
+        let (a, b) = many_jobs(&sql, &kube);
+        let paused = Stalled {
+            host: &a,
+            rival: &b,
+            rival_lease: crate::Settings::load(&b).lease(),
+            per_call_ms: 10,
+            pause: Some((10, 20_000)),
+            cronjobs_when_taken: std::cell::Cell::new(None),
+        };
+        let stopped = tick_with(&paused, false);
+        let taken_with = paused
+            .cronjobs_when_taken
+            .get()
+            .expect("the rival took the Lease during the pause");
+        assert!(
+            stopped
+                .as_ref()
+                .is_err_and(|e| e.contains("lost the lease")),
+            "the pass stops once it finds its Lease taken: {stopped:?}"
+        );
+        // The call the pause interrupted goes through; nothing after it.
+        let made = kube.all("CronJob").len();
+        assert!(
+            made - taken_with <= 1,
+            "{} CronJobs made after the Lease was taken",
+            made - taken_with
+        );
+        let rest = ran(tick(&b).expect("the new leader's pass"));
+        assert_eq!(kube.all("CronJob").len(), MANY_JOBS, "{rest:?}");
+    }
+
     /// A host with `n` jobs deployed and a first (full) pass behind it.
     fn deployed(sql: &FakeSql, kube: &FakeCluster, jobs: &[&str]) {
         let host = FakeHost::new(sql, kube, "a");
