@@ -169,7 +169,45 @@ impl World<'_, '_> {
         let client = Client {
             api: self.stage.api,
         };
+        // Once in a while the host stops between two of its calls for longer than its Lease
+        // lasts (a paused process, a long GC, a VM migrated), and another host takes the Lease
+        // and runs a pass meanwhile; the CronJobs as they were when it did.
+        let pause = self.pause_plan(index, full);
+        let (kube, hosts) = (self.stage.kube, self.stage.hosts);
+        let calls = std::cell::Cell::new(0u32);
+        let after_takeover: RefCell<Option<BTreeMap<String, Seen>>> = RefCell::new(None);
         let between = || {
+            let call = calls.get();
+            calls.set(call + 1);
+            if let Some((at, rival, ms)) = pause
+                && call == at
+            {
+                kube.advance(ms);
+                let rival_ran = tick_with(&hosts[rival], false);
+                let mut line = format!(
+                    "paused {ms} ms before call {at}; meanwhile host-{rival}: {}",
+                    match &rival_ran {
+                        Ok(Tick::Ran(r)) => format!(
+                            "ran, created {} updated {} deleted {}",
+                            r.created, r.updated, r.deleted
+                        ),
+                        Ok(Tick::NotLeader { holder }) => format!("not leader ({holder})"),
+                        Err(e) => format!("error: {e}"),
+                    }
+                );
+                if matches!(rival_ran, Ok(Tick::Ran(_))) {
+                    *after_takeover.borrow_mut() = Some(self.cronjobs());
+                } else {
+                    line.push_str(" (no takeover)");
+                }
+                let mut lines = vec![line];
+                world::during_the_pass(&mut lines);
+                during.borrow_mut().push(Acted {
+                    lines,
+                    deletion: None,
+                    violation: None,
+                });
+            }
             let mut rng = interleave.borrow_mut();
             if !full && rng.random_ratio(1, 16) {
                 let mut acted = client.act(&mut rng);
@@ -206,7 +244,49 @@ impl World<'_, '_> {
             if full { " (full)" } else { "" }
         ));
         world::one_leader(index, matches!(outcome, Ok(Ok(Tick::Ran(_)))), lease, now)?;
+        if let Some(taken) = after_takeover.into_inner() {
+            self.acted_after_takeover(index, &taken)?;
+        }
         self.check_pass(&before, &desired_before, &interrupted)
+    }
+
+    /// Whether, and where, host `index`'s pass is paused past its Lease while another host takes
+    /// over: the call it stops before, the other host, and for how long (past the 15 s Lease).
+    fn pause_plan(&mut self, index: usize, full: bool) -> Option<(u32, usize, i64)> {
+        let others = self.stage.hosts.len() - 1;
+        if full || others == 0 || !self.stage.rng.random_ratio(1, 8) {
+            return None;
+        }
+        let rival = (index + self.stage.rng.random_range(1..=others)) % (others + 1);
+        let at = self.stage.rng.random_range(0..30);
+        Some((at, rival, self.stage.rng.random_range(15_001..=40_000)))
+    }
+
+    /// The leader invariant inside a pass: host `index`, paused past its Lease while another
+    /// host took it over and ran a pass, acted on at most the one item it was in the middle of
+    /// when it resumed (`taken`: the CronJobs when the other host's pass ended).
+    fn acted_after_takeover(
+        &self,
+        index: usize,
+        taken: &BTreeMap<String, Seen>,
+    ) -> Result<(), Failure> {
+        let now = self.cronjobs();
+        let changed: BTreeSet<String> = now
+            .iter()
+            .filter(|(uid, c)| {
+                taken
+                    .get(*uid)
+                    .is_none_or(|t| t.meta.resource_version != c.meta.resource_version)
+            })
+            .chain(taken.iter().filter(|(uid, _)| !now.contains_key(*uid)))
+            .map(|(_, c)| c.job_uid.clone().unwrap_or_else(|| c.meta.name.clone()))
+            .collect();
+        if changed.len() > 1 {
+            return Err(format!(
+                "host-{index} acted beside the new leader after its Lease was taken: CronJobs of {changed:?} changed"
+            ));
+        }
+        Ok(())
     }
 
     fn cronjobs(&self) -> BTreeMap<String, Seen> {
