@@ -2581,3 +2581,238 @@ mod korifi_jobs {
         );
     }
 }
+
+/// The cluster as the reconciler sees it, with every LIST recorded: the kind, the label
+/// selector, the page size asked for and the objects answered.
+struct Lists<'a> {
+    inner: &'a FakeHost<'a>,
+    seen: std::cell::RefCell<Vec<(String, Option<String>, Option<u32>, usize)>>,
+}
+
+impl Kube for Lists<'_> {
+    fn authenticate(&self, id: &Identity) -> lethe_guest::kube::Result<()> {
+        self.inner.authenticate(id)
+    }
+    fn get(
+        &self,
+        id: &Identity,
+        at: &lethe_guest::kube::ObjectRef,
+    ) -> lethe_guest::kube::Result<Object> {
+        self.inner.get(id, at)
+    }
+    fn list(
+        &self,
+        id: &Identity,
+        of: &Collection,
+        page: &lethe_guest::kube::ListOptions,
+    ) -> lethe_guest::kube::Result<lethe_guest::kube::ObjectList> {
+        let listed = self.inner.list(id, of, page)?;
+        self.seen.borrow_mut().push((
+            of.kind.clone(),
+            page.label_selector.clone(),
+            page.limit,
+            listed.items.len(),
+        ));
+        Ok(listed)
+    }
+    fn create(
+        &self,
+        id: &Identity,
+        object: &serde_json::Value,
+    ) -> lethe_guest::kube::Result<Object> {
+        self.inner.create(id, object)
+    }
+    fn patch(
+        &self,
+        id: &Identity,
+        at: &lethe_guest::kube::ObjectRef,
+        patch: &lethe_guest::kube::Patch,
+    ) -> lethe_guest::kube::Result<Object> {
+        self.inner.patch(id, at, patch)
+    }
+    fn patch_status(
+        &self,
+        id: &Identity,
+        at: &lethe_guest::kube::ObjectRef,
+        patch: &lethe_guest::kube::Patch,
+    ) -> lethe_guest::kube::Result<Object> {
+        self.inner.patch_status(id, at, patch)
+    }
+    fn replace(
+        &self,
+        id: &Identity,
+        at: &lethe_guest::kube::ObjectRef,
+        object: &serde_json::Value,
+    ) -> lethe_guest::kube::Result<Object> {
+        self.inner.replace(id, at, object)
+    }
+    fn delete(
+        &self,
+        id: &Identity,
+        at: &lethe_guest::kube::ObjectRef,
+        options: &lethe_guest::kube::DeleteOptions,
+    ) -> lethe_guest::kube::Result<lethe_guest::kube::Deletion> {
+        self.inner.delete(id, at, options)
+    }
+    fn changes(
+        &self,
+        id: &Identity,
+        of: &Collection,
+        since: lethe_guest::kube::Since<'_>,
+    ) -> lethe_guest::kube::Result<lethe_guest::kube::ChangeBatch> {
+        self.inner.changes(id, of, since)
+    }
+}
+
+/// A full pass reads a page at a time, and of the namespaces only those carrying lethe's mark:
+/// its cost is bounded by what lethe owns, not by the size of the cluster.
+#[test]
+fn a_full_pass_lists_pages_of_its_own_and_only_marked_namespaces() {
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
+    let count = crate::reconcile::LIST_PAGE as usize + 20;
+    for i in 0..count {
+        fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+            "metadata": {"name": format!("org-{i:04}"), "namespace": "cf", "finalizers": [FINALIZER]},
+            "spec": {"displayName": format!("o{i}")}}));
+        // Namespaces that are nobody's business of lethe's.
+        fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": format!("theirs-{i:04}")}}));
+    }
+    let lists = Lists {
+        inner: &fake,
+        seen: Default::default(),
+    };
+    let report = pass(&lists, &fake, &settings, &NoBackoff);
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    let seen = lists.seen.into_inner();
+    let page = Some(crate::reconcile::LIST_PAGE);
+    for (kind, selector, limit, items) in &seen {
+        assert_eq!(*limit, page, "{kind}: every LIST is a page");
+        assert!(
+            *items as u32 <= crate::reconcile::LIST_PAGE,
+            "{kind}: {items}"
+        );
+        if kind == "Namespace" {
+            assert_eq!(
+                selector.as_deref(),
+                Some(crate::ownership::OWNER_UID_LABEL),
+                "only namespaces carrying lethe's mark"
+            );
+        }
+    }
+    let listed = |of: &str| -> usize {
+        seen.iter()
+            .filter(|(kind, ..)| kind == of)
+            .map(|(.., items)| items)
+            .sum()
+    };
+    assert_eq!(listed("Org"), count + 1, "every org, in pages");
+    assert_eq!(
+        listed("Namespace"),
+        2,
+        "the setup's org and space namespaces"
+    );
+}
+
+/// A namespace whose owner is gone is swept, and counted; one that is only half marked (its
+/// owner's name without the owner's uid, as a namespace relabelled after the LIST shows it) is
+/// not lethe's to delete.
+#[test]
+fn a_namespace_that_outlived_its_owner_is_swept_and_a_half_marked_one_is_left() {
+    use crate::ownership::{OWNER_LABEL, OWNER_UID_LABEL};
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
+    let gone = "6f1c2a4e-1b2c-4d5e-8f90-0000000000aa";
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": gone, "labels": {OWNER_LABEL: format!("org.{gone}"),
+            OWNER_UID_LABEL: "uid-of-the-org"}}}));
+    let report = pass(&fake, &fake, &settings, &NoBackoff);
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    assert_eq!(report.deleted, 1, "the orphan, and nothing else");
+    assert!(
+        fake.object("Namespace", "", gone)
+            .is_none_or(|ns| ns.metadata.deletion_timestamp.is_some()),
+        "swept"
+    );
+
+    let half = "6f1c2a4e-1b2c-4d5e-8f90-0000000000bb";
+    fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": half, "labels": {OWNER_LABEL: format!("org.{half}")}}}));
+    let events = lethe_guest::events::Recorder::new(&fake, &fake, crate::tell::CONTROLLER);
+    let reconciler = crate::reconcile::Reconciler {
+        kube: &fake,
+        env: &fake,
+        settings: &settings,
+        backoff: &NoBackoff,
+        lease: None,
+        events: &events,
+        upkeep: std::cell::Cell::new(crate::reconcile::UPKEEP_PER_PASS),
+    };
+    let mut report = crate::reconcile::Report::default();
+    let org_type = settings
+        .reconciled_type("org")
+        .expect("orgs are reconciled");
+    reconciler.sweep("org", org_type, half, &mut report);
+    assert_eq!(report.deleted, 0);
+    assert!(
+        fake.object("Namespace", "", half)
+            .expect("left")
+            .metadata
+            .deletion_timestamp
+            .is_none()
+    );
+}
+
+/// What the host hears of a pass: its counts, failures, duration (the clock did not move) and
+/// whether upkeep is behind (it is not, in a quiet pass); and a failed step's condition names
+/// the step.
+#[test]
+fn a_pass_reports_its_counts_duration_and_failed_steps_by_name() {
+    use lethe_guest::conditions::condition;
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
+    let quiet = pass(&fake, &fake, &settings, &NoBackoff);
+    assert_eq!(quiet.duration_ms, 0, "the fake clock stood still");
+    assert!(!quiet.upkeep_behind, "nothing left for later: {quiet:?}");
+
+    // An org whose namespace cannot be made.
+    let org = "6f1c2a4e-1b2c-4d5e-8f90-0000000000cc";
+    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+        "metadata": {"name": org, "namespace": "cf", "finalizers": [FINALIZER]},
+        "spec": {"displayName": "n"}}));
+    cluster.fail("create", "Namespace");
+    let failing = pass(&fake, &fake, &settings, &NoBackoff);
+    let made = fake.object("Org", "cf", org).expect("org");
+    assert_eq!(
+        condition(&made, "Ready").map(|(status, reason)| (status.to_string(), reason.to_string())),
+        Some(("False".to_string(), "MakingNamespaceFailed".to_string()))
+    );
+    let heard = lethe_guest::reconciler::PassReport::from(failing.clone());
+    assert_eq!(
+        (heard.examined, heard.created, heard.updated, heard.deleted),
+        (
+            failing.examined,
+            failing.created,
+            failing.updated,
+            failing.deleted
+        )
+    );
+    assert!(heard.examined >= 3, "{heard:?}");
+    assert_eq!(
+        heard
+            .failed
+            .iter()
+            .map(|f| f.item.clone())
+            .collect::<Vec<_>>(),
+        failing
+            .failed
+            .iter()
+            .map(|(item, _)| item.clone())
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        heard.failed.iter().any(|f| f.item == format!("org/{org}")),
+        "{heard:?}"
+    );
+}
