@@ -2582,11 +2582,14 @@ mod korifi_jobs {
     }
 }
 
-/// The cluster as the reconciler sees it, with every LIST recorded: the kind, the label
-/// selector, the page size asked for and the objects answered.
+/// One LIST as [`Lists`] records it: the kind, the label selector, the page size asked for and
+/// the objects answered.
+type Listed = (String, Option<String>, Option<u32>, usize);
+
+/// The cluster as the reconciler sees it, with every LIST recorded.
 struct Lists<'a> {
     inner: &'a FakeHost<'a>,
-    seen: std::cell::RefCell<Vec<(String, Option<String>, Option<u32>, usize)>>,
+    seen: std::cell::RefCell<Vec<Listed>>,
 }
 
 impl Kube for Lists<'_> {
