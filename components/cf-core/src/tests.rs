@@ -275,7 +275,21 @@ fn stuck_deletion_turns_failed_at_the_timeout_and_complete_when_released() {
         "{:?}",
         held.warnings
     );
-    // lethe's part is done; the org says what holds it, once.
+    // lethe's part is done; the org says what holds it, once, however many passes come, and
+    // each pass reports the deletion as still under way.
+    for _ in 0..3 {
+        // Far enough apart that a repeated Event would be counted in its series.
+        fake.advance(lethe_guest::events::SERIES_EVERY_MS + 1);
+        let report = pass(&fake, &fake, &settings, &NoBackoff);
+        assert!(
+            report
+                .deletions
+                .iter()
+                .any(|d| d.item == format!("org/{ORG}")),
+            "{:?}",
+            report.deletions
+        );
+    }
     let org = fake.object("Org", "cf", ORG).expect("org");
     assert_eq!(
         lethe_guest::conditions::condition(&org, "Blocked"),
@@ -288,13 +302,19 @@ fn stuck_deletion_turns_failed_at_the_timeout_and_complete_when_released() {
         .collect();
     assert_eq!(blocked.len(), 1);
     assert!(
+        blocked[0].json().get("series").is_none(),
+        "recorded once, not again on each pass: {}",
+        blocked[0].json()
+    );
+    assert!(
         blocked[0].json()["note"]
             .as_str()
             .is_some_and(|n| n.contains("example.com/stuck")),
         "{:?}",
         blocked[0].json()
     );
-    fake.now.set(fake.now.get() + 121_000);
+    fake.now
+        .set(fake.now.get() + 121_000 - 3 * (lethe_guest::events::SERIES_EVERY_MS + 1));
     let failed = job(&fake, &settings, &guid, "admin").expect("job");
     assert_eq!(failed.state, JobState::Failed);
     assert_eq!(failed.errors[0].code, 10008);
@@ -2817,5 +2837,71 @@ fn a_pass_reports_its_counts_duration_and_failed_steps_by_name() {
     assert!(
         heard.failed.iter().any(|f| f.item == format!("org/{org}")),
         "{heard:?}"
+    );
+}
+
+/// A backoff under which nothing is due yet.
+struct NothingDue;
+
+impl Backoff for NothingDue {
+    fn due(&self, _key: &str, _now_ms: i64) -> bool {
+        false
+    }
+    fn failed(&self, _key: &str, _now_ms: i64, _reason: &str) {}
+    fn succeeded(&self, _key: &str) {}
+    fn due_now(&self, _now_ms: i64) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// Objects whose next attempt is not due yet are counted as backing off and left alone.
+#[test]
+fn objects_backing_off_are_counted_and_left_alone() {
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
+    fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+        "metadata": {"name": "bare", "namespace": "cf"}, "spec": {"displayName": "bare"}}));
+    let report = pass(&fake, &fake, &settings, &NothingDue);
+    assert_eq!((report.examined, report.backing_off), (3, 3), "{report:?}");
+    let bare = fake.object("Org", "cf", "bare").expect("org");
+    assert!(bare.metadata.finalizers.is_empty(), "left alone");
+    assert!(!fake.exists("Namespace", "", "bare"));
+}
+
+/// When the name claims cannot be listed, an org made outside the API (without lethe's
+/// finalizer) still claims its name at once; one with lethe's finalizer, made through the API,
+/// holds its claim already or gets it as upkeep, from a pass that could list them.
+#[test]
+fn a_hand_made_org_claims_its_name_even_when_the_claims_cannot_be_listed() {
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
+    let bare = fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+        "metadata": {"name": "bare", "namespace": "cf"}, "spec": {"displayName": "bare-name"}}));
+    let kept = fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+        "metadata": {"name": "kept", "namespace": "cf", "finalizers": [FINALIZER]},
+        "spec": {"displayName": "kept-name"}}));
+    cluster.fail("list", "ConfigMap");
+    let report = pass(&fake, &fake, &settings, &NoBackoff);
+    assert!(
+        report.failed.iter().any(|(item, _)| item == "name-claim/*"),
+        "{:?}",
+        report.failed
+    );
+    let t = settings.kind(ResourceKind::Org).expect("orgs");
+    let claim_of = |o: &Object| {
+        NameClaim::of(&settings.root_namespace, ResourceKind::Org, t, o)
+            .expect("named")
+            .target()
+    };
+    let exists = |at: lethe_guest::kube::ObjectRef| {
+        fake.exists("ConfigMap", at.namespace.as_deref().unwrap_or(""), &at.name)
+    };
+    assert!(
+        exists(claim_of(&bare)),
+        "the hand-made org's name is claimed"
+    );
+    assert!(
+        !exists(claim_of(&kept)),
+        "an org with lethe's finalizer waits for a pass that lists the claims"
     );
 }
