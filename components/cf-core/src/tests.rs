@@ -334,11 +334,15 @@ fn reconciler_finalizes_an_org_with_its_spaces_and_namespaces() {
     let (cluster, settings) = setup();
     let fake = FakeHost::on(&cluster);
     deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("admin")).expect("accepted");
+    let (mut deleted, mut updated) = (0, 0);
     for _ in 0..8 {
         let report = pass(&fake, &fake, &settings, &NoBackoff);
         assert!(report.failed.is_empty(), "{:?}", report.failed);
+        (deleted, updated) = (deleted + report.deleted, updated + report.updated);
         fake.run_namespace_controller();
     }
+    // What the passes reported: the space and both namespaces deleted, both finalizers removed.
+    assert_eq!((deleted, updated), (3, 2));
     assert!(!fake.exists("Org", "cf", ORG));
     assert!(!fake.exists("Space", ORG, SPACE));
     assert!(!fake.exists("Namespace", "", ORG));
