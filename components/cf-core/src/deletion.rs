@@ -4,7 +4,9 @@
 //! The DELETE runs as the caller, so Kubernetes RBAC decides: a resource the caller cannot see
 //! is 404 `CF-ResourceNotFound`; one they can see but not delete is 403 `CF-NotAuthorized`. On
 //! success the handler waits (bounded) until the deletionTimestamp is visible to the job poller's
-//! privileged read, so the client's first poll never sees a 404.
+//! privileged read, so the client's first poll never sees a 404. A type may say that some of its
+//! DELETEs are finished at once ([`AtOnce`](crate::config::AtOnce): a user-provided service
+//! instance under Korifi's preset), answered `204` without a job, as Cloud Controller does.
 
 use lethe_guest::env::Env;
 use lethe_guest::kube::{DeleteOptions, Identity, Kube, KubeError, Object, ObjectRef, Propagation};

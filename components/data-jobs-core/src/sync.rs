@@ -8,8 +8,8 @@
 //! tick and, inside a pass, before each item it acts on, once `lease_renew_seconds` have passed
 //! since the last renewal; another host takes it over only once `renewTime +
 //! leaseDurationSeconds` has passed, and a holder paused past that finds the Lease taken at its
-//! next item and stops there. Every write of the Lease is a
-//! replace guarded by the resourceVersion read, so two hosts can never both win.
+//! next item and stops there. Every write of the Lease is a replace guarded by the
+//! resourceVersion read, so two hosts can never both win.
 //!
 //! # One pass
 //!
