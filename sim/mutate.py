@@ -19,6 +19,7 @@ MUTATIONS = {
              VALUES ($1, $2, $3, $4, $5, $6, NULL) \\
              ON CONFLICT (guid) DO UPDATE SET requested_at = excluded.requested_at, completed_at = NULL",''','''            "SELECT $1, $2, $3, $4, $5, $6",'''),
  'lease-in-pass':('components/data-jobs-core/src/sync.rs','        lease.keep(host.now_ms()).map_err(|lost| lost.to_string())?;\n        let step = match plan {','        let step = match plan {'),
+ 'lease-orphans':('components/data-jobs-core/src/sync.rs','        // As before each item below: a leader paused past its Lease stops here.\n        lease.keep(host.now_ms()).map_err(|lost| lost.to_string())?;\n',''),
  'claim':('components/data-jobs-core/src/sync.rs','            match claimed {\n                Ok(0) => return Step::Done,','            match claimed.map(|_| 1) {\n                Ok(0) => return Step::Done,'),
  # The CF side.
  'cf-confirm':('components/cf-core/src/deletion.rs','    let deadline = env.now_ms() + i64::try_from(settings.delete_confirm_ms).unwrap_or(i64::MAX);','    let deadline = env.now_ms() + 0 * i64::try_from(settings.delete_confirm_ms).unwrap_or(i64::MAX);'),

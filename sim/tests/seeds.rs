@@ -71,8 +71,9 @@ fn run_or_replay(first: u64, seeds: u64) {
 
 /// Seeds that break an invariant when a bug the simulator found comes back (the first failing
 /// seed of the world as it is now, with the fix undone: `python3 sim/mutate.py finalizers cf-sweep
-/// cf-status-reread`), with what they found; each must keep passing.
-const REGRESSIONS: [(u64, &str); 3] = [
+/// cf-status-reread`; for the last, the seed of the soak that found it, `lease-orphans`), with
+/// what they found; each must keep passing.
+const REGRESSIONS: [(u64, &str); 4] = [
     (
         0,
         "reverting a hand edit replaced the CronJob without the finalizer someone else had added",
@@ -86,6 +87,11 @@ const REGRESSIONS: [(u64, &str); 3] = [
         55,
         "a job poll by a member whose rights had gone with the namespace said COMPLETE at once on \
          a read that lagged behind the org's deletion, while the org still existed",
+    ),
+    (
+        78221,
+        "a data-jobs host paused past its Lease resumed and deleted orphaned CronJobs beside the \
+         host that had taken the Lease over: the orphans were deleted without a Lease check",
     ),
 ];
 

@@ -5,7 +5,7 @@
 //!
 //! A pass runs only on the host that holds the `coordination.k8s.io/v1` Lease
 //! `data-jobs-sync` in the namespace (holder = `lethe_instance_id`). A holder renews it on every
-//! tick and, inside a pass, before each item it acts on, once `lease_renew_seconds` have passed
+//! tick and, inside a pass, before each item (or orphan) it acts on, once `lease_renew_seconds` have passed
 //! since the last renewal; another host takes it over only once `renewTime +
 //! leaseDurationSeconds` has passed, and a holder paused past that finds the Lease taken at its
 //! next item and stops there. Every write of the Lease is a replace guarded by the
@@ -507,6 +507,8 @@ fn act(
             report.deferred += 1;
             continue;
         }
+        // As before each item below: a leader paused past its Lease stops here.
+        lease.keep(host.now_ms()).map_err(|lost| lost.to_string())?;
         match p.delete_cronjob(&o.name, &o.uid) {
             Ok(true) => report.deleted += 1,
             Ok(false) => {}

@@ -539,7 +539,7 @@ pub(crate) mod flows {
     }
 
     /// A host whose pass is slow or paused: its clock moves `per_call_ms` on each Kubernetes
-    /// call, and once `pause`'s count of CronJobs is there it stops for `pause`'s milliseconds,
+    /// call, and once `pause_when` says so of the count of CronJobs it stops for `pause_ms`,
     /// during which `rival` takes the Lease if it has expired. `cronjobs_when_taken`: how many
     /// CronJobs there were when the rival took it.
     struct Stalled<'h, 'a> {
@@ -547,7 +547,8 @@ pub(crate) mod flows {
         rival: &'h FakeHost<'a>,
         rival_lease: lethe_guest::lease::LeaseConfig,
         per_call_ms: i64,
-        pause: Option<(usize, i64)>,
+        pause_when: fn(usize) -> bool,
+        pause_ms: i64,
         cronjobs_when_taken: std::cell::Cell<Option<usize>>,
     }
 
@@ -556,11 +557,8 @@ pub(crate) mod flows {
             use lethe_guest::env::Env as _;
             self.host.advance(self.per_call_ms);
             let made = self.host.kube.all("CronJob").len();
-            if let Some((at, ms)) = self.pause
-                && made >= at
-                && self.cronjobs_when_taken.get().is_none()
-            {
-                self.host.advance(ms);
+            if (self.pause_when)(made) && self.cronjobs_when_taken.get().is_none() {
+                self.host.advance(self.pause_ms);
                 let now = self.host.now_ms();
                 let taken = lethe_guest::lease::Lease::acquire(self.rival, &self.rival_lease, now);
                 if matches!(taken, Ok(lethe_guest::lease::Leadership::Held(_))) {
@@ -638,7 +636,8 @@ pub(crate) mod flows {
             rival: &b,
             rival_lease: crate::Settings::load(&b).lease(),
             per_call_ms: 1_000,
-            pause: Some((MANY_JOBS / 2, 0)),
+            pause_when: |made| made >= MANY_JOBS / 2,
+            pause_ms: 0,
             cronjobs_when_taken: std::cell::Cell::new(None),
         };
         let report = ran(tick_with(&slow, false).expect("the pass"));
@@ -663,7 +662,8 @@ pub(crate) mod flows {
             rival: &b,
             rival_lease: crate::Settings::load(&b).lease(),
             per_call_ms: 10,
-            pause: Some((10, 20_000)),
+            pause_when: |made| made >= 10,
+            pause_ms: 20_000,
             cronjobs_when_taken: std::cell::Cell::new(None),
         };
         let stopped = tick_with(&paused, false);
@@ -686,6 +686,48 @@ pub(crate) mod flows {
         );
         let rest = ran(tick(&b).expect("the new leader's pass"));
         assert_eq!(kube.all("CronJob").len(), MANY_JOBS, "{rest:?}");
+    }
+
+    #[test]
+    fn a_leader_paused_past_its_lease_deletes_no_more_orphans_beside_the_new_one() {
+        let (sql, kube) = world();
+        let a = FakeHost::new(&sql, &kube, "a");
+        let mut b = FakeHost::new(&sql, &kube, "b");
+        b.now = a.now.clone();
+        // CronJobs labelled as lethe's that name no job: a pass deletes them.
+        for i in 0..20 {
+            kube.put(json!({"apiVersion": "batch/v1", "kind": "CronJob",
+                "metadata": {"name": format!("orphan-{i}"), "namespace": "data-jobs",
+                    "labels": {crate::model::MANAGED_BY_LABEL: crate::model::MANAGED_BY}},
+                "spec": {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": {"spec": {
+                    "containers": [{"name": "c", "image": "i"}]}}}}}}));
+        }
+        let paused = Stalled {
+            host: &a,
+            rival: &b,
+            rival_lease: crate::Settings::load(&b).lease(),
+            per_call_ms: 10,
+            pause_when: |left| left <= 15,
+            pause_ms: 20_000,
+            cronjobs_when_taken: std::cell::Cell::new(None),
+        };
+        let stopped = tick_with(&paused, false);
+        let left_when_taken = paused
+            .cronjobs_when_taken
+            .get()
+            .expect("the rival took the Lease during the pause");
+        assert!(
+            stopped
+                .as_ref()
+                .is_err_and(|e| e.contains("lost the lease")),
+            "the pass stops once it finds its Lease taken: {stopped:?}"
+        );
+        let left = kube.all("CronJob").len();
+        assert!(
+            left_when_taken - left <= 1,
+            "{} orphans deleted after the Lease was taken",
+            left_when_taken - left
+        );
     }
 
     /// A host with `n` jobs deployed and a first (full) pass behind it.
