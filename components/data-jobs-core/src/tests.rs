@@ -552,6 +552,47 @@ pub(crate) mod flows {
         cronjobs_when_taken: std::cell::Cell<Option<usize>>,
     }
 
+    impl<'h, 'a> Stalled<'h, 'a> {
+        fn new(
+            host: &'h FakeHost<'a>,
+            rival: &'h FakeHost<'a>,
+            per_call_ms: i64,
+            pause_when: fn(usize) -> bool,
+            pause_ms: i64,
+        ) -> Self {
+            Stalled {
+                host,
+                rival,
+                rival_lease: crate::Settings::load(rival).lease(),
+                per_call_ms,
+                pause_when,
+                pause_ms,
+                cronjobs_when_taken: std::cell::Cell::new(None),
+            }
+        }
+
+        /// Runs a pass paused for 20 s once `pause_when` holds, which must end for the Lease
+        /// lost to the rival; how many CronJobs there were when the rival took it.
+        fn paused_pass(
+            host: &'h FakeHost<'a>,
+            rival: &'h FakeHost<'a>,
+            pause_when: fn(usize) -> bool,
+        ) -> usize {
+            let paused = Stalled::new(host, rival, 10, pause_when, 20_000);
+            let stopped = tick_with(&paused, false);
+            assert!(
+                stopped
+                    .as_ref()
+                    .is_err_and(|e| e.contains("lost the lease")),
+                "the pass stops once it finds its Lease taken: {stopped:?}"
+            );
+            paused
+                .cronjobs_when_taken
+                .get()
+                .expect("the rival took the Lease during the pause")
+        }
+    }
+
     impl lethe_guest::kube::KubeVia for Stalled<'_, '_> {
         fn via(&self) -> &dyn lethe_guest::kube::Kube {
             use lethe_guest::env::Env as _;
@@ -615,11 +656,17 @@ pub(crate) mod flows {
 
     const MANY_JOBS: usize = 120;
 
-    /// Hosts `a` and `b` on one clock, and `MANY_JOBS` deployments that no pass has made yet.
-    fn many_jobs<'a>(sql: &'a FakeSql, kube: &'a FakeCluster) -> (FakeHost<'a>, FakeHost<'a>) {
+    /// Hosts `a` and `b` on one clock.
+    fn two_hosts<'a>(sql: &'a FakeSql, kube: &'a FakeCluster) -> (FakeHost<'a>, FakeHost<'a>) {
         let a = FakeHost::new(sql, kube, "a");
         let mut b = FakeHost::new(sql, kube, "b");
         b.now = a.now.clone();
+        (a, b)
+    }
+
+    /// [`two_hosts`], and `MANY_JOBS` deployments that no pass has made yet.
+    fn many_jobs<'a>(sql: &'a FakeSql, kube: &'a FakeCluster) -> (FakeHost<'a>, FakeHost<'a>) {
+        let (a, b) = two_hosts(sql, kube);
         for i in 0..MANY_JOBS {
             deploy(&a, &format!("job{i}"));
         }
@@ -631,15 +678,7 @@ pub(crate) mod flows {
         let (sql, kube) = world();
         let (a, b) = many_jobs(&sql, &kube);
         // Each call takes a second, so the pass lasts minutes, far past the Lease's 15 s.
-        let slow = Stalled {
-            host: &a,
-            rival: &b,
-            rival_lease: crate::Settings::load(&b).lease(),
-            per_call_ms: 1_000,
-            pause_when: |made| made >= MANY_JOBS / 2,
-            pause_ms: 0,
-            cronjobs_when_taken: std::cell::Cell::new(None),
-        };
+        let slow = Stalled::new(&a, &b, 1_000, |made| made >= MANY_JOBS / 2, 0);
         let report = ran(tick_with(&slow, false).expect("the pass"));
         assert_eq!(report.created as usize, MANY_JOBS);
         assert_eq!(
@@ -657,26 +696,7 @@ pub(crate) mod flows {
     fn a_leader_paused_past_its_lease_stops_before_it_acts_beside_the_new_one() {
         let (sql, kube) = world();
         let (a, b) = many_jobs(&sql, &kube);
-        let paused = Stalled {
-            host: &a,
-            rival: &b,
-            rival_lease: crate::Settings::load(&b).lease(),
-            per_call_ms: 10,
-            pause_when: |made| made >= 10,
-            pause_ms: 20_000,
-            cronjobs_when_taken: std::cell::Cell::new(None),
-        };
-        let stopped = tick_with(&paused, false);
-        let taken_with = paused
-            .cronjobs_when_taken
-            .get()
-            .expect("the rival took the Lease during the pause");
-        assert!(
-            stopped
-                .as_ref()
-                .is_err_and(|e| e.contains("lost the lease")),
-            "the pass stops once it finds its Lease taken: {stopped:?}"
-        );
+        let taken_with = Stalled::paused_pass(&a, &b, |made| made >= 10);
         // The call the pause interrupted goes through; nothing after it.
         let made = kube.all("CronJob").len();
         assert!(
@@ -691,9 +711,7 @@ pub(crate) mod flows {
     #[test]
     fn a_leader_paused_past_its_lease_deletes_no_more_orphans_beside_the_new_one() {
         let (sql, kube) = world();
-        let a = FakeHost::new(&sql, &kube, "a");
-        let mut b = FakeHost::new(&sql, &kube, "b");
-        b.now = a.now.clone();
+        let (a, b) = two_hosts(&sql, &kube);
         // CronJobs labelled as lethe's that name no job: a pass deletes them.
         for i in 0..20 {
             kube.put(json!({"apiVersion": "batch/v1", "kind": "CronJob",
@@ -702,26 +720,7 @@ pub(crate) mod flows {
                 "spec": {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": {"spec": {
                     "containers": [{"name": "c", "image": "i"}]}}}}}}));
         }
-        let paused = Stalled {
-            host: &a,
-            rival: &b,
-            rival_lease: crate::Settings::load(&b).lease(),
-            per_call_ms: 10,
-            pause_when: |left| left <= 15,
-            pause_ms: 20_000,
-            cronjobs_when_taken: std::cell::Cell::new(None),
-        };
-        let stopped = tick_with(&paused, false);
-        let left_when_taken = paused
-            .cronjobs_when_taken
-            .get()
-            .expect("the rival took the Lease during the pause");
-        assert!(
-            stopped
-                .as_ref()
-                .is_err_and(|e| e.contains("lost the lease")),
-            "the pass stops once it finds its Lease taken: {stopped:?}"
-        );
+        let left_when_taken = Stalled::paused_pass(&a, &b, |left| left <= 15);
         let left = kube.all("CronJob").len();
         assert!(
             left_when_taken - left <= 1,
