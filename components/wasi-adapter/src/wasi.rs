@@ -248,7 +248,7 @@ fn exchange(request: &Request) -> Result<Attempt, TransportError> {
         .headers()
         .get("retry-after")
         .first()
-        .and_then(|v| retry::parse_retry_after(v));
+        .and_then(|v| lethe_retry::parse_retry_after(v, std::time::SystemTime::now()));
     let body = read_all(&response)?;
     Ok(Attempt::answered(code, body, retry_after))
 }

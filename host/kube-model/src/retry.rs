@@ -5,26 +5,24 @@
 //! An attempt ends in a 2xx answer, a failure status, or a transport error, which is either
 //! *not sent* (the connection was never made, so no call can have been applied), *lost* (the
 //! request may have reached the server), or *fatal* (the host refuses it; a repeat fails the
-//! same way). A write whose outcome is unknown is never repeated unless repeating is harmless.
-//! When and how often to retry (backoff, deadlines, attempt limits) is each transport's own.
+//! same way). A write whose outcome is unknown is never repeated unless repeating is harmless:
+//! that verdict, the backoff, `Retry-After` and the budgets are `lethe_retry`'s, lethe's one retry
+//! policy; this module says what a Kubernetes answer means to it.
 
 use std::time::Duration;
 
+use lethe_retry::{Effect, may_repeat};
 use serde_json::Value as Json;
 
 use crate::KubeError as Error;
 use crate::PatchKind;
 use crate::parse;
 
-/// Whether repeating a call can change its outcome.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Safety {
-    /// Reads, deletes, merge patches and guarded writes: repeated on 429, 5xx, transport errors
-    /// and timeouts.
-    Repeatable,
-    /// Creates and unguarded writes: repeated only on 429 and when the request was never sent.
-    Unsafe,
-}
+/// Whether repeating a call can change its outcome: reads, deletes, merge patches and guarded
+/// writes are [`Safety::Repeatable`], and repeated on 429, 5xx, transport errors and timeouts;
+/// creates and unguarded writes are [`Safety::Unsafe`], repeated only on 429 and when the request
+/// was never sent.
+pub use lethe_retry::Safety;
 
 /// A successful (2xx) answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,7 +127,8 @@ pub enum Verdict {
 
 /// Judges one attempt of a call of the given safety (the host's rules, case by case).
 pub fn judge(attempt: Attempt, safety: Safety) -> Verdict {
-    let repeatable = safety == Safety::Repeatable;
+    // Whether an attempt that may have been applied can be made again.
+    let repeatable = may_repeat(safety, Effect::Unknown);
     match attempt {
         Attempt::Done(answer) => Verdict::Done(answer),
         Attempt::Failed {

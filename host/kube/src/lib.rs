@@ -305,6 +305,7 @@ impl Cluster {
         let route = transport::Route {
             client: &self.inner.privileged,
             policy: &self.inner.options.retry,
+            attempt_timeout: self.inner.options.attempt_timeout,
             counters: &self.inner.counters,
             deadline,
             admission,
@@ -455,6 +456,7 @@ impl KubeClient {
         transport::Route {
             client: &self.client,
             policy: &self.cluster.inner.options.retry,
+            attempt_timeout: self.cluster.inner.options.attempt_timeout,
             counters: &self.cluster.inner.counters,
             deadline: self.deadline,
             admission: self.admission.as_ref(),

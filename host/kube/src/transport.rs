@@ -1,15 +1,17 @@
 //! One HTTP call with retries: each attempt classified by how far it got, judged by the rules of
-//! `lethe_kube_model::retry` (the same as the `wasi-adapter`'s), and the backoff loop.
+//! `lethe_kube_model::retry` (the same as the `wasi-adapter`'s), and waited out under
+//! `lethe_retry`'s budget and backoff.
 
 use std::error::Error as StdError;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use http_body_util::BodyExt;
 use kube::client::Body;
 
 pub(crate) use lethe_kube_model::retry::{Answer, Safety};
 use lethe_kube_model::retry::{Attempt, Reach, TransportError, Verdict, exhausted, judge};
+use lethe_retry::{Budget, Setback, parse_retry_after};
 
 use crate::config::RetryPolicy;
 use crate::error::{KubeError, Result};
@@ -32,6 +34,8 @@ pub(crate) struct Route<'a> {
     pub client: &'a kube::Client,
     /// When and how often a failed attempt is retried.
     pub policy: &'a RetryPolicy,
+    /// Time limit of one attempt.
+    pub attempt_timeout: Duration,
     /// Where attempts, retries and throttling are counted.
     pub counters: &'a Counters,
     /// The caller's deadline: no attempt runs past it, and none starts once it has passed.
@@ -48,13 +52,12 @@ where
     let Route {
         client,
         policy,
+        attempt_timeout,
         counters,
         deadline,
         admission,
     } = *route;
-    let attempts = policy.attempts();
-    // Attempts that failed (5xx, transport, timeout) and that were throttled (429), apart.
-    let (mut failed, mut throttled) = (0u32, 0u32);
+    let mut budget = Budget::new(*policy);
     // The last attempt's failure, once there was one.
     let mut last_error = None;
     loop {
@@ -65,15 +68,13 @@ where
         let what = format!("{} {}", request.method(), request.uri().path());
         // An attempt never runs past the deadline (an unsafe write cut short is outcome unknown).
         let limit = match deadline {
-            Some(at) => policy
-                .per_call_timeout
-                .min(at.saturating_duration_since(Instant::now())),
-            None => policy.per_call_timeout,
+            Some(at) => attempt_timeout.min(at.saturating_duration_since(Instant::now())),
+            None => attempt_timeout,
         };
         if limit.is_zero() {
             return Err(match last_error.take() {
                 // A retry not sent: the caller gets what the attempt before it met.
-                Some(error) => exhausted(error, failed + throttled),
+                Some(error) => exhausted(error, budget.attempts()),
                 // Nothing was sent, so nothing can have been applied.
                 None => KubeError::Timeout(format!(
                     "{what}: the caller's time ran out before it was sent"
@@ -90,24 +91,20 @@ where
             Verdict::Fail(error) => return Err(error),
             Verdict::Retry { error, retry_after } => (error, retry_after),
         };
-        if was_throttled {
-            throttled += 1;
+        let setback = if was_throttled {
+            Setback::Throttled
         } else {
-            failed += 1;
-        }
-        let attempt = failed + throttled;
-        if failed >= attempts || throttled >= policy.max_throttled.max(1) {
-            tracing::warn!(request = %what, attempts = attempt, throttled, error = %error, "Kubernetes retries exhausted");
-            return Err(exhausted(error, attempt));
-        }
-        // Backoff grows with the failures; a 429 waits what the server asked for.
-        let delay = policy.delay(failed.max(1), retry_after);
-        // A retry that could not finish before the caller's deadline is not started: the caller
-        // gets the failure while it still has time to answer.
-        if deadline.is_some_and(|at| Instant::now() + delay >= at) {
-            tracing::debug!(request = %what, attempts = attempt, error = %error, "Kubernetes retry would pass the deadline; giving up");
-            return Err(exhausted(error, attempt));
-        }
+            Setback::Failed
+        };
+        let time_left = deadline.map(|at| at.saturating_duration_since(Instant::now()));
+        let Some(delay) = budget.next(setback, retry_after, time_left, rand::random()) else {
+            // Out of attempts, or a retry that could not finish before the caller's deadline: the
+            // caller gets the failure while it still has time to answer.
+            let attempts = budget.attempts();
+            tracing::warn!(request = %what, attempts, throttled = budget.throttled(), error = %error, "Kubernetes retries exhausted");
+            return Err(exhausted(error, attempts));
+        };
+        let attempt = budget.attempts();
         tracing::debug!(request = %what, attempt, delay_ms = delay.as_millis() as u64, error = %error, "transient Kubernetes failure; retrying");
         last_error = Some(error);
         counters.retries.fetch_add(1, Ordering::Relaxed);
@@ -141,8 +138,7 @@ async fn once(
         let retry_after = response
             .headers()
             .get(http::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(parse_retry_after);
+            .and_then(|v| parse_retry_after(v.as_bytes(), SystemTime::now()));
         let body = match response.into_body().collect().await {
             Ok(collected) => collected.to_bytes().to_vec(),
             Err(e) => {
@@ -163,17 +159,6 @@ async fn once(
                 message: format!("none within {timeout:?}"),
             })
         })
-}
-
-/// `Retry-After` as delay-seconds or an HTTP date.
-pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
-    let value = value.trim();
-    if let Ok(secs) = value.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
-    }
-    let when = chrono::DateTime::parse_from_rfc2822(value).ok()?;
-    let delta = when.with_timezone(&chrono::Utc) - chrono::Utc::now();
-    Some(delta.to_std().unwrap_or(Duration::ZERO))
 }
 
 /// Whether the request provably never reached the server: the connection could not be made.
@@ -208,21 +193,4 @@ fn describe(e: &(dyn StdError + 'static)) -> String {
         current = err.source();
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retry_after_forms() {
-        assert_eq!(parse_retry_after("3"), Some(Duration::from_secs(3)));
-        assert_eq!(parse_retry_after(" 0 "), Some(Duration::ZERO));
-        assert_eq!(
-            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
-            Some(Duration::ZERO)
-        );
-        assert_eq!(parse_retry_after("soon"), None);
-        assert_eq!(parse_retry_after("-1"), None);
-    }
 }

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use common::{FakeApi, HOST_TOKEN, Reply, fast, status_body, widget};
 use lethe_kube::{
-    DeleteOptions, DeleteOutcome, Identity, KubeError, ListOptions, ObjectRef, PatchKind,
-    PropagationPolicy, RetryPolicy,
+    ClusterOptions, DeleteOptions, DeleteOutcome, Identity, KubeError, ListOptions, ObjectRef,
+    PatchKind, PropagationPolicy, RetryPolicy,
 };
 
 const W1: &str = "/apis/example.com/v1/namespaces/ns/widgets/w1";
@@ -229,7 +229,6 @@ async fn create_is_retried_while_the_server_refuses_connections() {
         max_throttled: 20,
         base_delay: Duration::from_millis(20),
         max_delay: Duration::from_millis(100),
-        per_call_timeout: Duration::from_secs(5),
     };
     let client = fake.cluster(policy).privileged();
     client
@@ -712,11 +711,13 @@ async fn replace_is_retried_only_when_guarded_by_resource_version() {
 async fn per_call_timeout_retries_reads_but_not_creates() {
     let fake = FakeApi::start().await;
     let body = widget("ns", "w1", serde_json::json!({}));
-    let policy = RetryPolicy {
-        per_call_timeout: Duration::from_millis(200),
-        ..fast(3)
-    };
-    let client = fake.cluster(policy).privileged();
+    let client = fake
+        .cluster_with(ClusterOptions {
+            retry: fast(3),
+            attempt_timeout: Duration::from_millis(200),
+            ..ClusterOptions::default()
+        })
+        .privileged();
     client
         .list(
             "example.com/v1",
@@ -1031,7 +1032,6 @@ async fn no_retry_is_started_that_would_end_past_the_deadline() {
         max_throttled: 20,
         base_delay: Duration::from_millis(200),
         max_delay: Duration::from_secs(2),
-        per_call_timeout: Duration::from_secs(5),
     };
     let client = fake.cluster(policy).privileged();
     // Warm discovery, so the deadline bounds the GET alone.

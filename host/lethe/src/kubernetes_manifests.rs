@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use lethe_kube::{Cluster, KubeError, ObjectRef};
+use lethe_retry::{Budget, Policy, Setback};
 
 /// The label every object of lethe's manifests carries, and that a replace requires.
 const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "lethe");
@@ -61,7 +62,7 @@ async fn apply(cluster: &Cluster, mut object: serde_json::Value) -> anyhow::Resu
     // finds either nothing, or lethe's own object to replace. A failing API server at start is
     // waited for, within `START_PATIENCE`, instead of ending the start.
     let deadline = Instant::now() + START_PATIENCE;
-    let mut delay = Duration::from_millis(100);
+    let mut budget = Budget::new(START_RETRY);
     loop {
         match apply_once(&client, &target, &mut object).await {
             Ok(Applied::Done) => return Ok(()),
@@ -76,7 +77,14 @@ async fn apply(cluster: &Cluster, mut object: serde_json::Value) -> anyhow::Resu
             // attempt that did land): judge it afresh.
             Err(
                 e @ (KubeError::Unavailable(_) | KubeError::Timeout(_) | KubeError::Conflict(_)),
-            ) if Instant::now() + delay < deadline => {
+            ) => {
+                let time_left = deadline.saturating_duration_since(Instant::now());
+                let Some(delay) =
+                    budget.next(Setback::Failed, None, Some(time_left), rand::random())
+                else {
+                    return Err(e)
+                        .with_context(|| format!("applying {} {}", target.kind, target.name));
+                };
                 tracing::warn!(
                     "applying {} {}: {e}; trying again in {} ms",
                     target.kind,
@@ -84,7 +92,6 @@ async fn apply(cluster: &Cluster, mut object: serde_json::Value) -> anyhow::Resu
                     delay.as_millis()
                 );
                 tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
             }
             Err(e) => {
                 return Err(e).with_context(|| format!("applying {} {}", target.kind, target.name));
@@ -95,6 +102,10 @@ async fn apply(cluster: &Cluster, mut object: serde_json::Value) -> anyhow::Resu
 
 /// How long the start waits for a failing API server while it applies the manifests.
 const START_PATIENCE: Duration = Duration::from_secs(120);
+
+/// The backoff while it waits: bounded by [`START_PATIENCE`] alone.
+const START_RETRY: Policy =
+    Policy::until_deadline(Duration::from_millis(100), Duration::from_secs(5));
 
 /// What one attempt to apply an object found.
 enum Applied {

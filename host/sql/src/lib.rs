@@ -41,7 +41,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-pub use config::{PostgresConfig, RetryPolicy, SqlConfig, SqliteConfig};
+pub use config::{DEFAULT_RETRY, PostgresConfig, RetryPolicy, SqlConfig, SqliteConfig};
 pub use error::{Result, SqlError};
 pub use lethe_sql_model::{RowSet, Statement, Value};
 pub use migration::Migration;

@@ -1,7 +1,9 @@
-//! The retry loop shared by both backends.
+//! The retry loop shared by both backends, under `lethe_retry`'s budget and backoff.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use lethe_retry::{Budget, Setback};
 
 use crate::config::RetryPolicy;
 use crate::error::{Failure, Result, SqlError};
@@ -28,13 +30,16 @@ where
     F: FnMut(u32) -> Fut,
     Fut: Future<Output = std::result::Result<T, Failure>>,
 {
-    let attempts = policy.attempts();
-    let mut attempt = 1;
+    let mut budget = Budget::new(*policy);
     loop {
+        let attempt = budget.attempts() + 1;
         match op(attempt).await {
             Ok(value) => return Ok(value),
-            Err(failure) if failure.retry && attempt < attempts => {
-                let delay = policy.backoff(attempt);
+            Err(failure) if failure.retry => {
+                let Some(delay) = budget.next(Setback::Failed, None, None, rand::random()) else {
+                    tracing::warn!(operation = what, attempts = attempt, error = %failure.error, "SQL retries exhausted");
+                    return Err(exhausted(failure.error, attempt));
+                };
                 tracing::debug!(
                     operation = what,
                     attempt,
@@ -44,11 +49,6 @@ where
                 );
                 counters.retries.fetch_add(1, Ordering::Relaxed);
                 tokio::time::sleep(delay).await;
-                attempt += 1;
-            }
-            Err(failure) if failure.retry => {
-                tracing::warn!(operation = what, attempts = attempt, error = %failure.error, "SQL retries exhausted");
-                return Err(exhausted(failure.error, attempt));
             }
             Err(failure) => return Err(failure.error),
         }
@@ -83,6 +83,7 @@ mod tests {
     fn fast(max_attempts: u32) -> RetryPolicy {
         RetryPolicy {
             max_attempts,
+            max_throttled: 1,
             base_delay: Duration::from_millis(1),
             max_delay: Duration::from_millis(2),
         }

@@ -772,7 +772,7 @@ async fn postgres_tls_follows_sslmode() {
     let config = lethe_sql::SqlConfig {
         retry: lethe_sql::RetryPolicy {
             max_attempts: 3,
-            ..Default::default()
+            ..lethe_sql::DEFAULT_RETRY
         },
         ..Default::default()
     };

@@ -15,6 +15,7 @@ use lethe_sql::{Database, RetryPolicy, SqlConfig, SqlError, SqliteConfig, Statem
 fn policy(max_attempts: u32) -> RetryPolicy {
     RetryPolicy {
         max_attempts,
+        max_throttled: 1,
         base_delay: Duration::from_millis(20),
         max_delay: Duration::from_millis(100),
     }
@@ -374,6 +375,7 @@ async fn contended_batches_each_apply_exactly_once() {
     let config = SqlConfig {
         retry: RetryPolicy {
             max_attempts: 60,
+            max_throttled: 1,
             base_delay: Duration::from_millis(5),
             max_delay: Duration::from_millis(50),
         },

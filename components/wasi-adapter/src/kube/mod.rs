@@ -24,7 +24,8 @@ use lethe_kube_model::{
     ListOptions, Object, ObjectList, ObjectRef, PatchKind, PropagationPolicy, Status,
 };
 use lethe_kube_model::{check_segment, parse};
-use retry::{Answer, Attempt, MAX_ATTEMPTS, Safety, Verdict, patch_safety, replace_safety};
+use lethe_retry::{Budget, Setback};
+use retry::{Answer, Attempt, Safety, Verdict, patch_safety, replace_safety};
 use url::{ClusterUrl, Scheme, URL_ENV, group_version_path, split_api_version};
 
 /// The environment variable holding the privileged identity's bearer token.
@@ -293,18 +294,22 @@ impl<T: Transport> Client<T> {
         safety: Safety,
     ) -> Result<Answer, Error> {
         let request = self.request(method, path_and_query, body);
-        let mut attempt = 1;
+        let mut budget = Budget::new(retry::POLICY);
         loop {
-            match retry::judge(self.transport.send(&request), safety) {
+            let attempt = self.transport.send(&request);
+            let setback = match attempt {
+                Attempt::Failed { code: 429, .. } => Setback::Throttled,
+                _ => Setback::Failed,
+            };
+            match retry::judge(attempt, safety) {
                 Verdict::Done(answer) => return Ok(answer),
                 Verdict::Fail(error) => return Err(error),
                 Verdict::Retry { error, retry_after } => {
-                    if attempt >= MAX_ATTEMPTS {
-                        return Err(retry::exhausted(error, attempt));
+                    let random = self.transport.random();
+                    match budget.next(setback, retry_after, None, random) {
+                        Some(delay) => self.transport.sleep(delay),
+                        None => return Err(retry::exhausted(error, budget.attempts())),
                     }
-                    let delay = retry::delay(attempt, retry_after, self.transport.random());
-                    self.transport.sleep(delay);
-                    attempt += 1;
                 }
             }
         }

@@ -1,9 +1,11 @@
 //! The adapter's side of the retry policy: how a `wasi:http` error is classified by how far the
-//! request got, the time limits, and how long to wait before the next attempt. How an attempt's
-//! outcome is judged is `lethe_kube_model::retry`, the same rules as on the lethe host.
+//! request got, the time limits, and the budget. How an attempt's outcome is judged is
+//! `lethe_kube_model::retry`, and the backoff, `Retry-After` and the budgets are `lethe_retry`'s:
+//! the same rules as on the lethe host.
 
 use std::time::Duration;
 
+use lethe_retry::Policy;
 use wasip2::http::types::ErrorCode;
 
 pub use lethe_kube_model::retry::{
@@ -11,51 +13,23 @@ pub use lethe_kube_model::retry::{
     replace_safety,
 };
 
-/// Attempts per call, the first included.
-pub const MAX_ATTEMPTS: u32 = 4;
-/// The backoff ceiling before the first retry; it doubles per attempt.
-pub const BASE_DELAY: Duration = Duration::from_millis(100);
-/// The largest backoff, and the cap on a server's `Retry-After`: a component's request should
-/// not stall for longer than a person would wait.
-pub const MAX_DELAY: Duration = Duration::from_secs(5);
+/// The adapter's retry budget: `lethe_retry`'s policy with fewer attempts than the host's
+/// (four failures and four 429s per call, where the host allows ten of each). The host bounds a
+/// call by its caller's deadline as well; a foreign host tells the adapter of no deadline, so
+/// attempts alone bound how long a component's request stalls, and it should not stall for longer
+/// than a person would wait.
+pub const POLICY: Policy = Policy {
+    max_attempts: 4,
+    max_throttled: 4,
+    base_delay: Duration::from_millis(100),
+    max_delay: Duration::from_secs(5),
+};
 /// The time to establish a connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The time from sending to the first byte of the answer.
 pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest pause between two bytes of the answer.
 pub const BETWEEN_BYTES_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The backoff ceiling after failed attempt `attempt` (1-based): `BASE_DELAY * 2^(attempt-1)`,
-/// at most [`MAX_DELAY`].
-pub fn ceiling(attempt: u32) -> Duration {
-    let factor = 1u32 << attempt.saturating_sub(1).min(31);
-    BASE_DELAY
-        .checked_mul(factor)
-        .unwrap_or(MAX_DELAY)
-        .min(MAX_DELAY)
-}
-
-/// The delay after failed attempt `attempt`: the server's `Retry-After` capped at
-/// [`MAX_DELAY`] when given, else full jitter over [`ceiling`] drawn from `random`, so that
-/// many instances failing together do not retry together.
-pub fn delay(attempt: u32, retry_after: Option<Duration>, random: u64) -> Duration {
-    if let Some(server) = retry_after {
-        return server.min(MAX_DELAY);
-    }
-    let nanos = u64::try_from(ceiling(attempt).as_nanos()).unwrap_or(u64::MAX);
-    Duration::from_nanos(random % nanos.saturating_add(1))
-}
-
-/// `Retry-After` as delay-seconds. (The HTTP-date form is not used by the API server; without a
-/// calendar it is ignored, and the backoff applies.)
-pub fn parse_retry_after(value: &[u8]) -> Option<Duration> {
-    let text = std::str::from_utf8(value).ok()?.trim();
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    // Digits only, so a parse failure is an overflow: wait as long as allowed.
-    Some(Duration::from_secs(text.parse::<u64>().unwrap_or(u64::MAX)))
-}
 
 /// Classifies a `wasi:http` error code by how far the request got.
 pub fn classify(code: &ErrorCode) -> TransportError {
@@ -230,40 +204,5 @@ mod tests {
             .message
             .contains("NXDOMAIN")
         );
-    }
-
-    #[test]
-    fn backoff_is_bounded_with_jitter() {
-        assert_eq!(ceiling(1), Duration::from_millis(100));
-        assert_eq!(ceiling(3), Duration::from_millis(400));
-        assert_eq!(ceiling(9), MAX_DELAY);
-        assert_eq!(ceiling(u32::MAX), MAX_DELAY);
-        for attempt in 1..10 {
-            for random in [0, 1, 12_345_678_901, u64::MAX] {
-                assert!(delay(attempt, None, random) <= ceiling(attempt));
-            }
-        }
-        assert_eq!(delay(1, None, 0), Duration::ZERO);
-        assert_ne!(delay(3, None, 12_345_678), delay(3, None, 87_654_321));
-        assert_eq!(
-            delay(1, Some(Duration::from_secs(2)), 7),
-            Duration::from_secs(2)
-        );
-        assert_eq!(delay(1, Some(Duration::from_secs(3600)), 7), MAX_DELAY);
-    }
-
-    #[test]
-    fn retry_after_forms() {
-        assert_eq!(parse_retry_after(b"3"), Some(Duration::from_secs(3)));
-        assert_eq!(parse_retry_after(b" 0 "), Some(Duration::ZERO));
-        assert_eq!(
-            parse_retry_after(b"99999999999999999999999"),
-            Some(Duration::from_secs(u64::MAX))
-        );
-        assert_eq!(parse_retry_after(b"Wed, 21 Oct 2015 07:28:00 GMT"), None);
-        assert_eq!(parse_retry_after(b"soon"), None);
-        assert_eq!(parse_retry_after(b"-1"), None);
-        assert_eq!(parse_retry_after(b""), None);
-        assert_eq!(parse_retry_after(&[0xff]), None);
     }
 }

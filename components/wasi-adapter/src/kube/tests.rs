@@ -506,7 +506,7 @@ fn reads_are_retried_with_bounded_backoff() {
     let sleeps = fake.sleeps.borrow();
     assert_eq!(sleeps.len(), 3);
     for (i, d) in sleeps.iter().enumerate() {
-        assert!(*d <= retry::ceiling(i as u32 + 1));
+        assert!(*d <= retry::POLICY.ceiling(i as u32 + 1));
     }
 
     let fake = Fake::with(vec![broken(Reach::Lost, true); 4]);

@@ -193,16 +193,18 @@ impl FakeApi {
         config
     }
 
-    /// A cluster on this server with `retry`.
+    /// A cluster on this server with `retry`, 5 s per attempt.
     pub fn cluster(&self, retry: RetryPolicy) -> Cluster {
-        Cluster::from_config_with(
-            self.config(),
-            ClusterOptions {
-                retry,
-                ..ClusterOptions::default()
-            },
-        )
-        .expect("cluster")
+        self.cluster_with(ClusterOptions {
+            retry,
+            attempt_timeout: Duration::from_secs(5),
+            ..ClusterOptions::default()
+        })
+    }
+
+    /// A cluster on this server with `options`.
+    pub fn cluster_with(&self, options: ClusterOptions) -> Cluster {
+        Cluster::from_config_with(self.config(), options).expect("cluster")
     }
 }
 
@@ -213,7 +215,6 @@ pub fn fast(max_attempts: u32) -> RetryPolicy {
         max_throttled: max_attempts,
         base_delay: Duration::from_millis(5),
         max_delay: Duration::from_secs(2),
-        per_call_timeout: Duration::from_secs(5),
     }
 }
 
