@@ -11,11 +11,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
+use std::time::Duration;
 
 use serde_json::{Value as Json, json};
 
 use lethe_guest::env::Env;
 use lethe_guest::kube::{Collection, Identity, Kube, KubeError, ListOptions, Object, ObjectRef};
+use lethe_retry::{Budget, Policy, Setback};
 
 use crate::errors::HttpError;
 
@@ -172,38 +174,50 @@ impl Refusal {
 /// The annotation holding the id of the request that created an object whose name lethe chose.
 pub const CREATE_REQUEST_ANNOTATION: &str = "cf.lethe.dev/create-request";
 
-/// How often a create whose outcome is unknown is made. An API server answering one request in
-/// four with a 5xx (a storm) still fails a create only about once in 65,000 requests.
-const CREATE_ATTEMPTS: u32 = 8;
-
-/// The longest pause between two of those attempts: all of them fit in about 3 s.
-const CREATE_PAUSE_MAX_MS: u64 = 500;
+/// How a create whose outcome is unknown is made again: at most eight attempts in all, so an API
+/// server answering one request in four with a 5xx (a storm) still fails a create only about once
+/// in 65,000 requests; with full jitter over a ceiling from 100 ms doubling up to 500 ms, so that
+/// all of them fit in under 3 s.
+const CREATE_RETRY: Policy = Policy {
+    max_attempts: 8,
+    max_throttled: 8,
+    base_delay: Duration::from_millis(100),
+    max_delay: Duration::from_millis(500),
+};
 
 /// Makes `create` until it answers anything but unavailable or timed out (an unknown outcome),
-/// at most [`CREATE_ATTEMPTS`] times, with a growing pause (at most [`CREATE_PAUSE_MAX_MS`]). Returns the last answer, and whether
-/// an earlier attempt's outcome was unknown (so that an `AlreadyExists` may be its own doing).
+/// under [`CREATE_RETRY`]. Returns the last answer, and whether an earlier attempt's outcome was
+/// unknown (so that an `AlreadyExists` may be its own doing).
 fn create_until_known(
     env: &dyn Env,
     mut create: impl FnMut() -> Result<Object, KubeError>,
 ) -> (Result<Object, KubeError>, bool) {
-    let mut pause_ms = 100;
-    let mut attempt = 1;
+    let mut budget = Budget::new(CREATE_RETRY);
     loop {
-        match create() {
-            Err(KubeError::Unavailable(_) | KubeError::Timeout(_)) if attempt < CREATE_ATTEMPTS => {
-                env.sleep_ms(pause_ms);
-                pause_ms = (pause_ms * 2).min(CREATE_PAUSE_MAX_MS);
-                attempt += 1;
+        let earlier_unknown = budget.attempts() > 0;
+        let answer = create();
+        if matches!(
+            answer,
+            Err(KubeError::Unavailable(_) | KubeError::Timeout(_))
+        ) {
+            let mut random = [0u8; 8];
+            for (slot, byte) in random.iter_mut().zip(env.random_bytes(8)) {
+                *slot = byte;
             }
-            answer => return (answer, attempt > 1),
+            let random = u64::from_be_bytes(random);
+            if let Some(pause) = budget.next(Setback::Failed, None, None, random) {
+                env.sleep_ms(u64::try_from(pause.as_millis()).unwrap_or(u64::MAX));
+                continue;
+            }
         }
+        return (answer, earlier_unknown);
     }
 }
 
 /// Creates `object`, whose name lethe chose, as `identity`, so that the create is safe to make
 /// again: the object carries a fresh request id ([`CREATE_REQUEST_ANNOTATION`]); a create whose
-/// outcome is unknown (unavailable, timed out) is made again, with a growing pause, up to
-/// [`CREATE_ATTEMPTS`] times; and an `AlreadyExists` on a later attempt counts as success only
+/// outcome is unknown (unavailable, timed out) is made again, with a growing pause, under
+/// [`CREATE_RETRY`]; and an `AlreadyExists` on a later attempt counts as success only
 /// when the object found (read privileged) carries that same request id, i.e. an earlier attempt
 /// did land. Anyone else's object of that name stays an `AlreadyExists`.
 pub fn create_once(
@@ -413,7 +427,7 @@ mod refusal_tests {
     use super::*;
 
     #[test]
-    fn an_unknown_outcome_is_tried_again_eight_times_with_a_growing_capped_pause() {
+    fn an_unknown_outcome_is_tried_again_eight_times_with_a_jittered_capped_pause() {
         let cluster = lethe_guest::fake::FakeCluster::new();
         let env = lethe_guest::fake::FakeHost::on(&cluster);
         let start = env.now.get();
@@ -422,10 +436,13 @@ mod refusal_tests {
             calls += 1;
             Err(KubeError::Unavailable("storm".into()))
         });
-        assert_eq!(calls, CREATE_ATTEMPTS);
+        assert_eq!(calls, CREATE_RETRY.max_attempts);
         assert!(retried && matches!(answer, Err(KubeError::Unavailable(_))));
-        // 100, 200, 400, then 500 ms (the cap) for the last four pauses.
-        assert_eq!(env.now.get() - start, 100 + 200 + 400 + 500 * 4);
+        // Seven pauses, each at most its ceiling: 100, 200, 400, then 500 ms (the cap) for the
+        // last four.
+        let paused = env.now.get() - start;
+        assert!(paused <= 100 + 200 + 400 + 500 * 4, "{paused} ms");
+        assert!(paused > 0, "the pauses are jittered, not skipped");
         let mut calls = 0;
         let (answer, retried) = create_until_known(&env, || {
             calls += 1;

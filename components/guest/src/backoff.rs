@@ -3,6 +3,9 @@
 //! table its failures are kept in ([`BackoffTable`]), keyed by reconciler and object.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
+
+use lethe_retry::Policy;
 
 use crate::sql::{Sql, SqlError, Statement, Value};
 
@@ -20,8 +23,15 @@ use crate::sql::{Sql, SqlError, Statement, Value};
 /// assert!(delay_ms(3, 1_000, 60_000, 255) <= 5_000, "at most a quarter more");
 /// ```
 pub fn delay_ms(attempts: u32, base_ms: i64, max_ms: i64, jitter: u8) -> i64 {
-    let exponent = attempts.saturating_sub(1).min(30);
-    let delay = base_ms.saturating_mul(1i64 << exponent).min(max_ms).max(0);
+    // The doubling and its cap are lethe's one backoff (`lethe_retry`). The jitter only adds: an
+    // object that failed is never tried again sooner than the doubling says.
+    let millis = |ms: i64| Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+    let policy = Policy {
+        base_delay: millis(base_ms),
+        max_delay: millis(max_ms),
+        ..Policy::none()
+    };
+    let delay = i64::try_from(policy.ceiling(attempts).as_millis()).unwrap_or(i64::MAX);
     delay + delay * i64::from(jitter) / 1024
 }
 

@@ -29,6 +29,8 @@ use kube::client::Body;
 use kube::core::Request;
 use kube::core::params::WatchParams;
 
+use lethe_retry::{Budget, Policy, Setback};
+
 use crate::discovery::Resolved;
 use crate::error::{KubeError, Result};
 use crate::parse::{self, WatchEvent};
@@ -50,6 +52,11 @@ const IDLE: Duration = Duration::from_secs(600);
 /// How long one watch request runs before the feed renews it, as client-go's reflector does
 /// (it picks 5 to 10 minutes).
 const WATCH_SECONDS: u32 = 290;
+
+/// The backoff before a watch that failed is resumed: from 1 s up to 30 s, for as long as the
+/// feed is followed (a watch that ends cleanly starts it afresh).
+const WATCH_RESUME: Policy =
+    Policy::until_deadline(Duration::from_secs(1), Duration::from_secs(30));
 
 /// Who a feed watches as: the privileged identity, or a caller by their token's hash.
 type FeedKey = (Option<[u8; 32]>, Collection);
@@ -339,7 +346,7 @@ async fn follow(
 ) {
     let feeds = client.cluster.clone();
     let forget = || feeds.inner.feeds.forget(&key, &feed);
-    let mut failures = 0u32;
+    let mut resume = Budget::new(WATCH_RESUME);
     'relist: loop {
         let options = ListOptions {
             label_selector: collection.label_selector.clone(),
@@ -381,15 +388,15 @@ async fn follow(
                 return;
             }
             match watch_once(&client, &collection, &resolved, &feed, &mut version).await {
-                WatchEnd::Closed => failures = 0,
+                WatchEnd::Closed => resume = Budget::new(WATCH_RESUME),
                 WatchEnd::Expired => {
                     tracing::info!(kind = %collection.kind, "watch expired; listing again (followers relist)");
                     continue 'relist;
                 }
                 WatchEnd::Transient(why) => {
-                    failures += 1;
-                    let delay = Duration::from_millis(500 * 2u64.pow(failures.min(6)))
-                        .min(Duration::from_secs(30));
+                    let delay = resume
+                        .next(Setback::Failed, None, None, rand::random())
+                        .unwrap_or(WATCH_RESUME.max_delay);
                     tracing::debug!(kind = %collection.kind, error = %why, ?delay, "watch failed; resuming");
                     tokio::time::sleep(delay).await;
                 }
