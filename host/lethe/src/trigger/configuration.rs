@@ -2,7 +2,10 @@
 //! component whose configuration is malformed stops the start, with the component's own words,
 //! rather than failing every request or pass later.
 
-use crate::runtime::LoadedComponent;
+use wasmtime::Store;
+
+use crate::runtime::call::{self, BoxFuture, Instantiate};
+use crate::runtime::{InstanceState, LoadedComponent};
 
 /// Host-side bindings of the configuration-check world; the `config` import reuses
 /// [`crate::caps`].
@@ -15,6 +18,17 @@ mod bindings {
             "lethe:platform/config": crate::caps::bindings::lethe::platform::config,
         },
     });
+}
+
+impl Instantiate for bindings::ConfigurationCheckPre<InstanceState> {
+    type Instance = bindings::ConfigurationCheck;
+
+    fn instantiate<'a>(
+        &'a self,
+        store: &'a mut Store<InstanceState>,
+    ) -> BoxFuture<'a, wasmtime::Result<Self::Instance>> {
+        Box::pin(self.instantiate_async(store))
+    }
 }
 
 /// What checking one component came to.
@@ -35,21 +49,21 @@ pub async fn check(component: &LoadedComponent) -> anyhow::Result<Checked> {
         return Ok(Checked::NoCheck);
     };
     let mut store = component.new_store();
-    let run = async {
-        let instance = pre.instantiate_async(&mut store).await?;
-        component.env.metrics.instantiated(&component.id);
-        instance
-            .lethe_platform_configuration()
-            .call_check(&mut store)
-            .await
-    };
-    match crate::runtime::within_time_limit(component.limits.timeout, run).await {
+    let checked = call::call(component, &pre, &mut store, |instance, store| {
+        Box::pin(async move {
+            instance
+                .lethe_platform_configuration()
+                .call_check(store)
+                .await
+        })
+    })
+    .await;
+    match checked {
         Ok(Ok(())) => Ok(Checked::Accepted),
         Ok(Err(refused)) => Ok(Checked::Refused(refused)),
-        Err(e) => anyhow::bail!(
-            "component `{}`: its configuration check {}",
-            component.id,
-            super::describe_failure(&e)
+        Err(failed) => anyhow::bail!(
+            "component `{}`: its configuration check {failed}",
+            component.id
         ),
     }
 }

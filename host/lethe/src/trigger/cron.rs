@@ -22,6 +22,9 @@ use tokio::sync::watch;
 
 use super::reconcile::{Pass, Reconciler};
 use crate::manifest::CronTrigger;
+use wasmtime::Store;
+
+use crate::runtime::call::{self, BoxFuture, CallFailed, Instantiate};
 use crate::runtime::{InstanceState, LoadedComponent};
 
 /// Host-side bindings of Spin's cron world.
@@ -35,6 +38,17 @@ pub mod bindings {
 
 use bindings::SpinCronPre;
 use bindings::spin::cron::cron_types::Metadata;
+
+impl Instantiate for SpinCronPre<InstanceState> {
+    type Instance = bindings::SpinCron;
+
+    fn instantiate<'a>(
+        &'a self,
+        store: &'a mut Store<InstanceState>,
+    ) -> BoxFuture<'a, wasmtime::Result<Self::Instance>> {
+        Box::pin(self.instantiate_async(store))
+    }
+}
 
 /// How long a woken trigger waits before it ticks, so that changes arriving together make one
 /// tick; it also bounds the woken ticks of one trigger to about 20 a second.
@@ -156,15 +170,7 @@ impl CronJob {
             }
             None => match self.tick_on(&target, at).await {
                 Ok(()) => TickOutcome::Done,
-                Err(e) => TickOutcome::Failed({
-                    let reason = super::FailureKind::of(&e).label();
-                    target
-                        .component
-                        .env
-                        .metrics
-                        .component_failed(&self.id, reason);
-                    format!("component {}", super::describe_failure(&e))
-                }),
+                Err(failed) => TickOutcome::Failed(format!("component {failed}")),
             },
         };
         *self
@@ -187,35 +193,33 @@ impl CronJob {
         &self.id
     }
 
-    /// Runs one tick now, in a fresh instance. Errors are the component's failure or its
-    /// `error` result.
-    pub async fn tick(&self, at: DateTime<Utc>) -> wasmtime::Result<()> {
-        self.tick_on(&self.target.get(), at).await
-    }
-
-    /// [`CronJob::tick`] of `target`, the component the caller took from the slot.
-    async fn tick_on(&self, target: &CronTarget, at: DateTime<Utc>) -> wasmtime::Result<()> {
+    /// Runs one tick of `target` (the component the caller took from the slot) in a fresh
+    /// instance. Errors are the component's failure or its `error` result.
+    async fn tick_on(&self, target: &CronTarget, at: DateTime<Utc>) -> Result<(), CallFailed> {
         let mut store = target.component.new_store();
-        let timeout = target.component.limits.timeout;
         let timestamp = u64::try_from(at.timestamp()).unwrap_or(0);
-        let run = async {
-            let instance = target.pre.instantiate_async(&mut store).await?;
-            target.component.env.metrics.instantiated(&self.id);
-            // Not `call_handle_cron_event`: for an `async func` that needs an `Accessor` from
-            // `run_concurrent`. `call_async` does the same for one call, and also accepts a
-            // sync-lifted export.
-            let (result,) = instance
-                .func_handle_cron_event()
-                .call_async(&mut store, (Metadata { timestamp },))
-                .await?;
-            Ok::<_, wasmtime::Error>(result)
-        };
-        let result = crate::runtime::within_time_limit(timeout, run).await?;
-        result.map_err(|e| match e {
-            bindings::spin::cron::cron_types::Error::Other(msg) => {
-                wasmtime::format_err!("handle-cron-event returned an error: {msg}")
-            }
-        })
+        call::call(
+            &target.component,
+            &target.pre,
+            &mut store,
+            |instance, store| {
+                Box::pin(async move {
+                    // Not `call_handle_cron_event`: for an `async func` that needs an `Accessor` from
+                    // `run_concurrent`. `call_async` does the same for one call, and also accepts a
+                    // sync-lifted export.
+                    let (result,) = instance
+                        .func_handle_cron_event()
+                        .call_async(store, (Metadata { timestamp },))
+                        .await?;
+                    result.map_err(|e| match e {
+                        bindings::spin::cron::cron_types::Error::Other(msg) => {
+                            wasmtime::format_err!("handle-cron-event returned an error: {msg}")
+                        }
+                    })
+                })
+            },
+        )
+        .await
     }
 
     /// Ticks on schedule until `shutdown` turns true, and, for a reconciler, also soon after the

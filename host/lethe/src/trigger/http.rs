@@ -23,6 +23,7 @@ use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use super::fairness::Fairness;
 use crate::manifest::{ErrorFormat, Route, RouteMatch};
+use crate::runtime::call::{self, BoxFuture, CallFailed, FailureKind, Instantiate};
 use crate::runtime::{InstanceState, LoadedComponent, Runtime};
 
 /// Largest request body the host forwards; larger ones get 413 before any component runs.
@@ -232,6 +233,17 @@ impl Peer {
 /// logged with everything done for the request, and passed to the component.
 pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-vcap-request-id");
 
+impl Instantiate for ProxyPre<InstanceState> {
+    type Instance = wasmtime_wasi_http::p2::bindings::Proxy;
+
+    fn instantiate<'a>(
+        &'a self,
+        store: &'a mut wasmtime::Store<InstanceState>,
+    ) -> BoxFuture<'a, wasmtime::Result<Self::Instance>> {
+        Box::pin(self.instantiate_async(store))
+    }
+}
+
 /// Answers one request: route, instantiate, call, and turn any failure into an envelope (see
 /// [`failure`], written as the application's [`ErrorFormat`]). Every answer carries the request's id ([`request_id`]); the request is
 /// counted in the metrics and logged once under the `lethe::access` target.
@@ -359,15 +371,12 @@ async fn answer<'r>(
             }
             resp
         }
-        Err(e) => {
-            let resp = errors.render(&failure(&e));
-            router
-                .metrics
-                .component_failed(&component, super::FailureKind::of(&e).label());
+        Err(failed) => {
+            let resp = errors.render(&failure(&failed));
             if resp.status() == 503 {
-                tracing::warn!(component = %component, path = %path, "component not run: {e}");
+                tracing::warn!(component = %component, path = %path, "component {failed}");
             } else {
-                tracing::error!(component = %component, path = %path, "component {}", super::describe_failure(&e));
+                tracing::error!(component = %component, path = %path, "component {failed}");
             }
             resp
         }
@@ -438,8 +447,8 @@ where
 /// The answer when a component could not answer itself. Every instance being busy (many slow
 /// or long requests at once) says nothing against the request, so it is 503 with `Retry-After`,
 /// not the 500 of a component that failed.
-fn failure(e: &wasmtime::Error) -> HostError {
-    if super::FailureKind::of(e) == super::FailureKind::Busy {
+fn failure(failed: &CallFailed) -> HostError {
+    if failed.kind == FailureKind::Busy {
         return HostError {
             retry_after: Some(1),
             ..HostError::new(
@@ -457,29 +466,33 @@ async fn invoke(
     target: &HttpComponent,
     req: hyper::Request<Full<Bytes>>,
     caller: [u8; 32],
-) -> wasmtime::Result<hyper::Response<HyperOutgoingBody>> {
-    let component = &target.component;
+) -> Result<hyper::Response<HyperOutgoingBody>, CallFailed> {
+    let component = target.component.clone();
     let mut store = component.new_store();
     store.data_mut().caps.answer_for(caller);
     let (sender, mut receiver) = tokio::sync::oneshot::channel();
+    let failed = |e| CallFailed::counted(&target.component, e);
     let incoming = store
         .data_mut()
         .http()
-        .new_incoming_request(Scheme::Http, req)?;
-    let out = store.data_mut().http().new_response_outparam(sender)?;
+        .new_incoming_request(Scheme::Http, req)
+        .map_err(failed)?;
+    let out = store
+        .data_mut()
+        .http()
+        .new_response_outparam(sender)
+        .map_err(failed)?;
     let pre = target.pre.clone();
-    let timeout = component.limits.timeout;
-    let (metrics, id) = (component.env.metrics.clone(), component.id.clone());
     let mut run = Unfinished(Some(Box::pin(async move {
-        let run = async {
-            let proxy = pre.instantiate_async(&mut store).await?;
-            metrics.instantiated(&id);
-            proxy
-                .wasi_http_incoming_handler()
-                .call_handle(&mut store, incoming, out)
-                .await
-        };
-        crate::runtime::within_time_limit(timeout, run).await
+        call::call(&component, &pre, &mut store, |proxy, store| {
+            Box::pin(async move {
+                proxy
+                    .wasi_http_incoming_handler()
+                    .call_handle(store, incoming, out)
+                    .await
+            })
+        })
+        .await
     })));
     // The instance runs in this task while it can: most components finish their whole response
     // before returning. One that is still running when its response head arrives (it streams a
@@ -490,22 +503,23 @@ async fn invoke(
         outcome = run.poll() => outcome,
         Ok(head) = &mut receiver => {
             run.finish_elsewhere();
-            return response_or_error(head);
+            return response_or_error(head).map_err(failed);
         }
         // An outparam dropped unset disables the second branch; the instance's outcome says why.
     };
     run.0 = None;
     match receiver.try_recv() {
-        Ok(head) => response_or_error(head),
+        Ok(head) => response_or_error(head).map_err(failed),
         Err(_) => match outcome {
-            Ok(()) => wasmtime::bail!("the component returned without setting a response"),
+            Ok(()) => Err(failed(wasmtime::format_err!(
+                "the component returned without setting a response"
+            ))),
             Err(e) => Err(e),
         },
     }
 }
 
-type InstanceRun =
-    std::pin::Pin<Box<dyn std::future::Future<Output = wasmtime::Result<()>> + Send>>;
+type InstanceRun = BoxFuture<'static, Result<(), CallFailed>>;
 
 /// An instance's run that has not finished. If the request is abandoned (the client went away
 /// and hyper dropped it) the run finishes in a task of its own rather than stopping wherever it
@@ -514,7 +528,7 @@ struct Unfinished(Option<InstanceRun>);
 
 impl Unfinished {
     /// Runs the instance until it finishes; must not be called again afterwards.
-    async fn poll(&mut self) -> wasmtime::Result<()> {
+    async fn poll(&mut self) -> Result<(), CallFailed> {
         match self.0.as_mut() {
             Some(run) => run.await,
             None => Ok(()),
@@ -531,10 +545,9 @@ impl Unfinished {
             // Still inside the request's span, so what it logs carries the request id.
             runtime.spawn(
                 async move {
-                    if let Err(e) = run.await {
+                    if let Err(failed) = run.await {
                         tracing::warn!(
-                            "component failed after its response head was sent: {}",
-                            super::describe_failure(&e)
+                            "component failed after its response head was sent: {failed}"
                         );
                     }
                 }
@@ -888,7 +901,7 @@ mod tests {
         let _held = wasmtime::Instance::new(&mut first, &module, &[]).expect("first instance");
         let mut second = wasmtime::Store::new(&engine, ());
         let busy = wasmtime::Instance::new(&mut second, &module, &[]).expect_err("pool exhausted");
-        let resp = ErrorFormat::Cf.render(&failure(&busy));
+        let resp = ErrorFormat::Cf.render(&failure(&CallFailed::classified(busy)));
         assert_eq!(resp.status(), 503);
         assert_eq!(
             resp.headers()
@@ -897,6 +910,6 @@ mod tests {
             Some(&b"1"[..])
         );
         let trap = wasmtime::Error::new(wasmtime::Trap::Interrupt);
-        assert_eq!(failure(&trap).status, 500);
+        assert_eq!(failure(&CallFailed::classified(trap)).status, 500);
     }
 }

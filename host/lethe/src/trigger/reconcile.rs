@@ -5,6 +5,9 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
+use wasmtime::Store;
+
+use crate::runtime::call::{self, BoxFuture, Instantiate};
 use crate::runtime::{InstanceState, LoadedComponent};
 
 /// Host-side bindings of the reconciler world; the capability imports reuse [`crate::caps`].
@@ -60,6 +63,17 @@ pub struct Reconciler {
     pre: bindings::ReconcilerHandlerPre<InstanceState>,
 }
 
+impl Instantiate for bindings::ReconcilerHandlerPre<InstanceState> {
+    type Instance = bindings::ReconcilerHandler;
+
+    fn instantiate<'a>(
+        &'a self,
+        store: &'a mut Store<InstanceState>,
+    ) -> BoxFuture<'a, wasmtime::Result<Self::Instance>> {
+        Box::pin(self.instantiate_async(store))
+    }
+}
+
 impl Reconciler {
     /// Prepares calls to `component`'s reconciler export.
     pub fn new(component: Arc<LoadedComponent>) -> anyhow::Result<Reconciler> {
@@ -80,28 +94,17 @@ impl Reconciler {
     /// Runs one pass in a fresh instance, within the component's time limit.
     pub async fn run_once(&self) -> anyhow::Result<Pass> {
         let mut store = self.component.new_store();
-        let run = async {
-            let instance = self.pre.instantiate_async(&mut store).await?;
-            self.component.env.metrics.instantiated(&self.component.id);
-            instance
-                .lethe_platform_reconciler()
-                .call_reconcile(&mut store)
-                .await
-        };
-        let metrics = &self.component.env.metrics;
-        let result = match crate::runtime::within_time_limit(self.component.limits.timeout, run)
-            .await
-        {
-            Ok(result) => result,
-            Err(e) => {
-                metrics.component_failed(&self.component.id, super::FailureKind::of(&e).label());
-                anyhow::bail!(
-                    "component `{}` {}",
-                    self.component.id,
-                    super::describe_failure(&e)
-                );
-            }
-        };
+        let component = &self.component;
+        let result = call::call(component, &self.pre, &mut store, |instance, store| {
+            Box::pin(async move {
+                instance
+                    .lethe_platform_reconciler()
+                    .call_reconcile(store)
+                    .await
+            })
+        })
+        .await
+        .map_err(|failed| anyhow::anyhow!("component `{}` {failed}", component.id))?;
         let report = result
             .map_err(anyhow::Error::msg)
             .with_context(|| format!("component `{}` could not run a pass", self.component.id))?;

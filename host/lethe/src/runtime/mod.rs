@@ -1,5 +1,15 @@
 //! The wasmtime runtime: one engine, one linker, every component compiled once and pre-linked,
 //! and a fresh, limited store for every request or tick (the shape of `wasmtime serve`).
+//!
+//! * [`compile`]: reading a component and compiling it for the engine it needs, cached;
+//! * [`state`]: what one instance holds: its table, WASI contexts, limits and capabilities;
+//! * [`call`]: the instance runner every trigger calls components through.
+
+pub mod call;
+mod compile;
+mod state;
+
+pub use state::{InstanceState, MemoryLimitExceeded};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -7,14 +17,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use sha2::{Digest as _, Sha256};
-use wasmtime::component::{Component, InstancePre, Linker, ResourceTable};
-use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store,
-    StoreLimits, StoreLimitsBuilder,
-};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
-use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+use wasmtime::component::{Component, InstancePre, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+
+use compile::{Compiled, compile_for_either, read_source};
 
 use crate::caps::{Capabilities, CapabilityEnv};
 use crate::grants;
@@ -22,172 +28,6 @@ use crate::manifest::{ComponentDecl, Manifest};
 
 /// How often the epoch advances; time limits are enforced at this granularity.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
-
-/// How long past its time limit the host still waits for an instance. The epoch deadline traps
-/// guest code on time; a host call (a slow Kubernetes request) is not interrupted by it, and this
-/// bounds the wait for one.
-const HOST_CALL_GRACE: Duration = Duration::from_millis(250);
-
-/// Runs one instance's work (`run`: instantiate and call) within `limit`, the component's time
-/// limit. Past the limit and [`HOST_CALL_GRACE`] it ends as [`wasmtime::Trap::Interrupt`], the
-/// same error as the epoch deadline's, so both are classified alike.
-pub async fn within_time_limit<T>(
-    limit: Duration,
-    run: impl Future<Output = wasmtime::Result<T>>,
-) -> wasmtime::Result<T> {
-    match tokio::time::timeout(limit + HOST_CALL_GRACE, run).await {
-        Ok(result) => result,
-        Err(_) => Err(wasmtime::Error::new(wasmtime::Trap::Interrupt)),
-    }
-}
-
-/// The error an instance traps with when it tries to grow its memory past its limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("memory limit exceeded: growing to {desired} bytes, the limit is {limit}")]
-pub struct MemoryLimitExceeded {
-    /// The size the instance asked for.
-    pub desired: usize,
-    /// Its limit.
-    pub limit: usize,
-}
-
-/// An instance's limits: memory as [`Limits::memory_bytes`] says, trapping with
-/// [`MemoryLimitExceeded`] rather than failing `memory.grow` (a guest rarely survives that, and
-/// the trap names the cause); tables and instance counts as wasmtime's defaults.
-struct InstanceLimits {
-    memory_bytes: usize,
-    others: StoreLimits,
-}
-
-impl ResourceLimiter for InstanceLimits {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        let limit = maximum.map_or(self.memory_bytes, |m| m.min(self.memory_bytes));
-        if desired > limit {
-            return Err(wasmtime::Error::new(MemoryLimitExceeded { desired, limit }));
-        }
-        Ok(true)
-    }
-
-    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
-        Err(error.context(MemoryLimitExceeded {
-            desired: 0,
-            limit: self.memory_bytes,
-        }))
-    }
-
-    fn table_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        self.others.table_growing(current, desired, maximum)
-    }
-
-    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
-        self.others.table_grow_failed(error)
-    }
-
-    fn instances(&self) -> usize {
-        self.others.instances()
-    }
-
-    fn tables(&self) -> usize {
-        self.others.tables()
-    }
-
-    fn memories(&self) -> usize {
-        self.others.memories()
-    }
-}
-
-/// The per-instance state of one request or tick.
-pub struct InstanceState {
-    /// The instance's resources (WASI streams, HTTP bodies, SQL transactions), shared by every
-    /// host interface it imports.
-    pub(crate) table: ResourceTable,
-    /// Built on first use: most HTTP components never touch WASI's clocks, random, environment or
-    /// stdio, and building a context (its random generators above all) and dropping it costs
-    /// about half a microsecond per request.
-    wasi: Option<WasiCtx>,
-    http: WasiHttpCtx,
-    outbound: NoOutboundHttp,
-    limits: InstanceLimits,
-    /// The lethe capabilities this instance may use.
-    pub(crate) caps: Capabilities,
-}
-
-impl WasiView for InstanceState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: self.wasi.get_or_insert_with(new_wasi_ctx),
-            table: &mut self.table,
-        }
-    }
-}
-
-/// `wasi:io` needs only the resource table; linked through this view, streams and pollables
-/// leave the WASI context unbuilt.
-impl wasmtime_wasi_io::IoView for InstanceState {
-    fn table(&mut self) -> &mut ResourceTable {
-        &mut self.table
-    }
-}
-
-/// No preopens, no environment, no network: components get only their grants.
-fn new_wasi_ctx() -> WasiCtx {
-    WasiCtx::builder().inherit_stderr().build()
-}
-
-impl WasiHttpView for InstanceState {
-    fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView {
-            ctx: &mut self.http,
-            table: &mut self.table,
-            hooks: &mut self.outbound,
-        }
-    }
-}
-
-/// Components get no outbound HTTP: the grant check refuses `wasi:http/outgoing-handler`
-/// imports at start, and this hook denies any request that could still reach the host.
-struct NoOutboundHttp;
-
-impl wasmtime_wasi_http::WasiHttpHooks for NoOutboundHttp {
-    // The same headers as the default, without the default's `Arc`ed filter allocated for every
-    // header a component sets.
-    fn is_forbidden_header(&mut self, name: &http::HeaderName) -> bool {
-        wasmtime_wasi_http::DEFAULT_FORBIDDEN_HEADERS.contains(name)
-    }
-
-    fn send_request(
-        &mut self,
-        _request: http::Request<wasmtime_wasi_http::WasiBody>,
-        _options: Option<wasmtime_wasi_http::RequestOptions>,
-        _response_done: Box<
-            dyn std::future::Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send,
-        >,
-    ) -> Box<
-        dyn std::future::Future<
-                Output = wasmtime_wasi_http::Result<(
-                    http::Response<wasmtime_wasi_http::WasiBody>,
-                    Box<
-                        dyn std::future::Future<Output = Result<(), wasmtime_wasi_http::Error>>
-                            + Send,
-                    >,
-                )>,
-            > + Send,
-    > {
-        Box::new(std::future::ready(Err(
-            wasmtime_wasi_http::Error::HttpRequestDenied,
-        )))
-    }
-}
 
 /// Resource limits of one component.
 #[derive(Debug, Clone, Copy)]
@@ -249,22 +89,21 @@ impl Runtime {
         let mut components = BTreeMap::new();
         for (id, decl) in &manifest.components {
             let bytes = read_source(id, &decl.source)?;
-            // A component that uses component-model-async fails validation on the plain engine.
-            let (component, linker) = match compile(&engine, &bytes, cache_dir) {
-                Ok(component) => (component, &linker),
-                Err(_) => {
-                    if async_engine.is_none() {
-                        let e = build_engine(max_memory, manifest.settings.max_instances, true)?;
-                        let l = new_linker(&e)?;
-                        async_engine = Some((e, l));
-                    }
-                    let Some((e, l)) = async_engine.as_ref() else {
-                        unreachable!("built above")
-                    };
-                    let component = compile(e, &bytes, cache_dir)
-                        .with_context(|| format!("component `{id}`"))?;
-                    (component, l)
+            let max_instances = manifest.settings.max_instances;
+            let (component, compiled) = compile_for_either(id, &bytes, cache_dir, &engine, || {
+                if async_engine.is_none() {
+                    let e = build_engine(max_memory, max_instances, true)?;
+                    let l = new_linker(&e)?;
+                    async_engine = Some((e, l));
                 }
+                async_engine
+                    .as_ref()
+                    .map(|(e, _)| e)
+                    .context("the engine with component-model-async was not built")
+            })?;
+            let linker = match (compiled, &async_engine) {
+                (Compiled::Concurrent, Some((_, l))) => l,
+                _ => &linker,
             };
             let env = envs
                 .get(id)
@@ -316,19 +155,19 @@ impl Runtime {
             .with_context(|| format!("no component `{id}` was loaded at start"))?;
         let bytes = read_source(id, &decl.source)?;
         let cache_dir = self.cache_dir.as_deref();
-        let (component, linker) = match compile(&self.engine, &bytes, cache_dir) {
-            Ok(component) => (component, &self.linker),
-            Err(plain) => match &self.async_engine {
-                Some((e, l)) => (
-                    compile(e, &bytes, cache_dir).with_context(|| format!("component `{id}`"))?,
-                    l,
-                ),
-                None => {
-                    return Err(plain.context(format!(
-                        "component `{id}` (if it now lifts an export with the async ABI, restart lethe)"
-                    )));
-                }
-            },
+        let (component, compiled) =
+            compile_for_either(id, &bytes, cache_dir, &self.engine, || {
+                self.async_engine.as_ref().map(|(e, _)| e).with_context(|| {
+                    format!(
+                        "component `{id}` does not compile for the plain engine, and no component \
+                         at start needed component-model-async (if it now lifts an export with \
+                         the async ABI, restart lethe)"
+                    )
+                })
+            })?;
+        let linker = match (compiled, &self.async_engine) {
+            (Compiled::Concurrent, Some((_, l))) => l,
+            _ => &self.linker,
         };
         Ok(Arc::new(prepare(
             manifest,
@@ -398,21 +237,10 @@ impl LoadedComponent {
     /// A fresh store for one request or tick, with this component's limits and capabilities.
     pub fn new_store(&self) -> Store<InstanceState> {
         let engine = self.engine();
-        let state = InstanceState {
-            // Room for what one HTTP request holds (request, headers, outparam, response, its
-            // headers, body and stream) without growing the table on the way.
-            table: ResourceTable::with_capacity(16),
-            wasi: None,
-            http: WasiHttpCtx::new(),
-            outbound: NoOutboundHttp,
-            limits: InstanceLimits {
-                memory_bytes: self.limits.memory_bytes,
-                others: StoreLimitsBuilder::new().trap_on_grow_failure(true).build(),
-            },
-            caps: Capabilities::new(self.env.clone(), self.limits.timeout),
-        };
+        let caps = Capabilities::new(self.env.clone(), self.limits.timeout);
+        let state = InstanceState::new(self.limits.memory_bytes, caps);
         let mut store = Store::new(engine, state);
-        store.limiter(|s| &mut s.limits);
+        store.limiter(|s| s.limiter());
         let ticks = (self.limits.timeout.as_millis() / EPOCH_TICK.as_millis()).max(1);
         store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
         store.epoch_deadline_trap();
@@ -515,66 +343,13 @@ fn build_engine(
     Ok(Engine::new(&config)?)
 }
 
-/// Compiles `source`, or loads the compiled artifact cached for the same bytes and engine.
-/// The bytes of component `id`'s source: a missing or unreadable file is its own error, not a
-/// reason to try another engine.
-fn read_source(id: &str, source: &Path) -> anyhow::Result<Vec<u8>> {
-    std::fs::read(source)
-        .with_context(|| format!("component `{id}`: cannot read {}", source.display()))
-}
-
-fn compile(engine: &Engine, bytes: &[u8], cache_dir: Option<&Path>) -> anyhow::Result<Component> {
-    let Some(cache_dir) = cache_dir else {
-        return Ok(Component::new(engine, bytes)?);
-    };
-    let path = cache_path(engine, bytes, cache_dir);
-    if path.exists() {
-        // SAFETY: the file was written by `Component::serialize` of this same engine
-        // configuration (its name carries the engine's compatibility hash) into our own data dir.
-        match unsafe { Component::deserialize_file(engine, &path) } {
-            Ok(c) => return Ok(c),
-            Err(e) => {
-                tracing::warn!(path = %path.display(), "ignoring unusable compiled cache entry: {e:#}")
-            }
-        }
-    }
-    let component = Component::new(engine, bytes)?;
-    if let Err(e) = write_cache(&component, &path) {
-        tracing::warn!(path = %path.display(), "cannot cache compiled component: {e:#}");
-    }
-    Ok(component)
-}
-
-fn cache_path(engine: &Engine, bytes: &[u8], cache_dir: &Path) -> PathBuf {
-    use std::hash::{Hash as _, Hasher as _};
-    let mut engine_hash = std::collections::hash_map::DefaultHasher::new();
-    engine
-        .precompile_compatibility_hash()
-        .hash(&mut engine_hash);
-    let digest = Sha256::digest(bytes);
-    cache_dir.join(format!(
-        "{}-{:016x}.cwasm",
-        hex::encode(&digest[..16]),
-        engine_hash.finish()
-    ))
-}
-
-fn write_cache(component: &Component, path: &Path) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, component.serialize()?)?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use bytes::Bytes;
     use http_body_util::Full;
     use wasmtime_wasi_http::p2::bindings::ProxyPre;
+    use wasmtime_wasi_http::WasiHttpView as _;
     use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 
     fn misbehave() -> LoadedComponent {
