@@ -26,6 +26,7 @@ pub mod caps;
 pub mod component_build;
 pub mod configure;
 pub mod grants;
+pub mod host_error;
 pub mod identity;
 pub mod kubernetes_manifests;
 pub mod manifest;

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use serde::Deserialize;
 
+use crate::host_error::ErrorFormat;
+
 pub mod route;
 pub mod schedule;
 
@@ -84,17 +86,6 @@ pub struct FairnessSettings {
     pub caller_concurrency: u32,
     /// How long a request waits for its caller's share, in milliseconds.
     pub caller_queue_ms: u64,
-}
-
-/// How the host writes its own error answers ([`AppSettings::error_format`]).
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum ErrorFormat {
-    /// The detail as `text/plain`.
-    #[default]
-    Plain,
-    /// A Cloud Foundry V3 error envelope: `{"errors":[{"code","title","detail"}]}`.
-    Cf,
 }
 
 impl AppSettings {

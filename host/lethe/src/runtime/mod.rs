@@ -348,8 +348,8 @@ mod tests {
     use super::*;
     use bytes::Bytes;
     use http_body_util::Full;
-    use wasmtime_wasi_http::p2::bindings::ProxyPre;
     use wasmtime_wasi_http::WasiHttpView as _;
+    use wasmtime_wasi_http::p2::bindings::ProxyPre;
     use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 
     fn misbehave() -> LoadedComponent {
