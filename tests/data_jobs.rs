@@ -5,6 +5,9 @@
 //! Every scenario runs on SQLite and on PostgreSQL (`LETHE_TEST_POSTGRES_URL`; skipped visibly
 //! when unset, failed under CI).
 
+// A test crate: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use std::path::{Path, PathBuf};

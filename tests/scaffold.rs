@@ -2,6 +2,9 @@
 //! application directory, run the generated test unchanged, `lethe build`, then `lethe up` and
 //! call the new routes.
 
+// A test crate: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use std::path::Path;

@@ -13,6 +13,9 @@
 //! 0.2 host); one with `sql` with `spin-adapter` (every `lethe:platform` interface, over WASI and
 //! Spin's SQLite and variables), as Spin's component `dependencies` compose it at load time.
 
+// A build script: a failure stops the build, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

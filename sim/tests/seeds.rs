@@ -2,6 +2,9 @@
 //! 10,000), and 500 more of this commit's own, must keep every invariant and converge; a seed
 //! must replay identically; and every guard `sim/mutate.py` weakens must still be in its file.
 
+// A test crate: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 /// The repository's root, where `git` and `sim/mutate.py` run.
 fn repo_root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

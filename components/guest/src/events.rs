@@ -210,7 +210,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-#[cfg(all(test, feature = "fake"))]
+#[cfg(test)]
+#[cfg(feature = "fake")]
 mod tests {
     use super::*;
     use crate::fake::{FakeCluster, FakeHost};

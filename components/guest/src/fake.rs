@@ -11,6 +11,9 @@
 //! injected: a failing verb, a lost answer (a create's, or a write that times out after it was
 //! applied or before), a momentarily hidden object, a kind not served, reads that lag.
 
+// Test support: a broken expectation of a test is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -137,7 +137,8 @@ impl Source for Feed<'_> {
     }
 }
 
-#[cfg(all(test, feature = "fake"))]
+#[cfg(test)]
+#[cfg(feature = "fake")]
 mod tests {
     use super::*;
     use crate::fake::FakeSql;

@@ -73,7 +73,8 @@ pub fn is_last(object: &Object, name: &str) -> bool {
     object.metadata.finalizers.iter().all(|f| f == name)
 }
 
-#[cfg(all(test, feature = "fake"))]
+#[cfg(test)]
+#[cfg(feature = "fake")]
 mod tests {
     use super::*;
     use crate::fake::{FakeCluster, FakeHost};

@@ -345,7 +345,8 @@ impl<'a> Pass<'a> {
     }
 }
 
-#[cfg(all(test, feature = "fake"))]
+#[cfg(test)]
+#[cfg(feature = "fake")]
 mod tests {
     use std::cell::{Cell, RefCell};
 

@@ -81,7 +81,8 @@ impl<'a> Kept<'a> {
     }
 }
 
-#[cfg(all(test, feature = "fake"))]
+#[cfg(test)]
+#[cfg(feature = "fake")]
 pub(crate) mod tests {
     use super::*;
     use crate::fake::FakeSql;

@@ -398,7 +398,8 @@ mod tests {
     }
 }
 
-#[cfg(all(test, feature = "fake"))]
+#[cfg(test)]
+#[cfg(feature = "fake")]
 mod access_tests {
     use super::*;
     use crate::fake::FakeCluster;

@@ -280,7 +280,8 @@ impl<'a> Lease<'a> {
     }
 }
 
-#[cfg(all(test, feature = "fake"))]
+#[cfg(test)]
+#[cfg(feature = "fake")]
 mod tests {
     use super::*;
     use crate::fake::{FakeCluster, FakeHost};

@@ -1,6 +1,9 @@
 //! Change delivery and the client-side rate limit against the embedded cluster, whose watch,
 //! compaction and dropped watches behave as kube-apiserver's do.
 
+// A test crate: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

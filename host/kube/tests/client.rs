@@ -1,5 +1,8 @@
 //! The Kubernetes capability against a scripted fake API server.
 
+// A test crate: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use std::time::{Duration, Instant};

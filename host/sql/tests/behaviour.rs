@@ -1,5 +1,8 @@
 //! Behaviour of the SQL capability, run against SQLite and (when reachable) PostgreSQL.
 
+// A test crate: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use lethe_sql::{Backend, Database, Migration, SqlError, Statement, Value};

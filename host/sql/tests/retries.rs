@@ -5,6 +5,9 @@
 //! that raises a serialization failure exactly once (its counter is a sequence, which survives
 //! the rollback).
 
+// A test crate: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use std::time::Duration;

@@ -1,5 +1,8 @@
 //! The host drives these types from async WIT host traits, which need `Send` futures.
 
+// A test crate: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use lethe_sql::{Database, Migration, Statement, Transaction};
 
 fn is_send<T: Send>(_: &T) {}
