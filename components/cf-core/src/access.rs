@@ -21,7 +21,7 @@ pub fn caller(req: &Request) -> Result<Identity, HttpError> {
 
 /// Whether `name` can be a resource guid: a DNS-1123 label (it names a namespace).
 pub fn valid_guid(name: &str) -> bool {
-    lethe_kube_model::validation::dns1123_label(name).is_empty()
+    lethe_kube_rules::validation::dns1123_label(name).is_empty()
 }
 
 /// Reads the resource of type `t` with guid `guid` with the host's privileged identity: the

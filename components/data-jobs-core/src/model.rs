@@ -36,7 +36,7 @@ pub fn valid_job_name(name: &str) -> bool {
 
 /// A DNS-1123 label of at most `max` characters.
 fn dns_label(s: &str, max: usize) -> bool {
-    s.len() <= max && lethe_kube_model::validation::dns1123_label(s).is_empty()
+    s.len() <= max && lethe_kube_rules::validation::dns1123_label(s).is_empty()
 }
 
 /// A UUID in lower-case canonical form (8-4-4-4-12 hex digits).
@@ -73,10 +73,10 @@ pub fn valid_schedule(s: &str) -> bool {
 /// its words; `None` if it is one. Checked before a deployment is accepted, so a bad schedule is
 /// the caller's 422, not a reconciler failure later.
 pub fn schedule_error(s: &str) -> Option<String> {
-    lethe_kube_model::cron::cronjob_schedule_errors(s)
+    lethe_kube_rules::cron::cronjob_schedule_errors(s)
         .into_iter()
         .next()
-        .or_else(|| lethe_kube_model::cron::plain_schedule_error(s))
+        .or_else(|| lethe_kube_rules::cron::plain_schedule_error(s))
 }
 
 /// A container image reference: 1-255 characters, no whitespace, lower-case repository path of

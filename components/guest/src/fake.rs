@@ -28,8 +28,8 @@ use crate::kube::{
     object_from_json,
 };
 use crate::sql::{Sql, SqlError, Statement, Value};
-use lethe_kube_model::patch;
-use lethe_kube_model::selector::LabelSelector;
+use lethe_kube_rules::patch;
+use lethe_kube_rules::selector::LabelSelector;
 
 type Key = (String, String, String); // (kind, namespace, name)
 

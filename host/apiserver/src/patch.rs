@@ -1,7 +1,7 @@
 //! A strategic-merge-patch approximation; JSON merge patch (RFC 7386) and JSON patch (RFC 6902)
 //! are `lethe-kube-model`'s, shared with the guest SDK's fake cluster.
 
-pub use lethe_kube_model::patch::{json_patch, merge_patch};
+pub use lethe_kube_rules::patch::{json_patch, merge_patch};
 use serde_json::Value;
 
 const CONTAINER_LISTS: &[&str] = &["containers", "initContainers", "ephemeralContainers"];

@@ -1,7 +1,7 @@
 //! Field selectors, and which fields each kind lets a list select on; label selectors are
 //! `lethe-kube-model`'s ([`LabelSelector`]).
 
-pub use lethe_kube_model::selector::LabelSelector;
+pub use lethe_kube_rules::selector::LabelSelector;
 use serde_json::{Value, json};
 
 /// A parsed field selector: `path=value`, `path==value`, `path!=value`, comma separated.

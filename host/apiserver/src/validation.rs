@@ -6,7 +6,7 @@
 use crate::status::Cause;
 use serde_json::{Map, Value, json};
 
-pub use lethe_kube_model::validation::{
+pub use lethe_kube_rules::validation::{
     LABEL_VALUE_MSG, dns1035_label, dns1123_label, dns1123_subdomain, label_value, port_name,
     port_num, qualified_name,
 };
@@ -66,7 +66,7 @@ pub(crate) fn go_float(f: f64) -> String {
     format!("{mantissa}e{sign}{:02}", power.unsigned_abs())
 }
 
-pub use lethe_kube_model::go_quote;
+pub use lethe_kube_rules::go_quote;
 
 /// How Go's JSON decoder names the type of a value it could not decode (`json: cannot unmarshal
 /// <type> into Go struct field ...`).

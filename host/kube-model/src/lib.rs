@@ -12,22 +12,17 @@
 //!   whether the call is safe to repeat;
 //! * [`check_segment`], [`target_namespace`], [`new_object`], [`create_namespace`]: which
 //!   addresses are refused before sending;
-//! * [`served_kinds`]: what a discovery document says a group version serves;
-//! * [`cron`]: which CronJob schedules the API server takes, and its words for the others;
-//! * [`validation`]: apimachinery's name, label and port rules, in its words;
-//! * [`selector`]: label selectors, parsed and matched as the API server does;
-//! * [`patch`]: merge and JSON patches, applied as the API server does.
+//! * [`served_kinds`]: what a discovery document says a group version serves.
+//!
+//! What the API server itself decides (its admission rules: names, labels, selectors, patches,
+//! CronJob schedules) is `lethe-kube-rules`, which this crate does not depend on.
 
 #![warn(missing_docs)]
 
-pub mod cron;
 pub mod error;
 pub mod parse;
-pub mod patch;
 pub mod retry;
-pub mod selector;
 pub mod types;
-pub mod validation;
 
 pub use error::{KubeError, Result};
 pub use types::{
@@ -152,33 +147,6 @@ pub fn served_kinds(api_version: &str, body: &[u8]) -> Result<Vec<ServedKind>> {
             namespaced: r.namespaced,
         })
         .collect())
-}
-
-/// A string as Go's `%q` (`strconv.Quote`) writes it into error messages: JSON-like, but with
-/// `\a`, `\v` and `\xNN` for other ASCII control bytes.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ pub(crate) fn cron_job_spec_causes(spec: &Value, causes: &mut Vec<Cause>) {
     match spec["schedule"].as_str() {
         None | Some("") => causes.push(validation::required("spec.schedule", "")),
         Some(s) => {
-            let errors = lethe_kube_model::cron::cronjob_schedule_errors(s);
+            let errors = lethe_kube_rules::cron::cronjob_schedule_errors(s);
             causes.extend(validation::invalid_causes(
                 "spec.schedule",
                 &json!(s),
