@@ -31,6 +31,25 @@ pub trait Instantiate: Send + Sync {
     ) -> BoxFuture<'a, wasmtime::Result<Self::Instance>>;
 }
 
+/// Implements [`Instantiate`] for a bindings `…Pre` type (`$pre`), whose `instantiate_async`
+/// makes `$instance`: every bindgen'd `…Pre` has the same shape, but no trait of wasmtime's
+/// names it.
+macro_rules! instantiate_through {
+    ($pre:ty => $instance:ty) => {
+        impl $crate::runtime::call::Instantiate for $pre {
+            type Instance = $instance;
+
+            fn instantiate<'a>(
+                &'a self,
+                store: &'a mut ::wasmtime::Store<$crate::runtime::InstanceState>,
+            ) -> $crate::runtime::call::BoxFuture<'a, ::wasmtime::Result<Self::Instance>> {
+                Box::pin(self.instantiate_async(store))
+            }
+        }
+    };
+}
+pub(crate) use instantiate_through;
+
 /// A component call that failed: how (for metrics and answers), and the error.
 #[derive(Debug)]
 pub struct CallFailed {

@@ -2,9 +2,7 @@
 //! component whose configuration is malformed stops the start, with the component's own words,
 //! rather than failing every request or pass later.
 
-use wasmtime::Store;
-
-use crate::runtime::call::{self, BoxFuture, Instantiate};
+use crate::runtime::call;
 use crate::runtime::{InstanceState, LoadedComponent};
 
 /// Host-side bindings of the configuration-check world; the `config` import reuses
@@ -20,16 +18,7 @@ mod bindings {
     });
 }
 
-impl Instantiate for bindings::ConfigurationCheckPre<InstanceState> {
-    type Instance = bindings::ConfigurationCheck;
-
-    fn instantiate<'a>(
-        &'a self,
-        store: &'a mut Store<InstanceState>,
-    ) -> BoxFuture<'a, wasmtime::Result<Self::Instance>> {
-        Box::pin(self.instantiate_async(store))
-    }
-}
+call::instantiate_through!(bindings::ConfigurationCheckPre<InstanceState> => bindings::ConfigurationCheck);
 
 /// What checking one component came to.
 #[derive(Debug)]

@@ -22,9 +22,8 @@ use tokio::sync::watch;
 
 use super::reconcile::{Pass, Reconciler};
 use crate::manifest::CronTrigger;
-use wasmtime::Store;
 
-use crate::runtime::call::{self, BoxFuture, CallFailed, Instantiate};
+use crate::runtime::call::{self, CallFailed};
 use crate::runtime::{InstanceState, LoadedComponent};
 
 /// Host-side bindings of Spin's cron world.
@@ -39,16 +38,7 @@ pub mod bindings {
 use bindings::SpinCronPre;
 use bindings::spin::cron::cron_types::Metadata;
 
-impl Instantiate for SpinCronPre<InstanceState> {
-    type Instance = bindings::SpinCron;
-
-    fn instantiate<'a>(
-        &'a self,
-        store: &'a mut Store<InstanceState>,
-    ) -> BoxFuture<'a, wasmtime::Result<Self::Instance>> {
-        Box::pin(self.instantiate_async(store))
-    }
-}
+call::instantiate_through!(SpinCronPre<InstanceState> => bindings::SpinCron);
 
 /// How long a woken trigger waits before it ticks, so that changes arriving together make one
 /// tick; it also bounds the woken ticks of one trigger to about 20 a second.

@@ -5,9 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
-use wasmtime::Store;
-
-use crate::runtime::call::{self, BoxFuture, Instantiate};
+use crate::runtime::call;
 use crate::runtime::{InstanceState, LoadedComponent};
 
 /// Host-side bindings of the reconciler world; the capability imports reuse [`crate::caps`].
@@ -63,16 +61,7 @@ pub struct Reconciler {
     pre: bindings::ReconcilerHandlerPre<InstanceState>,
 }
 
-impl Instantiate for bindings::ReconcilerHandlerPre<InstanceState> {
-    type Instance = bindings::ReconcilerHandler;
-
-    fn instantiate<'a>(
-        &'a self,
-        store: &'a mut Store<InstanceState>,
-    ) -> BoxFuture<'a, wasmtime::Result<Self::Instance>> {
-        Box::pin(self.instantiate_async(store))
-    }
-}
+call::instantiate_through!(bindings::ReconcilerHandlerPre<InstanceState> => bindings::ReconcilerHandler);
 
 impl Reconciler {
     /// Prepares calls to `component`'s reconciler export.

@@ -13,18 +13,9 @@ use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 use super::HttpComponent;
 use crate::host_error::HostError;
 use crate::runtime::InstanceState;
-use crate::runtime::call::{self, BoxFuture, CallFailed, FailureKind, Instantiate};
+use crate::runtime::call::{self, BoxFuture, CallFailed, FailureKind};
 
-impl Instantiate for ProxyPre<InstanceState> {
-    type Instance = wasmtime_wasi_http::p2::bindings::Proxy;
-
-    fn instantiate<'a>(
-        &'a self,
-        store: &'a mut wasmtime::Store<InstanceState>,
-    ) -> BoxFuture<'a, wasmtime::Result<Self::Instance>> {
-        Box::pin(self.instantiate_async(store))
-    }
-}
+call::instantiate_through!(ProxyPre<InstanceState> => wasmtime_wasi_http::p2::bindings::Proxy);
 
 /// The answer when a component could not answer itself. Every instance being busy (many slow
 /// or long requests at once) says nothing against the request, so it is 503 with `Retry-After`,
