@@ -9,7 +9,7 @@ use crate::front::respond::{
     respond_value,
 };
 use crate::front::shared::{Query, Shared, Target, crd_of, delete_opts, find_def};
-use crate::front::subresources::{pod_log, review, scale_request, token_request};
+use crate::front::subresources::{pod_log, review, token_request};
 use crate::resources::{self, ResourceDef, Shape};
 use crate::selector::FieldSelector;
 use crate::status::{ApiError, Warnings, delete_success};
@@ -204,18 +204,6 @@ pub(crate) async fn resource_request(
         }
     }
     let user_agent = header_text(req.headers(), header::USER_AGENT).to_string();
-    if t.sub == "scale" {
-        return scale_request(
-            store,
-            verbs::WriteTarget::main(&def, ns, name),
-            verb,
-            query,
-            &user_agent,
-            req,
-            warnings,
-        )
-        .await;
-    }
     if t.sub == "log" {
         return pod_log(store, &def, ns, name, query);
     }
@@ -383,8 +371,6 @@ fn subresource(def: &ResourceDef, sub: &str, verb: &str) -> Result<Sub, ApiError
             Sub::Status
         }
         "finalize" if def.is_namespace() && verb == "update" => Sub::Finalize,
-        // A scale write is a write of the main object's replica count (see `scale_request`).
-        "scale" if def.scale.is_some() && matches!(verb, "get" | "update" | "patch") => Sub::Main,
         "log" if def.is_pods() && verb == "get" => Sub::Main,
         _ => return Err(ApiError::path_not_found()),
     })

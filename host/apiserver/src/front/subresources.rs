@@ -1,15 +1,12 @@
-//! Subresources with their own shapes: `pods/log`, `scale`, `serviceaccounts/token`, and the
+//! Subresources with their own shapes: `pods/log`, `serviceaccounts/token`, and the
 //! access and token reviews.
 
 use crate::auth::{Attributes, UserInfo, require};
-use crate::front::respond::{
-    Body, decode_body, full, parse_json, patch_type, read_body, respond_value, with_type,
-};
+use crate::front::respond::{Body, decode_body, full, read_body, respond_value, with_type};
 use crate::front::shared::{Query, Shared, Target};
 use crate::resources::ResourceDef;
-use crate::status::{ApiError, Warnings};
+use crate::status::ApiError;
 use crate::store::Store;
-use crate::verbs::WriteTarget;
 use bytes::Bytes;
 use http::{Request, Response};
 use hyper::body::Incoming;
@@ -58,36 +55,6 @@ pub(crate) fn pod_log(
         _ => {}
     }
     Ok(with_type("text/plain", full(Bytes::new())))
-}
-
-/// The `scale` subresource of a custom resource: `target` is the object (its main resource),
-/// whose replica count a Scale shows and sets.
-pub(crate) async fn scale_request(
-    store: &Store,
-    target: WriteTarget<'_>,
-    verb: &str,
-    query: &Query,
-    user_agent: &str,
-    req: Request<Incoming>,
-    warnings: &mut Warnings,
-) -> Result<Response<Body>, ApiError> {
-    let scale = match verb {
-        "get" => crate::verbs::scale::get(store, target)?,
-        "update" => {
-            let (headers, body) = read_body(req).await?;
-            let body = decode_body(&headers, &body)?;
-            let opts = query.write_opts(user_agent, "UpdateOptions", None)?;
-            crate::verbs::scale::update(store, target, &body, opts, warnings)?
-        }
-        _ => {
-            let (headers, body) = read_body(req).await?;
-            let pt = patch_type(&headers)?;
-            let body = parse_json(&body)?;
-            let opts = query.write_opts(user_agent, "PatchOptions", Some(pt))?;
-            crate::verbs::scale::patch(store, target, pt, &body, opts, warnings)?
-        }
-    };
-    Ok(respond_value(200, &scale))
 }
 
 /// `POST .../serviceaccounts/<name>/token`: issues a service-account JWT for account `t` and

@@ -117,7 +117,6 @@ pub fn builtins() -> &'static [Arc<ResourceDef>] {
                         schema: None,
                         storage_key,
                         shape,
-                        scale: None,
                     })
                 },
             )

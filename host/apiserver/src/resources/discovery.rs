@@ -85,19 +85,13 @@ pub fn resource_list(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> V
         names_and_categories(&mut r, d);
         resources.push(r);
         for (sub, verbs) in subresources(d) {
-            let mut r = json!({
+            resources.push(json!({
                 "name": format!("{}/{sub}", d.plural),
                 "singularName": "",
                 "namespaced": d.namespaced,
                 "kind": d.kind,
                 "verbs": verbs,
-            });
-            if sub == "scale" {
-                r["group"] = json!("autoscaling");
-                r["version"] = json!("v1");
-                r["kind"] = json!("Scale");
-            }
-            resources.push(r);
+            }));
         }
     }
     let gv = if group.is_empty() {
@@ -243,16 +237,12 @@ pub fn openapi_v3_doc(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> 
     }))
 }
 
-/// The subresources `d` serves, with their verbs. `scale` answers with `autoscaling/v1`
-/// `Scale`; the others with the resource's own kind.
+/// The subresources `d` serves, with their verbs; each answers with the resource's own kind.
 fn subresources(d: &ResourceDef) -> Vec<(&'static str, &'static [&'static str])> {
     let read_write: &[&str] = &["get", "patch", "update"];
     let mut subs = vec![];
     if d.status_subresource {
         subs.push(("status", read_write));
-    }
-    if d.scale.is_some() {
-        subs.push(("scale", read_write));
     }
     if d.is_namespace() {
         subs.push(("finalize", &["update"][..]));
@@ -285,14 +275,7 @@ pub(super) fn aggregated_resource(d: &ResourceDef) -> Value {
     names_and_categories(&mut r, d);
     let subs: Vec<Value> = subresources(d)
         .into_iter()
-        .map(|(sub, verbs)| {
-            let kind = if sub == "scale" {
-                json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
-            } else {
-                gvk.clone()
-            };
-            json!({"subresource": sub, "responseKind": kind, "verbs": verbs})
-        })
+        .map(|(sub, verbs)| json!({"subresource": sub, "responseKind": gvk, "verbs": verbs}))
         .collect();
     if !subs.is_empty() {
         r["subresources"] = Value::Array(subs);
