@@ -68,7 +68,6 @@ mod tls;
 mod typed;
 mod util;
 mod validation;
-mod validation_rules;
 mod verbs;
 
 use crate::util::meta_str;

@@ -61,7 +61,7 @@ pub(crate) fn prepare_create(
     kind.admit(&ctx, &mut body, &sent_status)?;
     crate::kinds::validate(def, &body)?;
     validate_meta(def, &body)?;
-    check_schema(def, &mut body, None, strict, warnings)?;
+    check_schema(def, &mut body, strict, warnings)?;
     warn_finalizers(&body, warnings);
     Ok(body)
 }

@@ -157,7 +157,7 @@ pub(crate) fn prepare_update(
         ApiError::invalid_if_any(&def.group, &def.kind, &name, causes)?;
         validate_meta(def, &result)?;
     }
-    check_schema(def, &mut result, Some(&cur.value), strict, warnings)?;
+    check_schema(def, &mut result, strict, warnings)?;
     if string_list(&result["metadata"]["finalizers"]) != cur.finalizers() {
         warn_finalizers(&result, warnings);
     }
