@@ -9,7 +9,7 @@
 //!   k8s-openapi and custom resources' CRD schemas, for `kubectl explain`) and an empty OpenAPI
 //!   v2 one (for kubectl's client-side validation of `List` files); server-side Table printing
 //!   for `kubectl get`;
-//! - Namespaces, ConfigMaps, Secrets, ServiceAccounts, Events, CronJobs and Jobs (with the real
+//! - Namespaces, ConfigMaps, Secrets, ServiceAccounts, Events, CronJobs (with the real
 //!   server's defaults and validation; unknown fields are dropped, or refused under strict field
 //!   validation, as the real server's decoding does), Leases, RBAC objects (with ClusterRole
 //!   aggregation),
@@ -31,8 +31,10 @@
 //!   impersonation.
 //!
 //! Request bodies are JSON; kubectl's protobuf bodies are decoded for the kinds its typed
-//! clients send (`kubectl create namespace|configmap|secret|role|rolebinding…`,
-//! `kubectl create job|cronjob|service…`, `auth can-i`).
+//! clients send (`kubectl create namespace|configmap|secret|role|rolebinding|service…`,
+//! `auth can-i`), but not for kinds with a pod template (`kubectl create cronjob|deployment`
+//! are refused with 415; `kubectl apply` and `create -f` send JSON). Pods, Nodes and Jobs are not
+//! served: nothing here runs workloads, and lethe reads none.
 //! kubectl only sends bearer tokens over TLS, so serve HTTPS (`tls: true`) for kubectl; the
 //! `kube` crate works over both.
 //!

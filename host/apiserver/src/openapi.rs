@@ -40,16 +40,11 @@ fn all() -> &'static Documents {
                     ("Secret", add::<core::Secret>(g)),
                     ("ServiceAccount", add::<core::ServiceAccount>(g)),
                     ("Event", add::<core::Event>(g)),
-                    ("Pod", add::<core::Pod>(g)),
                     ("Service", add::<core::Service>(g)),
-                    ("Node", add::<core::Node>(g)),
                 ]
             }),
             ("batch", "v1", |g| {
-                vec![
-                    ("CronJob", add::<batch::CronJob>(g)),
-                    ("Job", add::<batch::Job>(g)),
-                ]
+                vec![("CronJob", add::<batch::CronJob>(g))]
             }),
             // Stored only, for `kubectl apply --dry-run=server -k deploy/` (lethe's own deployment).
             ("apps", "v1", |g| {
@@ -414,17 +409,23 @@ mod tests {
                 "json: cannot unmarshal string into Go struct field CronJob.spec of type v1.CronJobSpec"
             )
         );
-        let pod = |containers: Value| json!({"spec": {"containers": containers}});
+        let deployment =
+            |containers: Value| json!({"spec": {"template": {"spec": {"containers": containers}}}});
         assert_eq!(
-            error("", "Pod", pod(json!([{"name": "a", "image": 5}]))).as_deref(),
+            error(
+                "apps",
+                "Deployment",
+                deployment(json!([{"name": "a", "image": 5}]))
+            )
+            .as_deref(),
             Some(
-                "json: cannot unmarshal number into Go struct field Container.spec.containers.image of type string"
+                "json: cannot unmarshal number into Go struct field Container.spec.template.spec.containers.image of type string"
             )
         );
         assert_eq!(
-            error("", "Pod", pod(json!(["a"]))).as_deref(),
+            error("apps", "Deployment", deployment(json!(["a"]))).as_deref(),
             Some(
-                "json: cannot unmarshal string into Go struct field PodSpec.spec.containers of type v1.Container"
+                "json: cannot unmarshal string into Go struct field PodSpec.spec.template.spec.containers of type v1.Container"
             )
         );
         assert_eq!(
@@ -434,20 +435,20 @@ mod tests {
             )
         );
         assert_eq!(
-            error("batch", "Job", json!({"spec": {"parallelism": 1.5}})).as_deref(),
+            error("apps", "Deployment", json!({"spec": {"replicas": 1.5}})).as_deref(),
             Some(
-                "json: cannot unmarshal number 1.5 into Go struct field JobSpec.spec.parallelism of type int32"
+                "json: cannot unmarshal number 1.5 into Go struct field DeploymentSpec.spec.replicas of type int32"
             )
         );
         assert_eq!(
             error(
-                "batch",
-                "Job",
-                json!({"spec": {"parallelism": 3_000_000_000_i64}})
+                "apps",
+                "Deployment",
+                json!({"spec": {"replicas": 3_000_000_000_i64}})
             )
             .as_deref(),
             Some(
-                "json: cannot unmarshal number 3000000000 into Go struct field JobSpec.spec.parallelism of type int32"
+                "json: cannot unmarshal number 3000000000 into Go struct field DeploymentSpec.spec.replicas of type int32"
             )
         );
         assert_eq!(
@@ -464,9 +465,9 @@ mod tests {
 
     #[test]
     fn values_their_go_fields_take_pass_the_decode_check() {
-        let pod = json!({
+        let deployment = json!({
             "metadata": {"name": "p", "labels": {"a": "b"}, "creationTimestamp": null, "bogus": 1},
-            "spec": {
+            "spec": {"template": {"spec": {
                 "containers": [{
                     "name": "a", "image": "busybox", "args": ["x"],
                     "ports": [{"containerPort": 80, "protocol": "TCP"}],
@@ -475,9 +476,9 @@ mod tests {
                 }],
                 "terminationGracePeriodSeconds": 30,
                 "nodeSelector": null,
-            },
+            }}},
         });
-        assert_eq!(decode_error("", "v1", "Pod", &pod), None);
+        assert_eq!(decode_error("apps", "v1", "Deployment", &deployment), None);
         let service = json!({"spec": {"ports": [{"port": 80, "targetPort": "http"}, {"port": 81, "targetPort": 8081}]}});
         assert_eq!(decode_error("", "v1", "Service", &service), None);
         // Kinds without a built-in schema are left to their own checks.

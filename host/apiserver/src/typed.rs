@@ -368,12 +368,12 @@ mod tests {
                  .spec.startingDeadlineSeconds: expected numeric (int or float), got string"
             )
         );
-        let unnamed = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+        let unnamed = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "j"},
             "spec": {"template": {"spec": {"containers": [{"image": "i"}]}}}});
         assert_eq!(
-            apply_error(&def("batch", "jobs"), &unnamed).as_deref(),
+            apply_error(&def("apps", "deployments"), &unnamed).as_deref(),
             Some(
-                "failed to create typed patch object (/j; batch/v1, Kind=Job): .spec.template.spec.containers: element 0: associative list with keys has an element that omits key field \"name\" (and doesn't have default value)"
+                "failed to create typed patch object (/j; apps/v1, Kind=Deployment): .spec.template.spec.containers: element 0: associative list with keys has an element that omits key field \"name\" (and doesn't have default value)"
             )
         );
     }

@@ -1,5 +1,6 @@
-//! The pod spec, shared by Pods and by the templates of Jobs, CronJobs and Deployments: its
-//! defaults and validation, and the resource quantities its requests and limits are written in.
+//! The pod template of CronJobs' job templates and of Deployments: its defaults and validation,
+//! and the resource quantities its requests and limits are written in. Pods themselves are not
+//! served.
 
 use crate::status::Cause;
 use crate::validation;
@@ -34,9 +35,8 @@ fn container_defaults(c: &mut Value) {
     }
 }
 
-/// The defaults every pod spec gets, in a Pod or a template (`SetDefaults_PodSpec` and the
-/// container defaults).
-pub fn pod_spec_defaults(spec: &mut Value) {
+/// The defaults every pod spec gets (`SetDefaults_PodSpec` and the container defaults).
+fn pod_spec_defaults(spec: &mut Value) {
     if let Some(m) = spec.as_object_mut() {
         default(m, "restartPolicy", json!("Always"));
         default(m, "terminationGracePeriodSeconds", json!(30));
@@ -141,16 +141,13 @@ pub(crate) fn template_defaults(job_spec: &mut Value) {
     }
 }
 
-/// A job template's pod spec; the Job's own check names the restart policies a Job allows.
+/// The most common of ValidatePodSpec's checks on the pod template `tpl` at `path`, in their
+/// order: volume names; containers (names, images, ports, volume mounts, requests within limits)
+/// and init containers; the DNS policy. The restart policy is the owning kind's to check: a
+/// Deployment allows only `Always`, a job template only `OnFailure` and `Never`.
 pub(crate) fn pod_template_causes(tpl: &Value, path: &str, causes: &mut Vec<Cause>) {
-    pod_spec_causes(&tpl["spec"], &format!("{path}.spec"), false, causes);
-}
-
-/// The most common of ValidatePodSpec's checks, in its order: volume names; containers (names,
-/// images, ports, volume mounts, requests within limits) and init containers; the restart and
-/// DNS policies (the restart policy only with `restart_policy`). `path` is where the spec sits
-/// (`spec`, or a template's).
-pub fn pod_spec_causes(spec: &Value, path: &str, restart_policy: bool, causes: &mut Vec<Cause>) {
+    let spec = &tpl["spec"];
+    let path = format!("{path}.spec");
     let mut volumes: Vec<&str> = Vec::new();
     for (i, v) in spec["volumes"].as_array().into_iter().flatten().enumerate() {
         let field = format!("{path}.volumes[{i}].name");
@@ -179,20 +176,6 @@ pub fn pod_spec_causes(spec: &Value, path: &str, restart_policy: bool, causes: &
             let at = format!("{path}.{list}[{i}]");
             container_causes(c, &at, &volumes, &mut names, causes);
         }
-    }
-    if restart_policy
-        && let Some(policy) = spec["restartPolicy"].as_str()
-        && !matches!(policy, "Always" | "OnFailure" | "Never")
-    {
-        causes.push(if policy.is_empty() {
-            validation::required(format!("{path}.restartPolicy"), "")
-        } else {
-            validation::not_supported(
-                format!("{path}.restartPolicy"),
-                &json!(policy),
-                &["Always", "OnFailure", "Never"],
-            )
-        });
     }
     if let Some(policy) = spec["dnsPolicy"].as_str()
         && !matches!(
@@ -308,10 +291,8 @@ fn container_causes(
         ) else {
             continue;
         };
-        if let (Some(r), Some(l)) = (
-            crate::kinds::pod_spec::parse_quantity(request),
-            crate::kinds::pod_spec::parse_quantity(limit),
-        ) && r > l
+        if let (Some(r), Some(l)) = (parse_quantity(request), parse_quantity(limit))
+            && r > l
         {
             causes.extend(validation::invalid_causes(
                 &format!("{path}.resources.requests"),

@@ -11,7 +11,6 @@
 //! associative comes from the CRD's schema (`x-kubernetes-list-type`) for custom resources and
 //! from a table of the built-in kinds' list types; every other list is atomic.
 //!
-//! Simplification: fields set by admission (Pods) are owned by the writer.
 
 mod apply;
 mod entries;

@@ -142,11 +142,6 @@ impl ResourceDef {
         }
     }
 
-    /// Whether this is core `pods`, which alone serve the `log` subresource.
-    pub fn is_pods(&self) -> bool {
-        self.group.is_empty() && self.plural == "pods"
-    }
-
     /// Whether this is core `namespaces`, which have the `finalize` subresource and no
     /// collection delete.
     pub fn is_namespace(&self) -> bool {

@@ -247,9 +247,6 @@ fn subresources(d: &ResourceDef) -> Vec<(&'static str, &'static [&'static str])>
     if d.is_namespace() {
         subs.push(("finalize", &["update"][..]));
     }
-    if d.is_pods() {
-        subs.push(("log", &["get"][..]));
-    }
     subs
 }
 

@@ -151,15 +151,6 @@ pub(super) fn timestamp(ts: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
         .map(|t| t.with_timezone(&chrono::Utc))
 }
 
-/// A Job's DURATION: empty before it starts, running time until it completes.
-pub(super) fn job_duration(status: &Value) -> String {
-    let Some(start) = timestamp(&status["startTime"]) else {
-        return String::new();
-    };
-    let end = timestamp(&status["completionTime"]).unwrap_or_else(chrono::Utc::now);
-    human_duration((end - start).num_seconds())
-}
-
 /// The CONTAINERS and IMAGES cells of a pod template, comma separated.
 pub(super) fn container_cells(pod_spec: &Value) -> (String, String) {
     let containers = pod_spec["containers"]
@@ -248,14 +239,6 @@ pub fn json_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
         }
     }
     Some(cur)
-}
-
-pub(super) fn has_condition(status: &Value, ty: &str) -> bool {
-    status["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == ty && c["status"] == "True")
 }
 
 /// The wide CONTAINERS, IMAGES and SELECTOR cells of a Job spec.

@@ -28,7 +28,6 @@ pub(crate) fn prepare_create(
     check_namespace(inner, def, ns, &name)?;
     let kind = strategy(def);
     kind.check_create(&body, &name)?;
-    let sent_status = body.get("status").cloned().unwrap_or(Value::Null);
     if def.status_subresource
         && let Some(m) = body.as_object_mut()
     {
@@ -51,14 +50,9 @@ pub(crate) fn prepare_create(
     } else {
         meta.remove("generation");
     }
-    let ctx = Ctx {
-        inner,
-        ns,
-        name: &name,
-    };
+    let ctx = Ctx { inner, name: &name };
     kind.prepare_create(&ctx, &mut body)?;
     kind.defaults(&mut body);
-    kind.admit(&ctx, &mut body, &sent_status)?;
     crate::kinds::validate(def, &body)?;
     validate_meta(def, &body)?;
     check_schema(def, &mut body, strict, warnings)?;

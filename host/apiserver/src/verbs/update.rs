@@ -144,11 +144,7 @@ pub(crate) fn prepare_update(
         }
     }
     let kind = strategy(def);
-    let ctx = Ctx {
-        inner,
-        ns: cur.meta_str("namespace"),
-        name: &name,
-    };
+    let ctx = Ctx { inner, name: &name };
     kind.prepare_update(&ctx, cur, &mut result, sub)?;
     if sub == Sub::Main {
         kind.defaults(&mut result);
