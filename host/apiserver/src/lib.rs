@@ -13,8 +13,8 @@
 //!   server's defaults and validation; unknown fields are dropped, or refused under strict field
 //!   validation, as the real server's decoding does), Leases, RBAC objects (with ClusterRole
 //!   aggregation),
-//!   Services (the v1 defaults, cluster IPs from 10.96.0.0/12 with `default/kubernetes` at
-//!   10.96.0.1, node ports from 30000-32767; what is taken is read from the stored Services),
+//!   Services (the v1 defaults and validation; nothing is allocated, so `NodePort` and
+//!   `LoadBalancer` ones are refused),
 //!   CustomResourceDefinitions and the custom resources they define (status subresource,
 //!   structural-schema pruning, defaults and validation), and access reviews
 //!   (`kubectl auth can-i`, `kubectl auth whoami`);
@@ -388,7 +388,6 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
     let sa_tokens = Arc::new(sa_token::Signer::load_or_generate(sa_key.as_deref())?);
     let cluster_info = controllers::ClusterInfo {
         ca_pem: tls.as_ref().map(|t| t.ca_pem.clone()).unwrap_or_default(),
-        api_port: addr.port(),
         signer: Some(sa_tokens.clone()),
     };
     bootstrap(&store, &cluster_info)?;

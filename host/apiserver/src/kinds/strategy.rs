@@ -3,15 +3,13 @@
 //! only what differs, and a custom resource or a plain kind takes the defaults throughout.
 
 use crate::status::{ApiError, Cause};
-use crate::store::{Inner, Obj};
+use crate::store::Obj;
 use crate::util::set_in;
 use crate::verbs::{DeleteOpts, Sub};
 use serde_json::{Value, json};
 
-/// What a hook may read of the store and the request.
+/// What a hook may read of the request.
 pub struct Ctx<'a> {
-    /// The store, under the write lock the verb holds.
-    pub inner: &'a Inner,
     /// The object's name.
     pub name: &'a str,
 }

@@ -105,7 +105,7 @@ pub(super) fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Va
             name,
             json!(o["spec"]["type"].as_str().unwrap_or_default()),
             json!(
-                o["spec"]["clusterIPs"][0]
+                o["spec"]["clusterIP"]
                     .as_str()
                     .filter(|s| !s.is_empty())
                     .unwrap_or("<none>")

@@ -50,7 +50,7 @@ pub(crate) fn prepare_create(
     } else {
         meta.remove("generation");
     }
-    let ctx = Ctx { inner, name: &name };
+    let ctx = Ctx { name: &name };
     kind.prepare_create(&ctx, &mut body)?;
     kind.defaults(&mut body);
     crate::kinds::validate(def, &body)?;

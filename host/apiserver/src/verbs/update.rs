@@ -33,7 +33,6 @@ pub(crate) fn prepare_update(
     mut new: Value,
     sub: Sub,
     strict: bool,
-    inner: &Inner,
     warnings: &mut Warnings,
 ) -> Result<Change, ApiError> {
     let name = cur.meta_str("name").to_string();
@@ -144,7 +143,7 @@ pub(crate) fn prepare_update(
         }
     }
     let kind = strategy(def);
-    let ctx = Ctx { inner, name: &name };
+    let ctx = Ctx { name: &name };
     kind.prepare_update(&ctx, cur, &mut result, sub)?;
     if sub == Sub::Main {
         kind.defaults(&mut result);
@@ -241,7 +240,7 @@ pub(crate) fn run_update(
         let Some(cur) = cur else {
             return Err(ApiError::not_found(&def.group, &def.plural, name));
         };
-        let mut change = prepare_update(def, cur, candidate, sub, w.strict, inner, warnings)?;
+        let mut change = prepare_update(def, cur, candidate, sub, w.strict, warnings)?;
         if let Change::Put(v) = &mut change
             && let Some(writer) = w.writer(&api_version, sub)
         {
