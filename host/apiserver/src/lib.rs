@@ -67,7 +67,6 @@ mod status;
 mod store;
 mod table;
 mod tls;
-mod typed;
 mod util;
 mod validation;
 mod verbs;

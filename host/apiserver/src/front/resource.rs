@@ -5,8 +5,7 @@ use crate::auth::{Attributes, UserInfo, require};
 use crate::front::list_watch::{list, list_bytes, selectors, watch};
 use crate::front::negotiate::{Printer, as_served, obj_bytes};
 use crate::front::respond::{
-    Body, decode_body, header_text, parse_json, parse_yaml, patch_type, read_body, respond,
-    respond_value,
+    Body, decode_body, parse_json, parse_yaml, patch_type, read_body, respond, respond_value,
 };
 use crate::front::shared::{Query, Shared, Target, crd_of, delete_opts, find_def};
 use crate::front::subresources::{review, token_request};
@@ -203,7 +202,6 @@ pub(crate) async fn resource_request(
             return Err(e);
         }
     }
-    let user_agent = header_text(req.headers(), header::USER_AGENT).to_string();
     // Escalation prevention judges what an RBAC write would store, patches included.
     let admit = |inner: &crate::store::Inner, object: &Value| {
         if def.group == "rbac.authorization.k8s.io" {
@@ -246,7 +244,7 @@ pub(crate) async fn resource_request(
                 ApiError::invalid_if_any(&def.group, &def.kind, name, causes)?;
             }
             let body = def.shape.stored(body);
-            let opts = query.write_opts(&user_agent, "CreateOptions", None)?;
+            let opts = query.write_opts("CreateOptions", None)?;
             store.read(|inner| admit(inner, &body))?;
             let dry_run = opts.dry_run;
             let obj = verbs::create(store, &stored, ns, body, opts, warnings).map_err(served)?;
@@ -266,7 +264,7 @@ pub(crate) async fn resource_request(
                 store,
                 target,
                 body,
-                query.write_opts(&user_agent, "UpdateOptions", None)?,
+                query.write_opts("UpdateOptions", None)?,
                 warnings,
             )
             .map_err(served)?;
@@ -293,7 +291,7 @@ pub(crate) async fn resource_request(
             } else {
                 parse_json(&body)?
             };
-            let mut opts = query.write_opts(&user_agent, "PatchOptions", Some(pt))?;
+            let mut opts = query.write_opts("PatchOptions", Some(pt))?;
             opts.shape = def.shape;
             let (out, created) =
                 verbs::patch(store, target, pt, &body, opts, &admit, warnings).map_err(served)?;

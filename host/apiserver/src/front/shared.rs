@@ -176,12 +176,11 @@ impl Query {
             .collect()
     }
 
-    /// The options of a write sent with `user_agent`, checked as the server's
+    /// The options of a write, checked as the server's
     /// `Validate{Create,Update,Patch}Options` check them for `options_kind`; `patch` is the patch
     /// type of a PATCH.
     pub(crate) fn write_opts(
         &self,
-        user_agent: &str,
         options_kind: &str,
         patch: Option<PatchType>,
     ) -> Result<verbs::WriteOpts, ApiError> {
@@ -216,16 +215,10 @@ impl Query {
             ));
         }
         ApiError::invalid_if_any("meta.k8s.io", options_kind, "", causes)?;
-        let manager = match field_manager.as_deref() {
-            Some(m) if !m.is_empty() => m.to_string(),
-            _ => crate::managed::manager_from_user_agent(user_agent),
-        };
         Ok(verbs::WriteOpts {
             dry_run: self.dry_run(),
             strict: self.get("fieldValidation") == Some("Strict"),
             field_manager,
-            force: self.flag("force"),
-            manager: Some(manager),
             shape: Default::default(),
         })
     }

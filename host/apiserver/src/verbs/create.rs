@@ -6,12 +6,11 @@ use crate::resources::ResourceDef;
 use crate::status::{ApiError, Warnings};
 use crate::store::{Change, Inner, Obj, Store};
 use crate::util::{meta_mut, meta_str, now, random_suffix};
+use crate::verbs::WriteOpts;
 use crate::verbs::meta::{
     check_identity, check_namespace, check_schema, generate_name_causes, name_causes,
     validate_meta, warn_finalizers,
 };
-use crate::verbs::options::record_create;
-use crate::verbs::{Sub, WriteOpts};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -92,7 +91,7 @@ pub fn create(
         .and_then(|v| v.parse::<u64>().ok())
         .is_some_and(|v| v != 0);
     let (obj, computed) = store.mutate(def.key(), ns_key, &name, |cur, inner| {
-        let mut v = prepare_create(def, ns, body, inner, w.strict, warnings)?;
+        let v = prepare_create(def, ns, body, inner, w.strict, warnings)?;
         if versioned && !w.dry_run {
             return Err(ApiError::new(
                 500,
@@ -106,10 +105,6 @@ pub fn create(
                 e.message = format!("object is being deleted: {}", e.message);
             }
             return Err(e);
-        }
-        let api_version = def.api_version();
-        if let Some(writer) = w.writer(&api_version, Sub::Main) {
-            record_create(&mut v, &writer, def, Sub::Main);
         }
         if w.dry_run {
             Ok((Change::Keep, Some(v)))
