@@ -4,11 +4,10 @@
 //! (v1.32) and the `kube` crate cannot tell it from a real kube-apiserver:
 //!
 //! - discovery (`/version`, `/api`, `/apis`, aggregated `apidiscovery.k8s.io/v2` and the legacy
-//!   resource lists); an OpenAPI v3 document (enough for kubectl's server-side field validation
-//!   check, so `kubectl apply` needs no `--validate=false`, with the built-in kinds' schemas from
-//!   k8s-openapi and custom resources' CRD schemas, for `kubectl explain`) and an empty OpenAPI
-//!   v2 one (for kubectl's client-side validation of `List` files); server-side Table printing
-//!   for `kubectl get`;
+//!   resource lists); an OpenAPI v3 document of paths without schemas (enough for kubectl's
+//!   server-side field validation check, so `kubectl apply` needs no `--validate=false`; there is
+//!   nothing for `kubectl explain`) and an empty OpenAPI v2 one (for kubectl's client-side
+//!   validation of `List` files); server-side Table printing for `kubectl get`;
 //! - Namespaces, ConfigMaps, Secrets, ServiceAccounts, Events, CronJobs (with the real
 //!   server's defaults and validation; unknown fields are dropped, or refused under strict field
 //!   validation, as the real server's decoding does), Leases, RBAC objects (with ClusterRole

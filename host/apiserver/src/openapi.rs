@@ -1,7 +1,10 @@
-//! OpenAPI v3 schemas of the built-in kinds, for `kubectl explain`: generated from k8s-openapi's
-//! own schemas (the Kubernetes API's descriptions and structure, under the API server's schema
-//! names such as `io.k8s.api.batch.v1.CronJob`), each kind marked with its
-//! `x-kubernetes-group-version-kind` the way kubectl looks it up.
+//! The built-in kinds' Go types, as the real server decodes bodies into them: which fields a kind
+//! has (the others are dropped, or refused under strict field validation) and which type each
+//! takes (a field of the wrong type is refused in Go's decoder's words). The types are
+//! k8s-openapi's OpenAPI v3 schemas of the Kubernetes API, under the API server's schema names
+//! such as `io.k8s.api.batch.v1.CronJob`, each kind marked with its
+//! `x-kubernetes-group-version-kind`. They are not published: `kubectl explain` needs them, and
+//! nothing lethe does with kubectl explains.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -114,14 +117,6 @@ fn all() -> &'static Documents {
         }
         docs
     })
-}
-
-/// The core group's schemas, which hold the types every kind shares (`ObjectMeta`).
-pub(crate) fn core_schemas() -> &'static Map<String, Value> {
-    static EMPTY: OnceLock<Map<String, Value>> = OnceLock::new();
-    all()
-        .get(&("", "v1"))
-        .unwrap_or_else(|| EMPTY.get_or_init(Map::new))
 }
 
 /// Removes from `object` (of the built-in `kind`) every field its schema does not know, as the
@@ -362,18 +357,13 @@ fn prune(
     }
 }
 
-/// The built-in kinds' schemas of group version `group`/`version` (empty for other groups).
-pub fn schemas(group: &str, version: &str) -> Map<String, Value> {
-    all().get(&(group, version)).cloned().unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn kinds_carry_their_gvk_and_references_resolve_within_the_document() {
-        let batch = schemas("batch", "v1");
+        let batch = &all()[&("batch", "v1")];
         let cron = &batch["io.k8s.api.batch.v1.CronJob"];
         assert_eq!(
             cron["x-kubernetes-group-version-kind"][0]["kind"],
@@ -388,8 +378,8 @@ mod tests {
                 .unwrap_or_else(|| panic!("reference outside the document: {target}"));
             assert!(batch.contains_key(name), "dangling reference {target}");
         }
-        assert!(schemas("", "v1").contains_key("io.k8s.api.core.v1.Namespace"));
-        assert!(schemas("example.com", "v1").is_empty());
+        assert!(all()[&("", "v1")].contains_key("io.k8s.api.core.v1.Namespace"));
+        assert!(!all().contains_key(&("example.com", "v1")));
     }
 
     #[test]
