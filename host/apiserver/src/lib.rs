@@ -400,7 +400,6 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
         faults: parking_lot::RwLock::new(FaultConfig::default()),
         faults_active: AtomicBool::new(false),
         server_address: addr.to_string(),
-        url: url.clone(),
         requests: front::RequestCounts::default(),
     });
     shared.set_faults(config.faults.clone());

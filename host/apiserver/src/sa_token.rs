@@ -96,22 +96,6 @@ impl Signer {
         })
     }
 
-    /// The public key as a JSON Web Key, as `/openid/v1/jwks` publishes it.
-    pub fn jwk(&self) -> Value {
-        // An uncompressed P-256 point: 0x04, then X and Y of 32 bytes each.
-        let coordinates = self.key.public_key().as_ref().get(1..).unwrap_or_default();
-        let (x, y) = coordinates.split_at(coordinates.len() / 2);
-        json!({
-            "use": "sig",
-            "kty": "EC",
-            "kid": self.kid,
-            "crv": "P-256",
-            "alg": "ES256",
-            "x": b64(x),
-            "y": b64(y),
-        })
-    }
-
     /// Signs `claims` into a compact JWS.
     pub fn sign(&self, claims: &Value) -> anyhow::Result<String> {
         let header = json!({"alg": "ES256", "kid": self.kid});
@@ -268,24 +252,6 @@ pub fn claims(
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_published_key_verifies_the_tokens() {
-        let signer = Signer::load_or_generate(None).unwrap();
-        let token = signer.sign(&json!({"sub": "x"})).unwrap();
-        let jwk = signer.jwk();
-        assert_eq!(
-            (&jwk["kid"], &jwk["alg"]),
-            (&json!(signer.kid), &json!("ES256"))
-        );
-        let coordinate = |k: &str| unb64(jwk[k].as_str().unwrap()).unwrap();
-        let mut point = vec![4u8];
-        point.extend(coordinate("x"));
-        point.extend(coordinate("y"));
-        let (input, sig) = token.rsplit_once('.').unwrap();
-        signature::UnparsedPublicKey::new(&signature::ECDSA_P256_SHA256_FIXED, &point)
-            .verify(input.as_bytes(), &unb64(sig).unwrap())
-            .expect("the JWK verifies the signature");
-    }
     use crate::resources::builtins;
 
     fn store_with_account() -> (Store, String) {

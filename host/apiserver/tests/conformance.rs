@@ -899,55 +899,6 @@ async fn watch_from_a_resource_version_sees_added_modified_deleted() {
     c.shutdown().await;
 }
 
-/// The deprecated `/watch/` paths, still served by v1.32: a collection's, and a named object's.
-#[tokio::test]
-async fn deprecated_watch_paths_watch_the_collection_or_the_named_object() {
-    let c = TestCluster::new().await;
-    let ns = c.namespace("oldwatch").await;
-    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
-    for name in ["a", "b"] {
-        api.create(&PostParams::default(), &cm(name, json!({})))
-            .await
-            .unwrap();
-    }
-    let names = |path: String| {
-        let client = c.client.clone();
-        async move {
-            let events: Vec<Result<WatchEvent<ConfigMap>, kube::Error>> = client
-                .request_events::<ConfigMap>(http::Request::get(path).body(Vec::new()).unwrap())
-                .await
-                .unwrap()
-                .collect()
-                .await;
-            events
-                .into_iter()
-                .filter_map(|e| match e.expect("an event") {
-                    WatchEvent::Added(o) => o.metadata.name,
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
-        }
-    };
-    let all = names(format!(
-        "/api/v1/watch/namespaces/{ns}/configmaps?labelSelector={OURS}&resourceVersion={rv}&timeoutSeconds=1"
-    ))
-    .await;
-    assert_eq!(all, ["a", "b"]);
-    let one = names(format!(
-        "/api/v1/watch/namespaces/{ns}/configmaps/b?resourceVersion={rv}&timeoutSeconds=1"
-    ))
-    .await;
-    assert_eq!(one, ["b"]);
-    c.shutdown().await;
-}
-
 #[tokio::test]
 async fn watch_sees_live_events_after_it_starts() {
     let c = TestCluster::new().await;
@@ -1837,40 +1788,6 @@ async fn unknown_resources_are_forbidden_before_they_are_not_found() {
         kube::Error::Api(s) => assert_eq!(s.code, 404, "{}", s.message),
         other => panic!("{other:?}"),
     }
-    c.shutdown().await;
-}
-
-/// Service-account issuer discovery: the OpenID configuration and the keys it points to.
-#[tokio::test]
-async fn the_service_account_issuer_publishes_its_discovery_document_and_keys() {
-    let c = TestCluster::new().await;
-    let get = |path: &'static str| {
-        let client = c.client.clone();
-        async move {
-            client
-                .request::<Value>(http::Request::get(path).body(Vec::new()).unwrap())
-                .await
-                .unwrap()
-        }
-    };
-    let config = get("/.well-known/openid-configuration").await;
-    assert!(
-        config["issuer"]
-            .as_str()
-            .is_some_and(|i| i.starts_with("https://")),
-        "{config}"
-    );
-    assert!(
-        config["jwks_uri"]
-            .as_str()
-            .is_some_and(|u| u.ends_with("/openid/v1/jwks")),
-        "{config}"
-    );
-    assert_eq!(config["response_types_supported"], json!(["id_token"]));
-    let keys = get("/openid/v1/jwks").await;
-    let key = &keys["keys"][0];
-    assert!(key["kid"].as_str().is_some_and(|k| !k.is_empty()), "{keys}");
-    assert_eq!(key["use"], "sig");
     c.shutdown().await;
 }
 
