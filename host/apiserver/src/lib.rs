@@ -252,7 +252,7 @@ fn kubeconfig(url: &str, token: &str, ca_pem: Option<&str>) -> String {
 }
 
 /// Creates the default namespaces and RBAC objects on a fresh store, and what the controllers
-/// keep in place (the `kubernetes` Service, each namespace's defaults) before serving.
+/// keep in place (each namespace's defaults) before serving.
 fn bootstrap(store: &store::Store, info: &controllers::ClusterInfo) -> anyhow::Result<()> {
     let namespaces = ["default", "kube-system", "kube-public", "kube-node-lease"].map(|ns| {
         let obj =
