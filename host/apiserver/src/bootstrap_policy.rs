@@ -127,11 +127,6 @@ pub fn default_rbac() -> Vec<(&'static str, Value)> {
             json!({"rules": [{"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"], "verbs": get}]}),
         ),
         role(
-            "system:service-account-issuer-discovery",
-            json!({boot: "rbac-defaults"}),
-            json!({"rules": [{"nonResourceURLs": ["/.well-known/openid-configuration", "/.well-known/openid-configuration/", "/openid/v1/jwks", "/openid/v1/jwks/"], "verbs": get}]}),
-        ),
-        role(
             "system:auth-delegator",
             json!({boot: "rbac-defaults"}),
             json!({"rules": [
@@ -145,10 +140,6 @@ pub fn default_rbac() -> Vec<(&'static str, Value)> {
         binding(
             "system:public-info-viewer",
             &["system:authenticated", "system:unauthenticated"],
-        ),
-        binding(
-            "system:service-account-issuer-discovery",
-            &["system:serviceaccounts"],
         ),
     ]
 }

@@ -4,17 +4,16 @@
 //! (v1.32) and the `kube` crate cannot tell it from a real kube-apiserver:
 //!
 //! - discovery (`/version`, `/api`, `/apis`, aggregated `apidiscovery.k8s.io/v2` and the legacy
-//!   resource lists); an OpenAPI v3 document (enough for kubectl's server-side field validation
-//!   check, so `kubectl apply` needs no `--validate=false`, with the built-in kinds' schemas from
-//!   k8s-openapi and custom resources' CRD schemas, for `kubectl explain`) and an empty OpenAPI
-//!   v2 one (for kubectl's client-side validation of `List` files); server-side Table printing
-//!   for `kubectl get`;
-//! - Namespaces, ConfigMaps, Secrets, ServiceAccounts, Events, CronJobs and Jobs (with the real
+//!   resource lists); an OpenAPI v3 document of paths without schemas (enough for kubectl's
+//!   server-side field validation check, so `kubectl apply` needs no `--validate=false`; there is
+//!   nothing for `kubectl explain`) and an empty OpenAPI v2 one (for kubectl's client-side
+//!   validation of `List` files); server-side Table printing for `kubectl get`;
+//! - Namespaces, ConfigMaps, Secrets, ServiceAccounts, Events, CronJobs (with the real
 //!   server's defaults and validation; unknown fields are dropped, or refused under strict field
 //!   validation, as the real server's decoding does), Leases, RBAC objects (with ClusterRole
 //!   aggregation),
-//!   Services (the v1 defaults, cluster IPs from 10.96.0.0/12 with `default/kubernetes` at
-//!   10.96.0.1, node ports from 30000-32767; what is taken is read from the stored Services),
+//!   Services (the v1 defaults and validation; nothing is allocated, so `NodePort` and
+//!   `LoadBalancer` ones are refused),
 //!   CustomResourceDefinitions and the custom resources they define (status subresource,
 //!   structural-schema pruning, defaults and validation), and access reviews
 //!   (`kubectl auth can-i`, `kubectl auth whoami`);
@@ -31,8 +30,10 @@
 //!   impersonation.
 //!
 //! Request bodies are JSON; kubectl's protobuf bodies are decoded for the kinds its typed
-//! clients send (`kubectl create namespace|configmap|secret|role|rolebinding…`,
-//! `kubectl create job|cronjob|service…`, `auth can-i`).
+//! clients send (`kubectl create namespace|configmap|secret|role|rolebinding|service…`,
+//! `auth can-i`), but not for kinds with a pod template (`kubectl create cronjob|deployment`
+//! are refused with 415; `kubectl apply` and `create -f` send JSON). Pods, Nodes and Jobs are not
+//! served: nothing here runs workloads, and lethe reads none.
 //! kubectl only sends bearer tokens over TLS, so serve HTTPS (`tls: true`) for kubectl; the
 //! `kube` crate works over both.
 //!
@@ -65,10 +66,8 @@ mod status;
 mod store;
 mod table;
 mod tls;
-mod typed;
 mod util;
 mod validation;
-mod validation_rules;
 mod verbs;
 
 use crate::util::meta_str;
@@ -253,7 +252,7 @@ fn kubeconfig(url: &str, token: &str, ca_pem: Option<&str>) -> String {
 }
 
 /// Creates the default namespaces and RBAC objects on a fresh store, and what the controllers
-/// keep in place (the `kubernetes` Service, each namespace's defaults) before serving.
+/// keep in place (each namespace's defaults) before serving.
 fn bootstrap(store: &store::Store, info: &controllers::ClusterInfo) -> anyhow::Result<()> {
     let namespaces = ["default", "kube-system", "kube-public", "kube-node-lease"].map(|ns| {
         let obj =
@@ -387,7 +386,6 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
     let sa_tokens = Arc::new(sa_token::Signer::load_or_generate(sa_key.as_deref())?);
     let cluster_info = controllers::ClusterInfo {
         ca_pem: tls.as_ref().map(|t| t.ca_pem.clone()).unwrap_or_default(),
-        api_port: addr.port(),
         signer: Some(sa_tokens.clone()),
     };
     bootstrap(&store, &cluster_info)?;
@@ -402,7 +400,6 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
         faults: parking_lot::RwLock::new(FaultConfig::default()),
         faults_active: AtomicBool::new(false),
         server_address: addr.to_string(),
-        url: url.clone(),
         requests: front::RequestCounts::default(),
     });
     shared.set_faults(config.faults.clone());

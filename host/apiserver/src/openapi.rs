@@ -1,7 +1,10 @@
-//! OpenAPI v3 schemas of the built-in kinds, for `kubectl explain`: generated from k8s-openapi's
-//! own schemas (the Kubernetes API's descriptions and structure, under the API server's schema
-//! names such as `io.k8s.api.batch.v1.CronJob`), each kind marked with its
-//! `x-kubernetes-group-version-kind` the way kubectl looks it up.
+//! The built-in kinds' Go types, as the real server decodes bodies into them: which fields a kind
+//! has (the others are dropped, or refused under strict field validation) and which type each
+//! takes (a field of the wrong type is refused in Go's decoder's words). The types are
+//! k8s-openapi's OpenAPI v3 schemas of the Kubernetes API, under the API server's schema names
+//! such as `io.k8s.api.batch.v1.CronJob`, each kind marked with its
+//! `x-kubernetes-group-version-kind`. They are not published: `kubectl explain` needs them, and
+//! nothing lethe does with kubectl explains.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -40,16 +43,11 @@ fn all() -> &'static Documents {
                     ("Secret", add::<core::Secret>(g)),
                     ("ServiceAccount", add::<core::ServiceAccount>(g)),
                     ("Event", add::<core::Event>(g)),
-                    ("Pod", add::<core::Pod>(g)),
                     ("Service", add::<core::Service>(g)),
-                    ("Node", add::<core::Node>(g)),
                 ]
             }),
             ("batch", "v1", |g| {
-                vec![
-                    ("CronJob", add::<batch::CronJob>(g)),
-                    ("Job", add::<batch::Job>(g)),
-                ]
+                vec![("CronJob", add::<batch::CronJob>(g))]
             }),
             // Stored only, for `kubectl apply --dry-run=server -k deploy/` (lethe's own deployment).
             ("apps", "v1", |g| {
@@ -119,14 +117,6 @@ fn all() -> &'static Documents {
         }
         docs
     })
-}
-
-/// The core group's schemas, which hold the types every kind shares (`ObjectMeta`).
-pub(crate) fn core_schemas() -> &'static Map<String, Value> {
-    static EMPTY: OnceLock<Map<String, Value>> = OnceLock::new();
-    all()
-        .get(&("", "v1"))
-        .unwrap_or_else(|| EMPTY.get_or_init(Map::new))
 }
 
 /// Removes from `object` (of the built-in `kind`) every field its schema does not know, as the
@@ -367,18 +357,13 @@ fn prune(
     }
 }
 
-/// The built-in kinds' schemas of group version `group`/`version` (empty for other groups).
-pub fn schemas(group: &str, version: &str) -> Map<String, Value> {
-    all().get(&(group, version)).cloned().unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn kinds_carry_their_gvk_and_references_resolve_within_the_document() {
-        let batch = schemas("batch", "v1");
+        let batch = &all()[&("batch", "v1")];
         let cron = &batch["io.k8s.api.batch.v1.CronJob"];
         assert_eq!(
             cron["x-kubernetes-group-version-kind"][0]["kind"],
@@ -393,8 +378,8 @@ mod tests {
                 .unwrap_or_else(|| panic!("reference outside the document: {target}"));
             assert!(batch.contains_key(name), "dangling reference {target}");
         }
-        assert!(schemas("", "v1").contains_key("io.k8s.api.core.v1.Namespace"));
-        assert!(schemas("example.com", "v1").is_empty());
+        assert!(all()[&("", "v1")].contains_key("io.k8s.api.core.v1.Namespace"));
+        assert!(!all().contains_key(&("example.com", "v1")));
     }
 
     #[test]
@@ -414,17 +399,23 @@ mod tests {
                 "json: cannot unmarshal string into Go struct field CronJob.spec of type v1.CronJobSpec"
             )
         );
-        let pod = |containers: Value| json!({"spec": {"containers": containers}});
+        let deployment =
+            |containers: Value| json!({"spec": {"template": {"spec": {"containers": containers}}}});
         assert_eq!(
-            error("", "Pod", pod(json!([{"name": "a", "image": 5}]))).as_deref(),
+            error(
+                "apps",
+                "Deployment",
+                deployment(json!([{"name": "a", "image": 5}]))
+            )
+            .as_deref(),
             Some(
-                "json: cannot unmarshal number into Go struct field Container.spec.containers.image of type string"
+                "json: cannot unmarshal number into Go struct field Container.spec.template.spec.containers.image of type string"
             )
         );
         assert_eq!(
-            error("", "Pod", pod(json!(["a"]))).as_deref(),
+            error("apps", "Deployment", deployment(json!(["a"]))).as_deref(),
             Some(
-                "json: cannot unmarshal string into Go struct field PodSpec.spec.containers of type v1.Container"
+                "json: cannot unmarshal string into Go struct field PodSpec.spec.template.spec.containers of type v1.Container"
             )
         );
         assert_eq!(
@@ -434,20 +425,20 @@ mod tests {
             )
         );
         assert_eq!(
-            error("batch", "Job", json!({"spec": {"parallelism": 1.5}})).as_deref(),
+            error("apps", "Deployment", json!({"spec": {"replicas": 1.5}})).as_deref(),
             Some(
-                "json: cannot unmarshal number 1.5 into Go struct field JobSpec.spec.parallelism of type int32"
+                "json: cannot unmarshal number 1.5 into Go struct field DeploymentSpec.spec.replicas of type int32"
             )
         );
         assert_eq!(
             error(
-                "batch",
-                "Job",
-                json!({"spec": {"parallelism": 3_000_000_000_i64}})
+                "apps",
+                "Deployment",
+                json!({"spec": {"replicas": 3_000_000_000_i64}})
             )
             .as_deref(),
             Some(
-                "json: cannot unmarshal number 3000000000 into Go struct field JobSpec.spec.parallelism of type int32"
+                "json: cannot unmarshal number 3000000000 into Go struct field DeploymentSpec.spec.replicas of type int32"
             )
         );
         assert_eq!(
@@ -464,9 +455,9 @@ mod tests {
 
     #[test]
     fn values_their_go_fields_take_pass_the_decode_check() {
-        let pod = json!({
+        let deployment = json!({
             "metadata": {"name": "p", "labels": {"a": "b"}, "creationTimestamp": null, "bogus": 1},
-            "spec": {
+            "spec": {"template": {"spec": {
                 "containers": [{
                     "name": "a", "image": "busybox", "args": ["x"],
                     "ports": [{"containerPort": 80, "protocol": "TCP"}],
@@ -475,9 +466,9 @@ mod tests {
                 }],
                 "terminationGracePeriodSeconds": 30,
                 "nodeSelector": null,
-            },
+            }}},
         });
-        assert_eq!(decode_error("", "v1", "Pod", &pod), None);
+        assert_eq!(decode_error("apps", "v1", "Deployment", &deployment), None);
         let service = json!({"spec": {"ports": [{"port": 80, "targetPort": "http"}, {"port": 81, "targetPort": 8081}]}});
         assert_eq!(decode_error("", "v1", "Service", &service), None);
         // Kinds without a built-in schema are left to their own checks.

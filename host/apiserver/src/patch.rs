@@ -22,12 +22,7 @@ fn merge_key(kind_key: &str, path: &str) -> Option<&'static str> {
         [.., "spec", "volumes" | "imagePullSecrets"] => Some("name"),
         [.., "spec", "hostAliases"] => Some("ip"),
         ["spec", "ports"] if kind_key == crate::kinds::service::SERVICES_KEY => Some("port"),
-        ["status", "conditions"]
-            if matches!(kind_key, "/pods" | "/namespaces" | "/nodes" | "batch/jobs") =>
-        {
-            Some("type")
-        }
-        ["status", "addresses"] if kind_key == "/nodes" => Some("type"),
+        ["status", "conditions"] if kind_key == "/namespaces" => Some("type"),
         _ => None,
     }
 }
@@ -183,7 +178,7 @@ mod tests {
             &mut d,
             &json!({"spec": {"$setElementOrder/containers": [{"name": "b"}, {"name": "a"}],
                      "containers": [{"name": "a", "image": "3"}]}}),
-            "/pods",
+            "apps/deployments",
         );
         assert_eq!(
             d,

@@ -76,24 +76,11 @@ impl FieldSelector {
 }
 
 /// Whether the real server lets a list or watch of `group`/`plural` select on `field`: every
-/// kind knows `metadata.name` and (but for Nodes and Namespaces) `metadata.namespace`, a few
+/// kind knows `metadata.name` and (but for Namespaces) `metadata.namespace`, a few
 /// register more (the field-label conversion functions of their API group); anything else is
 /// refused with "field label not supported".
 pub fn field_label_supported(group: &str, plural: &str, field: &str) -> bool {
     let extra: &[&str] = match (group, plural) {
-        ("", "pods") => &[
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "spec.hostNetwork",
-            "status.phase",
-            "status.podIP",
-            "status.podIPs",
-            "status.nominatedNodeName",
-            "spec.host",
-        ],
-        ("", "nodes") => return matches!(field, "metadata.name" | "spec.unschedulable"),
         ("", "namespaces") => return matches!(field, "metadata.name" | "status.phase"),
         ("", "secrets") => &["type"],
         ("", "services") => &["spec.clusterIP", "spec.type"],
@@ -110,7 +97,6 @@ pub fn field_label_supported(group: &str, plural: &str, field: &str) -> bool {
             "source",
             "type",
         ],
-        ("batch", "jobs") => &["status.successful"],
         _ => &[],
     };
     matches!(field, "metadata.name" | "metadata.namespace") || extra.contains(&field)
@@ -121,10 +107,9 @@ pub fn field_label_supported(group: &str, plural: &str, field: &str) -> bool {
 /// the two metadata fields.
 pub fn field_label_error(group: &str, plural: &str, field: &str) -> String {
     match (group, plural) {
-        ("", "pods" | "nodes" | "namespaces" | "secrets" | "services" | "events") => {
+        ("", "namespaces" | "secrets" | "services" | "events") => {
             format!("field label not supported: {field}")
         }
-        ("batch", "jobs") => format!("field label {} not supported for batchv1.Job", json!(field)),
         _ => format!(
             "{} is not a known field selector: only \"metadata.name\", \"metadata.namespace\"",
             json!(field)
@@ -219,10 +204,13 @@ mod tests {
         ));
         assert!(!field_label_supported("", "configmaps", "data.x"));
         assert!(field_label_supported("", "secrets", "type"));
-        assert!(!field_label_supported("", "nodes", "metadata.namespace"));
+        assert!(!field_label_supported(
+            "",
+            "namespaces",
+            "metadata.namespace"
+        ));
         assert!(field_label_supported("", "namespaces", "status.phase"));
         assert!(field_label_supported("", "events", "involvedObject.name"));
-        assert!(field_label_supported("batch", "jobs", "status.successful"));
         assert!(!field_label_supported(
             "batch",
             "cronjobs",
@@ -239,10 +227,6 @@ mod tests {
         assert_eq!(
             field_label_error("", "secrets", "data.x"),
             "field label not supported: data.x"
-        );
-        assert_eq!(
-            field_label_error("batch", "jobs", "spec.x"),
-            "field label \"spec.x\" not supported for batchv1.Job"
         );
     }
 }

@@ -75,17 +75,6 @@ pub fn random_suffix() -> String {
         .collect()
 }
 
-/// Removes null members and the empty objects left by setting an absent field, so that two
-/// templates compare by what they hold.
-pub fn strip_nulls(v: &mut Value) {
-    if let Value::Object(m) = v {
-        for x in m.values_mut() {
-            strip_nulls(x);
-        }
-        m.retain(|_, x| !(x.is_null() || x.as_object().is_some_and(Map::is_empty)));
-    }
-}
-
 /// Writes `content` to `path`, readable by its owner only (keys and tokens).
 ///
 /// The file is written beside `path` under a temporary name, created with owner-only

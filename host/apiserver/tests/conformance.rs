@@ -5,9 +5,9 @@ mod common;
 
 use common::{TestCluster, api_error, eventually, suffix};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
@@ -899,55 +899,6 @@ async fn watch_from_a_resource_version_sees_added_modified_deleted() {
     c.shutdown().await;
 }
 
-/// The deprecated `/watch/` paths, still served by v1.32: a collection's, and a named object's.
-#[tokio::test]
-async fn deprecated_watch_paths_watch_the_collection_or_the_named_object() {
-    let c = TestCluster::new().await;
-    let ns = c.namespace("oldwatch").await;
-    let api: Api<ConfigMap> = Api::namespaced(c.client.clone(), &ns);
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
-    for name in ["a", "b"] {
-        api.create(&PostParams::default(), &cm(name, json!({})))
-            .await
-            .unwrap();
-    }
-    let names = |path: String| {
-        let client = c.client.clone();
-        async move {
-            let events: Vec<Result<WatchEvent<ConfigMap>, kube::Error>> = client
-                .request_events::<ConfigMap>(http::Request::get(path).body(Vec::new()).unwrap())
-                .await
-                .unwrap()
-                .collect()
-                .await;
-            events
-                .into_iter()
-                .filter_map(|e| match e.expect("an event") {
-                    WatchEvent::Added(o) => o.metadata.name,
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
-        }
-    };
-    let all = names(format!(
-        "/api/v1/watch/namespaces/{ns}/configmaps?labelSelector={OURS}&resourceVersion={rv}&timeoutSeconds=1"
-    ))
-    .await;
-    assert_eq!(all, ["a", "b"]);
-    let one = names(format!(
-        "/api/v1/watch/namespaces/{ns}/configmaps/b?resourceVersion={rv}&timeoutSeconds=1"
-    ))
-    .await;
-    assert_eq!(one, ["b"]);
-    c.shutdown().await;
-}
-
 #[tokio::test]
 async fn watch_sees_live_events_after_it_starts() {
     let c = TestCluster::new().await;
@@ -1653,165 +1604,6 @@ async fn cronjob_generation_bumps_on_spec_changes_only() {
     c.shutdown().await;
 }
 
-/// A Job's pod template, selector and completions are fixed once it exists; a suspended Job that
-/// never started may still change its template's scheduling directives and labels.
-#[tokio::test]
-async fn job_specs_are_immutable_but_for_what_a_suspended_job_may_change() {
-    let c = TestCluster::new().await;
-    let ns = c.namespace("jobup").await;
-    let api: Api<Job> = Api::namespaced(c.client.clone(), &ns);
-    let job = |name: &str, suspend: bool| -> Job {
-        serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "spec": {"suspend": suspend, "completions": 1, "template": {"spec": {
-                "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}}},
-        }))
-        .unwrap()
-    };
-    api.create(&PostParams::default(), &job("running", false))
-        .await
-        .unwrap();
-    let image = Patch::Strategic(
-        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "busybox:2"}]}}}}),
-    );
-    let e = status_of(
-        api.patch("running", &PatchParams::default(), &image)
-            .await
-            .unwrap_err(),
-    );
-    assert_eq!(e.code, 422, "{}", e.message);
-    let causes: Vec<(String, bool)> = e
-        .details
-        .unwrap()
-        .causes
-        .into_iter()
-        .map(|c| (c.field, c.message.ends_with("field is immutable")))
-        .collect();
-    assert_eq!(causes, [("spec.template".to_string(), true)]);
-    let e = status_of(
-        api.patch(
-            "running",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"completions": 3}})),
-        )
-        .await
-        .unwrap_err(),
-    );
-    assert_eq!(e.code, 422, "{}", e.message);
-    assert!(e.message.contains("spec.completions"), "{}", e.message);
-    // What may change: parallelism, suspension, and a suspended Job's scheduling directives.
-    api.patch(
-        "running",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"parallelism": 2, "suspend": true}})),
-    )
-    .await
-    .unwrap();
-    api.create(&PostParams::default(), &job("waiting", true))
-        .await
-        .unwrap();
-    api.patch(
-        "waiting",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"template": {
-            "metadata": {"labels": {"tier": "batch"}},
-            "spec": {"nodeSelector": {"disk": "ssd"}}}}})),
-    )
-    .await
-    .unwrap();
-    c.shutdown().await;
-}
-
-/// Pods are validated as ValidatePodSpec does, and an existing Pod's spec may change only where
-/// ValidatePodUpdate lets it (container images, among a few others).
-#[tokio::test]
-async fn pod_specs_are_validated_and_only_images_change_afterwards() {
-    let c = TestCluster::new().await;
-    let ns = c.namespace("podval").await;
-    let api: Api<Pod> = Api::namespaced(c.client.clone(), &ns);
-    let bad: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "bad"},
-        "spec": {
-            "restartPolicy": "Sometimes",
-            "containers": [
-                {"name": "main", "image": "busybox", "ports": [{"containerPort": 70000}],
-                 "volumeMounts": [{"name": "data", "mountPath": "/data"}],
-                 "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}},
-                {"name": "main"},
-            ],
-        },
-    }))
-    .unwrap();
-    let e = status_of(api.create(&PostParams::default(), &bad).await.unwrap_err());
-    assert_eq!(e.code, 422, "{}", e.message);
-    let causes: Vec<(String, String)> = e
-        .details
-        .unwrap()
-        .causes
-        .into_iter()
-        .map(|c| (c.field, c.message))
-        .collect();
-    let want = [
-        (
-            "spec.containers[0].ports[0].containerPort",
-            "Invalid value: 70000: must be between 1 and 65535, inclusive",
-        ),
-        (
-            "spec.containers[0].volumeMounts[0].name",
-            "Not found: \"data\"",
-        ),
-        (
-            "spec.containers[0].resources.requests",
-            "Invalid value: \"2\": must be less than or equal to cpu limit of 1",
-        ),
-        ("spec.containers[1].name", "Duplicate value: \"main\""),
-        ("spec.containers[1].image", "Required value"),
-        (
-            "spec.restartPolicy",
-            "Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"",
-        ),
-    ];
-    for (field, message) in want {
-        assert!(
-            causes.iter().any(|(f, m)| f == field && m == message),
-            "{field}: {message} not in {causes:?}"
-        );
-    }
-    let good: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "good"},
-        "spec": {"containers": [{"name": "main", "image": "busybox:1"}]},
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &good).await.unwrap();
-    api.patch(
-        "good",
-        &PatchParams::default(),
-        &Patch::Strategic(
-            json!({"spec": {"containers": [{"name": "main", "image": "busybox:2"}]}}),
-        ),
-    )
-    .await
-    .unwrap();
-    let e = status_of(
-        api.patch(
-            "good",
-            &PatchParams::default(),
-            &Patch::Strategic(json!({"spec": {"containers": [{"name": "main",
-                "resources": {"limits": {"cpu": "1"}}}]}})),
-        )
-        .await
-        .unwrap_err(),
-    );
-    assert_eq!(e.code, 422, "{}", e.message);
-    assert!(
-        e.message
-            .contains("spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`"),
-        "{}",
-        e.message
-    );
-    c.shutdown().await;
-}
-
 #[tokio::test]
 async fn lease_update_with_resource_version_is_optimistic() {
     let c = TestCluster::new().await;
@@ -1891,7 +1683,6 @@ async fn discovery_lists_the_served_kinds() {
         "/ConfigMap",
         "/Secret",
         "batch/CronJob",
-        "batch/Job",
         "coordination.k8s.io/Lease",
         "rbac.authorization.k8s.io/ClusterRole",
         "apiextensions.k8s.io/CustomResourceDefinition",
@@ -1900,6 +1691,21 @@ async fn discovery_lists_the_served_kinds() {
             kinds.iter().any(|k| k == want),
             "{want} missing from {kinds:?}"
         );
+    }
+    // Kinds this server does not serve are absent, and their paths are 404, as on a real
+    // cluster without their API.
+    for (absent, path) in [
+        ("/Pod", "/api/v1/namespaces/default/pods"),
+        ("/Node", "/api/v1/nodes"),
+        ("batch/Job", "/apis/batch/v1/namespaces/default/jobs"),
+    ] {
+        assert!(!kinds.iter().any(|k| k == absent), "{absent} is served");
+        let e = c
+            .client
+            .request::<Value>(http::Request::get(path).body(Vec::new()).unwrap())
+            .await
+            .unwrap_err();
+        assert_eq!(status_of(e).code, 404, "{path}");
     }
     c.shutdown().await;
 }
@@ -1982,40 +1788,6 @@ async fn unknown_resources_are_forbidden_before_they_are_not_found() {
         kube::Error::Api(s) => assert_eq!(s.code, 404, "{}", s.message),
         other => panic!("{other:?}"),
     }
-    c.shutdown().await;
-}
-
-/// Service-account issuer discovery: the OpenID configuration and the keys it points to.
-#[tokio::test]
-async fn the_service_account_issuer_publishes_its_discovery_document_and_keys() {
-    let c = TestCluster::new().await;
-    let get = |path: &'static str| {
-        let client = c.client.clone();
-        async move {
-            client
-                .request::<Value>(http::Request::get(path).body(Vec::new()).unwrap())
-                .await
-                .unwrap()
-        }
-    };
-    let config = get("/.well-known/openid-configuration").await;
-    assert!(
-        config["issuer"]
-            .as_str()
-            .is_some_and(|i| i.starts_with("https://")),
-        "{config}"
-    );
-    assert!(
-        config["jwks_uri"]
-            .as_str()
-            .is_some_and(|u| u.ends_with("/openid/v1/jwks")),
-        "{config}"
-    );
-    assert_eq!(config["response_types_supported"], json!(["id_token"]));
-    let keys = get("/openid/v1/jwks").await;
-    let key = &keys["keys"][0];
-    assert!(key["kid"].as_str().is_some_and(|k| !k.is_empty()), "{keys}");
-    assert_eq!(key["use"], "sig");
     c.shutdown().await;
 }
 
@@ -3102,89 +2874,6 @@ async fn a_terminating_namespace_says_why_it_refuses() {
     )
     .await
     .unwrap();
-    c.shutdown().await;
-}
-
-/// A batch/v1 Job deleted without a propagation policy leaves its pods behind, as the real
-/// server does for compatibility; Background removes them.
-#[tokio::test]
-async fn a_job_deleted_without_a_policy_orphans_its_pods() {
-    use k8s_openapi::api::batch::v1::Job;
-    use k8s_openapi::api::core::v1::Pod;
-    let c = TestCluster::new().await;
-    let ns = c.namespace("joborphan").await;
-    let jobs: Api<Job> = Api::namespaced(c.client.clone(), &ns);
-    let pods: Api<Pod> = Api::namespaced(c.client.clone(), &ns);
-    // The service account admission wants the namespace's default account first.
-    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
-        Api::namespaced(c.client.clone(), &ns);
-    eventually(10, || {
-        let accounts = accounts.clone();
-        async move { accounts.get_opt("default").await.ok().flatten() }
-    })
-    .await;
-    for (job_name, policy) in [("orphaning", None), ("cascading", Some("Background"))] {
-        let job: Job = serde_json::from_value(json!({
-            "metadata": {"name": job_name},
-            "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
-                "containers": [{"name": "c", "image": "busybox"}]}}},
-        }))
-        .unwrap();
-        let job = jobs.create(&PostParams::default(), &job).await.unwrap();
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": format!("{job_name}-pod"), "ownerReferences": [{
-                "apiVersion": "batch/v1", "kind": "Job", "name": job_name,
-                "uid": job.metadata.uid.clone().unwrap(), "controller": true}]},
-            "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-        }))
-        .unwrap();
-        pods.create(&PostParams::default(), &pod).await.unwrap();
-        let params = match policy {
-            Some("Background") => DeleteParams::background(),
-            _ => DeleteParams::default(),
-        };
-        jobs.delete(job_name, &params).await.unwrap();
-        eventually(10, || {
-            let jobs = jobs.clone();
-            async move {
-                jobs.get_opt(job_name)
-                    .await
-                    .unwrap()
-                    .is_none()
-                    .then_some(())
-            }
-        })
-        .await;
-        let pod_name = format!("{job_name}-pod");
-        if policy.is_none() {
-            let kept = eventually(10, || {
-                let pods = pods.clone();
-                let pod_name = pod_name.clone();
-                async move {
-                    let p = pods.get(&pod_name).await.unwrap();
-                    p.metadata
-                        .owner_references
-                        .as_ref()
-                        .is_none_or(|o| o.is_empty())
-                        .then_some(p)
-                }
-            })
-            .await;
-            assert!(kept.metadata.deletion_timestamp.is_none());
-        } else {
-            eventually(10, || {
-                let pods = pods.clone();
-                let pod_name = pod_name.clone();
-                async move {
-                    match pods.get_opt(&pod_name).await.unwrap() {
-                        None => Some(()),
-                        Some(p) => p.metadata.deletion_timestamp.map(|_| ()),
-                    }
-                }
-            })
-            .await;
-        }
-    }
     c.shutdown().await;
 }
 

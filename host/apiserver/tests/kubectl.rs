@@ -649,48 +649,6 @@ async fn kubectl_apply_removes_a_service_port_and_a_binding_subject() {
     k.shutdown().await;
 }
 
-/// Deleting a Job without a propagation policy warns that its pods are kept; kubectl's own
-/// delete names Background, and gets no warning.
-#[tokio::test]
-async fn only_a_job_delete_without_a_policy_warns_about_its_pods() {
-    let Some(k) = Kubectl::new().await else {
-        return;
-    };
-    let ns = format!("kjd-{}", suffix());
-    k.ok(&["create", "namespace", &ns], None).await;
-    for job in ["one", "two"] {
-        k.ok(&["create", "job", job, "--image=busybox", "-n", &ns], None)
-            .await;
-    }
-    let by_kubectl = k.run(&["delete", "job", "one", "-n", &ns], None).await;
-    assert_eq!(by_kubectl.code, 0, "{}", by_kubectl.stderr);
-    assert!(
-        !by_kubectl.stderr.contains("child pods"),
-        "{}",
-        by_kubectl.stderr
-    );
-    let raw = k
-        .run(
-            &[
-                "delete",
-                "--raw",
-                &format!("/apis/batch/v1/namespaces/{ns}/jobs/two"),
-            ],
-            None,
-        )
-        .await;
-    assert_eq!(raw.code, 0, "{}", raw.stderr);
-    assert!(
-        raw.stderr
-            .contains("child pods are preserved by default when jobs are deleted"),
-        "{}",
-        raw.stderr
-    );
-    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
-        .await;
-    k.shutdown().await;
-}
-
 #[tokio::test]
 async fn kubectl_get_prints_a_crds_additional_printer_columns() {
     let Some(k) = Kubectl::new().await else {
@@ -853,69 +811,6 @@ async fn a_service_account_token_secret_is_filled_and_revoked_with_the_secret() 
     k.shutdown().await;
 }
 
-/// `kubectl logs` of a Pod no node runs prints nothing, as on a real cluster; an unknown
-/// container is a 400 naming it.
-#[tokio::test]
-async fn kubectl_logs_of_a_pod_that_never_ran_is_empty() {
-    let Some(k) = Kubectl::new().await else {
-        return;
-    };
-    let ns = format!("klog-{}", suffix());
-    k.ok(&["create", "namespace", &ns], None).await;
-    k.ok(&["run", "p", "--image=busybox", "-n", &ns], None)
-        .await;
-    let out = k.run(&["logs", "p", "-n", &ns], None).await;
-    assert_eq!((out.code, out.stdout.as_str()), (0, ""), "{}", out.stderr);
-    let bad = k.run(&["logs", "p", "-n", &ns, "-c", "nope"], None).await;
-    assert_ne!(bad.code, 0);
-    assert!(
-        bad.stderr.contains("container nope is not valid for pod p"),
-        "{}",
-        bad.stderr
-    );
-    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
-        .await;
-    k.shutdown().await;
-}
-
-/// `kubectl get nodes` prints printNode's columns: status (with a cordon), roles, version.
-#[tokio::test]
-async fn kubectl_get_nodes_prints_status_roles_and_version() {
-    let Some(k) = Kubectl::new().await else {
-        return;
-    };
-    let node = format!("node-{}", suffix());
-    let manifest = format!(
-        "apiVersion: v1\nkind: Node\nmetadata:\n  name: {node}\n  labels: {{node-role.kubernetes.io/worker: \"\"}}\n"
-    );
-    k.ok(&["apply", "-f", "-"], Some(&manifest)).await;
-    k.ok(&["cordon", &node], None).await;
-    let table = k.ok(&["get", "node", &node], None).await;
-    let mut lines = table.lines();
-    let header: Vec<&str> = lines
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
-    assert_eq!(
-        header,
-        ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
-        "{table}"
-    );
-    let row: Vec<&str> = lines
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
-    assert_eq!(
-        row[..3],
-        [node.as_str(), "Unknown,SchedulingDisabled", "worker"],
-        "{table}"
-    );
-    k.ok(&["delete", "node", &node], None).await;
-    k.shutdown().await;
-}
-
 #[tokio::test]
 async fn kubectl_rejects_unknown_custom_resource_fields_with_strict_validation() {
     let Some(k) = Kubectl::new().await else {
@@ -1036,7 +931,7 @@ async fn kubectl_shows_server_warnings_for_unqualified_finalizers() {
 }
 
 #[tokio::test]
-async fn kubectl_applies_a_list_file_and_explains_custom_resources() {
+async fn kubectl_applies_a_list_file() {
     let Some(k) = Kubectl::new().await else {
         return;
     };
@@ -1066,23 +961,6 @@ async fn kubectl_applies_a_list_file_and_explains_custom_resources() {
         "{out}"
     );
     k.wait_established(&format!("{plural}.{group}")).await;
-    let explained = k.ok(&["explain", &format!("{plural}.spec")], None).await;
-    assert!(
-        explained.contains("displayName") && explained.contains("The name people see."),
-        "{explained}"
-    );
-    // A custom resource's metadata is the standard ObjectMeta, as the real server publishes it.
-    let labels = k
-        .ok(&["explain", &format!("{plural}.metadata.labels")], None)
-        .await;
-    assert!(labels.contains("map[string]string"), "{labels}");
-    let events = k
-        .ok(
-            &["explain", "events", "--api-version=events.k8s.io/v1"],
-            None,
-        )
-        .await;
-    assert!(events.contains("regarding"), "{events}");
     k.delete_crd(&format!("{plural}.{group}")).await;
     k.ok(
         &["delete", "namespace", &format!("kl-{s}"), "--wait=false"],
@@ -1097,122 +975,6 @@ async fn get_json(k: &Kubectl, kind: &str, name: &str, ns: &str) -> serde_json::
         .ok(&["get", kind, name, "-n", ns, "-o", "json"], None)
         .await;
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{kind}/{name}: {e}: {out}"))
-}
-
-#[tokio::test]
-async fn kubectl_creates_cronjobs_and_jobs_from_protobuf_bodies() {
-    use serde_json::json;
-    let Some(k) = Kubectl::new().await else {
-        return;
-    };
-    let ns = format!("kpj-{}", suffix());
-    k.ok(&["create", "namespace", &ns], None).await;
-    let out = k
-        .ok(
-            &[
-                "create",
-                "cronjob",
-                "cj1",
-                "-n",
-                &ns,
-                "--image=busybox",
-                "--schedule=*/1 * * * *",
-                "--",
-                "echo",
-                "hi",
-            ],
-            None,
-        )
-        .await;
-    assert!(out.contains("cronjob.batch/cj1 created"), "{out}");
-    let cj = get_json(&k, "cronjob", "cj1", &ns).await;
-    assert_eq!(cj["spec"]["schedule"], json!("*/1 * * * *"));
-    assert_eq!(cj["spec"]["jobTemplate"]["metadata"]["name"], json!("cj1"));
-    let tpl = &cj["spec"]["jobTemplate"]["spec"]["template"]["spec"];
-    assert_eq!(tpl["restartPolicy"], json!("OnFailure"));
-    assert_eq!(
-        tpl["containers"],
-        json!([{
-            "name": "cj1",
-            "image": "busybox",
-            "command": ["echo", "hi"],
-            "resources": {},
-            "imagePullPolicy": "Always",
-            "terminationMessagePath": "/dev/termination-log",
-            "terminationMessagePolicy": "File"
-        }])
-    );
-
-    let out = k
-        .ok(
-            &[
-                "create",
-                "job",
-                "j1",
-                "-n",
-                &ns,
-                "--image=busybox",
-                "--",
-                "echo",
-                "hi",
-            ],
-            None,
-        )
-        .await;
-    assert!(out.contains("job.batch/j1 created"), "{out}");
-    let j1 = get_json(&k, "job", "j1", &ns).await;
-    let pod = &j1["spec"]["template"]["spec"];
-    assert_eq!(pod["restartPolicy"], json!("Never"));
-    assert_eq!(pod["containers"][0]["name"], json!("j1"));
-    assert_eq!(pod["containers"][0]["image"], json!("busybox"));
-    assert_eq!(pod["containers"][0]["command"], json!(["echo", "hi"]));
-    assert_eq!(j1["spec"]["backoffLimit"], json!(6));
-    assert!(j1["metadata"].get("ownerReferences").is_none(), "{j1}");
-
-    let out = k
-        .ok(
-            &["create", "job", "j2", "-n", &ns, "--from=cronjob/cj1"],
-            None,
-        )
-        .await;
-    assert!(out.contains("job.batch/j2 created"), "{out}");
-    let j2 = get_json(&k, "job", "j2", &ns).await;
-    assert_eq!(
-        j2["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"],
-        json!("manual")
-    );
-    assert_eq!(
-        j2["metadata"]["ownerReferences"],
-        json!([{
-            "apiVersion": "batch/v1",
-            "kind": "CronJob",
-            "name": "cj1",
-            "uid": cj["metadata"]["uid"],
-            "controller": true
-        }]),
-        "kubectl leaves blockOwnerDeletion unset here"
-    );
-    // The whole template is copied from the CronJob, server defaults included.
-    let pod = &j2["spec"]["template"]["spec"];
-    assert_eq!(pod["containers"], tpl["containers"]);
-    for key in [
-        "restartPolicy",
-        "dnsPolicy",
-        "schedulerName",
-        "securityContext",
-        "terminationGracePeriodSeconds",
-    ] {
-        assert_eq!(pod[key], tpl[key], "{key}");
-    }
-    let meta = &j2["spec"]["template"]["metadata"];
-    assert_eq!(meta["labels"]["job-name"], json!("j2"));
-    assert!(
-        meta["creationTimestamp"].is_null(),
-        "a zero time is null, not the epoch: {meta}"
-    );
-    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
-        .await;
-    k.shutdown().await;
 }
 
 /// `kubectl create clusterrole --aggregation-rule` sends protobuf; the rule must survive, and
@@ -1295,14 +1057,9 @@ async fn kubectl_creates_services_from_protobuf_bodies() {
     };
     let ns = format!("kps-{}", suffix());
     k.ok(&["create", "namespace", &ns], None).await;
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 3] = [
         (&["clusterip", "s1", "--tcp=80:8080"], "s1"),
         (&["clusterip", "s2", "--clusterip=None"], "s2"),
-        (
-            &["nodeport", "s3", "--tcp=5678:8080", "--node-port=30080"],
-            "s3",
-        ),
-        (&["loadbalancer", "s4", "--tcp=443:https"], "s4"),
         (
             &["externalname", "s5", "--external-name=db.example.com"],
             "s5",
@@ -1324,16 +1081,23 @@ async fn kubectl_creates_services_from_protobuf_bodies() {
     );
     let s2 = get_json(&k, "service", "s2", &ns).await;
     assert_eq!(s2["spec"]["clusterIP"], json!("None"));
-    let s3 = get_json(&k, "service", "s3", &ns).await;
-    assert_eq!(s3["spec"]["type"], json!("NodePort"));
-    assert_eq!(
-        s3["spec"]["ports"],
-        json!([{"name": "5678-8080", "protocol": "TCP", "port": 5678, "targetPort": 8080, "nodePort": 30080}])
-    );
-    let s4 = get_json(&k, "service", "s4", &ns).await;
-    assert_eq!(s4["spec"]["type"], json!("LoadBalancer"));
-    assert_eq!(s4["spec"]["ports"][0]["port"], json!(443));
-    assert_eq!(s4["spec"]["ports"][0]["targetPort"], json!("https"));
+    // Nothing allocates node ports here, so the types that need them are refused.
+    for args in [
+        &["nodeport", "s3", "--tcp=5678:8080", "--node-port=30080"][..],
+        &["loadbalancer", "s4", "--tcp=443:https"],
+    ] {
+        let mut argv = vec!["create", "service"];
+        argv.extend_from_slice(args);
+        argv.extend_from_slice(&["-n", &ns]);
+        let o = k.run(&argv, None).await;
+        assert_ne!(o.code, 0);
+        assert!(
+            o.stderr
+                .contains("spec.type: Forbidden: this cluster allocates no node ports"),
+            "{}",
+            o.stderr
+        );
+    }
     let s5 = get_json(&k, "service", "s5", &ns).await;
     assert_eq!(s5["spec"]["type"], json!("ExternalName"));
     assert_eq!(s5["spec"]["externalName"], json!("db.example.com"));
@@ -1343,26 +1107,10 @@ async fn kubectl_creates_services_from_protobuf_bodies() {
 }
 
 #[tokio::test]
-async fn kubectl_explains_built_in_kinds_and_built_ins_drop_unknown_fields() {
+async fn built_in_kinds_drop_unknown_fields_or_refuse_them_under_strict_validation() {
     let Some(k) = Kubectl::new().await else {
         return;
     };
-    let explained = k
-        .ok(
-            &[
-                "explain",
-                "cronjob.spec.jobTemplate.spec.template.spec.containers.image",
-            ],
-            None,
-        )
-        .await;
-    assert!(
-        explained.contains("KIND:       CronJob") && explained.contains("Container image name"),
-        "{explained}"
-    );
-    let lease = k.ok(&["explain", "lease.spec"], None).await;
-    assert!(lease.contains("holderIdentity"), "{lease}");
-
     let ns = format!("ku-{}", suffix());
     k.ok(&["create", "namespace", &ns], None).await;
     let bad = format!(
@@ -1448,8 +1196,8 @@ async fn fields_of_the_wrong_type_are_refused_by_the_decoder() {
             o.stderr
         );
     }
-    // Server-side apply types the applied configuration first, whether the object exists or not,
-    // in structured-merge-diff's words; the real server answers that with a bare 500.
+    // Server-side apply decodes the applied configuration first, whether the object exists or
+    // not, and fails as the typed patch object it could not make.
     for name in ["typed", "fresh"] {
         let applied = cron("5").replace("name: typed", &format!("name: {name}"));
         let o = k
@@ -1458,21 +1206,19 @@ async fn fields_of_the_wrong_type_are_refused_by_the_decoder() {
         assert_ne!(o.code, 0, "{name}");
         assert!(
             o.stderr.contains(&format!(
-                "Error from server: failed to create typed patch object ({ns}/{name}; batch/v1, Kind=CronJob): .spec.schedule: expected string, got &value.valueUnstructured{{Value:5}}"
+                "failed to create typed patch object ({ns}/{name}; batch/v1, Kind=CronJob): {decode}"
             )),
             "{name}: {}",
             o.stderr
         );
     }
-    // A field the schema does not declare fails the same typing.
+    // A field the kind does not have fails kubectl's strict field validation.
     let undeclared = cron("'*/5 * * * *'").replacen("spec:\n", "spec:\n  bogus: 1\n", 1);
     let o = k
         .run(&["apply", "--server-side", "-f", "-"], Some(&undeclared))
         .await;
     assert!(
-        o.stderr.contains(&format!(
-            "Error from server: failed to create typed patch object ({ns}/typed; batch/v1, Kind=CronJob): .spec.bogus: field not declared in schema"
-        )),
+        o.stderr.contains(r#"unknown field "spec.bogus""#),
         "{}",
         o.stderr
     );
@@ -1620,223 +1366,6 @@ async fn kubectl_create_token_authenticates_as_the_service_account() {
     );
     let missing = k.run(&["create", "token", "nobody", "-n", &ns], None).await;
     assert!(missing.stderr.contains("not found"), "{}", missing.stderr);
-    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
-        .await;
-    k.shutdown().await;
-}
-
-#[tokio::test]
-async fn kubectl_services_get_cluster_ips_and_node_ports_like_a_real_cluster() {
-    use serde_json::json;
-    let Some(k) = Kubectl::new().await else {
-        return;
-    };
-    // Every cluster has the API server's own Service at the first address of the range.
-    let table = k
-        .ok(&["get", "service", "kubernetes", "-n", "default"], None)
-        .await;
-    assert!(
-        table.contains("CLUSTER-IP") && table.contains("10.96.0.1") && table.contains("443/TCP"),
-        "{table}"
-    );
-    let ns = format!("kip-{}", suffix());
-    k.ok(&["create", "namespace", &ns], None).await;
-    k.ok(
-        &[
-            "create",
-            "service",
-            "clusterip",
-            "foo",
-            "--tcp=80:8080",
-            "-n",
-            &ns,
-        ],
-        None,
-    )
-    .await;
-    let foo = get_json(&k, "service", "foo", &ns).await;
-    let ip = foo["spec"]["clusterIP"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert!(ip.starts_with("10."), "{foo}");
-    assert_eq!(foo["spec"]["clusterIPs"], json!([ip]));
-    assert_eq!(foo["spec"]["ipFamilies"], json!(["IPv4"]));
-    assert_eq!(foo["spec"]["ipFamilyPolicy"], json!("SingleStack"));
-    assert_eq!(foo["spec"]["sessionAffinity"], json!("None"));
-    assert_eq!(foo["spec"]["internalTrafficPolicy"], json!("Cluster"));
-    assert_eq!(foo["status"], json!({"loadBalancer": {}}));
-    let table = k.ok(&["get", "svc", "foo", "-n", &ns], None).await;
-    assert!(
-        table.contains("TYPE") && table.contains("CLUSTER-IP") && table.contains(&ip),
-        "{table}"
-    );
-    assert!(table.contains("80/TCP"), "{table}");
-    let wide = k
-        .ok(&["get", "svc", "foo", "-n", &ns, "-o", "wide"], None)
-        .await;
-    assert!(
-        wide.contains("SELECTOR") && wide.contains("app=foo"),
-        "{wide}"
-    );
-
-    // An address is taken until its Service goes.
-    let clash = k
-        .run(
-            &[
-                "create",
-                "service",
-                "clusterip",
-                "bar",
-                "--tcp=80",
-                "--clusterip",
-                &ip,
-                "-n",
-                &ns,
-            ],
-            None,
-        )
-        .await;
-    assert_ne!(clash.code, 0);
-    assert!(
-        clash.stderr.contains(&format!(
-            "spec.clusterIPs: Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: provided IP is already allocated"
-        )),
-        "{}",
-        clash.stderr
-    );
-    let outside = k
-        .run(
-            &[
-                "create",
-                "service",
-                "clusterip",
-                "baz",
-                "--tcp=80",
-                "--clusterip=192.168.1.1",
-                "-n",
-                &ns,
-            ],
-            None,
-        )
-        .await;
-    assert!(
-        outside.stderr.contains(
-            "provided IP is not in the valid range. The range of valid IPs is 10.96.0.0/12"
-        ),
-        "{}",
-        outside.stderr
-    );
-    let moved = k
-        .run(
-            &[
-                "patch",
-                "service",
-                "foo",
-                "-n",
-                &ns,
-                "-p",
-                r#"{"spec":{"clusterIP":"10.96.0.77"}}"#,
-            ],
-            None,
-        )
-        .await;
-    assert!(
-        moved.stderr.contains("may not change once set"),
-        "{}",
-        moved.stderr
-    );
-    // An update that leaves the address out keeps it.
-    k.ok(
-        &[
-            "patch",
-            "service",
-            "foo",
-            "-n",
-            &ns,
-            "--type=merge",
-            "-p",
-            r#"{"metadata":{"labels":{"x":"y"}}}"#,
-        ],
-        None,
-    )
-    .await;
-    assert_eq!(
-        get_json(&k, "service", "foo", &ns).await["spec"]["clusterIP"],
-        json!(ip)
-    );
-    k.ok(&["delete", "service", "foo", "-n", &ns], None).await;
-    k.ok(
-        &[
-            "create",
-            "service",
-            "clusterip",
-            "bar",
-            "--tcp=80",
-            "--clusterip",
-            &ip,
-            "-n",
-            &ns,
-        ],
-        None,
-    )
-    .await;
-
-    k.ok(
-        &[
-            "create",
-            "service",
-            "nodeport",
-            "np1",
-            "--tcp=80:8080",
-            "--node-port=30123",
-            "-n",
-            &ns,
-        ],
-        None,
-    )
-    .await;
-    let taken = k
-        .run(
-            &[
-                "create",
-                "service",
-                "nodeport",
-                "np2",
-                "--tcp=80:8080",
-                "--node-port=30123",
-                "-n",
-                &ns,
-            ],
-            None,
-        )
-        .await;
-    assert!(
-        taken.stderr.contains(
-            "spec.ports[0].nodePort: Invalid value: 30123: provided port is already allocated"
-        ),
-        "{}",
-        taken.stderr
-    );
-    k.ok(
-        &[
-            "create",
-            "service",
-            "nodeport",
-            "np3",
-            "--tcp=81:8080",
-            "-n",
-            &ns,
-        ],
-        None,
-    )
-    .await;
-    let np3 = get_json(&k, "service", "np3", &ns).await;
-    let node_port = np3["spec"]["ports"][0]["nodePort"].as_i64().unwrap_or(0);
-    assert!((30000..=32767).contains(&node_port), "{np3}");
-    assert_eq!(np3["spec"]["externalTrafficPolicy"], json!("Cluster"));
-    let table = k.ok(&["get", "svc", "np3", "-n", &ns], None).await;
-    assert!(table.contains(&format!("81:{node_port}/TCP")), "{table}");
     k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
         .await;
     k.shutdown().await;
@@ -2219,63 +1748,14 @@ async fn kubectl_get_columns_and_field_selectors_match_a_real_cluster() {
             .any(|l| l.split_whitespace().take(2).eq(["default", "0"])),
         "{out}"
     );
-    k.ok(&["create", "job", "j1", "--image=busybox", "-n", &ns], None)
-        .await;
-    k.ok(
-        &[
-            "create",
-            "cronjob",
-            "c1",
-            "--image=busybox",
-            "--schedule=*/5 * * * *",
-            "-n",
-            &ns,
-        ],
-        None,
-    )
-    .await;
-    let job = get_json(&k, "job", "j1", &ns).await;
-    let uid = job["metadata"]["uid"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let out = k.ok(&["get", "jobs", "-o", "wide", "-n", &ns], None).await;
-    let mut lines = out.lines();
-    let header: Vec<&str> = lines
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
-    assert_eq!(
-        header,
-        [
-            "NAME",
-            "STATUS",
-            "COMPLETIONS",
-            "DURATION",
-            "AGE",
-            "CONTAINERS",
-            "IMAGES",
-            "SELECTOR"
-        ],
-        "{out}"
+    // As JSON: `kubectl create cronjob` sends protobuf, which this server decodes only for kinds
+    // without a pod template.
+    let cron_job = format!(
+        "apiVersion: batch/v1\nkind: CronJob\nmetadata: {{name: c1, namespace: {ns}}}\n\
+         spec:\n  schedule: \"*/5 * * * *\"\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          \
+         restartPolicy: OnFailure\n          containers: [{{name: c1, image: busybox}}]\n"
     );
-    // Nothing runs the Job, so it has no start time and its DURATION cell is empty.
-    let row: Vec<&str> = lines
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
-    assert_eq!(row[..3], ["j1", "Running", "0/1"], "{out}");
-    assert_eq!(
-        row[4..],
-        [
-            "j1",
-            "busybox",
-            &format!("batch.kubernetes.io/controller-uid={uid}")
-        ],
-        "{out}"
-    );
+    k.ok(&["create", "-f", "-"], Some(&cron_job)).await;
     let out = k
         .ok(&["get", "cronjobs", "-o", "wide", "-n", &ns], None)
         .await;
@@ -2321,110 +1801,15 @@ fn words(line: Option<&str>) -> Vec<String> {
         .collect()
 }
 
+/// `kubectl get events` prints the real printer's columns, narrow and wide, for a core Event
+/// about an object (the Event names its object; nothing checks that the object exists).
 #[tokio::test]
-async fn kubectl_shows_new_pods_pending_and_events_like_a_cluster() {
+async fn kubectl_shows_events_like_a_cluster() {
     let Some(k) = Kubectl::new().await else {
         return;
     };
     let ns = format!("kpod-{}", suffix());
     k.ok(&["create", "namespace", &ns], None).await;
-    let pods = format!(
-        r#"apiVersion: v1
-kind: Pod
-metadata:
-  name: web
-  namespace: {ns}
-spec:
-  containers:
-  - name: a
-    image: nginx:1.27
-    resources:
-      limits: {{cpu: 100m, memory: 64Mi}}
-  - name: b
-    image: busybox
-    resources:
-      requests: {{cpu: 50m}}
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: gold
-  namespace: {ns}
-spec:
-  containers:
-  - name: a
-    image: nginx:1.27
-    resources:
-      limits: {{cpu: "1", memory: 1Gi}}
-"#
-    );
-    // Straight after its namespace: the `default` account is there already.
-    k.ok(&["apply", "-f", "-"], Some(&pods)).await;
-    let ghost = format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: ghost, namespace: {ns}}}\n\
-         spec: {{serviceAccountName: ghost, containers: [{{name: a, image: busybox}}]}}\n"
-    );
-    let o = k.run(&["create", "-f", "-"], Some(&ghost)).await;
-    assert_ne!(o.code, 0);
-    assert!(
-        o.stderr.contains(&format!(
-            "Error from server (Forbidden): error when creating \"STDIN\": pods \"ghost\" is forbidden: error looking up service account {ns}/ghost: serviceaccount \"ghost\" not found"
-        )),
-        "{}",
-        o.stderr
-    );
-    let web = get_json(&k, "pod", "web", &ns).await;
-    assert_eq!(web["status"]["phase"], "Pending", "{web}");
-    assert_eq!(web["status"]["qosClass"], "Burstable", "{web}");
-    assert_eq!(
-        web["spec"]["containers"][0]["resources"]["requests"],
-        serde_json::json!({"cpu": "100m", "memory": "64Mi"}),
-        "{web}"
-    );
-    let gold = get_json(&k, "pod", "gold", &ns).await;
-    assert_eq!(gold["status"]["qosClass"], "Guaranteed", "{gold}");
-
-    let out = k.ok(&["get", "pods", "-n", &ns], None).await;
-    let mut lines = out.lines();
-    assert_eq!(
-        words(lines.next()),
-        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
-        "{out}"
-    );
-    assert_eq!(
-        words(lines.next())[..4],
-        ["gold", "0/1", "Pending", "0"],
-        "{out}"
-    );
-    assert_eq!(
-        words(lines.next())[..4],
-        ["web", "0/2", "Pending", "0"],
-        "{out}"
-    );
-    let out = k
-        .ok(&["get", "pod", "web", "-o", "wide", "-n", &ns], None)
-        .await;
-    let mut lines = out.lines();
-    assert_eq!(
-        words(lines.next()),
-        [
-            "NAME",
-            "READY",
-            "STATUS",
-            "RESTARTS",
-            "AGE",
-            "IP",
-            "NODE",
-            "NOMINATED",
-            "NODE",
-            "READINESS",
-            "GATES"
-        ],
-        "{out}"
-    );
-    let row = words(lines.next());
-    assert_eq!(row[5..], ["<none>", "<none>", "<none>", "<none>"], "{out}");
-
     let events = format!(
         r#"apiVersion: v1
 kind: Event
@@ -2646,260 +2031,6 @@ spec:
     k.shutdown().await;
 }
 
-/// Every write records its manager: `kubectl create` owns what it set as an Update entry named
-/// from its User-Agent, a server-side apply changing it conflicts (naming the version the
-/// updater used), and `--force-conflicts` takes the field over.
-#[tokio::test]
-async fn kubectl_server_side_apply_conflicts_with_the_creator_of_a_field() {
-    let Some(k) = Kubectl::new().await else {
-        return;
-    };
-    let ns = format!("kssa-{}", suffix());
-    k.ok(&["create", "namespace", &ns], None).await;
-    k.ok(
-        &["create", "configmap", "x", "-n", &ns, "--from-literal=a=1"],
-        None,
-    )
-    .await;
-    let yaml = k
-        .ok(
-            &[
-                "get",
-                "cm",
-                "x",
-                "-n",
-                &ns,
-                "-o",
-                "yaml",
-                "--show-managed-fields",
-            ],
-            None,
-        )
-        .await;
-    assert!(
-        yaml.contains("  managedFields:\n  - apiVersion: v1\n    fieldsType: FieldsV1\n    fieldsV1:\n      f:data:\n        .: {}\n        f:a: {}\n    manager: kubectl-create\n    operation: Update\n    time: "),
-        "{yaml}"
-    );
-    let shown = k
-        .ok(
-            &[
-                "get",
-                "cm",
-                "x",
-                "-n",
-                &ns,
-                "-o",
-                "json",
-                "--show-managed-fields",
-            ],
-            None,
-        )
-        .await;
-    let v: serde_json::Value = serde_json::from_str(&shown).unwrap();
-    let mf = &v["metadata"]["managedFields"];
-    assert_eq!(mf.as_array().map(Vec::len), Some(1), "{shown}");
-    assert_eq!(mf[0]["manager"], "kubectl-create", "{shown}");
-    assert_eq!(mf[0]["operation"], "Update", "{shown}");
-    assert_eq!(mf[0]["apiVersion"], "v1", "{shown}");
-    assert_eq!(mf[0]["fieldsType"], "FieldsV1", "{shown}");
-    assert!(mf[0]["time"].is_string(), "{shown}");
-    assert_eq!(
-        mf[0]["fieldsV1"],
-        serde_json::json!({"f:data": {".": {}, "f:a": {}}}),
-        "{shown}"
-    );
-    let hidden = k
-        .ok(&["get", "cm", "x", "-n", &ns, "-o", "yaml"], None)
-        .await;
-    assert!(!hidden.contains("managedFields"), "{hidden}");
-
-    let manifest = format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: {ns}\ndata:\n  a: \"2\"\n"
-    );
-    let o = k
-        .run(&["apply", "--server-side", "-f", "-"], Some(&manifest))
-        .await;
-    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
-    assert!(
-        o.stderr.starts_with(
-            "error: Apply failed with 1 conflict: conflict with \"kubectl-create\" using v1: .data.a\n"
-        ),
-        "{}",
-        o.stderr
-    );
-    assert!(o.stderr.contains("--force-conflicts"), "{}", o.stderr);
-    let out = k
-        .ok(
-            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
-            Some(&manifest),
-        )
-        .await;
-    assert_eq!(out, "configmap/x serverside-applied\n");
-    let after = k
-        .ok(
-            &[
-                "get",
-                "cm",
-                "x",
-                "-n",
-                &ns,
-                "-o",
-                "json",
-                "--show-managed-fields",
-            ],
-            None,
-        )
-        .await;
-    let v: serde_json::Value = serde_json::from_str(&after).unwrap();
-    assert_eq!(v["data"]["a"], "2");
-    let owners: Vec<(String, String, serde_json::Value)> = v["metadata"]["managedFields"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|e| {
-            (
-                e["manager"].as_str().unwrap_or_default().to_string(),
-                e["operation"].as_str().unwrap_or_default().to_string(),
-                e["fieldsV1"].clone(),
-            )
-        })
-        .collect();
-    assert_eq!(
-        owners,
-        [
-            (
-                "kubectl".to_string(),
-                "Apply".to_string(),
-                serde_json::json!({"f:data": {"f:a": {}}})
-            ),
-            (
-                "kubectl-create".to_string(),
-                "Update".to_string(),
-                serde_json::json!({"f:data": {}})
-            ),
-        ],
-        "{after}"
-    );
-    // A label from kubectl label is owned by kubectl-label.
-    k.ok(&["label", "cm", "x", "-n", &ns, "team=a"], None).await;
-    let shown = k
-        .ok(
-            &[
-                "get",
-                "cm",
-                "x",
-                "-n",
-                &ns,
-                "-o",
-                "json",
-                "--show-managed-fields",
-            ],
-            None,
-        )
-        .await;
-    let v: serde_json::Value = serde_json::from_str(&shown).unwrap();
-    let label = v["metadata"]["managedFields"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|e| e["manager"] == "kubectl-label")
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(label["operation"], "Update", "{shown}");
-    assert_eq!(
-        label["fieldsV1"],
-        serde_json::json!({"f:metadata": {"f:labels": {".": {}, "f:team": {}}}}),
-        "{shown}"
-    );
-    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
-        .await;
-    k.shutdown().await;
-}
-
-/// `kubectl scale` on a custom resource whose CRD declares the scale subresource: the replica
-/// count moves through `/scale`, `--current-replicas` is a precondition, and discovery names
-/// the subresource's kind as kubectl needs it.
-#[tokio::test]
-async fn kubectl_scales_a_custom_resource_through_its_scale_subresource() {
-    let Some(k) = Kubectl::new().await else {
-        return;
-    };
-    let s = suffix();
-    let group = format!("s{s}.lethe.test");
-    let plural = format!("scaler{s}s");
-    let kind = format!("Scaler{s}");
-    let crd = format!(
-        r#"apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: {plural}.{group}
-spec:
-  group: {group}
-  scope: Namespaced
-  names: {{plural: {plural}, kind: {kind}}}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources:
-      status: {{}}
-      scale: {{specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas, labelSelectorPath: .status.selector}}
-    schema:
-      openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
-"#
-    );
-    k.ok(&["apply", "-f", "-"], Some(&crd)).await;
-    k.wait_established(&format!("{plural}.{group}")).await;
-    let ns = format!("scale-{s}");
-    k.ok(&["create", "namespace", &ns], None).await;
-    let obj = format!(
-        "apiVersion: {group}/v1\nkind: {kind}\nmetadata: {{name: web}}\nspec: {{replicas: 1}}\n"
-    );
-    k.ok(&["apply", "-n", &ns, "-f", "-"], Some(&obj)).await;
-    k.ok(
-        &["scale", "-n", &ns, &format!("{plural}/web"), "--replicas=3"],
-        None,
-    )
-    .await;
-    let target = format!("{plural}/web");
-    let replicas = ["get", "-n", &ns, &target, "-o", "jsonpath={.spec.replicas}"];
-    assert_eq!(k.ok(&replicas, None).await, "3");
-    let stale = k
-        .run(
-            &[
-                "scale",
-                "-n",
-                &ns,
-                &format!("{plural}/web"),
-                "--current-replicas=2",
-                "--replicas=5",
-            ],
-            None,
-        )
-        .await;
-    assert_ne!(stale.code, 0);
-    assert!(
-        stale.stderr.contains("Expected replicas to be 2, was 3"),
-        "{}",
-        stale.stderr
-    );
-    k.ok(
-        &[
-            "scale",
-            "-n",
-            &ns,
-            &format!("{plural}/web"),
-            "--current-replicas=3",
-            "--replicas=5",
-        ],
-        None,
-    )
-    .await;
-    assert_eq!(k.ok(&replicas, None).await, "5");
-    k.delete_crd(&format!("{plural}.{group}")).await;
-    k.shutdown().await;
-}
-
 /// Moving an object from client-side to server-side apply: kubectl hands the client-side
 /// manager's fields to its server-side one and applies again; nothing it still applies is lost.
 #[tokio::test]
@@ -3002,17 +2133,16 @@ async fn kubectl_get_sorts_by_a_field_of_the_objects() {
     k.shutdown().await;
 }
 
-/// A CRD's CEL rules (`x-kubernetes-validations`) are enforced on its custom resources, on
-/// updates with the old object as `oldSelf`.
+/// A CRD with CEL rules (`x-kubernetes-validations`) is refused, naming the rule list: this
+/// server does not evaluate them, so it stores no CRD whose objects would go unchecked.
 #[tokio::test]
-async fn kubectl_custom_resources_obey_their_crds_cel_rules() {
+async fn kubectl_is_refused_a_crd_with_cel_rules() {
     let Some(k) = Kubectl::new().await else {
         return;
     };
     let s = suffix();
     let group = format!("r{s}.lethe.test");
     let plural = format!("range{s}s");
-    let kind = format!("Range{s}");
     let crd = format!(
         r#"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -3021,7 +2151,7 @@ metadata:
 spec:
   group: {group}
   scope: Namespaced
-  names: {{plural: {plural}, kind: {kind}}}
+  names: {{plural: {plural}, kind: Range{s}}}
   versions:
   - name: v1
     served: true
@@ -3034,39 +2164,25 @@ spec:
             type: object
             x-kubernetes-validations:
             - rule: "self.low <= self.high"
-              message: "low must not exceed high"
-            - rule: "self.high >= oldSelf.high"
-              message: "high may not decrease"
             properties:
               low: {{type: integer}}
               high: {{type: integer}}
 "#
     );
-    k.ok(&["apply", "-f", "-"], Some(&crd)).await;
-    k.wait_established(&format!("{plural}.{group}")).await;
-    let ns = format!("kcel-{s}");
-    k.ok(&["create", "namespace", &ns], None).await;
-    let range = |low: i64, high: i64| {
-        format!(
-            "apiVersion: {group}/v1\nkind: {kind}\nmetadata:\n  name: r1\n  namespace: {ns}\nspec:\n  low: {low}\n  high: {high}\n"
-        )
-    };
-    let o = k.run(&["create", "-f", "-"], Some(&range(5, 1))).await;
+    let o = k.run(&["apply", "-f", "-"], Some(&crd)).await;
     assert_ne!(o.code, 0);
     assert!(
-        o.stderr.contains(&format!(
-            "The {kind} \"r1\" is invalid: spec: Invalid value: \"object\": low must not exceed high"
-        )),
+        o.stderr.contains(
+            "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations: \
+             Forbidden: CEL validation rules are not supported by this server"
+        ),
         "{}",
         o.stderr
     );
-    k.ok(&["create", "-f", "-"], Some(&range(1, 5))).await;
-    let o = k.run(&["apply", "-f", "-"], Some(&range(1, 3))).await;
-    assert_ne!(o.code, 0);
-    assert!(o.stderr.contains("high may not decrease"), "{}", o.stderr);
-    k.ok(&["apply", "-f", "-"], Some(&range(2, 8))).await;
-    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
+    let o = k
+        .run(&["get", "crd", &format!("{plural}.{group}")], None)
         .await;
+    assert_ne!(o.code, 0, "a refused CRD was stored");
     k.shutdown().await;
 }
 

@@ -9,8 +9,6 @@ pub struct ClusterInfo {
     /// The CA that signs the serving certificate (PEM); empty when serving plain HTTP, which
     /// is what a controller manager without a root CA would publish too.
     pub ca_pem: String,
-    /// The port the server listens on, which the `kubernetes` Service forwards to.
-    pub api_port: u16,
     /// What signs service-account tokens, for the token controller's legacy token Secrets.
     pub signer: Option<Arc<crate::sa_token::Signer>>,
 }

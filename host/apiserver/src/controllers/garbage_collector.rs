@@ -3,7 +3,7 @@
 
 use crate::controllers::controller::Controller;
 use crate::controllers::shared::{
-    Item, awaits_crd_cleanup, blocks, delete_all, deleting, item, owner_uids, unheard,
+    Item, awaits_crd_cleanup, blocks, delete_all, deleting, item, owner_uids,
 };
 use crate::resources::NS_KEY;
 use crate::store::{Change, Store};
@@ -77,7 +77,7 @@ impl Controller for GarbageCollector {
                         propagation: Some("Foreground".into()),
                         ..Default::default()
                     };
-                    if verbs::delete(store, &d.def, &d.ns, &d.name, &opts, &mut unheard()).is_ok() {
+                    if verbs::delete(store, &d.def, &d.ns, &d.name, &opts).is_ok() {
                         changed = true;
                     }
                 }

@@ -1,7 +1,6 @@
 //! The background controllers, each a driver over the store: namespace deletion, CRD cleanup,
 //! the garbage collector for ownerReferences (Background, Foreground and Orphan propagation),
-//! namespace defaults, the token controller, ClusterRole aggregation and the `kubernetes`
-//! Service.
+//! namespace defaults, the token controller and ClusterRole aggregation.
 //!
 //! A controller is a [`Controller`]: one `step` reads the store once and acts on what it finds.
 //! [`run`] steps them all after every write, until nothing changes; a test or a simulator can
@@ -11,7 +10,6 @@ mod cluster_roles;
 mod controller;
 mod crd_cleanup;
 mod garbage_collector;
-mod kubernetes_service;
 mod namespace;
 mod namespace_defaults;
 mod shared;
@@ -21,7 +19,6 @@ pub use cluster_roles::{ClusterRoleAggregation, aggregate};
 pub use controller::{ClusterInfo, Controller};
 pub use crd_cleanup::CrdCleanup;
 pub use garbage_collector::GarbageCollector;
-pub use kubernetes_service::KubernetesService;
 pub use namespace::NamespaceDeletion;
 pub use namespace_defaults::{NamespaceDefaults, create_default_account};
 pub(crate) use shared::create_own;
@@ -36,7 +33,6 @@ pub fn all(info: &ClusterInfo) -> Vec<Box<dyn Controller>> {
     vec![
         Box::new(ClusterRoleAggregation),
         Box::new(NamespaceDefaults { info: info.clone() }),
-        Box::new(KubernetesService { info: info.clone() }),
         Box::new(TokenController { info: info.clone() }),
         Box::new(NamespaceDeletion),
         Box::new(CrdCleanup),

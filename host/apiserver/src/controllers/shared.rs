@@ -94,16 +94,7 @@ pub(super) fn background() -> DeleteOpts {
 pub(super) fn delete_all(store: &Store, items: &[Item]) -> bool {
     let mut changed = false;
     for it in items.iter().filter(|i| !i.obj.deleting()) {
-        if verbs::delete(
-            store,
-            &it.def,
-            &it.ns,
-            &it.name,
-            &background(),
-            &mut unheard(),
-        )
-        .is_ok()
-        {
+        if verbs::delete(store, &it.def, &it.ns, &it.name, &background()).is_ok() {
             changed = true;
         }
     }

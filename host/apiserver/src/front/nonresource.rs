@@ -29,7 +29,7 @@ pub(crate) async fn serve(
         .map(decode)
         .collect();
     let s: Vec<&str> = segs.iter().map(String::as_str).collect();
-    let mut query = Query::parse(req.uri().query());
+    let query = Query::parse(req.uri().query());
     // Resource requests.
     let resource_req = match s.as_slice() {
         ["api", "v1", rest @ ..] if !rest.is_empty() => Some(("", "v1", rest)),
@@ -37,20 +37,6 @@ pub(crate) async fn serve(
         _ => None,
     };
     if let Some((group, version, rest)) = resource_req {
-        if let ["watch", watched @ ..] = rest
-            && !watched.is_empty()
-            && req.method() == Method::GET
-        {
-            let Some(rest) = query.deprecated_watch(watched) else {
-                return Err(ApiError::path_not_found());
-            };
-            let path = ResourcePath {
-                group,
-                version,
-                rest: &rest,
-            };
-            return resource_request(shared, &user, req, path, &query, warnings).await;
-        }
         let path = ResourcePath {
             group,
             version,
@@ -95,7 +81,7 @@ pub(crate) async fn serve(
     }
     let body = match s.as_slice() {
         [] => {
-            json!({"paths": ["/.well-known/openid-configuration", "/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3", "/openid/v1/jwks", "/readyz", "/version"]})
+            json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3", "/readyz", "/version"]})
         }
         ["version"] => json!({
             "major": "1", "minor": "32", "gitVersion": "v1.32.0-lethe",
@@ -105,19 +91,6 @@ pub(crate) async fn serve(
         }),
         ["healthz" | "livez" | "readyz", ..] => {
             return Ok(with_type("text/plain; charset=utf-8", full("ok")));
-        }
-        // Service-account issuer discovery, for relying parties that verify the tokens.
-        [".well-known", "openid-configuration"] => {
-            return Ok(openid_response(json!({
-                "issuer": crate::sa_token::ISSUER,
-                "jwks_uri": format!("{}/openid/v1/jwks", shared.url),
-                "response_types_supported": ["id_token"],
-                "subject_types_supported": ["public"],
-                "id_token_signing_alg_values_supported": ["ES256"],
-            })));
-        }
-        ["openid", "v1", "jwks"] => {
-            return Ok(openid_response(json!({"keys": [shared.sa_tokens.jwk()]})));
         }
         ["api"] => json!({
             "kind": "APIVersions",
@@ -175,16 +148,6 @@ pub(crate) async fn serve(
         _ => return Err(ApiError::path_not_found()),
     };
     Ok(respond_value(200, &body))
-}
-
-/// An issuer-discovery document, with the caching the real server allows for it.
-fn openid_response(body: Value) -> Response<Body> {
-    let mut r = respond_value(200, &body);
-    r.headers_mut().insert(
-        header::CACHE_CONTROL,
-        header::HeaderValue::from_static("public, max-age=3600"),
-    );
-    r
 }
 
 /// The protobuf (gnostic `openapi_v2.Document`) form of an empty Swagger 2.0 document:

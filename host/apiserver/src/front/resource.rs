@@ -5,11 +5,10 @@ use crate::auth::{Attributes, UserInfo, require};
 use crate::front::list_watch::{list, list_bytes, selectors, watch};
 use crate::front::negotiate::{Printer, as_served, obj_bytes};
 use crate::front::respond::{
-    Body, decode_body, header_text, parse_json, parse_yaml, patch_type, read_body, respond,
-    respond_value,
+    Body, decode_body, parse_json, parse_yaml, patch_type, read_body, respond, respond_value,
 };
 use crate::front::shared::{Query, Shared, Target, crd_of, delete_opts, find_def};
-use crate::front::subresources::{pod_log, review, scale_request, token_request};
+use crate::front::subresources::{review, token_request};
 use crate::resources::{self, ResourceDef, Shape};
 use crate::selector::FieldSelector;
 use crate::status::{ApiError, Warnings, delete_success};
@@ -203,22 +202,6 @@ pub(crate) async fn resource_request(
             return Err(e);
         }
     }
-    let user_agent = header_text(req.headers(), header::USER_AGENT).to_string();
-    if t.sub == "scale" {
-        return scale_request(
-            store,
-            verbs::WriteTarget::main(&def, ns, name),
-            verb,
-            query,
-            &user_agent,
-            req,
-            warnings,
-        )
-        .await;
-    }
-    if t.sub == "log" {
-        return pod_log(store, &def, ns, name, query);
-    }
     // Escalation prevention judges what an RBAC write would store, patches included.
     let admit = |inner: &crate::store::Inner, object: &Value| {
         if def.group == "rbac.authorization.k8s.io" {
@@ -261,13 +244,13 @@ pub(crate) async fn resource_request(
                 ApiError::invalid_if_any(&def.group, &def.kind, name, causes)?;
             }
             let body = def.shape.stored(body);
-            let opts = query.write_opts(&user_agent, "CreateOptions", None)?;
+            let opts = query.write_opts("CreateOptions", None)?;
             store.read(|inner| admit(inner, &body))?;
             let dry_run = opts.dry_run;
             let obj = verbs::create(store, &stored, ns, body, opts, warnings).map_err(served)?;
             if def.is_namespace() && !dry_run {
                 // The service-account controller's work, done before the namespace is answered,
-                // so that a Pod created right after it finds its `default` account (on a real
+                // so that a client asking for its `default` account right after finds it (on a real
                 // cluster the controller usually wins that race; here it always does).
                 let name = obj.meta_str("name");
                 crate::controllers::create_default_account(store, name);
@@ -281,7 +264,7 @@ pub(crate) async fn resource_request(
                 store,
                 target,
                 body,
-                query.write_opts(&user_agent, "UpdateOptions", None)?,
+                query.write_opts("UpdateOptions", None)?,
                 warnings,
             )
             .map_err(served)?;
@@ -308,7 +291,7 @@ pub(crate) async fn resource_request(
             } else {
                 parse_json(&body)?
             };
-            let mut opts = query.write_opts(&user_agent, "PatchOptions", Some(pt))?;
+            let mut opts = query.write_opts("PatchOptions", Some(pt))?;
             opts.shape = def.shape;
             let (out, created) =
                 verbs::patch(store, target, pt, &body, opts, &admit, warnings).map_err(served)?;
@@ -320,7 +303,7 @@ pub(crate) async fn resource_request(
         "delete" => {
             let (headers, body) = read_body(req).await?;
             let opts = delete_opts(&headers, &body, query)?;
-            match verbs::delete(store, &def, ns, name, &opts, warnings)? {
+            match verbs::delete(store, &def, ns, name, &opts)? {
                 Deleted::Gone(o) => Ok(respond_value(
                     200,
                     &delete_success(&def.group, &def.plural, name, o.uid()),
@@ -338,7 +321,7 @@ pub(crate) async fn resource_request(
         "deletecollection" => {
             let (headers, body) = read_body(req).await?;
             let opts = delete_opts(&headers, &body, query)?;
-            delete_collection(store, &def, ns, query, &opts, warnings)
+            delete_collection(store, &def, ns, query, &opts)
         }
         _ => Err(ApiError::method_not_allowed(&def.group, &def.plural)),
     }
@@ -352,7 +335,6 @@ fn delete_collection(
     ns: &str,
     query: &Query,
     opts: &DeleteOpts,
-    warnings: &mut Warnings,
 ) -> Result<Response<Body>, ApiError> {
     let (labels, fields) = selectors(store, def, query)?;
     let ns_filter = (def.namespaced && !ns.is_empty()).then_some(ns);
@@ -364,7 +346,7 @@ fn delete_collection(
     let mut items = vec![];
     for o in page.map(|p| p.items).unwrap_or_default() {
         let (ons, oname) = (o.meta_str("namespace"), o.meta_str("name"));
-        match verbs::delete(store, def, ons, oname, opts, warnings) {
+        match verbs::delete(store, def, ons, oname, opts) {
             Ok(Deleted::Gone(_)) | Ok(Deleted::Pending(_)) => items.push(o.clone()),
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
@@ -383,9 +365,6 @@ fn subresource(def: &ResourceDef, sub: &str, verb: &str) -> Result<Sub, ApiError
             Sub::Status
         }
         "finalize" if def.is_namespace() && verb == "update" => Sub::Finalize,
-        // A scale write is a write of the main object's replica count (see `scale_request`).
-        "scale" if def.scale.is_some() && matches!(verb, "get" | "update" | "patch") => Sub::Main,
-        "log" if def.is_pods() && verb == "get" => Sub::Main,
         _ => return Err(ApiError::path_not_found()),
     })
 }

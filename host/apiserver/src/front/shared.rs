@@ -30,8 +30,6 @@ pub struct Shared {
     pub faults_active: AtomicBool,
     /// The `host:port` the API advertises in `serverAddressByClientCIDRs`.
     pub server_address: String,
-    /// The URL clients reach the server at (`https://host:port`).
-    pub url: String,
     /// The requests answered so far (`/lethe/...` aside).
     pub requests: crate::front::RequestCounts,
 }
@@ -137,33 +135,6 @@ impl Query {
         matches!(self.get(k), Some("true") | Some("1") | Some(""))
     }
 
-    /// The deprecated `/watch/` form of a resource path (still served by v1.32): the path after
-    /// `watch`, as the watch it stands for. A named object's watch is a watch of its collection
-    /// selected by that name. `None` for a path that is neither.
-    pub(crate) fn deprecated_watch<'a>(&mut self, watched: &[&'a str]) -> Option<Vec<&'a str>> {
-        let (prefix, parts) = match watched {
-            ["namespaces", _, tail @ ..] if !tail.is_empty() => watched.split_at(2),
-            _ => watched.split_at(0),
-        };
-        let mut rest = prefix.to_vec();
-        match parts {
-            [resource] => rest.push(resource),
-            [resource, name] => {
-                rest.push(resource);
-                let by_name = format!("metadata.name={name}");
-                match self.0.iter_mut().find(|(k, _)| k == "fieldSelector") {
-                    Some((_, v)) if !v.is_empty() => *v = format!("{by_name},{v}"),
-                    Some((_, v)) => *v = by_name,
-                    None => self.0.push(("fieldSelector".into(), by_name)),
-                }
-            }
-            _ => return None,
-        }
-        self.0.retain(|(k, _)| k != "watch");
-        self.0.push(("watch".into(), "true".into()));
-        Some(rest)
-    }
-
     fn dry_run(&self) -> bool {
         self.0.iter().any(|(k, v)| k == "dryRun" && v == "All")
     }
@@ -176,12 +147,11 @@ impl Query {
             .collect()
     }
 
-    /// The options of a write sent with `user_agent`, checked as the server's
+    /// The options of a write, checked as the server's
     /// `Validate{Create,Update,Patch}Options` check them for `options_kind`; `patch` is the patch
     /// type of a PATCH.
     pub(crate) fn write_opts(
         &self,
-        user_agent: &str,
         options_kind: &str,
         patch: Option<PatchType>,
     ) -> Result<verbs::WriteOpts, ApiError> {
@@ -216,16 +186,10 @@ impl Query {
             ));
         }
         ApiError::invalid_if_any("meta.k8s.io", options_kind, "", causes)?;
-        let manager = match field_manager.as_deref() {
-            Some(m) if !m.is_empty() => m.to_string(),
-            _ => crate::managed::manager_from_user_agent(user_agent),
-        };
         Ok(verbs::WriteOpts {
             dry_run: self.dry_run(),
             strict: self.get("fieldValidation") == Some("Strict"),
             field_manager,
-            force: self.flag("force"),
-            manager: Some(manager),
             shape: Default::default(),
         })
     }

@@ -1,94 +1,14 @@
-//! Subresources with their own shapes: `pods/log`, `scale`, `serviceaccounts/token`, and the
+//! Subresources with their own shapes: `serviceaccounts/token`, and the
 //! access and token reviews.
 
 use crate::auth::{Attributes, UserInfo, require};
-use crate::front::respond::{
-    Body, decode_body, full, parse_json, patch_type, read_body, respond_value, with_type,
-};
-use crate::front::shared::{Query, Shared, Target};
+use crate::front::respond::{Body, decode_body, read_body, respond_value};
+use crate::front::shared::{Shared, Target};
 use crate::resources::ResourceDef;
-use crate::status::{ApiError, Warnings};
-use crate::store::Store;
-use crate::verbs::WriteTarget;
-use bytes::Bytes;
+use crate::status::ApiError;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use serde_json::{Value, json};
-
-/// `GET …/pods/<name>/log`. Nothing runs Pods here, so a Pod never has a node and its log is
-/// empty, as the real server streams nothing for a Pod not yet on a node; the container is
-/// checked first, as the real server checks it.
-pub(crate) fn pod_log(
-    store: &Store,
-    def: &ResourceDef,
-    ns: &str,
-    name: &str,
-    query: &Query,
-) -> Result<Response<Body>, ApiError> {
-    let pod = store
-        .get(def.key(), ns, name, false)
-        .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
-    let names = |list: &str| -> Vec<String> {
-        pod.value["spec"][list]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c["name"].as_str().map(str::to_string))
-            .collect()
-    };
-    let containers = names("containers");
-    let all: Vec<String> = containers
-        .iter()
-        .cloned()
-        .chain(names("initContainers"))
-        .chain(names("ephemeralContainers"))
-        .collect();
-    match query.get("container").filter(|c| !c.is_empty()) {
-        Some(c) if !all.iter().any(|n| n == c) => {
-            return Err(ApiError::bad_request(format!(
-                "container {c} is not valid for pod {name}"
-            )));
-        }
-        None if containers.len() != 1 => {
-            return Err(ApiError::bad_request(format!(
-                "a container name must be specified for pod {name}, choose one of: [{}]",
-                containers.join(" ")
-            )));
-        }
-        _ => {}
-    }
-    Ok(with_type("text/plain", full(Bytes::new())))
-}
-
-/// The `scale` subresource of a custom resource: `target` is the object (its main resource),
-/// whose replica count a Scale shows and sets.
-pub(crate) async fn scale_request(
-    store: &Store,
-    target: WriteTarget<'_>,
-    verb: &str,
-    query: &Query,
-    user_agent: &str,
-    req: Request<Incoming>,
-    warnings: &mut Warnings,
-) -> Result<Response<Body>, ApiError> {
-    let scale = match verb {
-        "get" => crate::verbs::scale::get(store, target)?,
-        "update" => {
-            let (headers, body) = read_body(req).await?;
-            let body = decode_body(&headers, &body)?;
-            let opts = query.write_opts(user_agent, "UpdateOptions", None)?;
-            crate::verbs::scale::update(store, target, &body, opts, warnings)?
-        }
-        _ => {
-            let (headers, body) = read_body(req).await?;
-            let pt = patch_type(&headers)?;
-            let body = parse_json(&body)?;
-            let opts = query.write_opts(user_agent, "PatchOptions", Some(pt))?;
-            crate::verbs::scale::patch(store, target, pt, &body, opts, warnings)?
-        }
-    };
-    Ok(respond_value(200, &scale))
-}
 
 /// `POST .../serviceaccounts/<name>/token`: issues a service-account JWT for account `t` and
 /// answers 201 with the TokenRequest. The lifetime is `spec.expirationSeconds` (an hour when
@@ -160,7 +80,7 @@ pub(crate) async fn token_request(
     let namespace = &t.namespace;
     let bound_ref = &request["spec"]["boundObjectRef"];
     let bound = if bound_ref.is_object() {
-        Some(bound_object(shared, namespace, &t.name, bound_ref)?)
+        Some(bound_object(shared, namespace, bound_ref)?)
     } else {
         None
     };
@@ -205,44 +125,29 @@ pub(crate) async fn token_request(
 }
 
 /// Checks a TokenRequest's `boundObjectRef` as the real server does and returns the claim it
-/// becomes: `("pod" | "secret", name, uid)`.
+/// becomes: `("secret", name, uid)`. Pods are not served, so a token is bound to a Secret or to
+/// nothing.
 fn bound_object(
     shared: &Shared,
     namespace: &str,
-    account: &str,
     r: &Value,
 ) -> Result<(&'static str, String, String), ApiError> {
     let kind = r["kind"].as_str().unwrap_or_default();
     let api_version = r["apiVersion"].as_str().unwrap_or_default();
     let name = r["name"].as_str().unwrap_or_default();
-    let (claim, key, plural) = match (api_version, kind) {
-        ("v1", "Pod") => ("pod", "/pods", "pods"),
-        ("v1", "Secret") => ("secret", "/secrets", "secrets"),
-        _ => {
-            let gvk = match api_version.split_once('/') {
-                Some((g, v)) => format!("{g}/{v}, Kind={kind}"),
-                None => format!("/{api_version}, Kind={kind}"),
-            };
-            return Err(ApiError::bad_request(format!(
-                "cannot bind token to object of type {gvk}"
-            )));
-        }
-    };
+    if (api_version, kind) != ("v1", "Secret") {
+        let gvk = match api_version.split_once('/') {
+            Some((g, v)) => format!("{g}/{v}, Kind={kind}"),
+            None => format!("/{api_version}, Kind={kind}"),
+        };
+        return Err(ApiError::bad_request(format!(
+            "cannot bind token to object of type {gvk}"
+        )));
+    }
     let obj = shared
         .store
-        .get(key, namespace, name, false)
-        .ok_or_else(|| ApiError::not_found("", plural, name))?;
-    if claim == "pod" {
-        let runs_as = obj.value["spec"]["serviceAccountName"]
-            .as_str()
-            .filter(|s| !s.is_empty())
-            .unwrap_or("default");
-        if runs_as != account {
-            return Err(ApiError::bad_request(format!(
-                "cannot bind token for serviceaccount {account:?} to pod running with different serviceaccount name."
-            )));
-        }
-    }
+        .get("/secrets", namespace, name, false)
+        .ok_or_else(|| ApiError::not_found("", "secrets", name))?;
     if let Some(want) = r["uid"].as_str().filter(|u| !u.is_empty())
         && want != obj.uid()
     {
@@ -255,7 +160,7 @@ fn bound_object(
             ),
         ));
     }
-    Ok((claim, name.to_string(), obj.uid().to_string()))
+    Ok(("secret", name.to_string(), obj.uid().to_string()))
 }
 
 /// The review kinds: SelfSubjectReview, SelfSubjectRulesReview and SelfSubjectAccessReview

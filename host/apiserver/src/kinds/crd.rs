@@ -11,8 +11,9 @@ use serde_json::{Value, json};
 
 /// `ValidateCustomResourceDefinition`, the part served: the group (a dotted subdomain), the
 /// names, `metadata.name` as `<plural>.<group>`, the scope, and the versions (unique DNS-1035
-/// names, exactly one storage version, a schema each whose validation rules compile). A 422
-/// listing every cause found.
+/// names, exactly one storage version, a schema each). A 422 listing every cause found. CEL rules
+/// (`x-kubernetes-validations`) are refused: this server does not evaluate them, and a CRD that
+/// relies on them must not be stored as if its objects were checked.
 pub(crate) fn validate_crd(crd: &Value, name: &str) -> Result<(), ApiError> {
     let group = "apiextensions.k8s.io";
     let kind = "CustomResourceDefinition";
@@ -98,11 +99,12 @@ pub(crate) fn validate_crd(crd: &Value, name: &str) -> Result<(), ApiError> {
                         "must not be empty at the root",
                     ));
                 }
-                for (at, rule, why) in crate::validation_rules::schema_compile_errors(schema) {
-                    causes.push(invalid(
-                        &format!("spec.versions[{i}].schema.openAPIV3Schema{at}"),
-                        &rule,
-                        format!("compilation failed: {why}"),
+                let mut rules = vec![];
+                rule_paths(schema, "", &mut rules);
+                for at in rules {
+                    causes.push(validation::forbidden(
+                        format!("spec.versions[{i}].schema.openAPIV3Schema{at}"),
+                        "CEL validation rules are not supported by this server",
                     ));
                 }
             }
@@ -114,6 +116,27 @@ pub(crate) fn validate_crd(crd: &Value, name: &str) -> Result<(), ApiError> {
     }
     causes.extend(crd_names_causes(&spec["names"]));
     ApiError::invalid_if_any(group, kind, name, causes)
+}
+
+/// The schema paths (`.properties[spec].x-kubernetes-validations`) of every CEL rule list in
+/// `schema`, wherever a nested schema may hold one.
+fn rule_paths(schema: &Value, path: &str, out: &mut Vec<String>) {
+    if schema["x-kubernetes-validations"]
+        .as_array()
+        .is_some_and(|rules| !rules.is_empty())
+    {
+        out.push(format!("{path}.x-kubernetes-validations"));
+    }
+    if let Some(props) = schema["properties"].as_object() {
+        for (k, s) in props {
+            rule_paths(s, &format!("{path}.properties[{k}]"), out);
+        }
+    }
+    for nested in ["additionalProperties", "items"] {
+        if schema[nested].is_object() {
+            rule_paths(&schema[nested], &format!("{path}.{nested}"), out);
+        }
+    }
 }
 
 /// `ValidateCustomResourceDefinitionNames`: the names are DNS-1035 labels (kinds in mixed case),

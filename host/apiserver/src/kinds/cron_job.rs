@@ -1,8 +1,7 @@
 //! CronJobs: their spec's validation (schedule, time zone, policies, history limits).
 
 use crate::kinds::causes::{nonnegative, obj_mut};
-use crate::kinds::job::job_spec_causes;
-use crate::kinds::pod_spec::{default, template_defaults};
+use crate::kinds::pod_spec::{default, pod_template_causes, template_defaults};
 use crate::kinds::strategy::Strategy;
 use crate::status::Cause;
 use crate::util::meta_str;
@@ -52,6 +51,71 @@ fn known_time_zone(name: &str) -> bool {
         || jiff::tz::db()
             .get(name)
             .is_ok_and(|tz| tz.iana_name() == Some(name))
+}
+
+/// `validateJobSpec`, on a CronJob's job template. `path` is where the job spec sits
+/// (`spec.jobTemplate.spec`).
+fn job_spec_causes(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
+    for key in [
+        "parallelism",
+        "completions",
+        "activeDeadlineSeconds",
+        "backoffLimit",
+        "ttlSecondsAfterFinished",
+        "backoffLimitPerIndex",
+        "maxFailedIndexes",
+    ] {
+        nonnegative(spec, key, path, causes);
+    }
+    let set = |key: &str| !spec[key].is_null();
+    if set("maxFailedIndexes") && !set("backoffLimitPerIndex") {
+        causes.push(validation::required(
+            format!("{path}.backoffLimitPerIndex"),
+            "when maxFailedIndexes is specified",
+        ));
+    }
+    match spec["completionMode"].as_str() {
+        None | Some("NonIndexed") => {
+            for key in ["backoffLimitPerIndex", "maxFailedIndexes"] {
+                if set(key) {
+                    let why = "requires indexed completion mode";
+                    causes.push(validation::invalid(
+                        format!("{path}.{key}"),
+                        &spec[key],
+                        why,
+                    ));
+                }
+            }
+        }
+        Some("Indexed") => {
+            if !set("completions") {
+                causes.push(validation::required(
+                    format!("{path}.completions"),
+                    "when completion mode is Indexed",
+                ));
+            }
+        }
+        Some(mode) => causes.push(validation::not_supported(
+            format!("{path}.completionMode"),
+            &json!(mode),
+            &["NonIndexed", "Indexed"],
+        )),
+    }
+    let template = format!("{path}.template");
+    pod_template_causes(&spec["template"], &template, causes);
+    // The pod defaults fill in `Always`, so a template that says nothing is told what it must say.
+    match spec["template"]["spec"]["restartPolicy"].as_str() {
+        None | Some("") | Some("Always") => causes.push(validation::required(
+            format!("{template}.spec.restartPolicy"),
+            "valid values: \"OnFailure\", \"Never\"",
+        )),
+        Some("OnFailure") | Some("Never") => {}
+        Some(restart) => causes.push(validation::not_supported(
+            format!("{template}.spec.restartPolicy"),
+            &json!(restart),
+            &["OnFailure", "Never"],
+        )),
+    }
 }
 
 /// `validateCronJobSpec`, in the server's order.

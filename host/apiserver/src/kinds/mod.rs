@@ -9,10 +9,8 @@ pub(crate) mod crd;
 pub(crate) mod cron_job;
 pub(crate) mod deployment;
 pub(crate) mod event;
-pub(crate) mod job;
 pub(crate) mod lease;
 pub(crate) mod namespace;
-pub(crate) mod pod;
 pub(crate) mod pod_disruption_budget;
 pub(crate) mod pod_spec;
 pub(crate) mod rbac;
@@ -27,10 +25,8 @@ use config_map::ConfigMapStrategy;
 use crd::CrdStrategy;
 use cron_job::CronJobStrategy;
 use deployment::DeploymentStrategy;
-use job::JobStrategy;
 use lease::LeaseStrategy;
 use namespace::NamespaceStrategy;
-use pod::PodStrategy;
 use pod_disruption_budget::PodDisruptionBudgetStrategy;
 use rbac::{BindingStrategy, RoleStrategy};
 use secret::SecretStrategy;
@@ -49,9 +45,7 @@ pub(crate) fn strategy(def: &ResourceDef) -> &'static dyn Strategy {
         ("", "configmaps") => &ConfigMapStrategy,
         ("", "secrets") => &SecretStrategy,
         ("", "services") => &ServiceStrategy,
-        ("", "pods") => &PodStrategy,
         ("apiextensions.k8s.io", "customresourcedefinitions") => &CrdStrategy,
-        ("batch", "jobs") => &JobStrategy,
         ("batch", "cronjobs") => &CronJobStrategy,
         ("apps", "deployments") => &DeploymentStrategy,
         ("policy", "poddisruptionbudgets") => &PodDisruptionBudgetStrategy,

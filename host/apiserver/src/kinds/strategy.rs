@@ -3,34 +3,22 @@
 //! only what differs, and a custom resource or a plain kind takes the defaults throughout.
 
 use crate::status::{ApiError, Cause};
-use crate::store::{Inner, Obj};
+use crate::store::Obj;
 use crate::util::set_in;
 use crate::verbs::{DeleteOpts, Sub};
 use serde_json::{Value, json};
 
-/// What a hook may read of the store and the request.
+/// What a hook may read of the request.
 pub struct Ctx<'a> {
-    /// The store, under the write lock the verb holds.
-    pub inner: &'a Inner,
-    /// The namespace written to (empty for cluster-scoped kinds).
-    pub ns: &'a str,
     /// The object's name.
     pub name: &'a str,
 }
 
-/// How deleting an object of a kind treats its dependents when the request names no policy.
-pub struct DefaultPropagation {
-    /// The propagation policy (`Orphan`, `Background` or `Foreground`).
-    pub policy: &'static str,
-    /// The warning the server returns for taking it.
-    pub warning: &'static str,
-}
-
 /// The rules of one kind. The verbs call the hooks in this order: on create `check_create`,
-/// then (with server-owned metadata set) `prepare_create`, `defaults`, `admit` and `validate`;
+/// then (with server-owned metadata set) `prepare_create`, `defaults` and `validate`;
 /// on update `prepare_update` (every subresource), then for the object itself `defaults`,
 /// `validate` and `validate_update`, and after the schema check `complete_update`; on delete
-/// `check_delete`, `check_delete_stored`, then `default_propagation`,
+/// `check_delete`, `check_delete_stored`, then
 /// `finalized_by_a_controller` and `mark_deleting`; when finalizers go, `held_by_spec`.
 pub trait Strategy: Sync {
     /// Refuses a create before anything of it is touched (a CRD's whole definition).
@@ -46,12 +34,6 @@ pub trait Strategy: Sync {
 
     /// Fills in the kind's defaults, on create and on every update of the object itself.
     fn defaults(&self, _obj: &mut Value) {}
-
-    /// Admission after defaulting, on create only. `sent_status` is the status the client sent,
-    /// which the create has already dropped.
-    fn admit(&self, _ctx: &Ctx, _obj: &mut Value, _sent_status: &Value) -> Result<(), ApiError> {
-        Ok(())
-    }
 
     /// The kind's own validation, on create and on every update of the object itself.
     fn validate(&self, _obj: &Value, _causes: &mut Vec<Cause>) {}
@@ -109,12 +91,6 @@ pub trait Strategy: Sync {
     /// for its spec finalizers).
     fn held_by_spec(&self, _obj: &Value) -> bool {
         false
-    }
-
-    /// The propagation a delete takes when it names none; None leaves dependents to the
-    /// garbage collector's default (Background).
-    fn default_propagation(&self) -> Option<DefaultPropagation> {
-        None
     }
 }
 

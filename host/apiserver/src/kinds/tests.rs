@@ -351,50 +351,53 @@ fn a_job_template_must_say_how_pods_restart() {
     );
 }
 
+/// A CronJob whose job template's spec is `job` (with a valid pod template added).
+fn cron_job_running(mut job: Value) -> Value {
+    job["template"] =
+        json!({"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}});
+    json!({"schedule": "*/5 * * * *", "jobTemplate": {"spec": job}})
+}
+
 #[test]
-fn job_counts_must_not_be_negative() {
-    let spec = json!({
+fn job_template_counts_must_not_be_negative() {
+    let spec = cron_job_running(json!({
         "parallelism": -1, "backoffLimit": -1, "activeDeadlineSeconds": -5,
-        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}},
-    });
-    let fields: Vec<String> = causes("jobs", spec).into_iter().map(|(f, _)| f).collect();
+    }));
+    let fields: Vec<String> = causes("cronjobs", spec)
+        .into_iter()
+        .map(|(f, _)| f)
+        .collect();
     assert_eq!(
         fields,
         [
-            "spec.parallelism",
-            "spec.activeDeadlineSeconds",
-            "spec.backoffLimit"
+            "spec.jobTemplate.spec.parallelism",
+            "spec.jobTemplate.spec.activeDeadlineSeconds",
+            "spec.jobTemplate.spec.backoffLimit"
         ]
     );
 }
 
 #[test]
-fn per_index_limits_need_an_indexed_job() {
-    let spec = json!({
-        "maxFailedIndexes": 1, "completionMode": "NonIndexed",
-        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}},
-    });
+fn per_index_limits_need_an_indexed_job_template() {
+    let spec = cron_job_running(json!({"maxFailedIndexes": 1, "completionMode": "NonIndexed"}));
     assert_eq!(
-        causes("jobs", spec),
+        causes("cronjobs", spec),
         vec![
             (
-                "spec.backoffLimitPerIndex".into(),
+                "spec.jobTemplate.spec.backoffLimitPerIndex".into(),
                 "Required value: when maxFailedIndexes is specified".into()
             ),
             (
-                "spec.maxFailedIndexes".into(),
+                "spec.jobTemplate.spec.maxFailedIndexes".into(),
                 "Invalid value: 1: requires indexed completion mode".into()
             ),
         ]
     );
-    let spec = json!({
-        "completionMode": "Sometimes",
-        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}},
-    });
+    let spec = cron_job_running(json!({"completionMode": "Sometimes"}));
     assert_eq!(
-        causes("jobs", spec),
+        causes("cronjobs", spec),
         one(
-            "spec.completionMode",
+            "spec.jobTemplate.spec.completionMode",
             "Unsupported value: \"Sometimes\": supported values: \"NonIndexed\", \"Indexed\""
         )
     );

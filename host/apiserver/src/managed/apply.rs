@@ -1,68 +1,14 @@
-//! Server-side apply: conflicts with other managers, forced take-overs, and the new entries.
+//! Server-side apply: the fields it takes from other managers, the fields it drops, and its
+//! entry.
 
-use crate::managed::entries::{Writer, cap_update_entries, set_entries, sort_entries};
+use crate::managed::entries::{Writer, set_entries, sort_entries};
 use crate::managed::fieldset::{
-    Scope, applied_set, compare_objects, created_fields, from_fields_v1, path_string, to_fields_v1,
+    Scope, applied_set, compare_objects, created_fields, from_fields_v1, to_fields_v1,
 };
 use crate::managed::merge::remove_all;
 use crate::managed::schema::{FieldPath, KindSchema};
-use crate::status::{ApiError, Cause};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::BTreeSet;
-
-/// How a conflict names a manager: `"name"` for appliers, `"name" using v1` for updaters.
-pub(super) fn manager_label(e: &Value) -> String {
-    let mut name = json!(e["manager"].as_str().unwrap_or_default()).to_string();
-    if let Some(sub) = e["subresource"].as_str().filter(|s| !s.is_empty()) {
-        name = format!("{name} with subresource {}", json!(sub));
-    }
-    if e["operation"] == "Update" {
-        format!(
-            "{name} using {}",
-            e["apiVersion"].as_str().unwrap_or_default()
-        )
-    } else {
-        name
-    }
-}
-
-/// The 409 of structured-merge-diff's conflicts (`fieldmanager.NewConflictError`).
-pub(super) fn conflict_error(conflicts: &[(String, FieldPath)]) -> ApiError {
-    let message = if let [(m, p)] = conflicts {
-        format!(
-            "Apply failed with 1 conflict: conflict with {m}: {}",
-            path_string(p)
-        )
-    } else {
-        let mut managers: Vec<&String> = conflicts.iter().map(|(m, _)| m).collect();
-        managers.sort();
-        managers.dedup();
-        let mut parts = vec![];
-        for m in managers {
-            parts.push(format!("conflict with {m}:"));
-            for (_, p) in conflicts.iter().filter(|(cm, _)| cm == m) {
-                parts.push(format!("- {}", path_string(p)));
-            }
-        }
-        format!(
-            "Apply failed with {} conflicts: {}",
-            conflicts.len(),
-            parts.join("\n")
-        )
-    };
-    let causes = conflicts
-        .iter()
-        .map(|(m, p)| Cause {
-            reason: "FieldManagerConflict",
-            message: format!("conflict with {m}"),
-            field: path_string(p),
-        })
-        .collect();
-    ApiError::new(409, "Conflict", message).with_details(crate::status::Details {
-        causes,
-        ..Default::default()
-    })
-}
 
 /// One server-side apply: what is applied, by whom, and under which rules.
 pub struct Apply<'a> {
@@ -70,8 +16,6 @@ pub struct Apply<'a> {
     pub body: &'a Value,
     /// The field manager applying it.
     pub writer: &'a Writer<'a>,
-    /// Whether to take the fields other managers own instead of failing on the conflict.
-    pub force: bool,
     /// Which top-level fields the write may own.
     pub scope: Scope,
     /// The kind's schema: how its lists merge and which fields are atomic.
@@ -80,16 +24,15 @@ pub struct Apply<'a> {
     pub now: &'a str,
 }
 
-/// Server-side apply `a` onto `live` (already merged into `merged`): checks conflicts with the
-/// other managers over the fields the apply changes (taking them when `a.force`), removes the
+/// Server-side apply `a` onto `live` (already merged into `merged`): takes the fields the apply
+/// changes from the other managers (as a forced apply does; there are no conflicts), removes the
 /// fields this manager applied before and no longer does (unless someone else owns them), and
 /// records the manager's entry. `live` is None on create. An object without entries has its
 /// fields owned by `before-first-apply` first, as the real server.
-pub fn apply(live: Option<&Value>, merged: &mut Value, a: &Apply) -> Result<(), ApiError> {
+pub fn apply(live: Option<&Value>, merged: &mut Value, a: &Apply) {
     let Apply {
         body,
         writer: w,
-        force,
         scope,
         schema,
         now,
@@ -123,31 +66,15 @@ pub fn apply(live: Option<&Value>, merged: &mut Value, a: &Apply) -> Result<(), 
             others.push((e, set));
         }
     }
-    let mut conflicts: Vec<(String, FieldPath)> = vec![];
+    // The fields the apply changes are its own from now on.
     if let Some(live) = live {
         let (changed, _) = compare_objects(live, merged, scope, schema);
-        for (e, set) in &others {
-            for p in set.intersection(&changed) {
-                conflicts.push((manager_label(e), p.clone()));
+        for (e, set) in others.iter_mut() {
+            let before = set.len();
+            set.retain(|owned| !changed.contains(owned));
+            if set.len() != before {
+                e["fieldsV1"] = to_fields_v1(set);
             }
-        }
-    }
-    if !conflicts.is_empty() && !force {
-        return Err(conflict_error(&conflicts));
-    }
-    // Forcing takes the conflicting fields away from their owners.
-    let mut lost: std::collections::HashMap<&str, BTreeSet<&FieldPath>> = Default::default();
-    for (m, p) in &conflicts {
-        lost.entry(m.as_str()).or_default().insert(p);
-    }
-    for (e, set) in others.iter_mut() {
-        let Some(lost) = lost.get(manager_label(e).as_str()) else {
-            continue;
-        };
-        let before = set.len();
-        set.retain(|owned| !lost.contains(owned));
-        if set.len() != before {
-            e["fieldsV1"] = to_fields_v1(set);
         }
     }
     // A field this manager stops applying stays when anyone, this apply included, owns it or
@@ -189,8 +116,6 @@ pub fn apply(live: Option<&Value>, merged: &mut Value, a: &Apply) -> Result<(), 
         _ => now.to_string(),
     };
     out.push(w.entry("Apply", &time, to_fields_v1(&applied)));
-    cap_update_entries(&mut out);
     sort_entries(&mut out);
     set_entries(merged, out);
-    Ok(())
 }

@@ -1,33 +1,11 @@
-//! The `managedFields` entries of ordinary writes: the manager's name, validation of entries a
-//! client sends, and the `Update` entries recorded on create and update.
+//! The `managedFields` entries: who writes, the checks of a `fieldManager` and of the entries a
+//! client sends, and their order.
 
-use crate::managed::fieldset::{
-    Scope, compare_objects, created_fields, from_fields_v1, to_fields_v1, under_any,
-};
-use crate::managed::schema::{FieldPath, KindSchema};
 use crate::status::Cause;
 use serde_json::{Map, Value, json};
-use std::collections::BTreeSet;
 
 /// The longest manager name (`FieldManagerMaxLength`), in bytes.
 pub const MAX_MANAGER_LEN: usize = 128;
-
-/// The manager of a write without `fieldManager`: the User-Agent up to its first `/`, without
-/// unprintable characters, cut to [`MAX_MANAGER_LEN`] bytes (whole characters only).
-pub fn manager_from_user_agent(ua: &str) -> String {
-    let prefix = ua.split('/').next().unwrap_or_default();
-    let mut out = String::new();
-    for c in prefix.chars() {
-        if !printable(c) {
-            continue;
-        }
-        if out.len() + c.len_utf8() > MAX_MANAGER_LEN {
-            break;
-        }
-        out.push(c);
-    }
-    out
-}
 
 /// Go's `unicode.IsPrint`, near enough: no control characters, and no space but U+0020.
 pub(super) fn printable(c: char) -> bool {
@@ -53,10 +31,9 @@ pub fn field_manager_causes(manager: &str) -> Vec<Cause> {
 /// Who writes: an entry's identity without its time and fields.
 #[derive(Debug, Clone, Copy)]
 pub struct Writer<'a> {
-    /// The field manager's name: `fieldManager`, else derived from the User-Agent (`kubectl`).
+    /// The field manager's name (`fieldManager`).
     pub manager: &'a str,
-    /// The `apiVersion` the write was made in; entries of other operations than apply are kept
-    /// per version.
+    /// The `apiVersion` the write was made in.
     pub api_version: &'a str,
     /// `status` for writes of the status subresource.
     pub subresource: Option<&'a str>,
@@ -97,54 +74,6 @@ pub fn valid_entries(entries: &[Value]) -> bool {
     })
 }
 
-/// The most `Update` entries an object keeps (the field manager's cap).
-pub(super) const MAX_UPDATE_ENTRIES: usize = 10;
-
-/// Over [`MAX_UPDATE_ENTRIES`] `Update` entries, the oldest are merged, per apiVersion, into one
-/// entry of the manager `ancient-changes` (as the real field manager's `capManagersManager`):
-/// the oldest entry of a version waits for the next one of that version, then both become the
-/// bucket, which takes the time of the newest entry merged into it.
-pub(super) fn cap_update_entries(entries: &mut Vec<Value>) {
-    let mut updaters: Vec<usize> = (0..entries.len())
-        .filter(|&i| entries[i]["operation"] == "Update")
-        .collect();
-    if updaters.len() <= MAX_UPDATE_ENTRIES {
-        return;
-    }
-    updaters.sort_by_cached_key(|&i| entries[i]["time"].as_str().unwrap_or_default().to_string());
-    let mut left = updaters.len();
-    let mut first_of_version: std::collections::HashMap<String, usize> = Default::default();
-    let mut merged = vec![];
-    for i in updaters {
-        if left <= MAX_UPDATE_ENTRIES {
-            break;
-        }
-        let version = entries[i]["apiVersion"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let Some(&bucket) = first_of_version.get(&version) else {
-            first_of_version.insert(version, i);
-            continue;
-        };
-        let mut set = from_fields_v1(&entries[bucket]["fieldsV1"]);
-        set.extend(from_fields_v1(&entries[i]["fieldsV1"]));
-        let time = entries[i]["time"].clone();
-        if let Some(e) = entries[bucket].as_object_mut() {
-            e.insert("manager".into(), json!("ancient-changes"));
-            e.remove("subresource");
-            e.insert("time".into(), time);
-            e.insert("fieldsV1".into(), to_fields_v1(&set));
-        }
-        merged.push(i);
-        left -= 1;
-    }
-    merged.sort_unstable();
-    for i in merged.into_iter().rev() {
-        entries.remove(i);
-    }
-}
-
 /// Orders entries as the field manager does: by operation, time, manager, apiVersion and
 /// subresource.
 pub(super) fn sort_entries(entries: &mut [Value]) {
@@ -164,72 +93,4 @@ pub(super) fn set_entries(obj: &mut Value, entries: Vec<Value>) {
     if let Some(m) = obj["metadata"].as_object_mut() {
         crate::util::set_list(m, "managedFields", entries);
     }
-}
-
-/// Records the create of `obj` by `w`: one Update entry owning every field it has.
-pub fn record_create(obj: &mut Value, w: &Writer, scope: Scope, schema: &KindSchema, now: &str) {
-    let fields = created_fields(obj, scope, schema);
-    if fields.as_object().is_some_and(Map::is_empty) {
-        set_entries(obj, vec![]);
-        return;
-    }
-    let entry = w.entry("Update", now, fields);
-    set_entries(obj, vec![entry]);
-}
-
-/// Records an update of `old` to `new` by `w`. `new`'s managedFields are the entries to start
-/// from; when there are none, the object is not tracked (as the real server, which only
-/// starts tracking on create or apply).
-pub fn record_update(
-    old: &Value,
-    new: &mut Value,
-    w: &Writer,
-    scope: Scope,
-    schema: &KindSchema,
-    now: &str,
-) {
-    let entries: Vec<Value> = match new["metadata"]["managedFields"].as_array() {
-        Some(a) if !a.is_empty() => a.clone(),
-        _ => return,
-    };
-    let (changed, removed) = compare_objects(old, new, scope, schema);
-    if changed.is_empty() && removed.is_empty() {
-        return;
-    }
-    let mut out = Vec::with_capacity(entries.len() + 1);
-    let mut mine: Option<(Value, BTreeSet<FieldPath>)> = None;
-    for e in entries {
-        let mut set = from_fields_v1(&e["fieldsV1"]);
-        let before = set.len();
-        set.retain(|p| !changed.contains(p) && !under_any(p, &removed));
-        if w.is(&e, "Update") {
-            mine = Some((e, set));
-            continue;
-        }
-        if set.is_empty() {
-            continue;
-        }
-        let mut e = e;
-        if set.len() != before {
-            e["fieldsV1"] = to_fields_v1(&set);
-        }
-        out.push(e);
-    }
-    match mine {
-        Some((mut e, mut set)) => {
-            if !changed.is_empty() {
-                set.extend(changed);
-                e["time"] = json!(now);
-            }
-            if !set.is_empty() {
-                e["fieldsV1"] = to_fields_v1(&set);
-                out.push(e);
-            }
-        }
-        None if !changed.is_empty() => out.push(w.entry("Update", now, to_fields_v1(&changed))),
-        None => {}
-    }
-    cap_update_entries(&mut out);
-    sort_entries(&mut out);
-    set_entries(new, out);
 }

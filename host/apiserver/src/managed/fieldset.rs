@@ -131,26 +131,6 @@ pub fn from_fields_v1(v: &Value) -> BTreeSet<FieldPath> {
     out
 }
 
-/// `.data.a`, `.spec.containers[name="a"].image` or `.metadata.finalizers[="x"]`, as
-/// structured-merge-diff prints a path.
-pub fn path_string(p: &FieldPath) -> String {
-    p.iter()
-        .map(|s| {
-            if let Some(name) = s.strip_prefix("f:") {
-                format!(".{name}")
-            } else if let Some(keys) = s.strip_prefix("k:") {
-                let fields: Map<String, Value> = serde_json::from_str(keys).unwrap_or_default();
-                let parts: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                format!("[{}]", parts.join(","))
-            } else if let Some(value) = s.strip_prefix("v:") {
-                format!("[={value}]")
-            } else {
-                format!(".{s}")
-            }
-        })
-        .collect()
-}
-
 /// Which top-level fields a write may own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -276,8 +256,4 @@ pub(super) fn compare_objects(old: &Value, new: &Value, scope: Scope, schema: &K
         removed.insert(path.clone());
     }
     (changed, removed)
-}
-
-pub(super) fn under_any(p: &FieldPath, roots: &BTreeSet<FieldPath>) -> bool {
-    (1..=p.len()).any(|n| roots.contains(&p[..n]))
 }

@@ -91,8 +91,7 @@ impl<'a> KindSchema<'a> {
         let pod_spec = json!({"containers": null});
         let template = json!({"metadata": {}, "spec": pod_spec});
         match self.key {
-            "/pods" => json!({"spec": pod_spec, "status": {}}),
-            "/namespaces" | "/nodes" => json!({"spec": {}, "status": {}}),
+            "/namespaces" => json!({"spec": {}, "status": {}}),
             crate::kinds::service::SERVICES_KEY => {
                 json!({"spec": {}, "status": {"loadBalancer": {}}})
             }
@@ -100,7 +99,6 @@ impl<'a> KindSchema<'a> {
                 "spec": {"jobTemplate": {"metadata": {}, "spec": {"template": template}}},
                 "status": {},
             }),
-            "batch/jobs" => json!({"spec": {"template": template}, "status": {}}),
             "coordination.k8s.io/leases" => json!({"spec": {}}),
             "rbac.authorization.k8s.io/rolebindings"
             | "rbac.authorization.k8s.io/clusterrolebindings" => json!({"roleRef": {}}),

@@ -41,20 +41,18 @@ fn apply_by(
     merged: &mut Value,
     body: &Value,
     manager: &str,
-    force: bool,
     schema: &KindSchema,
     now: &str,
-) -> Result<(), crate::status::ApiError> {
+) {
     let writer = writer(manager);
     let a = Apply {
         body,
         writer: &writer,
-        force,
         scope: Scope::All,
         schema,
         now,
     };
-    apply(live, merged, &a)
+    apply(live, merged, &a);
 }
 
 fn cm(data: Value) -> Value {
@@ -62,105 +60,6 @@ fn cm(data: Value) -> Value {
         "metadata": {"name": "x", "namespace": "d", "uid": "u", "resourceVersion": "1",
             "creationTimestamp": "t"},
         "data": data})
-}
-
-#[test]
-fn managers_come_from_the_user_agent_prefix() {
-    assert_eq!(
-        manager_from_user_agent("kubectl-create/v1.32.0 (linux/amd64) kubernetes/abc"),
-        "kubectl-create"
-    );
-    assert_eq!(manager_from_user_agent(""), "");
-    assert_eq!(manager_from_user_agent("a\tb\u{7}c/x"), "abc");
-    assert_eq!(manager_from_user_agent(&"m".repeat(300)).len(), 128);
-    // Whole characters only: 127 bytes and a 2-byte character do not fit.
-    let ua = format!("{}é", "m".repeat(127));
-    assert_eq!(manager_from_user_agent(&ua), "m".repeat(127));
-}
-
-#[test]
-fn a_create_owns_every_field_with_maps_marked() {
-    let mut obj = cm(json!({"a": "1"}));
-    obj["metadata"]["labels"] = json!({"app": "y"});
-    record_create(
-        &mut obj,
-        &writer("kubectl-create"),
-        Scope::All,
-        &KindSchema::atomic(),
-        "T1",
-    );
-    assert_eq!(
-        obj["metadata"]["managedFields"],
-        json!([{"manager": "kubectl-create", "operation": "Update", "apiVersion": "v1",
-            "time": "T1", "fieldsType": "FieldsV1",
-            "fieldsV1": {"f:data": {".": {}, "f:a": {}},
-                "f:metadata": {"f:labels": {".": {}, "f:app": {}}}}}])
-    );
-    let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-        "spec": {"x": 1}, "status": {"phase": "Pending"}});
-    record_create(
-        &mut pod,
-        &writer("m"),
-        Scope::NoStatus,
-        &KindSchema::atomic(),
-        "T1",
-    );
-    assert_eq!(
-        pod["metadata"]["managedFields"][0]["fieldsV1"],
-        json!({"f:spec": {".": {}, "f:x": {}}})
-    );
-}
-
-#[test]
-fn an_update_takes_the_fields_it_changes() {
-    let mut old = cm(json!({"a": "1", "b": "2"}));
-    record_create(
-        &mut old,
-        &writer("kubectl-create"),
-        Scope::All,
-        &KindSchema::atomic(),
-        "T1",
-    );
-    let mut new = old.clone();
-    new["data"] = json!({"a": "9", "c": "3"});
-    record_update(
-        &old,
-        &mut new,
-        &writer("kubectl-edit"),
-        Scope::All,
-        &KindSchema::atomic(),
-        "T2",
-    );
-    let mf = &new["metadata"]["managedFields"];
-    assert_eq!(mf.as_array().map(Vec::len), Some(2), "{mf}");
-    assert_eq!(mf[0]["manager"], "kubectl-create");
-    assert_eq!(mf[0]["fieldsV1"], json!({"f:data": {}}));
-    assert_eq!(mf[1]["manager"], "kubectl-edit");
-    assert_eq!(mf[1]["time"], "T2");
-    assert_eq!(mf[1]["fieldsV1"], json!({"f:data": {"f:a": {}, "f:c": {}}}));
-    // No change, no new entry or time.
-    let mut same = new.clone();
-    record_update(
-        &new,
-        &mut same,
-        &writer("other"),
-        Scope::All,
-        &KindSchema::atomic(),
-        "T3",
-    );
-    assert_eq!(same, new);
-    // Objects without entries are not tracked by updates.
-    let old = cm(json!({"a": "1"}));
-    let mut new = cm(json!({"a": "2"}));
-    record_update(
-        &old,
-        &mut new,
-        &writer("m"),
-        Scope::All,
-        &KindSchema::atomic(),
-        "T2",
-    );
-    assert!(new["metadata"].get("managedFields").is_none());
 }
 
 #[test]
@@ -194,12 +93,9 @@ fn large_forced_and_shrinking_applies_stay_linear() {
         &mut merged,
         &body,
         "kubectl",
-        true,
         &KindSchema::atomic(),
         "T2",
-    )
-    .map_err(|e| e.message)
-    .unwrap();
+    );
     // Dropping them all while the creator still owns N others.
     let live = merged.clone();
     let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}});
@@ -208,12 +104,9 @@ fn large_forced_and_shrinking_applies_stay_linear() {
         &mut merged,
         &body,
         "kubectl",
-        false,
         &KindSchema::atomic(),
         "T3",
-    )
-    .map_err(|e| e.message)
-    .unwrap();
+    );
     let left = merged["data"].as_object().unwrap();
     assert_eq!(left.len(), N);
     assert!(left.keys().all(|k| k.starts_with('b')));
@@ -224,139 +117,12 @@ fn large_forced_and_shrinking_applies_stay_linear() {
     );
 }
 
-#[test]
-fn applies_conflict_with_update_managers_using_their_version() {
-    let mut live = cm(json!({"a": "1"}));
-    record_create(
-        &mut live,
-        &writer("kubectl-create"),
-        Scope::All,
-        &KindSchema::atomic(),
-        "T1",
-    );
-    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
-        "data": {"a": "2"}});
-    let mut merged = live.clone();
-    merged["data"]["a"] = json!("2");
-    let e = apply_by(
-        Some(&live),
-        &mut merged.clone(),
-        &body,
-        "kubectl",
-        false,
-        &KindSchema::atomic(),
-        "T2",
-    )
-    .err()
-    .map(|e| e.message);
-    assert_eq!(
-        e.as_deref(),
-        Some("Apply failed with 1 conflict: conflict with \"kubectl-create\" using v1: .data.a")
-    );
-    apply_by(
-        Some(&live),
-        &mut merged,
-        &body,
-        "kubectl",
-        true,
-        &KindSchema::atomic(),
-        "T2",
-    )
-    .map_err(|e| e.message)
-    .unwrap();
-    let mf = &merged["metadata"]["managedFields"];
-    assert_eq!(mf[0]["manager"], "kubectl");
-    assert_eq!(mf[0]["operation"], "Apply");
-    assert_eq!(mf[0]["fieldsV1"], json!({"f:data": {"f:a": {}}}));
-    assert_eq!(mf[1]["manager"], "kubectl-create");
-    assert_eq!(mf[1]["fieldsV1"], json!({"f:data": {}}));
-    // A status writer is named with its subresource.
-    let status = Writer {
-        manager: "ctl",
-        api_version: "v1",
-        subresource: Some("status"),
-    };
-    let e = status.entry("Update", "T", json!({}));
-    assert_eq!(
-        manager_label(&e),
-        "\"ctl\" with subresource \"status\" using v1"
-    );
-    // An object without entries: its fields belong to before-first-apply.
-    let live = cm(json!({"a": "1"}));
-    let mut merged = cm(json!({"a": "2"}));
-    let e = apply_by(
-        Some(&live),
-        &mut merged,
-        &body,
-        "kubectl",
-        false,
-        &KindSchema::atomic(),
-        "T2",
-    )
-    .err()
-    .map(|e| e.message);
-    assert_eq!(
-        e.as_deref(),
-        Some(
-            "Apply failed with 1 conflict: conflict with \"before-first-apply\" using v1: .data.a"
-        )
-    );
-}
-
-#[test]
-fn status_writes_record_their_subresource_and_only_status() {
-    let mut old = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-        "spec": {"x": 1}});
-    record_create(
-        &mut old,
-        &writer("kubectl-run"),
-        Scope::NoStatus,
-        &KindSchema::atomic(),
-        "T1",
-    );
-    let mut new = old.clone();
-    new["status"] = json!({"phase": "Running"});
-    new["spec"]["x"] = json!(2);
-    let w = Writer {
-        manager: "kubelet",
-        api_version: "v1",
-        subresource: Some("status"),
-    };
-    record_update(
-        &old,
-        &mut new,
-        &w,
-        Scope::StatusOnly,
-        &KindSchema::atomic(),
-        "T2",
-    );
-    let mf = &new["metadata"]["managedFields"];
-    assert_eq!(mf[0]["manager"], "kubectl-run");
-    assert_eq!(mf[0]["fieldsV1"], json!({"f:spec": {".": {}, "f:x": {}}}));
-    assert_eq!(mf[1]["manager"], "kubelet");
-    assert_eq!(mf[1]["subresource"], "status");
-    assert_eq!(
-        mf[1]["fieldsV1"],
-        json!({"f:status": {".": {}, "f:phase": {}}})
-    );
-    // Entries a client cannot have written are refused as a whole.
-    assert!(valid_entries(
-        mf.as_array().map(Vec::as_slice).unwrap_or_default()
-    ));
-    assert!(!valid_entries(&[json!({})]));
-}
-
 /// Apply `body` by `manager` onto `live` as ops does: merge, then record.
-fn apply_as(
-    live: &Value,
-    body: Value,
-    manager: &str,
-    schema: &KindSchema,
-) -> Result<Value, String> {
+fn apply_as(live: &Value, body: Value, manager: &str, schema: &KindSchema) -> Value {
     let mut merged = live.clone();
     merge(&mut merged, &body, schema);
-    apply_by(Some(live), &mut merged, &body, manager, false, schema, "T").map_err(|e| e.message)?;
-    Ok(merged)
+    apply_by(Some(live), &mut merged, &body, manager, schema, "T");
+    merged
 }
 
 #[test]
@@ -377,16 +143,14 @@ fn managers_own_the_items_of_associative_lists_apart() {
         job(json!([{"name": "a", "image": "i:1"}]), json!(["x/a"])),
         "a",
         &schema,
-    )
-    .unwrap();
+    );
     // Another manager's items join the lists instead of conflicting.
     let live = apply_as(
         &live,
         job(json!([{"name": "b", "image": "n:1"}]), json!(["x/b"])),
         "b",
         &schema,
-    )
-    .unwrap();
+    );
     let containers = &live["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"];
     assert_eq!(
         containers,
@@ -402,22 +166,23 @@ fn managers_own_the_items_of_associative_lists_apart() {
         b_fields["f:metadata"]["f:finalizers"],
         json!({"v:\"x/b\"": {}})
     );
-    // Changing another manager's item field is a conflict named by the item's key.
-    let e = apply_as(
+    // Changing another manager's item field takes it, as a forced apply does: no conflict.
+    let live = apply_as(
         &live,
         job(json!([{"name": "a", "image": "i:2"}]), json!(["x/b"])),
         "b",
         &schema,
-    )
-    .unwrap_err();
-    assert_eq!(
-        e,
-        "Apply failed with 1 conflict: conflict with \"a\": .spec.jobTemplate.spec.template.spec.containers[name=\"a\"].image"
     );
-    // Items a manager stops applying go, when no one else owns them.
-    let live = apply_as(&live, job(json!([]), json!(["x/b"])), "a", &schema).unwrap();
+    let a_fields = &live["metadata"]["managedFields"][0]["fieldsV1"];
+    assert_eq!(
+        a_fields["f:spec"]["f:jobTemplate"]["f:spec"]["f:template"]["f:spec"]["f:containers"],
+        json!({"k:{\"name\":\"a\"}": {".": {}, "f:name": {}}})
+    );
+    // Items a manager stops applying go when no one else owns them (`b`'s own container went
+    // with that apply); `a`'s container stays while `b` owns fields of it.
+    let live = apply_as(&live, job(json!([]), json!(["x/b"])), "a", &schema);
     let containers = &live["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"];
-    assert_eq!(containers, &json!([{"name": "b", "image": "n:1"}]));
+    assert_eq!(containers, &json!([{"name": "a", "image": "i:2"}]));
     assert_eq!(live["metadata"]["finalizers"], json!(["x/b"]));
 }
 
@@ -449,53 +214,36 @@ fn a_crds_schema_says_which_lists_are_associative() {
         key_element(&json!({"port": 80}), &["port".into(), "protocol".into()]).as_deref(),
         Some("k:{\"port\":80,\"protocol\":\"TCP\"}")
     );
-    assert_eq!(
-        path_string(&path(&[
-            "f:spec",
-            "f:ports",
-            "k:{\"port\":80,\"protocol\":\"TCP\"}",
-            "f:rules",
-            "v:\"r\""
-        ])),
-        ".spec.ports[port=80,protocol=\"TCP\"].rules[=\"r\"]"
-    );
 }
 
 #[test]
-fn an_item_another_manager_changed_keeps_its_key_and_long_lists_stay_linear() {
+fn an_item_another_manager_applied_stays_and_long_lists_stay_linear() {
     let schema = KindSchema {
-        key: "/pods",
+        key: "apps/deployments",
         schema: None,
         custom: false,
     };
     let pod = |containers: Value| {
-        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-            "spec": {"containers": containers}})
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "p"},
+            "spec": {"template": {"spec": {"containers": containers}}}})
     };
-    let live = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}});
+    let live = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "p"}});
     let live = apply_as(
         &live,
         pod(json!([{"name": "a", "image": "i:1"}])),
         "a",
         &schema,
-    )
-    .unwrap();
-    // Another writer changes the image: it owns that field of the item, not its name.
-    let mut changed = live.clone();
-    changed["spec"]["containers"][0]["image"] = json!("i:2");
-    record_update(
+    );
+    // Another applier changes the image: the item stays, whole, when `a` drops it.
+    let changed = apply_as(
         &live,
-        &mut changed,
-        &writer("kubectl-set"),
-        Scope::All,
+        pod(json!([{"name": "a", "image": "i:2"}])),
+        "set",
         &schema,
-        "T",
     );
-    let live = apply_as(&changed, pod(json!([])), "a", &schema).unwrap();
-    assert_eq!(
-        live["spec"]["containers"],
-        json!([{"name": "a", "image": "i:2"}])
-    );
+    let live = apply_as(&changed, pod(json!([])), "a", &schema);
+    let containers = |live: &Value| live["spec"]["template"]["spec"]["containers"].clone();
+    assert_eq!(containers(&live), json!([{"name": "a", "image": "i:2"}]));
 
     // Thousands of items applied, then all dropped, in well under a second each.
     const N: usize = 20_000;
@@ -503,13 +251,10 @@ fn an_item_another_manager_changed_keeps_its_key_and_long_lists_stay_linear() {
         .map(|i| json!({"name": format!("c{i}"), "image": "x"}))
         .collect();
     let started = std::time::Instant::now();
-    let live = apply_as(&live, pod(Value::Array(many)), "a", &schema).unwrap();
-    assert_eq!(
-        live["spec"]["containers"].as_array().map(Vec::len),
-        Some(N + 1)
-    );
-    let live = apply_as(&live, pod(json!([])), "a", &schema).unwrap();
-    assert_eq!(live["spec"]["containers"].as_array().map(Vec::len), Some(1));
+    let live = apply_as(&live, pod(Value::Array(many)), "a", &schema);
+    assert_eq!(containers(&live).as_array().map(Vec::len), Some(N + 1));
+    let live = apply_as(&live, pod(json!([])), "a", &schema);
+    assert_eq!(containers(&live).as_array().map(Vec::len), Some(1));
     assert!(
         started.elapsed() < std::time::Duration::from_secs(5),
         "{:?}",
@@ -532,30 +277,24 @@ fn a_map_owned_as_a_member_stays_while_its_fields_are_applied() {
     );
     let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
         "data": {"a": "1"}});
-    let merged = apply_as(&live, body, "kubectl", &KindSchema::atomic()).unwrap();
+    let merged = apply_as(&live, body, "kubectl", &KindSchema::atomic());
     assert_eq!(merged["data"], json!({"a": "1"}));
 }
 
 #[test]
-fn a_create_does_not_own_the_structs_its_kinds_zero_value_has() {
+fn a_first_apply_does_not_give_away_the_structs_its_kinds_zero_value_has() {
     let cronjobs = KindSchema {
         key: "batch/cronjobs",
         schema: None,
         custom: false,
     };
-    let mut cj = json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"},
+    let cj = json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"},
         "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {
             "metadata": {"labels": {"app": "c"}},
             "spec": {"containers": [{"name": "main", "image": "x"}]}}}}}});
-    record_create(
-        &mut cj,
-        &writer("kubectl-create"),
-        Scope::NoStatus,
-        &cronjobs,
-        "T",
-    );
+    // What `before-first-apply` is given when an object is first applied to.
     assert_eq!(
-        cj["metadata"]["managedFields"][0]["fieldsV1"],
+        created_fields(&cj, Scope::NoStatus, &cronjobs),
         json!({"f:spec": {"f:schedule": {}, "f:jobTemplate": {"f:spec": {"f:template": {
             "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
             "f:spec": {"f:containers": {
@@ -566,53 +305,11 @@ fn a_create_does_not_own_the_structs_its_kinds_zero_value_has() {
         schema: None,
         custom: false,
     };
-    let mut rb = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+    let rb = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "b"}, "roleRef": {"kind": "Role", "name": "r"},
         "subjects": [{"kind": "User", "name": "u"}]});
-    record_create(
-        &mut rb,
-        &writer("kubectl-create"),
-        Scope::All,
-        &bindings,
-        "T",
-    );
     assert_eq!(
-        rb["metadata"]["managedFields"][0]["fieldsV1"],
+        created_fields(&rb, Scope::All, &bindings),
         json!({"f:roleRef": {"f:kind": {}, "f:name": {}}, "f:subjects": {}})
     );
-}
-
-#[test]
-fn more_than_ten_update_managers_merge_the_oldest_into_ancient_changes() {
-    let mut entries: Vec<Value> = (0..11)
-        .map(|n| {
-            writer(&format!("m{n}")).entry(
-                "Update",
-                &format!("2026-01-01T00:00:{n:02}Z"),
-                json!({"f:data": {format!("f:k{n}"): {}}}),
-            )
-        })
-        .collect();
-    entries.push(writer("applier").entry("Apply", "2026-01-01T00:00:00Z", json!({})));
-    cap_update_entries(&mut entries);
-    assert_eq!(entries.len(), 11);
-    let ancient: Vec<&Value> = entries
-        .iter()
-        .filter(|e| e["manager"] == "ancient-changes")
-        .collect();
-    assert_eq!(ancient.len(), 1);
-    assert_eq!(
-        ancient[0]["fieldsV1"],
-        json!({"f:data": {"f:k0": {}, "f:k1": {}}})
-    );
-    assert_eq!(ancient[0]["time"], "2026-01-01T00:00:01Z");
-    assert!(
-        entries
-            .iter()
-            .all(|e| e["manager"] != "m0" && e["manager"] != "m1")
-    );
-    // Ten or fewer are left alone.
-    let before = entries.clone();
-    cap_update_entries(&mut entries);
-    assert_eq!(entries, before);
 }

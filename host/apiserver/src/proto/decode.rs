@@ -98,17 +98,6 @@ pub(super) fn time(b: &[u8], micro: bool) -> Result<Value, String> {
     }))
 }
 
-pub(super) fn quantity(b: &[u8]) -> Result<Value, String> {
-    let mut q = None;
-    for (n, raw) in fields(b)? {
-        if let (1, Raw::Bytes(x)) = (n, raw) {
-            q = Some(string(x)?);
-        }
-    }
-    // An empty message is the zero Quantity, which Go prints as "0".
-    Ok(json!(q.unwrap_or_else(|| "0".into())))
-}
-
 pub(super) fn int_or_string(b: &[u8]) -> Result<Value, String> {
     let (mut kind, mut int, mut text) = (0u64, 0i32, String::new());
     for (n, raw) in fields(b)? {
@@ -137,7 +126,6 @@ pub(super) fn map_entry(b: &[u8], t: T) -> Result<(String, Value), String> {
             (2, Raw::Bytes(x)) => {
                 v = Some(match t {
                     T::MapBytes => json!(base64::engine::general_purpose::STANDARD.encode(x)),
-                    T::MapQuantity => quantity(x)?,
                     _ => json!(string(x)?),
                 })
             }
@@ -145,21 +133,7 @@ pub(super) fn map_entry(b: &[u8], t: T) -> Result<(String, Value), String> {
         }
     }
     // A map entry may leave out a default value; Go then stores the zero value.
-    let v = match (v, t) {
-        (Some(v), _) => v,
-        (None, T::MapQuantity) => json!("0"),
-        (None, _) => json!(""),
-    };
-    Ok((k, v))
-}
-
-pub(super) fn packed_varints(b: &[u8]) -> Result<Vec<u64>, String> {
-    let mut r = Reader { b, i: 0 };
-    let mut out = vec![];
-    while !r.done() {
-        out.push(r.varint()?);
-    }
-    Ok(out)
+    Ok((k, v.unwrap_or_else(|| json!(""))))
 }
 
 pub(super) fn push(m: &mut Map<String, Value>, name: String, item: Value) {
@@ -172,7 +146,7 @@ pub(super) fn message(b: &[u8], schema: Schema) -> Result<Map<String, Value>, St
     let mut m = Map::new();
     // A singular message field may occur more than once; protobuf merges the occurrences,
     // which is what decoding their concatenation does.
-    let mut nested: Vec<(u32, String, bool, Schema, Vec<u8>)> = vec![];
+    let mut nested: Vec<(u32, String, Schema, Vec<u8>)> = vec![];
     for (num, raw) in fields(b)? {
         let Some((_, name, t)) = schema.iter().find(|(n, _, _)| *n == num) else {
             continue;
@@ -200,43 +174,26 @@ pub(super) fn message(b: &[u8], schema: Schema) -> Result<Map<String, Value>, St
                     m.insert(name, t);
                 }
             }
-            (T::Quantity, Raw::Bytes(x)) => {
-                m.insert(name, quantity(x)?);
-            }
             (T::IntOrStr, Raw::Bytes(x)) => {
                 m.insert(name, int_or_string(x)?);
             }
-            (T::Msg(s) | T::Inline(s), Raw::Bytes(x)) => {
-                match nested.iter_mut().find(|(n, ..)| *n == num) {
-                    Some((.., bytes)) => bytes.extend_from_slice(x),
-                    None => nested.push((num, name, matches!(t, T::Inline(_)), s, x.to_vec())),
-                }
-            }
-            (T::MapStr | T::MapBytes | T::MapQuantity, Raw::Bytes(x)) => {
+            (T::Msg(s), Raw::Bytes(x)) => match nested.iter_mut().find(|(n, ..)| *n == num) {
+                Some((.., bytes)) => bytes.extend_from_slice(x),
+                None => nested.push((num, name, s, x.to_vec())),
+            },
+            (T::MapStr | T::MapBytes, Raw::Bytes(x)) => {
                 let (k, v) = map_entry(x, *t)?;
                 if let Value::Object(obj) = m.entry(name).or_insert_with(|| json!({})) {
                     obj.insert(k, v);
                 }
             }
             (T::RepStr, Raw::Bytes(x)) => push(&mut m, name, json!(string(x)?)),
-            (T::RepInt, Raw::Varint(v)) => push(&mut m, name, json!(v as i64)),
-            // proto2 writes repeated scalars unpacked, but a packed run must decode too.
-            (T::RepInt, Raw::Bytes(x)) => {
-                for v in packed_varints(x)? {
-                    push(&mut m, name.clone(), json!(v as i64));
-                }
-            }
             (T::RepMsg(s), Raw::Bytes(x)) => push(&mut m, name, Value::Object(message(x, s)?)),
             _ => return Err(format!("unexpected wire type for field {name}")),
         }
     }
-    for (_, name, inline, s, bytes) in nested {
-        let sub = message(&bytes, s)?;
-        if inline {
-            m.extend(sub);
-        } else {
-            m.insert(name, Value::Object(sub));
-        }
+    for (_, name, s, bytes) in nested {
+        m.insert(name, Value::Object(message(&bytes, s)?));
     }
     Ok(m)
 }

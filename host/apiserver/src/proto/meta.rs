@@ -180,7 +180,7 @@ const LABEL_SELECTOR_REQUIREMENT: Schema = &[
     (3, "values", T::RepStr),
 ];
 
-pub(super) const LABEL_SELECTOR: Schema = &[
+const LABEL_SELECTOR: Schema = &[
     (1, "matchLabels", T::MapStr),
     (2, "matchExpressions", T::RepMsg(LABEL_SELECTOR_REQUIREMENT)),
 ];

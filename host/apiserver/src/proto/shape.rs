@@ -12,18 +12,12 @@ pub(super) enum T {
     BoolOmitEmpty,
     Time,
     MicroTime,
-    /// `resource.Quantity`: a message whose field 1 is the quantity's string form.
-    Quantity,
     /// `intstr.IntOrString`: a JSON number or string, as its `type` says.
     IntOrStr,
     Msg(&'static [(u32, &'static str, T)]),
-    /// A Go struct embedded with `json:",inline"`: its fields belong to the enclosing object.
-    Inline(&'static [(u32, &'static str, T)]),
     MapStr,
     MapBytes,
-    MapQuantity,
     RepStr,
-    RepInt,
     RepMsg(&'static [(u32, &'static str, T)]),
 }
 

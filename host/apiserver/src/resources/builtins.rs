@@ -40,11 +40,8 @@ const TABLE: &[Row] = &[
     ("", "secrets", "secret", "Secret", true, &[], false, false, Subdomain, Stored),
     ("", "serviceaccounts", "serviceaccount", "ServiceAccount", true, &["sa"], false, false, Subdomain, Stored),
     ("", "events", "event", "Event", true, &["ev"], false, false, Subdomain, Stored),
-    ("", "pods", "pod", "Pod", true, &["po"], true, false, Subdomain, Stored),
     ("", "services", "service", "Service", true, &["svc"], true, false, Dns1035Label, Stored),
-    ("", "nodes", "node", "Node", false, &["no"], true, false, Subdomain, Stored),
     ("batch", "cronjobs", "cronjob", "CronJob", true, &["cj"], true, true, Subdomain, Stored),
-    ("batch", "jobs", "job", "Job", true, &[], true, true, Subdomain, Stored),
     ("apps", "deployments", "deployment", "Deployment", true, &["deploy"], true, true, Subdomain, Stored),
     ("policy", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", true, &["pdb"], true, true, Subdomain, Stored),
     ("networking.k8s.io", "networkpolicies", "networkpolicy", "NetworkPolicy", true, &["netpol"], false, true, Subdomain, Stored),
@@ -87,8 +84,8 @@ pub fn builtins() -> &'static [Arc<ResourceDef>] {
                     };
                     // The members of the `all` category that this server serves, as kubectl's
                     // `get all` finds them on a real server.
-                    let in_all = matches!(plural, "cronjobs" | "jobs" | "pods" | "services")
-                        && matches!(group, "" | "batch");
+                    let in_all =
+                        matches!(plural, "cronjobs" | "services") && matches!(group, "" | "batch");
                     Arc::new(ResourceDef {
                         group: group.into(),
                         version: "v1".into(),
@@ -117,7 +114,6 @@ pub fn builtins() -> &'static [Arc<ResourceDef>] {
                         schema: None,
                         storage_key,
                         shape,
-                        scale: None,
                     })
                 },
             )

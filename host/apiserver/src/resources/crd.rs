@@ -1,7 +1,7 @@
 //! Resources defined by CustomResourceDefinitions: their definitions, preferred version and
 //! deprecation warnings, and Kubernetes' version order.
 
-use crate::resources::def::{NameRule, ResourceDef, ScalePaths, Shape};
+use crate::resources::def::{NameRule, ResourceDef, Shape};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -33,8 +33,6 @@ pub fn defs_from_crd(crd: &Value) -> Vec<Arc<ResourceDef>> {
             };
             let status = v["subresources"]["status"].is_object()
                 || spec["subresources"]["status"].is_object();
-            let scale = ScalePaths::from_subresource(&v["subresources"]["scale"])
-                .or_else(|| ScalePaths::from_subresource(&spec["subresources"]["scale"]));
             out.push(Arc::new(ResourceDef {
                 group: group.into(),
                 version: vname.into(),
@@ -55,7 +53,6 @@ pub fn defs_from_crd(crd: &Value) -> Vec<Arc<ResourceDef>> {
                     .then(|| Arc::new(v["schema"]["openAPIV3Schema"].clone())),
                 storage_key: format!("{group}/{plural}"),
                 shape: Shape::Stored,
-                scale,
             }));
         }
     }

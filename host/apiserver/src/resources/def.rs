@@ -1,5 +1,4 @@
-//! What a resource is: its definition (group, version, kind, scope, verbs, shape), name rules and
-//! scale paths.
+//! What a resource is: its definition (group, version, kind, scope, verbs, shape) and name rules.
 
 use serde_json::Value;
 use std::sync::Arc;
@@ -58,8 +57,6 @@ pub struct ResourceDef {
     pub storage_key: String,
     /// How objects look on the wire compared with how they are stored.
     pub shape: Shape,
-    /// The `scale` subresource's paths (custom resources whose CRD declares one).
-    pub scale: Option<ScalePaths>,
 }
 
 /// The wire shape of a resource whose objects are stored as another kind's.
@@ -145,11 +142,6 @@ impl ResourceDef {
         }
     }
 
-    /// Whether this is core `pods`, which alone serve the `log` subresource.
-    pub fn is_pods(&self) -> bool {
-        self.group.is_empty() && self.plural == "pods"
-    }
-
     /// Whether this is core `namespaces`, which have the `finalize` subresource and no
     /// collection delete.
     pub fn is_namespace(&self) -> bool {
@@ -165,37 +157,5 @@ impl ResourceDef {
     /// none for a cluster-scoped one.
     pub fn ns_key<'a>(&self, ns: &'a str) -> &'a str {
         if self.namespaced { ns } else { "" }
-    }
-}
-
-/// Where a custom resource keeps its replica counts (`.spec.replicas` → `["spec", "replicas"]`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScalePaths {
-    /// The path of the desired replica count (`specReplicasPath`).
-    pub spec_replicas: Vec<String>,
-    /// The path of the observed replica count (`statusReplicasPath`).
-    pub status_replicas: Vec<String>,
-    /// The path of the selector string the Scale's `status.selector` reports, when the CRD gives
-    /// one (`labelSelectorPath`).
-    pub label_selector: Option<Vec<String>>,
-}
-
-impl ScalePaths {
-    /// The paths of a CRD's `subresources.scale`, if it has one.
-    pub fn from_subresource(scale: &Value) -> Option<ScalePaths> {
-        let path = |field: &str| {
-            let text = scale[field].as_str()?;
-            let segments: Vec<String> = text
-                .strip_prefix('.')?
-                .split('.')
-                .map(str::to_string)
-                .collect();
-            (!segments.iter().any(String::is_empty)).then_some(segments)
-        };
-        Some(ScalePaths {
-            spec_replicas: path("specReplicasPath")?,
-            status_replicas: path("statusReplicasPath")?,
-            label_selector: path("labelSelectorPath"),
-        })
     }
 }

@@ -85,19 +85,13 @@ pub fn resource_list(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> V
         names_and_categories(&mut r, d);
         resources.push(r);
         for (sub, verbs) in subresources(d) {
-            let mut r = json!({
+            resources.push(json!({
                 "name": format!("{}/{sub}", d.plural),
                 "singularName": "",
                 "namespaced": d.namespaced,
                 "kind": d.kind,
                 "verbs": verbs,
-            });
-            if sub == "scale" {
-                r["group"] = json!("autoscaling");
-                r["version"] = json!("v1");
-                r["kind"] = json!("Scale");
-            }
-            resources.push(r);
+            }));
         }
     }
     let gv = if group.is_empty() {
@@ -128,11 +122,9 @@ pub fn openapi_v3_index(defs: &[Arc<ResourceDef>], hash: u64) -> Value {
     json!({ "paths": Value::Object(paths) })
 }
 
-/// The schema name of ObjectMeta in the OpenAPI documents.
-pub(super) const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
-
 /// A minimal OpenAPI v3 document for one group/version: enough for kubectl to see that the
-/// server validates fields itself (`fieldValidation`) and which kinds each path serves.
+/// server validates fields itself (`fieldValidation`) and which kinds each path serves. It
+/// carries no schemas, so `kubectl explain` finds none, as for a kind published without one.
 /// None when no resource of `defs` is in that group/version (the path is a 404).
 pub fn openapi_v3_doc(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> Option<Value> {
     let mut paths = serde_json::Map::new();
@@ -186,79 +178,23 @@ pub fn openapi_v3_doc(group: &str, version: &str, defs: &[Arc<ResourceDef>]) -> 
     if !any {
         return None;
     }
-    // Built-in kinds carry the Kubernetes API's schemas and custom resources their CRD schema, so
-    // that `kubectl explain` works for both.
-    let mut schemas = crate::openapi::schemas(group, version);
-    let mut customs = false;
-    for d in defs
-        .iter()
-        .filter(|d| d.group == group && d.version == version)
-    {
-        if let Some(schema) = &d.schema {
-            customs = true;
-            let mut sch = (**schema).clone();
-            if let Some(m) = sch.as_object_mut() {
-                m.insert(
-                    "x-kubernetes-group-version-kind".into(),
-                    json!([{"group": d.group, "version": d.version, "kind": d.kind}]),
-                );
-                let props = m.entry("properties").or_insert_with(|| json!({}));
-                if let Some(p) = props.as_object_mut() {
-                    p.entry("apiVersion").or_insert_with(|| json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"}));
-                    p.entry("kind").or_insert_with(|| json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"}));
-                    // As the real server publishes it: the standard ObjectMeta, whatever the
-                    // CRD's schema says of metadata.
-                    p.insert(
-                        "metadata".into(),
-                        json!({
-                            "allOf": [{"$ref": format!("#/components/schemas/{OBJECT_META}")}],
-                            "default": {},
-                            "description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
-                        }),
-                    );
-                }
-            }
-            let reversed: Vec<&str> = d.group.split('.').rev().collect();
-            schemas.insert(
-                format!("{}.{}.{}", reversed.join("."), d.version, d.kind),
-                sch,
-            );
-        }
-    }
-    if customs {
-        // ObjectMeta and what it refers to, which a custom resource's metadata refers to.
-        for (name, schema) in crate::openapi::core_schemas() {
-            if name.starts_with("io.k8s.apimachinery.pkg.apis.meta.v1.") {
-                schemas
-                    .entry(name.clone())
-                    .or_insert_with(|| schema.clone());
-            }
-        }
-    }
     Some(json!({
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": "v1.32.0"},
         "paths": Value::Object(paths),
-        "components": {"schemas": Value::Object(schemas)},
+        "components": {"schemas": {}},
     }))
 }
 
-/// The subresources `d` serves, with their verbs. `scale` answers with `autoscaling/v1`
-/// `Scale`; the others with the resource's own kind.
+/// The subresources `d` serves, with their verbs; each answers with the resource's own kind.
 fn subresources(d: &ResourceDef) -> Vec<(&'static str, &'static [&'static str])> {
     let read_write: &[&str] = &["get", "patch", "update"];
     let mut subs = vec![];
     if d.status_subresource {
         subs.push(("status", read_write));
     }
-    if d.scale.is_some() {
-        subs.push(("scale", read_write));
-    }
     if d.is_namespace() {
         subs.push(("finalize", &["update"][..]));
-    }
-    if d.is_pods() {
-        subs.push(("log", &["get"][..]));
     }
     subs
 }
@@ -285,14 +221,7 @@ pub(super) fn aggregated_resource(d: &ResourceDef) -> Value {
     names_and_categories(&mut r, d);
     let subs: Vec<Value> = subresources(d)
         .into_iter()
-        .map(|(sub, verbs)| {
-            let kind = if sub == "scale" {
-                json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
-            } else {
-                gvk.clone()
-            };
-            json!({"subresource": sub, "responseKind": kind, "verbs": verbs})
-        })
+        .map(|(sub, verbs)| json!({"subresource": sub, "responseKind": gvk, "verbs": verbs}))
         .collect();
     if !subs.is_empty() {
         r["subresources"] = Value::Array(subs);

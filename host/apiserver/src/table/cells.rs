@@ -89,25 +89,9 @@ pub(super) fn non_empty_strings(v: &Value) -> Vec<String> {
 /// The EXTERNAL-IP cell of a Service, as kubectl's printer makes it (the server prints wide).
 pub(super) fn service_external_ip(o: &Value) -> String {
     let external = non_empty_strings(&o["spec"]["externalIPs"]);
+    // Only the types this server stores (see `kinds::service`).
     match o["spec"]["type"].as_str().unwrap_or_default() {
-        "ClusterIP" | "NodePort" if !external.is_empty() => external.join(","),
-        "ClusterIP" | "NodePort" => "<none>".into(),
-        "LoadBalancer" => {
-            let mut all: Vec<String> = o["status"]["loadBalancer"]["ingress"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|i| {
-                    i["ip"]
-                        .as_str()
-                        .filter(|s| !s.is_empty())
-                        .or_else(|| i["hostname"].as_str().filter(|s| !s.is_empty()))
-                        .map(str::to_string)
-                })
-                .collect();
-            all.extend(external);
-            joined_or(&all, "<pending>")
-        }
+        "ClusterIP" => joined_or(&external, "<none>"),
         "ExternalName" => o["spec"]["externalName"]
             .as_str()
             .unwrap_or_default()
@@ -124,10 +108,7 @@ pub(super) fn service_ports(o: &Value) -> String {
         .map(|p| {
             let port = p["port"].as_i64().unwrap_or(0);
             let proto = p["protocol"].as_str().unwrap_or_default();
-            match p["nodePort"].as_i64().filter(|n| *n > 0) {
-                Some(n) => format!("{port}:{n}/{proto}"),
-                None => format!("{port}/{proto}"),
-            }
+            format!("{port}/{proto}")
         })
         .collect();
     joined_or(&ports, "<none>")
@@ -149,15 +130,6 @@ pub(super) fn timestamp(ts: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
     ts.as_str()
         .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
         .map(|t| t.with_timezone(&chrono::Utc))
-}
-
-/// A Job's DURATION: empty before it starts, running time until it completes.
-pub(super) fn job_duration(status: &Value) -> String {
-    let Some(start) = timestamp(&status["startTime"]) else {
-        return String::new();
-    };
-    let end = timestamp(&status["completionTime"]).unwrap_or_else(chrono::Utc::now);
-    human_duration((end - start).num_seconds())
 }
 
 /// The CONTAINERS and IMAGES cells of a pod template, comma separated.
@@ -248,14 +220,6 @@ pub fn json_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
         }
     }
     Some(cur)
-}
-
-pub(super) fn has_condition(status: &Value, ty: &str) -> bool {
-    status["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == ty && c["status"] == "True")
 }
 
 /// The wide CONTAINERS, IMAGES and SELECTOR cells of a Job spec.

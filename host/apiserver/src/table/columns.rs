@@ -2,10 +2,9 @@
 
 use crate::resources::ResourceDef;
 use crate::table::cells::{
-    age, count, format_labels, has_condition, job_duration, json_path, service_external_ip,
-    service_ports, template_cells, text,
+    age, count, format_labels, json_path, service_external_ip, service_ports, template_cells, text,
 };
-use crate::table::pod::{event_cells, node_cells, pod_cells};
+use crate::table::event::event_cells;
 use crate::util::meta_str;
 use serde_json::{Value, json};
 
@@ -18,12 +17,9 @@ const HEADERS: &[(&str, &str, &str)] = &[
     ("", "secrets", "Name, Type, Data, Age"),
     ("", "serviceaccounts", "Name, Secrets, Age"),
     ("", "services", SERVICES),
-    ("", "pods", PODS),
     ("", "events", EVENTS),
     ("events.k8s.io", "events", EVENTS),
-    ("", "nodes", NODES),
     ("batch", "cronjobs", CRON_JOBS),
-    ("batch", "jobs", JOBS),
     ("coordination.k8s.io", "leases", "Name, Holder, Age"),
     ("rbac.authorization.k8s.io", "roles", CREATED),
     ("rbac.authorization.k8s.io", "clusterroles", CREATED),
@@ -32,15 +28,10 @@ const HEADERS: &[(&str, &str, &str)] = &[
     ("rbac.authorization.k8s.io", "clusterrolebindings", BINDINGS),
 ];
 const SERVICES: &str = "Name, Type, Cluster-IP, External-IP, Port(s), Age, +Selector";
-const PODS: &str =
-    "Name, Ready, Status, Restarts, Age, +IP, +Node, +Nominated Node, +Readiness Gates";
 const EVENTS: &str = "Last Seen, Type, Reason, Object, +Subobject, +Source, Message, \
     +First Seen, +Count, +Name";
-const NODES: &str = "Name, Status, Roles, Age, Version, +Internal-IP, +External-IP, +OS-Image, \
-    +Kernel-Version, +Container-Runtime";
 const CRON_JOBS: &str = "Name, Schedule, Timezone, Suspend:boolean, Active:integer, \
     Last Schedule, Age, +Containers, +Images, +Selector";
-const JOBS: &str = "Name, Status, Completions, Duration, Age, +Containers, +Images, +Selector";
 const CREATED: &str = "Name, Created At:date";
 const BINDINGS: &str = "Name, Role, Age, +Users, +Groups, +ServiceAccounts";
 
@@ -114,7 +105,7 @@ pub(super) fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Va
             name,
             json!(o["spec"]["type"].as_str().unwrap_or_default()),
             json!(
-                o["spec"]["clusterIPs"][0]
+                o["spec"]["clusterIP"]
                     .as_str()
                     .filter(|s| !s.is_empty())
                     .unwrap_or("<none>")
@@ -141,51 +132,9 @@ pub(super) fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Va
         .chain(template_cells(&o["spec"]["jobTemplate"]["spec"]))
         .collect(),
         ("", "serviceaccounts") => vec![name, json!(count(&o["secrets"])), a],
-        ("", "pods") => pod_cells(o).into_iter().map(Value::String).collect(),
         ("", "events") | ("events.k8s.io", "events") => event_cells(o),
-        ("batch", "jobs") => {
-            let has = |t: &str| has_condition(&o["status"], t);
-            let status = if has("Complete") {
-                "Complete"
-            } else if has("Failed") {
-                "Failed"
-            } else if o["metadata"]["deletionTimestamp"].is_string() {
-                "Terminating"
-            } else if has("Suspended") || o["spec"]["suspend"].as_bool() == Some(true) {
-                // No job controller here adds the Suspended condition; spec.suspend stands in.
-                "Suspended"
-            } else if has("FailureTarget") {
-                "FailureTarget"
-            } else if has("SuccessCriteriaMet") {
-                "SuccessCriteriaMet"
-            } else {
-                "Running"
-            };
-            let done = o["status"]["succeeded"].as_i64().unwrap_or(0);
-            let completions = match o["spec"]["completions"].as_i64() {
-                Some(want) => format!("{done}/{want}"),
-                None => match o["spec"]["parallelism"].as_i64().unwrap_or(0) {
-                    p if p > 1 => format!("{done}/1 of {p}"),
-                    _ => format!("{done}/1"),
-                },
-            };
-            let mut v = vec![
-                name,
-                json!(status),
-                json!(completions),
-                json!(job_duration(&o["status"])),
-                a,
-            ];
-            v.extend(template_cells(&o["spec"]));
-            v
-        }
         ("coordination.k8s.io", "leases") => {
             vec![name, json!(text(&o["spec"]["holderIdentity"])), a]
-        }
-        ("", "nodes") => {
-            let mut v = vec![name];
-            v.extend(node_cells(o, a));
-            v
         }
         ("rbac.authorization.k8s.io", "roles" | "clusterroles")
         | ("apiextensions.k8s.io", "customresourcedefinitions") => {

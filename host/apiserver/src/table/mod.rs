@@ -4,7 +4,7 @@
 
 mod cells;
 mod columns;
-mod pod;
+mod event;
 mod render;
 
 pub use render::{Include, render, wanted};

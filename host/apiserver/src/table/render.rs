@@ -3,7 +3,6 @@
 use crate::resources::ResourceDef;
 use crate::store::Obj;
 use crate::table::columns::{cells, columns};
-use crate::table::pod::pod_row_conditions;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -58,17 +57,10 @@ pub(super) fn row(
         Include::Object => whole(o),
         Include::None => Value::Null,
     };
-    let mut r = json!({
+    json!({
         "cells": cells(def, crd, &o.value),
         "object": object,
-    });
-    if def.group.is_empty()
-        && def.plural == "pods"
-        && let Some(c) = pod_row_conditions(&o.value)
-    {
-        r["conditions"] = c;
-    }
-    r
+    })
 }
 
 /// A Table of `items`; `whole` gives an object as the client reads it, for rows that carry it.

@@ -6,12 +6,11 @@ use crate::resources::ResourceDef;
 use crate::status::{ApiError, Warnings};
 use crate::store::{Change, Inner, Obj, Store};
 use crate::util::{meta_mut, meta_str, now, random_suffix};
+use crate::verbs::WriteOpts;
 use crate::verbs::meta::{
     check_identity, check_namespace, check_schema, generate_name_causes, name_causes,
     validate_meta, warn_finalizers,
 };
-use crate::verbs::options::record_create;
-use crate::verbs::{Sub, WriteOpts};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -28,7 +27,6 @@ pub(crate) fn prepare_create(
     check_namespace(inner, def, ns, &name)?;
     let kind = strategy(def);
     kind.check_create(&body, &name)?;
-    let sent_status = body.get("status").cloned().unwrap_or(Value::Null);
     if def.status_subresource
         && let Some(m) = body.as_object_mut()
     {
@@ -51,17 +49,12 @@ pub(crate) fn prepare_create(
     } else {
         meta.remove("generation");
     }
-    let ctx = Ctx {
-        inner,
-        ns,
-        name: &name,
-    };
+    let ctx = Ctx { name: &name };
     kind.prepare_create(&ctx, &mut body)?;
     kind.defaults(&mut body);
-    kind.admit(&ctx, &mut body, &sent_status)?;
     crate::kinds::validate(def, &body)?;
     validate_meta(def, &body)?;
-    check_schema(def, &mut body, None, strict, warnings)?;
+    check_schema(def, &mut body, strict, warnings)?;
     warn_finalizers(&body, warnings);
     Ok(body)
 }
@@ -98,7 +91,7 @@ pub fn create(
         .and_then(|v| v.parse::<u64>().ok())
         .is_some_and(|v| v != 0);
     let (obj, computed) = store.mutate(def.key(), ns_key, &name, |cur, inner| {
-        let mut v = prepare_create(def, ns, body, inner, w.strict, warnings)?;
+        let v = prepare_create(def, ns, body, inner, w.strict, warnings)?;
         if versioned && !w.dry_run {
             return Err(ApiError::new(
                 500,
@@ -112,10 +105,6 @@ pub fn create(
                 e.message = format!("object is being deleted: {}", e.message);
             }
             return Err(e);
-        }
-        let api_version = def.api_version();
-        if let Some(writer) = w.writer(&api_version, Sub::Main) {
-            record_create(&mut v, &writer, def, Sub::Main);
         }
         if w.dry_run {
             Ok((Change::Keep, Some(v)))

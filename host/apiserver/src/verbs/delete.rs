@@ -1,7 +1,7 @@
 //! Delete: preconditions, finalizers, propagation, and the finalizers' removal.
 
 use crate::resources::ResourceDef;
-use crate::status::{ApiError, Warnings};
+use crate::status::ApiError;
 use crate::store::{Change, Obj, Store};
 use crate::util::{meta_mut, now, set_in, set_list, string_list};
 use crate::verbs::{DeleteOpts, Deleted};
@@ -17,7 +17,6 @@ pub fn delete(
     ns: &str,
     name: &str,
     opts: &DeleteOpts,
-    warnings: &mut Warnings,
 ) -> Result<Deleted, ApiError> {
     let kind = crate::kinds::strategy(def);
     kind.check_delete(name)?;
@@ -60,16 +59,10 @@ pub fn delete(
             return Ok((Change::Keep, true));
         }
         let mut fins = cur.finalizers();
-        // Lazily: the Job default's warning is only for deletes that name no policy.
-        let policy = opts.propagation.as_deref().or_else(|| match opts.orphan_dependents {
+        let policy = opts.propagation.as_deref().or(match opts.orphan_dependents {
             Some(true) => Some("Orphan"),
             Some(false) => Some("Background"),
-            None => kind.default_propagation().map(|d| {
-                if !opts.dry_run {
-                    warnings.push(d.warning);
-                }
-                d.policy
-            }),
+            None => None,
         });
         match policy {
             Some("Orphan") if !fins.iter().any(|f| f == "orphan") => fins.push("orphan".into()),

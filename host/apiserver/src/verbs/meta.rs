@@ -290,34 +290,14 @@ pub(crate) fn check_meta_types(v: &Value) -> Result<(), ApiError> {
 
 /// Prunes, defaults and validates a custom resource against its CRD schema; drops the fields a
 /// built-in kind does not have, as the real server's decoding does.
-/// Prunes, defaults and validates `v` against its kind's schema; for custom resources that
-/// includes the CRD's CEL rules, `old` being the object an update replaces.
 pub(crate) fn check_schema(
     def: &ResourceDef,
     v: &mut Value,
-    old: Option<&Value>,
     strict: bool,
     warnings: &mut Warnings,
 ) -> Result<(), ApiError> {
     let (causes, pruned) = match &def.schema {
-        Some(schema) => {
-            let (mut causes, pruned) = crate::schema::apply(schema, v);
-            // The rules are not evaluated on an object of the wrong shape, and the server says
-            // so only when there are rules.
-            let blocked = causes
-                .iter()
-                .any(|c| matches!(c.reason, "FieldValueNotSupported" | "FieldValueTypeInvalid"));
-            if blocked && crate::validation_rules::has_rules(schema) {
-                causes.push(Cause {
-                    reason: "FieldValueInvalid",
-                    message: "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
-                    field: "<nil>".into(),
-                });
-            } else if !blocked {
-                causes.extend(crate::validation_rules::causes(schema, v, old, ""));
-            }
-            (causes, pruned)
-        }
+        Some(schema) => crate::schema::apply(schema, v),
         None => (
             Vec::new(),
             crate::openapi::prune_unknown(&def.group, &def.version, &def.kind, v),

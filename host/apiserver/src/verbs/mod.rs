@@ -1,5 +1,5 @@
-//! The verbs (create, update, patch, delete, and the `scale` subresource) with the real API
-//! server's semantics, independent of HTTP, so the front and the controllers write alike.
+//! The verbs (create, update, patch, delete) with the real API server's semantics, independent of
+//! HTTP, so the front and the controllers write alike.
 //! Each verb takes the warnings recorder of the request it serves.
 
 mod create;
@@ -7,7 +7,6 @@ mod delete;
 mod meta;
 mod options;
 mod patch;
-pub(crate) mod scale;
 mod update;
 
 pub(crate) use create::create;

@@ -1,11 +1,9 @@
 //! What a write is asked to do and what it did: write and delete options, the subresource it
 //! goes through, the patch type, and the outcomes.
 
-use crate::managed::{KindSchema, Scope, Writer};
+use crate::managed::Scope;
 use crate::resources::ResourceDef;
 use crate::store::Obj;
-use crate::util::now;
-use serde_json::Value;
 use std::sync::Arc;
 
 /// How a write is carried out.
@@ -17,35 +15,9 @@ pub struct WriteOpts {
     pub strict: bool,
     /// `fieldManager` (required for server-side apply).
     pub field_manager: Option<String>,
-    /// `force`: a server-side apply takes conflicting fields from their managers.
-    pub force: bool,
-    /// The manager that other writes record in managedFields (`fieldManager`, else from the
-    /// User-Agent); None for the server's own writes, which are not tracked.
-    pub manager: Option<String>,
     /// The shape a patch is written against (`events.k8s.io/v1` for an Event patched through
     /// that API): the stored object is shown in it, patched, and stored back.
     pub shape: crate::resources::Shape,
-}
-
-impl WriteOpts {
-    /// Who to record in managedFields for a write through `sub` at `api_version`; None when the
-    /// write has no manager (the server's own writes), so that nothing is recorded.
-    pub(crate) fn writer<'a>(&'a self, api_version: &'a str, sub: Sub) -> Option<Writer<'a>> {
-        Some(Writer {
-            manager: self.manager.as_deref()?,
-            api_version,
-            subresource: sub.name(),
-        })
-    }
-}
-
-/// Records a create in managedFields, at the object's creation time.
-pub(crate) fn record_create(v: &mut Value, writer: &Writer, def: &ResourceDef, sub: Sub) {
-    let time = match v["metadata"]["creationTimestamp"].as_str() {
-        Some(t) => t.to_string(),
-        None => now(),
-    };
-    crate::managed::record_create(v, writer, scope(def, sub), &KindSchema::of(def), &time);
 }
 
 /// What a write of `sub` may own.

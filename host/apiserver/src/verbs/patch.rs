@@ -37,7 +37,6 @@ pub fn patch(
     }
     // The options were checked with the request (an apply has its field manager).
     let manager = w.field_manager.clone().unwrap_or_default();
-    let force = w.force;
     let api_version = def.api_version();
     let applier = Writer {
         manager: &manager,
@@ -54,32 +53,14 @@ pub fn patch(
             None => Ok(()),
         }
     };
-    // An applied configuration is typed against the schema before anything else; the server
-    // fails this with a plain error (500, no reason).
-    let typed = |applied: &Value| {
-        if w.shape != crate::resources::Shape::Stored {
-            return Ok(());
-        }
-        match crate::typed::apply_error(def, applied) {
-            Some(error) => Err(ApiError::new(500, "", error)),
-            None => Ok(()),
-        }
-    };
-    let mut run_opts = w.clone();
-    if pt == PatchType::Apply {
-        // The apply records its own entry.
-        run_opts.manager = None;
-    }
     run_update(
         store,
         target,
-        run_opts,
+        w.clone(),
         |cur, inner, warnings| {
             let Some(cur) = cur else {
                 if pt == PatchType::Apply && sub == Sub::Main {
                     let mut b = body.clone();
-                    // Typed as an applied configuration first, as for an existing object.
-                    typed(&b)?;
                     decodable(&b)?;
                     check_identity(def, ns, Some(name), &mut b)?;
                     validate_name(def, name)?;
@@ -88,12 +69,11 @@ pub fn patch(
                     let applied = crate::managed::Apply {
                         body,
                         writer: &applier,
-                        force,
                         scope: scope(def, sub),
                         schema: &KindSchema::of(def),
                         now: &now(),
                     };
-                    crate::managed::apply(None, &mut created, &applied)?;
+                    crate::managed::apply(None, &mut created, &applied);
                     return Ok((created, true));
                 }
                 return Err(ApiError::not_found(&def.group, &def.plural, name));
@@ -112,8 +92,6 @@ pub fn patch(
                         .and_then(|m| m.remove("resourceVersion"))
                         .and_then(|v| v.as_str().map(str::to_string))
                         .filter(|v| !v.is_empty());
-                    // The applied configuration is typed before anything is merged or owned.
-                    typed(&b)?;
                     decodable(&b)?;
                     let schema = KindSchema::of(def);
                     crate::managed::merge(&mut v, &b, &schema);
@@ -121,12 +99,11 @@ pub fn patch(
                         let applied = crate::managed::Apply {
                             body: &b,
                             writer: &applier,
-                            force,
                             scope: scope(def, sub),
                             schema: &schema,
                             now: &now(),
                         };
-                        crate::managed::apply(Some(&shown), &mut v, &applied)?;
+                        crate::managed::apply(Some(&shown), &mut v, &applied);
                     }
                     if wanted.is_some_and(|rv| rv != cur.meta_str("resourceVersion")) {
                         return Err(ApiError::stale(&def.group, &def.plural, name));
@@ -154,9 +131,8 @@ pub fn patch(
 /// The answer to a patch whose result cannot be decoded (`error`, from
 /// [`crate::openapi::decode_error`]), as the real server's patch handler gives it: 422 on the
 /// `patch` field naming the patched object (JSON and merge patches, whose result is re-encoded
-/// with sorted keys as here) or the patch as Go prints a map (strategic merge). Server-side apply
-/// has typed its configuration already ([`crate::typed`]); what fails here is only what that
-/// typing lets through (a fraction or an out-of-range number for an integer field).
+/// with sorted keys as here) or the patch as Go prints a map (strategic merge); a server-side
+/// apply's configuration fails as the typed patch object it could not make.
 fn undecodable_patch(
     def: &ResourceDef,
     ns: &str,

@@ -2,18 +2,16 @@
 
 use crate::kinds::strategy;
 use crate::kinds::strategy::Ctx;
-use crate::managed::KindSchema;
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, Warnings};
 use crate::store::{Change, Inner, Obj, Store};
-use crate::util::{ensure_obj, meta_mut, now, set_in, string_list};
+use crate::util::{ensure_obj, meta_mut, set_in, string_list};
 use crate::validation;
 use crate::verbs::create::prepare_create;
 use crate::verbs::meta::{
     check_identity, check_meta_types, check_schema, same_except, storage_key, validate_meta,
     warn_finalizers,
 };
-use crate::verbs::options::{record_create, scope};
 use crate::verbs::{Outcome, Sub, WriteOpts, WriteTarget, validate_name};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -33,7 +31,6 @@ pub(crate) fn prepare_update(
     mut new: Value,
     sub: Sub,
     strict: bool,
-    inner: &Inner,
     warnings: &mut Warnings,
 ) -> Result<Change, ApiError> {
     let name = cur.meta_str("name").to_string();
@@ -113,9 +110,8 @@ pub(crate) fn prepare_update(
             keep_from(meta, old_meta, f);
         }
         // A write that leaves managedFields out keeps the stored ones; one that sends them
-        // sets them (an empty list clears them).
-        // (An empty list keeps them too; entries that cannot be decoded, such as `[{}]`,
-        // clear them.)
+        // sets them. (An empty list keeps them too; entries that cannot be decoded, such as
+        // `[{}]`, clear them.)
         match meta.get("managedFields") {
             Some(Value::Array(a)) if !a.is_empty() => {
                 if !crate::managed::valid_entries(a) {
@@ -144,11 +140,7 @@ pub(crate) fn prepare_update(
         }
     }
     let kind = strategy(def);
-    let ctx = Ctx {
-        inner,
-        ns: cur.meta_str("namespace"),
-        name: &name,
-    };
+    let ctx = Ctx { name: &name };
     kind.prepare_update(&ctx, cur, &mut result, sub)?;
     if sub == Sub::Main {
         kind.defaults(&mut result);
@@ -157,7 +149,7 @@ pub(crate) fn prepare_update(
         ApiError::invalid_if_any(&def.group, &def.kind, &name, causes)?;
         validate_meta(def, &result)?;
     }
-    check_schema(def, &mut result, Some(&cur.value), strict, warnings)?;
+    check_schema(def, &mut result, strict, warnings)?;
     if string_list(&result["metadata"]["finalizers"]) != cur.finalizers() {
         warn_finalizers(&result, warnings);
     }
@@ -228,7 +220,6 @@ pub(crate) fn run_update(
 ) -> Result<(Outcome, bool), ApiError> {
     let WriteTarget { def, name, sub, .. } = target;
     let dry_run = w.dry_run;
-    let api_version = def.api_version();
     let ns_key = target.ns_key();
     let mut created = false;
     let mut final_value: Option<Value> = None;
@@ -245,19 +236,7 @@ pub(crate) fn run_update(
         let Some(cur) = cur else {
             return Err(ApiError::not_found(&def.group, &def.plural, name));
         };
-        let mut change = prepare_update(def, cur, candidate, sub, w.strict, inner, warnings)?;
-        if let Change::Put(v) = &mut change
-            && let Some(writer) = w.writer(&api_version, sub)
-        {
-            crate::managed::record_update(
-                &cur.value,
-                v,
-                &writer,
-                scope(def, sub),
-                &KindSchema::of(def),
-                &now(),
-            );
-        }
+        let change = prepare_update(def, cur, candidate, sub, w.strict, warnings)?;
         let removed = matches!(change, Change::RemoveWith(_));
         if dry_run {
             final_value = Some(match change {
@@ -302,11 +281,7 @@ pub fn update(
         w.clone(),
         |cur, inner, warnings| {
             if cur.is_none() && def.create_on_update && sub == Sub::Main {
-                let mut v = prepare_create(def, ns, body, inner, w.strict, warnings)?;
-                let api_version = def.api_version();
-                if let Some(writer) = w.writer(&api_version, Sub::Main) {
-                    record_create(&mut v, &writer, def, sub);
-                }
+                let v = prepare_create(def, ns, body, inner, w.strict, warnings)?;
                 return Ok((v, true));
             }
             // The uid of a replacement is a precondition, checked by storage before anything
