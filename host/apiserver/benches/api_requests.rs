@@ -4,6 +4,9 @@
 //! `cargo bench -p lethe-apiserver --bench api_requests` (set `BENCH_DATA_DIR` to a fresh
 //! directory to include SQLite write-through).
 
+// A benchmark: a failed set-up ends the run.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;

@@ -1,5 +1,8 @@
 //! Configuration and lifecycle of the embedded server.
 
+// A test crate: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use lethe_apiserver::{ApiServerConfig, FaultConfig, start};
 
 #[test]

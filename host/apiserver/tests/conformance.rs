@@ -1,6 +1,9 @@
 //! Conformance scenarios written against the `kube` crate. They run against `KUBECONFIG` when it
 //! is set, else against the embedded server in memory.
 
+// A test crate: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use common::{TestCluster, api_error, eventually, suffix};

@@ -1,6 +1,9 @@
 //! Fault injection: latency, error rates (500, 503, 429 with Retry-After), dropped connections,
 //! stale reads, and the admin-only `/lethe/faults` endpoint.
 
+// A test crate: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use common::{TestCluster, raw_request};

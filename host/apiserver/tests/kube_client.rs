@@ -3,6 +3,9 @@
 //! helper, status subresources and discovery. Runs against `KUBECONFIG` when set, else the
 //! embedded server.
 
+// A test crate: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use common::{TestCluster, api_error, eventually, suffix};

@@ -1,6 +1,9 @@
 //! Scenarios that drive the real `kubectl` (v1.32) against the server: the embedded one over
 //! HTTPS (kubectl only sends bearer tokens over TLS), or the cluster in `KUBECONFIG` when set.
 
+// A test crate: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use common::suffix;

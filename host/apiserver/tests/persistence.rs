@@ -1,6 +1,9 @@
 //! A restart on the same data directory keeps every object, the resourceVersion counter, the
 //! admin token and added tokens.
 
+// A test crate: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use common::{TestCluster, config_from_yaml};

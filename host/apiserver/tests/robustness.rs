@@ -1,5 +1,8 @@
 //! Bad requests get `Status` errors (never a panic or a dropped connection).
 
+// A test crate: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use common::raw_request;
