@@ -4,11 +4,13 @@
 //! killed process would stop it. What was committed stays; an unfinished SQL batch never
 //! started, because the crash comes before the call.
 //!
-//! It also waits out the cluster's 429s as the lethe host's `kube` capability does
-//! (`lethe_kube::RetryPolicy`): each one's `Retry-After`, capped at 5 s, on the virtual clock, up
-//! to ten in one call; past that the call fails as unavailable.
+//! It also waits out the cluster's 429s as the lethe host's `kube` capability does, under the
+//! same policy (`lethe_retry::Policy::default()`, the host's `RetryPolicy`): each one's
+//! `Retry-After`, capped at 5 s, on the virtual clock, until the call's budget of throttling
+//! answers is spent; then the call fails as unavailable.
 
 use std::cell::Cell;
+use std::time::Duration;
 
 use lethe_guest::env::{Env, Level};
 use lethe_guest::fake::{FakeCluster, FakeHost};
@@ -17,15 +19,15 @@ use lethe_guest::kube::{
     ListOptions, Object, ObjectList, ObjectRef, Patch, Result, Since,
 };
 use lethe_guest::sql::{Sql, SqlError, Statement, Value};
+use lethe_retry::{Budget, Policy, Setback};
 use rand::Rng;
 use rand::rngs::StdRng;
 use serde_json::Value as Json;
 
-/// 429s waited out in one call before it is given up (the host's `max_throttled`).
-const MAX_THROTTLED: u32 = 10;
-
-/// The longest `Retry-After` waited (the host's `max_delay`).
-const MAX_RETRY_AFTER_MS: i64 = 5_000;
+/// The policy the lethe host's `kube` capability retries under by default.
+fn host_policy() -> Policy {
+    Policy::default()
+}
 
 /// The cluster's next answers of 429 Too Many Requests, whoever asks, and the `Retry-After` they
 /// carry.
@@ -158,7 +160,8 @@ struct Throttled;
 impl Throttled {
     fn answer<T>() -> Result<T> {
         Err(KubeError::Unavailable(format!(
-            "429 Too Many Requests, {MAX_THROTTLED} times"
+            "429 Too Many Requests, {} times",
+            host_policy().max_throttled
         )))
     }
 }
@@ -236,18 +239,26 @@ impl KubeVia for Scheduled<'_, '_> {
     fn via(&self) -> &dyn Kube {
         self.spend();
         let throttle = self.throttle;
-        for waited in 0..=MAX_THROTTLED {
+        let mut budget = Budget::new(host_policy());
+        loop {
             let Some(left) = throttle.remaining.get().checked_sub(1) else {
                 return self.inner.kube;
             };
             throttle.remaining.set(left);
-            if waited == MAX_THROTTLED {
-                break;
+            let asked = u64::try_from(throttle.retry_after_ms.get()).unwrap_or(0);
+            // The delay is the server's (capped), so the policy draws no jitter.
+            match budget.next(
+                Setback::Throttled,
+                Some(Duration::from_millis(asked)),
+                None,
+                0,
+            ) {
+                Some(delay) => self
+                    .inner
+                    .advance(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)),
+                None => return &Throttled,
             }
-            self.inner
-                .advance(throttle.retry_after_ms.get().min(MAX_RETRY_AFTER_MS));
         }
-        &Throttled
     }
 }
 
