@@ -24,11 +24,6 @@ use rand::Rng;
 use rand::rngs::StdRng;
 use serde_json::Value as Json;
 
-/// The policy the lethe host's `kube` capability retries under by default.
-fn host_policy() -> Policy {
-    Policy::default()
-}
-
 /// The cluster's next answers of 429 Too Many Requests, whoever asks, and the `Retry-After` they
 /// carry.
 #[derive(Default)]
@@ -161,7 +156,7 @@ impl Throttled {
     fn answer<T>() -> Result<T> {
         Err(KubeError::Unavailable(format!(
             "429 Too Many Requests, {} times",
-            host_policy().max_throttled
+            Policy::default().max_throttled
         )))
     }
 }
@@ -239,7 +234,8 @@ impl KubeVia for Scheduled<'_, '_> {
     fn via(&self) -> &dyn Kube {
         self.spend();
         let throttle = self.throttle;
-        let mut budget = Budget::new(host_policy());
+        // The policy the lethe host's `kube` capability retries under by default.
+        let mut budget = Budget::new(Policy::default());
         loop {
             let Some(left) = throttle.remaining.get().checked_sub(1) else {
                 return self.inner.kube;

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use lethe_retry::{Effect, may_repeat};
+use lethe_retry::{Effect, Setback, may_repeat};
 use serde_json::Value as Json;
 
 use crate::KubeError as Error;
@@ -95,6 +95,15 @@ pub enum Attempt {
 }
 
 impl Attempt {
+    /// What kind of setback this attempt is to the retry budget, should it be retried: a 429 is
+    /// the server throttling, anything else a failure.
+    pub fn setback(&self) -> Setback {
+        match self {
+            Attempt::Failed { code: 429, .. } => Setback::Throttled,
+            _ => Setback::Failed,
+        }
+    }
+
     /// An attempt the server answered with status `code`: done on a 2xx, failed on anything else.
     pub fn answered(code: u16, body: Vec<u8>, retry_after: Option<Duration>) -> Attempt {
         if (200..300).contains(&code) {

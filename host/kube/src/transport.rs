@@ -82,19 +82,14 @@ where
             });
         }
         let outcome = once(client, request, limit).await;
-        let was_throttled = matches!(outcome, Attempt::Failed { code: 429, .. });
-        if was_throttled {
+        let setback = outcome.setback();
+        if setback == Setback::Throttled {
             counters.throttled.fetch_add(1, Ordering::Relaxed);
         }
         let (error, retry_after) = match judge(outcome, safety) {
             Verdict::Done(answer) => return Ok(answer),
             Verdict::Fail(error) => return Err(error),
             Verdict::Retry { error, retry_after } => (error, retry_after),
-        };
-        let setback = if was_throttled {
-            Setback::Throttled
-        } else {
-            Setback::Failed
         };
         let time_left = deadline.map(|at| at.saturating_duration_since(Instant::now()));
         let Some(delay) = budget.next(setback, retry_after, time_left, rand::random()) else {

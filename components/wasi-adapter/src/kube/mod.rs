@@ -24,7 +24,7 @@ use lethe_kube_model::{
     ListOptions, Object, ObjectList, ObjectRef, PatchKind, PropagationPolicy, Status,
 };
 use lethe_kube_model::{check_segment, parse};
-use lethe_retry::{Budget, Setback};
+use lethe_retry::Budget;
 use retry::{Answer, Attempt, Safety, Verdict, patch_safety, replace_safety};
 use url::{ClusterUrl, Scheme, URL_ENV, group_version_path, split_api_version};
 
@@ -297,10 +297,7 @@ impl<T: Transport> Client<T> {
         let mut budget = Budget::new(retry::POLICY);
         loop {
             let attempt = self.transport.send(&request);
-            let setback = match attempt {
-                Attempt::Failed { code: 429, .. } => Setback::Throttled,
-                _ => Setback::Failed,
-            };
+            let setback = attempt.setback();
             match retry::judge(attempt, safety) {
                 Verdict::Done(answer) => return Ok(answer),
                 Verdict::Fail(error) => return Err(error),
