@@ -392,47 +392,6 @@ pub fn allowed_by(inner: &Inner, user: &UserInfo, a: &Attributes) -> Option<Stri
     find_grant(inner, user, a).map(|grant| grant.reason())
 }
 
-/// The rules that apply to `user` in `namespace` (for SelfSubjectRulesReview): resource rules
-/// and non-resource rules, from every binding naming the user or one of their groups (which
-/// includes the defaults every authenticated user has, through their bindings).
-pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> (Vec<Value>, Vec<Value>) {
-    use serde_json::json;
-    let mut resource_rules = Vec::new();
-    let mut non_resource_rules = Vec::new();
-    store.read(|inner| {
-        let mut push_rules = |binding: &Value, ns: &str| {
-            let subjects = binding["subjects"].as_array();
-            if !subjects.is_some_and(|s| s.iter().any(|s| subject_matches(s, user, ns))) {
-                return;
-            }
-            let Some(rules) = role_rules(inner, &binding["roleRef"], ns).and_then(Value::as_array)
-            else {
-                return;
-            };
-            for r in rules {
-                if r.get("nonResourceURLs").is_some_and(|u| u.as_array().is_some_and(|a| !a.is_empty())) {
-                    non_resource_rules.push(json!({"verbs": r["verbs"], "nonResourceURLs": r["nonResourceURLs"]}));
-                } else {
-                    let mut rule = json!({"verbs": r["verbs"], "apiGroups": r["apiGroups"], "resources": r["resources"]});
-                    if r["resourceNames"].as_array().is_some_and(|a| !a.is_empty()) {
-                        rule["resourceNames"] = r["resourceNames"].clone();
-                    }
-                    resource_rules.push(rule);
-                }
-            }
-        };
-        for (_, b) in inner.entries("rbac.authorization.k8s.io/clusterrolebindings") {
-            push_rules(&b.value, "");
-        }
-        if !namespace.is_empty() {
-            for b in inner.in_namespace("rbac.authorization.k8s.io/rolebindings", namespace) {
-                push_rules(&b.value, namespace);
-            }
-        }
-    });
-    (resource_rules, non_resource_rules)
-}
-
 /// RBAC's escalation prevention, for a write of the RBAC object `obj` (of `plural`, in `ns`) by
 /// `user`: a role may only hold permissions its writer holds (unless they may `escalate`
 /// roles), and a binding may only grant the permissions of a role its writer holds (unless they

@@ -12,8 +12,8 @@
 //!   server's defaults and validation; unknown fields are dropped, or refused under strict field
 //!   validation, as the real server's decoding does), Leases, RBAC objects (with ClusterRole
 //!   aggregation),
-//!   Services (the v1 defaults and validation; nothing is allocated, so `NodePort` and
-//!   `LoadBalancer` ones are refused),
+//!   `ClusterIP` Services (the v1 defaults and validation; nothing is allocated, so the other
+//!   types and client-chosen cluster IPs are refused),
 //!   CustomResourceDefinitions and the custom resources they define (status subresource,
 //!   structural-schema pruning, defaults and validation), and access reviews
 //!   (`kubectl auth can-i`, `kubectl auth whoami`);
@@ -26,13 +26,13 @@
 //! - token authentication from a `--token-auth-file` style CSV and from TokenRequests
 //!   (`kubectl create token`: service-account JWTs signed with a key kept in the data dir,
 //!   so they outlive a restart, and void once their account is gone; every namespace gets its
-//!   `default` ServiceAccount and `kube-root-ca.crt` ConfigMap), RBAC authorization (`system:masters` may do everything) and
-//!   impersonation.
+//!   `default` ServiceAccount), and RBAC authorization (`system:masters` may do everything).
+//!   Impersonation is refused.
 //!
 //! Request bodies are JSON; kubectl's protobuf bodies are decoded for the kinds its typed
-//! clients send (`kubectl create namespace|configmap|secret|role|rolebinding|service…`,
-//! `auth can-i`), but not for kinds with a pod template (`kubectl create cronjob|deployment`
-//! are refused with 415; `kubectl apply` and `create -f` send JSON). Pods, Nodes and Jobs are not
+//! clients send (`kubectl create namespace|configmap|secret|role|rolebinding|token…`,
+//! `auth can-i`), but not for Services or kinds with a pod template (`kubectl create
+//! service|cronjob|deployment` are refused with 415; `kubectl apply` and `create -f` send JSON). Pods, Nodes and Jobs are not
 //! served: nothing here runs workloads, and lethe reads none.
 //! kubectl only sends bearer tokens over TLS, so serve HTTPS (`tls: true`) for kubectl; the
 //! `kube` crate works over both.

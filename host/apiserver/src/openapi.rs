@@ -85,10 +85,6 @@ fn all() -> &'static Documents {
                         "SelfSubjectAccessReview",
                         add::<authz::SelfSubjectAccessReview>(g),
                     ),
-                    (
-                        "SelfSubjectRulesReview",
-                        add::<authz::SelfSubjectRulesReview>(g),
-                    ),
                     // Asked by lethe's admin listener of the cluster it runs against.
                     ("SubjectAccessReview", add::<authz::SubjectAccessReview>(g)),
                 ]

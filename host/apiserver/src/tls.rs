@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 /// The CA and the TLS acceptor the server serves HTTPS with.
 pub struct Generated {
-    /// The CA certificate (PEM) clients trust: written into the kubeconfig, `ca.crt` and the
-    /// `kube-root-ca.crt` ConfigMaps.
+    /// The CA certificate (PEM) clients trust: written into the kubeconfig and the `ca.crt`
+    /// of legacy service-account token Secrets.
     pub ca_pem: String,
     /// The CA's private key (PEM), to keep the CA stable across restarts.
     pub ca_key_pem: String,
@@ -16,7 +16,7 @@ pub struct Generated {
 
 /// Generates the CA and a fresh server certificate signed by it. A CA saved by an earlier start
 /// (`saved`: its key, and its certificate when kept) is reused, so that kubeconfigs and the
-/// `kube-root-ca.crt` ConfigMaps that hold the CA stay the same across restarts: the server
+/// token Secrets that hold the CA stay good across restarts: the server
 /// certificate is signed with the same key and name, which the saved certificate verifies.
 pub fn generate(saved: Option<(&str, Option<&str>)>) -> anyhow::Result<Generated> {
     let (ca_key_pem, saved_cert_pem) = match saved {

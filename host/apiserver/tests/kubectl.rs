@@ -449,47 +449,43 @@ async fn kubectl_auth_can_i_for_a_token_user_bound_by_rbac() {
     k.shutdown().await;
 }
 
+/// The embedded cluster serves no impersonation: `--as` is refused, never answered as the
+/// caller (here the administrator), who would then act under the wrong name.
 #[tokio::test]
-async fn kubectl_auth_can_i_as_an_impersonated_user() {
+async fn kubectl_as_another_user_is_refused_not_served_as_the_caller() {
     let Some(k) = Kubectl::new().await else {
         return;
     };
+    if k.server.is_none() {
+        eprintln!("skipped: a real cluster serves impersonation");
+        return;
+    }
     let s = suffix();
-    let user = format!("erin-{s}");
     let ns = format!("ki-{s}");
-    bind_reader(&k, &ns, &user).await;
-    let yes = k
+    k.ok(&["create", "namespace", &ns], None).await;
+    let o = k
         .run(
             &[
-                "auth",
-                "can-i",
-                "list",
-                "configmaps",
-                "-n",
-                &ns,
-                "--as",
-                &user,
-            ],
-            None,
-        )
-        .await;
-    assert_eq!((yes.code, yes.stdout.trim()), (0, "yes"), "{}", yes.stderr);
-    let no = k
-        .run(
-            &[
-                "auth",
-                "can-i",
                 "create",
-                "configmaps",
+                "configmap",
+                "x",
                 "-n",
                 &ns,
                 "--as",
-                &user,
+                &format!("erin-{s}"),
             ],
             None,
         )
         .await;
-    assert_eq!((no.code, no.stdout.trim()), (1, "no"), "{}", no.stderr);
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr
+            .contains("impersonation is not served by this cluster"),
+        "{}",
+        o.stderr
+    );
+    let none = k.run(&["get", "configmap", "x", "-n", &ns], None).await;
+    assert_ne!(none.code, 0, "the ConfigMap was made: {}", none.stdout);
     k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
         .await;
     k.shutdown().await;
@@ -640,12 +636,19 @@ async fn kubectl_apply_removes_a_service_port_and_a_binding_subject() {
             .is_some_and(|row| row.contains("ClusterRole/view") && row.contains("alice")),
         "{wide}"
     );
-    let bob_can = k
-        .run(
-            &["auth", "can-i", "get", "pods", "-n", &ns, "--as", "bob"],
-            None,
-        )
-        .await;
+    // Bob asks for himself: with a token of his own on the embedded cluster, which serves no
+    // impersonation; impersonated on another.
+    let bob_token = format!("bob-{}", suffix());
+    let as_bob = match &k.server {
+        Some(server) => {
+            server.add_token(&bob_token, "bob", "uid-bob", &[]);
+            ["--token", bob_token.as_str()]
+        }
+        None => ["--as", "bob"],
+    };
+    let mut args = vec!["auth", "can-i", "get", "pods", "-n", &ns];
+    args.extend(as_bob);
+    let bob_can = k.run(&args, None).await;
     assert_eq!(bob_can.stdout.trim(), "no");
     k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
         .await;
@@ -699,7 +702,7 @@ spec:
 }
 
 #[tokio::test]
-async fn kubectl_auth_whoami_and_can_i_list_describe_a_token_user() {
+async fn kubectl_auth_whoami_and_can_i_describe_a_token_user() {
     let Some(k) = Kubectl::new().await else {
         return;
     };
@@ -718,17 +721,30 @@ async fn kubectl_auth_whoami_and_can_i_list_describe_a_token_user() {
         who.contains(&user) && who.contains("devs") && who.contains("system:authenticated"),
         "{who}"
     );
-    let rules = k
-        .ok(
-            &["--token", &token, "auth", "can-i", "--list", "-n", &ns],
-            None,
-        )
-        .await;
-    let cm_line = rules
-        .lines()
-        .find(|l| l.starts_with("configmaps "))
-        .unwrap_or_else(|| panic!("no configmaps rule in {rules}"));
-    assert!(cm_line.contains("[get list]"), "{cm_line}");
+    // SelfSubjectRulesReview (`can-i --list`) is not served; single questions are.
+    for (verb, answer, code) in [("get", "yes", 0), ("delete", "no", 1)] {
+        let o = k
+            .run(
+                &[
+                    "--token",
+                    &token,
+                    "auth",
+                    "can-i",
+                    verb,
+                    "configmaps",
+                    "-n",
+                    &ns,
+                ],
+                None,
+            )
+            .await;
+        assert_eq!(
+            (o.stdout.trim(), o.code),
+            (answer, code),
+            "{verb}: {}",
+            o.stderr
+        );
+    }
     k.shutdown().await;
 }
 
@@ -1053,63 +1069,6 @@ async fn kubectl_creates_an_aggregated_cluster_role_from_a_protobuf_body() {
 }
 
 #[tokio::test]
-async fn kubectl_creates_services_from_protobuf_bodies() {
-    use serde_json::json;
-    let Some(k) = Kubectl::new().await else {
-        return;
-    };
-    let ns = format!("kps-{}", suffix());
-    k.ok(&["create", "namespace", &ns], None).await;
-    let cases: [(&[&str], &str); 3] = [
-        (&["clusterip", "s1", "--tcp=80:8080"], "s1"),
-        (&["clusterip", "s2", "--clusterip=None"], "s2"),
-        (
-            &["externalname", "s5", "--external-name=db.example.com"],
-            "s5",
-        ),
-    ];
-    for (args, name) in cases {
-        let mut argv = vec!["create", "service"];
-        argv.extend_from_slice(args);
-        argv.extend_from_slice(&["-n", &ns]);
-        let out = k.ok(&argv, None).await;
-        assert!(out.contains(&format!("service/{name} created")), "{out}");
-    }
-    let s1 = get_json(&k, "service", "s1", &ns).await;
-    assert_eq!(s1["spec"]["type"], json!("ClusterIP"));
-    assert_eq!(s1["spec"]["selector"], json!({"app": "s1"}));
-    assert_eq!(
-        s1["spec"]["ports"],
-        json!([{"name": "80-8080", "protocol": "TCP", "port": 80, "targetPort": 8080}])
-    );
-    let s2 = get_json(&k, "service", "s2", &ns).await;
-    assert_eq!(s2["spec"]["clusterIP"], json!("None"));
-    // Nothing allocates node ports here, so the types that need them are refused.
-    for args in [
-        &["nodeport", "s3", "--tcp=5678:8080", "--node-port=30080"][..],
-        &["loadbalancer", "s4", "--tcp=443:https"],
-    ] {
-        let mut argv = vec!["create", "service"];
-        argv.extend_from_slice(args);
-        argv.extend_from_slice(&["-n", &ns]);
-        let o = k.run(&argv, None).await;
-        assert_ne!(o.code, 0);
-        assert!(
-            o.stderr
-                .contains("spec.type: Forbidden: this cluster allocates no node ports"),
-            "{}",
-            o.stderr
-        );
-    }
-    let s5 = get_json(&k, "service", "s5", &ns).await;
-    assert_eq!(s5["spec"]["type"], json!("ExternalName"));
-    assert_eq!(s5["spec"]["externalName"], json!("db.example.com"));
-    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
-        .await;
-    k.shutdown().await;
-}
-
-#[tokio::test]
 async fn built_in_kinds_drop_unknown_fields_or_refuse_them_under_strict_validation() {
     let Some(k) = Kubectl::new().await else {
         return;
@@ -1374,105 +1333,6 @@ async fn kubectl_create_token_authenticates_as_the_service_account() {
     k.shutdown().await;
 }
 
-/// Polls `kubectl get … -o json` until `done` accepts the object.
-async fn wait_for_json(
-    k: &Kubectl,
-    args: &[&str],
-    done: impl Fn(&serde_json::Value) -> bool,
-) -> serde_json::Value {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let o = k.run(args, None).await;
-        if o.code == 0 {
-            let v: serde_json::Value = serde_json::from_str(&o.stdout).expect("json");
-            if done(&v) {
-                return v;
-            }
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "kubectl {args:?} never got there: {}{}",
-            o.stdout,
-            o.stderr
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-}
-
-#[tokio::test]
-async fn every_namespace_gets_the_root_ca_config_map_back_when_deleted_or_changed() {
-    use base64::Engine;
-    let Some(k) = Kubectl::new().await else {
-        return;
-    };
-    let ca_b64 = k
-        .ok(
-            &[
-                "config",
-                "view",
-                "--raw",
-                "--minify",
-                "-o",
-                "jsonpath={.clusters[0].cluster.certificate-authority-data}",
-            ],
-            None,
-        )
-        .await;
-    let ca = String::from_utf8(
-        base64::engine::general_purpose::STANDARD
-            .decode(ca_b64.trim())
-            .expect("base64 CA"),
-    )
-    .expect("PEM");
-    let ns = format!("kca-{}", suffix());
-    k.ok(&["create", "namespace", &ns], None).await;
-    let get = [
-        "get",
-        "configmap",
-        "kube-root-ca.crt",
-        "-n",
-        &ns,
-        "-o",
-        "json",
-    ];
-    let first = wait_for_json(&k, &get, |_| true).await;
-    // A real cluster's CA bundle may hold more than the kubeconfig's CA, never less.
-    let published = first["data"]["ca.crt"].as_str().unwrap_or_default();
-    assert!(published.contains(ca.trim()), "{first}");
-    assert!(
-        first["metadata"]["annotations"]["kubernetes.io/description"]
-            .as_str()
-            .is_some_and(|d| d.starts_with("Contains a CA bundle")),
-        "{first}"
-    );
-    let uid = first["metadata"]["uid"].clone();
-    k.ok(
-        &["delete", "configmap", "kube-root-ca.crt", "-n", &ns],
-        None,
-    )
-    .await;
-    let again = wait_for_json(&k, &get, |v| v["metadata"]["uid"] != uid).await;
-    assert_eq!(again["data"], first["data"]);
-    k.ok(
-        &[
-            "patch",
-            "configmap",
-            "kube-root-ca.crt",
-            "-n",
-            &ns,
-            "--type=merge",
-            "-p",
-            r#"{"data":{"ca.crt":"tampered"}}"#,
-        ],
-        None,
-    )
-    .await;
-    wait_for_json(&k, &get, |v| v["data"] == first["data"]).await;
-    k.ok(&["delete", "namespace", &ns, "--wait=false"], None)
-        .await;
-    k.shutdown().await;
-}
-
 fn jwt_claims(token: &str) -> serde_json::Value {
     use base64::Engine;
     let payload = token.split('.').nth(1).expect("a JWT");
@@ -1596,13 +1456,25 @@ async fn kubectl_service_names_ports_and_selectors_are_validated_like_a_real_clu
     let ns = format!("ksv-{}", suffix());
     k.ok(&["create", "namespace", &ns], None).await;
     // A Service's name becomes a DNS name, so it must start with a letter (DNS-1035).
+    let yaml = format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: 1abc\n  namespace: {ns}\nspec:\n  ports:\n  - port: 80\n"
+    );
+    let o = k.run(&["create", "-f", "-"], Some(&yaml)).await;
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr.contains("The Service \"1abc\" is invalid: metadata.name: Invalid value: \"1abc\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character"),
+        "{}",
+        o.stderr
+    );
+    // `kubectl create service` sends protobuf, which this cluster decodes only for the kinds of
+    // the flows lethe documents.
     let o = k
         .run(
             &[
                 "create",
                 "service",
                 "clusterip",
-                "1abc",
+                "s1",
                 "--tcp=80",
                 "-n",
                 &ns,
@@ -1611,43 +1483,7 @@ async fn kubectl_service_names_ports_and_selectors_are_validated_like_a_real_clu
         )
         .await;
     assert_ne!(o.code, 0);
-    assert_eq!(
-        o.stderr.trim(),
-        "error: failed to create ClusterIP service: Service \"1abc\" is invalid: metadata.name: Invalid value: \"1abc\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
-    );
-    // Two ports named alike on the same number and protocol: both rules speak.
-    let o = k
-        .run(
-            &[
-                "create",
-                "service",
-                "clusterip",
-                "two-ports",
-                "--tcp=80:80,443,443",
-                "-n",
-                &ns,
-            ],
-            None,
-        )
-        .await;
-    assert_ne!(o.code, 0);
-    assert_eq!(
-        o.stderr.trim(),
-        "error: failed to create ClusterIP service: Service \"two-ports\" is invalid: [spec.ports[2].name: Duplicate value: \"443\", spec.ports[2]: Duplicate value: core.ServicePort{Name:\"\", Protocol:\"TCP\", AppProtocol:(*string)(nil), Port:443, TargetPort:intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}, NodePort:0}]"
-    );
-    k.ok(
-        &[
-            "create",
-            "service",
-            "clusterip",
-            "two-ports",
-            "--tcp=80:80,443:443",
-            "-n",
-            &ns,
-        ],
-        None,
-    )
-    .await;
+    assert!(o.stderr.contains("send JSON"), "{}", o.stderr);
     let yaml = format!(
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: sel\n  namespace: {ns}\nspec:\n  selector:\n    app: -web\n  ports:\n  - port: 80\n    name: web\n  - port: 81\n"
     );

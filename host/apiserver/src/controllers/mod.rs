@@ -32,7 +32,7 @@ use std::time::Duration;
 pub fn all(info: &ClusterInfo) -> Vec<Box<dyn Controller>> {
     vec![
         Box::new(ClusterRoleAggregation),
-        Box::new(NamespaceDefaults { info: info.clone() }),
+        Box::new(NamespaceDefaults),
         Box::new(TokenController { info: info.clone() }),
         Box::new(NamespaceDeletion),
         Box::new(CrdCleanup),

@@ -1,7 +1,7 @@
-//! Authentication: bearer tokens (the admin's, ServiceAccount tokens, the test users') and
-//! impersonation, as kube-apiserver's authenticators read them.
+//! Authentication: bearer tokens (the admin's, ServiceAccount tokens, the test users'), as
+//! kube-apiserver's bearer-token authenticator reads them. Impersonation is refused.
 
-use crate::auth::{Attributes, UserInfo, require};
+use crate::auth::UserInfo;
 use crate::front::shared::Shared;
 use crate::status::ApiError;
 use http::{HeaderMap, header};
@@ -31,16 +31,7 @@ pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
     bearer_credential(headers)?.ok()
 }
 
-fn header_values(headers: &HeaderMap, name: &str) -> Vec<String> {
-    headers
-        .get_all(name)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .map(str::to_string)
-        .collect()
-}
-
-/// Authenticates the caller and applies impersonation.
+/// Authenticates the caller; a request asking for impersonation is refused.
 pub(crate) fn authenticate(
     shared: &Shared,
     headers: &HeaderMap,
@@ -59,123 +50,14 @@ pub(crate) fn authenticate(
             groups: vec!["system:unauthenticated".into()],
         }),
     };
-    let imp_user = header_values(headers, "impersonate-user")
-        .into_iter()
-        .next();
-    let imp_groups = header_values(headers, "impersonate-group");
-    let imp_uid = header_values(headers, "impersonate-uid").into_iter().next();
-    let mut imp_extras: Vec<(String, String)> = headers
-        .iter()
-        .filter_map(|(name, value)| {
-            let key = name.as_str().strip_prefix("impersonate-extra-")?;
-            let key = percent_encoding::percent_decode_str(key)
-                .decode_utf8_lossy()
-                .into_owned();
-            Some((key, value.to_str().ok()?.to_string()))
-        })
-        .collect();
-    imp_extras.sort();
-    if imp_user.is_none() && imp_groups.is_empty() && imp_uid.is_none() && imp_extras.is_empty() {
-        return Ok(user);
-    }
-    let Some(target) = imp_user else {
-        // The requests as Go prints the object references it made of them.
-        let mut requested: Vec<String> = imp_groups
-            .iter()
-            .map(|g| format!("{{Group  {g}    }}"))
-            .collect();
-        requested.extend(
-            imp_extras
-                .iter()
-                .map(|(k, v)| format!("{{UserExtra  {v}  authentication.k8s.io/v1  {k}}}")),
-        );
-        if let Some(uid) = &imp_uid {
-            requested.push(format!("{{UID  {uid}  authentication.k8s.io/v1  }}"));
-        }
-        return Err(ApiError::bad_request(format!(
-            "requested [{}] without impersonating a user",
-            requested.join(" ")
-        )));
-    };
-    let service_account = target
-        .strip_prefix("system:serviceaccount:")
-        .and_then(|rest| rest.split_once(':'));
-    let may = |group: &str, resource: &str, subresource: &str, namespace: &str, name: &str| {
-        let attrs = Attributes {
-            verb: "impersonate".into(),
-            resource_request: true,
-            group: group.into(),
-            resource: resource.into(),
-            subresource: subresource.into(),
-            namespace: namespace.into(),
-            name: name.into(),
-            ..Default::default()
-        };
-        require(&shared.store, &user, &attrs)
-    };
-    match service_account {
-        Some((ns, name)) => may("", "serviceaccounts", "", ns, name)?,
-        None => may("", "users", "", "", &target)?,
-    }
-    for g in &imp_groups {
-        may("", "groups", "", "", g)?;
-    }
-    // A uid and extra values are impersonated only with permission for them too.
-    if let Some(uid) = &imp_uid {
-        may("authentication.k8s.io", "uids", "", "", uid)?;
-    }
-    for (key, value) in &imp_extras {
-        may("authentication.k8s.io", "userextras", key, "", value)?;
-    }
-    let mut groups = imp_groups;
-    if groups.is_empty()
-        && let Some((ns, _)) = service_account
+    // Impersonation is not served: nothing lethe does impersonates. A request that asks for it
+    // is refused rather than served as its caller, who would then act under the wrong name.
+    if headers
+        .keys()
+        .any(|name| name.as_str().starts_with("impersonate-"))
     {
-        groups.push("system:serviceaccounts".into());
-        groups.push(format!("system:serviceaccounts:{ns}"));
+        let why = "impersonation is not served by this cluster";
+        return Err(ApiError::new(403, "Forbidden", why));
     }
-    if target != "system:anonymous" && !groups.iter().any(|g| g == "system:authenticated") {
-        groups.push("system:authenticated".into());
-    }
-    Ok(Arc::new(UserInfo {
-        name: target,
-        uid: imp_uid.unwrap_or_default(),
-        groups,
-    }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn with_authorization(value: &[u8]) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            header::AUTHORIZATION,
-            header::HeaderValue::from_bytes(value).expect("a header value"),
-        );
-        headers
-    }
-
-    #[test]
-    fn bearer_credentials_are_read_as_the_real_authenticator_reads_them() {
-        assert_eq!(bearer_credential(&HeaderMap::new()), None);
-        assert_eq!(
-            bearer_credential(&with_authorization(b"Bearer abc")),
-            Some(Ok("abc"))
-        );
-        assert_eq!(
-            bearer_credential(&with_authorization(b"bearer abc extra")),
-            Some(Ok("abc"))
-        );
-        // Not a bearer credential at all: the request is anonymous.
-        for anonymous in [&b"Basic dXNlcjpwdw=="[..], b"Bearer", b"Bearer  abc"] {
-            assert_eq!(bearer_credential(&with_authorization(anonymous)), None);
-        }
-        // A token that is not text fails authentication; it never makes the caller anonymous.
-        assert_eq!(
-            bearer_credential(&with_authorization(b"Bearer t\xf6ken")),
-            Some(Err(()))
-        );
-    }
+    Ok(user)
 }

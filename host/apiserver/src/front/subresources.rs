@@ -163,7 +163,7 @@ fn bound_object(
     Ok(("secret", name.to_string(), obj.uid().to_string()))
 }
 
-/// The review kinds: SelfSubjectReview, SelfSubjectRulesReview and SelfSubjectAccessReview
+/// The review kinds: SelfSubjectReview and SelfSubjectAccessReview
 /// (what the caller is and may do), TokenReview (who a token is) and SubjectAccessReview (what
 /// a named user may do), as a server that delegates authentication and authorization asks them.
 pub(crate) fn review(
@@ -190,20 +190,6 @@ pub(crate) fn review(
                 "apiVersion": def.api_version(),
                 "metadata": {"creationTimestamp": null},
                 "status": {"userInfo": {"username": user.name, "uid": user.uid, "groups": groups}},
-            }),
-        ));
-    }
-    if def.plural == "selfsubjectrulesreviews" {
-        let ns = spec["namespace"].as_str().unwrap_or_default();
-        let (resource_rules, non_resource_rules) = crate::auth::rules_for(&shared.store, user, ns);
-        return Ok(respond_value(
-            201,
-            &json!({
-                "kind": "SelfSubjectRulesReview",
-                "apiVersion": def.api_version(),
-                "metadata": {"creationTimestamp": null},
-                "spec": spec,
-                "status": {"resourceRules": resource_rules, "nonResourceRules": non_resource_rules, "incomplete": false},
             }),
         ));
     }

@@ -98,25 +98,6 @@ pub(super) fn time(b: &[u8], micro: bool) -> Result<Value, String> {
     }))
 }
 
-pub(super) fn int_or_string(b: &[u8]) -> Result<Value, String> {
-    let (mut kind, mut int, mut text) = (0u64, 0i32, String::new());
-    for (n, raw) in fields(b)? {
-        match (n, raw) {
-            (1, Raw::Varint(v)) => kind = v,
-            // int32 on the wire is sign-extended to 64 bits; Go keeps the low 32.
-            (2, Raw::Varint(v)) => int = v as i32,
-            (3, Raw::Bytes(x)) => text = string(x)?,
-            (1..=3, _) => return Err("unexpected wire type in an IntOrString".into()),
-            _ => {}
-        }
-    }
-    match kind {
-        0 => Ok(json!(int)),
-        1 => Ok(json!(text)),
-        k => Err(format!("invalid IntOrString type {k}")),
-    }
-}
-
 pub(super) fn map_entry(b: &[u8], t: T) -> Result<(String, Value), String> {
     let mut k = String::new();
     let mut v = None;
@@ -159,13 +140,13 @@ pub(super) fn message(b: &[u8], schema: Schema) -> Result<Map<String, Value>, St
                 }
             }
             // Go's omitempty leaves a zero out, whatever an earlier occurrence said.
-            (T::IntOmitEmpty | T::BoolOmitEmpty, Raw::Varint(0)) => {
+            (T::IntOmitEmpty, Raw::Varint(0)) => {
                 m.remove(&name);
             }
             (T::Int | T::IntOmitEmpty, Raw::Varint(v)) => {
                 m.insert(name, json!(v as i64));
             }
-            (T::Bool | T::BoolOmitEmpty, Raw::Varint(v)) => {
+            (T::Bool, Raw::Varint(v)) => {
                 m.insert(name, json!(v != 0));
             }
             (T::Time | T::MicroTime, Raw::Bytes(x)) => {
@@ -173,9 +154,6 @@ pub(super) fn message(b: &[u8], schema: Schema) -> Result<Map<String, Value>, St
                 if !t.is_null() {
                     m.insert(name, t);
                 }
-            }
-            (T::IntOrStr, Raw::Bytes(x)) => {
-                m.insert(name, int_or_string(x)?);
             }
             (T::Msg(s), Raw::Bytes(x)) => match nested.iter_mut().find(|(n, ..)| *n == num) {
                 Some((.., bytes)) => bytes.extend_from_slice(x),

@@ -157,13 +157,6 @@ pub(super) const TOKEN_REQUEST: Schema = &[
     (2, "spec", T::Msg(TOKEN_REQUEST_SPEC)),
 ];
 
-const SELF_SUBJECT_RULES_REVIEW_SPEC: Schema = &[(1, "namespace", T::Str)];
-
-pub(super) const SELF_SUBJECT_RULES_REVIEW: Schema = &[
-    (1, "metadata", T::Msg(OBJECT_META)),
-    (2, "spec", T::Msg(SELF_SUBJECT_RULES_REVIEW_SPEC)),
-];
-
 const PRECONDITIONS: Schema = &[(1, "uid", T::Str), (2, "resourceVersion", T::Str)];
 
 pub(super) const DELETE_OPTIONS: Schema = &[
@@ -183,13 +176,4 @@ const LABEL_SELECTOR_REQUIREMENT: Schema = &[
 const LABEL_SELECTOR: Schema = &[
     (1, "matchLabels", T::MapStr),
     (2, "matchExpressions", T::RepMsg(LABEL_SELECTOR_REQUIREMENT)),
-];
-
-pub(super) const CONDITION: Schema = &[
-    (1, "type", T::Str),
-    (2, "status", T::Str),
-    (3, "observedGeneration", T::IntOmitEmpty),
-    (4, "lastTransitionTime", T::Time),
-    (5, "reason", T::Str),
-    (6, "message", T::Str),
 ];

@@ -9,11 +9,8 @@ pub(super) enum T {
     /// leaves it out, so zero means "absent".
     IntOmitEmpty,
     Bool,
-    BoolOmitEmpty,
     Time,
     MicroTime,
-    /// `intstr.IntOrString`: a JSON number or string, as its `type` says.
-    IntOrStr,
     Msg(&'static [(u32, &'static str, T)]),
     MapStr,
     MapBytes,

@@ -53,7 +53,6 @@ const TABLE: &[Row] = &[
     ("apiextensions.k8s.io", "customresourcedefinitions", "customresourcedefinition", "CustomResourceDefinition", false, &["crd", "crds"], true, true, Subdomain, Stored),
     ("events.k8s.io", "events", "event", "Event", true, &["ev"], false, false, Subdomain, EventsV1),
     ("authorization.k8s.io", "selfsubjectaccessreviews", "selfsubjectaccessreview", "SelfSubjectAccessReview", false, &[], false, false, PathSegment, CreateOnly),
-    ("authorization.k8s.io", "selfsubjectrulesreviews", "selfsubjectrulesreview", "SelfSubjectRulesReview", false, &[], false, false, PathSegment, CreateOnly),
     ("authentication.k8s.io", "selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview", false, &[], false, false, PathSegment, CreateOnly),
     ("authentication.k8s.io", "tokenreviews", "tokenreview", "TokenReview", false, &[], false, false, PathSegment, CreateOnly),
     ("authorization.k8s.io", "subjectaccessreviews", "subjectaccessreview", "SubjectAccessReview", false, &[], false, false, PathSegment, CreateOnly),

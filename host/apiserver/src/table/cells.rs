@@ -86,46 +86,6 @@ pub(super) fn non_empty_strings(v: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The EXTERNAL-IP cell of a Service, as kubectl's printer makes it (the server prints wide).
-pub(super) fn service_external_ip(o: &Value) -> String {
-    let external = non_empty_strings(&o["spec"]["externalIPs"]);
-    // Only the types this server stores (see `kinds::service`).
-    match o["spec"]["type"].as_str().unwrap_or_default() {
-        "ClusterIP" => joined_or(&external, "<none>"),
-        "ExternalName" => o["spec"]["externalName"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-        _ => "<unknown>".into(),
-    }
-}
-
-pub(super) fn service_ports(o: &Value) -> String {
-    let ports: Vec<String> = o["spec"]["ports"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| {
-            let port = p["port"].as_i64().unwrap_or(0);
-            let proto = p["protocol"].as_str().unwrap_or_default();
-            format!("{port}/{proto}")
-        })
-        .collect();
-    joined_or(&ports, "<none>")
-}
-
-/// `k=v,k2=v2` in key order, or `<none>`, as labels.FormatLabels prints a selector.
-pub(super) fn format_labels(v: &Value) -> String {
-    let mut pairs: Vec<String> = v
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-        .collect();
-    pairs.sort();
-    joined_or(&pairs, "<none>")
-}
-
 pub(super) fn timestamp(ts: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
     ts.as_str()
         .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())

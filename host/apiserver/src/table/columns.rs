@@ -1,9 +1,7 @@
 //! Which columns each kind prints, and each object's cells in them.
 
 use crate::resources::ResourceDef;
-use crate::table::cells::{
-    age, count, format_labels, json_path, service_external_ip, service_ports, template_cells, text,
-};
+use crate::table::cells::{age, count, json_path, template_cells, text};
 use crate::table::event::event_cells;
 use crate::util::meta_str;
 use serde_json::{Value, json};
@@ -16,7 +14,6 @@ const HEADERS: &[(&str, &str, &str)] = &[
     ("", "configmaps", "Name, Data, Age"),
     ("", "secrets", "Name, Type, Data, Age"),
     ("", "serviceaccounts", "Name, Secrets, Age"),
-    ("", "services", SERVICES),
     ("", "events", EVENTS),
     ("events.k8s.io", "events", EVENTS),
     ("batch", "cronjobs", CRON_JOBS),
@@ -27,7 +24,6 @@ const HEADERS: &[(&str, &str, &str)] = &[
     ("rbac.authorization.k8s.io", "rolebindings", BINDINGS),
     ("rbac.authorization.k8s.io", "clusterrolebindings", BINDINGS),
 ];
-const SERVICES: &str = "Name, Type, Cluster-IP, External-IP, Port(s), Age, +Selector";
 const EVENTS: &str = "Last Seen, Type, Reason, Object, +Subobject, +Source, Message, \
     +First Seen, +Count, +Name";
 const CRON_JOBS: &str = "Name, Schedule, Timezone, Suspend:boolean, Active:integer, \
@@ -101,20 +97,6 @@ pub(super) fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Va
         ("", "namespaces") => vec![name, json!(text(&o["status"]["phase"])), a],
         ("", "configmaps") => vec![name, json!(count(&o["data"]) + count(&o["binaryData"])), a],
         ("", "secrets") => vec![name, json!(text(&o["type"])), json!(count(&o["data"])), a],
-        ("", "services") => vec![
-            name,
-            json!(o["spec"]["type"].as_str().unwrap_or_default()),
-            json!(
-                o["spec"]["clusterIP"]
-                    .as_str()
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or("<none>")
-            ),
-            json!(service_external_ip(o)),
-            json!(service_ports(o)),
-            a,
-            json!(format_labels(&o["spec"]["selector"])),
-        ],
         ("batch", "cronjobs") => vec![
             name,
             json!(text(&o["spec"]["schedule"])),

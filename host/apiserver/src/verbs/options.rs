@@ -66,16 +66,6 @@ pub struct WriteTarget<'a> {
 }
 
 impl<'a> WriteTarget<'a> {
-    /// The object itself, not a subresource.
-    pub fn main(def: &'a ResourceDef, ns: &'a str, name: &'a str) -> WriteTarget<'a> {
-        WriteTarget {
-            def,
-            ns,
-            name,
-            sub: Sub::Main,
-        }
-    }
-
     /// The namespace under which the store keeps the object: none for a cluster-scoped one.
     pub(crate) fn ns_key(&self) -> &'a str {
         self.def.ns_key(self.ns)

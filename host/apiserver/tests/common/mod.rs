@@ -63,8 +63,15 @@ impl TestCluster {
         }
     }
 
-    /// A client that impersonates `user` (and `groups`) through the admin credentials.
-    pub fn client_as(&self, user: &str, groups: &[&str]) -> Client {
+    /// A client acting as `user` (and `groups`): on the embedded server, with a token of its
+    /// own (the embedded server serves no impersonation); on another cluster, impersonating
+    /// them through the admin credentials.
+    pub async fn client_as(&self, user: &str, groups: &[&str]) -> Client {
+        if let Some(server) = &self.server {
+            let token = format!("as-{user}-{}", suffix());
+            server.add_token(&token, user, &format!("uid-{token}"), groups);
+            return self.client_with_token(&token).await.expect("embedded");
+        }
         let mut c = self.config.clone();
         c.auth_info.impersonate = Some(user.to_string());
         if !groups.is_empty() {
@@ -97,11 +104,12 @@ impl TestCluster {
         api.create(&PostParams::default(), &ns)
             .await
             .expect("namespace created");
-        // The root-CA publisher adds kube-root-ca.crt a moment later, on a real cluster as here;
-        // wait for it, so that a test counting the namespace's contents counts a settled set.
+        // A real cluster's root-CA publisher adds kube-root-ca.crt a moment later (the embedded
+        // one publishes none); wait for it, so that a test counting the namespace's contents
+        // counts a settled set.
         let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
             Api::namespaced(self.client.clone(), &name);
-        for _ in 0..300 {
+        for _ in 0..if self.server.is_some() { 0 } else { 300 } {
             if configmaps
                 .get_opt("kube-root-ca.crt")
                 .await
