@@ -1,34 +1,12 @@
-//! The CRD finalizer: a deleted CustomResourceDefinition's instances go first.
+//! The CRD finalizer: a deleted CustomResourceDefinition's instances go first. (It sets no
+//! `Terminating` condition: nothing lethe does reads it.)
 
 use crate::controllers::controller::Controller;
-use crate::controllers::shared::{Item, awaits_crd_cleanup, delete_all, deleting, set_conditions};
+use crate::controllers::shared::{Item, awaits_crd_cleanup, delete_all, deleting};
 use crate::kinds::crd::CRD_CLEANUP;
-use crate::resources::{ResourceDef, defs_from_crd};
+use crate::resources::defs_from_crd;
 use crate::store::Store;
 use crate::verbs;
-
-/// Marks a CRD whose instances are being deleted as the CRD finalizer does: condition
-/// `Terminating` (reason `InstanceDeletionInProgress`). `true` when it changed.
-pub(super) fn crd_terminating(store: &Store, def: &ResourceDef, name: &str) -> bool {
-    set_conditions(store, def, name, |current| {
-        if current
-            .iter()
-            .any(|c| c["type"] == "Terminating" && c["status"] == "True")
-        {
-            return None;
-        }
-        let mut conditions = current.to_vec();
-        conditions.retain(|c| c["type"] != "Terminating");
-        conditions.push(serde_json::json!({
-            "type": "Terminating",
-            "status": "True",
-            "lastTransitionTime": crate::util::now(),
-            "reason": "InstanceDeletionInProgress",
-            "message": "CustomResource deletion is in progress",
-        }));
-        Some(conditions)
-    })
-}
 
 /// Deletes a deleted CRD's instances, then removes its cleanup finalizer.
 pub struct CrdCleanup;
@@ -59,7 +37,6 @@ impl Controller for CrdCleanup {
             if crs.is_empty() {
                 changed |= verbs::remove_finalizer(store, &it.def, "", &it.name, CRD_CLEANUP);
             } else {
-                changed |= crd_terminating(store, &it.def, &it.name);
                 changed |= delete_all(store, &crs);
             }
         }

@@ -4,7 +4,7 @@
 use crate::kinds::crd::CRD_CLEANUP;
 use crate::resources::{CRD_KEY, ResourceDef, builtins};
 use crate::status::{ApiError, Warnings};
-use crate::store::{Change, FullKey, Inner, Obj, Store};
+use crate::store::{FullKey, Inner, Obj, Store};
 use crate::verbs::{self, DeleteOpts};
 use serde_json::Value;
 use std::sync::Arc;
@@ -39,31 +39,6 @@ pub(super) fn blocks(o: &Obj, owner_uid: &str) -> bool {
                     && r["blockOwnerDeletion"].as_bool() == Some(true)
             })
         })
-}
-
-/// Replaces the `status.conditions` of cluster-scoped object `name` with what `wanted` makes of
-/// the current ones, unless it returns `None` (nothing to change). `true` when it changed.
-pub(super) fn set_conditions(
-    store: &Store,
-    def: &ResourceDef,
-    name: &str,
-    wanted: impl FnOnce(&[Value]) -> Option<Vec<Value>>,
-) -> bool {
-    let res = store.mutate(def.key(), "", name, |cur, _| {
-        let Some(cur) = cur else {
-            return Ok((Change::Keep, false));
-        };
-        let current = cur.value["status"]["conditions"]
-            .as_array()
-            .map(Vec::as_slice);
-        let Some(conditions) = wanted(current.unwrap_or_default()) else {
-            return Ok((Change::Keep, false));
-        };
-        let mut v = cur.value.clone();
-        crate::util::set_in(&mut v, &["status", "conditions"], Value::Array(conditions));
-        Ok((Change::Put(v), true))
-    });
-    matches!(res, Ok((_, true)))
 }
 
 /// An object a controller acts on, with the definition that governs it.
