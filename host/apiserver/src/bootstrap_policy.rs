@@ -1,5 +1,5 @@
-//! kube-apiserver's bootstrap RBAC policy, as far as a user meets it: the aggregated
-//! user-facing roles and the rights every user has.
+//! kube-apiserver's bootstrap RBAC policy, as far as a user meets it: the user-facing roles
+//! (composed once from their aggregated parts) and the rights every user has.
 
 use serde_json::Value;
 
@@ -31,7 +31,6 @@ pub fn default_rbac() -> Vec<(&'static str, Value)> {
         ("clusterroles", v)
     };
     let rule = |groups: &[&str], resources: &[&str], verbs: &Value| json!({"apiGroups": groups, "resources": resources, "verbs": verbs});
-    let aggregated = |to: &str| json!({"aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {agg(to): "true"}}]}, "rules": []});
     let binding = |name: &str, groups: &[&str]| {
         let subjects: Vec<Value> = groups
             .iter()
@@ -48,7 +47,7 @@ pub fn default_rbac() -> Vec<(&'static str, Value)> {
         )
     };
     let get = json!(["get"]);
-    vec![
+    let mut policy = vec![
         role(
             "cluster-admin",
             json!({boot: "rbac-defaults"}),
@@ -97,16 +96,20 @@ pub fn default_rbac() -> Vec<(&'static str, Value)> {
                 rule(&["networking.k8s.io"], &["ingresses", "ingresses/status", "networkpolicies"], &read),
             ]}),
         ),
-        role("admin", json!({boot: "rbac-defaults"}), aggregated("admin")),
+        role(
+            "admin",
+            json!({boot: "rbac-defaults"}),
+            json!({"rules": []}),
+        ),
         role(
             "edit",
             json!({boot: "rbac-defaults", agg("admin"): "true"}),
-            aggregated("edit"),
+            json!({"rules": []}),
         ),
         role(
             "view",
             json!({boot: "rbac-defaults", agg("edit"): "true"}),
-            aggregated("view"),
+            json!({"rules": []}),
         ),
         role(
             "system:basic-user",
@@ -141,5 +144,35 @@ pub fn default_rbac() -> Vec<(&'static str, Value)> {
             "system:public-info-viewer",
             &["system:authenticated", "system:unauthenticated"],
         ),
-    ]
+    ];
+    compose_user_facing_roles(&mut policy);
+    policy
+}
+
+/// Gives `view`, `edit` and `admin` (in that order, as each is labelled into the next) the union
+/// of the rules of the roles labelled `aggregate-to-<role>`, once: what the aggregation
+/// controller computes for the bootstrap roles. The cluster runs no aggregation controller, so
+/// roles created later with those labels add nothing (and the three roles carry no
+/// `aggregationRule`, so that no client takes them for aggregated).
+fn compose_user_facing_roles(policy: &mut [(&'static str, Value)]) {
+    for target in ["view", "edit", "admin"] {
+        let label = format!("rbac.authorization.k8s.io/aggregate-to-{target}");
+        let mut rules: Vec<Value> = vec![];
+        for (_, role) in policy
+            .iter()
+            .filter(|(_, r)| r["metadata"]["labels"][&label] == "true")
+        {
+            for rule in role["rules"].as_array().into_iter().flatten() {
+                if !rules.contains(rule) {
+                    rules.push(rule.clone());
+                }
+            }
+        }
+        if let Some((_, role)) = policy
+            .iter_mut()
+            .find(|(_, r)| r["metadata"]["name"] == target)
+        {
+            role["rules"] = Value::Array(rules);
+        }
+    }
 }

@@ -10,8 +10,8 @@
 //!   validation of `List` files); server-side Table printing for `kubectl get`;
 //! - Namespaces, ConfigMaps, Secrets, ServiceAccounts, Events, CronJobs (with the real
 //!   server's defaults and validation; unknown fields are dropped, or refused under strict field
-//!   validation, as the real server's decoding does), Leases, RBAC objects (with ClusterRole
-//!   aggregation),
+//!   validation, as the real server's decoding does), Leases, RBAC objects (the bootstrap
+//!   `admin`, `edit` and `view` composed once; no aggregation controller),
 //!   `ClusterIP` Services (the v1 defaults and validation; nothing is allocated, so the other
 //!   types and client-chosen cluster IPs are refused),
 //!   CustomResourceDefinitions and the custom resources they define (status subresource,
@@ -271,12 +271,6 @@ fn bootstrap(store: &store::Store, info: &controllers::ClusterInfo) -> anyhow::R
         if store.get(def.key(), "", &name, false).is_none() {
             controllers::create_own(store, def, "", obj)
                 .map_err(|e| anyhow::anyhow!("bootstrap {plural} {name}: {e}"))?;
-        }
-    }
-    // Fill the aggregated roles (admin, edit, view) before serving.
-    for _ in 0..5 {
-        if !controllers::aggregate(store) {
-            break;
         }
     }
     for _ in 0..5 {

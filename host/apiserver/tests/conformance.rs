@@ -2214,49 +2214,6 @@ async fn custom_resources_are_pruned_defaulted_and_validated_by_the_crd_schema()
 }
 
 #[tokio::test]
-async fn aggregated_cluster_roles_pick_up_labelled_rules() {
-    let c = TestCluster::new().await;
-    let ns = c.namespace("agg").await;
-    let s = suffix();
-    let user = format!("gina-{s}");
-    let ar = make_crd(&c, true).await;
-    let extra: ClusterRole = serde_json::from_value(json!({
-        "metadata": {"name": format!("widgets-view-{s}"), "labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
-        "rules": [{"apiGroups": [ar.group], "resources": [ar.plural], "verbs": ["get", "list"]}],
-    }))
-    .unwrap();
-    Api::<ClusterRole>::all(c.client.clone())
-        .create(&PostParams::default(), &extra)
-        .await
-        .unwrap();
-    let rb: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": "viewers"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-    }))
-    .unwrap();
-    Api::<RoleBinding>::namespaced(c.client.clone(), &ns)
-        .create(&PostParams::default(), &rb)
-        .await
-        .unwrap();
-    let as_user: Api<DynamicObject> = Api::namespaced_with(c.client_as(&user, &[]).await, &ns, &ar);
-    eventually(20, || {
-        let a = as_user.clone();
-        async move { a.list(&ListParams::default()).await.ok() }
-    })
-    .await;
-    let cms: Api<ConfigMap> = Api::namespaced(c.client_as(&user, &[]).await, &ns);
-    assert!(cms.list(&ours()).await.is_ok(), "view covers configmaps");
-    let e = status_of(
-        cms.create(&PostParams::default(), &cm("nope", json!({})))
-            .await
-            .unwrap_err(),
-    );
-    assert_eq!(e.code, 403, "view does not allow create");
-    c.shutdown().await;
-}
-
-#[tokio::test]
 async fn delete_collection_removes_the_selected_objects() {
     let c = TestCluster::new().await;
     let ns = c.namespace("dc").await;

@@ -1,12 +1,11 @@
 //! The background controllers, each a driver over the store: namespace deletion, CRD cleanup,
 //! the garbage collector for ownerReferences (Background, Foreground and Orphan propagation),
-//! namespace defaults, the token controller and ClusterRole aggregation.
+//! namespace defaults and the token controller.
 //!
 //! A controller is a [`Controller`]: one `step` reads the store once and acts on what it finds.
 //! [`run`] steps them all after every write, until nothing changes; a test or a simulator can
 //! instead step any one of them, in any order it picks, since none keeps state between steps.
 
-mod cluster_roles;
 mod controller;
 mod crd_cleanup;
 mod garbage_collector;
@@ -15,7 +14,6 @@ mod namespace_defaults;
 mod shared;
 mod tokens;
 
-pub use cluster_roles::{ClusterRoleAggregation, aggregate};
 pub use controller::{ClusterInfo, Controller};
 pub use crd_cleanup::CrdCleanup;
 pub use garbage_collector::GarbageCollector;
@@ -31,7 +29,6 @@ use std::time::Duration;
 /// Every controller, in the order [`pass`] steps them.
 pub fn all(info: &ClusterInfo) -> Vec<Box<dyn Controller>> {
     vec![
-        Box::new(ClusterRoleAggregation),
         Box::new(NamespaceDefaults),
         Box::new(TokenController { info: info.clone() }),
         Box::new(NamespaceDeletion),

@@ -193,58 +193,47 @@ const MATCH: &str = "resourceVersionMatch";
 fn validate_list_options(query: &Query, watch: bool) -> Result<(), ApiError> {
     let rv = query.get("resourceVersion").unwrap_or_default();
     let rv_match = query.get("resourceVersionMatch").unwrap_or_default();
-    let send_initial = query.get("sendInitialEvents").filter(|v| !v.is_empty());
-    let cont = query.get("continue").unwrap_or_default();
-    let mut causes = vec![];
-    // Every cause is about resourceVersionMatch but one.
-    let forbidden = |why: &str| crate::validation::forbidden(MATCH, why);
-    let unsupported =
-        |supported: &[&str]| crate::validation::not_supported(MATCH, &json!(rv_match), supported);
-    if watch {
-        if send_initial.is_some() && rv_match != "NotOlderThan" {
-            causes.push(forbidden(
+    let send_initial = query
+        .get("sendInitialEvents")
+        .is_some_and(|v| !v.is_empty());
+    let cont = !query.get("continue").unwrap_or_default().is_empty();
+    let matching = !rv_match.is_empty();
+    // Every cause is about resourceVersionMatch but one; they come in the real server's order.
+    let forbidden = |on: bool, why: &str| on.then(|| crate::validation::forbidden(MATCH, why));
+    let unsupported = |on: bool, supported: &[&str]| {
+        on.then(|| crate::validation::not_supported(MATCH, &json!(rv_match), supported))
+    };
+    let continued = "resourceVersionMatch is forbidden when continue is provided";
+    let causes = if watch {
+        [
+            forbidden(
+                send_initial && rv_match != "NotOlderThan",
                 "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-            ));
-        }
-        if !rv_match.is_empty() {
-            if send_initial.is_none() {
-                causes.push(forbidden("resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
-            }
-            if rv_match != "NotOlderThan" {
-                causes.push(unsupported(&["NotOlderThan"]));
-            }
-            if !cont.is_empty() {
-                causes.push(forbidden(
-                    "resourceVersionMatch is forbidden when continue is provided",
-                ));
-            }
-        }
+            ),
+            forbidden(
+                matching && !send_initial,
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ),
+            unsupported(matching && rv_match != "NotOlderThan", &["NotOlderThan"]),
+            forbidden(matching && cont, continued),
+            None,
+        ]
     } else {
-        if !rv_match.is_empty() {
-            if rv.is_empty() {
-                causes.push(forbidden(
-                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
-                ));
-            }
-            if !cont.is_empty() {
-                causes.push(forbidden(
-                    "resourceVersionMatch is forbidden when continue is provided",
-                ));
-            }
-            if rv_match != "Exact" && rv_match != "NotOlderThan" {
-                causes.push(unsupported(&["Exact", "NotOlderThan", ""]));
-            }
-            if rv_match == "Exact" && rv == "0" {
-                causes.push(forbidden(
-                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
-                ));
-            }
-        }
-        if send_initial.is_some() {
-            let why = "sendInitialEvents is forbidden for list";
-            causes.push(crate::validation::forbidden("sendInitialEvents", why));
-        }
-    }
+        let why = "resourceVersionMatch is forbidden unless resourceVersion is provided";
+        let exact_zero = "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"";
+        let list_only = "sendInitialEvents is forbidden for list";
+        [
+            forbidden(matching && rv.is_empty(), why),
+            forbidden(matching && cont, continued),
+            unsupported(
+                matching && rv_match != "Exact" && rv_match != "NotOlderThan",
+                &["Exact", "NotOlderThan", ""],
+            ),
+            forbidden(rv_match == "Exact" && rv == "0", exact_zero),
+            send_initial.then(|| crate::validation::forbidden("sendInitialEvents", list_only)),
+        ]
+    };
+    let causes = causes.into_iter().flatten().collect();
     ApiError::invalid_if_any("meta.k8s.io", "ListOptions", "", causes)
 }
 

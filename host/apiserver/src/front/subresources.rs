@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 /// `POST .../serviceaccounts/<name>/token`: issues a service-account JWT for account `t` and
 /// answers 201 with the TokenRequest. The lifetime is `spec.expirationSeconds` (an hour when
 /// unset, 10 minutes to 2^32 seconds, else a 422); the token is for the API server unless
-/// `spec.audiences` names other audiences, and a `boundObjectRef` ties it to that object.
+/// `spec.audiences` names other audiences; a `boundObjectRef` is refused (400).
 /// Needs `create` on `serviceaccounts/token`; 404 when the account does not exist.
 pub(crate) async fn token_request(
     shared: &Shared,
@@ -78,12 +78,13 @@ pub(crate) async fn token_request(
         ));
     }
     let namespace = &t.namespace;
-    let bound_ref = &request["spec"]["boundObjectRef"];
-    let bound = if bound_ref.is_object() {
-        Some(bound_object(shared, namespace, bound_ref)?)
-    } else {
-        None
-    };
+    // Tokens bound to an object are not issued: nothing lethe does asks for one. (A token
+    // Secret's token, which the token controller fills, still dies with its Secret.)
+    if !request["spec"]["boundObjectRef"].is_null() {
+        return Err(ApiError::bad_request(
+            "this cluster binds no TokenRequest to an object; leave boundObjectRef unset",
+        ));
+    }
     // Without audiences a token is for the API server itself.
     let mut audiences = crate::util::string_list(&request["spec"]["audiences"]);
     if audiences.is_empty() {
@@ -95,9 +96,7 @@ pub(crate) async fn token_request(
         &t.name,
         account.uid(),
         &audiences,
-        bound
-            .as_ref()
-            .map(|(claim, name, uid)| (*claim, name.as_str(), uid.as_str())),
+        None,
         now.timestamp(),
         seconds,
     );
@@ -117,50 +116,11 @@ pub(crate) async fn token_request(
             "spec": {
                 "audiences": audiences,
                 "expirationSeconds": seconds,
-                "boundObjectRef": request["spec"]["boundObjectRef"].clone(),
+                "boundObjectRef": null,
             },
             "status": {"token": token, "expirationTimestamp": rfc3339(expires)},
         }),
     ))
-}
-
-/// Checks a TokenRequest's `boundObjectRef` as the real server does and returns the claim it
-/// becomes: `("secret", name, uid)`. Pods are not served, so a token is bound to a Secret or to
-/// nothing.
-fn bound_object(
-    shared: &Shared,
-    namespace: &str,
-    r: &Value,
-) -> Result<(&'static str, String, String), ApiError> {
-    let kind = r["kind"].as_str().unwrap_or_default();
-    let api_version = r["apiVersion"].as_str().unwrap_or_default();
-    let name = r["name"].as_str().unwrap_or_default();
-    if (api_version, kind) != ("v1", "Secret") {
-        let gvk = match api_version.split_once('/') {
-            Some((g, v)) => format!("{g}/{v}, Kind={kind}"),
-            None => format!("/{api_version}, Kind={kind}"),
-        };
-        return Err(ApiError::bad_request(format!(
-            "cannot bind token to object of type {gvk}"
-        )));
-    }
-    let obj = shared
-        .store
-        .get("/secrets", namespace, name, false)
-        .ok_or_else(|| ApiError::not_found("", "secrets", name))?;
-    if let Some(want) = r["uid"].as_str().filter(|u| !u.is_empty())
-        && want != obj.uid()
-    {
-        return Err(ApiError::conflict(
-            "",
-            kind,
-            name,
-            &format!(
-                "the UID in the bound object reference ({want}) does not match the UID in record. The object might have been deleted and then recreated"
-            ),
-        ));
-    }
-    Ok(("secret", name.to_string(), obj.uid().to_string()))
 }
 
 /// The review kinds: SelfSubjectReview and SelfSubjectAccessReview

@@ -140,7 +140,8 @@ pub(crate) fn subject_defaults(v: &mut Value) {
     }
 }
 
-/// Roles and ClusterRoles: their rules.
+/// Roles and ClusterRoles: their rules. An `aggregationRule` is refused: no aggregation
+/// controller runs here, and a role that relies on one must not be stored as if it were kept.
 pub(crate) struct RoleStrategy {
     /// Whether these are namespaced Roles (else ClusterRoles).
     pub namespaced: bool,
@@ -149,6 +150,10 @@ pub(crate) struct RoleStrategy {
 impl Strategy for RoleStrategy {
     fn validate(&self, obj: &Value, causes: &mut Vec<Cause>) {
         policy_rule_causes(obj, self.namespaced, causes);
+        if !obj["aggregationRule"].is_null() {
+            let why = "this cluster runs no ClusterRole aggregation controller; list the rules";
+            causes.push(validation::forbidden("aggregationRule", why));
+        }
     }
 }
 

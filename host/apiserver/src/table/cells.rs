@@ -1,6 +1,6 @@
 //! How the printed columns format values: ages, durations, label maps and selectors, JSON paths.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Like Kubernetes' `duration.HumanDuration`.
 pub fn human_duration(secs: i64) -> String {
@@ -67,69 +67,10 @@ pub(super) fn age(ts: &Value) -> String {
     }
 }
 
-/// The items joined with commas, as kubectl prints a list cell; `none` when there are none.
-pub(super) fn joined_or(items: &[String], none: &str) -> String {
-    if items.is_empty() {
-        none.into()
-    } else {
-        items.join(",")
-    }
-}
-
-pub(super) fn non_empty_strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .collect()
-}
-
 pub(super) fn timestamp(ts: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
     ts.as_str()
         .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
         .map(|t| t.with_timezone(&chrono::Utc))
-}
-
-/// The CONTAINERS and IMAGES cells of a pod template, comma separated.
-pub(super) fn container_cells(pod_spec: &Value) -> (String, String) {
-    let containers = pod_spec["containers"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let field = |k: &str| {
-        containers
-            .iter()
-            .map(|c| c[k].as_str().unwrap_or_default().to_string())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    (field("name"), field("image"))
-}
-
-/// `metav1.FormatLabelSelector`: requirements sorted by key, `<none>` when there are none.
-pub(super) fn format_label_selector(sel: &Value) -> String {
-    let mut reqs: Vec<(String, String)> = vec![];
-    for (k, v) in sel["matchLabels"].as_object().into_iter().flatten() {
-        reqs.push((k.clone(), format!("{k}={}", v.as_str().unwrap_or_default())));
-    }
-    for e in sel["matchExpressions"].as_array().into_iter().flatten() {
-        let key = e["key"].as_str().unwrap_or_default().to_string();
-        let mut values = non_empty_strings(&e["values"]);
-        values.sort();
-        let text = match e["operator"].as_str().unwrap_or_default() {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.clone(),
-            "DoesNotExist" => format!("!{key}"),
-            _ => return "<error>".into(),
-        };
-        reqs.push((key, text));
-    }
-    reqs.sort_by(|a, b| a.0.cmp(&b.0));
-    let texts: Vec<String> = reqs.into_iter().map(|(_, t)| t).collect();
-    joined_or(&texts, "<none>")
 }
 
 pub(super) fn count(v: &Value) -> usize {
@@ -180,14 +121,4 @@ pub fn json_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
         }
     }
     Some(cur)
-}
-
-/// The wide CONTAINERS, IMAGES and SELECTOR cells of a Job spec.
-pub(super) fn template_cells(job_spec: &Value) -> [Value; 3] {
-    let (names, images) = container_cells(&job_spec["template"]["spec"]);
-    [
-        json!(names),
-        json!(images),
-        json!(format_label_selector(&job_spec["selector"])),
-    ]
 }

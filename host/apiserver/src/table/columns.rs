@@ -1,7 +1,7 @@
 //! Which columns each kind prints, and each object's cells in them.
 
 use crate::resources::ResourceDef;
-use crate::table::cells::{age, count, json_path, template_cells, text};
+use crate::table::cells::{age, count, json_path, text};
 use crate::table::event::event_cells;
 use crate::util::meta_str;
 use serde_json::{Value, json};
@@ -24,12 +24,13 @@ const HEADERS: &[(&str, &str, &str)] = &[
     ("rbac.authorization.k8s.io", "rolebindings", BINDINGS),
     ("rbac.authorization.k8s.io", "clusterrolebindings", BINDINGS),
 ];
-const EVENTS: &str = "Last Seen, Type, Reason, Object, +Subobject, +Source, Message, \
-    +First Seen, +Count, +Name";
+const EVENTS: &str = "Last Seen, Type, Reason, Object, Message";
+// The wide CONTAINERS, IMAGES and SELECTOR columns are left out: `-o wide` shows these too.
 const CRON_JOBS: &str = "Name, Schedule, Timezone, Suspend:boolean, Active:integer, \
-    Last Schedule, Age, +Containers, +Images, +Selector";
+    Last Schedule, Age";
 const CREATED: &str = "Name, Created At:date";
-const BINDINGS: &str = "Name, Role, Age, +Users, +Groups, +ServiceAccounts";
+// The wide USERS, GROUPS and SERVICEACCOUNTS columns are left out: `-o wide` shows these too.
+const BINDINGS: &str = "Name, Role, Age";
 
 /// A column definition of the Table kind.
 fn col(name: &str, ty: &str, format: &str, priority: i64) -> Value {
@@ -109,10 +110,7 @@ pub(super) fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Va
                 "<none>".into()
             }),
             a,
-        ]
-        .into_iter()
-        .chain(template_cells(&o["spec"]["jobTemplate"]["spec"]))
-        .collect(),
+        ],
         ("", "serviceaccounts") => vec![name, json!(count(&o["secrets"])), a],
         ("", "events") | ("events.k8s.io", "events") => event_cells(o),
         ("coordination.k8s.io", "leases") => {
@@ -123,24 +121,6 @@ pub(super) fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Va
             vec![name, json!(created.as_str().unwrap_or_default())]
         }
         ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
-            // The subjects by kind, as SubjectsStrings lists them (service accounts with their
-            // namespace).
-            let subjects = o["subjects"].as_array().cloned().unwrap_or_default();
-            let of_kind = |kind: &str| {
-                let names: Vec<String> = subjects
-                    .iter()
-                    .filter(|s| s["kind"] == kind)
-                    .map(|s| {
-                        let name = s["name"].as_str().unwrap_or_default();
-                        if kind == "ServiceAccount" {
-                            format!("{}/{name}", s["namespace"].as_str().unwrap_or_default())
-                        } else {
-                            name.to_string()
-                        }
-                    })
-                    .collect();
-                json!(names.join(", "))
-            };
             vec![
                 name,
                 json!(format!(
@@ -149,9 +129,6 @@ pub(super) fn cells(def: &ResourceDef, crd: Option<&Value>, o: &Value) -> Vec<Va
                     o["roleRef"]["name"].as_str().unwrap_or_default()
                 )),
                 a,
-                of_kind("User"),
-                of_kind("Group"),
-                of_kind("ServiceAccount"),
             ]
         }
         _ if def.custom => {

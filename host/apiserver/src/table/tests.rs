@@ -37,12 +37,7 @@ fn event_cells_follow_the_real_printer() {
             json!("Normal"),
             json!("Pulled"),
             json!("pod/web"),
-            json!("spec.containers{a}"),
-            json!("kubelet, n1"),
-            json!("done"),
-            json!("5m"),
-            json!(1),
-            json!("e1")
+            json!("done")
         ]
     );
     let new_api = json!({"metadata": {"name": "e2"}, "type": "Warning",
@@ -51,11 +46,8 @@ fn event_cells_follow_the_real_printer() {
     let c = event_cells(&new_api);
     assert_eq!(c[0], json!("3s"));
     assert_eq!(c[3], json!("node"));
-    assert_eq!(c[5], json!("ctl"));
-    assert_eq!(c[7], json!("10s"));
-    assert_eq!(c[8], json!(4));
+    let first_only = json!({"involvedObject": {}, "eventTime": ago(10)});
+    assert_eq!(event_cells(&first_only)[0], json!("10s"));
     let bare = json!({"metadata": {"name": "e3"}, "involvedObject": {}});
-    let c = event_cells(&bare);
-    assert_eq!(c[0], json!("<unknown>"));
-    assert_eq!(c[5], json!("<unknown>"));
+    assert_eq!(event_cells(&bare)[0], json!("<unknown>"));
 }
