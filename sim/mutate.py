@@ -20,6 +20,7 @@ MUTATIONS = {
              ON CONFLICT (guid) DO UPDATE SET requested_at = excluded.requested_at, completed_at = NULL",''','''            "SELECT $1, $2, $3, $4, $5, $6",'''),
  'lease-in-pass':('components/data-jobs-core/src/sync.rs','        lease.keep(host.now_ms()).map_err(|lost| lost.to_string())?;\n        let step = match plan {','        let step = match plan {'),
  'lease-orphans':('components/data-jobs-core/src/sync.rs','        // As before each item below: a leader paused past its Lease stops here.\n        lease.keep(host.now_ms()).map_err(|lost| lost.to_string())?;\n',''),
+ 'replace-guard':('components/data-jobs-core/src/sync.rs','            resource_version: Some(resource_version),\n        });\n        if !finalizers.is_empty() {','            resource_version: None.filter(|_: &&str| resource_version.is_empty()),\n        });\n        if !finalizers.is_empty() {'),
  'claim':('components/data-jobs-core/src/sync.rs','            match claimed {\n                Ok(0) => return Step::Done,','            match claimed.map(|_| 1) {\n                Ok(0) => return Step::Done,'),
  # The CF side.
  'cf-confirm':('components/cf-core/src/deletion.rs','    let deadline = env.now_ms() + i64::try_from(settings.delete_confirm_ms).unwrap_or(i64::MAX);','    let deadline = env.now_ms() + 0 * i64::try_from(settings.delete_confirm_ms).unwrap_or(i64::MAX);'),
@@ -35,6 +36,8 @@ MUTATIONS = {
  # Korifi's job types (the Korifi world).
  'korifi-state-generation':('components/cf-core/src/jobs.rs','    let current = object.metadata.generation.is_some() && observed == object.metadata.generation;','    let current = object.metadata.generation.is_some() || observed == object.metadata.generation;'),
  'korifi-role-label':('components/cf-core/src/access.rs','    if let Find::Label(label) = &t.find {','    if let (Find::Label(label), false) = (&t.find, true) {'),
+ 'cf-lease-in-pass':('components/cf-core/src/reconcile.rs','        match self.lease.map(|lease| lease.keep(now)) {','        match self.lease.filter(|_| false).map(|lease| lease.keep(now)) {'),
+ 'cf-lease-orphans':('components/cf-core/src/names.rs','            if must_stop() {\n                return Ok((deleted, true));\n            }\n',''),
  'cf-sweep':('components/cf-core/src/reconcile.rs','            Ok(None) => {}\n            Err(e) => {\n                report.failed.push((key, format!("reading it: {e}")));','            Ok(None) => return,\n            Err(e) => {\n                report.failed.push((key, format!("reading it: {e}")));'),
 }
 

@@ -17,7 +17,8 @@ use std::panic::AssertUnwindSafe;
 use cf_core::FINALIZER;
 use cf_core::backoff::SqlBackoff;
 use cf_core::config::Settings;
-use cf_core::follow::pass_on_changes;
+use cf_core::follow::{LEASE_ITEM, pass_on_changes};
+use cf_core::names::HOLDER_ANNOTATION;
 use cf_core::ownership::{OWNER_LABEL, OWNER_UID_LABEL};
 use cf_core::reconcile::Report;
 use lethe_guest::fake::{FakeCluster, FakeHost, FakeSql};
@@ -244,12 +245,53 @@ impl CfWorld<'_, '_> {
         let first_call = std::cell::Cell::new(None);
         let before = self.objects();
         let namespaces_before = self.namespaces();
-        let interleave = RefCell::new(StdRng::seed_from_u64(self.stage.rng.random()));
+        let interleave_seed: u64 = self.stage.rng.random();
+        let interleave = RefCell::new(StdRng::seed_from_u64(interleave_seed));
+        // Once in a while the host stops between two of its calls for longer than its Lease
+        // lasts (a paused process, a long GC, a VM migrated), and another host takes the Lease
+        // and runs a pass meanwhile. Its own stream of choices, derived from the interleaving's
+        // seed, leaves the schedules of passes without a pause as they were.
+        let mut pause_rng = StdRng::seed_from_u64(interleave_seed ^ 0x9e37_79b9_7f4a_7c15);
+        let pause = world::pause_plan(&mut pause_rng, self.stage.hosts.len(), index, full, 60);
+        let hosts = self.stage.hosts;
+        let calls = std::cell::Cell::new(0u32);
+        // The footprint when the other host's pass ended, if it took over.
+        let after_takeover: RefCell<Option<Footprint>> = RefCell::new(None);
         let during = RefCell::new(Vec::new());
         let client = self.client();
         let kube = self.stage.kube;
+        let paused = || {
+            let call = calls.get();
+            calls.set(call + 1);
+            let Some((at, rival, ms)) = pause.filter(|(at, ..)| *at == call) else {
+                return;
+            };
+            kube.advance(ms);
+            let rival_ran = cf_pass(&hosts[rival], false);
+            let took_over = matches!(&rival_ran, Ok(r) if led(r));
+            let mut line = format!(
+                "paused {ms} ms before call {at}; meanwhile host-{rival}: {}",
+                match &rival_ran {
+                    Ok(r) => said(r),
+                    Err(e) => format!("error: {e}"),
+                }
+            );
+            if took_over {
+                *after_takeover.borrow_mut() = Some(footprint(kube));
+            } else {
+                line.push_str(" (no takeover)");
+            }
+            let mut lines = vec![line];
+            world::during_the_pass(&mut lines);
+            during.borrow_mut().push(Acted {
+                lines,
+                ..Acted::default()
+            });
+        };
         let interleaved = || {
-            if full {
+            // Nobody else writes once another host took over, so that what changes after it is
+            // the paused host's doing.
+            if full || after_takeover.borrow().is_some() {
                 return;
             }
             let mut rng = interleave.borrow_mut();
@@ -263,20 +305,14 @@ impl CfWorld<'_, '_> {
             during.borrow_mut().push(acted);
         };
         let between = || {
+            paused();
             interleaved();
             if first_call.get().is_none() {
                 first_call.set(Some(kube.now.get()));
             }
         };
         let scheduled = Scheduled::new(host, crash_after, &between, &self.stage.throttle);
-        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let settings = Settings::from_env(&scheduled)?;
-            let backoff = SqlBackoff::load(&scheduled, &scheduled)
-                .map_err(|e| format!("reading the backoff: {e}"))?;
-            Ok::<Report, String>(pass_on_changes(
-                &scheduled, &scheduled, &scheduled, &settings, &backoff, full,
-            ))
-        }));
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| cf_pass(&scheduled, full)));
         let during = during.into_inner();
         // Orgs and spaces clients asked to delete while the pass ran, and the namespaces the hostile
         // user replaced meanwhile (the names are the same guids).
@@ -290,30 +326,14 @@ impl CfWorld<'_, '_> {
         for acted in during {
             self.apply(acted)?;
         }
-        let said = world::pass_outcome(&outcome, crash_after, index, |r| {
-            if let Some(holder) = &r.leader_elsewhere {
-                return format!("not leader ({holder})");
-            }
-            let mut said = format!(
-                "{}examined {} created {} updated {} deleted {} backing off {}",
-                if r.full { "full: " } else { "" },
-                r.examined,
-                r.created,
-                r.updated,
-                r.deleted,
-                r.backing_off
-            );
-            for (item, reason) in &r.failed {
-                let _ = write!(said, "; {item} failed: {reason}");
-            }
-            said
-        })?;
+        let said = world::pass_outcome(&outcome, crash_after, index, said)?;
         self.stage.note(&format!("host-{index} pass: {said}"));
-        // It ran when it held the Lease: no other host's name, and no failure to take it.
-        let ran = matches!(&outcome, Ok(Ok(r))
-            if r.leader_elsewhere.is_none() && !r.failed.iter().any(|(item, _)| item == cf_core::follow::LEASE_ITEM));
+        let ran = matches!(&outcome, Ok(Ok(r)) if led(r));
         if let Some(now) = first_call.get() {
             world::one_leader(index, ran, lease, now)?;
+        }
+        if let Some(taken) = after_takeover.into_inner() {
+            acted_after_takeover(index, &taken, &footprint(kube))?;
         }
         self.check_pass(&before, &namespaces_before, &interrupted)
     }
@@ -870,6 +890,120 @@ fn being_deleted(kube: &FakeCluster, name: &str) -> Option<bool> {
     .into_iter()
     .flatten()
     .next()
+}
+
+/// One pass of the cf reconciler on `host`'s capabilities, as the host's cron trigger runs it.
+fn cf_pass(host: &dyn lethe_guest::Capabilities, full: bool) -> Result<Report, String> {
+    let settings = Settings::from_env(host)?;
+    let backoff = SqlBackoff::load(host, host).map_err(|e| format!("reading the backoff: {e}"))?;
+    Ok(pass_on_changes(host, host, host, &settings, &backoff, full))
+}
+
+/// Whether the pass ran as the Lease's holder: no other host's name, and no failure to take it.
+fn led(r: &Report) -> bool {
+    r.leader_elsewhere.is_none() && !r.failed.iter().any(|(item, _)| item == LEASE_ITEM)
+}
+
+/// A pass's report, for the trace.
+fn said(r: &Report) -> String {
+    if let Some(holder) = &r.leader_elsewhere {
+        return format!("not leader ({holder})");
+    }
+    let mut said = format!(
+        "{}examined {} created {} updated {} deleted {} backing off {}",
+        if r.full { "full: " } else { "" },
+        r.examined,
+        r.created,
+        r.updated,
+        r.deleted,
+        r.backing_off
+    );
+    for (item, reason) in &r.failed {
+        let _ = write!(said, "; {item} failed: {reason}");
+    }
+    said
+}
+
+/// What a pass may write: every org, space, namespace and name claim by uid, with the guid it is
+/// for (its own, or for a namespace or a claim the org's or space's it belongs to), its
+/// resourceVersion and its kind and name; and the org of every space.
+#[derive(Default)]
+struct Footprint {
+    objects: BTreeMap<String, (String, String, String)>,
+    org_of: BTreeMap<String, String>,
+}
+
+fn footprint(kube: &FakeCluster) -> Footprint {
+    let org_of = kube
+        .glance("Space", |o| {
+            (
+                glance::text(o, "/metadata/name"),
+                glance::text(o, "/metadata/namespace"),
+            )
+        })
+        .into_iter()
+        .collect();
+    let holder = format!(
+        "/metadata/annotations/{}",
+        HOLDER_ANNOTATION.replace('/', "~1")
+    );
+    let mut objects = BTreeMap::new();
+    for kind in ["Org", "Space", "Namespace", "ConfigMap"] {
+        for (uid, (of, version, what)) in glance::by_uid(kube, kind, |o| {
+            let name = glance::text(o, "/metadata/name");
+            let of = match kind {
+                "ConfigMap" => glance::opt(o, &holder),
+                _ => Some(name.clone()),
+            };
+            (
+                of,
+                glance::text(o, "/metadata/resourceVersion"),
+                format!("{kind} {name}"),
+            )
+        }) {
+            if let Some(of) = of {
+                objects.insert(uid, (of, version, what));
+            }
+        }
+    }
+    Footprint { objects, org_of }
+}
+
+/// The leader invariant inside a pass: host `index`, paused past its Lease while another host
+/// took it over and ran a pass, acted on at most the one org (with its spaces, namespaces and
+/// name claims) it was in the middle of when it resumed (`taken`: the footprint when the other
+/// host's pass ended).
+fn acted_after_takeover(index: usize, taken: &Footprint, now: &Footprint) -> Result<(), Failure> {
+    // A space's org, as either footprint knows it (one may no longer hold the space).
+    let org = |guid: &String| {
+        let of = now.org_of.get(guid).or_else(|| taken.org_of.get(guid));
+        of.unwrap_or(guid).clone()
+    };
+    let changed: BTreeMap<String, Vec<&String>> = now
+        .objects
+        .iter()
+        .filter(|(uid, (_, version, _))| {
+            taken
+                .objects
+                .get(*uid)
+                .is_none_or(|(_, was, _)| was != version)
+        })
+        .chain(
+            taken
+                .objects
+                .iter()
+                .filter(|(uid, _)| !now.objects.contains_key(*uid)),
+        )
+        .fold(BTreeMap::new(), |mut by_org, (_, (of, _, what))| {
+            by_org.entry(org(of)).or_insert_with(Vec::new).push(what);
+            by_org
+        });
+    if changed.len() > 1 {
+        return Err(format!(
+            "host-{index} acted beside the new leader after its Lease was taken: for orgs {changed:?}"
+        ));
+    }
+    Ok(())
 }
 
 /// What one client action did.

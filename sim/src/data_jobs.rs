@@ -164,7 +164,15 @@ impl World<'_, '_> {
         let now = self.stage.kube.now.get();
         // Clients keep calling the API while the pass runs: between any two of its calls, one
         // may act (not once the world quiesces).
-        let interleave = RefCell::new(StdRng::seed_from_u64(self.stage.rng.random()));
+        let interleave_seed: u64 = self.stage.rng.random();
+        let interleave = RefCell::new(StdRng::seed_from_u64(interleave_seed));
+        // So may the hostile user, hand-editing one of lethe's CronJobs between a read of the
+        // pass and its write. Its own stream of choices, derived from the interleaving's seed,
+        // leaves the rest of the schedule as it was.
+        let edits = RefCell::new(StdRng::seed_from_u64(
+            interleave_seed ^ 0xc2b2_ae3d_27d4_eb4f,
+        ));
+        let held_during = RefCell::new(BTreeSet::new());
         let during = RefCell::new(Vec::new());
         let client = Client {
             api: self.stage.api,
@@ -172,7 +180,8 @@ impl World<'_, '_> {
         // Once in a while the host stops between two of its calls for longer than its Lease
         // lasts (a paused process, a long GC, a VM migrated), and another host takes the Lease
         // and runs a pass meanwhile; the CronJobs as they were when it did.
-        let pause = self.pause_plan(index, full);
+        let hosts = self.stage.hosts.len();
+        let pause = world::pause_plan(&mut self.stage.rng, hosts, index, full, 30);
         let (kube, hosts) = (self.stage.kube, self.stage.hosts);
         let calls = std::cell::Cell::new(0u32);
         let after_takeover: RefCell<Option<BTreeMap<String, Seen>>> = RefCell::new(None);
@@ -214,6 +223,21 @@ impl World<'_, '_> {
                 world::during_the_pass(&mut acted.lines);
                 during.borrow_mut().push(acted);
             }
+            // Nobody else touches the CronJobs once another host took over, so that what
+            // changes after it is the paused host's doing.
+            let mut rng = edits.borrow_mut();
+            if !full && after_takeover.borrow().is_none() && rng.random_ratio(1, 24) {
+                if let Some((line, held)) = hand_edit(kube, &mut rng) {
+                    held_during.borrow_mut().extend(held);
+                    let mut lines = vec![line];
+                    world::during_the_pass(&mut lines);
+                    during.borrow_mut().push(Acted {
+                        lines,
+                        deletion: None,
+                        violation: None,
+                    });
+                }
+            }
         };
         let scheduled = Scheduled::new(host, crash_after, &between, &self.stage.throttle);
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| tick_with(&scheduled, full)));
@@ -247,19 +271,16 @@ impl World<'_, '_> {
         if let Some(taken) = after_takeover.into_inner() {
             self.acted_after_takeover(index, &taken)?;
         }
-        self.check_pass(&before, &desired_before, &interrupted)
-    }
-
-    /// Whether, and where, host `index`'s pass is paused past its Lease while another host takes
-    /// over: the call it stops before, the other host, and for how long (past the 15 s Lease).
-    fn pause_plan(&mut self, index: usize, full: bool) -> Option<(u32, usize, i64)> {
-        let others = self.stage.hosts.len() - 1;
-        if full || others == 0 || !self.stage.rng.random_ratio(1, 8) {
-            return None;
+        // Invariant 5 for the finalizers put on during the pass, which `before` does not show.
+        for name in held_during.into_inner() {
+            let kept = self.stage.kube.object("CronJob", NAMESPACE, &name);
+            if !kept.is_some_and(|o| o.metadata.finalizers.iter().any(|f| f == FOREIGN_FINALIZER)) {
+                return Err(format!(
+                    "lethe removed the foreign finalizer of {name}, put on during its pass"
+                ));
+            }
         }
-        let rival = (index + self.stage.rng.random_range(1..=others)) % (others + 1);
-        let at = self.stage.rng.random_range(0..30);
-        Some((at, rival, self.stage.rng.random_range(15_001..=40_000)))
+        self.check_pass(&before, &desired_before, &interrupted)
     }
 
     /// The leader invariant inside a pass: host `index`, paused past its Lease while another
@@ -429,21 +450,16 @@ impl World<'_, '_> {
     }
 
     fn hostile(&mut self) {
-        let ours: Vec<String> = self
-            .cronjobs()
-            .into_values()
-            .filter(|c| c.managed && !c.meta.deleting)
-            .map(|c| c.meta.name)
-            .collect();
+        let ours = managed(self.stage.kube);
         let pick = |rng: &mut StdRng, names: &[String]| {
             names.get(rng.random_range(0..names.len().max(1))).cloned()
         };
         match self.stage.rng.random_range(0..100) {
             0..25 => {
                 if let Some(name) = pick(&mut self.stage.rng, &ours) {
-                    self.stage.kube.edit("CronJob", NAMESPACE, &name, |o| {
-                        o["spec"]["schedule"] = json!("7 7 * * *");
-                    });
+                    self.stage
+                        .kube
+                        .edit("CronJob", NAMESPACE, &name, edit_schedule);
                     self.stage.note(&format!("hostile hand-edits {name}"));
                 }
             }
@@ -460,17 +476,9 @@ impl World<'_, '_> {
             }
             45..60 => {
                 if let Some(name) = pick(&mut self.stage.rng, &ours) {
-                    self.stage.kube.edit("CronJob", NAMESPACE, &name, |o| {
-                        let finalizers = o["metadata"]["finalizers"]
-                            .as_array()
-                            .cloned()
-                            .unwrap_or_default();
-                        if !finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
-                            let mut finalizers = finalizers;
-                            finalizers.push(json!(FOREIGN_FINALIZER));
-                            o["metadata"]["finalizers"] = json!(finalizers);
-                        }
-                    });
+                    self.stage
+                        .kube
+                        .edit("CronJob", NAMESPACE, &name, add_finalizer);
                     self.stage
                         .note(&format!("hostile adds a finalizer to {name}"));
                 }
@@ -621,6 +629,65 @@ impl Quiescent for World<'_, '_> {
         }
         (!extra.is_empty()).then(|| format!("orphans left: {extra}"))
     }
+}
+
+/// The names of lethe's CronJobs not being deleted, in the order of their uids.
+fn managed(kube: &FakeCluster) -> Vec<String> {
+    glance::by_uid(kube, "CronJob", |o| {
+        let ours = glance::label(o, MANAGED_BY_LABEL).as_deref() == Some(MANAGED_BY);
+        (ours && !glance::deleting(o)).then(|| glance::text(o, "/metadata/name"))
+    })
+    .into_values()
+    .flatten()
+    .collect()
+}
+
+/// A hand edit of a CronJob's schedule.
+fn edit_schedule(o: &mut Json) {
+    o["spec"]["schedule"] = json!("7 7 * * *");
+}
+
+/// The hostile user's finalizer put on a CronJob (once).
+fn add_finalizer(o: &mut Json) {
+    let mut finalizers = o["metadata"]["finalizers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if !finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
+        finalizers.push(json!(FOREIGN_FINALIZER));
+        o["metadata"]["finalizers"] = json!(finalizers);
+    }
+}
+
+/// A hand edit of one of lethe's CronJobs between two calls of a pass: its schedule, a label or
+/// an annotation of the editor's own (lethe's are left, so the CronJob stays lethe's), or the
+/// hostile user's finalizer. Its trace line, and the CronJob's name when it put the finalizer on.
+fn hand_edit(kube: &FakeCluster, rng: &mut StdRng) -> Option<(String, Option<String>)> {
+    let ours = managed(kube);
+    let name = ours.get(rng.random_range(0..ours.len().max(1)))?.clone();
+    let (what, held) = match rng.random_range(0..4) {
+        0 => {
+            kube.edit("CronJob", NAMESPACE, &name, edit_schedule);
+            ("its schedule", None)
+        }
+        1 => {
+            kube.edit("CronJob", NAMESPACE, &name, |o| {
+                o["metadata"]["labels"]["example.com/owner"] = json!("ops");
+            });
+            ("a label of its own", None)
+        }
+        2 => {
+            kube.edit("CronJob", NAMESPACE, &name, |o| {
+                o["metadata"]["annotations"]["example.com/note"] = json!("touched");
+            });
+            ("an annotation of its own", None)
+        }
+        _ => {
+            kube.edit("CronJob", NAMESPACE, &name, add_finalizer);
+            ("its finalizer", Some(name.clone()))
+        }
+    };
+    Some((format!("hostile edits {name}: {what}"), held))
 }
 
 /// What one client action did.

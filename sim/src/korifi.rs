@@ -14,6 +14,9 @@
 //! 4. A deletion job is never `COMPLETE` while its instance, or the RoleBinding carrying its
 //!    role's label, exists.
 //! 5. The first poll after a `202` or a create is never 404.
+//! 6. A role's deletion never deletes or changes a RoleBinding that is not the role's: a decoy
+//!    named after the role's guid, without its label (a foreign object under a name lethe could
+//!    take for its own).
 
 use lethe_guest::fake::FakeCluster;
 use lethe_guest::fake::FakeHost;
@@ -53,6 +56,9 @@ struct KorifiWorld<'w, 'a> {
     stage: Stage<'w, 'a, Job>,
     /// Role guids made so far.
     roles: Vec<String>,
+    /// The decoy RoleBindings (named after a role's guid, unlabelled): name, uid and
+    /// resourceVersion, which nothing here changes.
+    decoys: Vec<(String, String, String)>,
 }
 
 /// Runs the Korifi world of `seed` for `steps` steps, then lets it quiesce: its trace, and the
@@ -69,6 +75,7 @@ pub(crate) fn play(seed: u64, steps: usize) -> (Vec<String>, Option<Failure>) {
     let mut world = KorifiWorld {
         stage: Stage::new(rng, &kube, &hosts, &api, "korifi: "),
         roles: Vec::new(),
+        decoys: Vec::new(),
     };
     let violation = world.play(steps).err();
     (world.stage.trace, violation)
@@ -284,6 +291,10 @@ impl KorifiWorld<'_, '_> {
                 kube.put(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                     "metadata": {"name": guid, "namespace": SPACE},
                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "x"}}));
+                if let Some(o) = kube.object("RoleBinding", SPACE, &guid) {
+                    let (uid, version) = (o.metadata.uid, o.metadata.resource_version);
+                    self.decoys.push((guid.clone(), uid, version));
+                }
             }
             self.stage.note(&format!("a client makes role {guid}"));
             self.roles.push(guid);
@@ -294,6 +305,17 @@ impl KorifiWorld<'_, '_> {
         let (status, location) = self.call(ADMIN, "DELETE", &format!("/v3/roles/{guid}"));
         self.stage
             .note(&format!("a client deletes role {guid}: {status}"));
+        // Invariant 6.
+        for (name, uid, version) in &self.decoys {
+            let intact = kube
+                .object("RoleBinding", SPACE, name)
+                .is_some_and(|o| o.metadata.uid == *uid && o.metadata.resource_version == *version);
+            if !intact {
+                return Err(format!(
+                    "the RoleBinding {name}, not a role's (it lacks the role label), was deleted or changed by a role's deletion"
+                ));
+            }
+        }
         self.accepted(status, location, false, true, guid)
     }
 

@@ -59,12 +59,16 @@
 //!   space alongside the client.
 //! * **A hostile user**. In the data-jobs world it hand-edits lethe's CronJobs, deletes them,
 //!   adds a foreign finalizer to them, creates CronJobs of its own (under the names lethe's jobs
-//!   want, too) and labelled orphans. In the CF world it makes orgs by hand over namespaces of
+//!   want, too) and labelled orphans; between two calls of a pass, so between a read of lethe's
+//!   and its write, it edits a CronJob's schedule, adds a label or an annotation of its own, or
+//!   puts its finalizer on it. In the CF world it makes orgs by hand over namespaces of
 //!   its own, squats the namespace names lethe's orgs and spaces need, deletes lethe's
 //!   namespaces by hand, and puts its finalizer first or last on orgs and spaces (also between
 //!   two calls of a pass).
-//! * **1–3 lethe hosts** running passes (the data-jobs ones competing for the Lease); any pass
-//!   may **crash** between two of its capability calls (what it committed stays).
+//! * **1–3 lethe hosts** running passes, competing for the reconciler's Lease; any pass may
+//!   **crash** between two of its capability calls (what it committed stays), and one in eight
+//!   is **paused** between two calls for longer than its Lease lasts (a stopped process, a long
+//!   GC, a migrated VM) while another host takes the Lease over and runs a pass.
 //! * **A fault injector**: failing verbs (the fake answers `unavailable`, as the host does once
 //!   its retries are spent); storms of 429 whose `Retry-After` the hosts wait out on the virtual
 //!   clock, as lethe's `kube` capability does, up to ten per call; creates whose answer is lost
@@ -84,7 +88,8 @@
 //!    job is made once its deletion was seen `COMPLETE`.
 //! 4. The first poll after a `202` is never 404.
 //! 5. A foreign finalizer is never removed by lethe.
-//! 6. No two hosts run a pass while the other's Lease is valid.
+//! 6. No two hosts run a pass while the other's Lease is valid; a host paused past its Lease
+//!    acts, once it resumes, on at most the one CronJob it was in the middle of.
 //!
 //! CF:
 //! 1. A lethe pass never changes or deletes a namespace that is not its own.
@@ -93,6 +98,8 @@
 //!    once its org is (or a client asked).
 //! 4. A deletion job is never `COMPLETE` while its org or space exists.
 //! 5. The first poll after a `202` is never 404.
+//! 6. A host paused past its Lease acts, once it resumes, on at most the one org it was in the
+//!    middle of (with its spaces, namespaces and name claims).
 //!
 //! At quiescence: every desired deployment has its CronJob with the desired spec, no CronJob
 //! lethe manages is left without one; every org and space not being deleted has lethe's

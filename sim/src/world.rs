@@ -301,3 +301,23 @@ pub fn one_leader(
         _ => Ok(()),
     }
 }
+
+/// Whether, and where, host `index`'s pass (one of `hosts`) is paused past its Lease while
+/// another host takes over: the call it stops before (below `max_call`), the other host, and for
+/// how long (past the 15 s Lease). One pass in 8, not a forced full one, and only beside another
+/// host.
+pub fn pause_plan(
+    rng: &mut StdRng,
+    hosts: usize,
+    index: usize,
+    full: bool,
+    max_call: u32,
+) -> Option<(u32, usize, i64)> {
+    let others = hosts - 1;
+    if full || others == 0 || !rng.random_ratio(1, 8) {
+        return None;
+    }
+    let rival = (index + rng.random_range(1..=others)) % (others + 1);
+    let at = rng.random_range(0..max_call);
+    Some((at, rival, rng.random_range(15_001..=40_000)))
+}

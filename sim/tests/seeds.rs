@@ -74,9 +74,11 @@ fn run_or_replay(first: u64, seeds: u64) {
 
 /// Seeds that break an invariant when a bug the simulator found comes back (the first failing
 /// seed of the world as it is now, with the fix undone: `python3 sim/mutate.py finalizers cf-sweep
-/// cf-status-reread`; for the last, the seed of the soak that found it, `lease-orphans`), with
+/// cf-status-reread`; for `lease-orphans`, the seed of the soak that found it; for
+/// `cf-lease-orphans`, the seed of the 10,000 that found it when the CF world learned the in-pass
+/// pause), with
 /// what they found; each must keep passing.
-const REGRESSIONS: [(u64, &str); 4] = [
+const REGRESSIONS: [(u64, &str); 5] = [
     (
         0,
         "reverting a hand edit replaced the CronJob without the finalizer someone else had added",
@@ -95,6 +97,11 @@ const REGRESSIONS: [(u64, &str); 4] = [
         78221,
         "a data-jobs host paused past its Lease resumed and deleted orphaned CronJobs beside the \
          host that had taken the Lease over: the orphans were deleted without a Lease check",
+    ),
+    (
+        6934,
+        "a CF host paused past its Lease resumed and deleted an orphaned name claim beside the \
+         host that had taken the Lease over: the claims were deleted without a Lease check",
     ),
 ];
 

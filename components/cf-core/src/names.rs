@@ -288,24 +288,29 @@ impl Claims {
     /// Deletes the claims made at least [`IN_FLIGHT_MS`] before `started` whose holder,
     /// `<kind>.<guid>`, is not in `listed`: every object of both kinds, listed after `started`
     /// (so a create whose claim is that old has made its object by then). Their resource is
-    /// gone. Returns how many it deleted.
+    /// gone. Before each delete it asks `must_stop` (a leader paused past its Lease stops there,
+    /// as before each item of a pass). Returns how many it deleted, and whether it stopped.
     pub fn delete_orphans(
         &self,
         kube: &dyn Kube,
         listed: &BTreeSet<String>,
         started: i64,
-    ) -> Result<u32, KubeError> {
+        must_stop: &dyn Fn() -> bool,
+    ) -> Result<(u32, bool), KubeError> {
         let mut deleted = 0;
         for (name, claim) in &self.by_name {
             let holder = format!("{}.{}", claim.kind, claim.holder);
             if !old_enough(claim.created, started) || listed.contains(&holder) {
                 continue;
             }
+            if must_stop() {
+                return Ok((deleted, true));
+            }
             let target = ObjectRef::new("v1", "ConfigMap", Some(&self.root), name);
             delete_claim(kube, &target, &claim.uid)?;
             deleted += 1;
         }
-        Ok(deleted)
+        Ok((deleted, false))
     }
 }
 

@@ -360,8 +360,13 @@ impl Reconciler<'_> {
             }
         }
         if let Some(claims) = claims.as_ref().filter(|_| listed_all && !report.deferred) {
-            match claims.delete_orphans(self.kube, &listed, started) {
-                Ok(deleted) => report.deleted += deleted,
+            let must_stop = || self.must_stop(started);
+            match claims.delete_orphans(self.kube, &listed, started, &must_stop) {
+                Ok((deleted, stopped)) => {
+                    report.deleted += deleted;
+                    // The other orphans wait for the next (full) pass.
+                    report.deferred |= stopped;
+                }
                 Err(e) => report
                     .failed
                     .push(("name-claim/*".into(), format!("deleting: {e}"))),
