@@ -226,17 +226,19 @@ impl World<'_, '_> {
             // Nobody else touches the CronJobs once another host took over, so that what
             // changes after it is the paused host's doing.
             let mut rng = edits.borrow_mut();
-            if !full && after_takeover.borrow().is_none() && rng.random_ratio(1, 24) {
-                if let Some((line, held)) = hand_edit(kube, &mut rng) {
-                    held_during.borrow_mut().extend(held);
-                    let mut lines = vec![line];
-                    world::during_the_pass(&mut lines);
-                    during.borrow_mut().push(Acted {
-                        lines,
-                        deletion: None,
-                        violation: None,
-                    });
-                }
+            if !full
+                && after_takeover.borrow().is_none()
+                && rng.random_ratio(1, 24)
+                && let Some((line, held)) = hand_edit(kube, &mut rng)
+            {
+                held_during.borrow_mut().extend(held);
+                let mut lines = vec![line];
+                world::during_the_pass(&mut lines);
+                during.borrow_mut().push(Acted {
+                    lines,
+                    deletion: None,
+                    violation: None,
+                });
             }
         };
         let scheduled = Scheduled::new(host, crash_after, &between, &self.stage.throttle);
