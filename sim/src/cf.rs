@@ -269,20 +269,14 @@ impl CfWorld<'_, '_> {
             kube.advance(ms);
             let rival_ran = cf_pass(&hosts[rival], false);
             let took_over = matches!(&rival_ran, Ok(r) if led(r));
-            let mut line = format!(
-                "paused {ms} ms before call {at}; meanwhile host-{rival}: {}",
-                match &rival_ran {
-                    Ok(r) => said(r),
-                    Err(e) => format!("error: {e}"),
-                }
-            );
+            let said = match &rival_ran {
+                Ok(r) => said(r),
+                Err(e) => format!("error: {e}"),
+            };
             if took_over {
                 *after_takeover.borrow_mut() = Some(footprint(kube));
-            } else {
-                line.push_str(" (no takeover)");
             }
-            let mut lines = vec![line];
-            world::during_the_pass(&mut lines);
+            let lines = world::pause_lines(ms, at, rival, &said, took_over);
             during.borrow_mut().push(Acted {
                 lines,
                 ..Acted::default()

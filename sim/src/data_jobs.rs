@@ -193,24 +193,19 @@ impl World<'_, '_> {
             {
                 kube.advance(ms);
                 let rival_ran = tick_with(&hosts[rival], false);
-                let mut line = format!(
-                    "paused {ms} ms before call {at}; meanwhile host-{rival}: {}",
-                    match &rival_ran {
-                        Ok(Tick::Ran(r)) => format!(
-                            "ran, created {} updated {} deleted {}",
-                            r.created, r.updated, r.deleted
-                        ),
-                        Ok(Tick::NotLeader { holder }) => format!("not leader ({holder})"),
-                        Err(e) => format!("error: {e}"),
-                    }
-                );
-                if matches!(rival_ran, Ok(Tick::Ran(_))) {
+                let said = match &rival_ran {
+                    Ok(Tick::Ran(r)) => format!(
+                        "ran, created {} updated {} deleted {}",
+                        r.created, r.updated, r.deleted
+                    ),
+                    Ok(Tick::NotLeader { holder }) => format!("not leader ({holder})"),
+                    Err(e) => format!("error: {e}"),
+                };
+                let took_over = matches!(rival_ran, Ok(Tick::Ran(_)));
+                if took_over {
                     *after_takeover.borrow_mut() = Some(self.cronjobs());
-                } else {
-                    line.push_str(" (no takeover)");
                 }
-                let mut lines = vec![line];
-                world::during_the_pass(&mut lines);
+                let lines = world::pause_lines(ms, at, rival, &said, took_over);
                 during.borrow_mut().push(Acted {
                     lines,
                     deletion: None,

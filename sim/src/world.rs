@@ -321,3 +321,15 @@ pub fn pause_plan(
     let at = rng.random_range(0..max_call);
     Some((at, rival, rng.random_range(15_001..=40_000)))
 }
+
+/// The trace lines of a pause: how long, before which call, what the other host's pass did
+/// (`said`), and whether it took the Lease over.
+pub fn pause_lines(ms: i64, at: u32, rival: usize, said: &str, took_over: bool) -> Vec<String> {
+    let mut line = format!("paused {ms} ms before call {at}; meanwhile host-{rival}: {said}");
+    if !took_over {
+        line.push_str(" (no takeover)");
+    }
+    let mut lines = vec![line];
+    during_the_pass(&mut lines);
+    lines
+}
