@@ -1,5 +1,6 @@
 //! Authentication (static token file) and RBAC authorization.
 
+use crate::status::ApiError;
 use crate::store::{Inner, Store};
 use crate::util::meta_str;
 use parking_lot::RwLock;
@@ -361,21 +362,12 @@ pub fn authorize(store: &Store, user: &UserInfo, a: &Attributes) -> bool {
 
 /// [`authorize`], answering a denial with the real server's 403: the resource and object of
 /// `a`, and why RBAC refused.
-pub fn require(
-    store: &Store,
-    user: &UserInfo,
-    a: &Attributes,
-) -> Result<(), crate::status::ApiError> {
+pub fn require(store: &Store, user: &UserInfo, a: &Attributes) -> Result<(), ApiError> {
     if authorize(store, user, a) {
         return Ok(());
     }
     let why = a.forbidden_reason(&user.name);
-    Err(crate::status::ApiError::forbidden(
-        &a.group,
-        &a.resource,
-        &a.name,
-        &why,
-    ))
+    Err(ApiError::forbidden(&a.group, &a.resource, &a.name, &why))
 }
 
 /// [`authorize`] against store contents already in hand (a write that checks its result).
@@ -404,7 +396,7 @@ pub fn escalation_check(
     plural: &str,
     ns: &str,
     obj: &Value,
-) -> Result<(), crate::status::ApiError> {
+) -> Result<(), ApiError> {
     if user.is_master() {
         return Ok(());
     }
@@ -453,7 +445,7 @@ pub fn escalation_check(
         return Ok(());
     }
     let groups: Vec<String> = user.groups.iter().map(|g| format!("{g:?}")).collect();
-    Err(crate::status::ApiError::forbidden(
+    Err(ApiError::forbidden(
         RBAC_GROUP,
         plural,
         name,

@@ -341,16 +341,13 @@ fn open_state(
 /// is one.
 fn tls_identity(data_dir: Option<&Path>) -> anyhow::Result<tls::Generated> {
     let key_file = data_dir.map(|d| d.join("ca.key"));
-    let cert_file = data_dir.map(|d| d.join("ca.crt"));
     let existing = key_file
         .as_ref()
         .and_then(|f| std::fs::read_to_string(f).ok());
     // The certificate is only meaningful with the key it was made with.
-    let existing_cert = existing.as_ref().and_then(|_| {
-        cert_file
-            .as_ref()
-            .and_then(|f| std::fs::read_to_string(f).ok())
-    });
+    let existing_cert = data_dir
+        .filter(|_| existing.is_some())
+        .and_then(|d| std::fs::read_to_string(d.join("ca.crt")).ok());
     let generated = tls::generate(
         existing
             .as_deref()
@@ -398,23 +395,18 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
     });
     shared.set_faults(config.faults.clone());
     let kubeconfig_yaml = kubeconfig(&url, &admin_token, tls.as_ref().map(|t| t.ca_pem.as_str()));
-    let kubeconfig_path = match (&config.data_dir, &temp_dir) {
-        (Some(dir), _) => {
+    let kubeconfig_path = match config.data_dir.as_ref().or(temp_dir.as_ref()) {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)?;
             let p = dir.join("kubeconfig");
             crate::util::write_private(&p, &kubeconfig_yaml)?;
-            if let Some(t) = &tls {
-                std::fs::write(dir.join("ca.crt"), &t.ca_pem)?;
-            }
             Some(p)
         }
-        (None, Some(tmp)) => {
-            std::fs::create_dir_all(tmp)?;
-            let p = tmp.join("kubeconfig");
-            crate::util::write_private(&p, &kubeconfig_yaml)?;
-            Some(p)
-        }
-        (None, None) => None,
+        None => None,
     };
+    if let (Some(dir), Some(t)) = (&config.data_dir, &tls) {
+        std::fs::write(dir.join("ca.crt"), &t.ca_pem)?;
+    }
     let connections = Arc::new(parking_lot::Mutex::new(tokio::task::JoinSet::new()));
     let acceptor = tls.map(|t| t.acceptor);
     let mut tasks = vec![tokio::spawn(accept(

@@ -2,20 +2,17 @@
 //! has (the others are dropped, or refused under strict field validation) and which type each
 //! takes (a field of the wrong type is refused in Go's decoder's words). The types are
 //! k8s-openapi's OpenAPI v3 schemas of the Kubernetes API, under the API server's schema names
-//! such as `io.k8s.api.batch.v1.CronJob`, each kind marked with its
-//! `x-kubernetes-group-version-kind`. They are not published: `kubectl explain` needs them, and
+//! such as `io.k8s.api.batch.v1.CronJob`. They are not published: `kubectl explain` needs them, and
 //! nothing lethe does with kubectl explains.
 
-use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use crate::validation::field_path;
 use k8s_openapi::api::{
     apps::v1 as apps, authentication::v1 as authn, authorization::v1 as authz, batch::v1 as batch,
-    coordination::v1 as coordination, core::v1 as core, events::v1 as events,
-    networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
+    coordination::v1 as coordination, core::v1 as core, networking::v1 as networking,
+    policy::v1 as policy, rbac::v1 as rbac,
 };
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
 
@@ -25,93 +22,53 @@ fn add<T: schemars::JsonSchema>(generator: &mut SchemaGenerator) -> String {
     T::schema_name().into_owned()
 }
 
-/// `(group, version)` → the `components.schemas` of that group version's document.
-type Documents = BTreeMap<(&'static str, &'static str), Map<String, Value>>;
+/// A built-in kind decoded into its Go type: group, version, kind, and its schema's registration.
+type Kind = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&mut SchemaGenerator) -> String,
+);
 
-/// Registers a group version's kinds with a generator; returns `(kind, schema name)` pairs.
-type Kinds = fn(&mut SchemaGenerator) -> Vec<(&'static str, String)>;
+/// The kinds whose bodies are decoded as the real server decodes them. CRDs have their own schema
+/// handling, and events.k8s.io Events are stored, decoded and pruned in the core shape.
+#[rustfmt::skip]
+const KINDS: [Kind; 19] = [
+    ("", "v1", "Namespace", add::<core::Namespace>),
+    ("", "v1", "ConfigMap", add::<core::ConfigMap>),
+    ("", "v1", "Secret", add::<core::Secret>),
+    ("", "v1", "ServiceAccount", add::<core::ServiceAccount>),
+    ("", "v1", "Event", add::<core::Event>),
+    ("", "v1", "Service", add::<core::Service>),
+    ("batch", "v1", "CronJob", add::<batch::CronJob>),
+    // Stored only, for `kubectl apply --dry-run=server -k deploy/` (lethe's own deployment).
+    ("apps", "v1", "Deployment", add::<apps::Deployment>),
+    ("policy", "v1", "PodDisruptionBudget", add::<policy::PodDisruptionBudget>),
+    ("networking.k8s.io", "v1", "NetworkPolicy", add::<networking::NetworkPolicy>),
+    ("coordination.k8s.io", "v1", "Lease", add::<coordination::Lease>),
+    ("rbac.authorization.k8s.io", "v1", "Role", add::<rbac::Role>),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRole", add::<rbac::ClusterRole>),
+    ("rbac.authorization.k8s.io", "v1", "RoleBinding", add::<rbac::RoleBinding>),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", add::<rbac::ClusterRoleBinding>),
+    ("authorization.k8s.io", "v1", "SelfSubjectAccessReview", add::<authz::SelfSubjectAccessReview>),
+    // Asked by lethe's admin listener of the cluster it runs against.
+    ("authorization.k8s.io", "v1", "SubjectAccessReview", add::<authz::SubjectAccessReview>),
+    ("authentication.k8s.io", "v1", "SelfSubjectReview", add::<authn::SelfSubjectReview>),
+    ("authentication.k8s.io", "v1", "TokenReview", add::<authn::TokenReview>),
+];
 
-fn all() -> &'static Documents {
-    static SCHEMAS: OnceLock<Documents> = OnceLock::new();
+/// Every schema [`KINDS`] refer to, under the API server's names (which are unique across group
+/// versions), and each kind's schema name in [`KINDS`]' order. Built once: every create and
+/// update looks its kind up.
+fn schemas() -> &'static (Map<String, Value>, Vec<String>) {
+    static SCHEMAS: OnceLock<(Map<String, Value>, Vec<String>)> = OnceLock::new();
     SCHEMAS.get_or_init(|| {
-        let mut docs = BTreeMap::new();
-        let groups: [(&str, &str, Kinds); 11] = [
-            ("", "v1", |g| {
-                vec![
-                    ("Namespace", add::<core::Namespace>(g)),
-                    ("ConfigMap", add::<core::ConfigMap>(g)),
-                    ("Secret", add::<core::Secret>(g)),
-                    ("ServiceAccount", add::<core::ServiceAccount>(g)),
-                    ("Event", add::<core::Event>(g)),
-                    ("Service", add::<core::Service>(g)),
-                ]
-            }),
-            ("batch", "v1", |g| {
-                vec![("CronJob", add::<batch::CronJob>(g))]
-            }),
-            // Stored only, for `kubectl apply --dry-run=server -k deploy/` (lethe's own deployment).
-            ("apps", "v1", |g| {
-                vec![("Deployment", add::<apps::Deployment>(g))]
-            }),
-            ("policy", "v1", |g| {
-                vec![("PodDisruptionBudget", add::<policy::PodDisruptionBudget>(g))]
-            }),
-            ("networking.k8s.io", "v1", |g| {
-                vec![("NetworkPolicy", add::<networking::NetworkPolicy>(g))]
-            }),
-            ("events.k8s.io", "v1", |g| {
-                vec![("Event", add::<events::Event>(g))]
-            }),
-            ("coordination.k8s.io", "v1", |g| {
-                vec![("Lease", add::<coordination::Lease>(g))]
-            }),
-            ("rbac.authorization.k8s.io", "v1", |g| {
-                vec![
-                    ("Role", add::<rbac::Role>(g)),
-                    ("ClusterRole", add::<rbac::ClusterRole>(g)),
-                    ("RoleBinding", add::<rbac::RoleBinding>(g)),
-                    ("ClusterRoleBinding", add::<rbac::ClusterRoleBinding>(g)),
-                ]
-            }),
-            ("apiextensions.k8s.io", "v1", |g| {
-                vec![(
-                    "CustomResourceDefinition",
-                    add::<apiextensions::CustomResourceDefinition>(g),
-                )]
-            }),
-            ("authorization.k8s.io", "v1", |g| {
-                vec![
-                    (
-                        "SelfSubjectAccessReview",
-                        add::<authz::SelfSubjectAccessReview>(g),
-                    ),
-                    // Asked by lethe's admin listener of the cluster it runs against.
-                    ("SubjectAccessReview", add::<authz::SubjectAccessReview>(g)),
-                ]
-            }),
-            ("authentication.k8s.io", "v1", |g| {
-                vec![
-                    ("SelfSubjectReview", add::<authn::SelfSubjectReview>(g)),
-                    ("TokenReview", add::<authn::TokenReview>(g)),
-                ]
-            }),
-        ];
-        for (group, version, kinds) in groups {
-            let mut generator = SchemaSettings::openapi3().into_generator();
-            let names = kinds(&mut generator);
-            let mut schemas: Map<String, Value> =
-                generator.take_definitions(true).into_iter().collect();
-            for (kind, name) in names {
-                if let Some(Value::Object(schema)) = schemas.get_mut(&name) {
-                    schema.insert(
-                        "x-kubernetes-group-version-kind".into(),
-                        json!([{"group": group, "version": version, "kind": kind}]),
-                    );
-                }
-            }
-            docs.insert((group, version), schemas);
-        }
-        docs
+        let mut generator = SchemaSettings::openapi3().into_generator();
+        let names = KINDS.iter().map(|kind| kind.3(&mut generator)).collect();
+        (
+            generator.take_definitions(true).into_iter().collect(),
+            names,
+        )
     })
 }
 
@@ -128,38 +85,17 @@ pub fn prune_unknown(group: &str, version: &str, kind: &str, object: &mut Value)
     pruned
 }
 
-/// A built-in kind's schema: its group version's document, its schema name and the schema.
-pub(crate) type KindEntry = (&'static Map<String, Value>, &'static str, &'static Value);
+/// A built-in kind's schema: every schema it may refer to, its schema name and the schema.
+type KindEntry = (&'static Map<String, Value>, &'static str, &'static Value);
 
-/// The schema of a built-in kind (CRDs excepted: see [`prune_unknown`]), from an index built
-/// once: every create and update looks its kind up, and a document holds hundreds of schemas.
-pub(crate) fn kind_schema(group: &str, version: &str, kind: &str) -> Option<KindEntry> {
-    type Index = BTreeMap<&'static str, Vec<(&'static str, &'static str, KindEntry)>>;
-    static INDEX: OnceLock<Index> = OnceLock::new();
-    let index = INDEX.get_or_init(|| {
-        let mut index = Index::new();
-        for ((g, v), schemas) in all() {
-            for (name, schema) in schemas {
-                let Some(k) = schema["x-kubernetes-group-version-kind"][0]["kind"].as_str() else {
-                    continue;
-                };
-                // CRDs have their own schema handling, and events.k8s.io Events are stored,
-                // decoded and pruned in the core shape (see `events_v1`).
-                if k != "CustomResourceDefinition" && *g != "events.k8s.io" {
-                    index
-                        .entry(k)
-                        .or_default()
-                        .push((*g, *v, (schemas, name.as_str(), schema)));
-                }
-            }
-        }
-        index
-    });
-    index
-        .get(kind)?
+/// The schema of a built-in kind in [`KINDS`].
+fn kind_schema(group: &str, version: &str, kind: &str) -> Option<KindEntry> {
+    let (all, names) = schemas();
+    let at = KINDS
         .iter()
-        .find(|(g, v, _)| *g == group && *v == version)
-        .map(|(_, _, entry)| *entry)
+        .position(|k| (k.0, k.1, k.2) == (group, version, kind))?;
+    let name = names.get(at)?;
+    Some((all, name.as_str(), all.get(name)?))
 }
 
 /// Why `object` (of the built-in `kind`) cannot be decoded into the kind's Go type, in the words
@@ -358,24 +294,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kinds_carry_their_gvk_and_references_resolve_within_the_document() {
-        let batch = &all()[&("batch", "v1")];
-        let cron = &batch["io.k8s.api.batch.v1.CronJob"];
-        assert_eq!(
-            cron["x-kubernetes-group-version-kind"][0]["kind"],
-            "CronJob"
-        );
-        assert!(cron["description"].as_str().is_some_and(|d| !d.is_empty()));
-        let text = serde_json::to_string(&batch).expect("json");
+    fn every_kind_has_its_schema_and_references_resolve() {
+        for (group, version, kind, _) in KINDS {
+            let (_, _, schema) = kind_schema(group, version, kind).expect(kind);
+            assert!(
+                schema["description"]
+                    .as_str()
+                    .is_some_and(|d| !d.is_empty())
+            );
+        }
+        let (_, name, _) = kind_schema("batch", "v1", "CronJob").expect("CronJob");
+        assert_eq!(name, "io.k8s.api.batch.v1.CronJob");
+        assert!(kind_schema("example.com", "v1", "CronJob").is_none());
+        assert!(kind_schema("apiextensions.k8s.io", "v1", "CustomResourceDefinition").is_none());
+        let text = serde_json::to_string(&schemas().0).expect("json");
         for reference in text.split("\"$ref\":\"").skip(1) {
             let target = reference.split('"').next().unwrap_or_default();
             let name = target
                 .strip_prefix("#/components/schemas/")
                 .unwrap_or_else(|| panic!("reference outside the document: {target}"));
-            assert!(batch.contains_key(name), "dangling reference {target}");
+            assert!(
+                schemas().0.contains_key(name),
+                "dangling reference {target}"
+            );
         }
-        assert!(all()[&("", "v1")].contains_key("io.k8s.api.core.v1.Namespace"));
-        assert!(!all().contains_key(&("example.com", "v1")));
     }
 
     #[test]

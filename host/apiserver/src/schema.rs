@@ -283,18 +283,10 @@ fn prune_nulls(
 
 /// The fields of `ObjectMeta` that name the object or that the server keeps: no field manager
 /// owns them, so they are stripped from every managed field set.
-pub(crate) const UNOWNED_META_FIELDS: [&str; 10] = [
-    "name",
-    "namespace",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "managedFields",
-    "selfLink",
-];
+#[rustfmt::skip]
+pub(crate) const UNOWNED_META_FIELDS: [&str; 10] = ["name", "namespace", "uid", "resourceVersion",
+    "generation", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+    "managedFields", "selfLink"];
 
 /// The other fields of `ObjectMeta`, which clients set and field managers own.
 const OWNED_META_FIELDS: [&str; 5] = [
@@ -310,9 +302,6 @@ fn is_object_meta_field(field: &str) -> bool {
     UNOWNED_META_FIELDS.contains(&field) || OWNED_META_FIELDS.contains(&field)
 }
 
-/// Prunes, defaults and validates a custom resource against its version's schema. The
-/// top-level `apiVersion`, `kind` and `metadata` are left alone. Returns the validation causes
-/// and the paths of the pruned fields.
 /// The items of a `set` or `map` list (`x-kubernetes-list-type`) that repeat an earlier one (a
 /// set's value, a map's keys), as the server's list-type validation reports them.
 fn duplicates(schema: &Value, items: &[Value], path: &str, causes: &mut Vec<Cause>) {

@@ -9,6 +9,7 @@ use parking_lot::{Mutex, RwLock};
 use rusqlite::{Connection, params};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -120,6 +121,7 @@ const RING_CAPACITY: usize = 20_000;
 
 /// The stored state, under the store's lock. The collections the controllers walk are ordered,
 /// so that a pass visits objects in the same order every time (a simulator depends on it).
+#[derive(Default)]
 pub struct Inner {
     /// The last resourceVersion given out.
     pub rv: u64,
@@ -147,6 +149,28 @@ impl Inner {
             .get(&(ns.to_string(), name.to_string()))
     }
 
+    /// Files `obj` under `fk`: the objects, and the uid, owner and deletion indexes.
+    fn insert(&mut self, fk: FullKey, obj: Arc<Obj>) {
+        if !obj.uid().is_empty() {
+            self.uids.insert(obj.uid().to_string(), fk.clone());
+        }
+        let owned = obj.value["metadata"]["ownerReferences"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty());
+        for (set, on) in [
+            (&mut self.owned, owned),
+            (&mut self.deleting, obj.deleting()),
+        ] {
+            if on {
+                set.insert(fk.clone());
+            } else {
+                set.remove(&fk);
+            }
+        }
+        let (key, ns, name) = fk;
+        self.objects.entry(key).or_default().insert((ns, name), obj);
+    }
+
     /// Every object of resource `key`, across namespaces, by (namespace, name) in key order.
     pub fn entries(&self, key: &str) -> impl Iterator<Item = (&(String, String), &Arc<Obj>)> {
         self.objects.get(key).into_iter().flat_map(|m| m.iter())
@@ -166,13 +190,10 @@ impl Inner {
     }
 
     fn recompute_custom(&mut self) {
-        let mut custom = vec![];
-        if let Some(crds) = self.objects.get(CRD_KEY) {
-            for o in crds.values() {
-                custom.extend(defs_from_crd(&o.value));
-            }
-        }
-        self.custom = custom;
+        let defs = self
+            .entries(CRD_KEY)
+            .flat_map(|(_, o)| defs_from_crd(&o.value));
+        self.custom = defs.collect();
     }
 }
 
@@ -258,17 +279,7 @@ impl Store {
     /// Opens the store: in memory, or backed by the SQLite file at `path`.
     pub fn open(path: Option<&Path>) -> anyhow::Result<Store> {
         let (tx, _) = broadcast::channel(16_384);
-        let mut inner = Inner {
-            rv: 0,
-            objects: BTreeMap::new(),
-            uids: HashMap::new(),
-            owned: BTreeSet::new(),
-            deleting: BTreeSet::new(),
-            ring: VecDeque::new(),
-            compacted_rv: 0,
-            stale: HashMap::new(),
-            custom: vec![],
-        };
+        let mut inner = Inner::default();
         let db = match path {
             None => None,
             Some(p) => {
@@ -283,38 +294,17 @@ impl Store {
                 )?;
                 {
                     let mut stmt = conn.prepare("SELECT res, ns, name, json FROM objects")?;
-                    let rows = stmt.query_map([], |r| {
-                        Ok((
-                            r.get::<_, String>(0)?,
-                            r.get::<_, String>(1)?,
-                            r.get::<_, String>(2)?,
-                            r.get::<_, String>(3)?,
-                        ))
-                    })?;
+                    let rows =
+                        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
                     for row in rows {
-                        let (res, ns, name, json) = row?;
+                        let (res, ns, name, json): (String, String, String, String) = row?;
                         let value: Value = serde_json::from_str(&json)?;
                         let rv = value["metadata"]["resourceVersion"]
                             .as_str()
                             .and_then(|s| s.parse().ok())
                             .unwrap_or(0);
                         inner.rv = inner.rv.max(rv);
-                        let obj = Obj::new(value, rv);
-                        let fk = (res.clone(), ns.clone(), name.clone());
-                        if !obj.uid().is_empty() {
-                            inner.uids.insert(obj.uid().to_string(), fk.clone());
-                        }
-                        if obj.deleting() {
-                            inner.deleting.insert(fk.clone());
-                        }
-                        if obj.value["metadata"]["ownerReferences"].is_array() {
-                            inner.owned.insert(fk);
-                        }
-                        inner
-                            .objects
-                            .entry(res)
-                            .or_default()
-                            .insert((ns, name), obj);
+                        inner.insert((res, ns, name), Obj::new(value, rv));
                     }
                 }
                 let saved: Option<String> = conn
@@ -418,43 +408,30 @@ impl Store {
             _ => None,
         };
         let lower = match (after, ns) {
-            (Some(a), _) => std::ops::Bound::Excluded(a.clone()),
-            (None, Some(n)) => std::ops::Bound::Included((n.to_string(), String::new())),
-            (None, None) => std::ops::Bound::Unbounded,
+            (Some(a), _) => Bound::Excluded(a.clone()),
+            (None, Some(n)) => Bound::Included((n.to_string(), String::new())),
+            (None, None) => Bound::Unbounded,
         };
+        let live = map
+            .range((lower.clone(), Bound::Unbounded))
+            .take_while(|((n, _), _)| ns.is_none_or(|x| x == n));
         // Collect the candidates under the lock; filter them (selectors can be slow) after.
         let candidates: Vec<Arc<Obj>> = match overrides {
             Some(ov) if !ov.is_empty() => {
                 // Merge the other versions into the live view.
-                let mut view: BTreeMap<(String, String), Arc<Obj>> = map
-                    .range((lower.clone(), std::ops::Bound::Unbounded))
-                    .take_while(|((n, _), _)| ns.is_none_or(|x| x == n))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
+                let mut view: BTreeMap<_, _> = live.map(|(k, v)| (k.clone(), v.clone())).collect();
                 for (k, prev) in ov {
-                    let in_range = match &lower {
-                        std::ops::Bound::Excluded(a) => &k > a,
-                        _ => true,
-                    };
-                    if !in_range {
+                    if matches!(&lower, Bound::Excluded(a) if &k <= a) {
                         continue;
                     }
                     match prev {
-                        Some(p) => {
-                            view.insert(k, p);
-                        }
-                        None => {
-                            view.remove(&k);
-                        }
-                    }
+                        Some(p) => view.insert(k, p),
+                        None => view.remove(&k),
+                    };
                 }
                 view.into_values().collect()
             }
-            _ => map
-                .range((lower, std::ops::Bound::Unbounded))
-                .take_while(|((n, _), _)| ns.is_none_or(|x| x == n))
-                .map(|(_, o)| o.clone())
-                .collect(),
+            _ => live.map(|(_, o)| o.clone()).collect(),
         };
         drop(inner);
         let scanned = candidates.len();
@@ -525,27 +502,7 @@ impl Store {
                 {
                     inner.uids.remove(c.uid());
                 }
-                if !obj.uid().is_empty() {
-                    inner.uids.insert(obj.uid().to_string(), fk.clone());
-                }
-                if obj.value["metadata"]["ownerReferences"]
-                    .as_array()
-                    .is_some_and(|a| !a.is_empty())
-                {
-                    inner.owned.insert(fk.clone());
-                } else {
-                    inner.owned.remove(&fk);
-                }
-                if obj.deleting() {
-                    inner.deleting.insert(fk.clone());
-                } else {
-                    inner.deleting.remove(&fk);
-                }
-                inner
-                    .objects
-                    .entry(key.to_string())
-                    .or_default()
-                    .insert((ns.to_string(), name.to_string()), obj.clone());
+                inner.insert(fk.clone(), obj.clone());
                 (et, obj)
             }
             change @ (Change::Remove | Change::RemoveWith(_)) => {
@@ -583,11 +540,8 @@ impl Store {
             key: Arc::from(key),
             ns: ns.to_string(),
             obj: obj.clone(),
-            prev: if event_type == EventType::Added {
-                None
-            } else {
-                cur.clone()
-            },
+            // `None` exactly when the event is `Added`.
+            prev: cur.clone(),
             rv,
         });
         inner.ring.push_back(ev.clone());

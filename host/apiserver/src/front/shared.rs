@@ -236,19 +236,10 @@ pub(crate) fn find_def(
     version: &str,
     plural: &str,
 ) -> Option<Arc<ResourceDef>> {
-    if let Some(d) = builtins()
-        .iter()
-        .find(|d| d.group == group && d.version == version && d.plural == plural)
-    {
-        return Some(d.clone());
-    }
-    store.read(|inner| {
-        inner
-            .custom
-            .iter()
-            .find(|d| d.group == group && d.version == version && d.plural == plural)
-            .cloned()
-    })
+    let this =
+        |d: &&Arc<ResourceDef>| d.group == group && d.version == version && d.plural == plural;
+    let builtin = builtins().iter().find(this).cloned();
+    builtin.or_else(|| store.read(|inner| inner.custom.iter().find(this).cloned()))
 }
 
 /// The CustomResourceDefinition that serves `def`; none for a built-in kind.

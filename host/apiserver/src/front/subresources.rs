@@ -158,20 +158,10 @@ pub(crate) fn review(
     }
     // A SubjectAccessReview asks about the user its spec names; the others about the caller.
     let subject = if def.plural == "subjectaccessreviews" {
-        let strings = |key: &str| -> Vec<String> {
-            spec[key]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|v| v.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
         let subject = UserInfo {
             name: spec["user"].as_str().unwrap_or_default().to_string(),
             uid: spec["uid"].as_str().unwrap_or_default().to_string(),
-            groups: strings("groups"),
+            groups: crate::util::string_list(&spec["groups"]),
         };
         if subject.name.is_empty() && subject.groups.is_empty() {
             return Err(ApiError::invalid(
@@ -191,7 +181,6 @@ pub(crate) fn review(
     };
     let attrs = if let Some(ra) = spec.get("resourceAttributes").filter(|v| v.is_object()) {
         let s = |k: &str| ra[k].as_str().unwrap_or_default().to_string();
-        let namespace = s("namespace");
         Attributes {
             verb: s("verb"),
             resource_request: true,
@@ -199,7 +188,7 @@ pub(crate) fn review(
             resource: s("resource"),
             subresource: s("subresource"),
             name: s("name"),
-            namespace,
+            namespace: s("namespace"),
             path: String::new(),
         }
     } else if let Some(nra) = spec.get("nonResourceAttributes").filter(|v| v.is_object()) {

@@ -187,21 +187,13 @@ fn crd_names_causes(names: &Value) -> Vec<Cause> {
 
 /// Defaults and status the CRD controllers would fill in.
 pub(crate) fn crd_defaults(v: &mut Value, old_status: Option<&Value>) {
-    let kind = v["spec"]["names"]["kind"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    if v["spec"]["names"]["singular"]
-        .as_str()
-        .is_none_or(str::is_empty)
-    {
-        v["spec"]["names"]["singular"] = json!(kind.to_lowercase());
+    let names = &mut v["spec"]["names"];
+    let kind = names["kind"].as_str().unwrap_or_default().to_string();
+    if names["singular"].as_str().is_none_or(str::is_empty) {
+        names["singular"] = json!(kind.to_lowercase());
     }
-    if v["spec"]["names"]["listKind"]
-        .as_str()
-        .is_none_or(str::is_empty)
-    {
-        v["spec"]["names"]["listKind"] = json!(format!("{kind}List"));
+    if names["listKind"].as_str().is_none_or(str::is_empty) {
+        names["listKind"] = json!(format!("{kind}List"));
     }
     if !v["spec"]["conversion"].is_object() {
         v["spec"]["conversion"] = json!({"strategy": "None"});

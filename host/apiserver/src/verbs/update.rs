@@ -3,6 +3,7 @@
 use crate::kinds::strategy;
 use crate::kinds::strategy::Ctx;
 use crate::resources::ResourceDef;
+use crate::schema::UNOWNED_META_FIELDS;
 use crate::status::{ApiError, Warnings};
 use crate::store::{Change, Inner, Obj, Store};
 use crate::util::{ensure_obj, meta_mut, set_in, string_list};
@@ -93,50 +94,35 @@ pub(crate) fn prepare_update(
     };
     result["kind"] = cur.value["kind"].clone();
     result["apiVersion"] = cur.value["apiVersion"].clone();
-    // Server-owned metadata comes from the stored object.
+    // Server-owned metadata comes from the stored object (managedFields below; selfLink goes).
+    let old_meta = &cur.value["metadata"];
+    let meta = meta_mut(&mut result);
+    for f in UNOWNED_META_FIELDS
+        .iter()
+        .filter(|f| **f != "managedFields")
     {
-        let old_meta = &cur.value["metadata"];
-        let meta = meta_mut(&mut result);
-        for f in [
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "namespace",
-            "name",
-            "generation",
-            "resourceVersion",
-        ] {
-            keep_from(meta, old_meta, f);
-        }
-        // A write that leaves managedFields out keeps the stored ones; one that sends them
-        // sets them. (An empty list keeps them too; entries that cannot be decoded, such as
-        // `[{}]`, clear them.)
-        match meta.get("managedFields") {
-            Some(Value::Array(a)) if !a.is_empty() => {
-                if !crate::managed::valid_entries(a) {
-                    meta.remove("managedFields");
-                }
+        keep_from(meta, old_meta, f);
+    }
+    // A write that leaves managedFields out keeps the stored ones; one that sends them
+    // sets them. (An empty list keeps them too; entries that cannot be decoded, such as
+    // `[{}]`, clear them.)
+    match meta.get("managedFields") {
+        Some(Value::Array(a)) if !a.is_empty() => {
+            if !crate::managed::valid_entries(a) {
+                meta.remove("managedFields");
             }
-            _ => keep_from(meta, old_meta, "managedFields"),
         }
-        meta.remove("selfLink");
-        // An empty finalizer list, label map or annotation map is stored as absent.
+        _ => keep_from(meta, old_meta, "managedFields"),
+    }
+    meta.remove("selfLink");
+    // An empty finalizer list, label map or annotation map is stored as absent (their types
+    // were checked by `check_meta_types`).
+    for key in ["finalizers", "labels", "annotations"] {
         if meta
-            .get("finalizers")
-            .and_then(Value::as_array)
-            .is_some_and(Vec::is_empty)
+            .get(key)
+            .is_some_and(|v| *v == json!([]) || *v == json!({}))
         {
-            meta.remove("finalizers");
-        }
-        for key in ["labels", "annotations"] {
-            if meta
-                .get(key)
-                .and_then(Value::as_object)
-                .is_some_and(Map::is_empty)
-            {
-                meta.remove(key);
-            }
+            meta.remove(key);
         }
     }
     let kind = strategy(def);
