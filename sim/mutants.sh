@@ -7,6 +7,7 @@
 #   cargo install cargo-mutants --locked          # once (v27.1.0 was used)
 #   SHARD=sdk bash sim/mutants.sh                  # one shard; see the list below
 #   SHARD=cf FILES="components/cf-core/src/reconcile.rs" bash sim/mutants.sh   # part of one
+#   SHARD=cf FILES=components/cf-core/src/ownership.rs RE=create_until_known bash sim/mutants.sh
 #
 # It works in a git worktree of HEAD under $WORK (default /tmp/lethe-mutants), in place, so the
 # checkout you edit is never mutated and its target directory is not copied. The simulator runs
@@ -24,19 +25,23 @@ case "$SHARD" in
   # The data-jobs pass and its deletion jobs.
   data-jobs) crate=data-jobs-core
              files=(components/data-jobs-core/src/sync.rs components/data-jobs-core/src/status.rs) ;;
-  # The CF reconcile, job status, access and ownership.
+  # The CF reconcile, job status, access and ownership (with the name claims lethe deletes).
   cf) crate=cf-core
       files=(components/cf-core/src/reconcile.rs components/cf-core/src/jobs.rs
-             components/cf-core/src/access.rs components/cf-core/src/ownership.rs) ;;
+             components/cf-core/src/access.rs components/cf-core/src/ownership.rs
+             components/cf-core/src/names.rs) ;;
   *) echo "unknown SHARD $SHARD (sdk, data-jobs, cf)" >&2; exit 2 ;;
 esac
 # FILES (space-separated paths) narrows a shard to some of its files, so a long shard can be run
 # in parts that each fit in a session.
 if [ -n "${FILES:-}" ]; then read -r -a files <<< "$FILES"; fi
+# RE (a regex of function names, cargo-mutants' `-F`) narrows it further, to functions rewritten
+# since the shard's last run.
 rm -rf "$WORK"; git worktree prune
 git worktree add -q --detach "$WORK" HEAD
 args=()
 for f in "${files[@]}"; do args+=(-f "$f"); done
+if [ -n "${RE:-}" ]; then args+=(-F "$RE"); fi
 cd "$WORK"
 LETHE_SIM_SEEDS=$SEEDS LETHE_SIM_COMMIT_SEEDS=0 cargo mutants --in-place \
   --test-package "$crate" --test-package lethe-sim --features lethe-guest/fake \

@@ -13,6 +13,7 @@ MUTATIONS = {
  'finalizers':('components/data-jobs-core/src/sync.rs','        if !finalizers.is_empty() {\n            body["metadata"]["finalizers"]','        if false && !finalizers.is_empty() {\n            body["metadata"]["finalizers"]'),
  'uidprecondition':('components/data-jobs-core/src/sync.rs','            precondition_uid: Some(uid.to_string()),\n        };\n        match self.kube.delete(','            precondition_uid: None.filter(|_: &String| !uid.is_empty()),\n        };\n        match self.kube.delete('),
  'takeover':('components/data-jobs-core/src/sync.rs','        if existing.label(model::JOB_UID_LABEL) != Some(uid) {','        if false && existing.label(model::JOB_UID_LABEL) != Some(uid) {'),
+ 'lease-not-ours':('components/guest/src/lease.rs','        if current.label(MANAGED_BY.0) != Some(MANAGED_BY.1) {','        if false && current.label(MANAGED_BY.0) != Some(MANAGED_BY.1) {'),
  'lease':('components/guest/src/lease.rs','        if !mine && !holder.is_empty() && renewed.saturating_add(duration_ms) > now {','        if !mine && !holder.is_empty() && renewed.saturating_add(duration_ms) > now + duration_ms {'),
  'status':('components/data-jobs-core/src/status.rs','    let remaining = actual_left || cronjob_left;','    let remaining = actual_left || (cronjob_left && false);'),
  'record':('components/data-jobs-core/src/api.rs','''            "INSERT INTO data_job_deletion (guid, operation, job_uid, team, job_name, requested_at, completed_at) \\

@@ -27,6 +27,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value as Json, json};
 
+use crate::foreign_lease::Squatter;
 use crate::glance;
 use crate::host::Scheduled;
 use crate::host::faults::{Calls, Plan};
@@ -84,6 +85,7 @@ pub(crate) fn play(seed: u64, steps: usize) -> (Vec<String>, Option<Failure>) {
     let api = FakeHost::on(&kube);
     never_time_out(&api);
     let mut world = CfWorld {
+        squatter: Squatter::new(&rng, ROOT, cf_core::follow::LEASE_NAME),
         stage: Stage::new(rng, &kube, &hosts, &api, "cf: "),
         hostile: Hostile::default(),
     };
@@ -156,6 +158,8 @@ struct SeenNamespace {
 struct CfWorld<'w, 'a> {
     stage: Stage<'w, 'a, Deletion>,
     hostile: Hostile,
+    /// The hostile user's hand on the reconciler's Lease.
+    squatter: Squatter,
 }
 
 /// What the hostile user has put in lethe's way, which an administrator removes at quiescence.
@@ -213,6 +217,9 @@ impl Scenario for CfWorld<'_, '_> {
                 &DeleteOptions::default(),
             );
         }
+        if let Some(line) = self.squatter.stop(self.stage.kube) {
+            self.stage.note(&line);
+        }
         self.stage.note(
             "quiescence: faults healed, the hostile user's namespaces and finalizers removed",
         );
@@ -240,6 +247,7 @@ impl CfWorld<'_, '_> {
     fn lethe_pass(&mut self, full: bool) -> Result<(), Failure> {
         let (index, host, crash_after) = self.stage.pick_pass(full, 60);
         let lease = world::lease(self.stage.kube, ROOT, cf_core::follow::LEASE_NAME);
+        let foreign_lease = self.squatter.foreign(self.stage.kube);
         // When the pass reads the Lease, its first call: clients acting before it may have let
         // time pass.
         let first_call = std::cell::Cell::new(None);
@@ -326,6 +334,8 @@ impl CfWorld<'_, '_> {
         if let Some(now) = first_call.get() {
             world::one_leader(index, ran, lease, now)?;
         }
+        self.squatter
+            .kept(self.stage.kube, index, ran, foreign_lease)?;
         if let Some(taken) = after_takeover.into_inner() {
             acted_after_takeover(index, &taken, &footprint(kube))?;
         }
@@ -577,6 +587,9 @@ impl CfWorld<'_, '_> {
     }
 
     fn hostile(&mut self) {
+        if let Some(line) = self.squatter.act(self.stage.kube) {
+            self.stage.note(&line);
+        }
         let objects: Vec<Seen> = self.objects().into_values().collect();
         let pick = |rng: &mut StdRng, among: &[Seen]| {
             (!among.is_empty()).then(|| among[rng.random_range(0..among.len())].clone())

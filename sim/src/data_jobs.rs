@@ -17,6 +17,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value as Json, json};
 
+use crate::foreign_lease::Squatter;
 use crate::glance;
 use crate::host::Scheduled;
 use crate::host::faults::{Calls, Plan};
@@ -67,6 +68,7 @@ pub(crate) fn play(seed: u64, steps: usize) -> (Vec<String>, Option<Failure>) {
     let hosts = world::reconciler_hosts(&mut rng, |name| lethe_host(&sql, &kube, name));
     let api = lethe_host(&sql, &kube, "api");
     let mut world = World {
+        squatter: Squatter::new(&rng, NAMESPACE, data_jobs_core::sync::LEASE_NAME),
         stage: Stage::new(rng, &kube, &hosts, &api, ""),
         foreign: BTreeMap::new(),
         gone: BTreeSet::new(),
@@ -96,6 +98,8 @@ struct World<'w, 'a> {
     stage: Stage<'w, 'a, Deletion>,
     /// The hostile user's own CronJobs (none of lethe's labels), by name: their uid.
     foreign: BTreeMap<String, String>,
+    /// The hostile user's hand on the reconciler's Lease.
+    squatter: Squatter,
     /// Jobs whose deletion a client saw COMPLETE: deleted for good (a job's uid never returns).
     gone: BTreeSet<String>,
 }
@@ -141,6 +145,9 @@ impl Scenario for World<'_, '_> {
                     .clear_finalizers("CronJob", NAMESPACE, &c.meta.name);
             }
         }
+        if let Some(line) = self.squatter.stop(self.stage.kube) {
+            self.stage.note(&line);
+        }
         self.stage
             .note("quiescence: faults healed, the hostile user's objects and finalizers removed");
         self.converge()
@@ -159,6 +166,7 @@ impl World<'_, '_> {
     fn lethe_pass(&mut self, full: bool) -> Result<(), Failure> {
         let (index, host, crash_after) = self.stage.pick_pass(full, 40);
         let lease = world::lease(self.stage.kube, NAMESPACE, data_jobs_core::sync::LEASE_NAME);
+        let foreign_lease = self.squatter.foreign(self.stage.kube);
         let before = self.cronjobs();
         let desired_before = self.desired();
         let now = self.stage.kube.now.get();
@@ -264,7 +272,10 @@ impl World<'_, '_> {
             "host-{index} pass{}: {said}",
             if full { " (full)" } else { "" }
         ));
-        world::one_leader(index, matches!(outcome, Ok(Ok(Tick::Ran(_)))), lease, now)?;
+        let ran = matches!(outcome, Ok(Ok(Tick::Ran(_))));
+        world::one_leader(index, ran, lease, now)?;
+        self.squatter
+            .kept(self.stage.kube, index, ran, foreign_lease)?;
         if let Some(taken) = after_takeover.into_inner() {
             self.acted_after_takeover(index, &taken)?;
         }
@@ -447,6 +458,9 @@ impl World<'_, '_> {
     }
 
     fn hostile(&mut self) {
+        if let Some(line) = self.squatter.act(self.stage.kube) {
+            self.stage.note(&line);
+        }
         let ours = managed(self.stage.kube);
         let pick = |rng: &mut StdRng, names: &[String]| {
             names.get(rng.random_range(0..names.len().max(1))).cloned()

@@ -64,7 +64,10 @@
 //!   puts its finalizer on it. In the CF world it makes orgs by hand over namespaces of
 //!   its own, squats the namespace names lethe's orgs and spaces need, deletes lethe's
 //!   namespaces by hand, and puts its finalizer first or last on orgs and spaces (also between
-//!   two calls of a pass).
+//!   two calls of a pass). In one seed in eight, in both worlds, it also has rights to the
+//!   reconciler's Lease: between passes it replaces lethe's Lease with one of its own (without
+//!   lethe's `managed-by` label), forges lethe's (its label kept, held by `intruder` for 15 s),
+//!   or takes its own away.
 //! * **1–3 lethe hosts** running passes, competing for the reconciler's Lease; any pass may
 //!   **crash** between two of its capability calls (what it committed stays), and one in eight
 //!   is **paused** between two calls for longer than its Lease lasts (a stopped process, a long
@@ -90,6 +93,9 @@
 //! 5. A foreign finalizer is never removed by lethe.
 //! 6. No two hosts run a pass while the other's Lease is valid; a host paused past its Lease
 //!    acts, once it resumes, on at most the one CronJob it was in the middle of.
+//! 7. A pass that begins with a Lease lethe did not write under its name runs nothing and
+//!    leaves that Lease as it was (a forged one is invariant 6's: no host runs while `intruder`
+//!    holds it).
 //!
 //! CF:
 //! 1. A lethe pass never changes or deletes a namespace that is not its own.
@@ -100,6 +106,8 @@
 //! 5. The first poll after a `202` is never 404.
 //! 6. A host paused past its Lease acts, once it resumes, on at most the one org it was in the
 //!    middle of (with its spaces, namespaces and name claims).
+//! 7. As data jobs' 6 and 7: no host runs while another's (or `intruder`'s) Lease is valid, and
+//!    a Lease lethe did not write stops every pass and is left as it was.
 //!
 //! At quiescence: every desired deployment has its CronJob with the desired spec, no CronJob
 //! lethe manages is left without one; every org and space not being deleted has lethe's
@@ -114,6 +122,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 mod cf;
 mod data_jobs;
+mod foreign_lease;
 mod glance;
 mod host;
 mod korifi;

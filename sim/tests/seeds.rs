@@ -94,10 +94,11 @@ const REGRESSIONS: [(u64, &str); 5] = [
          a read that lagged behind the org's deletion, while the org still existed",
     ),
     (
-        29467,
+        72983,
         "a data-jobs host paused past its Lease resumed and deleted orphaned CronJobs beside the \
          host that had taken the Lease over: the orphans were deleted without a Lease check (found \
-         by the soak seed 78221, which no longer fails once the hostile user edits inside passes)",
+         by the soak seed 78221, then 29467, each of which stopped failing when the schedules \
+         moved: the hostile user's edits inside passes, then its hand on the Lease)",
     ),
     (
         6934,
