@@ -120,7 +120,7 @@ impl Squatter {
     pub fn foreign(&self, kube: &FakeCluster) -> Option<(String, String)> {
         let lease = kube.object("Lease", self.namespace, self.name)?;
         (lease.label(MANAGED_BY.0) != Some(MANAGED_BY.1))
-            .then(|| (lease.metadata.uid, lease.metadata.resource_version))
+            .then_some((lease.metadata.uid, lease.metadata.resource_version))
     }
 
     /// The invariant, after a pass by `host-<index>` that began with `before` (what
