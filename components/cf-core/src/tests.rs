@@ -664,6 +664,84 @@ fn a_claim_whose_holder_never_came_is_taken_over_after_a_minute() {
 }
 
 #[test]
+fn a_name_taken_again_for_its_holder_stays_its_own_and_another_is_refused() {
+    // A create retried after a lost answer, or a full pass's backfill finding the claim a
+    // create made, takes the name for the same holder again: it is that holder's already.
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
+    let t = settings.kind(ResourceKind::Org).expect("org type");
+    let claim = NameClaim {
+        root: "cf",
+        kind: ResourceKind::Org,
+        namespace: "cf",
+        t,
+        name: "Mine",
+    };
+    assert_eq!(claim.take(&fake, &fake, "guid-a"), Ok(true));
+    assert_eq!(
+        claim.take(&fake, &fake, "guid-a"),
+        Ok(true),
+        "its own claim"
+    );
+    assert_eq!(claim.take(&fake, &fake, "guid-b"), Ok(false), "another's");
+}
+
+#[test]
+fn a_claim_whose_holder_was_renamed_by_hand_frees_the_old_name_after_a_minute() {
+    let (cluster, _) = setup();
+    let fake = FakeHost::on(&cluster);
+    let (status, guid) = post(&fake, "/v3/organizations", "admin", r#"{"name":"first"}"#);
+    assert_eq!(status, 201);
+    let body = r#"{"name":"first"}"#;
+    // Renamed by hand in case only: it still bears the name, which stays taken.
+    cluster.edit("Org", "cf", &guid, |o| {
+        o["spec"]["displayName"] = json!("FIRST")
+    });
+    fake.advance(crate::names::IN_FLIGHT_MS + 1);
+    assert_eq!(post(&fake, "/v3/organizations", "admin", body).0, 422);
+    // Renamed for good: its claim on the old name is stale, and the name is free.
+    cluster.edit("Org", "cf", &guid, |o| {
+        o["spec"]["displayName"] = json!("second")
+    });
+    assert_eq!(post(&fake, "/v3/organizations", "admin", body).0, 201);
+}
+
+#[test]
+fn a_config_map_with_only_one_of_lethes_claim_labels_is_never_taken_for_a_claim() {
+    use crate::names::{CLAIM_LABEL, HOLDER_ANNOTATION};
+    use crate::ownership::MANAGED_BY;
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
+    let t = settings.kind(ResourceKind::Org).expect("org type");
+    let half_labelled = [
+        json!({CLAIM_LABEL: "org"}),
+        json!({MANAGED_BY.0: MANAGED_BY.1}),
+    ];
+    for (n, labels) in half_labelled.into_iter().enumerate() {
+        let name = format!("half-{n}");
+        let claim = NameClaim {
+            root: "cf",
+            kind: ResourceKind::Org,
+            namespace: "cf",
+            t,
+            name: &name,
+        };
+        let target = claim.target().name;
+        fake.put(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": target, "namespace": "cf", "labels": labels}}));
+        fake.advance(crate::names::IN_FLIGHT_MS + 1);
+        let body = format!(r#"{{"name":"{name}"}}"#);
+        assert_eq!(post(&fake, "/v3/organizations", "admin", &body).0, 422);
+        let report = pass(&fake, &fake, &settings, &NoBackoff);
+        assert!(report.failed.is_empty(), "{:?}", report.failed);
+        let kept = cluster
+            .object("ConfigMap", "cf", &target)
+            .expect("left in place");
+        assert!(kept.annotation(HOLDER_ANNOTATION).is_none());
+    }
+}
+
+#[test]
 fn a_full_pass_deletes_claims_whose_holder_is_gone_and_leaves_foreign_config_maps() {
     let (cluster, settings) = setup();
     let fake = FakeHost::on(&cluster);
