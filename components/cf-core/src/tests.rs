@@ -651,6 +651,17 @@ fn orphan_claim(fake: &FakeHost<'_>, settings: &Settings, name: &str) -> String 
     claim.expect("named").target().name
 }
 
+/// The claim on the org name `name`.
+fn org_name_claim<'a>(settings: &'a Settings, name: &'a str) -> NameClaim<'a> {
+    NameClaim {
+        root: "cf",
+        kind: ResourceKind::Org,
+        namespace: "cf",
+        t: settings.kind(ResourceKind::Org).expect("org type"),
+        name,
+    }
+}
+
 #[test]
 fn a_claim_whose_holder_never_came_is_taken_over_after_a_minute() {
     let (cluster, settings) = setup();
@@ -669,14 +680,7 @@ fn a_name_taken_again_for_its_holder_stays_its_own_and_another_is_refused() {
     // create made, takes the name for the same holder again: it is that holder's already.
     let (cluster, settings) = setup();
     let fake = FakeHost::on(&cluster);
-    let t = settings.kind(ResourceKind::Org).expect("org type");
-    let claim = NameClaim {
-        root: "cf",
-        kind: ResourceKind::Org,
-        namespace: "cf",
-        t,
-        name: "Mine",
-    };
+    let claim = org_name_claim(&settings, "Mine");
     assert_eq!(claim.take(&fake, &fake, "guid-a"), Ok(true));
     assert_eq!(
         claim.take(&fake, &fake, "guid-a"),
@@ -712,21 +716,13 @@ fn a_config_map_with_only_one_of_lethes_claim_labels_is_never_taken_for_a_claim(
     use crate::ownership::MANAGED_BY;
     let (cluster, settings) = setup();
     let fake = FakeHost::on(&cluster);
-    let t = settings.kind(ResourceKind::Org).expect("org type");
     let half_labelled = [
         json!({CLAIM_LABEL: "org"}),
         json!({MANAGED_BY.0: MANAGED_BY.1}),
     ];
     for (n, labels) in half_labelled.into_iter().enumerate() {
         let name = format!("half-{n}");
-        let claim = NameClaim {
-            root: "cf",
-            kind: ResourceKind::Org,
-            namespace: "cf",
-            t,
-            name: &name,
-        };
-        let target = claim.target().name;
+        let target = org_name_claim(&settings, &name).target().name;
         fake.put(json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": target, "namespace": "cf", "labels": labels}}));
         fake.advance(crate::names::IN_FLIGHT_MS + 1);
@@ -747,13 +743,7 @@ fn a_full_pass_deletes_claims_whose_holder_is_gone_and_leaves_foreign_config_map
     let fake = FakeHost::on(&cluster);
     let orphan = orphan_claim(&fake, &settings, "gone");
     // Someone else's ConfigMap where a claim would go: never touched, and the name stays taken.
-    let foreign = NameClaim {
-        root: "cf",
-        kind: ResourceKind::Org,
-        namespace: "cf",
-        t: settings.kind(ResourceKind::Org).expect("org type"),
-        name: "theirs",
-    };
+    let foreign = org_name_claim(&settings, "theirs");
     fake.put(json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": foreign.target().name, "namespace": "cf"}}));
     let young = pass(&fake, &fake, &settings, &NoBackoff);
