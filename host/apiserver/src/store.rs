@@ -541,7 +541,7 @@ impl Store {
             ns: ns.to_string(),
             obj: obj.clone(),
             // `None` exactly when the event is `Added`.
-            prev: cur.clone(),
+            prev: cur,
             rv,
         });
         inner.ring.push_back(ev.clone());
