@@ -11,7 +11,7 @@ pub fn text(o: &Json, pointer: &str) -> String {
 
 /// The string at `pointer`, if there is one.
 pub fn opt(o: &Json, pointer: &str) -> Option<String> {
-    o.pointer(pointer)
+    lethe_guest::kube::at(o, pointer)
         .and_then(Json::as_str)
         .map(str::to_string)
 }

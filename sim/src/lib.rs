@@ -120,6 +120,12 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+/// A world allocates and frees many small JSON trees, strings and rows at every step, on every
+/// worker thread at once; mimalloc's per-thread heaps spend far less time on that than the system
+/// allocator (BENCHMARKS.md, "the simulator's allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod cf;
 mod data_jobs;
 mod foreign_lease;

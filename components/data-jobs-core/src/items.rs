@@ -79,7 +79,7 @@ impl Live {
         let live_hash = if unchanged {
             annotation_hash.clone()
         } else {
-            model::live_fingerprint(&obj.text)
+            model::live_fingerprint(obj.json())
         };
         Live {
             terminating: obj.metadata.deletion_timestamp.is_some(),

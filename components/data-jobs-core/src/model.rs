@@ -294,13 +294,12 @@ fn normalize_resources(r: &Json) -> Json {
     Json::Object(out)
 }
 
-/// The fingerprint of a live CronJob's JSON: what [`Spec::hash`] gives for the spec it runs.
+/// The fingerprint of a live CronJob: what [`Spec::hash`] gives for the spec it runs.
 /// `None` when the object does not have the shape lethe writes, including a hand edit of one of
 /// the fields every deployment gets the same (overlap policy, retries, restart policy), so that
 /// such an edit is reverted like any other.
-pub fn live_fingerprint(cronjob_json: &str) -> Option<String> {
-    let v: Json = serde_json::from_str(cronjob_json).ok()?;
-    let spec = &v["spec"];
+pub fn live_fingerprint(cronjob: &Json) -> Option<String> {
+    let spec = &cronjob["spec"];
     let schedule = spec["schedule"].as_str()?;
     let enabled = !spec["suspend"].as_bool().unwrap_or(false);
     let job = &spec["jobTemplate"]["spec"];

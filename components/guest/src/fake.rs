@@ -1043,6 +1043,13 @@ impl FakeSql {
     pub fn from_script(script: &str) -> FakeSql {
         let conn = rusqlite::Connection::open_in_memory().expect("sqlite in memory");
         conn.set_prepared_statement_cache_capacity(128);
+        // SQLite as bundled gathers STAT4 samples, and so re-plans a cached statement whenever a
+        // bound value might change its plan; tables of a few rows gain nothing from that.
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+            true,
+        )
+        .expect("query planner stability");
         conn.execute_batch(script).expect("script");
         FakeSql(conn)
     }

@@ -131,7 +131,7 @@ fn from_object(o: wit::Object) -> Result<Object, KubeError> {
             name: o.target.name,
         },
         metadata: lethe_kube_model::convert_metadata!(o.metadata => crate::kube::Metadata),
-        text: o.json,
+        text: std::cell::OnceCell::from(o.json),
         parsed: std::cell::OnceCell::new(),
     })
 }

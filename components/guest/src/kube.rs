@@ -9,38 +9,52 @@ pub use lethe_kube_model::{ChangeType, Collection, Identity, ListOptions, Metada
 use serde_json::Value as Json;
 use std::ops::ControlFlow;
 
-/// One object: the metadata decisions are made on, parsed, and the whole object as the JSON text
-/// it was served as, parsed only when something reads it ([`Object::json`]). A LIST of many
-/// objects that are only compared by their metadata is never parsed whole.
+/// One object: the metadata decisions are made on, parsed, and the whole object, kept in the form
+/// it came in and turned into the other only when something asks for it. An object the host
+/// served arrives as JSON text and is parsed on the first [`Object::json`]; a LIST of many objects
+/// that are only compared by their metadata is never parsed whole. An object built from a JSON
+/// value ([`object_from_json`]) is serialized only on the first [`Object::text`].
 #[derive(Debug, Clone, Default)]
 pub struct Object {
     /// Where it lives.
     pub target: ObjectRef,
     /// Its metadata, parsed.
     pub metadata: Metadata,
-    /// The whole object as JSON text, exactly as served.
-    pub text: String,
-    /// [`Object::text`] parsed, once something reads it.
+    /// The whole object as JSON text, once it came as text or something read it as text.
+    pub(crate) text: std::cell::OnceCell<String>,
+    /// The whole object parsed, once it came parsed or something read it parsed.
     pub(crate) parsed: std::cell::OnceCell<Json>,
 }
 
-/// Objects are equal when they say the same, whether or not either has been parsed yet.
+/// Objects are equal when they say the same, whichever form either holds yet.
 impl PartialEq for Object {
     fn eq(&self, other: &Object) -> bool {
-        self.target == other.target && self.metadata == other.metadata && self.text == other.text
+        self.target == other.target
+            && self.metadata == other.metadata
+            && self.json() == other.json()
     }
 }
 
 impl Object {
     /// The whole object, parsed on first use; text that is not JSON reads as `null`.
     pub fn json(&self) -> &Json {
-        self.parsed
-            .get_or_init(|| serde_json::from_str(&self.text).unwrap_or(Json::Null))
+        self.parsed.get_or_init(|| {
+            self.text
+                .get()
+                .and_then(|text| serde_json::from_str(text).ok())
+                .unwrap_or(Json::Null)
+        })
+    }
+
+    /// The whole object as JSON text: exactly as served when the host served it.
+    pub fn text(&self) -> &str {
+        self.text
+            .get_or_init(|| self.parsed.get().map(Json::to_string).unwrap_or_default())
     }
 
     /// The string at JSON pointer `pointer`, e.g. `/spec/displayName`.
     pub fn str_at(&self, pointer: &str) -> Option<&str> {
-        self.json().pointer(pointer).and_then(Json::as_str)
+        at(self.json(), pointer).and_then(Json::as_str)
     }
 
     /// The value of label `key`.
@@ -355,9 +369,40 @@ impl<T: KubeVia> Kube for T {
     }
 }
 
+/// The value at JSON pointer `pointer` (RFC 6901), as [`Json::pointer`] finds it, without the
+/// string it allocates for every step of the path: metadata is read this way on every object a
+/// fake cluster serves and every object the simulator checks.
+pub fn at<'a>(json: &'a Json, pointer: &str) -> Option<&'a Json> {
+    let Some(path) = pointer.strip_prefix('/') else {
+        return pointer.is_empty().then_some(json);
+    };
+    path.split('/').try_fold(json, |node, token| {
+        let escaped;
+        let token = if token.contains('~') {
+            escaped = token.replace("~1", "/").replace("~0", "~");
+            escaped.as_str()
+        } else {
+            token
+        };
+        match node {
+            Json::Object(map) => map.get(token),
+            Json::Array(items) => {
+                // RFC 6901: an index is digits only, with no leading zero.
+                let digits = token.bytes().all(|b| b.is_ascii_digit());
+                let leading_zero = token.len() > 1 && token.starts_with('0');
+                if !digits || leading_zero {
+                    return None;
+                }
+                items.get(token.parse::<usize>().ok()?)
+            }
+            _ => None,
+        }
+    })
+}
+
 /// Builds an [`Object`] from its JSON, reading the metadata it carries.
 pub fn object_from_json(json: Json) -> Object {
-    let s = |p: &str| json.pointer(p).and_then(Json::as_str).map(str::to_string);
+    let s = |p: &str| at(&json, p).and_then(Json::as_str).map(str::to_string);
     let target = ObjectRef {
         api_version: s("/apiVersion").unwrap_or_default(),
         kind: s("/kind").unwrap_or_default(),
@@ -367,7 +412,7 @@ pub fn object_from_json(json: Json) -> Object {
     Object {
         target,
         metadata: lethe_kube_model::parse::metadata(&json),
-        text: json.to_string(),
+        text: std::cell::OnceCell::new(),
         parsed: std::cell::OnceCell::from(json),
     }
 }
@@ -381,6 +426,32 @@ mod tests {
             label_selector: label_selector.map(str::to_string),
             limit: Some(7),
             ..ListOptions::default()
+        }
+    }
+
+    #[test]
+    fn a_pointer_finds_what_serde_json_finds() {
+        let doc = serde_json::json!({
+            "metadata": {"name": "n", "annotations": {"lethe.dev/holder": "h", "a~b": 1}},
+            "items": [{"x": 1}, {"x": 2}],
+            "": {"": "empty keys"},
+        });
+        for pointer in [
+            "",
+            "/",
+            "//",
+            "/metadata/name",
+            "/metadata/annotations/lethe.dev~1holder",
+            "/metadata/annotations/a~0b",
+            "/items/1/x",
+            "/items/01/x",
+            "/items/+1/x",
+            "/items/2",
+            "/metadata/name/deeper",
+            "/missing",
+            "metadata",
+        ] {
+            assert_eq!(at(&doc, pointer), doc.pointer(pointer), "{pointer}");
         }
     }
 
