@@ -124,4 +124,6 @@ impl Settings {
 }
 
 #[cfg(test)]
+mod api_tests;
+#[cfg(test)]
 mod tests;

@@ -156,11 +156,32 @@ pub(crate) mod flows {
         (FakeSql::migrated(migrations), kube)
     }
 
-    fn call(host: &FakeHost<'_>, method: &str, path: &str, body: Option<Json>) -> (u16, Json) {
+    /// A request as the caller `t`, who may do anything: its status and JSON body.
+    pub(crate) fn call(
+        host: &FakeHost<'_>,
+        method: &str,
+        path: &str,
+        body: Option<Json>,
+    ) -> (u16, Json) {
+        call_as(host, "t", method, path, body)
+    }
+
+    /// A request with bearer `token`: its status and JSON body.
+    pub(crate) fn call_as(
+        host: &FakeHost<'_>,
+        token: &str,
+        method: &str,
+        path: &str,
+        body: Option<Json>,
+    ) -> (u16, Json) {
         let req = Request {
             method: method.into(),
             path: path.into(),
-            headers: vec![("authorization".into(), b"Bearer t".to_vec())].into(),
+            headers: vec![(
+                "authorization".into(),
+                format!("Bearer {token}").into_bytes(),
+            )]
+            .into(),
             body: body.map(|b| b.to_string().into_bytes()).unwrap_or_default(),
             ..Default::default()
         };
@@ -194,7 +215,7 @@ pub(crate) mod flows {
     }
 
     /// Someone else's CronJob named `name` in the data-jobs namespace, on schedule `1 1 * * *`.
-    fn foreign_cronjob(name: &str, labels: Json, annotations: Json) -> Json {
+    pub(crate) fn foreign_cronjob(name: &str, labels: Json, annotations: Json) -> Json {
         json!({
             "apiVersion": "batch/v1", "kind": "CronJob",
             "metadata": {"name": name, "namespace": "data-jobs", "labels": labels,
@@ -204,7 +225,7 @@ pub(crate) mod flows {
         })
     }
 
-    fn ran(t: Tick) -> crate::sync::Report {
+    pub(crate) fn ran(t: Tick) -> crate::sync::Report {
         match t {
             Tick::Ran(r) => r,
             Tick::NotLeader { holder } => panic!("not the leader ({holder})"),
@@ -1526,6 +1547,14 @@ pub(crate) mod flows {
             ),
         );
         assert_eq!(status, 200, "{updated}");
+        assert_eq!(
+            updated["description"], "nightly",
+            "the answer is the job updated"
+        );
+        assert_eq!(
+            updated["config"],
+            json!({"schedule": {"schedule_cron": "5 4 * * *"}})
+        );
         let (_, read) = call(&host, "GET", path, None);
         assert_eq!(read["description"], "nightly");
         assert_eq!(
