@@ -22,9 +22,10 @@ case "$SHARD" in
   sdk) crate=lethe-guest
        files=(components/guest/src/lease.rs components/guest/src/finalizer.rs
               components/guest/src/feed.rs components/guest/src/backoff.rs) ;;
-  # The data-jobs pass and its deletion jobs.
+  # The data-jobs pass, its deletion jobs, and the API that accepts them.
   data-jobs) crate=data-jobs-core
-             files=(components/data-jobs-core/src/sync.rs components/data-jobs-core/src/status.rs) ;;
+             files=(components/data-jobs-core/src/sync.rs components/data-jobs-core/src/status.rs
+                    components/data-jobs-core/src/api.rs) ;;
   # The CF reconcile, job status, access and ownership (with the name claims lethe deletes).
   cf) crate=cf-core
       files=(components/cf-core/src/reconcile.rs components/cf-core/src/jobs.rs
