@@ -240,7 +240,9 @@ fn a_job_version_is_1_to_128_letters_digits_dots_underscores_and_dashes() {
         ("v".repeat(128), 202),
         ("v1.2_3-rc".into(), 202),
     ] {
-        let (got, body) = deployment(&host, "POST", "ingest", json!({"job_version": version}));
+        // With an image given, so that the version's own rules refuse it, not the image's tag.
+        let body = json!({"job_version": version, "image": "registry.example/ingest:7"});
+        let (got, body) = deployment(&host, "POST", "ingest", body);
         assert_eq!(got, status, "{version:?}: {body}");
     }
 }
