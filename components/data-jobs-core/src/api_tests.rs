@@ -89,21 +89,24 @@ fn a_caller_the_cluster_rejects_or_refuses_gets_401_or_403_on_every_route_and_ch
     );
 }
 
+/// The names of team `t`'s jobs, as the API lists them (which must answer 200).
+fn job_names(host: &FakeHost<'_>) -> Vec<String> {
+    let (status, jobs) = call(host, "GET", "/data-jobs/for-team/t/jobs", None);
+    assert_eq!(status, 200, "{jobs}");
+    jobs.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|j| j["job_name"].as_str().map(str::to_string))
+        .collect()
+}
+
 #[test]
 fn the_read_routes_answer_what_was_written() {
     let (sql, kube) = world();
     let host = FakeHost::new(&sql, &kube, "a");
     deploy(&host, "load");
     deploy(&host, "ingest");
-    let (status, jobs) = call(&host, "GET", "/data-jobs/for-team/t/jobs", None);
-    assert_eq!(status, 200, "{jobs}");
-    let names: Vec<&str> = jobs
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|j| j["job_name"].as_str())
-        .collect();
-    assert_eq!(names, ["ingest", "load"], "by name");
+    assert_eq!(job_names(&host), ["ingest", "load"], "by name");
     assert_eq!(
         call(&host, "GET", "/data-jobs/for-team/u/jobs", None),
         (200, json!([])),
@@ -189,14 +192,11 @@ fn a_description_and_a_config_are_refused_one_byte_past_their_limits() {
     assert_eq!(stored(pad).to_string().len(), 64 * 1024);
     assert_eq!(create(&host, "c1", json!({"config": sent(pad)})), 201);
     assert_eq!(create(&host, "c2", json!({"config": sent(pad + 1)})), 422);
-    let (_, jobs) = call(&host, "GET", "/data-jobs/for-team/t/jobs", None);
-    let names: Vec<&str> = jobs
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|j| j["job_name"].as_str())
-        .collect();
-    assert_eq!(names, ["c1", "d1"], "only those within the limits");
+    assert_eq!(
+        job_names(&host),
+        ["c1", "d1"],
+        "only those within the limits"
+    );
 }
 
 #[test]
