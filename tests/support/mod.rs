@@ -284,10 +284,45 @@ impl Lethe {
     /// Runs `kubectl` against the cluster with `token` as the only credential (a user acting with
     /// their own rights); returns (success, stdout, stderr).
     pub fn kubectl_as(&self, token: &str, args: &[&str]) -> (bool, String, String) {
-        let token = format!("--token={token}");
-        let mut with_token = vec![token.as_str()];
-        with_token.extend_from_slice(args);
-        self.kubectl(&with_token)
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig_for_token(token))
+            .args(args)
+            .output()
+            .expect("run kubectl");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// A kubeconfig for the admin's cluster and context whose only credential is `token`.
+    ///
+    /// `kubectl --token` is not enough: kubectl still presents the kubeconfig's client
+    /// certificate, and kube-apiserver authenticates the certificate before the token
+    /// (kubernetes/kubectl#1657), so on a cluster whose admin kubeconfig holds a certificate (kind,
+    /// kubeadm) the "user" would act as the admin and every refusal a test expects would vanish.
+    fn kubeconfig_for_token(&self, token: &str) -> PathBuf {
+        let minified = self.kubectl_ok(&[
+            "config", "view", "--raw", "--minify", "--flatten", "-o", "json",
+        ]);
+        let mut config: serde_json::Value =
+            serde_json::from_str(&minified).expect("kubectl config view prints JSON");
+        let user = config
+            .pointer("/contexts/0/context/user")
+            .and_then(serde_json::Value::as_str)
+            .expect("the admin kubeconfig's context names a user")
+            .to_string();
+        config["users"] = serde_json::json!([{"name": user, "user": {"token": token}}]);
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(token, &mut hasher);
+        let path = self.data_dir.path().join(format!(
+            "kubeconfig-as-{:016x}.json",
+            std::hash::Hasher::finish(&hasher)
+        ));
+        std::fs::write(&path, config.to_string()).expect("write the user's kubeconfig");
+        path
     }
 
     /// Like [`Lethe::kubectl`], panicking with kubectl's output on failure.
