@@ -89,6 +89,7 @@ impl Runtime {
         let mut components = BTreeMap::new();
         for (id, decl) in &manifest.components {
             let bytes = read_source(id, &decl.source)?;
+            grants::check(id, &decl.grants, &bytes)?;
             let max_instances = manifest.settings.max_instances;
             let (component, compiled) = compile_for_either(id, &bytes, cache_dir, &engine, || {
                 if async_engine.is_none() {
@@ -154,6 +155,7 @@ impl Runtime {
             .component(id)
             .with_context(|| format!("no component `{id}` was loaded at start"))?;
         let bytes = read_source(id, &decl.source)?;
+        grants::check(id, &decl.grants, &bytes)?;
         let cache_dir = self.cache_dir.as_deref();
         let (component, compiled) =
             compile_for_either(id, &bytes, cache_dir, &self.engine, || {
@@ -248,7 +250,7 @@ impl LoadedComponent {
     }
 }
 
-/// Checks `component`'s imports against `decl`'s grants and pre-links it with `linker`.
+/// Pre-links `component` (whose imports [`grants::check`] allowed) with `linker`.
 fn prepare(
     manifest: &Manifest,
     decl: &ComponentDecl,
@@ -257,7 +259,6 @@ fn prepare(
     env: Arc<CapabilityEnv>,
 ) -> anyhow::Result<LoadedComponent> {
     let id = &decl.id;
-    grants::check(id, &decl.grants, component, component.engine())?;
     let pre = linker.instantiate_pre(component).map_err(|e| {
         anyhow::Error::from(e).context(format!(
             "component `{id}` imports something lethe cannot supply"
