@@ -156,9 +156,17 @@ fn an_org_manager_cannot_steer_lethe_onto_a_foreign_namespace() {
     // Her kubectl is hers alone, even where the admin's kubeconfig holds a client certificate.
     let (ok, whoami, stderr) = lethe.kubectl_as(
         MALLORY,
-        &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"],
+        &[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ],
     );
-    assert!(ok && whoami == "mallory", "kubectl as mallory is {whoami}: {stderr}");
+    assert!(
+        ok && whoami == "mallory",
+        "kubectl as mallory is {whoami}: {stderr}"
+    );
     let org = create_org(&lethe, "steer-org");
     bind(&lethe, &org, "organization-manager", "mallory");
     let victim = unique("victim");

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use support::{Lethe, get, request};
 
-const ALICE: &str = "alice-token";
-const BOB: &str = "bob-token";
+const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-0123456789";
 
 /// Runs `program args` in `dir`, panicking with its output when it fails; returns stdout.
 fn run(dir: &Path, program: &Path, args: &[&str], env: &[(&str, &Path)]) -> String {

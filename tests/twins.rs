@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use support::{Lethe, get, request};
 
-const ALICE: &str = "alice-token";
+const ALICE: &str = "alice-token-0123456789";
 
 fn twins_manifest() -> std::path::PathBuf {
     support::repo_root().join("components/smoke-py/spin.toml")

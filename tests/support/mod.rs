@@ -73,12 +73,27 @@ pub fn python_components_built(test: &str) -> bool {
     false
 }
 
-/// `true` (after printing why) when a test needs the embedded cluster's token file for its users
-/// but `KUBECONFIG` points elsewhere; set `LETHE_TEST_USERS_EXIST=1` once the users exist there.
+/// The test users' tokens in kube-apiserver's `--token-auth-file` format, relative to the
+/// repository root: the embedded cluster gets the lines a scenario asks for, and a real cluster is
+/// given the whole file (README, "Testing").
+pub const TEST_USERS: &str = "tests/test-users.csv";
+
+/// A user's line of a token file: `token,user,uid` with the user's name as uid, and the groups
+/// as a fourth, quoted column when there are any (kube-apiserver would read an empty fourth
+/// column as one group named "").
+fn test_user_line((token, user, groups): &(&str, &str, &[&str])) -> String {
+    match groups {
+        [] => format!("{token},{user},{user}"),
+        groups => format!("{token},{user},{user},\"{}\"", groups.join(",")),
+    }
+}
+
+/// `true` (after printing why) when a test needs the test users ([`TEST_USERS`]) but `KUBECONFIG`
+/// points elsewhere; set `LETHE_TEST_USERS_EXIST=1` once that cluster's token file holds them.
 pub fn skip_without_test_users(test: &str) -> bool {
     if external_kubeconfig().is_some() && std::env::var_os("LETHE_TEST_USERS_EXIST").is_none() {
         eprintln!(
-            "skipping {test}: it needs the test users' tokens, which exist only in the embedded cluster (set LETHE_TEST_USERS_EXIST=1 when they exist in KUBECONFIG's cluster)"
+            "skipping {test}: it needs the test users of {TEST_USERS}; give KUBECONFIG's cluster that file's lines in its --token-auth-file, then set LETHE_TEST_USERS_EXIST=1"
         );
         return true;
     }
@@ -183,6 +198,15 @@ impl Lethe {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Lethe {
+        let lines: Vec<String> = users.iter().map(test_user_line).collect();
+        let listed = std::fs::read_to_string(repo_root().join(TEST_USERS))
+            .unwrap_or_else(|e| panic!("{TEST_USERS}: {e}"));
+        for line in &lines {
+            assert!(
+                listed.lines().any(|l| l == line),
+                "{line:?} is not in {TEST_USERS}, the test users a real cluster is given"
+            );
+        }
         if let Some(kubeconfig) = external_kubeconfig() {
             for files in ["components/cf-core/kubernetes", "deploy/rbac.json"] {
                 let applied = Command::new("kubectl")
@@ -213,12 +237,6 @@ impl Lethe {
         if !users.is_empty() {
             let cluster_dir = data_dir.path().join("data/cluster");
             std::fs::create_dir_all(&cluster_dir).expect("cluster dir");
-            let lines: Vec<String> = users
-                .iter()
-                .map(|(token, user, groups)| {
-                    format!("{token},{user},{user},\"{}\"", groups.join(","))
-                })
-                .collect();
             std::fs::write(cluster_dir.join("tokens.csv"), lines.join("\n") + "\n")
                 .expect("tokens.csv");
         }
@@ -305,7 +323,13 @@ impl Lethe {
     /// kubeadm) the "user" would act as the admin and every refusal a test expects would vanish.
     fn kubeconfig_for_token(&self, token: &str) -> PathBuf {
         let minified = self.kubectl_ok(&[
-            "config", "view", "--raw", "--minify", "--flatten", "-o", "json",
+            "config",
+            "view",
+            "--raw",
+            "--minify",
+            "--flatten",
+            "-o",
+            "json",
         ]);
         let mut config: serde_json::Value =
             serde_json::from_str(&minified).expect("kubectl config view prints JSON");
@@ -506,7 +530,9 @@ impl Launch {
                 l.push('\n');
             }
         });
-        let deadline = Instant::now() + Duration::from_secs(120);
+        // A bound, not a speed check: a debug build compiling a Python component while other
+        // tests build theirs once took more than 120 s.
+        let deadline = Instant::now() + Duration::from_secs(300);
         loop {
             if let Ok(urls) = rx.recv_timeout(Duration::from_millis(100)) {
                 return Ok((child, urls, log));
@@ -519,7 +545,7 @@ impl Launch {
             if Instant::now() > deadline {
                 let _ = child.kill();
                 panic!(
-                    "lethe up did not start within 120 s:\n{}",
+                    "lethe up did not start within 300 s:\n{}",
                     log.lock().expect("log lock")
                 );
             }
