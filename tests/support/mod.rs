@@ -78,6 +78,31 @@ pub fn python_components_built(test: &str) -> bool {
 /// given the whole file (README, "Testing").
 pub const TEST_USERS: &str = "tests/test-users.csv";
 
+/// The manifest's `kubernetes_manifests` (`[application.tool.lethe]`), resolved against its
+/// directory: what `lethe up` applies to the embedded cluster before it starts.
+fn kubernetes_manifests(manifest: &Path) -> Vec<PathBuf> {
+    let text =
+        std::fs::read_to_string(manifest).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+    let parsed: toml::Value =
+        toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+    let dir = manifest.parent().unwrap_or(Path::new("."));
+    parsed
+        .get("application")
+        .and_then(|a| a.get("tool"))
+        .and_then(|t| t.get("lethe"))
+        .and_then(|l| l.get("kubernetes_manifests"))
+        .and_then(toml::Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|file| {
+            dir.join(
+                file.as_str()
+                    .expect("a kubernetes_manifests entry is a path"),
+            )
+        })
+        .collect()
+}
+
 /// A user's line of a token file: `token,user,uid` with the user's name as uid, and the groups
 /// as a fourth, quoted column when there are any (kube-apiserver would read an empty fourth
 /// column as one group named "").
@@ -155,8 +180,8 @@ impl Lethe {
     /// Runs `lethe up` on the repository's own `spin.toml` (the real application), with the
     /// embedded cluster's token file seeded with `users` (`token, user, groups`) first.
     ///
-    /// When `KUBECONFIG` is set, the cluster is that one instead: its CRDs, roles and lethe's RBAC
-    /// are applied with `kubectl apply`, `users` must already exist there, the admin token is
+    /// When `KUBECONFIG` is set, the cluster is that one instead: the manifest's
+    /// `kubernetes_manifests` (lethe's CRDs, roles and RBAC) are applied with `kubectl apply`, `users` must already exist there, the admin token is
     /// taken from `LETHE_TEST_ADMIN_TOKEN` (or the kubeconfig's token), and the host runs with
     /// `LETHE_TEST_HOST_KUBECONFIG`'s credentials when set, else `KUBECONFIG`'s.
     pub fn up_app(users: &[(&str, &str, &[&str])], env: &[(&str, &str)]) -> Lethe {
@@ -208,15 +233,20 @@ impl Lethe {
             );
         }
         if let Some(kubeconfig) = external_kubeconfig() {
-            for files in ["components/cf-core/kubernetes", "deploy/rbac.json"] {
+            // What lethe up applies to the embedded cluster, an administrator applies here.
+            for file in kubernetes_manifests(manifest) {
                 let applied = Command::new("kubectl")
                     .arg("--kubeconfig")
                     .arg(&kubeconfig)
                     .args(["apply", "-f"])
-                    .arg(repo_root().join(files))
+                    .arg(&file)
                     .status()
                     .expect("run kubectl");
-                assert!(applied.success(), "kubectl apply -f {files} failed");
+                assert!(
+                    applied.success(),
+                    "kubectl apply -f {} failed",
+                    file.display()
+                );
             }
             // The host's own credentials: lethe's ServiceAccount's when given.
             let kubeconfig = std::env::var_os("LETHE_TEST_HOST_KUBECONFIG")
