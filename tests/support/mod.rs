@@ -103,6 +103,21 @@ fn kubernetes_manifests(manifest: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Runs `kubectl --kubeconfig <kubeconfig> <args>`; returns (success, stdout, stderr).
+fn run_kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .expect("run kubectl");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// A user's line of a token file: `token,user,uid` with the user's name as uid, and the groups
 /// as a fourth, quoted column when there are any (kube-apiserver would read an empty fourth
 /// column as one group named "").
@@ -181,9 +196,10 @@ impl Lethe {
     /// embedded cluster's token file seeded with `users` (`token, user, groups`) first.
     ///
     /// When `KUBECONFIG` is set, the cluster is that one instead: the manifest's
-    /// `kubernetes_manifests` (lethe's CRDs, roles and RBAC) are applied with `kubectl apply`, `users` must already exist there, the admin token is
-    /// taken from `LETHE_TEST_ADMIN_TOKEN` (or the kubeconfig's token), and the host runs with
-    /// `LETHE_TEST_HOST_KUBECONFIG`'s credentials when set, else `KUBECONFIG`'s.
+    /// `kubernetes_manifests` (lethe's CRDs, roles and RBAC) are applied with `kubectl apply`,
+    /// `users` must already exist there, the admin token is taken from `LETHE_TEST_ADMIN_TOKEN`
+    /// (or the kubeconfig's token), and the host runs with `LETHE_TEST_HOST_KUBECONFIG`'s
+    /// credentials when set, else `KUBECONFIG`'s.
     pub fn up_app(users: &[(&str, &str, &[&str])], env: &[(&str, &str)]) -> Lethe {
         let data_dir = tempfile::tempdir().expect("tempdir");
         Self::up_app_in(data_dir, &repo_root().join("spin.toml"), users, &[], env)
@@ -316,33 +332,13 @@ impl Lethe {
 
     /// Runs `kubectl` against the embedded cluster as its admin; returns (success, stdout, stderr).
     pub fn kubectl(&self, args: &[&str]) -> (bool, String, String) {
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .args(args)
-            .output()
-            .expect("run kubectl");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        run_kubectl(&self.kubeconfig(), args)
     }
 
     /// Runs `kubectl` against the cluster with `token` as the only credential (a user acting with
     /// their own rights); returns (success, stdout, stderr).
     pub fn kubectl_as(&self, token: &str, args: &[&str]) -> (bool, String, String) {
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig_for_token(token))
-            .args(args)
-            .output()
-            .expect("run kubectl");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        run_kubectl(&self.kubeconfig_for_token(token), args)
     }
 
     /// A kubeconfig for the admin's cluster and context whose only credential is `token`.
