@@ -78,31 +78,6 @@ pub fn python_components_built(test: &str) -> bool {
 /// given the whole file (README, "Testing").
 pub const TEST_USERS: &str = "tests/test-users.csv";
 
-/// The manifest's `kubernetes_manifests` (`[application.tool.lethe]`), resolved against its
-/// directory: what `lethe up` applies to the embedded cluster before it starts.
-fn kubernetes_manifests(manifest: &Path) -> Vec<PathBuf> {
-    let text =
-        std::fs::read_to_string(manifest).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
-    let parsed: toml::Value =
-        toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
-    let dir = manifest.parent().unwrap_or(Path::new("."));
-    parsed
-        .get("application")
-        .and_then(|a| a.get("tool"))
-        .and_then(|t| t.get("lethe"))
-        .and_then(|l| l.get("kubernetes_manifests"))
-        .and_then(toml::Value::as_array)
-        .into_iter()
-        .flatten()
-        .map(|file| {
-            dir.join(
-                file.as_str()
-                    .expect("a kubernetes_manifests entry is a path"),
-            )
-        })
-        .collect()
-}
-
 /// Runs `kubectl --kubeconfig <kubeconfig> <args>`; returns (success, stdout, stderr).
 fn run_kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
     let out = Command::new("kubectl")
@@ -250,19 +225,13 @@ impl Lethe {
         }
         if let Some(kubeconfig) = external_kubeconfig() {
             // What lethe up applies to the embedded cluster, an administrator applies here.
-            for file in kubernetes_manifests(manifest) {
-                let applied = Command::new("kubectl")
-                    .arg("--kubeconfig")
-                    .arg(&kubeconfig)
-                    .args(["apply", "-f"])
-                    .arg(&file)
-                    .status()
-                    .expect("run kubectl");
-                assert!(
-                    applied.success(),
-                    "kubectl apply -f {} failed",
-                    file.display()
-                );
+            let settings = lethe::manifest::load(manifest)
+                .unwrap_or_else(|e| panic!("{}: {e:#}", manifest.display()))
+                .settings;
+            for file in &settings.kubernetes_manifests {
+                let file = file.to_string_lossy();
+                let (applied, _, stderr) = run_kubectl(&kubeconfig, &["apply", "-f", &file]);
+                assert!(applied, "kubectl apply -f {file} failed:\n{stderr}");
             }
             // The host's own credentials: lethe's ServiceAccount's when given.
             let kubeconfig = std::env::var_os("LETHE_TEST_HOST_KUBECONFIG")
@@ -348,6 +317,15 @@ impl Lethe {
     /// (kubernetes/kubectl#1657), so on a cluster whose admin kubeconfig holds a certificate (kind,
     /// kubeadm) the "user" would act as the admin and every refusal a test expects would vanish.
     fn kubeconfig_for_token(&self, token: &str) -> PathBuf {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(token, &mut hasher);
+        let path = self.data_dir.path().join(format!(
+            "kubeconfig-as-{:016x}.json",
+            std::hash::Hasher::finish(&hasher)
+        ));
+        if path.exists() {
+            return path;
+        }
         let minified = self.kubectl_ok(&[
             "config",
             "view",
@@ -365,12 +343,6 @@ impl Lethe {
             .expect("the admin kubeconfig's context names a user")
             .to_string();
         config["users"] = serde_json::json!([{"name": user, "user": {"token": token}}]);
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        std::hash::Hash::hash(token, &mut hasher);
-        let path = self.data_dir.path().join(format!(
-            "kubeconfig-as-{:016x}.json",
-            std::hash::Hasher::finish(&hasher)
-        ));
         std::fs::write(&path, config.to_string()).expect("write the user's kubeconfig");
         path
     }
