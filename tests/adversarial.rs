@@ -791,17 +791,6 @@ fn a_failing_cluster_never_turns_a_refusal_into_a_success() {
     bind(&lethe, &org, "organization-user", "oliver");
     // The org is suspended: only admins write spaces in it.
     patch_org(&lethe, &org, "merge", r#"{"spec":{"suspended":true}}"#);
-    let set_faults = |faults: Json| {
-        let path = lethe.data_dir.path().join("faults.json");
-        std::fs::write(&path, faults.to_string()).expect("faults");
-        lethe.kubectl_ok(&[
-            "create",
-            "--raw",
-            "/lethe/faults",
-            "-f",
-            &path.to_string_lossy(),
-        ]);
-    };
     let space_body =
         json!({"name": "sneaky", "relationships": {"organization": {"data": {"guid": org}}}})
             .to_string();
@@ -871,7 +860,7 @@ fn a_failing_cluster_never_turns_a_refusal_into_a_success() {
         let r = call(&lethe, method, path, Some(token), body.as_deref());
         assert_eq!(r.status, *status, "{what}: {}", r.body);
     }
-    set_faults(json!({"error_rate": 0.75, "error_status": 503}));
+    lethe.set_cluster_faults(&json!({"error_rate": 0.75, "error_status": 503}));
     let mut answers: BTreeMap<String, BTreeMap<u16, u32>> = BTreeMap::new();
     for _ in 0..6 {
         for (what, method, path, token, body, status) in &refused {
@@ -905,7 +894,7 @@ fn a_failing_cluster_never_turns_a_refusal_into_a_success() {
             log_of(&lethe, "cf-job-status")
         );
     }
-    set_faults(json!({}));
+    lethe.set_cluster_faults(&json!({}));
     // Nothing was deleted or created behind the refusals.
     let space_obj: Json = serde_json::from_str(&lethe.kubectl_ok(&[
         "get",

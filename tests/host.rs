@@ -51,6 +51,7 @@ variables = {{ greeting = "{{{{ greeting }}}} world" }}
 
 [component.smoke.tool.lethe]
 capabilities = [{smoke_capabilities}]
+kube_identities = ["caller"]
 migrations = "{migrations}"
 
 [component.misbehave]
@@ -386,6 +387,44 @@ fn embedded_cluster_faults_can_be_configured_at_start() {
     let active: serde_json::Value = serde_json::from_str(&active).expect("fault JSON");
     assert_eq!(active["stale_read_ms"], 1234, "{active}");
     assert_eq!(active["error_rate"], 0.0);
+}
+
+/// A cluster slower than a component's time limit: the component's call ends before the limit,
+/// with time left for the component to answer the failure itself (503, which the caller may
+/// retry) rather than be cut off (a 500 that blames the component).
+#[test]
+fn a_cluster_slower_than_the_time_limit_gets_the_components_own_503() {
+    if support::external_kubeconfig().is_some() {
+        eprintln!("skipping: it needs the embedded cluster's fault injection");
+        return;
+    }
+    let lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &[]);
+    let admin = lethe.admin_token();
+    let auth = format!("Bearer {admin}");
+    let read = || {
+        request(
+            "GET",
+            &format!("{}/smoke/namespaces/default", lethe.url),
+            None,
+            &[("authorization", &auth)],
+        )
+    };
+    let before = read();
+    assert_eq!(before.status, 200, "before the faults: {}", before.body);
+    // Every request takes longer than smoke's whole time limit (2 s).
+    lethe.set_cluster_faults(&serde_json::json!({"latency_ms": 5000}));
+    for _ in 0..3 {
+        let slow = read();
+        assert_eq!(slow.status, 503, "{}", slow.body);
+        assert_eq!(slow.cf_code(), 10015, "{}", slow.body);
+    }
+    assert!(
+        !lethe.log().contains("exceeded its time limit"),
+        "{}",
+        lethe.log()
+    );
+    lethe.set_cluster_faults(&serde_json::json!({}));
+    assert_eq!(read().status, 200, "the cluster answers again");
 }
 
 #[test]

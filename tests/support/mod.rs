@@ -354,6 +354,20 @@ impl Lethe {
         stdout
     }
 
+    /// Puts `faults` (a `lethe_apiserver::FaultConfig` as JSON) in force on the embedded
+    /// cluster, through its admin-only `/lethe/faults`, which no fault reaches.
+    pub fn set_cluster_faults(&self, faults: &serde_json::Value) {
+        let path = self.data_dir.path().join("faults.json");
+        std::fs::write(&path, faults.to_string()).expect("write the faults");
+        self.kubectl_ok(&[
+            "create",
+            "--raw",
+            "/lethe/faults",
+            "-f",
+            &path.to_string_lossy(),
+        ]);
+    }
+
     fn spawn(
         data_dir: tempfile::TempDir,
         manifest_path: &Path,

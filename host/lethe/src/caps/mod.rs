@@ -102,14 +102,13 @@ pub struct Capabilities {
 
 impl Capabilities {
     /// Prepares the capabilities of one instance that may run for `time_limit`; allocates
-    /// nothing but a reference count. Retries inside capability calls stop short of the limit
-    /// (by a tenth of it, at most 500 ms), so the component still gets the failure and answers
-    /// it, a 503 rather than a timeout.
+    /// nothing but a reference count. Capability calls end by [`answer_margin`] before the
+    /// limit.
     pub fn new(env: Arc<CapabilityEnv>, time_limit: std::time::Duration) -> Self {
-        let margin = (time_limit / 10).min(std::time::Duration::from_millis(500));
+        let deadline = time_limit.saturating_sub(answer_margin(time_limit));
         Capabilities {
             env,
-            deadline: std::time::Instant::now() + time_limit.saturating_sub(margin),
+            deadline: std::time::Instant::now() + deadline,
             kube_waited: std::sync::OnceLock::new(),
             caller: None,
         }
@@ -141,6 +140,15 @@ impl Capabilities {
     }
 }
 
+/// How long before its time limit an instance's capability calls stop retrying and waiting:
+/// a fifth of the limit, at most 2 s. The component then still has time to turn the failure into
+/// its own answer (a 503 the caller may retry) instead of running out of time (a 500). A tenth,
+/// at most 500 ms, proved too little on a loaded machine: a job poll under a storm of 503s got
+/// its last failure in time and was still cut off before it answered.
+pub fn answer_margin(time_limit: std::time::Duration) -> std::time::Duration {
+    (time_limit / 5).min(std::time::Duration::from_secs(2))
+}
+
 /// What capability host calls see: the component's environment and the instance's resources.
 pub struct CapsView<'a> {
     env: &'a CapabilityEnv,
@@ -166,4 +174,42 @@ pub fn add_to_linker<T: Send + 'static>(
     view: fn(&mut T) -> CapsView<'_>,
 ) -> wasmtime::Result<()> {
     bindings::HostCapabilities::add_to_linker::<T, CapsData>(linker, view)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    #[test]
+    fn capability_calls_end_a_fifth_of_the_limit_early_and_never_more_than_two_seconds() {
+        assert_eq!(
+            answer_margin(Duration::from_secs(1)),
+            Duration::from_millis(200)
+        );
+        assert_eq!(
+            answer_margin(Duration::from_secs(5)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            answer_margin(Duration::from_secs(10)),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            answer_margin(Duration::from_secs(30)),
+            Duration::from_secs(2)
+        );
+        assert_eq!(answer_margin(Duration::ZERO), Duration::ZERO);
+    }
+
+    #[test]
+    fn an_instances_calls_stop_at_its_limit_less_the_margin() {
+        let env = Arc::new(CapabilityEnv::bare("c", Grants::default()));
+        let before = Instant::now();
+        let caps = Capabilities::new(env, Duration::from_secs(10));
+        let after = Instant::now();
+        assert!(caps.deadline >= before + Duration::from_secs(8));
+        assert!(caps.deadline <= after + Duration::from_secs(8));
+    }
 }
