@@ -19,8 +19,8 @@ use serde_json::{Value as Json, json};
 
 use crate::foreign_lease::Squatter;
 use crate::glance;
-use crate::host::Scheduled;
 use crate::host::faults::{Calls, Plan};
+use crate::host::{Scheduled, WriteCall};
 use crate::world::{self, Failure, Quiescent, Scenario, Stage};
 
 const MIGRATIONS: &str = concat!(
@@ -193,6 +193,9 @@ impl World<'_, '_> {
         let (kube, hosts) = (self.stage.kube, self.stage.hosts);
         let calls = std::cell::Cell::new(0u32);
         let after_takeover: RefCell<Option<BTreeMap<String, Seen>>> = RefCell::new(None);
+        // Every write call the host makes, and how many it had made when the Lease was taken.
+        let written: RefCell<Vec<WriteCall>> = RefCell::new(Vec::new());
+        let written_before_takeover = std::cell::Cell::new(0usize);
         let between = || {
             let call = calls.get();
             calls.set(call + 1);
@@ -212,6 +215,7 @@ impl World<'_, '_> {
                 let took_over = matches!(rival_ran, Ok(Tick::Ran(_)));
                 if took_over {
                     *after_takeover.borrow_mut() = Some(self.cronjobs());
+                    written_before_takeover.set(written.borrow().len());
                 }
                 let lines = world::pause_lines(ms, at, rival, &said, took_over);
                 during.borrow_mut().push(Acted {
@@ -244,7 +248,8 @@ impl World<'_, '_> {
                 });
             }
         };
-        let scheduled = Scheduled::new(host, crash_after, &between, &self.stage.throttle);
+        let scheduled = Scheduled::new(host, crash_after, &between, &self.stage.throttle)
+            .recording_writes(&written);
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| tick_with(&scheduled, full)));
         let during = during.into_inner();
         // Deployments removed while the pass ran were not desired throughout it.
@@ -277,7 +282,8 @@ impl World<'_, '_> {
         self.squatter
             .kept(self.stage.kube, index, ran, foreign_lease)?;
         if let Some(taken) = after_takeover.into_inner() {
-            self.acted_after_takeover(index, &taken)?;
+            let late = &written.borrow()[written_before_takeover.get()..];
+            self.acted_after_takeover(index, &taken, &before, late)?;
         }
         // Invariant 5 for the finalizers put on during the pass, which `before` does not show.
         for name in held_during.into_inner() {
@@ -293,11 +299,16 @@ impl World<'_, '_> {
 
     /// The leader invariant inside a pass: host `index`, paused past its Lease while another
     /// host took it over and ran a pass, acted on at most the one item it was in the middle of
-    /// when it resumed (`taken`: the CronJobs when the other host's pass ended).
+    /// when it resumed (`taken`: the CronJobs when the other host's pass ended; `before`: when
+    /// the paused pass began). Both what changed and what it *tried* to write count: a write the
+    /// cluster refused (the object already gone, a precondition that failed) was still made
+    /// without the Lease.
     fn acted_after_takeover(
         &self,
         index: usize,
         taken: &BTreeMap<String, Seen>,
+        before: &BTreeMap<String, Seen>,
+        late: &[WriteCall],
     ) -> Result<(), Failure> {
         let now = self.cronjobs();
         let changed: BTreeSet<String> = now
@@ -310,9 +321,23 @@ impl World<'_, '_> {
             .chain(taken.iter().filter(|(uid, _)| !now.contains_key(*uid)))
             .map(|(_, c)| c.job_uid.clone().unwrap_or_else(|| c.meta.name.clone()))
             .collect();
-        if changed.len() > 1 {
+        // A CronJob written is the item whose job uid it carries (as in `changed`), looked up by
+        // name in the cluster as it is, then as it was.
+        let item_of = |name: &str| {
+            [&now, taken, before]
+                .into_iter()
+                .find_map(|seen| seen.values().find(|c| c.meta.name == name))
+                .and_then(|c| c.job_uid.clone())
+                .unwrap_or_else(|| name.to_string())
+        };
+        let attempted: BTreeSet<String> = late
+            .iter()
+            .filter(|w| w.kind == "CronJob")
+            .map(|w| item_of(&w.name))
+            .collect();
+        if changed.union(&attempted).count() > 1 {
             return Err(format!(
-                "host-{index} acted beside the new leader after its Lease was taken: CronJobs of {changed:?} changed"
+                "host-{index} acted beside the new leader after its Lease was taken: CronJobs of {changed:?} changed, writes made to those of {attempted:?}"
             ));
         }
         Ok(())

@@ -201,6 +201,78 @@ pub struct Scheduled<'h, 'a> {
     budget: Cell<Option<u32>>,
     between: &'h dyn Fn(),
     throttle: &'h Throttle,
+    /// The cluster as the host's calls reach it, each write written down when asked.
+    recorded: Recorded<'h>,
+}
+
+/// A write call that reached the cluster: the kind and name of its target, whatever the
+/// cluster answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteCall {
+    /// The target's kind.
+    pub kind: String,
+    /// The target's name.
+    pub name: String,
+}
+
+/// The cluster, forwarding every call and, when a log is given, writing down each write call
+/// (create, patch, replace, delete), answered or refused. A host that has lost its Lease may not
+/// *attempt* a write, even one the cluster refuses: the refusal is luck, not a guard.
+struct Recorded<'h> {
+    cluster: &'h dyn Kube,
+    log: Option<&'h std::cell::RefCell<Vec<WriteCall>>>,
+}
+
+impl Recorded<'_> {
+    fn write(&self, kind: &str, name: &str) {
+        if let Some(log) = self.log {
+            log.borrow_mut().push(WriteCall {
+                kind: kind.to_string(),
+                name: name.to_string(),
+            });
+        }
+    }
+
+    fn write_to(&self, target: &ObjectRef) {
+        self.write(&target.kind, &target.name);
+    }
+}
+
+impl Kube for Recorded<'_> {
+    fn authenticate(&self, id: &Identity) -> Result<()> {
+        self.cluster.authenticate(id)
+    }
+    fn get(&self, id: &Identity, target: &ObjectRef) -> Result<Object> {
+        self.cluster.get(id, target)
+    }
+    fn list(&self, id: &Identity, of: &Collection, page: &ListOptions) -> Result<ObjectList> {
+        self.cluster.list(id, of, page)
+    }
+    fn create(&self, id: &Identity, object: &Json) -> Result<Object> {
+        let field = |pointer: &str| object.pointer(pointer).and_then(Json::as_str);
+        let name = field("/metadata/name").or(field("/metadata/generateName"));
+        self.write(field("/kind").unwrap_or_default(), name.unwrap_or_default());
+        self.cluster.create(id, object)
+    }
+    fn patch(&self, id: &Identity, target: &ObjectRef, patch: &Patch) -> Result<Object> {
+        self.write_to(target);
+        self.cluster.patch(id, target, patch)
+    }
+    fn patch_status(&self, id: &Identity, target: &ObjectRef, patch: &Patch) -> Result<Object> {
+        self.write_to(target);
+        self.cluster.patch_status(id, target, patch)
+    }
+    fn replace(&self, id: &Identity, target: &ObjectRef, object: &Json) -> Result<Object> {
+        self.write_to(target);
+        self.cluster.replace(id, target, object)
+    }
+    fn delete(&self, id: &Identity, target: &ObjectRef, how: &DeleteOptions) -> Result<Deletion> {
+        self.write_to(target);
+        self.cluster.delete(id, target, how)
+    }
+    fn changes(&self, id: &Identity, of: &Collection, since: Since<'_>) -> Result<ChangeBatch> {
+        self.cluster.changes(id, of, since)
+    }
 }
 
 impl<'h, 'a> Scheduled<'h, 'a> {
@@ -217,7 +289,17 @@ impl<'h, 'a> Scheduled<'h, 'a> {
             budget: Cell::new(budget),
             between,
             throttle,
+            recorded: Recorded {
+                cluster: inner.kube,
+                log: None,
+            },
         }
+    }
+
+    /// The same host, writing down in `log` each write call that reaches the cluster.
+    pub fn recording_writes(mut self, log: &'h std::cell::RefCell<Vec<WriteCall>>) -> Self {
+        self.recorded.log = Some(log);
+        self
     }
 
     fn spend(&self) {
@@ -238,7 +320,7 @@ impl KubeVia for Scheduled<'_, '_> {
         let mut budget = Budget::new(Policy::default());
         loop {
             let Some(left) = throttle.remaining.get().checked_sub(1) else {
-                return self.inner.kube;
+                return &self.recorded;
             };
             throttle.remaining.set(left);
             let asked = u64::try_from(throttle.retry_after_ms.get()).unwrap_or(0);
@@ -298,5 +380,50 @@ impl Env for Scheduled<'_, '_> {
 
     fn new_uuid(&self) -> String {
         self.inner.new_uuid()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn every_write_call_is_written_down_whatever_the_cluster_answers_and_reads_are_not() {
+        let cluster = FakeCluster::new();
+        let host = FakeHost::on(&cluster);
+        let throttle = Throttle::default();
+        let log = RefCell::new(Vec::new());
+        let scheduled = Scheduled::new(&host, None, &|| {}, &throttle).recording_writes(&log);
+        let gone = ObjectRef::new("batch/v1", "CronJob", Some("ns"), "gone");
+        assert!(scheduled.get(&Identity::Privileged, &gone).is_err());
+        let refused = scheduled.delete(&Identity::Privileged, &gone, &DeleteOptions::default());
+        assert!(
+            matches!(refused, Err(KubeError::NotFound(_))),
+            "{refused:?}"
+        );
+        let made = json!({
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {"name": "made", "namespace": "ns"},
+        });
+        scheduled
+            .create(&Identity::Privileged, &made)
+            .expect("created");
+        let written: Vec<(String, String)> = log
+            .into_inner()
+            .into_iter()
+            .map(|w| (w.kind, w.name))
+            .collect();
+        assert_eq!(
+            written,
+            [
+                ("CronJob".to_string(), "gone".to_string()),
+                ("CronJob".to_string(), "made".to_string()),
+            ]
+        );
     }
 }

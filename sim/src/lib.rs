@@ -92,7 +92,9 @@
 //! 4. The first poll after a `202` is never 404.
 //! 5. A foreign finalizer is never removed by lethe.
 //! 6. No two hosts run a pass while the other's Lease is valid; a host paused past its Lease
-//!    acts, once it resumes, on at most the one CronJob it was in the middle of.
+//!    acts, once it resumes, on at most the one job it was in the middle of: it changes the
+//!    CronJobs of no other job, nor even *sends* a write for one (a delete of an orphan the new
+//!    leader already deleted is refused by the cluster, but was still made without the Lease).
 //! 7. A pass that begins with a Lease lethe did not write under its name runs nothing and
 //!    leaves that Lease as it was (a forged one is invariant 6's: no host runs while `intruder`
 //!    holds it).

@@ -74,11 +74,11 @@ fn run_or_replay(first: u64, seeds: u64) {
 
 /// Seeds that break an invariant when a bug the simulator found comes back (the first failing
 /// seed of the world as it is now, with the fix undone: `python3 sim/mutate.py finalizers cf-sweep
-/// cf-status-reread`; for `lease-orphans`, the first failing seed of a soak of the mutant past CI's seeds; for
-/// `cf-lease-orphans`, the seed of the 10,000 that found it when the CF world learned the in-pass
-/// pause), with
-/// what they found; each must keep passing.
-const REGRESSIONS: [(u64, &str); 5] = [
+/// cf-status-reread lease-orphans`; for `cf-lease-orphans`, the seed of the 10,000 that found it
+/// when the CF world learned the in-pass pause; 72983, the soak seed that caught `lease-orphans`
+/// before the leader invariant counted the writes a paused host sends), with what they found;
+/// each must keep passing.
+const REGRESSIONS: [(u64, &str); 6] = [
     (
         0,
         "reverting a hand edit replaced the CronJob without the finalizer someone else had added",
@@ -99,6 +99,11 @@ const REGRESSIONS: [(u64, &str); 5] = [
          host that had taken the Lease over: the orphans were deleted without a Lease check (found \
          by the soak seed 78221, then 29467, each of which stopped failing when the schedules \
          moved: the hostile user's edits inside passes, then its hand on the Lease)",
+    ),
+    (
+        121,
+        "a data-jobs host paused past its Lease resumed and sent deletes for two orphans the new \
+         leader had already deleted: refused by the cluster, but made without the Lease",
     ),
     (
         6934,
