@@ -184,23 +184,19 @@ mod tests {
 
     #[test]
     fn capability_calls_end_a_fifth_of_the_limit_early_and_never_more_than_two_seconds() {
-        assert_eq!(
-            answer_margin(Duration::from_secs(1)),
-            Duration::from_millis(200)
-        );
-        assert_eq!(
-            answer_margin(Duration::from_secs(5)),
-            Duration::from_secs(1)
-        );
-        assert_eq!(
-            answer_margin(Duration::from_secs(10)),
-            Duration::from_secs(2)
-        );
-        assert_eq!(
-            answer_margin(Duration::from_secs(30)),
-            Duration::from_secs(2)
-        );
-        assert_eq!(answer_margin(Duration::ZERO), Duration::ZERO);
+        for (limit_ms, margin_ms) in [
+            (0, 0),
+            (1_000, 200),
+            (5_000, 1_000),
+            (10_000, 2_000),
+            (30_000, 2_000),
+        ] {
+            assert_eq!(
+                answer_margin(Duration::from_millis(limit_ms)),
+                Duration::from_millis(margin_ms),
+                "a limit of {limit_ms} ms"
+            );
+        }
     }
 
     #[test]
