@@ -248,8 +248,12 @@ impl World<'_, '_> {
                 });
             }
         };
-        let scheduled = Scheduled::new(host, crash_after, &between, &self.stage.throttle)
-            .recording_writes(&written);
+        let scheduled = Scheduled::new(host, crash_after, &between, &self.stage.throttle);
+        // Only a paused pass's writes are ever looked at.
+        let scheduled = match pause {
+            Some(_) => scheduled.recording_writes(&written),
+            None => scheduled,
+        };
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| tick_with(&scheduled, full)));
         let during = during.into_inner();
         // Deployments removed while the pass ran were not desired throughout it.
