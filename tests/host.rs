@@ -325,16 +325,67 @@ fn a_shutdown_delay_fails_readyz_first_and_serves_until_it_is_over() {
 }
 
 #[test]
-fn compiled_components_are_cached_in_the_data_dir() {
-    let lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &[]);
-    let cache = lethe.data_dir.path().join("data/cache");
-    let entries = std::fs::read_dir(&cache).map(|d| d.count()).unwrap_or(0);
-    assert_eq!(
-        entries,
-        2,
-        "one compiled artifact per component in {}",
-        cache.display()
+fn a_component_is_compiled_once_for_every_data_dir_of_the_user() {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let cache_dir = cache.path().join("components");
+    let env = [("LETHE_CACHE_DIR", cache_dir.to_str().expect("utf-8"))];
+    let manifest = manifest(SMOKE_CAPS, None);
+    let first = Lethe::try_up(&manifest, &[], &env).unwrap_or_else(|f| panic!("{}", f.log));
+    assert!(
+        first
+            .log()
+            .contains("(0 from the cache, 2 compiled, cache "),
+        "{}",
+        first.log()
     );
+    let artifacts = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
+            .expect("the cache dir")
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+            })
+            .count()
+    };
+    assert_eq!(artifacts(&cache_dir), 2, "one artifact per component");
+    // Another data dir, as a second `lethe up` elsewhere or another test, compiles nothing.
+    let second = Lethe::try_up(&manifest, &[], &env).unwrap_or_else(|f| panic!("{}", f.log));
+    assert_ne!(first.data_dir.path(), second.data_dir.path());
+    assert!(
+        second
+            .log()
+            .contains("(2 from the cache, 0 compiled, cache "),
+        "{}",
+        second.log()
+    );
+    assert!(
+        !second.data_dir.path().join("data/cache").exists(),
+        "nothing is compiled into the data dir"
+    );
+    // The start-up steps are in the metrics too.
+    let metrics = get(&format!("{}/metrics", second.admin_url));
+    for step in ["database", "cluster", "compile", "link", "total"] {
+        assert!(
+            metrics
+                .body
+                .contains(&format!("lethe_startup_step_seconds{{step=\"{step}\"}}")),
+            "{step}: {}",
+            metrics.body
+        );
+    }
+    // `lethe cache clear` empties it; `info` says so.
+    let run = |action: &str| {
+        let out = std::process::Command::new(support::lethe_bin())
+            .args(["cache", action])
+            .env("LETHE_CACHE_DIR", &cache_dir)
+            .output()
+            .expect("lethe cache");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    assert!(run("clear").contains("removed 2 compiled component(s)"));
+    assert_eq!(artifacts(&cache_dir), 0);
+    assert!(run("info").contains(": 0 compiled component(s), 0.0 MiB of 1024 MiB"));
 }
 
 #[test]

@@ -50,6 +50,7 @@ async fn main() -> anyhow::Result<()> {
         admin_auth: lethe::admin::access::AdminAuth::Auto,
         data_dir: dir.path().join("data"),
         database_url: None,
+        cache: lethe::configure::CacheOptions::for_user(None, &dir.path().join("data")),
         cluster: lethe::configure::ClusterSource::Kubeconfig(dir.path().join("unused-kubeconfig")),
         watch: false,
     })

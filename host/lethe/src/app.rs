@@ -30,8 +30,10 @@ pub struct UpOptions {
     pub admin_listen: SocketAddr,
     /// Whether the admin listener asks for tokens.
     pub admin_auth: AdminAuth,
-    /// Directory for the SQLite database, the compiled-component cache and the embedded cluster.
+    /// Directory for the SQLite database and the embedded cluster.
     pub data_dir: PathBuf,
+    /// Where compiled components are cached.
+    pub cache: configure::CacheOptions,
     /// The database URL; `None` uses SQLite in the data dir.
     pub database_url: Option<String>,
     /// The cluster.
@@ -113,6 +115,7 @@ impl App {
                 database_url: opts.database_url.clone(),
                 cluster: opts.cluster.clone(),
                 instance_id: instance_id(),
+                cache: opts.cache.clone(),
             },
             &observers,
         )
@@ -200,13 +203,15 @@ impl App {
         }
     }
 
-    /// Stops accepting work, lets in-flight requests and ticks finish (bounded), and stops the
-    /// embedded cluster.
+    /// Stops accepting work, lets in-flight requests and ticks finish (bounded), releases the
+    /// leader Leases the components hold for this host, and stops the embedded cluster.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         for t in self.tasks {
             let _ = t.await;
         }
+        // No tick runs any more: hand the Leases on, so the next host need not wait them out.
+        self.runtime.release_leases().await;
         if let Some(cluster) = self.cluster {
             cluster.shutdown().await;
         }

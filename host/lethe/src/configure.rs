@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
@@ -16,7 +16,8 @@ use crate::admin::{Readiness, Step};
 use crate::caps::{self, CapabilityEnv};
 use crate::manifest::{self, Capability, Manifest};
 use crate::metrics::Metrics;
-use crate::runtime::Runtime;
+use crate::runtime::cache::{self, ComponentCache};
+use crate::runtime::{CompiledApp, Runtime};
 use crate::trigger::configuration;
 
 /// Where the cluster comes from.
@@ -50,7 +51,7 @@ pub struct EmbeddedCluster {
 pub struct AppOptions {
     /// The Spin v2 manifest.
     pub manifest: PathBuf,
-    /// Directory for the SQLite database, the compiled-component cache and the embedded cluster.
+    /// Directory for the SQLite database and the embedded cluster.
     pub data_dir: PathBuf,
     /// The database URL; `None` uses the manifest's `database_url` variable, else SQLite in the
     /// data dir.
@@ -59,6 +60,44 @@ pub struct AppOptions {
     pub cluster: ClusterSource,
     /// This host's name among the hosts sharing a cluster (`lethe_instance_id`, the Lease holder).
     pub instance_id: String,
+    /// Where compiled components are cached.
+    pub cache: CacheOptions,
+}
+
+/// Where compiled components are cached ([`crate::runtime::cache`]).
+#[derive(Debug, Clone)]
+pub struct CacheOptions {
+    /// The directory; `None` compiles every component at every start.
+    pub dir: Option<PathBuf>,
+    /// The bound on its size.
+    pub max_bytes: u64,
+}
+
+impl CacheOptions {
+    /// The user's cache: `dir` when given, else [`ComponentCache::default_dir`], else (no home
+    /// directory) `<data_dir>/cache`.
+    pub fn for_user(dir: Option<PathBuf>, data_dir: &Path) -> CacheOptions {
+        CacheOptions {
+            dir: Some(
+                dir.or_else(ComponentCache::default_dir)
+                    .unwrap_or_else(|| data_dir.join("cache")),
+            ),
+            max_bytes: cache::DEFAULT_MAX_BYTES,
+        }
+    }
+
+    /// The cache, opened; `None` (compiling without one, which is only slower) when there is
+    /// none or it cannot be used, which is logged.
+    pub fn open(&self) -> Option<ComponentCache> {
+        let dir = self.dir.as_ref()?;
+        match ComponentCache::open(dir, self.max_bytes) {
+            Ok(cache) => Some(cache),
+            Err(e) => {
+                tracing::warn!("compiling the components without a cache: {e:#}");
+                None
+            }
+        }
+    }
 }
 
 /// Who watches the configuration: the readiness it reports to and the metrics the capabilities
@@ -89,33 +128,52 @@ pub struct ConfiguredApp {
     pub runtime: Runtime,
 }
 
-/// Configures the application `opts` names, in that order: manifest, database, cluster,
-/// capability environments, components. `observers.readiness` is told about the cluster's
-/// manifests and the components as they are set up.
+/// Configures the application `opts` names: the manifest first; then the components are
+/// compiled (or loaded from the cache) on a thread of their own while the database and the
+/// cluster are set up side by side; then each component's capability environment, and the
+/// components are linked. `observers.readiness` is told about each step as it goes, and the time
+/// each took is logged and kept in the metrics.
 pub async fn configure_app(
     opts: &AppOptions,
     observers: &Observers<'_>,
 ) -> anyhow::Result<ConfiguredApp> {
+    let started = Instant::now();
     std::fs::create_dir_all(&opts.data_dir)
         .with_context(|| format!("cannot create data dir {}", opts.data_dir.display()))?;
     let manifest = manifest::load(&opts.manifest)?;
     caps::config::check_required(&manifest)?;
     let needs = |c: Capability| manifest.components.values().any(|d| d.grants.allows(c));
 
-    let database = if needs(Capability::Sql) {
+    if let Some(readiness) = observers.readiness {
+        readiness.pending(Step::Components, "compiling and loading the components");
+    }
+    let compiling = {
+        let (manifest, cache) = (manifest.clone(), opts.cache.open());
+        tokio::task::spawn_blocking(move || {
+            let began = Instant::now();
+            CompiledApp::compile(&manifest, cache).map(|c| (c, began.elapsed()))
+        })
+    };
+
+    let database = async {
+        if !needs(Capability::Sql) {
+            return Ok((None, Duration::ZERO));
+        }
+        let began = Instant::now();
         let db = open_database(&manifest, opts.database_url.as_deref(), &opts.data_dir).await?;
         if let Some(readiness) = observers.readiness {
             readiness.watch_database(&db);
         }
         observers.metrics.watch_database(&db);
-        Some(db)
-    } else {
-        None
+        anyhow::Ok((Some(db), began.elapsed()))
     };
-
-    let wanted = needs(Capability::Kube)
-        || matches!(&opts.cluster, ClusterSource::Embedded(e) if e.start_unused);
-    let (cluster, embedded) = if wanted {
+    let cluster = async {
+        let wanted = needs(Capability::Kube)
+            || matches!(&opts.cluster, ClusterSource::Embedded(e) if e.start_unused);
+        if !wanted {
+            return Ok((None, None, Duration::ZERO));
+        }
+        let began = Instant::now();
         let (mut cluster, embedded, is_embedded) = connect_cluster(opts).await?;
         if is_embedded {
             if let Some(readiness) = observers.readiness {
@@ -131,10 +189,10 @@ pub async fn configure_app(
             readiness.watch_cluster(&cluster);
         }
         observers.metrics.watch_cluster(&cluster);
-        (Some(cluster), embedded)
-    } else {
-        (None, None)
+        anyhow::Ok((Some(cluster), embedded, began.elapsed()))
     };
+    let ((database, database_took), (cluster, embedded, cluster_took)) =
+        tokio::try_join!(database, cluster)?;
     // On a cluster of its own, lethe applies nothing: an administrator did (deploy/).
     if let Some(readiness) = observers.readiness {
         readiness.done(Step::Manifests);
@@ -147,10 +205,15 @@ pub async fn configure_app(
         &opts.instance_id,
         observers,
     )?;
-    if let Some(readiness) = observers.readiness {
-        readiness.pending(Step::Components, "compiling and loading the components");
-    }
-    let runtime = Runtime::new(&manifest, Some(&opts.data_dir.join("cache")), envs)?;
+    let waited = Instant::now();
+    let (compiled, compile_took) = compiling
+        .await
+        .context("compiling the components stopped")??;
+    let compile_waited = waited.elapsed();
+    let (cached, fresh) = (compiled.cached, compiled.compiled);
+    let linking = Instant::now();
+    let runtime = Runtime::link(&manifest, compiled, envs)?;
+    let link_took = linking.elapsed();
     for component in runtime.components() {
         let refused = match configuration::check(component).await? {
             configuration::Checked::NoCheck | configuration::Checked::Accepted => continue,
@@ -161,6 +224,34 @@ pub async fn configure_app(
         }
         anyhow::bail!("{refused}");
     }
+    let total = started.elapsed();
+    let startup = &observers.metrics.startup;
+    for (step, took) in [
+        ("database", database_took),
+        ("cluster", cluster_took),
+        ("compile", compile_took),
+        ("link", link_took),
+        ("total", total),
+    ] {
+        startup
+            .get_or_create(&crate::metrics::StartupLabels { step })
+            .set(took.as_secs_f64());
+    }
+    tracing::info!(
+        "configured in {:.2} s: database and migrations {:.2} s and cluster {:.2} s, side by side \
+         with the components {:.2} s ({cached} from the cache, {fresh} compiled{}; waited {:.2} s \
+         for them), then linking {:.2} s",
+        total.as_secs_f64(),
+        database_took.as_secs_f64(),
+        cluster_took.as_secs_f64(),
+        compile_took.as_secs_f64(),
+        runtime
+            .cache_dir()
+            .map(|d| format!(", cache {}", d.display()))
+            .unwrap_or_else(|| ", no cache".into()),
+        compile_waited.as_secs_f64(),
+        link_took.as_secs_f64(),
+    );
     Ok(ConfiguredApp {
         manifest,
         database,
@@ -283,6 +374,7 @@ fn capability_envs(
             kube_rate_limit: rate_limit,
             wake: Arc::new(tokio::sync::Notify::new()),
             denials: observers.denials.clone(),
+            held_leases: Default::default(),
         };
         envs.insert(id.clone(), Arc::new(env));
     }

@@ -35,6 +35,45 @@ enum Command {
     /// Apply every component's migrations to the database and exit (for example, to prepare
     /// the SQLite database of a Spin application, which applies none of its own).
     Migrate(AppArgs),
+    /// Show or clear the compiled-component cache that every `lethe up` of this user shares.
+    Cache(CacheCommand),
+}
+
+#[derive(clap::Args)]
+struct CacheCommand {
+    #[command(subcommand)]
+    action: CacheAction,
+    #[command(flatten)]
+    cache: CacheArgs,
+}
+
+#[derive(Subcommand)]
+enum CacheAction {
+    /// Print the cache's directory, how many compiled components it holds and their size.
+    Info,
+    /// Remove every compiled component from it; the next start compiles them again.
+    Clear,
+}
+
+/// Where compiled components are cached, shared by every data dir of the user.
+#[derive(clap::Args)]
+struct CacheArgs {
+    /// The compiled-component cache (default `$XDG_CACHE_HOME/lethe/components`, else
+    /// `~/.cache/lethe/components`).
+    #[arg(long, env = "LETHE_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// The bound on its size in MiB: past it, the least recently used components are removed.
+    #[arg(long, env = "LETHE_CACHE_MAX_MB", default_value_t = 1024)]
+    cache_max_mb: u64,
+}
+
+impl CacheArgs {
+    fn options(&self, data_dir: &std::path::Path) -> lethe::configure::CacheOptions {
+        let mut options =
+            lethe::configure::CacheOptions::for_user(self.cache_dir.clone(), data_dir);
+        options.max_bytes = self.cache_max_mb.saturating_mul(1 << 20);
+        options
+    }
 }
 
 #[derive(clap::Args)]
@@ -105,6 +144,8 @@ struct SyncArgs {
     /// Print the reports as JSON lines instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    cache: CacheArgs,
 }
 
 #[derive(clap::Args)]
@@ -123,9 +164,11 @@ struct UpArgs {
     /// everywhere but on a loopback address, `token` everywhere, `none` nowhere (loopback only).
     #[arg(long, value_enum, default_value = "auto", env = "LETHE_ADMIN_AUTH")]
     admin_auth: lethe::admin::access::AdminAuth,
-    /// Directory for the database, the compiled-component cache and the embedded cluster.
+    /// Directory for the database and the embedded cluster.
     #[arg(long, default_value = ".lethe", env = "LETHE_DATA_DIR")]
     data_dir: PathBuf,
+    #[command(flatten)]
+    cache: CacheArgs,
     /// Database URL (`postgres://…` or `sqlite:<path>`); SQLite in the data dir when absent.
     #[arg(long, env = "LETHE_DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
@@ -199,6 +242,7 @@ fn run() -> anyhow::Result<()> {
             Command::Migrate(args) => migrate(args).await,
             Command::New(args) => new_component(args),
             Command::Build(args) => build(args),
+            Command::Cache(args) => cache(args),
         }
     })
 }
@@ -291,6 +335,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         listen: args.listen,
         admin_listen: args.admin_listen,
         admin_auth: args.admin_auth,
+        cache: args.cache.options(&args.data_dir),
         data_dir: args.data_dir,
         database_url: args.database_url,
         cluster,
@@ -324,6 +369,7 @@ async fn migrate(args: AppArgs) -> anyhow::Result<()> {
 async fn sync(args: SyncArgs) -> anyhow::Result<()> {
     let _ = args.once;
     let outcomes = lethe::sync::run_once(lethe::sync::SyncOptions {
+        cache: args.cache.options(&args.app.data_dir),
         manifest: args.app.manifest,
         data_dir: args.app.data_dir,
         database_url: args.app.database_url,
@@ -345,6 +391,38 @@ async fn sync(args: SyncArgs) -> anyhow::Result<()> {
     }
     if !failed.is_empty() {
         anyhow::bail!("no pass ran for {}", failed.join("; "));
+    }
+    Ok(())
+}
+
+fn cache(args: CacheCommand) -> anyhow::Result<()> {
+    // The cache is the user's, whatever the data dir; without a home directory there is none.
+    let options = args.cache.options(std::path::Path::new(".lethe"));
+    let dir = options
+        .dir
+        .context("no cache directory: set LETHE_CACHE_DIR or HOME")?;
+    let cache = lethe::runtime::cache::ComponentCache::open(&dir, options.max_bytes)?;
+    let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
+    match args.action {
+        CacheAction::Info => {
+            let usage = cache.usage()?;
+            println!(
+                "{}: {} compiled component(s), {:.1} MiB of {} MiB",
+                dir.display(),
+                usage.entries,
+                mib(usage.bytes),
+                args.cache.cache_max_mb
+            );
+        }
+        CacheAction::Clear => {
+            let cleared = cache.clear()?;
+            println!(
+                "{}: removed {} compiled component(s), {:.1} MiB",
+                dir.display(),
+                cleared.entries,
+                mib(cleared.bytes)
+            );
+        }
     }
     Ok(())
 }

@@ -106,6 +106,15 @@ pub struct DeletionLabels {
     pub state: String,
 }
 
+/// Labels of a step of start-up.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StartupLabels {
+    /// `database` (opening it and the migrations), `cluster` (connecting, or starting the
+    /// embedded one and applying its manifests), `compile` (compiling or loading the components,
+    /// side by side with those two), `link`, or `total`.
+    pub step: &'static str,
+}
+
 /// Every metric the host records.
 pub struct Metrics {
     registry: Registry,
@@ -141,6 +150,8 @@ pub struct Metrics {
     pub deletions_in_flight: Family<DeletionLabels, Gauge>,
     /// Age of the oldest deletion under way, as the last pass saw it.
     pub deletion_oldest_age: Family<DeletionLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    /// How long each step of start-up took.
+    pub startup: Family<StartupLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     backends: Arc<Backends>,
 }
 
@@ -278,6 +289,13 @@ impl Metrics {
             Unit::Seconds,
             deletion_oldest_age.clone(),
         );
+        let startup = Family::default();
+        registry.register_with_unit(
+            "startup_step",
+            "How long each step of start-up took: database, cluster and compile run side by side, then link; total is the whole",
+            Unit::Seconds,
+            startup.clone(),
+        );
         let backends = Arc::new(Backends::default());
         registry.register_collector(Box::new(backends.clone()));
         Metrics {
@@ -298,6 +316,7 @@ impl Metrics {
             leader_transitions,
             deletions_in_flight,
             deletion_oldest_age,
+            startup,
             backends,
         }
     }

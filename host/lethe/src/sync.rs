@@ -42,6 +42,8 @@ pub struct SyncOptions {
     pub instance_id: Option<String>,
     /// Show the progress bar (on a terminal).
     pub progress: bool,
+    /// Where compiled components are cached.
+    pub cache: configure::CacheOptions,
 }
 
 /// The outcome of one component's pass.
@@ -77,6 +79,7 @@ pub async fn run_once(opts: SyncOptions) -> anyhow::Result<Vec<PassOutcome>> {
                 .instance_id
                 .clone()
                 .unwrap_or_else(|| format!("{}-sync", configure::hostname())),
+            cache: opts.cache.clone(),
         },
         &observers,
     )
@@ -142,6 +145,8 @@ pub async fn run_once(opts: SyncOptions) -> anyhow::Result<Vec<PassOutcome>> {
             result,
         });
     }
+    // As `lethe up` does on a clean stop: the next host takes the Leases over at once.
+    runtime.release_leases().await;
     drop(runtime);
     if let Some(server) = app.embedded {
         server.shutdown().await;

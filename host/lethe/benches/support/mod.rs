@@ -127,6 +127,7 @@ pub async fn start_app(
         admin_auth: lethe::admin::access::AdminAuth::Auto,
         data_dir: data_dir.to_path_buf(),
         database_url: None,
+        cache: lethe::configure::CacheOptions::for_user(None, data_dir),
         cluster: lethe::configure::ClusterSource::Embedded(lethe::configure::EmbeddedCluster {
             faults: lethe_apiserver::FaultConfig {
                 latency_ms,

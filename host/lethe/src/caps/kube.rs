@@ -62,6 +62,20 @@ impl CapsView<'_> {
     }
 }
 
+impl CapsView<'_> {
+    /// Notes an object written through `client`: a leader Lease the component now holds for
+    /// this host as its privileged identity is released when the host stops
+    /// ([`super::held_leases`]).
+    fn noted(&self, client: &ClientHandle, written: lethe_kube::Object) -> lethe_kube::Object {
+        if client.is_privileged() {
+            self.env
+                .held_leases
+                .observe(&written, self.env.instance_id());
+        }
+        written
+    }
+}
+
 impl HostClient for CapsView<'_> {
     async fn open(
         &mut self,
@@ -166,6 +180,7 @@ impl HostClient for CapsView<'_> {
         let kind = kind_of(&json);
         Ok(self
             .counted(client, "create", &kind, result)
+            .map(|o| self.noted(client, o))
             .map(from_object)
             .map_err(from_error))
     }
@@ -180,6 +195,7 @@ impl HostClient for CapsView<'_> {
         let result = client.replace(&to_ref(target.clone()), &json).await;
         Ok(self
             .counted(client, "update", &target.kind, result)
+            .map(|o| self.noted(client, o))
             .map(from_object)
             .map_err(from_error))
     }
@@ -208,6 +224,7 @@ impl HostClient for CapsView<'_> {
             .await;
         Ok(self
             .counted(client, "patch", &target.kind, result)
+            .map(|o| self.noted(client, o))
             .map(from_object)
             .map_err(from_error))
     }

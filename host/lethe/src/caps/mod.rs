@@ -8,6 +8,7 @@
 //! component's calls.
 
 pub mod config;
+pub mod held_leases;
 pub mod kube;
 pub mod log;
 pub mod sql;
@@ -56,6 +57,40 @@ pub struct CapabilityEnv {
     pub wake: Arc<tokio::sync::Notify>,
     /// Where its privileged calls that the cluster refused are told (`/readyz`, the log).
     pub denials: Arc<crate::admin::denials::Denials>,
+    /// The leader Leases it holds for this host, released on a clean stop.
+    pub held_leases: held_leases::HeldLeases,
+}
+
+impl CapabilityEnv {
+    /// This host's identity as a Lease holder (`lethe_instance_id`).
+    pub fn instance_id(&self) -> &str {
+        self.config
+            .get(config::INSTANCE_ID_KEY)
+            .map_or("", String::as_str)
+    }
+
+    /// Releases the leader Leases the component holds for this host (see [`held_leases`]), as
+    /// its own privileged identity, within `within`. A component holding none costs nothing.
+    pub async fn release_leases(&self, within: std::time::Duration) {
+        let Some(cluster) = self.cluster.as_ref() else {
+            return;
+        };
+        if self.held_leases.is_empty() {
+            return;
+        }
+        match cluster.client(&lethe_kube::Identity::Privileged) {
+            Ok(client) => {
+                let client = client.with_deadline(std::time::Instant::now() + within);
+                self.held_leases
+                    .release_all(&client, self.instance_id(), &self.component_id)
+                    .await;
+            }
+            Err(e) => tracing::warn!(
+                component = %self.component_id,
+                "cannot release its Leases: {e}"
+            ),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -76,6 +111,7 @@ impl CapabilityEnv {
             ),
             wake: Default::default(),
             denials: Default::default(),
+            held_leases: Default::default(),
         }
     }
 }

@@ -1,11 +1,12 @@
 //! Reading and compiling a component: for the plain engine or, when it needs it, the one with
-//! component-model-async, with compiled artifacts cached by content and engine.
+//! component-model-async, through the compiled-component cache ([`super::cache`]).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use sha2::{Digest as _, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+use super::cache::{ComponentCache, Origin};
 
 /// The bytes of component `id`'s source: a missing or unreadable file is its own error, not a
 /// reason to try another engine.
@@ -36,20 +37,21 @@ pub(super) enum Compiled {
 
 /// Compiles component `id` for the `plain` engine, or, when that engine refuses it (a component
 /// that lifts an export with the async ABI fails validation there), for the engine `concurrent`
-/// gives, which is built only then. When neither takes it, the error carries both reasons.
+/// gives, which is built only then; through `cache` when there is one. When neither engine takes
+/// it, the error carries both reasons.
 pub(super) fn compile_for_either<'e>(
     id: &str,
     bytes: &[u8],
-    cache_dir: Option<&Path>,
+    cache: Option<&ComponentCache>,
     plain: &Engine,
     concurrent: impl FnOnce() -> anyhow::Result<&'e Engine>,
-) -> anyhow::Result<(Component, Compiled)> {
-    let plain_error = match compile(plain, bytes, cache_dir) {
-        Ok(component) => return Ok((component, Compiled::Plain)),
+) -> anyhow::Result<(Component, Compiled, Origin)> {
+    let plain_error = match compile(plain, bytes, cache) {
+        Ok((component, origin)) => return Ok((component, Compiled::Plain, origin)),
         Err(e) => e,
     };
-    match compile(concurrent()?, bytes, cache_dir) {
-        Ok(component) => Ok((component, Compiled::Concurrent)),
+    match compile(concurrent()?, bytes, cache) {
+        Ok((component, origin)) => Ok((component, Compiled::Concurrent, origin)),
         Err(concurrent_error) => Err(anyhow::anyhow!(
             "component `{id}` does not compile: as a plain component: {plain_error:#}; \
              with component-model-async: {concurrent_error:#}"
@@ -57,52 +59,17 @@ pub(super) fn compile_for_either<'e>(
     }
 }
 
-/// Compiles `bytes` for `engine`, or loads the compiled artifact cached for the same bytes and
+/// Compiles `bytes` for `engine`, or loads the artifact `cache` holds for the same bytes and
 /// engine.
-fn compile(engine: &Engine, bytes: &[u8], cache_dir: Option<&Path>) -> anyhow::Result<Component> {
-    let Some(cache_dir) = cache_dir else {
-        return Ok(Component::new(engine, bytes)?);
-    };
-    let path = cache_path(engine, bytes, cache_dir);
-    if path.exists() {
-        // SAFETY: the file was written by `Component::serialize` of this same engine
-        // configuration (its name carries the engine's compatibility hash) into our own data dir.
-        match unsafe { Component::deserialize_file(engine, &path) } {
-            Ok(c) => return Ok(c),
-            Err(e) => {
-                tracing::warn!(path = %path.display(), "ignoring unusable compiled cache entry: {e:#}")
-            }
-        }
+fn compile(
+    engine: &Engine,
+    bytes: &[u8],
+    cache: Option<&ComponentCache>,
+) -> anyhow::Result<(Component, Origin)> {
+    match cache {
+        Some(cache) => cache.load_or_compile(engine, bytes),
+        None => Ok((Component::new(engine, bytes)?, Origin::Compiled)),
     }
-    let component = Component::new(engine, bytes)?;
-    if let Err(e) = write_cache(&component, &path) {
-        tracing::warn!(path = %path.display(), "cannot cache compiled component: {e:#}");
-    }
-    Ok(component)
-}
-
-fn cache_path(engine: &Engine, bytes: &[u8], cache_dir: &Path) -> PathBuf {
-    use std::hash::{Hash as _, Hasher as _};
-    let mut engine_hash = std::collections::hash_map::DefaultHasher::new();
-    engine
-        .precompile_compatibility_hash()
-        .hash(&mut engine_hash);
-    let digest = Sha256::digest(bytes);
-    cache_dir.join(format!(
-        "{}-{:016x}.cwasm",
-        hex::encode(&digest[..16]),
-        engine_hash.finish()
-    ))
-}
-
-fn write_cache(component: &Component, path: &Path) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, component.serialize()?)?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
 }
 
 #[cfg(test)]
@@ -135,7 +102,7 @@ mod tests {
         // The engine a component needs is built only when the plain one refuses it.
         let path = Path::new(crate::COMPONENTS_DIR).join("misbehave.wasm");
         let misbehave = std::fs::read(path).expect("misbehave");
-        let (_, compiled) = compile_for_either("misbehave", &misbehave, None, &plain, || {
+        let (_, compiled, _) = compile_for_either("misbehave", &misbehave, None, &plain, || {
             anyhow::bail!("the async engine was asked for")
         })
         .expect("misbehave compiles for the plain engine");

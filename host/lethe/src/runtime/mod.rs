@@ -1,10 +1,12 @@
 //! The wasmtime runtime: one engine, one linker, every component compiled once and pre-linked,
 //! and a fresh, limited store for every request or tick (the shape of `wasmtime serve`).
 //!
-//! * [`compile`]: reading a component and compiling it for the engine it needs, cached;
+//! * [`cache`]: the compiled-component cache every data dir of a user shares;
+//! * [`compile`]: reading a component and compiling it for the engine it needs, through the cache;
 //! * [`state`]: what one instance holds: its table, WASI contexts, limits and capabilities;
 //! * [`call`]: the instance runner every trigger calls components through.
 
+pub mod cache;
 pub mod call;
 mod compile;
 mod state;
@@ -12,7 +14,6 @@ mod state;
 pub use state::{InstanceState, MemoryLimitExceeded};
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +21,7 @@ use anyhow::Context as _;
 use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 
+use cache::{ComponentCache, Origin};
 use compile::{Compiled, compile_for_either, read_source};
 
 use crate::caps::{Capabilities, CapabilityEnv};
@@ -63,46 +65,129 @@ pub struct Runtime {
     linker: Linker<InstanceState>,
     async_engine: Option<(Engine, Linker<InstanceState>)>,
     components: BTreeMap<String, Arc<LoadedComponent>>,
-    cache_dir: Option<PathBuf>,
+    cache: Option<ComponentCache>,
     epoch_ticker: Option<std::thread::JoinHandle<()>>,
     stop_ticker: Arc<std::sync::atomic::AtomicBool>,
 }
 
-impl Runtime {
-    /// Builds the engine, checks every component's imports against its grants, compiles (or
-    /// loads from `cache_dir`) and pre-links each one.
-    pub fn new(
-        manifest: &Manifest,
-        cache_dir: Option<&Path>,
-        envs: BTreeMap<String, Arc<CapabilityEnv>>,
-    ) -> anyhow::Result<Runtime> {
-        let max_memory = manifest
-            .components
-            .values()
-            .map(|c| memory_limit_mb(manifest, c))
-            .max()
-            .unwrap_or(manifest.settings.memory_limit_mb);
-        let engine = build_engine(max_memory, manifest.settings.max_instances, false)?;
-        let linker = new_linker(&engine)?;
-        let mut async_engine: Option<(Engine, Linker<InstanceState>)> = None;
+/// Every component of an application compiled (or loaded from the cache) for its engine, not yet
+/// linked: the slow half of start-up, which needs nothing but the manifest, so that it can run
+/// while the database and the cluster are being set up.
+pub struct CompiledApp {
+    engine: Engine,
+    async_engine: Option<Engine>,
+    components: BTreeMap<String, (Component, Compiled)>,
+    cache: Option<ComponentCache>,
+    /// How many components came from the cache, and how many were compiled.
+    pub cached: usize,
+    /// How many components were compiled now.
+    pub compiled: usize,
+}
 
-        let mut components = BTreeMap::new();
-        for (id, decl) in &manifest.components {
+impl CompiledApp {
+    /// Builds the engine, checks every component's imports against its grants, and compiles
+    /// each one (or loads it from `cache`), the components in parallel.
+    pub fn compile(manifest: &Manifest, cache: Option<ComponentCache>) -> anyhow::Result<Self> {
+        let max_memory = max_memory_mb(manifest);
+        let max_instances = manifest.settings.max_instances;
+        let engine = build_engine(max_memory, max_instances, false)?;
+        // Built by the first component that needs it; a failure is told to each of them.
+        let async_engine: std::sync::OnceLock<Result<Engine, String>> = std::sync::OnceLock::new();
+        let concurrent = || {
+            async_engine
+                .get_or_init(|| {
+                    build_engine(max_memory, max_instances, true).map_err(|e| format!("{e:#}"))
+                })
+                .as_ref()
+                .map_err(|e| {
+                    anyhow::anyhow!("cannot build the engine with component-model-async: {e}")
+                })
+        };
+        let compile_one = |id: &str, decl: &ComponentDecl| {
             let bytes = read_source(id, &decl.source)?;
             grants::check(id, &decl.grants, &bytes)?;
-            let max_instances = manifest.settings.max_instances;
-            let (component, compiled) = compile_for_either(id, &bytes, cache_dir, &engine, || {
-                if async_engine.is_none() {
-                    let e = build_engine(max_memory, max_instances, true)?;
-                    let l = new_linker(&e)?;
-                    async_engine = Some((e, l));
-                }
-                async_engine
-                    .as_ref()
-                    .map(|(e, _)| e)
-                    .context("the engine with component-model-async was not built")
-            })?;
-            let linker = match (compiled, &async_engine) {
+            compile_for_either(id, &bytes, cache.as_ref(), &engine, concurrent)
+        };
+        // One thread a component: wasmtime spreads each component's functions over the cores
+        // too, but the parts of a compile it cannot (parsing, validation, the artifact's
+        // serialisation and write) overlap across components this way.
+        let results: Vec<(String, anyhow::Result<(Component, Compiled, Origin)>)> =
+            std::thread::scope(|scope| {
+                let running: Vec<_> = manifest
+                    .components
+                    .iter()
+                    .map(|(id, decl)| (id, scope.spawn(|| compile_one(id, decl))))
+                    .collect();
+                running
+                    .into_iter()
+                    .map(|(id, thread)| {
+                        let result = thread.join().unwrap_or_else(|_| {
+                            Err(anyhow::anyhow!("compiling component `{id}` panicked"))
+                        });
+                        (id.clone(), result)
+                    })
+                    .collect()
+            });
+        let (mut cached, mut compiled) = (0, 0);
+        let mut components = BTreeMap::new();
+        for (id, result) in results {
+            let (component, engine_kind, origin) = result?;
+            match origin {
+                Origin::Cached => cached += 1,
+                Origin::Compiled => compiled += 1,
+            }
+            components.insert(id, (component, engine_kind));
+        }
+        let async_engine = async_engine.into_inner().and_then(Result::ok);
+        Ok(CompiledApp {
+            engine,
+            async_engine,
+            components,
+            cache,
+            cached,
+            compiled,
+        })
+    }
+}
+
+impl Runtime {
+    /// [`CompiledApp::compile`], then [`Runtime::link`].
+    pub fn new(
+        manifest: &Manifest,
+        cache: Option<ComponentCache>,
+        envs: BTreeMap<String, Arc<CapabilityEnv>>,
+    ) -> anyhow::Result<Runtime> {
+        Runtime::link(manifest, CompiledApp::compile(manifest, cache)?, envs)
+    }
+
+    /// Pre-links each compiled component with its capability environment and starts the epoch
+    /// ticker.
+    pub fn link(
+        manifest: &Manifest,
+        compiled: CompiledApp,
+        envs: BTreeMap<String, Arc<CapabilityEnv>>,
+    ) -> anyhow::Result<Runtime> {
+        let CompiledApp {
+            engine,
+            async_engine,
+            components: compiled_components,
+            cache,
+            ..
+        } = compiled;
+        let linker = new_linker(&engine)?;
+        let async_engine = match async_engine {
+            Some(e) => {
+                let l = new_linker(&e)?;
+                Some((e, l))
+            }
+            None => None,
+        };
+        let mut components = BTreeMap::new();
+        for (id, decl) in &manifest.components {
+            let (component, engine_kind) = compiled_components
+                .get(id)
+                .with_context(|| format!("component `{id}` was not compiled"))?;
+            let linker = match (engine_kind, &async_engine) {
                 (Compiled::Concurrent, Some((_, l))) => l,
                 _ => &linker,
             };
@@ -110,7 +195,7 @@ impl Runtime {
                 .get(id)
                 .cloned()
                 .with_context(|| format!("no capability environment for component `{id}`"))?;
-            let loaded = prepare(manifest, decl, &component, linker, env)?;
+            let loaded = prepare(manifest, decl, component, linker, env)?;
             components.insert(id.clone(), Arc::new(loaded));
         }
 
@@ -135,7 +220,7 @@ impl Runtime {
             linker,
             async_engine,
             components,
-            cache_dir: cache_dir.map(Path::to_path_buf),
+            cache,
             epoch_ticker: Some(epoch_ticker),
             stop_ticker,
         })
@@ -156,9 +241,8 @@ impl Runtime {
             .with_context(|| format!("no component `{id}` was loaded at start"))?;
         let bytes = read_source(id, &decl.source)?;
         grants::check(id, &decl.grants, &bytes)?;
-        let cache_dir = self.cache_dir.as_deref();
-        let (component, compiled) =
-            compile_for_either(id, &bytes, cache_dir, &self.engine, || {
+        let (component, compiled, _) =
+            compile_for_either(id, &bytes, self.cache.as_ref(), &self.engine, || {
                 self.async_engine.as_ref().map(|(e, _)| e).with_context(|| {
                     format!(
                         "component `{id}` does not compile for the plain engine, and no component \
@@ -186,6 +270,11 @@ impl Runtime {
         &self.engine
     }
 
+    /// The compiled-component cache's directory, when there is a cache.
+    pub fn cache_dir(&self) -> Option<&std::path::Path> {
+        self.cache.as_ref().map(ComponentCache::dir)
+    }
+
     /// The engine with component-model-async, if some component needed it.
     pub fn async_engine(&self) -> Option<&Engine> {
         self.async_engine.as_ref().map(|(e, _)| e)
@@ -199,6 +288,18 @@ impl Runtime {
     /// All components, by id.
     pub fn components(&self) -> impl Iterator<Item = &Arc<LoadedComponent>> {
         self.components.values()
+    }
+
+    /// Releases the leader Leases every component holds for this host (on a clean stop, once no
+    /// tick runs), each component as its own identity, side by side, within a few seconds.
+    pub async fn release_leases(&self) {
+        let within = Duration::from_secs(5);
+        futures::future::join_all(
+            self.components
+                .values()
+                .map(|c| c.env.release_leases(within)),
+        )
+        .await;
     }
 
     /// The mean cost of preparing one request's instance of component `id`: a fresh store plus
@@ -281,6 +382,16 @@ fn prepare(
     })
 }
 
+/// The largest memory limit of any component: the size of every slot of the engines' pools.
+fn max_memory_mb(manifest: &Manifest) -> u64 {
+    manifest
+        .components
+        .values()
+        .map(|c| memory_limit_mb(manifest, c))
+        .max()
+        .unwrap_or(manifest.settings.memory_limit_mb)
+}
+
 fn memory_limit_mb(manifest: &Manifest, decl: &ComponentDecl) -> u64 {
     decl.grants
         .memory_limit_mb
@@ -349,6 +460,7 @@ mod tests {
     use super::*;
     use bytes::Bytes;
     use http_body_util::Full;
+    use std::path::Path;
     use wasmtime_wasi_http::WasiHttpView as _;
     use wasmtime_wasi_http::p2::bindings::ProxyPre;
     use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
