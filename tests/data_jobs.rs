@@ -1350,13 +1350,15 @@ fn two_hosts_run_one_leader_and_the_other_takes_over_within_the_lease(backend: &
     assert_eq!(holders.len(), 1, "only the leader ran passes: {holders:?}");
     assert!(holders.contains(&leader));
 
-    // Kill the leader (whichever it is); the other takes over within the lease time.
-    let (leader_host, survivor) = if lethe_instance_of(&a, &leader) {
+    // Kill the leader (whichever it is): it cannot release the Lease, and the other takes over
+    // once it lapses, within the lease time.
+    let a_led = lethe_instance_of(&a, &leader);
+    let (leader_host, survivor) = if a_led {
         (&mut a, b.url.clone())
     } else {
         (&mut b, a.url.clone())
     };
-    leader_host.stop();
+    leader_host.crash();
     let stopped = Instant::now();
     let new_leader = loop {
         if let Some(h) = lease_holder(&cluster.kubeconfig()).filter(|h| *h != leader) {
@@ -1405,6 +1407,36 @@ fn two_hosts_run_one_leader_and_the_other_takes_over_within_the_lease(backend: &
         }
     }
     eprintln!("takeover after {takeover:?}");
+
+    // A clean stop of the new leader releases the Lease (client-go's `ReleaseOnCancel`): no
+    // holder once it has exited, so the killed host, started again, leads without waiting out
+    // the lease.
+    let (mut new_leader_host, mut restarted) = if a_led { (b, a) } else { (a, b) };
+    assert!(lethe_instance_of(&new_leader_host, &new_leader));
+    let status = new_leader_host.stop().expect("exits");
+    assert!(status.success(), "{}", new_leader_host.log());
+    assert!(
+        new_leader_host
+            .log()
+            .contains("released Lease data-jobs/data-jobs-sync"),
+        "{}",
+        new_leader_host.log()
+    );
+    assert_eq!(
+        lease_holder(&cluster.kubeconfig()),
+        None,
+        "the stopped leader left the Lease with no holder"
+    );
+    restarted.restart();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(h) = lease_holder(&cluster.kubeconfig()) {
+            assert!(lethe_instance_of(&restarted, &h), "{h}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the restarted host never took the Lease");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Whether `instance` (`<hostname>-<pid>-<uuid>`) is the instance id of `lethe`'s process.
