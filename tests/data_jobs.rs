@@ -1434,7 +1434,10 @@ fn two_hosts_run_one_leader_and_the_other_takes_over_within_the_lease(backend: &
             assert!(lethe_instance_of(&restarted, &h), "{h}");
             break;
         }
-        assert!(Instant::now() < deadline, "the restarted host never took the Lease");
+        assert!(
+            Instant::now() < deadline,
+            "the restarted host never took the Lease"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }

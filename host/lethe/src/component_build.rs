@@ -1,15 +1,40 @@
 //! `lethe build`: runs the manifest's `[component.<id>.build]` commands, as `spin build` does,
 //! so that a component made by `lethe new`, in any language, is built the same way here and on
-//! Spin.
+//! Spin; and writes the Spin adapter this lethe carries wherever a component's `lethe:platform`
+//! dependency expects it in the application's own build output ([`SPIN_ADAPTER_IN_APP`]), so an
+//! application outside lethe's checkout names it by a path relative to its manifest.
 
+use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context as _, bail};
 
 use crate::manifest::{Build, Manifest};
 
+/// Where an application made by `lethe new` outside lethe's checkout keeps the Spin adapter,
+/// relative to its manifest: its build output, beside the Python components' `.wasm`.
+pub const SPIN_ADAPTER_IN_APP: &str = "target/lethe/spin_adapter.wasm";
+
+/// The Spin adapter component (`components/spin-adapter`, every `lethe:platform` capability
+/// over Spin's own), as this lethe was built with it.
+pub const SPIN_ADAPTER: &[u8] =
+    include_bytes!(concat!(env!("LETHE_COMPONENTS_DIR"), "/spin_adapter.wasm"));
+
+/// Writes [`SPIN_ADAPTER`] to `path` (making its directory), unless it holds those bytes already.
+pub fn write_spin_adapter(path: &Path) -> anyhow::Result<()> {
+    if std::fs::read(path).is_ok_and(|bytes| bytes == SPIN_ADAPTER) {
+        return Ok(());
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(path, SPIN_ADAPTER).with_context(|| format!("writing {}", path.display()))
+}
+
 /// Runs the build of every component of `manifest` that has one (or of `only`), in the
-/// manifest's order, stopping at the first that fails. Returns the ids built.
+/// manifest's order, stopping at the first that fails, and writes the Spin adapter where a
+/// built component's dependency expects it in the application's build output. Returns the ids
+/// built.
 pub fn build_all(manifest: &Manifest, only: Option<&str>) -> anyhow::Result<Vec<String>> {
     if let Some(id) = only
         && !manifest.components.contains_key(id)
@@ -28,6 +53,11 @@ pub fn build_all(manifest: &Manifest, only: Option<&str>) -> anyhow::Result<Vec<
             continue;
         };
         run(id, build)?;
+        if let Some(adapter) = &component.platform_adapter
+            && *adapter == manifest.base_dir.join(SPIN_ADAPTER_IN_APP)
+        {
+            write_spin_adapter(adapter)?;
+        }
         built.push(id.clone());
     }
     Ok(built)

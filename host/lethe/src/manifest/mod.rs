@@ -179,6 +179,9 @@ pub struct ComponentDecl {
     pub grants: Grants,
     /// `[component.<id>.build]`, if any.
     pub build: Option<Build>,
+    /// The local file its `lethe:platform` dependency names (the Spin adapter that `spin up`
+    /// composes in; lethe itself ignores it), resolved against `base_dir`.
+    pub platform_adapter: Option<PathBuf>,
 }
 
 /// `[component.<id>.build]`: how `lethe build` (and `spin build`) makes the component's source.

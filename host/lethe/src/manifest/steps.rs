@@ -2,7 +2,7 @@
 //! settings, one component and its grants, and the triggers.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 
@@ -62,7 +62,8 @@ pub(super) fn component(
     // On Spin, the adapter that a `lethe:platform` dependency names needs outbound access to
     // the cluster and the `default` database; lethe supplies those interfaces itself, so it
     // ignores the dependency and the grants made for it.
-    let adapted = platform_dependency(&id, c.dependencies.as_ref())?;
+    let platform_adapter = platform_dependency(&id, c.dependencies.as_ref())?;
+    let adapted = platform_adapter.is_some();
     let adapter_grants = adapted && c.sqlite_databases.iter().all(|d| d == "default");
     if !adapter_grants && (!c.allowed_outbound_hosts.is_empty() || !c.allowed_http_hosts.is_empty())
     {
@@ -100,6 +101,9 @@ pub(super) fn component(
         variables: c.variables,
         grants,
         build,
+        platform_adapter: platform_adapter
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(|p| base_dir.join(p)),
     })
 }
 
@@ -186,11 +190,15 @@ fn cron_trigger(t: &toml::Table, component: String) -> anyhow::Result<CronTrigge
 }
 
 /// Whether component `id` declares the Spin dependency that supplies `lethe:platform` (the
-/// `spin-adapter` component, for `spin up`). Any other dependency is refused: lethe composes
-/// nothing at load time.
-fn platform_dependency(id: &str, dependencies: Option<&toml::Table>) -> anyhow::Result<bool> {
+/// `spin-adapter` component, for `spin up`): `Some` with the local path it names (relative to the
+/// manifest; empty when it names none, a registry package say). Any other dependency is refused:
+/// lethe composes nothing at load time.
+fn platform_dependency(
+    id: &str,
+    dependencies: Option<&toml::Table>,
+) -> anyhow::Result<Option<PathBuf>> {
     let Some(dependencies) = dependencies else {
-        return Ok(false);
+        return Ok(None);
     };
     for key in dependencies.keys() {
         let package = key.split('@').next().unwrap_or(key);
@@ -200,7 +208,13 @@ fn platform_dependency(id: &str, dependencies: Option<&toml::Table>) -> anyhow::
             );
         }
     }
-    Ok(!dependencies.is_empty())
+    Ok(dependencies.values().next().map(|dependency| {
+        dependency
+            .get("path")
+            .and_then(toml::Value::as_str)
+            .map(PathBuf::from)
+            .unwrap_or_default()
+    }))
 }
 
 /// The component a trigger names, which must be declared.

@@ -282,6 +282,13 @@ impl NewComponent {
         text.push_str(&self.stanza(workspace.as_ref(), spin_ready));
         std::fs::write(&manifest, text)
             .with_context(|| format!("writing {}", manifest.display()))?;
+        if spin_ready && self.spin_adapter_path() == crate::component_build::SPIN_ADAPTER_IN_APP {
+            crate::component_build::write_spin_adapter(
+                &self
+                    .app_dir
+                    .join(crate::component_build::SPIN_ADAPTER_IN_APP),
+            )?;
+        }
         let test_command = match self.lang {
             Lang::Rust if workspace.is_some() => format!("cargo test -p {}", self.name),
             Lang::Rust => format!("cd {} && cargo test", dir.display()),

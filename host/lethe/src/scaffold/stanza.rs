@@ -68,6 +68,23 @@ impl NewComponent {
         })
     }
 
+    /// Where the manifest's `lethe:platform` dependency finds the Spin adapter, relative to the
+    /// manifest: in lethe's own checkout, its workspace's build of it; anywhere else, the
+    /// application's own build output, where `lethe new` and `lethe build` write it
+    /// ([`crate::component_build::SPIN_ADAPTER_IN_APP`]), so the application can be moved,
+    /// committed and served by Spin elsewhere.
+    pub(super) fn spin_adapter_path(&self) -> String {
+        let in_checkout = self
+            .lethe_root
+            .join("target/wasm/wasm32-wasip2/wasm/spin_adapter.wasm");
+        let path = self.path_from(&self.app_dir, &in_checkout);
+        if std::path::Path::new(&path).is_absolute() {
+            crate::component_build::SPIN_ADAPTER_IN_APP.to_string()
+        } else {
+            path
+        }
+    }
+
     /// The manifest stanza: route, source, build, grants; and, when the application declares
     /// the Spin adapter's variables, what Spin needs to compose the adapter in.
     pub(super) fn stanza(&self, workspace: Option<&Workspace>, spin_ready: bool) -> String {
@@ -163,12 +180,7 @@ impl NewComponent {
             text.push_str(&format!("variables = {{ {} }}\n", variables.join(", ")));
         }
         if spin_ready {
-            let adapter = self.path_from(
-                &self.app_dir,
-                &self
-                    .lethe_root
-                    .join("target/wasm/wasm32-wasip2/wasm/spin_adapter.wasm"),
-            );
+            let adapter = self.spin_adapter_path();
             text.push_str(&format!(
                 "# On Spin, the adapter that the dependency below composes in needs these; lethe ignores them.\n\
                  allowed_outbound_hosts = [\"{{{{ kube_url }}}}\"]\n\

@@ -205,6 +205,55 @@ fn a_new_application_gets_a_manifest_lethe_accepts() {
 }
 
 #[test]
+fn an_application_outside_the_checkout_carries_the_spin_adapter_in_its_own_build_output() {
+    let app = tempfile::tempdir().expect("tempdir");
+    let made = new_in(app.path(), Lang::Rust).write().expect("lethe new");
+    let text = std::fs::read_to_string(&made.manifest).expect("manifest");
+    assert!(
+        text.contains(r#""lethe:platform@0.1.0" = { path = "target/lethe/spin_adapter.wasm" }"#),
+        "{text}"
+    );
+    assert!(
+        !text.contains(crate::REPO_ROOT),
+        "the manifest names lethe's checkout:\n{text}"
+    );
+    let adapter = app.path().join("target/lethe/spin_adapter.wasm");
+    assert_eq!(
+        std::fs::read(&adapter).expect("the adapter is written"),
+        crate::component_build::SPIN_ADAPTER
+    );
+    // `lethe build` writes it again where the manifest expects it (a fresh clone has no target/).
+    let manifest = crate::manifest::load(&made.manifest).expect("lethe reads it");
+    assert_eq!(
+        manifest.components["hello"].platform_adapter.as_deref(),
+        Some(adapter.as_path())
+    );
+    std::fs::remove_file(&adapter).expect("remove");
+    let moved = tempfile::tempdir().expect("tempdir");
+    let manifest_text = std::fs::read_to_string(&made.manifest).expect("manifest");
+    std::fs::write(moved.path().join("spin.toml"), manifest_text).expect("write");
+    let manifest = crate::manifest::load(&moved.path().join("spin.toml")).expect("loads");
+    let mut components = manifest.components.clone();
+    // Only the adapter step: the crate's own build is cargo's, tested by tests/scaffold.rs.
+    if let Some(c) = components.get_mut("hello") {
+        c.build = Some(crate::manifest::Build {
+            commands: vec!["true".into()],
+            workdir: moved.path().to_path_buf(),
+            watch: vec![],
+        });
+    }
+    let manifest = crate::manifest::Manifest {
+        components,
+        ..manifest
+    };
+    crate::component_build::build_all(&manifest, None).expect("lethe build");
+    assert_eq!(
+        std::fs::read(moved.path().join("target/lethe/spin_adapter.wasm")).expect("rewritten"),
+        crate::component_build::SPIN_ADAPTER
+    );
+}
+
+#[test]
 fn a_taken_name_or_directory_is_refused_and_nothing_is_written() {
     let app = tempfile::tempdir().expect("tempdir");
     new_in(app.path(), Lang::Rust).write().expect("first");
