@@ -1191,7 +1191,7 @@ fn start_rides_out_a_failing_api_server() {
         "no fault was met at start:\n{log}"
     );
     assert!(
-        log.contains("privileged identity: system:serviceaccount:lethe-system:lethe"),
+        log.contains("host identity: system:serviceaccount:lethe-system:lethe"),
         "{log}"
     );
     let r = call(&lethe, "GET", "/", None, None);

@@ -38,7 +38,8 @@ spin_manifest_version = 2
 [application]
 name = "data-jobs-test"
 
-# The host acts as lethe's least-privileged ServiceAccount (deploy/rbac.json), as in a real cluster.
+# The host acts as lethe's ServiceAccount (deploy/rbac.json), and data-jobs as its own
+# (components/data-jobs/kubernetes/rbac.json), as in a real cluster.
 [application.tool.lethe]
 kubernetes_manifests = ["{crds}", "{rbac}"]
 service_account = "lethe-system/lethe"
@@ -61,6 +62,7 @@ variables = {{ namespace = "data-jobs", backoff_base_ms = "300", deletion_timeou
 [component.data-jobs.tool.lethe]
 capabilities = ["sql", "kube", "log", "config"]
 kube_identities = ["caller", "privileged"]
+kubernetes_manifests = ["{own_rbac}"]
 migrations = "{migrations}"
 timeout_ms = 60000
 memory_limit_mb = 128
@@ -70,6 +72,9 @@ memory_limit_mb = 128
             .join("components/cf-core/kubernetes/crds.json")
             .display(),
         rbac = support::repo_root().join("deploy/rbac.json").display(),
+        own_rbac = support::repo_root()
+            .join("components/data-jobs/kubernetes/rbac.json")
+            .display(),
         migrations = support::repo_root()
             .join("components/data-jobs/migrations")
             .display(),

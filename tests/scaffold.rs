@@ -355,15 +355,18 @@ fn the_reconciler_template_makes_and_deletes_real_objects_as_its_own_service_acc
         &[(ALICE, "alice", &[]), (BOB, "bob", &[])],
         &[],
     );
-    // The pass runs as the ServiceAccount the generated rbac.json binds, not as an admin. On
-    // another cluster the host is whoever LETHE_TEST_HOST_KUBECONFIG names (README, "Testing").
+    // The pass runs as the reconciler's own ServiceAccount, which the generated
+    // kubernetes/rbac.json binds, on any cluster; on the embedded one the host itself is lethe's
+    // account, not an admin (elsewhere whoever LETHE_TEST_HOST_KUBECONFIG names: README, "Testing").
+    let log = lethe.log();
+    assert!(
+        log.contains("component `keeper` acts as system:serviceaccount:lethe-system:lethe-keeper"),
+        "{log}"
+    );
     assert!(
         support::external_kubeconfig().is_some()
-            || lethe
-                .log()
-                .contains("privileged identity: system:serviceaccount:lethe-system:lethe"),
-        "{}",
-        lethe.log()
+            || log.contains("host identity: system:serviceaccount:lethe-system:lethe"),
+        "{log}"
     );
 
     // Alice may manage ConfigMaps in her namespace; bob may not.

@@ -225,10 +225,10 @@ impl Lethe {
         }
         if let Some(kubeconfig) = external_kubeconfig() {
             // What lethe up applies to the embedded cluster, an administrator applies here.
-            let settings = lethe::manifest::load(manifest)
+            let files = lethe::manifest::load(manifest)
                 .unwrap_or_else(|e| panic!("{}: {e:#}", manifest.display()))
-                .settings;
-            for file in &settings.kubernetes_manifests {
+                .kubernetes_manifests();
+            for file in &files {
                 let file = file.to_string_lossy();
                 let (applied, _, stderr) = run_kubectl(&kubeconfig, &["apply", "-f", &file]);
                 assert!(applied, "kubectl apply -f {file} failed:\n{stderr}");
@@ -308,6 +308,35 @@ impl Lethe {
     /// their own rights); returns (success, stdout, stderr).
     pub fn kubectl_as(&self, token: &str, args: &[&str]) -> (bool, String, String) {
         run_kubectl(&self.kubeconfig_for_token(token), args)
+    }
+
+    /// The user name the cluster gives kubectl run with a kubeconfig holding only `token`:
+    /// `kubectl auth whoami` (a SelfSubjectReview, Kubernetes 1.28 and later), else, on a server
+    /// without SelfSubjectReview, the user that the server's refusal of a read no test user may
+    /// make names (`User "<name>" cannot list ...`), which every version writes. `Err` carries
+    /// kubectl's output when neither names one.
+    pub fn user_name_as(&self, token: &str) -> Result<String, String> {
+        let (ok, name, stderr) = self.kubectl_as(
+            token,
+            &[
+                "auth",
+                "whoami",
+                "-o",
+                "jsonpath={.status.userInfo.username}",
+            ],
+        );
+        if ok {
+            return Ok(name);
+        }
+        let (_, _, refused) = self.kubectl_as(
+            token,
+            &["get", "secrets", "-n", "kube-system", "-o", "name"],
+        );
+        refused
+            .split_once("User \"")
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .map(|(name, _)| name.to_string())
+            .ok_or_else(|| format!("kubectl auth whoami: {stderr}\nkubectl get secrets: {refused}"))
     }
 
     /// A kubeconfig for the admin's cluster and context whose only credential is `token`.

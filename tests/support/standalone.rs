@@ -79,17 +79,17 @@ impl StandaloneCluster {
         self.dir.path().join("cluster/kubeconfig")
     }
 
-    /// A kubeconfig of lethe's ServiceAccount, bound by `deploy/rbac.json` (applied here as the
-    /// administrator would, with the CF CRDs and roles), so that hosts given it act with lethe's
-    /// least privilege.
+    /// A kubeconfig of lethe's ServiceAccount, bound by `deploy/rbac.json`, with every file of
+    /// the repository's `spin.toml` `kubernetes_manifests` applied first as the administrator
+    /// would (the CF CRDs and roles, lethe's account, each component's own account and rights), so
+    /// that hosts given it act with lethe's least privilege and each component with its own.
     pub fn service_account_kubeconfig(&self) -> PathBuf {
         let admin = self.kubeconfig();
-        for file in [
-            "components/cf-core/kubernetes/crds.json",
-            "components/cf-core/kubernetes/roles.json",
-            "deploy/rbac.json",
-        ] {
-            let path = super::repo_root().join(file).display().to_string();
+        let files = lethe::manifest::load(&super::repo_root().join("spin.toml"))
+            .expect("spin.toml")
+            .kubernetes_manifests();
+        for file in files {
+            let path = file.display().to_string();
             kubectl(&admin, &["apply", "-f", &path], None).expect("kubectl apply");
         }
         let token = kubectl(

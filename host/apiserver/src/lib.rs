@@ -26,8 +26,9 @@
 //! - token authentication from a `--token-auth-file` style CSV and from TokenRequests
 //!   (`kubectl create token`: service-account JWTs signed with a key kept in the data dir,
 //!   so they outlive a restart, and void once their account is gone; every namespace gets its
-//!   `default` ServiceAccount), and RBAC authorization (`system:masters` may do everything).
-//!   Impersonation is refused.
+//!   `default` ServiceAccount), and RBAC authorization (`system:masters` may do everything);
+//!   impersonation (`kubectl --as`, `Impersonate-User`/`-Group`/`-Uid`/`-Extra-*`), each name
+//!   authorized with the `impersonate` verb as kube-apiserver does.
 //!
 //! Request bodies are JSON; kubectl's protobuf bodies are decoded for the kinds its typed
 //! clients send (`kubectl create namespace|configmap|secret|role|rolebinding|token…`,

@@ -68,7 +68,9 @@ struct ClusterInner {
     /// The configuration clients are derived from (kube's own retries disabled).
     base: kube::Config,
     privileged: kube::Client,
-    discovery: DiscoveryCache,
+    /// Shared with the clusters [`Cluster::impersonating`] derives: what the API server serves
+    /// is the same whoever asks.
+    discovery: Arc<DiscoveryCache>,
     callers: Mutex<HashMap<[u8; 32], CallerClient>>,
     options: ClusterOptions,
     counters: transport::Counters,
@@ -117,14 +119,22 @@ impl Cluster {
     }
 
     /// A cluster from a `kube::Config` with explicit options.
-    pub fn from_config_with(mut config: kube::Config, options: ClusterOptions) -> Result<Cluster> {
+    pub fn from_config_with(config: kube::Config, options: ClusterOptions) -> Result<Cluster> {
+        Cluster::build(config, options, Default::default())
+    }
+
+    fn build(
+        mut config: kube::Config,
+        options: ClusterOptions,
+        discovery: Arc<DiscoveryCache>,
+    ) -> Result<Cluster> {
         config.default_retry = false;
         let privileged = kube::Client::try_from(config.clone()).map_err(config_error)?;
         Ok(Cluster {
             inner: Arc::new(ClusterInner {
                 base: config,
                 privileged,
-                discovery: DiscoveryCache::default(),
+                discovery,
                 callers: Mutex::new(HashMap::new()),
                 options,
                 counters: Default::default(),
@@ -217,6 +227,32 @@ impl Cluster {
     /// cluster, the one `deploy/` binds), instead of as the credentials it was configured with.
     pub fn with_privileged_token(&self, token: &str) -> Result<Cluster> {
         Cluster::from_config_with(self.token_config(token), self.inner.options)
+    }
+
+    /// The same cluster whose host identity acts as `user` (a ServiceAccount's user name,
+    /// `system:serviceaccount:<namespace>:<name>`) through impersonation: every privileged
+    /// request carries the configured credential and `Impersonate-User: <user>`, so the API
+    /// server first checks that the host may impersonate `user` (RBAC's `impersonate` verb,
+    /// which `resourceNames` narrows to named accounts) and then authorizes the request with
+    /// `user`'s rights alone. Any impersonation the configuration had is replaced. Caller clients
+    /// are unchanged (a caller's token never impersonates); the watches kept for `changes`,
+    /// the caller-client cache and the counters are its own, discovery is shared. Nothing is
+    /// sent until the first call.
+    pub fn impersonating(&self, user: &str) -> Result<Cluster> {
+        let mut config = self.inner.base.clone();
+        config.auth_info.impersonate = Some(user.to_owned());
+        config.auth_info.impersonate_groups = None;
+        config.auth_info.impersonate_uid = None;
+        config.auth_info.impersonate_user_extra = None;
+        config
+            .headers
+            .retain(|(name, _)| !name.as_str().starts_with("impersonate-"));
+        Cluster::build(config, self.inner.options, self.inner.discovery.clone())
+    }
+
+    /// The user this cluster's host identity impersonates, if it does.
+    pub fn impersonated(&self) -> Option<&str> {
+        self.inner.base.auth_info.impersonate.as_deref()
     }
 
     /// The base configuration with `token` as its only credential.

@@ -100,7 +100,7 @@ migrations = "{}"
 timeout_ms = 600000
 {limits}"#,
         wasm.display(),
-        migrations.display()
+        migrations.display(),
     )
 }
 
@@ -151,9 +151,18 @@ async fn main() -> anyhow::Result<()> {
         .to_path_buf();
     let cluster = lethe_kube::Cluster::from_kubeconfig(&kubeconfig, Default::default()).await?;
     let client = Arc::new(cluster.privileged());
-    client
-        .create(r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"data-jobs"}}"#)
+    // As an administrator sets a cluster up for lethe: its namespaces and account, then data-jobs'
+    // own account and rights, which the pass acts with (the host impersonates it).
+    for file in [
+        "deploy/rbac.json",
+        "components/data-jobs/kubernetes/rbac.json",
+    ] {
+        lethe::kubernetes_manifests::apply_file(
+            &cluster,
+            &PathBuf::from(lethe::REPO_ROOT).join(file),
+        )
         .await?;
+    }
 
     let db_url = args
         .database_url

@@ -270,15 +270,15 @@ async fn prepare_embedded(
     manifest: &Manifest,
     admin: lethe_kube::Cluster,
 ) -> anyhow::Result<lethe_kube::Cluster> {
-    for path in &manifest.settings.kubernetes_manifests {
-        crate::kubernetes_manifests::apply_file(&admin, path).await?;
+    for path in manifest.kubernetes_manifests() {
+        crate::kubernetes_manifests::apply_file(&admin, &path).await?;
     }
     let Some((namespace, name)) = manifest.settings.service_account() else {
         return Ok(admin);
     };
     let token = crate::service_account::token(&admin, namespace, name).await?;
     let cluster = admin.with_privileged_token(&token)?;
-    tracing::info!("privileged identity: system:serviceaccount:{namespace}:{name}");
+    tracing::info!("host identity: system:serviceaccount:{namespace}:{name}");
     Ok(cluster)
 }
 
@@ -366,9 +366,10 @@ fn capability_envs(
             database: database
                 .filter(|_| decl.grants.allows(Capability::Sql))
                 .cloned(),
-            cluster: cluster
-                .filter(|_| decl.grants.allows(Capability::Kube))
-                .cloned(),
+            cluster: match cluster.filter(|_| decl.grants.allows(Capability::Kube)) {
+                Some(cluster) => Some(component_cluster(manifest, id, cluster, observers)?),
+                None => None,
+            },
             progress: observers.progress.clone(),
             metrics: observers.metrics.clone(),
             kube_rate_limit: rate_limit,
@@ -379,6 +380,29 @@ fn capability_envs(
         envs.insert(id.clone(), Arc::new(env));
     }
     Ok(envs)
+}
+
+/// The cluster component `id` reaches: when it is granted the privileged identity, the host's
+/// cluster acting as the component's own ServiceAccount ([`Manifest::component_account`]) by
+/// impersonation, so its privileged calls have exactly the rights that account's RBAC grants and
+/// no other component's; otherwise the host's cluster, whose privileged client the component can
+/// never open (only its callers' clients).
+fn component_cluster(
+    manifest: &Manifest,
+    id: &str,
+    cluster: &lethe_kube::Cluster,
+    observers: &Observers<'_>,
+) -> anyhow::Result<lethe_kube::Cluster> {
+    let Some((namespace, name)) = manifest.component_account(id) else {
+        return Ok(cluster.clone());
+    };
+    let user = format!("system:serviceaccount:{namespace}:{name}");
+    let own = cluster
+        .impersonating(&user)
+        .with_context(|| format!("component `{id}`: acting as {user}"))?;
+    tracing::info!("component `{id}` acts as {user}");
+    observers.metrics.watch_cluster(&own);
+    Ok(own)
 }
 
 /// The cluster as its kubeconfig's identity, the embedded server when it was started here, and

@@ -1,7 +1,10 @@
 //! Authentication: bearer tokens (the admin's, ServiceAccount tokens, the test users'), as
-//! kube-apiserver's bearer-token authenticator reads them. Impersonation is refused.
+//! kube-apiserver's bearer-token authenticator reads them; then impersonation
+//! (`Impersonate-User`, `-Group`, `-Uid`, `-Extra-*`), as kube-apiserver's impersonation filter
+//! serves it: each name asked for is authorized for the requester with the `impersonate` verb,
+//! and the request then runs as the user impersonated.
 
-use crate::auth::UserInfo;
+use crate::auth::{Attributes, UserInfo};
 use crate::front::shared::Shared;
 use crate::status::ApiError;
 use http::{HeaderMap, header};
@@ -31,7 +34,7 @@ pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
     bearer_credential(headers)?.ok()
 }
 
-/// Authenticates the caller; a request asking for impersonation is refused.
+/// Authenticates the caller, and then, when the request asks for it, the user it impersonates.
 pub(crate) fn authenticate(
     shared: &Shared,
     headers: &HeaderMap,
@@ -50,14 +53,133 @@ pub(crate) fn authenticate(
             groups: vec!["system:unauthenticated".into()],
         }),
     };
-    // Impersonation is not served: nothing lethe does impersonates. A request that asks for it
-    // is refused rather than served as its caller, who would then act under the wrong name.
-    if headers
-        .keys()
-        .any(|name| name.as_str().starts_with("impersonate-"))
-    {
-        let why = "impersonation is not served by this cluster";
-        return Err(ApiError::new(403, "Forbidden", why));
+    impersonate(shared, headers, user)
+}
+
+/// The user a request impersonates, each part authorized for `requester` as kube-apiserver's
+/// impersonation filter authorizes it; `requester` itself when the request asks for none.
+///
+/// - `Impersonate-User`: `impersonate` on `serviceaccounts` `<name>` in `<namespace>` for a
+///   ServiceAccount's user name (`system:serviceaccount:<namespace>:<name>`), else on `users`;
+/// - each `Impersonate-Group`: on `groups`; `Impersonate-Uid`: on `uids`; each
+///   `Impersonate-Extra-<key>` value: on `userextras/<key>` (both in `authentication.k8s.io`).
+///
+/// A ServiceAccount impersonated without groups gets its own (`system:serviceaccounts` and
+/// `system:serviceaccounts:<namespace>`), and every impersonated user but `system:anonymous` is
+/// in `system:authenticated`. Groups, a uid or extras without a user are a 400; a name the
+/// requester may not impersonate is a 403 that names it, and the request goes no further.
+fn impersonate(
+    shared: &Shared,
+    headers: &HeaderMap,
+    requester: Arc<UserInfo>,
+) -> Result<Arc<UserInfo>, ApiError> {
+    let values = |name: &str| -> Result<Vec<String>, ApiError> {
+        headers
+            .get_all(name)
+            .iter()
+            .map(|v| {
+                v.to_str()
+                    .map(str::to_string)
+                    .map_err(|_| ApiError::bad_request(format!("the {name} header is not text")))
+            })
+            .collect()
+    };
+    let users = values("impersonate-user")?;
+    let groups = values("impersonate-group")?;
+    let uids = values("impersonate-uid")?;
+    let mut extras: Vec<(String, String)> = Vec::new();
+    for name in headers.keys() {
+        if let Some(key) = name.as_str().strip_prefix("impersonate-extra-") {
+            for value in values(name.as_str())? {
+                extras.push((key.to_string(), value));
+            }
+        }
     }
-    Ok(user)
+    let Some(user) = users.first() else {
+        if groups.is_empty() && uids.is_empty() && extras.is_empty() {
+            return Ok(requester);
+        }
+        return Err(ApiError::bad_request(
+            "requested impersonation of groups, a uid or extras without impersonating a user",
+        ));
+    };
+    if users.len() > 1 || uids.len() > 1 {
+        return Err(ApiError::bad_request(
+            "only one user and one uid may be impersonated",
+        ));
+    }
+    let service_account = user
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'));
+    let mut asked = vec![match service_account {
+        Some((namespace, name)) => impersonation("", "serviceaccounts", "", name, namespace),
+        None => impersonation("", "users", "", user, ""),
+    }];
+    asked.extend(
+        groups
+            .iter()
+            .map(|g| impersonation("", "groups", "", g, "")),
+    );
+    asked.extend(
+        uids.iter()
+            .map(|u| impersonation("authentication.k8s.io", "uids", "", u, "")),
+    );
+    asked.extend(
+        extras.iter().map(|(key, value)| {
+            impersonation("authentication.k8s.io", "userextras", key, value, "")
+        }),
+    );
+    for attributes in &asked {
+        if !crate::auth::authorize(&shared.store, &requester, attributes) {
+            return Err(ApiError::forbidden(
+                &attributes.group,
+                &attributes.resource,
+                &attributes.name,
+                &attributes.forbidden_reason(&requester.name),
+            ));
+        }
+    }
+    let mut impersonated_groups = groups;
+    if impersonated_groups.is_empty()
+        && let Some((namespace, _)) = service_account
+    {
+        impersonated_groups = vec![
+            "system:serviceaccounts".to_string(),
+            format!("system:serviceaccounts:{namespace}"),
+        ];
+    }
+    let everyone = if user == "system:anonymous" {
+        "system:unauthenticated"
+    } else {
+        "system:authenticated"
+    };
+    if !impersonated_groups.iter().any(|g| g == everyone) {
+        impersonated_groups.push(everyone.to_string());
+    }
+    Ok(Arc::new(UserInfo {
+        name: user.clone(),
+        uid: uids.into_iter().next().unwrap_or_default(),
+        groups: impersonated_groups,
+    }))
+}
+
+/// What impersonating `name` (a `resource` of `group`, in `namespace` for ServiceAccounts) asks
+/// of RBAC.
+fn impersonation(
+    group: &str,
+    resource: &str,
+    subresource: &str,
+    name: &str,
+    namespace: &str,
+) -> Attributes {
+    Attributes {
+        verb: "impersonate".into(),
+        resource_request: true,
+        group: group.into(),
+        resource: resource.into(),
+        subresource: subresource.into(),
+        name: name.into(),
+        namespace: namespace.into(),
+        path: String::new(),
+    }
 }

@@ -254,6 +254,14 @@ pub struct Grants {
     pub kube_qps: Option<f64>,
     /// The burst of that rate limit (client-go's default, 10, when unset).
     pub kube_burst: Option<u32>,
+    /// `<namespace>/<name>` of the ServiceAccount its privileged Kubernetes calls act as (the host
+    /// impersonates it); unset, `lethe-<id>` in the namespace of the application's
+    /// `service_account` (else `lethe-system`). See [`Manifest::component_account`].
+    pub service_account: Option<String>,
+    /// Kubernetes objects of its own (its ServiceAccount and the RBAC that account gets),
+    /// applied to the embedded cluster after the application's `kubernetes_manifests`; relative
+    /// to the manifest. See [`Manifest::kubernetes_manifests`].
+    pub kubernetes_manifests: Vec<PathBuf>,
 }
 
 /// A lethe capability interface.
@@ -325,6 +333,50 @@ impl Grants {
         }
     }
 }
+
+impl Manifest {
+    /// The ServiceAccount (namespace, name) whose rights component `id`'s privileged
+    /// Kubernetes calls have: its `service_account`, else `lethe-<id>` in the namespace of the
+    /// application's `service_account`, else in `lethe-system`. `None` for a component not
+    /// granted the privileged identity.
+    pub fn component_account(&self, id: &str) -> Option<(String, String)> {
+        let decl = self.components.get(id)?;
+        if !decl.grants.allows_identity(KubeIdentityGrant::Privileged) {
+            return None;
+        }
+        if let Some((namespace, name)) = decl
+            .grants
+            .service_account
+            .as_deref()
+            .and_then(|a| a.split_once('/'))
+        {
+            return Some((namespace.to_string(), name.to_string()));
+        }
+        let namespace = self
+            .settings
+            .service_account()
+            .map_or(DEFAULT_ACCOUNT_NAMESPACE, |(namespace, _)| namespace);
+        Some((namespace.to_string(), format!("lethe-{id}")))
+    }
+
+    /// Every Kubernetes object file to apply before lethe runs: the application's
+    /// `kubernetes_manifests`, then each component's, in the order of the component ids.
+    pub fn kubernetes_manifests(&self) -> Vec<PathBuf> {
+        let mut files = self.settings.kubernetes_manifests.clone();
+        for decl in self.components.values() {
+            for file in &decl.grants.kubernetes_manifests {
+                if !files.contains(file) {
+                    files.push(file.clone());
+                }
+            }
+        }
+        files
+    }
+}
+
+/// The namespace of the components' ServiceAccounts when the application names no
+/// `service_account` of its own: the one `deploy/` runs lethe in.
+pub const DEFAULT_ACCOUNT_NAMESPACE: &str = "lethe-system";
 
 /// Reads and validates the manifest at `path`.
 pub fn load(path: &Path) -> anyhow::Result<Manifest> {

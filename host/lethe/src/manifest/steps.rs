@@ -28,20 +28,23 @@ pub(super) fn settings(app: &RawApplication, base_dir: &Path) -> anyhow::Result<
         *path = base_dir.join(&path);
     }
     if let Some(account) = &settings.service_account {
-        let dns_label = |s: &str| {
-            !s.is_empty()
-                && s.len() <= 63
-                && s.bytes()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
-        };
-        match account.split_once('/') {
-            Some((ns, name)) if dns_label(ns) && dns_label(name) => {}
-            _ => bail!(
-                "[application.tool.lethe] service_account must be `<namespace>/<name>`, got `{account}`"
-            ),
-        }
+        check_account(account).context("in [application.tool.lethe]")?;
     }
     Ok(settings)
+}
+
+/// `Err` unless `account` is `<namespace>/<name>`, each a DNS label.
+fn check_account(account: &str) -> anyhow::Result<()> {
+    let dns_label = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+    };
+    match account.split_once('/') {
+        Some((ns, name)) if dns_label(ns) && dns_label(name) => Ok(()),
+        _ => bail!("service_account must be `<namespace>/<name>`, got `{account}`"),
+    }
 }
 
 /// Component `id`: a local source, no Spin capability lethe does not supply, variables that refer
@@ -124,6 +127,17 @@ fn grants(id: &str, c: &RawComponent, base_dir: &Path) -> anyhow::Result<Grants>
         .with_context(|| format!("in [component.{id}.tool.lethe]"))?;
     if let Some(m) = grants.migrations.take() {
         grants.migrations = Some(base_dir.join(m));
+    }
+    if let Some(account) = &grants.service_account {
+        check_account(account).with_context(|| format!("in [component.{id}.tool.lethe]"))?;
+        if !grants.allows_identity(crate::manifest::KubeIdentityGrant::Privileged) {
+            bail!(
+                "component `{id}`: a service_account is named but the privileged identity is not granted"
+            );
+        }
+    }
+    for path in &mut grants.kubernetes_manifests {
+        *path = base_dir.join(&*path);
     }
     Ok(grants)
 }

@@ -4,7 +4,7 @@
 use anyhow::Context as _;
 
 use super::templates::*;
-use super::workspace::{Workspace, join_list};
+use super::workspace::Workspace;
 use super::{Lang, NewComponent, Template};
 
 impl NewComponent {
@@ -24,25 +24,24 @@ impl NewComponent {
         )
     }
 
-    /// Has lethe up apply the reconciler's RBAC (`components/<name>/rbac.json`) and act as the
-    /// ServiceAccount it binds, so that the reconciler runs with exactly those rights on the
-    /// embedded cluster too. `manifest` is the existing manifest's parse (`None` for a new one):
-    /// the file joins its `kubernetes_manifests` list if it has one; otherwise the application
-    /// gets `lethe-identity.json` (the namespace `lethe-system` and the ServiceAccount
-    /// `lethe-system/lethe`, which `deploy/` makes in a real cluster) and that account as its
-    /// `service_account`.
+    /// Gives the application the identity lethe's host acts as on the embedded cluster, when it
+    /// has none: `lethe-identity.json` (the namespace `lethe-system` and the ServiceAccount
+    /// `lethe-system/lethe`, which `deploy/` makes in a real cluster) as its
+    /// `kubernetes_manifests` and that account as its `service_account`. `manifest` is the
+    /// existing manifest's parse (`None` for a new one). The reconciler's own account and rights
+    /// (`components/<name>/kubernetes/rbac.json`) are the component's, in its stanza: no other
+    /// component's account gains anything.
     pub(super) fn grant_rbac(
         &self,
         text: String,
         manifest: Option<&toml::Table>,
     ) -> anyhow::Result<String> {
-        let rbac = format!("components/{}/rbac.json", self.name);
         let lethe = manifest
             .and_then(|m| m.get("application"))
             .and_then(|a| a.get("tool"))
             .and_then(|t| t.get("lethe"));
         if lethe.and_then(|l| l.get("kubernetes_manifests")).is_some() {
-            return join_list(&text, "kubernetes_manifests = [", &rbac);
+            return Ok(text);
         }
         let identity = self.app_dir.join(IDENTITY.0);
         if !identity.exists() {
@@ -50,9 +49,9 @@ impl NewComponent {
                 .with_context(|| format!("writing {}", identity.display()))?;
         }
         let mut lines = format!(
-            "# lethe's own identity on the embedded cluster: the ServiceAccount these manifests make and\n\
-             # bind, so that reconcilers run with exactly the rights their rbac.json grants.\n\
-             kubernetes_manifests = [\"{}\", \"{rbac}\"]\n",
+            "# lethe's own identity on the embedded cluster: the ServiceAccount these manifests make. Each\n\
+             # reconciler acts as an account of its own, which its kubernetes_manifests bind.\n\
+             kubernetes_manifests = [\"{}\"]\n",
             IDENTITY.0
         );
         if lethe.and_then(|l| l.get("service_account")).is_none() {
@@ -206,9 +205,10 @@ impl NewComponent {
             ),
             Template::Reconciler => (
                 "\"kube\", \"sql\", \"log\", \"config\"",
-                "# The API asks the cluster as the caller; only the pass acts as lethe, with the rights\n\
-                 # components/{name}/rbac.json grants.\n\
-                 kube_identities = [\"caller\", \"privileged\"]\n",
+                "# The API asks the cluster as the caller; only the pass acts privileged, as the ServiceAccount\n\
+                 # lethe-system/lethe-{name}, with exactly the rights its kubernetes_manifests grant.\n\
+                 kube_identities = [\"caller\", \"privileged\"]\n\
+                 kubernetes_manifests = [\"components/{name}/kubernetes/rbac.json\"]\n",
                 migrations,
             ),
         };

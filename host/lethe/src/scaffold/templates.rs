@@ -77,8 +77,8 @@ pub(super) const RECONCILER_RUST: &[File] = &[
         include_str!("../../templates/reconciler/migrations/0001_desired.sql"),
     ),
     (
-        "rbac.json",
-        include_str!("../../templates/reconciler/rbac.json"),
+        "kubernetes/rbac.json",
+        include_str!("../../templates/reconciler/kubernetes/rbac.json"),
     ),
 ];
 

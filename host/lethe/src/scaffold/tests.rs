@@ -107,32 +107,57 @@ fn the_reconciler_template_brings_its_rbac_and_the_identity_that_uses_it() {
         Some("lethe-system/lethe")
     );
     let applied: Vec<String> = manifest
-        .settings
-        .kubernetes_manifests
+        .kubernetes_manifests()
         .iter()
         .map(|p| p.display().to_string())
         .collect();
     assert!(
-        applied.iter().any(|p| p.ends_with("lethe-identity.json"))
-            && applied
-                .iter()
-                .any(|p| p.ends_with("components/keeper/rbac.json")),
+        applied[0].ends_with("lethe-identity.json")
+            && applied[1].ends_with("components/keeper/kubernetes/rbac.json"),
         "{applied:?}"
+    );
+    // The reconciler acts as an account of its own, which its file binds; lethe's own account
+    // may only impersonate it.
+    assert_eq!(
+        manifest.component_account("keeper"),
+        Some(("lethe-system".to_string(), "lethe-keeper".to_string()))
     );
     let component = &manifest.components["keeper"];
     assert!(component.grants.allows(crate::manifest::Capability::Sql));
     assert_eq!(component.grants.kube_identities.len(), 2);
     let rbac: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(made.dir.join("rbac.json")).expect("rbac.json"),
+        &std::fs::read_to_string(made.dir.join("kubernetes/rbac.json")).expect("rbac.json"),
     )
     .expect("rbac.json is JSON");
-    let rule = &rbac["items"][0]["rules"][0];
+    let items = rbac["items"].as_array().expect("items");
+    let of_kind = |kind: &'static str| items.iter().filter(move |i| i["kind"] == kind);
+    let rule = &of_kind("ClusterRole").next().expect("a ClusterRole")["rules"][0];
     assert_eq!(
         (&rule["apiGroups"][0], &rule["resources"][0]),
         (
             &serde_json::json!("apps"),
             &serde_json::json!("deployments")
         )
+    );
+    for binding in of_kind("ClusterRoleBinding").chain(of_kind("RoleBinding")) {
+        let subject = &binding["subjects"][0];
+        let impersonation = binding["roleRef"]["name"] == "lethe-impersonate-keeper";
+        assert_eq!(
+            subject["name"],
+            if impersonation {
+                "lethe"
+            } else {
+                "lethe-keeper"
+            },
+            "{binding}"
+        );
+    }
+    let impersonation = of_kind("Role")
+        .find(|r| r["metadata"]["name"] == "lethe-impersonate-keeper")
+        .expect("the impersonation Role");
+    assert_eq!(
+        impersonation["rules"][0]["resourceNames"],
+        serde_json::json!(["lethe-keeper"])
     );
     let lib = std::fs::read_to_string(made.dir.join("src/lib.rs")).expect("lib.rs");
     assert!(
@@ -144,7 +169,12 @@ fn the_reconciler_template_brings_its_rbac_and_the_identity_that_uses_it() {
     new.name = "second".into();
     new.write().expect("a second reconciler");
     let manifest = crate::manifest::load(&made.manifest).expect("lethe reads it");
-    assert_eq!(manifest.settings.kubernetes_manifests.len(), 3);
+    assert_eq!(manifest.kubernetes_manifests().len(), 3);
+    assert_eq!(
+        manifest.settings.kubernetes_manifests.len(),
+        1,
+        "the application's own"
+    );
 }
 
 #[test]
