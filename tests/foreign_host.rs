@@ -457,8 +457,8 @@ async fn smoke_twin_runs_on_spin(component: &str, route: &'static str, table: &s
 }
 
 /// The embedded cluster with the CF manifests applied, served over HTTPS (for kubectl) and over
-/// plain HTTP beside it (for the adapter, whose `wasi:http` trusts only public roots): the cluster, its admin token, a client of it, and lethe's ServiceAccount token (the
-/// adapter's own identity, as in a real deployment). A caller `nobody-token-0123456789` has no
+/// plain HTTP beside it (for the adapter, whose `wasi:http` trusts only public roots): the cluster, its admin token, a client of it, and the token of cf-api's own ServiceAccount
+/// (the adapter's privileged identity, as the component's under lethe). A caller `nobody-token-0123456789` has no
 /// role anywhere.
 struct CfCluster {
     dir: tempfile::TempDir,
@@ -488,19 +488,19 @@ impl CfCluster {
         let client = lethe_kube::Cluster::from_kubeconfig(&kubeconfig, Default::default())
             .await
             .expect("cluster client");
-        for manifest in [
-            "components/cf-core/kubernetes/crds.json",
-            "components/cf-core/kubernetes/roles.json",
-            "deploy/rbac.json",
-        ] {
-            let path = PathBuf::from(lethe::REPO_ROOT).join(manifest);
+        let shipped = lethe::manifest::load(&PathBuf::from(lethe::REPO_ROOT).join("spin.toml"))
+            .expect("spin.toml");
+        for path in shipped.kubernetes_manifests() {
             lethe::kubernetes_manifests::apply_file(&client, &path)
                 .await
                 .expect("CF manifests");
         }
-        let service_account = lethe::service_account::token(&client, "lethe-system", "lethe")
-            .await
-            .expect("the ServiceAccount's token");
+        // cf-api's own account: on a host that impersonates no one, the component carries the
+        // token of the account it acts as under lethe.
+        let service_account =
+            lethe::service_account::token(&client, "lethe-system", "lethe-cf-api")
+                .await
+                .expect("the ServiceAccount's token");
         CfCluster {
             dir,
             cluster,
@@ -1057,14 +1057,28 @@ fn spin_toml_supplies_every_lethe_import_through_spin_dependencies() {
                 "{id}: the adapter calls the cluster, so it must be an allowed outbound host"
             );
             let component_variables = component["variables"].as_table().expect("variables");
-            for name in ["kube_url", "kube_token"] {
+            // A component granted the privileged identity carries its own account's token on
+            // Spin, from an application variable of its own; the others share `kube_token`.
+            let privileged = component
+                .get("tool")
+                .and_then(|t| t.get("lethe"))
+                .and_then(|l| l.get("kube_identities"))
+                .and_then(|i| i.as_array())
+                .is_some_and(|i| i.iter().any(|v| v.as_str() == Some("privileged")));
+            let token = if privileged {
+                format!("{}_kube_token", id.replace('-', "_"))
+            } else {
+                "kube_token".to_string()
+            };
+            for (name, application) in [("kube_url", "kube_url".to_string()), ("kube_token", token)]
+            {
                 assert!(
-                    variables.contains_key(name),
-                    "the application declares `{name}`"
+                    variables.contains_key(&application),
+                    "the application declares `{application}`"
                 );
                 assert_eq!(
                     component_variables.get(name).and_then(|v| v.as_str()),
-                    Some(format!("{{{{ {name} }}}}").as_str()),
+                    Some(format!("{{{{ {application} }}}}").as_str()),
                     "{id}: the adapter reads the cluster from the component's `{name}`"
                 );
             }

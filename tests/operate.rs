@@ -809,3 +809,162 @@ fn the_embedded_cluster_serves_kubectl_over_https_and_foreign_hosts_over_plain_h
     let _ = cluster.wait();
     checked.unwrap_or_else(|e| std::panic::resume_unwind(e));
 }
+
+/// SECURITY.md's table of each account's rights is the RBAC files, row for row: every rule that
+/// `deploy/rbac.json` and each component's `kubernetes_manifests` bind to an account is listed
+/// under that account, with its verbs, scope and resource names, and the table lists nothing
+/// else. Each component granted the privileged identity has an account of its own, which no other
+/// component's file binds.
+#[test]
+fn every_accounts_rules_are_the_ones_security_md_lists() {
+    let root = support::repo_root();
+    let manifest = lethe::manifest::load(&root.join("spin.toml")).expect("spin.toml");
+    // What the files bind: (account, group, resource, verbs, scope, resource names), and where.
+    let mut bound: Vec<[String; 6]> = Vec::new();
+    let mut bound_in: Vec<(String, std::path::PathBuf)> = Vec::new();
+    let mut files = vec![root.join("deploy/rbac.json")];
+    files.extend(
+        manifest
+            .components
+            .values()
+            .flat_map(|c| c.grants.kubernetes_manifests.clone()),
+    );
+    for file in &files {
+        let list: Json =
+            serde_json::from_str(&std::fs::read_to_string(file).expect("rbac file")).expect("JSON");
+        let items = list["items"].as_array().expect("a List");
+        for binding in items
+            .iter()
+            .filter(|i| i["kind"].as_str().is_some_and(|k| k.ends_with("Binding")))
+        {
+            let namespace = binding["metadata"]["namespace"].as_str().unwrap_or("");
+            let role = items
+                .iter()
+                .find(|i| {
+                    i["kind"] == binding["roleRef"]["kind"]
+                        && i["metadata"]["name"] == binding["roleRef"]["name"]
+                        && i["metadata"]["namespace"].as_str().unwrap_or("") == namespace
+                })
+                .unwrap_or_else(|| {
+                    panic!("{}: {binding} binds a role of another file", file.display())
+                });
+            for subject in binding["subjects"].as_array().expect("subjects") {
+                for rule in role["rules"].as_array().expect("rules") {
+                    let join = |key: &str| {
+                        rule[key]
+                            .as_array()
+                            .map(|a| {
+                                a.iter()
+                                    .filter_map(Json::as_str)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            })
+                            .unwrap_or_default()
+                    };
+                    let account = subject["name"].as_str().expect("name").to_string();
+                    bound_in.push((account.clone(), file.clone()));
+                    bound.push([
+                        account,
+                        match join("apiGroups").as_str() {
+                            "" => "\"\"".to_string(),
+                            g => g.to_string(),
+                        },
+                        join("resources"),
+                        join("verbs"),
+                        if namespace.is_empty() {
+                            "ClusterRole".into()
+                        } else {
+                            namespace.to_string()
+                        },
+                        join("resourceNames"),
+                    ]);
+                }
+            }
+        }
+    }
+    // What SECURITY.md lists: "| `account` | `group` `resource`: verbs[, on names] | scope | …".
+    let security = std::fs::read_to_string(root.join("SECURITY.md")).expect("SECURITY.md");
+    let section = security
+        .split("## Each account's rights")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("the section");
+    let mut listed: Vec<[String; 6]> = Vec::new();
+    for row in section.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = row
+            .split(" | ")
+            .map(|c| c.trim_matches(|ch| ch == '|' || ch == ' '))
+            .collect();
+        let account = cells[0].trim_matches('`').to_string();
+        let (what, verbs) = cells[1]
+            .split_once(": ")
+            .expect("`group` `resource`: verbs");
+        let mut what = what.split('`').filter(|p| !p.trim().is_empty());
+        let group = what.next().expect("group").to_string();
+        let resource = what.next().expect("resource").to_string();
+        let (verbs, names) = match verbs.split_once(", on ") {
+            Some((verbs, names)) => (
+                verbs,
+                names
+                    .split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .filter(|n| n.starts_with("lethe-"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+            None => (verbs, String::new()),
+        };
+        let scope = if cells[2].starts_with("ClusterRole") {
+            "ClusterRole".to_string()
+        } else {
+            cells[2]
+                .split('`')
+                .nth(1)
+                .expect("Role in `namespace`")
+                .to_string()
+        };
+        listed.push([account, group, resource, verbs.to_string(), scope, names]);
+    }
+    let mut sorted = bound.clone();
+    sorted.sort();
+    listed.sort();
+    assert_eq!(
+        listed, sorted,
+        "SECURITY.md's table and the RBAC files differ"
+    );
+    // Every privileged component has its own account, bound only in its own file, which also
+    // holds the one impersonation lethe's account gets for it.
+    for id in manifest.components.keys() {
+        let Some((_, account)) = manifest.component_account(id) else {
+            continue;
+        };
+        assert_eq!(account, format!("lethe-{id}"));
+        let own = root.join(format!("components/{id}/kubernetes/rbac.json"));
+        assert!(
+            bound_in.iter().any(|(a, f)| *a == account && *f == own),
+            "{account} has no rights in {}",
+            own.display()
+        );
+        for (a, f) in &bound_in {
+            assert!(
+                *a != account || *f == own,
+                "{account} is bound in {}",
+                f.display()
+            );
+        }
+        let impersonation = bound
+            .iter()
+            .zip(&bound_in)
+            .filter(|(rule, _)| {
+                rule[0] == "lethe" && rule[3] == "impersonate" && rule[5] == account
+            })
+            .map(|(_, (_, f))| f)
+            .collect::<Vec<_>>();
+        assert_eq!(
+            impersonation,
+            vec![&own],
+            "lethe may impersonate {account} by its own file only"
+        );
+    }
+}

@@ -1,5 +1,5 @@
-//! The privileged Kubernetes calls the cluster refused lately: lethe's own identity is missing a
-//! right that a component needs (RBAC for a configured kind, say). Such a refusal is never the
+//! The privileged Kubernetes calls the cluster refused lately: a component's own account is
+//! missing a right the component asked for (RBAC for a configured kind, say). Such a refusal is never the
 //! caller's fault, so components answer it as 503 without detail; this is where an operator
 //! learns which right is missing, on `/readyz` and in the log.
 
@@ -27,7 +27,7 @@ impl Denials {
                 component,
                 verb,
                 kind,
-                "lethe's own identity was refused a call its component needs; grant it: {message}"
+                "the component's own account was refused a privileged call; grant it if the component needs it: {message}"
             );
         }
     }

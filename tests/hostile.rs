@@ -1,0 +1,258 @@
+//! A plugin made hostile (`components/hostile`), served beside lethe's own components and granted
+//! what a reconciler is granted (`privileged`, `sql`) with its own account and rights (ConfigMaps
+//! in its namespace `hostile`), tries to reach what belongs to the other components: cf's
+//! namespaces, Orgs and name claims, its Lease, data-jobs' CronJobs and Lease. The API server
+//! refuses every attempt, because the plugin acts as its own ServiceAccount; nothing changes;
+//! lethe's log names the component. Its own kind stays its own to use.
+//!
+//! Runs on the embedded cluster, and through `KUBECONFIG` on a real one (the component's RBAC is
+//! applied like every `kubernetes_manifests` file).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value as Json, json};
+use support::cf::{call, create_org};
+use support::{Lethe, request};
+
+/// The repository's `spin.toml`, its paths made absolute, with the hostile plugin added.
+fn manifest() -> String {
+    let root = support::repo_root();
+    let root = root.display();
+    let shipped = std::fs::read_to_string(support::repo_root().join("spin.toml"))
+        .expect("spin.toml")
+        .replace("\"target/wasm/", &format!("\"{root}/target/wasm/"))
+        .replace("\"components/", &format!("\"{root}/components/"))
+        .replace("\"deploy/", &format!("\"{root}/deploy/"));
+    format!(
+        r#"{shipped}
+[[trigger.http]]
+route = "/hostile/..."
+component = "hostile"
+
+[component.hostile]
+source = "{wasm}"
+
+[component.hostile.tool.lethe]
+capabilities = ["kube", "sql", "log", "config"]
+kube_identities = ["caller", "privileged"]
+kubernetes_manifests = ["{root}/components/hostile/kubernetes/rbac.json"]
+"#,
+        wasm = support::component("hostile").display(),
+    )
+}
+
+/// Asks the plugin to make one privileged Kubernetes call; the outcome it got and its detail.
+fn attempt(lethe: &Lethe, ask: Json) -> (String, String) {
+    let answer = request(
+        "POST",
+        &format!("{}/hostile/kube", lethe.url),
+        Some(&ask.to_string()),
+        &[],
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let body = answer.json();
+    (
+        body["outcome"].as_str().unwrap_or_default().to_string(),
+        body["detail"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+/// The resourceVersion of every object in `objects`, read as the administrator.
+fn versions(lethe: &Lethe, objects: &[(&str, &str, &str)]) -> Vec<String> {
+    objects
+        .iter()
+        .map(|(kind, namespace, name)| {
+            let mut args = vec![
+                "get",
+                kind,
+                name,
+                "-o",
+                "jsonpath={.metadata.resourceVersion}",
+            ];
+            if !namespace.is_empty() {
+                args.extend(["-n", namespace]);
+            }
+            lethe.kubectl_ok(&args)
+        })
+        .collect()
+}
+
+/// Waits (bounded) until kubectl finds `kind` objects in `namespace`; their names.
+fn wait_for(lethe: &Lethe, kind: &str, namespace: &str, within: Duration) -> Vec<String> {
+    let deadline = Instant::now() + within;
+    loop {
+        let (_, out, _) = lethe.kubectl(&["get", kind, "-n", namespace, "-o", "name"]);
+        let names: Vec<String> = out
+            .lines()
+            .filter_map(|l| l.rsplit('/').next())
+            .map(str::to_string)
+            .collect();
+        if !names.is_empty() {
+            return names;
+        }
+        assert!(Instant::now() < deadline, "no {kind} in {namespace}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_hostile_plugin_acting_as_its_own_account_reaches_nothing_of_the_other_components() {
+    let lethe = Lethe::up_app_manifest(&manifest(), &[], &[]);
+    let admin = lethe.admin_token();
+    // What the other components own: an org (its namespace, its name claim, cf's Lease) and a
+    // deployed data job (its CronJob, data-jobs' Lease).
+    let org = create_org(&lethe, "guarded");
+    let auth = format!("Bearer {admin}");
+    let team = support::cf::unique("guarded-team");
+    let created = request(
+        "POST",
+        &format!("{}/data-jobs/for-team/{team}/jobs", lethe.url),
+        Some(r#"{"job_name": "ingest", "config": {"schedule": {"schedule_cron": "*/5 * * * *"}}}"#),
+        &[("authorization", &auth)],
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    let deployed = request(
+        "POST",
+        &format!(
+            "{}/data-jobs/for-team/{team}/jobs/ingest/deployments",
+            lethe.url
+        ),
+        Some(r#"{"job_version": "v1"}"#),
+        &[("authorization", &auth)],
+    );
+    assert_eq!(deployed.status, 202, "{}", deployed.body);
+    let within = Duration::from_secs(60);
+    let cronjob = wait_for(&lethe, "cronjobs", "data-jobs", within)[0].clone();
+    wait_for(&lethe, "leases", "data-jobs", within);
+    wait_for(&lethe, "leases", "cf", within);
+    let claims = wait_for(&lethe, "configmaps", "cf", within);
+    let claim = claims
+        .iter()
+        .find(|c| *c != "kube-root-ca.crt")
+        .expect("a name claim")
+        .clone();
+    let org_namespace = org.clone();
+    let guarded = [
+        ("namespace", "", org_namespace.as_str()),
+        ("orgs.cf.lethe.dev", "cf", org.as_str()),
+        ("configmap", "cf", claim.as_str()),
+        ("lease", "cf", "cf-reconciler"),
+        ("cronjob", "data-jobs", cronjob.as_str()),
+        ("lease", "data-jobs", "data-jobs-sync"),
+    ];
+    let before = versions(&lethe, &guarded);
+
+    // Its own kind, in its own namespace, is its to use.
+    let (outcome, detail) = attempt(
+        &lethe,
+        json!({"verb": "create", "body": {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": support::cf::unique("mine"), "namespace": "hostile"}}}),
+    );
+    assert_eq!(outcome, "ok", "{detail}");
+
+    // Everything else: listed, read, patched and deleted, each refused by the API server.
+    let patch = json!({"metadata": {"labels": {"owned-by": "hostile"}}});
+    let mut attempts = vec![
+        json!({"verb": "list", "api_version": "v1", "kind": "Namespace"}),
+        json!({"verb": "list", "api_version": "v1", "kind": "ConfigMap", "namespace": "cf"}),
+        json!({"verb": "list", "api_version": "cf.lethe.dev/v1alpha1", "kind": "Org", "namespace": "cf"}),
+        json!({"verb": "list", "api_version": "batch/v1", "kind": "CronJob", "namespace": "data-jobs"}),
+        json!({"verb": "list", "api_version": "coordination.k8s.io/v1", "kind": "Lease", "namespace": "data-jobs"}),
+    ];
+    for (api_version, kind, namespace, name) in [
+        ("v1", "Namespace", "", org_namespace.as_str()),
+        ("cf.lethe.dev/v1alpha1", "Org", "cf", org.as_str()),
+        ("v1", "ConfigMap", "cf", claim.as_str()),
+        ("coordination.k8s.io/v1", "Lease", "cf", "cf-reconciler"),
+        ("batch/v1", "CronJob", "data-jobs", cronjob.as_str()),
+        (
+            "coordination.k8s.io/v1",
+            "Lease",
+            "data-jobs",
+            "data-jobs-sync",
+        ),
+    ] {
+        for verb in ["get", "patch", "delete"] {
+            attempts.push(
+                json!({"verb": verb, "api_version": api_version, "kind": kind,
+                "namespace": namespace, "name": name, "body": patch}),
+            );
+        }
+    }
+    // Making objects where the others keep theirs: a claim on a name, a CronJob, a namespace.
+    attempts.push(
+        json!({"verb": "create", "body": {"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "claim-squat", "namespace": "cf"}}}),
+    );
+    attempts.push(
+        json!({"verb": "create", "body": {"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": support::cf::unique("hostile-made")}}}),
+    );
+    for ask in &attempts {
+        // The SDK answers a refused privileged call as the component's own missing right (a 503
+        // to its callers, SECURITY.md A8), never as the caller's 403.
+        let (outcome, detail) = attempt(&lethe, ask.clone());
+        assert_eq!(outcome, "unavailable", "{ask}: {detail}");
+        assert!(detail.contains("missing a permission"), "{ask}: {detail}");
+    }
+
+    // The API server refused each one to the plugin's own account, as lethe's log tells, naming
+    // the component; and nothing changed.
+    let log = lethe.log();
+    assert!(
+        log.contains(
+            "component `hostile` acts as system:serviceaccount:lethe-system:lethe-hostile"
+        ),
+        "{log}"
+    );
+    for (verb, resource) in [
+        ("list", "namespaces"),
+        ("get", "namespaces"),
+        ("patch", "namespaces"),
+        ("delete", "namespaces"),
+        ("create", "namespaces"),
+        ("list", "configmaps"),
+        ("get", "configmaps"),
+        ("patch", "configmaps"),
+        ("delete", "configmaps"),
+        ("create", "configmaps"),
+        ("list", "orgs"),
+        ("get", "orgs"),
+        ("patch", "orgs"),
+        ("delete", "orgs"),
+        ("list", "cronjobs"),
+        ("get", "cronjobs"),
+        ("patch", "cronjobs"),
+        ("delete", "cronjobs"),
+        ("list", "leases"),
+        ("get", "leases"),
+        ("patch", "leases"),
+        ("delete", "leases"),
+    ] {
+        let refusal = format!(
+            "User \"system:serviceaccount:lethe-system:lethe-hostile\" cannot {verb} resource \"{resource}\""
+        );
+        assert!(
+            log.lines().any(|l| l.contains("hostile")
+                && l.contains("was refused a privileged call")
+                && l.contains(&refusal)),
+            "no refusal of {verb} {resource} naming the plugin's account:\n{log}"
+        );
+    }
+    assert_eq!(
+        versions(&lethe, &guarded),
+        before,
+        "a guarded object changed"
+    );
+    // The other components still work: the org is still served to its admin.
+    let r = call(
+        &lethe,
+        "GET",
+        &format!("/v3/organizations/{org}"),
+        Some(&admin),
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+}
