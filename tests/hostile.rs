@@ -246,6 +246,57 @@ fn a_hostile_plugin_acting_as_its_own_account_reaches_nothing_of_the_other_compo
         before,
         "a guarded object changed"
     );
+
+    // On the embedded cluster, its audit trail shows who wrote what: each component's Lease, and
+    // every object it made, as the component's own account, lethe's account only ever the one
+    // impersonating; lethe's account stored nothing as itself (it only asks reviews); the
+    // plugin's writes to others' objects were all refused.
+    if support::external_kubeconfig().is_none() {
+        let audit: Json =
+            serde_json::from_str(&lethe.kubectl_ok(&["get", "--raw", "/lethe/audit"]))
+                .expect("the audit trail is JSON");
+        let writes = audit.as_array().expect("a list");
+        let host = "system:serviceaccount:lethe-system:lethe";
+        let account = |component: &str| format!("{host}-{component}");
+        let made_by = |path_part: &str, user: &str| {
+            writes.iter().any(|w| {
+                w["path"].as_str().is_some_and(|p| p.contains(path_part))
+                    && w["user"] == user
+                    && w["impersonatedBy"] == host
+                    && w["code"].as_i64().is_some_and(|c| (200..300).contains(&c))
+            })
+        };
+        for (path_part, component) in [
+            ("/namespaces/data-jobs/leases", "data-jobs"),
+            ("/namespaces/data-jobs/cronjobs", "data-jobs"),
+            ("/namespaces/cf/leases", "cf-reconciler"),
+            ("/namespaces/cf/configmaps", "cf-api"),
+            ("/namespaces/hostile/configmaps", "hostile"),
+        ] {
+            assert!(
+                made_by(path_part, &account(component)),
+                "no write to {path_part} as {}: {audit}",
+                account(component)
+            );
+        }
+        for write in writes {
+            let ok = write["code"]
+                .as_i64()
+                .is_some_and(|c| (200..300).contains(&c));
+            let path = write["path"].as_str().unwrap_or_default();
+            // Reviews (TokenReview, SubjectAccessReview) are asked, not stored: the host's own.
+            assert!(
+                !(ok && write["user"] == host && !path.ends_with("reviews")),
+                "lethe's own account wrote as itself: {write}"
+            );
+            if write["user"] == account("hostile").as_str() {
+                assert!(
+                    !ok || path.contains("/namespaces/hostile/"),
+                    "the plugin wrote outside its own namespace: {write}"
+                );
+            }
+        }
+    }
     // The other components still work: the org is still served to its admin.
     let r = call(
         &lethe,

@@ -360,7 +360,9 @@ fn the_reconciler_template_makes_and_deletes_real_objects_as_its_own_service_acc
     // account, not an admin (elsewhere whoever LETHE_TEST_HOST_KUBECONFIG names: README, "Testing").
     let log = lethe.log();
     assert!(
-        log.contains("component `keeper` acts as system:serviceaccount:lethe-system:lethe-keeper"),
+        log.contains(
+            "component `cm-keeper` acts as system:serviceaccount:lethe-system:lethe-cm-keeper"
+        ),
         "{log}"
     );
     assert!(

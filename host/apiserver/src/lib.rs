@@ -393,6 +393,7 @@ pub async fn start(config: ApiServerConfig) -> anyhow::Result<RunningApiServer> 
         faults_active: AtomicBool::new(false),
         server_address: addr.to_string(),
         requests: front::RequestCounts::default(),
+        audit: front::AuditLog::default(),
     });
     shared.set_faults(config.faults.clone());
     let kubeconfig_yaml = kubeconfig(&url, &admin_token, tls.as_ref().map(|t| t.ca_pem.as_str()));

@@ -496,6 +496,27 @@ async fn kubectl_as_another_user_acts_with_that_users_rights_when_rbac_allows_im
         None,
     )
     .await;
+    // The embedded cluster's audit trail names her as the writer, the administrator as the one
+    // who impersonated her, and keeps her refused write too.
+    if k.server.is_some() {
+        let audit: serde_json::Value =
+            serde_json::from_str(&k.ok(&["get", "--raw", "/lethe/audit"], None).await)
+                .expect("the audit trail is JSON");
+        let path = format!("/api/v1/namespaces/{ns}/configmaps");
+        let writes: Vec<&serde_json::Value> = audit
+            .as_array()
+            .expect("a list")
+            .iter()
+            .filter(|e| e["path"] == path.as_str())
+            .collect();
+        let codes: Vec<i64> = writes.iter().filter_map(|e| e["code"].as_i64()).collect();
+        assert_eq!(codes, vec![403, 201], "{writes:?}");
+        for write in writes {
+            assert_eq!(write["user"], erin.as_str(), "{write}");
+            assert_eq!(write["impersonatedBy"], "admin", "{write}");
+            assert_eq!(write["method"], "POST", "{write}");
+        }
+    }
     // A ServiceAccount impersonated gets its groups: a binding to its namespace's group counts.
     let sa_user = format!("system:serviceaccount:{ns}:robot");
     k.ok(

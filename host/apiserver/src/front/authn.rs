@@ -34,11 +34,12 @@ pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
     bearer_credential(headers)?.ok()
 }
 
-/// Authenticates the caller, and then, when the request asks for it, the user it impersonates.
+/// Authenticates the caller, and then, when the request asks for it, the user it impersonates:
+/// the user the request acts as, and the caller's name when that is someone they impersonate.
 pub(crate) fn authenticate(
     shared: &Shared,
     headers: &HeaderMap,
-) -> Result<Arc<UserInfo>, ApiError> {
+) -> Result<(Arc<UserInfo>, Option<String>), ApiError> {
     let user = match bearer_credential(headers) {
         Some(Ok(token)) => shared
             .user_for_token(token)
@@ -53,7 +54,12 @@ pub(crate) fn authenticate(
             groups: vec!["system:unauthenticated".into()],
         }),
     };
-    impersonate(shared, headers, user)
+    let requester = user.name.clone();
+    let acting = impersonate(shared, headers, user)?;
+    let impersonator = headers
+        .contains_key("impersonate-user")
+        .then_some(requester);
+    Ok((acting, impersonator))
 }
 
 /// The user a request impersonates, each part authorized for `requester` as kube-apiserver's

@@ -63,6 +63,7 @@ pub(crate) async fn lethe_endpoint(
             Ok(json!({"compactedResourceVersion": rv.to_string()}))
         }
         (Method::GET, "/lethe/requests") => serde_json::to_value(shared.requests.snapshot()),
+        (Method::GET, "/lethe/audit") => serde_json::to_value(shared.audit.snapshot()),
         (Method::POST, "/lethe/drop-watches") => {
             read_body(req).await?;
             shared.store.drop_watches();

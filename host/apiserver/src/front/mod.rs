@@ -4,8 +4,9 @@
 //! it, [`authn`] says who is asking, and [`resource`] authorizes a resource request and hands
 //! each verb to `ops`; [`list_watch`] and [`subresources`] serve the verbs with their own
 //! shapes, and [`negotiate`] and [`respond`] write the answer; [`counts`] tallies what was
-//! asked. Nothing below the front knows about HTTP.
+//! asked, and [`audit`] who wrote what. Nothing below the front knows about HTTP.
 
+mod audit;
 mod authn;
 mod counts;
 mod entry;
@@ -18,6 +19,7 @@ mod respond;
 mod shared;
 mod subresources;
 
+pub(crate) use audit::AuditLog;
 pub(crate) use counts::RequestCounts;
 pub(crate) use entry::handle;
 pub(crate) use shared::Shared;

@@ -13,6 +13,11 @@ use http::{HeaderMap, Method, Request, Response, header};
 use hyper::body::Incoming;
 use serde_json::{Value, json};
 
+/// The request path from its decoded segments.
+fn segs_path(segs: &[String]) -> String {
+    format!("/{}", segs.join("/"))
+}
+
 /// Routes one authenticated request: `/api/v1/...` and `/apis/<group>/<version>/...` to the
 /// resource handler (the deprecated `/watch/` paths as watches), the rest to the non-resource
 /// paths, authorized by their URL. 401 without a known token, 404 for unknown paths.
@@ -22,7 +27,7 @@ pub(crate) async fn serve(
     warnings: &mut Warnings,
 ) -> Result<Response<Body>, ApiError> {
     let path = req.uri().path().to_string();
-    let user = authenticate(shared, req.headers())?;
+    let (user, impersonator) = authenticate(shared, req.headers())?;
     let segs: Vec<String> = path
         .split('/')
         .filter(|s| !s.is_empty())
@@ -42,7 +47,19 @@ pub(crate) async fn serve(
             version,
             rest,
         };
-        return resource_request(shared, &user, req, path, &query, warnings).await;
+        let method = req.method().to_string();
+        let answer = resource_request(shared, &user, req, path, &query, warnings).await;
+        shared.audit.record(crate::front::audit::AuditEvent {
+            user: user.name.clone(),
+            impersonated_by: impersonator,
+            method,
+            path: segs_path(&segs),
+            code: match &answer {
+                Ok(response) => response.status().as_u16(),
+                Err(e) => e.code,
+            },
+        });
+        return answer;
     }
     // Non-resource requests.
     let attrs = Attributes {

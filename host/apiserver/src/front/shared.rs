@@ -32,6 +32,8 @@ pub struct Shared {
     pub server_address: String,
     /// The requests answered so far (`/lethe/...` aside).
     pub requests: crate::front::RequestCounts,
+    /// The last writes, with who made them (`/lethe/audit`).
+    pub audit: crate::front::AuditLog,
 }
 
 impl Shared {
