@@ -59,8 +59,11 @@ fn attempt(lethe: &Lethe, ask: Json) -> (String, String) {
     )
 }
 
-/// The resourceVersion of every object in `objects`, read as the administrator.
-fn versions(lethe: &Lethe, objects: &[(&str, &str, &str)]) -> Vec<String> {
+/// Of every object in `objects`, read as the administrator: its uid, and the value of the label
+/// the plugin's patches try to add (empty when absent). lethe's own reconcilers go on writing
+/// these objects (conditions, finalizers, Lease renewals), so their resourceVersions move; what
+/// the plugin would change is the object itself (a delete, a new uid) or that label.
+fn identities(lethe: &Lethe, objects: &[(&str, &str, &str)]) -> Vec<String> {
     objects
         .iter()
         .map(|(kind, namespace, name)| {
@@ -69,7 +72,7 @@ fn versions(lethe: &Lethe, objects: &[(&str, &str, &str)]) -> Vec<String> {
                 kind,
                 name,
                 "-o",
-                "jsonpath={.metadata.resourceVersion}",
+                "jsonpath={.metadata.uid} {.metadata.labels.owned-by}",
             ];
             if !namespace.is_empty() {
                 args.extend(["-n", namespace]);
@@ -142,7 +145,7 @@ fn a_hostile_plugin_acting_as_its_own_account_reaches_nothing_of_the_other_compo
         ("cronjob", "data-jobs", cronjob.as_str()),
         ("lease", "data-jobs", "data-jobs-sync"),
     ];
-    let before = versions(&lethe, &guarded);
+    let before = identities(&lethe, &guarded);
 
     // Its own kind, in its own namespace, is its to use.
     let (outcome, detail) = attempt(
@@ -242,7 +245,7 @@ fn a_hostile_plugin_acting_as_its_own_account_reaches_nothing_of_the_other_compo
         );
     }
     assert_eq!(
-        versions(&lethe, &guarded),
+        identities(&lethe, &guarded),
         before,
         "a guarded object changed"
     );
