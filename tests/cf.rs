@@ -1203,13 +1203,7 @@ fn start_rides_out_a_failing_api_server() {
 /// it wait; the wait shows in the metrics.
 #[test]
 fn a_throttled_reconciler_finishes_an_org_deletion() {
-    let root = support::repo_root();
-    let root = root.display();
-    let manifest = std::fs::read_to_string(support::repo_root().join("spin.toml"))
-        .expect("spin.toml")
-        .replace("\"target/wasm/", &format!("\"{root}/target/wasm/"))
-        .replace("\"components/", &format!("\"{root}/components/"))
-        .replace("\"deploy/", &format!("\"{root}/deploy/"));
+    let manifest = support::shipped_manifest();
     let limits = "# controller-runtime's defaults (client-go's are 5 and 10).\nkube_qps = 20\nkube_burst = 30\n";
     assert!(manifest.contains(limits), "the cf-reconciler's limits");
     let manifest = manifest.replace(limits, "kube_qps = 2\nkube_burst = 2\n");

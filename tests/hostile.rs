@@ -18,13 +18,9 @@ use support::{Lethe, request};
 
 /// The repository's `spin.toml`, its paths made absolute, with the hostile plugin added.
 fn manifest() -> String {
+    let shipped = support::shipped_manifest();
     let root = support::repo_root();
     let root = root.display();
-    let shipped = std::fs::read_to_string(support::repo_root().join("spin.toml"))
-        .expect("spin.toml")
-        .replace("\"target/wasm/", &format!("\"{root}/target/wasm/"))
-        .replace("\"components/", &format!("\"{root}/components/"))
-        .replace("\"deploy/", &format!("\"{root}/deploy/"));
     format!(
         r#"{shipped}
 [[trigger.http]]

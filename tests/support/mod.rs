@@ -50,6 +50,18 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(lethe::REPO_ROOT)
 }
 
+/// The repository's `spin.toml` with its paths made absolute, so that a test can change it and
+/// serve it from anywhere ([`Lethe::up_app_manifest`]).
+pub fn shipped_manifest() -> String {
+    let root = repo_root();
+    let root = root.display();
+    std::fs::read_to_string(repo_root().join("spin.toml"))
+        .expect("spin.toml")
+        .replace("\"target/wasm/", &format!("\"{root}/target/wasm/"))
+        .replace("\"components/", &format!("\"{root}/components/"))
+        .replace("\"deploy/", &format!("\"{root}/deploy/"))
+}
+
 /// The cluster the scenario tests should use instead of the embedded one (`KUBECONFIG`).
 pub fn external_kubeconfig() -> Option<PathBuf> {
     std::env::var_os("KUBECONFIG")
