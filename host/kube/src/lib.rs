@@ -250,11 +250,6 @@ impl Cluster {
         Cluster::build(config, self.inner.options, self.inner.discovery.clone())
     }
 
-    /// The user this cluster's host identity impersonates, if it does.
-    pub fn impersonated(&self) -> Option<&str> {
-        self.inner.base.auth_info.impersonate.as_deref()
-    }
-
     /// The base configuration with `token` as its only credential.
     fn token_config(&self, token: &str) -> kube::Config {
         let mut config = self.inner.base.clone();

@@ -25,7 +25,7 @@ pub struct HeldLeases {
 
 /// What releasing one Lease came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Released {
+enum Released {
     /// Written with no holder: another host may take it at once.
     Released,
     /// Left as it was: it is gone, no longer lethe's, or held by another host now.
@@ -66,26 +66,22 @@ impl HeldLeases {
     }
 
     /// Releases every Lease noted as held for `holder`, through `client` (the component's
-    /// privileged client); returns each one's outcome. Errors are logged and left: the Lease
-    /// then lapses after its duration, as it did before release existed.
+    /// privileged client), and logs each one released. Errors are logged and left: the Lease then
+    /// lapses after its duration, as it did before release existed.
     pub async fn release_all(
         &self,
         client: &lethe_kube::KubeClient,
         holder: &str,
         component: &str,
-    ) -> Vec<((String, String), Result<Released, lethe_kube::KubeError>)> {
-        let held: Vec<(String, String)> = std::mem::take(
+    ) {
+        let held = std::mem::take(
             &mut *self
                 .held
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
-        .into_iter()
-        .collect();
-        let mut outcomes = Vec::with_capacity(held.len());
+        );
         for (namespace, name) in held {
-            let outcome = release(client, &namespace, &name, holder).await;
-            match &outcome {
+            match release(client, &namespace, &name, holder).await {
                 Ok(Released::Released) => {
                     tracing::info!(component, "released Lease {namespace}/{name}")
                 }
@@ -94,9 +90,7 @@ impl HeldLeases {
                     tracing::warn!(component, "cannot release Lease {namespace}/{name}: {e}")
                 }
             }
-            outcomes.push(((namespace, name), outcome));
         }
-        outcomes
     }
 }
 

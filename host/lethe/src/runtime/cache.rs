@@ -30,8 +30,9 @@ use sha2::{Digest as _, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-/// The default bound on the cache's size: a few applications' worth of artifacts (lethe's own
-/// five components take about 30 MB; a Python component about 80 MB).
+/// The default bound on the cache's size: many applications' worth of artifacts (lethe's own
+/// five components take about 9 MB; a Python component about 36 MB), each for every engine
+/// configuration that compiled it.
 pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
 
 /// The file name ending of an artifact.

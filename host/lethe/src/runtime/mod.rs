@@ -78,7 +78,7 @@ pub struct CompiledApp {
     async_engine: Option<Engine>,
     components: BTreeMap<String, (Component, Compiled)>,
     cache: Option<ComponentCache>,
-    /// How many components came from the cache, and how many were compiled.
+    /// How many components came from the cache.
     pub cached: usize,
     /// How many components were compiled now.
     pub compiled: usize,
@@ -151,15 +151,6 @@ impl CompiledApp {
 }
 
 impl Runtime {
-    /// [`CompiledApp::compile`], then [`Runtime::link`].
-    pub fn new(
-        manifest: &Manifest,
-        cache: Option<ComponentCache>,
-        envs: BTreeMap<String, Arc<CapabilityEnv>>,
-    ) -> anyhow::Result<Runtime> {
-        Runtime::link(manifest, CompiledApp::compile(manifest, cache)?, envs)
-    }
-
     /// Pre-links each compiled component with its capability environment and starts the epoch
     /// ticker.
     pub fn link(
