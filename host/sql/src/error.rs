@@ -31,8 +31,9 @@ pub enum SqlError {
     /// applied. Never retried; read back to find out.
     #[error("outcome unknown: {0}")]
     OutcomeUnknown(String),
-    /// The caller was not granted SQL access. This crate never produces it itself; it exists so
-    /// that the host can report grant refusals through the same type.
+    /// The statement reaches beyond what this database's user may: `ATTACH` on SQLite, a table,
+    /// role or setting the label's role was not granted on PostgreSQL. The host also reports a
+    /// component that was not granted SQL at all through it.
     #[error("denied: {0}")]
     Denied(String),
     /// Any other database error, with its message.

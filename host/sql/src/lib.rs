@@ -29,6 +29,7 @@ mod dialect {
     }
 }
 mod error;
+mod label;
 mod migration;
 mod pgtls;
 mod pgtypes;
@@ -44,6 +45,7 @@ use std::sync::atomic::Ordering;
 pub use config::{DEFAULT_RETRY, PostgresConfig, RetryPolicy, SqlConfig, SqliteConfig};
 pub use error::{Result, SqlError};
 pub use lethe_sql_model::{RowSet, Statement, Value};
+pub use label::{MAX_LABEL_LEN, check_label, sqlite_label_location};
 pub use migration::Migration;
 
 use error::Failure;
@@ -145,6 +147,22 @@ impl Database {
         };
         tracing::debug!(backend = db.backend_name(), location = %db.shared.location, "opened database");
         Ok(db)
+    }
+
+    /// A database on an open PostgreSQL pool.
+    pub(crate) fn from_postgres(
+        backend: postgres::PgBackend,
+        config: SqlConfig,
+        location: String,
+    ) -> Database {
+        Database {
+            shared: Arc::new(Shared {
+                inner: Inner::Postgres(backend),
+                retry: config.retry,
+                counters: Counters::default(),
+                location,
+            }),
+        }
     }
 
     /// Which backend this database uses.
@@ -366,7 +384,7 @@ impl Transaction {
 }
 
 /// Parses a SQLite location.
-fn sqlite_target(url_or_path: &str) -> Result<sqlite::Target> {
+pub(crate) fn sqlite_target(url_or_path: &str) -> Result<sqlite::Target> {
     if matches!(
         url_or_path,
         "sqlite::memory:" | ":memory:" | "sqlite://:memory:"

@@ -44,6 +44,15 @@ enum Phase {
     TxCommit,
 }
 
+/// Which database a pool connects to, and as whom, when it is not the URL's own.
+#[derive(Clone)]
+pub(crate) struct Login {
+    /// The database to connect to.
+    pub database: String,
+    /// The role to log in as and its password; `None`: the URL's user.
+    pub role: Option<(String, String)>,
+}
+
 /// The PostgreSQL backend. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct PgBackend {
@@ -62,10 +71,23 @@ impl PgBackend {
     /// Builds the pool from a `postgres://` URL. Connections are made lazily, so a database
     /// that is down at start is reported (and retried) on first use.
     pub fn open(url: &str, config: &SqlConfig) -> Result<Self> {
+        Self::open_as(url, None, config)
+    }
+
+    /// [`open`](Self::open) on the server of `url`, with `login`'s database (and role, when it
+    /// names one) in place of the URL's.
+    pub fn open_as(url: &str, login: Option<&Login>, config: &SqlConfig) -> Result<Self> {
         let (url, tls) = pgtls::split_url(url)?;
         let mut pg: tokio_postgres::Config = url
             .parse()
             .map_err(|e| SqlError::Unavailable(format!("invalid PostgreSQL URL: {e}")))?;
+        if let Some(login) = login {
+            pg.dbname(&login.database);
+            if let Some((user, password)) = &login.role {
+                pg.user(user);
+                pg.password(password.as_bytes());
+            }
+        }
         pg.ssl_mode(tls.ssl_mode());
         let connector = MakeRustlsConnect::new(pgtls::client_config(&tls)?);
         if pg.get_connect_timeout().is_none() {
@@ -530,10 +552,11 @@ fn classify(e: tokio_postgres::Error, phase: Phase) -> Failure {
         if connection_class {
             return lost(phase, message);
         }
+        if *code == SqlState::INSUFFICIENT_PRIVILEGE {
+            return Failure::fatal(SqlError::Denied(message));
+        }
         return Failure::fatal(match class {
-            "42" if *code != SqlState::INSUFFICIENT_PRIVILEGE => {
-                SqlError::InvalidStatement(message)
-            }
+            "42" => SqlError::InvalidStatement(message),
             "0A" | "26" | "34" => SqlError::InvalidStatement(message),
             "22" => SqlError::InvalidValue(message),
             _ => SqlError::Other(message),

@@ -359,7 +359,7 @@ fn open_connection(
         }
         conn.execute_batch("PRAGMA foreign_keys=ON")?;
         conn.set_prepared_statement_cache_capacity(64);
-        Ok(())
+        confine_to_own_file(conn)
     };
     setup(&conn).map_err(|e| match map_error(e, Phase::Run) {
         f if f.retry => f,
@@ -369,6 +369,20 @@ fn open_connection(
         ))),
     })?;
     Ok(conn)
+}
+
+/// Keeps every statement of the connection to its own database file: a database is one label's
+/// (`crate::label`), so `ATTACH` (which would open any other file, another label's among them)
+/// is refused twice over, by the authorizer and by an attached-database limit of 0 (which also
+/// stops `VACUUM INTO` and `VACUUM`, which attach a file of their own).
+fn confine_to_own_file(conn: &Connection) -> rusqlite::Result<()> {
+    use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
+    conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_ATTACHED, 0)?;
+    conn.authorizer(Some(|context: AuthContext<'_>| match context.action {
+        AuthAction::Attach { .. } | AuthAction::Detach { .. } => Authorization::Deny,
+        _ => Authorization::Allow,
+    }));
+    Ok(())
 }
 
 /// Where an error happened, which decides how it is classified.
@@ -509,6 +523,7 @@ fn classify_code(code: ErrorCode, msg: String, phase: Phase) -> Failure {
             Failure::transient(SqlError::Unavailable(format!("database is locked: {msg}")))
         }
         ErrorCode::ConstraintViolation => Failure::fatal(SqlError::ConstraintViolation(msg)),
+        ErrorCode::AuthorizationForStatementDenied => Failure::fatal(SqlError::Denied(msg)),
         ErrorCode::TypeMismatch | ErrorCode::TooBig | ErrorCode::ParameterOutOfRange => {
             Failure::fatal(SqlError::InvalidValue(msg))
         }
