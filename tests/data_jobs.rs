@@ -57,6 +57,7 @@ component = "data-jobs"
 
 [component.data-jobs]
 source = "{wasm}"
+sqlite_databases = ["data-jobs"]
 variables = {{ namespace = "data-jobs", backoff_base_ms = "300", deletion_timeout_seconds = "120"{variables} }}
 
 [component.data-jobs.tool.lethe]
@@ -131,6 +132,7 @@ impl World {
         self.lethe.data_dir.path().join("data")
     }
 
+    /// The application's database location (each label's database derives from it).
     fn database_url(&self) -> String {
         match &self.backend {
             Backend::Sqlite => format!("sqlite:{}", self.data_dir().join("lethe.db").display()),
@@ -304,9 +306,10 @@ impl World {
     fn sql(&self, statement: &str, params: &[lethe_sql::Value]) -> Vec<Vec<lethe_sql::Value>> {
         let url = self.database_url();
         block_on(async {
-            let db = lethe_sql::Database::open(&url)
-                .await
-                .expect("open database");
+            let db =
+                lethe_sql::Database::open_label_as_owner(&url, "data-jobs", Default::default())
+                    .await
+                    .expect("open data-jobs' database");
             if statement
                 .trim_start()
                 .to_ascii_uppercase()

@@ -40,7 +40,9 @@ struct Plain {
     table: ResourceTable,
     wasi: WasiCtx,
     http: WasiHttpCtx,
-    sqlite: Option<Database>,
+    /// The one database the component is granted, with its label (as Spin's runtime config maps
+    /// a label to a file and the manifest's `sqlite_databases` grants it).
+    sqlite: Option<(String, Database)>,
     variables: Arc<Vec<(String, String)>>,
 }
 
@@ -89,8 +91,10 @@ impl spin_sqlite::HostConnection for Plain {
         &mut self,
         database: String,
     ) -> wasmtime::Result<Result<Resource<SpinConnection>, spin_sqlite::Error>> {
-        if database != "default" || self.sqlite.is_none() {
-            return Ok(Err(spin_sqlite::Error::NoSuchDatabase));
+        match &self.sqlite {
+            Some((label, _)) if *label == database => {}
+            Some(_) => return Ok(Err(spin_sqlite::Error::AccessDenied)),
+            None => return Ok(Err(spin_sqlite::Error::NoSuchDatabase)),
         }
         Ok(Ok(self.table.push(SpinConnection)?))
     }
@@ -101,7 +105,7 @@ impl spin_sqlite::HostConnection for Plain {
         statement: String,
         parameters: Vec<spin_sqlite::Value>,
     ) -> wasmtime::Result<Result<spin_sqlite::QueryResult, spin_sqlite::Error>> {
-        let Some(db) = &self.sqlite else {
+        let Some((_, db)) = &self.sqlite else {
             return Ok(Err(spin_sqlite::Error::InvalidConnection));
         };
         let db = db
@@ -179,7 +183,7 @@ struct PlainHost {
     engine: Engine,
     pre: ProxyPre<Plain>,
     env: Vec<(String, String)>,
-    sqlite: Option<Database>,
+    sqlite: Option<(String, Database)>,
     variables: Arc<Vec<(String, String)>>,
 }
 
@@ -199,7 +203,7 @@ impl PlainHost {
     fn new(
         component: &std::path::Path,
         env: Vec<(String, String)>,
-        sqlite: Option<Database>,
+        sqlite: Option<(String, Database)>,
     ) -> anyhow::Result<PlainHost> {
         let engine = Engine::new(Config::new().wasm_component_model(true))?;
         let component = Component::from_file(&engine, component)?;
@@ -399,10 +403,13 @@ async fn smoke_twin_runs_on_spin(component: &str, route: &'static str, table: &s
     let host = PlainHost::new(
         &composed(&component.replace('-', "_")),
         vec![("LETHE_VAR_GREETING".into(), "not read on Spin".into())],
-        Some(db.clone()),
+        Some((component.to_owned(), db.clone())),
     )
     .expect("the composed smoke links against WASI, wasi:http and Spin's SQLite and variables")
-    .with_variables(&[("greeting", "hello from Spin")]);
+    .with_variables(&[
+        ("greeting", "hello from Spin"),
+        ("sqlite_database", component),
+    ]);
     // Spin's routing headers for the route `<route>/...`.
     let call = |method: &'static str, info: &'static str, body: Option<&'static str>| {
         let host = &host;
@@ -1018,10 +1025,17 @@ fn spin_toml_supplies_every_lethe_import_through_spin_dependencies() {
                     .iter()
                     .any(|i| i.starts_with("spin:sqlite/"))
             {
+                // The adapter opens the label the `sqlite_database` variable names (else
+                // `default`), which Spin refuses unless `sqlite_databases` grants it.
                 let databases = component.get("sqlite_databases").and_then(|d| d.as_array());
+                let label = component
+                    .get("variables")
+                    .and_then(|v| v.get("sqlite_database"))
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("default");
                 assert!(
-                    databases.is_some_and(|d| d.iter().any(|v| v.as_str() == Some("default"))),
-                    "{id}: the adapter's sql needs sqlite_databases = [\"default\"]"
+                    databases.is_some_and(|d| d.iter().any(|v| v.as_str() == Some(label))),
+                    "{id}: the adapter's sql opens `{label}`, which sqlite_databases must grant"
                 );
             }
             let adapter = graph.register_package(adapter).expect("register");

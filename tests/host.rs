@@ -101,8 +101,8 @@ fn smoke_component_round_trips_through_sqlite() {
     let lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &[]);
     exercise_smoke_notes(&lethe);
     assert!(
-        lethe.data_dir.path().join("data/lethe.db").exists(),
-        "SQLite file in the data dir"
+        lethe.data_dir.path().join("data/lethe-default.db").exists(),
+        "the SQLite file of smoke's label (`default`) in the data dir"
     );
 }
 

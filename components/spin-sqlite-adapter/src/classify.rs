@@ -12,14 +12,17 @@ use crate::{SpinError, SqlError};
 pub(crate) fn open_error(e: SpinError) -> SqlError {
     match e {
         SpinError::NoSuchDatabase => SqlError::Denied(format!(
-            "Spin has no SQLite database labelled \"{}\" (no-such-database): \
-             check the runtime configuration",
-            crate::DATABASE
+            "Spin has no SQLite database with the label the component's `{}` variable names, \
+             else \"{}\" (no-such-database): check the runtime configuration",
+            crate::DATABASE_VARIABLE,
+            crate::DEFAULT_DATABASE
         )),
         SpinError::AccessDenied => SqlError::Denied(format!(
-            "this component may not use Spin's SQLite database \"{}\" (access-denied): \
-             add it to the component's `sqlite_databases` in spin.toml",
-            crate::DATABASE
+            "this component may not use Spin's SQLite database with the label its `{}` variable \
+             names, else \"{}\" (access-denied): add it to the component's `sqlite_databases` \
+             in spin.toml",
+            crate::DATABASE_VARIABLE,
+            crate::DEFAULT_DATABASE
         )),
         // An open never carries a statement, so there is nothing to strip from the message.
         other => spin_error(other, "", 0),

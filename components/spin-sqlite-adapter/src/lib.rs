@@ -1,5 +1,6 @@
 //! The logic of lethe's `sql` capability over Spin's SQLite (`spin:sqlite/sqlite@3.0.0`, the
-//! application's `default` database), which the `spin-adapter` component exports.
+//! database of the label the component's `sqlite_database` variable names, else `default`),
+//! which the `spin-adapter` component exports.
 //!
 //! Composed into a handler (by Spin's component `dependencies`, or with `wac`), that adapter serves
 //! the handler's `lethe:platform/sql` import, so the handler runs on Spin with the same SQL semantics as on the lethe host's SQLite backend
@@ -38,9 +39,15 @@ use std::cell::Cell;
 use std::fmt;
 use std::rc::Rc;
 
-/// The Spin database the adapter opens: the one every Spin application may grant by name
-/// (`sqlite_databases = ["default"]`), and the only one lethe's `sql` interface can address.
-pub const DATABASE: &str = "default";
+/// The Spin database the adapter opens when the component names none: the one every Spin
+/// application may grant by name (`sqlite_databases = ["default"]`).
+pub const DEFAULT_DATABASE: &str = "default";
+
+/// The component variable naming the database label the adapter opens (Spin gives a composed
+/// dependency the component's variables, not its grants). lethe's `sql` interface addresses one
+/// database per component; `lethe up` checks that this variable and the component's
+/// `sqlite_databases` name the same label.
+pub const DATABASE_VARIABLE: &str = "sqlite_database";
 
 /// Statements run once on every newly opened connection, so that SQLite enforces what the host
 /// enforces: the host opens its connections with foreign keys on, and SQLite's default is off.

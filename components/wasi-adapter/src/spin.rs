@@ -1,10 +1,10 @@
 //! The Spin edges of the `spin-adapter` build: `config` and the adapter's own settings from Spin
-//! variables, and `sql` over Spin's SQLite (`spin:sqlite`, the `default` database) through the
-//! logic of `spin-sqlite-adapter`. Type conversions only; every decision is in that crate.
+//! variables, and `sql` over Spin's SQLite (`spin:sqlite`, the database of the component's label)
+//! through the logic of `spin-sqlite-adapter`. Type conversions only; every decision is in that crate.
 
 use spin_sqlite_adapter::{
-    Adapter as SqlAdapter, Connection, DATABASE, QueryResult, RowSet, SpinError, SpinValue,
-    SqlError, Statement, Transaction, Value,
+    Adapter as SqlAdapter, Connection, DATABASE_VARIABLE, DEFAULT_DATABASE, QueryResult, RowSet,
+    SpinError, SpinValue, SqlError, Statement, Transaction, Value,
 };
 
 use crate::bindings::exports::lethe::platform::{config, sql as wit};
@@ -12,7 +12,7 @@ use crate::bindings::fermyon::spin::variables;
 use crate::bindings::spin::sqlite::sqlite as spin;
 use crate::edge::{Adapter, stderr};
 
-/// Spin's connection to the `default` database.
+/// Spin's connection to the component's database.
 struct SpinConnection(spin::Connection);
 
 impl Connection for SpinConnection {
@@ -32,8 +32,11 @@ impl Connection for SpinConnection {
     }
 }
 
+/// Opens the label the component's `sqlite_database` variable names, else `default`; Spin
+/// refuses a label the component's `sqlite_databases` does not grant.
 fn open() -> Result<SpinConnection, SpinError> {
-    spin::Connection::open(DATABASE)
+    let label = variables::get(DATABASE_VARIABLE).unwrap_or_else(|_| DEFAULT_DATABASE.to_owned());
+    spin::Connection::open(&label)
         .map(SpinConnection)
         .map_err(spin_error)
 }

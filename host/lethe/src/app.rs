@@ -104,7 +104,7 @@ impl App {
         };
         let ConfiguredApp {
             manifest,
-            database,
+            databases,
             cluster,
             embedded,
             runtime,
@@ -156,7 +156,7 @@ impl App {
             &router,
             &cron_jobs,
             addr,
-            database.as_ref(),
+            &databases,
             embedded.as_ref(),
         );
         // The runtime (engines, epoch ticker) lives as long as the App, which the tasks end before.
@@ -224,7 +224,7 @@ fn announce(
     router: &Router,
     cron_jobs: &[Arc<CronJob>],
     addr: SocketAddr,
-    database: Option<&lethe_sql::Database>,
+    databases: &crate::databases::Databases,
     embedded: Option<&lethe_apiserver::RunningApiServer>,
 ) {
     tracing::info!(app = %manifest.name, "lethe listening on http://{addr}");
@@ -234,8 +234,8 @@ fn announce(
     for job in cron_jobs {
         tracing::info!("  cron  {:<28} -> {}", job.expression(), job.component_id());
     }
-    if let Some(db) = database {
-        tracing::info!("  sql   {}", db.backend_name());
+    for (label, db) in databases {
+        tracing::info!("  sql   {label:<28} {}", db.location());
     }
     if let Some(server) = embedded {
         let kubeconfig = server

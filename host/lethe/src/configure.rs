@@ -14,6 +14,7 @@ use anyhow::Context as _;
 
 use crate::admin::{Readiness, Step};
 use crate::caps::{self, CapabilityEnv};
+use crate::databases::{self, Databases};
 use crate::manifest::{self, Capability, Manifest};
 use crate::metrics::Metrics;
 use crate::runtime::cache::{self, ComponentCache};
@@ -118,8 +119,8 @@ pub struct Observers<'a> {
 pub struct ConfiguredApp {
     /// The manifest.
     pub manifest: Manifest,
-    /// The database, when a component is granted `sql`.
-    pub database: Option<lethe_sql::Database>,
+    /// Each database label's database (none when no component is granted `sql`).
+    pub databases: Databases,
     /// The cluster as the components' identity, when one is connected.
     pub cluster: Option<lethe_kube::Cluster>,
     /// The embedded cluster, when one was started here (stop it with the application).
@@ -157,15 +158,19 @@ pub async fn configure_app(
 
     let database = async {
         if !needs(Capability::Sql) {
-            return Ok((None, Duration::ZERO));
+            return Ok((Databases::new(), Duration::ZERO));
         }
         let began = Instant::now();
-        let db = open_database(&manifest, opts.database_url.as_deref(), &opts.data_dir).await?;
-        if let Some(readiness) = observers.readiness {
-            readiness.watch_database(&db);
+        let app_url =
+            databases::app_location(&manifest, opts.database_url.as_deref(), &opts.data_dir);
+        let (dbs, _) = databases::open(&manifest, &app_url).await?;
+        for db in dbs.values() {
+            if let Some(readiness) = observers.readiness {
+                readiness.watch_database(db);
+            }
+            observers.metrics.watch_database(db);
         }
-        observers.metrics.watch_database(&db);
-        anyhow::Ok((Some(db), began.elapsed()))
+        anyhow::Ok((dbs, began.elapsed()))
     };
     let cluster = async {
         let wanted = needs(Capability::Kube)
@@ -200,7 +205,7 @@ pub async fn configure_app(
 
     let envs = capability_envs(
         &manifest,
-        database.as_ref(),
+        &database,
         cluster.as_ref(),
         &opts.instance_id,
         observers,
@@ -254,7 +259,7 @@ pub async fn configure_app(
     );
     Ok(ConfiguredApp {
         manifest,
-        database,
+        databases: database,
         cluster,
         embedded,
         runtime,
@@ -282,65 +287,29 @@ async fn prepare_embedded(
     Ok(cluster)
 }
 
-/// Applies every component's migrations to the application's database, as `lethe up` does at
-/// start, and returns what each component got (`lethe migrate`). This is how a database is
-/// prepared for hosts that apply no migrations of their own, such as Spin.
+/// Opens every label's database of the application, as `lethe up` does at start (splitting an
+/// older single database into them), applies each component's migrations, and returns what each
+/// component got (`lethe migrate`). This is how databases are prepared for hosts that apply no
+/// migrations of their own, such as Spin.
 pub async fn migrate(
     manifest: &Path,
     database_url: Option<&str>,
     data_dir: &Path,
-) -> anyhow::Result<Vec<(String, Vec<i64>)>> {
+) -> anyhow::Result<databases::Opened> {
     let manifest = manifest::load(manifest)?;
     if database_url.is_none() {
         std::fs::create_dir_all(data_dir)
             .with_context(|| format!("cannot create data dir {}", data_dir.display()))?;
     }
-    let (_db, applied) = open_migrated(&manifest, database_url, data_dir).await?;
-    Ok(applied)
-}
-
-/// Opens the application's database — `database_url`, else the manifest variable
-/// `database_url`, else SQLite in `data_dir` — and applies every component's migrations.
-async fn open_database(
-    manifest: &Manifest,
-    database_url: Option<&str>,
-    data_dir: &Path,
-) -> anyhow::Result<lethe_sql::Database> {
-    Ok(open_migrated(manifest, database_url, data_dir).await?.0)
-}
-
-/// [`open_database`], with the versions each component's migrations applied now.
-async fn open_migrated(
-    manifest: &Manifest,
-    database_url: Option<&str>,
-    data_dir: &Path,
-) -> anyhow::Result<(lethe_sql::Database, Vec<(String, Vec<i64>)>)> {
-    let url = database_url
-        .map(str::to_string)
-        .or_else(|| caps::config::app_variable(manifest, "database_url").filter(|u| !u.is_empty()))
-        .unwrap_or_else(|| format!("sqlite:{}", data_dir.join("lethe.db").display()));
-    let db = lethe_sql::Database::open(&url)
-        .await
-        .with_context(|| format!("cannot open the database ({})", redact_url(&url)))?;
-    let mut applied = Vec::new();
-    for (id, decl) in &manifest.components {
-        if let Some(dir) = &decl.grants.migrations {
-            let migrations = crate::migrations::load(id, dir)?;
-            let now = db
-                .migrate(&migrations)
-                .await
-                .with_context(|| format!("applying the migrations of component `{id}`"))?;
-            applied.push((id.clone(), now));
-        }
-    }
-    Ok((db, applied))
+    let app_url = databases::app_location(&manifest, database_url, data_dir);
+    Ok(databases::open(&manifest, &app_url).await?.1)
 }
 
 /// Each component's capability environment: its grants, its resolved configuration (plus the
 /// host's `lethe_instance_id`), and the database and cluster if it is granted them.
 fn capability_envs(
     manifest: &Manifest,
-    database: Option<&lethe_sql::Database>,
+    databases: &Databases,
     cluster: Option<&lethe_kube::Cluster>,
     instance_id: &str,
     observers: &Observers<'_>,
@@ -363,8 +332,10 @@ fn capability_envs(
             component_id: Arc::from(id.as_str()),
             grants: decl.grants.clone(),
             config,
-            database: database
-                .filter(|_| decl.grants.allows(Capability::Sql))
+            database: decl
+                .database
+                .as_ref()
+                .and_then(|label| databases.get(label))
                 .cloned(),
             cluster: match cluster.filter(|_| decl.grants.allows(Capability::Kube)) {
                 Some(cluster) => Some(component_cluster(manifest, id, cluster, observers)?),
@@ -493,30 +464,4 @@ pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "lethe".to_string())
-}
-
-/// `url` with any password replaced, for logs.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let Some((userinfo, host)) = rest.split_once('@') else {
-        return url.to_string();
-    };
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(
-            super::redact_url("postgres://u:secret@h:5432/db"),
-            "postgres://u:***@h:5432/db"
-        );
-        assert_eq!(super::redact_url("sqlite:/x/y.db"), "sqlite:/x/y.db");
-    }
 }

@@ -25,6 +25,7 @@ pub mod app;
 pub mod caps;
 pub mod component_build;
 pub mod configure;
+pub mod databases;
 pub mod grants;
 pub mod host_error;
 pub mod identity;

@@ -354,10 +354,13 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
 }
 
 async fn migrate(args: AppArgs) -> anyhow::Result<()> {
-    let applied =
+    let opened =
         lethe::configure::migrate(&args.manifest, args.database_url.as_deref(), &args.data_dir)
             .await?;
-    for (component, versions) in applied {
+    for label in &opened.split {
+        println!("database `{label}`: split from the older single database");
+    }
+    for (component, versions) in opened.applied {
         match versions.len() {
             0 => println!("{component}: up to date"),
             n => println!("{component}: applied {n} migration(s)"),

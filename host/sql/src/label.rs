@@ -85,7 +85,11 @@ impl Database {
             database: postgres_name(app_url, label)?,
             role: None,
         };
-        let location = format!("{} (database {})", crate::redact_url(app_url), login.database);
+        let location = format!(
+            "{} (database {})",
+            crate::redact_url(app_url),
+            login.database
+        );
         let backend = PgBackend::open_as(app_url, Some(&login), &config)?;
         Ok(Database::from_postgres(backend, config, location))
     }
@@ -156,6 +160,107 @@ fn quoted(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
+/// Key of the advisory lock under which hosts set up labels ("lethe_lb"): PostgreSQL refuses
+/// concurrent changes of one role or database (`tuple concurrently updated`).
+const PROVISION_LOCK_KEY: i64 = 0x6c65_7468_655f_6c62;
+
+/// Opens a transaction on `db` that holds the set-up lock until it ends.
+async fn locked(db: &Database) -> Result<crate::Transaction> {
+    let mut tx = db.begin().await?;
+    tx.query(
+        "SELECT COUNT(*) FROM (SELECT pg_advisory_xact_lock($1)) AS locked",
+        &[Value::Integer(PROVISION_LOCK_KEY)],
+    )
+    .await?;
+    Ok(tx)
+}
+
+/// Makes sure role `name` exists, may log in with the password kept for it (`fresh` when none
+/// is kept yet), and is granted to the URL's user; returns the password.
+async fn role(app: &Database, name: &str, fresh: &str) -> Result<String> {
+    let ident = quoted(name);
+    let mut tx = locked(app).await?;
+    tx.execute(
+        "CREATE TABLE IF NOT EXISTS lethe_label_roles (\
+         role TEXT PRIMARY KEY, password TEXT NOT NULL)",
+        &[],
+    )
+    .await?;
+    tx.execute(
+        "INSERT INTO lethe_label_roles (role, password) VALUES ($1, $2) ON CONFLICT (role) DO NOTHING",
+        &[Value::Text(name.to_owned()), Value::Text(fresh.to_owned())],
+    )
+    .await?;
+    let kept = tx
+        .query(
+            "SELECT password FROM lethe_label_roles WHERE role = $1",
+            &[Value::Text(name.to_owned())],
+        )
+        .await?;
+    let password = match kept.rows.first().and_then(|row| row.first()) {
+        Some(Value::Text(p)) if p.chars().all(|c| c.is_ascii_alphanumeric()) => p.clone(),
+        _ => {
+            return Err(SqlError::Other(format!(
+                "lethe_label_roles holds no usable password for {name}"
+            )));
+        }
+    };
+    let role_exists = !tx
+        .query(
+            "SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1",
+            &[Value::Text(name.to_owned())],
+        )
+        .await?
+        .rows
+        .is_empty();
+    if !role_exists {
+        tx.execute(
+            &format!("CREATE ROLE {ident} NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION"),
+            &[],
+        )
+        .await?;
+    }
+    tx.execute(
+        &format!("ALTER ROLE {ident} WITH LOGIN PASSWORD '{password}'"),
+        &[],
+    )
+    .await?;
+    tx.execute(&format!("GRANT {ident} TO CURRENT_USER"), &[])
+        .await?;
+    tx.commit().await?;
+
+    Ok(password)
+}
+
+/// Runs `statements` in one transaction under the set-up lock.
+async fn in_lock(db: &Database, statements: Vec<String>) -> Result<()> {
+    let mut tx = locked(db).await?;
+    for statement in &statements {
+        tx.execute(statement, &[]).await?;
+    }
+    tx.commit().await
+}
+
+/// Runs `step` again while it fails with a serialization conflict: a transaction's snapshot is
+/// taken before it waits for the set-up lock, so the host that waited retries once the other
+/// is done.
+async fn until_serialized<T, F, Fut>(mut step: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut attempts = 0;
+    loop {
+        match step().await {
+            Err(SqlError::Conflict(_)) if attempts < 10 => {
+                attempts += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(20 * attempts)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Makes sure `label`'s role and database exist with only the rights the module's notes give,
 /// and returns the login of its pool.
 async fn provision(
@@ -166,85 +271,39 @@ async fn provision(
 ) -> Result<Login> {
     let name = postgres_name(app_url, label)?;
     let ident = quoted(&name);
-    app.execute(
-        "CREATE TABLE IF NOT EXISTS lethe_label_roles (\
-         role TEXT PRIMARY KEY, password TEXT NOT NULL)",
-        &[],
-    )
-    .await?;
     let fresh: String = rand::rng()
         .sample_iter(&Alphanumeric)
         .take(32)
         .map(char::from)
         .collect();
-    app.execute(
-        "INSERT INTO lethe_label_roles (role, password) VALUES ($1, $2) ON CONFLICT (role) DO NOTHING",
-        &[Value::Text(name.clone()), Value::Text(fresh)],
-    )
-    .await?;
-    let password = match app
-        .query(
-            "SELECT password FROM lethe_label_roles WHERE role = $1",
-            &[Value::Text(name.clone())],
-        )
-        .await?
-        .rows
-        .first()
-        .and_then(|row| row.first())
-    {
-        Some(Value::Text(p)) if p.chars().all(|c| c.is_ascii_alphanumeric()) => p.clone(),
-        _ => {
-            return Err(SqlError::Other(format!(
-                "lethe_label_roles holds no usable password for {name}"
-            )));
-        }
-    };
-    let exists = |catalog: &'static str, column: &'static str| {
-        let name = name.clone();
-        async move {
-            let rows = app
-                .query(
-                    &format!("SELECT 1 FROM {catalog} WHERE {column} = $1"),
-                    &[Value::Text(name)],
-                )
-                .await?;
-            Result::Ok(!rows.rows.is_empty())
-        }
-    };
-    // Another host may create either between the check and the statement; its error is then
-    // followed by a second check.
-    if !exists("pg_roles", "rolname").await? {
-        let made = app
-            .execute(
-                &format!("CREATE ROLE {ident} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION"),
-                &[],
+    let password = until_serialized(|| role(app, &name, &fresh)).await?;
+
+    // CREATE DATABASE cannot run in a transaction: another host may make it in between, and
+    // its error is then followed by a second look.
+    let database_exists = || async {
+        let found = app
+            .query(
+                "SELECT 1 FROM pg_catalog.pg_database WHERE datname = $1",
+                &[Value::Text(name.clone())],
             )
-            .await;
-        if made.is_err() && !exists("pg_roles", "rolname").await? {
+            .await?;
+        Result::Ok(!found.rows.is_empty())
+    };
+    if !database_exists().await? {
+        let made = app.execute(&format!("CREATE DATABASE {ident}"), &[]).await;
+        if made.is_err() && !database_exists().await? {
             made?;
         }
     }
-    app.execute(
-        &format!("ALTER ROLE {ident} WITH LOGIN PASSWORD '{password}'"),
-        &[],
-    )
-    .await?;
-    app.execute(&format!("GRANT {ident} TO CURRENT_USER"), &[])
-        .await?;
-    if !exists("pg_database", "datname").await? {
-        let made = app
-            .execute(&format!("CREATE DATABASE {ident}"), &[])
-            .await;
-        if made.is_err() && !exists("pg_database", "datname").await? {
-            made?;
-        }
-    }
-    app.execute(&format!("REVOKE ALL ON DATABASE {ident} FROM PUBLIC"), &[])
-        .await?;
-    app.execute(
-        &format!("GRANT CONNECT, TEMPORARY ON DATABASE {ident} TO {ident}"),
-        &[],
-    )
+    until_serialized(|| {
+        in_lock(
+            app,
+            vec![
+                format!("REVOKE ALL ON DATABASE {ident} FROM PUBLIC"),
+                format!("GRANT CONNECT, TEMPORARY ON DATABASE {ident} TO {ident}"),
+            ],
+        )
+    })
     .await?;
     // Its tables go in the database's `public` schema, owned by the URL's user.
     let in_label = Login {
@@ -256,12 +315,13 @@ async fn provision(
         config.clone(),
         name.clone(),
     );
-    owner
-        .execute(
-            &format!("GRANT USAGE, CREATE ON SCHEMA public TO {ident}"),
-            &[],
+    until_serialized(|| {
+        in_lock(
+            &owner,
+            vec![format!("GRANT USAGE, CREATE ON SCHEMA public TO {ident}")],
         )
-        .await?;
+    })
+    .await?;
     Ok(Login {
         database: name.clone(),
         role: Some((name, password)),
@@ -318,8 +378,8 @@ mod tests {
             postgres_name("postgres://u:p@h", "cf").ok(),
             Some("u_cf".to_owned())
         );
-        let long = postgres_name(&format!("postgres://u@h/{}", "d".repeat(60)), "cf")
-            .expect("a name");
+        let long =
+            postgres_name(&format!("postgres://u@h/{}", "d".repeat(60)), "cf").expect("a name");
         assert!(long.len() <= 63, "{long}");
         assert_ne!(
             long,

@@ -44,8 +44,8 @@ use std::sync::atomic::Ordering;
 
 pub use config::{DEFAULT_RETRY, PostgresConfig, RetryPolicy, SqlConfig, SqliteConfig};
 pub use error::{Result, SqlError};
-pub use lethe_sql_model::{RowSet, Statement, Value};
 pub use label::{MAX_LABEL_LEN, check_label, sqlite_label_location};
+pub use lethe_sql_model::{RowSet, Statement, Value};
 pub use migration::Migration;
 
 use error::Failure;

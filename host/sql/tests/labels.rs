@@ -97,7 +97,7 @@ async fn a_postgres_label_reaches_nothing_of_another() {
     let (role_a, role_b) = (format!("{app_db}_a"), format!("{app_db}_b"));
 
     let who = a.query("SELECT current_user", &[]).await.expect("whoami");
-    assert_eq!(texts(&who), [role_a.clone()]);
+    assert_eq!(texts(&who), [role_a.as_str()]);
     for attempt in [
         format!("SELECT v FROM {role_b}.public.secret"),
         "SELECT v FROM secret".to_owned(),
@@ -108,9 +108,7 @@ async fn a_postgres_label_reaches_nothing_of_another() {
         "CREATE EXTENSION dblink".to_owned(),
     ] {
         match a.query(&attempt, &[]).await {
-            Err(
-                SqlError::Denied(_) | SqlError::InvalidStatement(_) | SqlError::Other(_),
-            ) => {}
+            Err(SqlError::Denied(_) | SqlError::InvalidStatement(_) | SqlError::Other(_)) => {}
             other => panic!("{attempt}: {other:?}"),
         }
     }
@@ -120,7 +118,7 @@ async fn a_postgres_label_reaches_nothing_of_another() {
     ));
     a.execute("RESET ROLE", &[]).await.expect("RESET ROLE");
     let who = a.query("SELECT current_user", &[]).await.expect("whoami");
-    assert_eq!(texts(&who), [role_a.clone()], "RESET ROLE stays a's");
+    assert_eq!(texts(&who), [role_a.as_str()], "RESET ROLE stays a's");
     let seen = a
         .query(
             "SELECT relname::text FROM pg_catalog.pg_class WHERE relname IN ('secret', 'mine')",

@@ -40,7 +40,7 @@ enum Progress {
 #[derive(Debug)]
 pub struct Readiness {
     steps: Mutex<Vec<(Step, Progress)>>,
-    database: OnceLock<lethe_sql::Database>,
+    databases: Mutex<Vec<lethe_sql::Database>>,
     cluster: OnceLock<lethe_kube::Cluster>,
     denials: Arc<denials::Denials>,
     shutting_down: std::sync::atomic::AtomicBool,
@@ -60,7 +60,7 @@ impl Readiness {
                 (Step::Components, Progress::Pending("starting".into())),
                 (Step::Manifests, Progress::Pending("starting".into())),
             ]),
-            database: OnceLock::new(),
+            databases: Mutex::default(),
             cluster: OnceLock::new(),
             denials: Arc::default(),
             shutting_down: std::sync::atomic::AtomicBool::new(false),
@@ -102,9 +102,12 @@ impl Readiness {
         self.set(step, Progress::Failed(why.into()));
     }
 
-    /// Probes `database` from now on.
+    /// Probes `database` (one label's) from now on, beside any others.
     pub fn watch_database(&self, database: &lethe_sql::Database) {
-        let _ = self.database.set(database.clone());
+        self.databases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(database.clone());
     }
 
     /// Probes `cluster` from now on.
@@ -140,8 +143,20 @@ impl Readiness {
         if let Some((_, p)) = steps.iter().find(|(s, _)| *s == Step::Components) {
             line(Step::Components.name(), outcome(p));
         }
-        if let Some(db) = self.database.get() {
-            line("database", probe_database(db).await);
+        let databases = self
+            .databases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if !databases.is_empty() {
+            let mut probed = Ok(());
+            for db in &databases {
+                if let Err(why) = probe_database(db).await {
+                    probed = Err(format!("{}: {why}", db.location()));
+                    break;
+                }
+            }
+            line("database", probed);
         }
         if let Some(cluster) = self.cluster.get() {
             line("cluster", probe_cluster(cluster).await);

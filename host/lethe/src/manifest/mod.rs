@@ -177,6 +177,10 @@ pub struct ComponentDecl {
     pub variables: BTreeMap<String, String>,
     /// `[component.<id>.tool.lethe]`.
     pub grants: Grants,
+    /// The label of the one database its `sql` calls reach (`sqlite_databases`, else
+    /// [`DEFAULT_DATABASE`]); `None` when it is not granted `sql`. Components that list the
+    /// same label share a database; no component reaches another label's.
+    pub database: Option<String>,
     /// `[component.<id>.build]`, if any.
     pub build: Option<Build>,
     /// The local file its `lethe:platform` dependency names (the Spin adapter that `spin up`
@@ -335,6 +339,18 @@ impl Grants {
 }
 
 impl Manifest {
+    /// Each database label any component reaches, with the components that reach it (in id
+    /// order).
+    pub fn database_labels(&self) -> BTreeMap<String, Vec<String>> {
+        let mut labels: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (id, decl) in &self.components {
+            if let Some(label) = &decl.database {
+                labels.entry(label.clone()).or_default().push(id.clone());
+            }
+        }
+        labels
+    }
+
     /// The ServiceAccount (namespace, name) whose rights component `id`'s privileged
     /// Kubernetes calls have: its `service_account`, else `lethe-<id>` in the namespace of the
     /// application's `service_account`, else in `lethe-system`. `None` for a component not
@@ -377,6 +393,15 @@ impl Manifest {
 /// The namespace of the components' ServiceAccounts when the application names no
 /// `service_account` of its own: the one `deploy/` runs lethe in.
 pub const DEFAULT_ACCOUNT_NAMESPACE: &str = "lethe-system";
+
+/// The database label of a component granted `sql` that lists no `sqlite_databases`: the one
+/// every Spin application may grant.
+pub const DEFAULT_DATABASE: &str = "default";
+
+/// The component variable that tells the Spin adapter which database label to open (Spin gives
+/// a composed dependency its component's variables, not its grants); lethe checks it against
+/// `sqlite_databases`.
+pub const DATABASE_VARIABLE: &str = "sqlite_database";
 
 /// Reads and validates the manifest at `path`.
 pub fn load(path: &Path) -> anyhow::Result<Manifest> {

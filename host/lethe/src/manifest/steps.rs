@@ -8,8 +8,9 @@ use anyhow::{Context as _, bail};
 
 use super::raw::{RawApplication, RawComponent, RawSource};
 use super::{
-    AppSettings, Build, Capability, ComponentDecl, CronTrigger, Grants, HttpTrigger, Route,
-    Variable, check_variable_name, schedule, template_references,
+    AppSettings, Build, Capability, ComponentDecl, CronTrigger, DATABASE_VARIABLE,
+    DEFAULT_DATABASE, Grants, HttpTrigger, Route, Variable, check_variable_name, schedule,
+    template_references,
 };
 
 /// `[application.tool.lethe]`, with its paths resolved against `base_dir` and its service
@@ -63,22 +64,16 @@ pub(super) fn component(
         ),
     };
     // On Spin, the adapter that a `lethe:platform` dependency names needs outbound access to
-    // the cluster and the `default` database; lethe supplies those interfaces itself, so it
-    // ignores the dependency and the grants made for it.
+    // the cluster; lethe supplies that interface itself, so it ignores the dependency and the
+    // hosts granted for it.
     let platform_adapter = platform_dependency(&id, c.dependencies.as_ref())?;
-    let adapted = platform_adapter.is_some();
-    let adapter_grants = adapted && c.sqlite_databases.iter().all(|d| d == "default");
-    if !adapter_grants && (!c.allowed_outbound_hosts.is_empty() || !c.allowed_http_hosts.is_empty())
+    if platform_adapter.is_none()
+        && (!c.allowed_outbound_hosts.is_empty() || !c.allowed_http_hosts.is_empty())
     {
         bail!("component `{id}`: outbound network access is not supported by lethe");
     }
-    if !c.key_value_stores.is_empty()
-        || (!adapter_grants && !c.sqlite_databases.is_empty())
-        || !c.ai_models.is_empty()
-    {
-        bail!(
-            "component `{id}`: Spin key-value, sqlite and AI capabilities are not supplied by lethe; grant lethe's `sql` capability in [component.{id}.tool.lethe] instead"
-        );
+    if !c.key_value_stores.is_empty() || !c.ai_models.is_empty() {
+        bail!("component `{id}`: Spin key-value and AI capabilities are not supplied by lethe");
     }
     let _ = (&c.description, &c.environment, &c.files, &c.exclude_files);
     let _ = &c.dependencies_inherit_configuration;
@@ -98,16 +93,51 @@ pub(super) fn component(
         }
     }
     let grants = grants(&id, &c, base_dir)?;
+    let database = database_label(&id, &c, &grants)?;
     Ok(ComponentDecl {
         id,
         source,
         variables: c.variables,
         grants,
+        database,
         build,
         platform_adapter: platform_adapter
             .filter(|p| !p.as_os_str().is_empty())
             .map(|p| base_dir.join(p)),
     })
+}
+
+/// The database label component `id`'s `sql` calls reach: the one its `sqlite_databases` lists,
+/// else `default` (the database every Spin application may grant). lethe's `sql` interface
+/// addresses one database, so a component lists at most one label, and only with the `sql`
+/// capability. The Spin adapter opens the label its `sqlite_database` variable names, so when
+/// that variable is set it must be the same label.
+fn database_label(id: &str, c: &RawComponent, grants: &Grants) -> anyhow::Result<Option<String>> {
+    let label = match c.sqlite_databases.as_slice() {
+        [] => DEFAULT_DATABASE.to_owned(),
+        [label] => label.clone(),
+        _ => bail!(
+            "component `{id}`: sqlite_databases lists {} labels, but lethe's `sql` interface reaches one database per component; list one (components that share data list the same label)",
+            c.sqlite_databases.len()
+        ),
+    };
+    lethe_sql::check_label(&label).map_err(|why| anyhow::anyhow!("component `{id}`: {why}"))?;
+    if !grants.allows(Capability::Sql) {
+        if !c.sqlite_databases.is_empty() {
+            bail!(
+                "component `{id}`: sqlite_databases lists `{label}` but the `sql` capability is not granted in [component.{id}.tool.lethe]"
+            );
+        }
+        return Ok(None);
+    }
+    if let Some(named) = c.variables.get(DATABASE_VARIABLE)
+        && named != &label
+    {
+        bail!(
+            "component `{id}`: its variable `{DATABASE_VARIABLE}` (the label the Spin adapter opens) is `{named}`, but sqlite_databases grants `{label}`"
+        );
+    }
+    Ok(Some(label))
 }
 
 /// Component `id`'s grants, checked: identities only with the `kube` capability, a valid rate

@@ -88,11 +88,59 @@ fn ignores_the_spin_adapter_dependency_and_the_grants_made_for_it() {
     assert!(format!("{err:#}").contains("acme:cache@1.0.0"), "{err:#}");
     let no_dependency = GOOD.replace(
         "variables = { greeting = \"{{ greeting }}!\" }",
-        "variables = { greeting = \"{{ greeting }}!\" }\nsqlite_databases = [\"default\"]",
+        "variables = { greeting = \"{{ greeting }}!\" }\nallowed_outbound_hosts = [\"{{ greeting }}\"]",
     );
     assert!(parse(&no_dependency, Path::new("/")).is_err());
-    let other_database = with_grants.replace("[\"default\"]", "[\"other\"]");
-    assert!(parse(&other_database, Path::new("/")).is_err());
+}
+
+/// A component's `sql` calls reach the one database label `sqlite_databases` lists (as Spin's
+/// grant does), else `default`; the label the Spin adapter opens must be the same.
+#[test]
+fn a_component_reaches_the_one_database_label_it_lists() {
+    let with = |lines: &str| {
+        GOOD.replace(
+            "variables = { greeting = \"{{ greeting }}!\" }",
+            &format!("variables = {{ greeting = \"{{{{ greeting }}}}!\" }}\n{lines}"),
+        )
+    };
+    let m = parse(GOOD, Path::new("/app")).expect("no label");
+    assert_eq!(m.components["smoke"].database.as_deref(), Some("default"));
+    let m = parse(&with("sqlite_databases = [\"notes\"]"), Path::new("/app")).expect("a label");
+    assert_eq!(m.components["smoke"].database.as_deref(), Some("notes"));
+    assert_eq!(
+        m.database_labels(),
+        BTreeMap::from([("notes".to_owned(), vec!["smoke".to_owned()])])
+    );
+    let adapted = with("sqlite_databases = [\"notes\"]").replace(
+        "variables = { greeting = \"{{ greeting }}!\" }",
+        "variables = { greeting = \"{{ greeting }}!\", sqlite_database = \"notes\" }",
+    );
+    assert!(parse(&adapted, Path::new("/app")).is_ok());
+    for (bad, says) in [
+        (
+            "sqlite_databases = [\"a\", \"b\"]",
+            "one database per component",
+        ),
+        ("sqlite_databases = [\"Data_Jobs\"]", "lowercase"),
+        ("sqlite_databases = [\"../x\"]", "lowercase"),
+    ] {
+        let err = parse(&with(bad), Path::new("/app")).expect_err(bad);
+        assert!(format!("{err:#}").contains(says), "{bad}: {err:#}");
+    }
+    let disagreeing = adapted.replace("sqlite_database = \"notes\"", "sqlite_database = \"other\"");
+    let err = parse(&disagreeing, Path::new("/app")).expect_err("the adapter would open another");
+    assert!(format!("{err:#}").contains("sqlite_database"), "{err:#}");
+    let without_sql = with("sqlite_databases = [\"notes\"]").replace("\"sql\", ", "");
+    let err = parse(&without_sql, Path::new("/app")).expect_err("a label without sql");
+    assert!(format!("{err:#}").contains("`sql` capability"), "{err:#}");
+    let m = parse(
+        &GOOD
+            .replace("\"sql\", ", "")
+            .replace("migrations = \"migrations\"\n", ""),
+        Path::new("/app"),
+    )
+    .expect("no sql");
+    assert_eq!(m.components["smoke"].database, None);
 }
 
 #[test]
