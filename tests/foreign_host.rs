@@ -942,12 +942,41 @@ fn spin_key_matches(key: &str, import: &str) -> bool {
         && key_version.is_none_or(|v| Some(v) == version)
 }
 
+/// `spin-runtime-config.toml` maps every database label of `spin.toml` to the file `lethe migrate
+/// --database-url sqlite:.spin/lethe.db` prepares for it, and nothing else, so on Spin each
+/// component opens its own label's tables.
+#[test]
+fn spin_runtime_config_maps_each_label_to_the_file_lethe_migrate_prepares() {
+    let root = PathBuf::from(lethe::REPO_ROOT);
+    let manifest = lethe::manifest::load(&root.join("spin.toml")).expect("spin.toml");
+    let config: toml::Table = std::fs::read_to_string(root.join("spin-runtime-config.toml"))
+        .expect("spin-runtime-config.toml")
+        .parse()
+        .expect("TOML");
+    let mapped = config["sqlite_database"].as_table().expect("[sqlite_database.*]");
+    let labels = manifest.database_labels();
+    assert_eq!(
+        mapped.keys().collect::<std::collections::BTreeSet<_>>(),
+        labels.keys().collect::<std::collections::BTreeSet<_>>()
+    );
+    for label in labels.keys() {
+        assert_eq!(mapped[label]["type"].as_str(), Some("spin"), "{label}");
+        let prepared = lethe_sql::sqlite_label_location("sqlite:.spin/lethe.db", label)
+            .expect("a location");
+        assert_eq!(
+            mapped[label]["path"].as_str().map(|p| format!("sqlite:{p}")),
+            Some(prepared),
+            "{label}"
+        );
+    }
+}
+
 /// What `spin up` does with the repository's `spin.toml`, for every component: Spin's matching of
 /// `dependencies` to the component's imports (every `lethe:platform` import matched by exactly
 /// one key, every key matching something, the dependency exporting each matched import under its
 /// name), configuration inherited (else Spin's deny-all adapter takes the adapter's SQLite,
-/// variables and outbound HTTP), the grants the adapter uses made (the `default` database, the
-/// cluster's address, its variables), and then Spin's composition (the dependency's exports as
+/// variables and outbound HTTP), the grants the adapter uses made (the database label its
+/// `sqlite_database` variable names, the cluster's address, its variables), and then Spin's composition (the dependency's exports as
 /// the component's imports, every export of the component exported again), which must leave no
 /// `lethe:platform` import and link in a host with only WASI, `wasi:http` and Spin's SQLite and
 /// variables.

@@ -498,14 +498,14 @@ fn malformed_cluster_fault_file_refuses_to_start() {
     );
 }
 
-/// `lethe migrate` prepares a database for a host that applies no migrations (Spin's `default`
-/// SQLite database): every component's tables, recorded as applied, so a second run (or the
-/// next `lethe up` on the same database) applies nothing and nothing fails.
+/// `lethe migrate` prepares the databases for a host that applies no migrations (Spin, with a
+/// runtime config that maps each label to its file): each label's file beside the one named,
+/// with its own components' tables alone, recorded as applied, so a second run (or the next
+/// `lethe up` on the same database) applies nothing and nothing fails.
 #[test]
-fn migrate_prepares_a_database_once_and_is_then_up_to_date() {
+fn migrate_prepares_a_database_per_label_once_and_is_then_up_to_date() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("sqlite_db.db");
-    let url = format!("sqlite:{}", db.display());
+    let url = format!("sqlite:{}", dir.path().join("lethe.db").display());
     let run = || {
         let out = std::process::Command::new(support::lethe_bin())
             .current_dir(support::repo_root())
@@ -529,29 +529,42 @@ fn migrate_prepares_a_database_once_and_is_then_up_to_date() {
             "{first}"
         );
     }
-    let conn = rusqlite::Connection::open(&db).expect("open");
-    let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-        .expect("prepare")
-        .query_map([], |r| r.get(0))
-        .expect("query")
-        .collect::<Result<_, _>>()
-        .expect("rows");
-    for table in [
-        "smoke_note",
-        "data_job",
-        "data_job_change",
-        "reconcile_backoff",
-        "cf_reconcile_state",
+    assert!(
+        !dir.path().join("lethe.db").exists(),
+        "nothing is kept in the application's own file"
+    );
+    let tables = |label: &str| -> Vec<String> {
+        let conn = rusqlite::Connection::open(dir.path().join(format!("lethe-{label}.db")))
+            .expect("open");
+        conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .expect("prepare")
+            .query_map([], |r| r.get(0))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows")
+    };
+    for (label, has, lacks) in [
+        ("smoke", &["smoke_note"][..], &["data_job", "cf_reconcile_state"][..]),
+        (
+            "data-jobs",
+            &["data_job", "data_job_change", "reconcile_backoff"][..],
+            &["smoke_note", "cf_reconcile_state", "data_job_sync_state"][..],
+        ),
+        (
+            "cf",
+            &["cf_reconcile_state", "reconcile_backoff"][..],
+            &["data_job", "smoke_note", "cf_reconcile_backoff"][..],
+        ),
     ] {
-        assert!(tables.iter().any(|t| t == table), "{table} in {tables:?}");
+        let tables = tables(label);
+        for table in has {
+            assert!(tables.iter().any(|t| t == table), "{label}: {table} in {tables:?}");
+        }
+        for table in lacks {
+            assert!(!tables.iter().any(|t| t == table), "{label}: {table} in {tables:?}");
+        }
     }
-    for moved in ["cf_reconcile_backoff", "data_job_sync_state"] {
-        assert!(
-            !tables.iter().any(|t| t == moved),
-            "{moved} moved to reconcile_backoff: {tables:?}"
-        );
-    }
+    let conn = rusqlite::Connection::open(dir.path().join("lethe-data-jobs.db")).expect("open");
     let generation: i64 = conn
         .query_row(
             "SELECT count(*) FROM pragma_table_info('actual_data_job_deployment') WHERE name = 'generation'",

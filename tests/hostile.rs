@@ -5,6 +5,10 @@
 //! refuses every attempt, because the plugin acts as its own ServiceAccount; nothing changes;
 //! lethe's log names the component. Its own kind stays its own to use.
 //!
+//! Its SQL reaches its own database label alone: data-jobs' and cf's tables, by plain and
+//! qualified names, `ATTACH`, the catalogs and `SET ROLE`, are out of its reach on SQLite and
+//! PostgreSQL, the database itself refusing.
+//!
 //! Runs on the embedded cluster, and through `KUBECONFIG` on a real one (the component's RBAC is
 //! applied like every `kubernetes_manifests` file).
 
@@ -29,6 +33,7 @@ component = "hostile"
 
 [component.hostile]
 source = "{wasm}"
+sqlite_databases = ["hostile"]
 
 [component.hostile.tool.lethe]
 capabilities = ["kube", "sql", "log", "config"]
@@ -305,4 +310,119 @@ fn a_hostile_plugin_acting_as_its_own_account_reaches_nothing_of_the_other_compo
         None,
     );
     assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// Asks the plugin to run one SQL statement; the outcome it got and what came back.
+fn statement(lethe: &Lethe, sql: &str) -> (String, Json) {
+    let answer = request(
+        "POST",
+        &format!("{}/hostile/sql", lethe.url),
+        Some(&json!({ "statement": sql }).to_string()),
+        &[],
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let body = answer.json();
+    let outcome = body["outcome"].as_str().unwrap_or_default().to_string();
+    let detail = if outcome == "ok" {
+        body["value"].clone()
+    } else {
+        body["detail"].clone()
+    };
+    (outcome, detail)
+}
+
+#[test]
+fn a_hostile_plugin_reaches_no_other_components_data() {
+    let mut backends = vec![None];
+    if let Some(url) = support::postgres_url_or_skip("hostile_sql") {
+        backends.push(Some(support::fresh_postgres_database(&url, "lethe_hostile")));
+    }
+    for database_url in backends {
+        let env: Vec<(&str, &str)> = database_url
+            .iter()
+            .map(|u| ("LETHE_VAR_DATABASE_URL", u.as_str()))
+            .collect();
+        let lethe = Lethe::up_app_manifest(&manifest(), &[], &env);
+        let on = database_url.as_deref().unwrap_or("SQLite");
+        // data-jobs' rows: a job of a team.
+        let auth = format!("Bearer {}", lethe.admin_token());
+        let team = support::cf::unique("secret-team");
+        let jobs = format!("{}/data-jobs/for-team/{team}/jobs", lethe.url);
+        let created = request(
+            "POST",
+            &jobs,
+            Some(r#"{"job_name": "ingest", "config": {"schedule": {"schedule_cron": "*/5 * * * *"}}}"#),
+            &[("authorization", &auth)],
+        );
+        assert_eq!(created.status, 201, "{on}: {}", created.body);
+
+        let data_dir = lethe.data_dir.path().join("data");
+        let mut attempts = vec![
+            "SELECT * FROM data_job".to_owned(),
+            "SELECT * FROM reconcile_backoff".to_owned(),
+            "SELECT * FROM cf_reconcile_state".to_owned(),
+            "DELETE FROM data_job".to_owned(),
+            "UPDATE data_job SET team = 'hostile'".to_owned(),
+            "DROP TABLE data_job".to_owned(),
+        ];
+        let catalog = match &database_url {
+            None => {
+                let other = data_dir.join("lethe-data-jobs.db");
+                attempts.extend([
+                    format!("ATTACH DATABASE '{}' AS dj", other.display()),
+                    format!("ATTACH DATABASE 'file:{}?mode=ro' AS dj", other.display()),
+                    format!("VACUUM INTO '{}'", data_dir.join("stolen.db").display()),
+                ]);
+                "SELECT name FROM sqlite_master"
+            }
+            Some(url) => {
+                let db = url.rsplit('/').next().unwrap_or_default();
+                let db = db.split('?').next().unwrap_or(db);
+                attempts.extend([
+                    format!("SELECT * FROM {db}_data_jobs.public.data_job"),
+                    format!("SET ROLE {db}_data_jobs"),
+                    format!("SET ROLE {db}_cf"),
+                    "SET ROLE lethe".to_owned(),
+                    "SET SESSION AUTHORIZATION lethe".to_owned(),
+                    "SELECT * FROM lethe_label_roles".to_owned(),
+                    "CREATE EXTENSION dblink".to_owned(),
+                ]);
+                "SELECT relname::text FROM pg_catalog.pg_class WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace"
+            }
+        };
+        for sql in &attempts {
+            let (outcome, detail) = statement(&lethe, sql);
+            assert_ne!(outcome, "ok", "{on}: {sql} went through: {detail}");
+        }
+        assert!(!data_dir.join("stolen.db").exists());
+        // What its catalog shows is its own database: none of the others' tables.
+        let (outcome, tables) = statement(&lethe, catalog);
+        assert_eq!(outcome, "ok", "{on}: {tables}");
+        let tables = tables.to_string();
+        for theirs in ["data_job", "reconcile_backoff", "cf_reconcile", "smoke_note"] {
+            assert!(!tables.contains(theirs), "{on}: {theirs} in {tables}");
+        }
+        if database_url.is_some() {
+            let (outcome, who) = statement(&lethe, "SELECT current_user::text");
+            assert_eq!(outcome, "ok", "{on}: {who}");
+            assert!(who.to_string().contains("_hostile\\\")"), "{on}: its own role: {who}");
+        }
+        // Its own database is its to use.
+        assert_eq!(
+            statement(&lethe, "CREATE TABLE mine (v TEXT)").0,
+            "ok",
+            "{on}: its own table"
+        );
+
+        // Nothing of data-jobs' changed, and lethe's log names the component refused.
+        let listed = request("GET", &jobs, None, &[("authorization", &auth)]);
+        assert_eq!(listed.status, 200, "{on}: {}", listed.body);
+        assert!(listed.body.contains("ingest"), "{on}: {}", listed.body);
+        let log = lethe.log();
+        assert!(
+            log.lines().any(|l| l.contains("component `hostile`")
+                && l.contains("its database refused")),
+            "{on}: no refusal naming the plugin:\n{log}"
+        );
+    }
 }

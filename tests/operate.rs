@@ -810,6 +810,43 @@ fn the_embedded_cluster_serves_kubectl_over_https_and_foreign_hosts_over_plain_h
     checked.unwrap_or_else(|e| std::panic::resume_unwind(e));
 }
 
+/// SECURITY.md's "Each component's data" table is every component of `spin.toml`, with the
+/// account its privileged calls act as and the one database label its `sql` calls reach.
+#[test]
+fn every_components_account_and_database_are_the_ones_security_md_lists() {
+    let root = support::repo_root();
+    let manifest = lethe::manifest::load(&root.join("spin.toml")).expect("spin.toml");
+    let security = std::fs::read_to_string(root.join("SECURITY.md")).expect("SECURITY.md");
+    let section = security
+        .split("## Each component's data")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("the section");
+    let first_code = |cell: &str| -> Option<String> {
+        let mut parts = cell.split('`');
+        parts.next()?;
+        parts.next().map(str::to_owned)
+    };
+    let mut listed = std::collections::BTreeMap::new();
+    for row in section.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        assert_eq!(cells.len(), 3, "{row}");
+        let component = first_code(cells[0]).expect("a component");
+        listed.insert(component, (first_code(cells[1]), first_code(cells[2])));
+    }
+    let expected: std::collections::BTreeMap<String, (Option<String>, Option<String>)> = manifest
+        .components
+        .iter()
+        .map(|(id, decl)| {
+            let account = manifest
+                .component_account(id)
+                .map(|(namespace, name)| format!("{namespace}/{name}"));
+            (id.clone(), (account, decl.database.clone()))
+        })
+        .collect();
+    assert_eq!(listed, expected);
+}
+
 /// SECURITY.md's table of each account's rights is the RBAC files, row for row: every rule that
 /// `deploy/rbac.json` and each component's `kubernetes_manifests` bind to an account is listed
 /// under that account, with its verbs, scope and resource names, and the table lists nothing

@@ -26,6 +26,14 @@ impl CapsView<'_> {
     /// Counts `n` statements by the outcome of their call and passes the result on.
     fn statements<T>(&self, n: usize, result: lethe_sql::Result<T>) -> Result<T, Error> {
         self.count(&self.env.metrics.sql_statements, outcome(&result), n);
+        if let Err(lethe_sql::SqlError::Denied(why)) = &result {
+            // The database's own refusal of what lies beyond the component's label: an operator
+            // should learn which plugin tried.
+            tracing::warn!(
+                "component `{}`: its database refused a statement reaching beyond its own: {why}",
+                self.env.component_id
+            );
+        }
         result.map_err(from_error)
     }
 

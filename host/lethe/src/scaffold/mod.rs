@@ -152,6 +152,9 @@ pub struct Made {
     pub try_it: String,
 }
 
+/// The application's Spin runtime config, beside `spin.toml`: where each database label lives.
+pub const SPIN_RUNTIME_CONFIG: &str = "spin-runtime-config.toml";
+
 /// Checks a component name: lower-case letters, digits and single dashes, starting with a
 /// letter, at most 40 characters (it becomes a route, a crate, a directory and SQL table names).
 pub fn check_name(name: &str) -> anyhow::Result<()> {
@@ -282,6 +285,9 @@ impl NewComponent {
         text.push_str(&self.stanza(workspace.as_ref(), spin_ready));
         std::fs::write(&manifest, text)
             .with_context(|| format!("writing {}", manifest.display()))?;
+        if spin_ready && self.template != Template::JobStatus {
+            self.map_database_for_spin()?;
+        }
         if spin_ready && self.spin_adapter_path() == crate::component_build::SPIN_ADAPTER_IN_APP {
             crate::component_build::write_spin_adapter(
                 &self
@@ -319,6 +325,42 @@ impl NewComponent {
             test_command,
             try_it,
         })
+    }
+
+    /// Maps the component's database label to its file in the application's Spin runtime config
+    /// (made when missing), the file `lethe migrate --database-url sqlite:.spin/lethe.db`
+    /// prepares for it, so that `spin up --runtime-config-file spin-runtime-config.toml` opens it.
+    fn map_database_for_spin(&self) -> anyhow::Result<()> {
+        let path = self.app_dir.join(SPIN_RUNTIME_CONFIG);
+        let mut text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!(
+                "# Spin's runtime config: each database label of spin.toml, mapped to the file\n\
+                 # `lethe migrate --database-url sqlite:.spin/lethe.db` prepares for it.\n\
+                 #   spin up --runtime-config-file {SPIN_RUNTIME_CONFIG}\n"
+            ),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        let parsed: toml::Table = text
+            .parse()
+            .with_context(|| format!("{} is not TOML", path.display()))?;
+        if parsed
+            .get("sqlite_database")
+            .and_then(|t| t.get(&self.name))
+            .is_some()
+        {
+            return Ok(());
+        }
+        let file = lethe_sql::sqlite_label_location("sqlite:.spin/lethe.db", &self.name)?;
+        let file = file.strip_prefix("sqlite:").unwrap_or(&file);
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&format!(
+            "\n[sqlite_database.{name}]\ntype = \"spin\"\npath = \"{file}\"\n",
+            name = self.name
+        ));
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
     }
 
     /// The name with `-` as `_`: the crate's wasm file and the SQL table prefix.

@@ -170,20 +170,30 @@ impl NewComponent {
             ),
             Template::Http => {}
         }
+        // Its data is a database of its own, the label named after it.
+        let has_sql = self.template != Template::JobStatus;
         if spin_ready {
             variables.push(
                 "kube_url = \"{{ kube_url }}\", kube_token = \"{{ kube_token }}\"".to_string(),
             );
+            if has_sql {
+                variables.push(format!("sqlite_database = \"{name}\""));
+            }
         }
         if !variables.is_empty() {
             text.push_str(&format!("variables = {{ {} }}\n", variables.join(", ")));
         }
+        if has_sql {
+            text.push_str(&format!(
+                "# Its data: the database labelled `{name}`, which no other component reaches.\n\
+                 sqlite_databases = [\"{name}\"]\n"
+            ));
+        }
         if spin_ready {
             let adapter = self.spin_adapter_path();
             text.push_str(&format!(
-                "# On Spin, the adapter that the dependency below composes in needs these; lethe ignores them.\n\
+                "# On Spin, the adapter that the dependency below composes in needs this; lethe ignores it.\n\
                  allowed_outbound_hosts = [\"{{{{ kube_url }}}}\"]\n\
-                 sqlite_databases = [\"default\"]\n\
                  dependencies_inherit_configuration = true\n\n\
                  [component.{name}.dependencies]\n\
                  \"lethe:platform@0.1.0\" = {{ path = \"{adapter}\" }}\n"

@@ -223,8 +223,22 @@ fn a_new_application_gets_a_manifest_lethe_accepts() {
             "the caller only: {:?}",
             component.grants.kube_identities
         );
+        assert_eq!(
+            component.database.as_deref(),
+            Some("hello"),
+            "a database label of its own"
+        );
         let text = std::fs::read_to_string(&made.manifest).expect("manifest");
         assert!(text.contains("route = \"/hello/...\""), "{text}");
+        let spin: toml::Table = std::fs::read_to_string(app.path().join(SPIN_RUNTIME_CONFIG))
+            .expect("Spin's runtime config")
+            .parse()
+            .expect("TOML");
+        assert_eq!(
+            spin["sqlite_database"]["hello"]["path"].as_str(),
+            Some(".spin/lethe-hello.db"),
+            "on Spin the label is the file `lethe migrate` prepares"
+        );
         for placeholder in ["__NAME__", "__SNAKE__", "__SDK__", "__DEPENDENCIES__"] {
             let found = walk(&made.dir)
                 .into_iter()

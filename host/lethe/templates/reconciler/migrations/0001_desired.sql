@@ -39,8 +39,8 @@ CREATE TABLE IF NOT EXISTS __SNAKE___kept (
     CONSTRAINT __SNAKE___kept_pk PRIMARY KEY (name)
 );
 
--- Per-object backoff and parking (lethe_guest::backoff), the one table of every reconciler in
--- the database: created alike by each, if not there yet.
+-- Per-object backoff and parking (lethe_guest::backoff): every reconciler's table of that name, in
+-- its own database (the component's label), so no other component sees or changes it.
 CREATE TABLE IF NOT EXISTS reconcile_backoff (
     reconciler TEXT NOT NULL,
     object_key TEXT NOT NULL,
