@@ -953,7 +953,9 @@ fn spin_runtime_config_maps_each_label_to_the_file_lethe_migrate_prepares() {
         .expect("spin-runtime-config.toml")
         .parse()
         .expect("TOML");
-    let mapped = config["sqlite_database"].as_table().expect("[sqlite_database.*]");
+    let mapped = config["sqlite_database"]
+        .as_table()
+        .expect("[sqlite_database.*]");
     let labels = manifest.database_labels();
     assert_eq!(
         mapped.keys().collect::<std::collections::BTreeSet<_>>(),
@@ -961,10 +963,12 @@ fn spin_runtime_config_maps_each_label_to_the_file_lethe_migrate_prepares() {
     );
     for label in labels.keys() {
         assert_eq!(mapped[label]["type"].as_str(), Some("spin"), "{label}");
-        let prepared = lethe_sql::sqlite_label_location("sqlite:.spin/lethe.db", label)
-            .expect("a location");
+        let prepared =
+            lethe_sql::sqlite_label_location("sqlite:.spin/lethe.db", label).expect("a location");
         assert_eq!(
-            mapped[label]["path"].as_str().map(|p| format!("sqlite:{p}")),
+            mapped[label]["path"]
+                .as_str()
+                .map(|p| format!("sqlite:{p}")),
             Some(prepared),
             "{label}"
         );

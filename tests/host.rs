@@ -534,8 +534,8 @@ fn migrate_prepares_a_database_per_label_once_and_is_then_up_to_date() {
         "nothing is kept in the application's own file"
     );
     let tables = |label: &str| -> Vec<String> {
-        let conn = rusqlite::Connection::open(dir.path().join(format!("lethe-{label}.db")))
-            .expect("open");
+        let conn =
+            rusqlite::Connection::open(dir.path().join(format!("lethe-{label}.db"))).expect("open");
         conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
             .expect("prepare")
             .query_map([], |r| r.get(0))
@@ -544,7 +544,11 @@ fn migrate_prepares_a_database_per_label_once_and_is_then_up_to_date() {
             .expect("rows")
     };
     for (label, has, lacks) in [
-        ("smoke", &["smoke_note"][..], &["data_job", "cf_reconcile_state"][..]),
+        (
+            "smoke",
+            &["smoke_note"][..],
+            &["data_job", "cf_reconcile_state"][..],
+        ),
         (
             "data-jobs",
             &["data_job", "data_job_change", "reconcile_backoff"][..],
@@ -558,10 +562,16 @@ fn migrate_prepares_a_database_per_label_once_and_is_then_up_to_date() {
     ] {
         let tables = tables(label);
         for table in has {
-            assert!(tables.iter().any(|t| t == table), "{label}: {table} in {tables:?}");
+            assert!(
+                tables.iter().any(|t| t == table),
+                "{label}: {table} in {tables:?}"
+            );
         }
         for table in lacks {
-            assert!(!tables.iter().any(|t| t == table), "{label}: {table} in {tables:?}");
+            assert!(
+                !tables.iter().any(|t| t == table),
+                "{label}: {table} in {tables:?}"
+            );
         }
     }
     let conn = rusqlite::Connection::open(dir.path().join("lethe-data-jobs.db")).expect("open");

@@ -335,7 +335,10 @@ fn statement(lethe: &Lethe, sql: &str) -> (String, Json) {
 fn a_hostile_plugin_reaches_no_other_components_data() {
     let mut backends = vec![None];
     if let Some(url) = support::postgres_url_or_skip("hostile_sql") {
-        backends.push(Some(support::fresh_postgres_database(&url, "lethe_hostile")));
+        backends.push(Some(support::fresh_postgres_database(
+            &url,
+            "lethe_hostile",
+        )));
     }
     for database_url in backends {
         let env: Vec<(&str, &str)> = database_url
@@ -351,7 +354,9 @@ fn a_hostile_plugin_reaches_no_other_components_data() {
         let created = request(
             "POST",
             &jobs,
-            Some(r#"{"job_name": "ingest", "config": {"schedule": {"schedule_cron": "*/5 * * * *"}}}"#),
+            Some(
+                r#"{"job_name": "ingest", "config": {"schedule": {"schedule_cron": "*/5 * * * *"}}}"#,
+            ),
             &[("authorization", &auth)],
         );
         assert_eq!(created.status, 201, "{on}: {}", created.body);
@@ -399,13 +404,21 @@ fn a_hostile_plugin_reaches_no_other_components_data() {
         let (outcome, tables) = statement(&lethe, catalog);
         assert_eq!(outcome, "ok", "{on}: {tables}");
         let tables = tables.to_string();
-        for theirs in ["data_job", "reconcile_backoff", "cf_reconcile", "smoke_note"] {
+        for theirs in [
+            "data_job",
+            "reconcile_backoff",
+            "cf_reconcile",
+            "smoke_note",
+        ] {
             assert!(!tables.contains(theirs), "{on}: {theirs} in {tables}");
         }
         if database_url.is_some() {
             let (outcome, who) = statement(&lethe, "SELECT current_user::text");
             assert_eq!(outcome, "ok", "{on}: {who}");
-            assert!(who.to_string().contains("_hostile\\\")"), "{on}: its own role: {who}");
+            assert!(
+                who.to_string().contains("_hostile\\\")"),
+                "{on}: its own role: {who}"
+            );
         }
         // Its own database is its to use.
         assert_eq!(
@@ -420,8 +433,8 @@ fn a_hostile_plugin_reaches_no_other_components_data() {
         assert!(listed.body.contains("ingest"), "{on}: {}", listed.body);
         let log = lethe.log();
         assert!(
-            log.lines().any(|l| l.contains("component `hostile`")
-                && l.contains("its database refused")),
+            log.lines()
+                .any(|l| l.contains("component `hostile`") && l.contains("its database refused")),
             "{on}: no refusal naming the plugin:\n{log}"
         );
     }

@@ -267,7 +267,8 @@ pub async fn configure_app(
 }
 
 /// Sets up the embedded cluster as an administrator would before lethe runs there: applies the
-/// manifest's `kubernetes_manifests` with `admin`, the cluster's administrator, and returns the
+/// manifest's `kubernetes_manifests` (and each component's `kubernetes_manifests_when` whose
+/// variable has its value) with `admin`, the cluster's administrator, and returns the
 /// cluster the components use. With `service_account` set that is the same cluster acting as
 /// lethe's ServiceAccount, with exactly the rights the manifests bound (SECURITY.md H1), never as
 /// the administrator.
@@ -275,7 +276,25 @@ async fn prepare_embedded(
     manifest: &Manifest,
     admin: lethe_kube::Cluster,
 ) -> anyhow::Result<lethe_kube::Cluster> {
-    for path in manifest.kubernetes_manifests() {
+    let mut files = manifest.kubernetes_manifests();
+    for decl in manifest.components.values() {
+        if decl.grants.kubernetes_manifests_when.is_empty() {
+            continue;
+        }
+        let config = caps::config::resolve(manifest, decl)?;
+        for when in &decl.grants.kubernetes_manifests_when {
+            if config.get(&when.variable) == Some(&when.equals) {
+                files.extend(
+                    when.files
+                        .iter()
+                        .filter(|f| !files.contains(f))
+                        .cloned()
+                        .collect::<Vec<_>>(),
+                );
+            }
+        }
+    }
+    for path in files {
         crate::kubernetes_manifests::apply_file(&admin, &path).await?;
     }
     let Some((namespace, name)) = manifest.settings.service_account() else {

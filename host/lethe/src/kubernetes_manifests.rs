@@ -17,13 +17,30 @@ use lethe_retry::{Budget, Policy, Setback};
 /// The label every object of lethe's manifests carries, and that a replace requires.
 const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "lethe");
 
-/// Applies every object in the JSON file at `path` (one object, or a `v1` `List`).
+/// Applies every object in the file at `path`: JSON (one object, or a `v1` `List`) or, for a
+/// `.yaml`/`.yml` file, YAML documents (each one object or a `List`), as `kubectl apply -f`
+/// takes them.
 pub async fn apply_file(cluster: &Cluster, path: &Path) -> anyhow::Result<()> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let value: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
-    for object in objects(value) {
+    let is_yaml = path.extension().is_some_and(|e| e == "yaml" || e == "yml");
+    let values: Vec<serde_json::Value> = if is_yaml {
+        let mut values = Vec::new();
+        for document in serde_norway::Deserializer::from_str(&text) {
+            let value: serde_json::Value = serde::Deserialize::deserialize(document)
+                .with_context(|| format!("{} is not YAML of Kubernetes objects", path.display()))?;
+            if !value.is_null() {
+                values.push(value);
+            }
+        }
+        values
+    } else {
+        vec![
+            serde_json::from_str(&text)
+                .with_context(|| format!("{} is not JSON", path.display()))?,
+        ]
+    };
+    for object in values.into_iter().flat_map(objects) {
         apply(cluster, object)
             .await
             .with_context(|| format!("applying {}", path.display()))?;

@@ -266,6 +266,22 @@ pub struct Grants {
     /// applied to the embedded cluster after the application's `kubernetes_manifests`; relative
     /// to the manifest. See [`Manifest::kubernetes_manifests`].
     pub kubernetes_manifests: Vec<PathBuf>,
+    /// More objects of its own, applied to the embedded cluster only while one of its variables
+    /// has a given value: the rights a preset needs (`job_types = "korifi"` and its reads).
+    pub kubernetes_manifests_when: Vec<ManifestsWhen>,
+}
+
+/// `[[component.<id>.tool.lethe.kubernetes_manifests_when]]`: `files`, applied when the
+/// component's variable `variable` resolves to `equals`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestsWhen {
+    /// One of the component's variables.
+    pub variable: String,
+    /// The value that calls for the files.
+    pub equals: String,
+    /// JSON or YAML files of Kubernetes objects, relative to the manifest.
+    pub files: Vec<PathBuf>,
 }
 
 /// A lethe capability interface.

@@ -169,6 +169,17 @@ fn grants(id: &str, c: &RawComponent, base_dir: &Path) -> anyhow::Result<Grants>
     for path in &mut grants.kubernetes_manifests {
         *path = base_dir.join(&*path);
     }
+    for when in &mut grants.kubernetes_manifests_when {
+        if !c.variables.contains_key(&when.variable) {
+            bail!(
+                "component `{id}`: kubernetes_manifests_when names `{}`, which is not one of its variables",
+                when.variable
+            );
+        }
+        for path in &mut when.files {
+            *path = base_dir.join(&*path);
+        }
+    }
     Ok(grants)
 }
 

@@ -222,3 +222,23 @@ fn expands_templates() {
     assert!(expand_template("{{ x", |_| Some(String::new())).is_err());
     assert!(expand_template("{{ x }}", |_| None).is_err());
 }
+
+/// Objects applied only while a variable has a value name one of the component's variables, and
+/// resolve against the manifest's directory.
+#[test]
+fn manifests_for_a_preset_name_one_of_the_components_variables() {
+    let when = "\n[[component.smoke.tool.lethe.kubernetes_manifests_when]]\nvariable = \"greeting\"\nequals = \"korifi\"\nfiles = [\"k/rbac.yaml\"]\n";
+    let m = parse(&format!("{GOOD}{when}"), Path::new("/app")).expect("valid");
+    let grants = &m.components["smoke"].grants;
+    assert_eq!(
+        grants.kubernetes_manifests_when,
+        [ManifestsWhen {
+            variable: "greeting".into(),
+            equals: "korifi".into(),
+            files: vec![PathBuf::from("/app/k/rbac.yaml")],
+        }]
+    );
+    let unknown = when.replace("\"greeting\"", "\"job_types\"");
+    let err = parse(&format!("{GOOD}{unknown}"), Path::new("/app")).expect_err("no such variable");
+    assert!(format!("{err:#}").contains("job_types"), "{err:#}");
+}
