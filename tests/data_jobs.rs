@@ -1201,7 +1201,7 @@ fn shipped_app_runs_data_jobs_on_its_cron_and_answers_their_jobs_under_v3_jobs(b
     let lethe = Lethe::up_app(&[], &env);
     if matches!(backend, Backend::Postgres(_)) {
         assert!(
-            lethe.wait_for_log("sql   postgres", Duration::from_secs(5)),
+            lethe.wait_for_log("(database and role", Duration::from_secs(5)),
             "{}",
             lethe.log()
         );

@@ -115,7 +115,7 @@ fn smoke_component_round_trips_through_postgres() {
     let db = support::fresh_postgres_database(&url, "lethe_host_smoke");
     let lethe = Lethe::up(&manifest(SMOKE_CAPS, None), &["--database-url", &db]);
     assert!(
-        lethe.wait_for_log("sql   postgres", Duration::from_secs(5)),
+        lethe.wait_for_log("(database and role", Duration::from_secs(5)),
         "serves from PostgreSQL:\n{}",
         lethe.log()
     );

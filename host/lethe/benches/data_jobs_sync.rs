@@ -92,6 +92,7 @@ fn data_jobs_manifest(triggers: &str, migrations: &std::path::Path, limits: &str
 name = "bench"
 {triggers}[component.data-jobs]
 source = "{}"
+sqlite_databases = ["data-jobs"]
 variables = {{ namespace = "data-jobs", max_changes_per_pass = "100000" }}
 [component.data-jobs.tool.lethe]
 capabilities = ["sql", "kube", "log", "config"]
@@ -168,7 +169,8 @@ async fn main() -> anyhow::Result<()> {
         .database_url
         .clone()
         .unwrap_or_else(|| format!("sqlite:{}", dir.path().join("bench.db").display()));
-    let db = lethe_sql::Database::open(&db_url).await?;
+    // The rows go where data-jobs' own database label keeps them.
+    let db = lethe_sql::Database::open_label(&db_url, "data-jobs", Default::default()).await?;
     let repo = PathBuf::from(lethe::REPO_ROOT);
     db.migrate(&lethe::migrations::load(
         "data-jobs",

@@ -13,7 +13,10 @@
 //! `/readyz`'s checks, in order: the components are compiled and loaded; the database answers
 //! `SELECT 1`; the cluster answers `GET /version`; the manifest's Kubernetes objects are applied.
 //! The lines are those of kube-apiserver's `/readyz?verbose`: `[+]name ok` or `[-]name failed:
-//! reason`.
+//! reason`; as there, `?exclude=<check>` (repeatable) leaves a check out of the verdict.
+//! `deploy/`'s readiness probe leaves out `permissions` (a privileged call some component's own
+//! account was refused): a missing right breaks that component's requests only, and one plugin's
+//! refused calls must not take every component's pod out of its Service.
 //!
 //! The status page names orgs and spaces being deleted, which CF callers may not all see, so it
 //! is served here and never on the app's listener. Off a loopback address (or with
@@ -130,7 +133,8 @@ pub async fn answer(
         "/readyz" => {
             // Open, or asked for (and allowed) verbosely: the reasons; else only the names.
             let reasons = !state.access.requires_token() || guarded.is_some();
-            let (ready, report) = report(&state.readiness.checks().await, reasons);
+            let excluded = excluded(req.uri().query());
+            let (ready, report) = report(&state.readiness.checks().await, reasons, &excluded);
             text(if ready { 200 } else { 503 }, &report)
         }
         "/metrics" => respond(
@@ -160,6 +164,16 @@ fn verbose(query: Option<&str>) -> bool {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         key == "verbose" && value != "false"
     })
+}
+
+/// The checks a query leaves out (`?exclude=permissions&exclude=…`), as kube-apiserver's health
+/// checks take them: they are still run and listed, as `excluded`, but do not decide.
+fn excluded(query: Option<&str>) -> Vec<&str> {
+    query
+        .unwrap_or_default()
+        .split('&')
+        .filter_map(|pair| pair.strip_prefix("exclude="))
+        .collect()
 }
 
 /// `401` with the challenges a client can answer: a bearer token, or (for a browser) Basic

@@ -123,7 +123,7 @@ impl Readiness {
     /// Runs every check; `(ready, report)` with one line per check, each failure with its
     /// reason.
     pub async fn check(&self) -> (bool, String) {
-        report(&self.checks().await, true)
+        report(&self.checks().await, true, &[])
     }
 
     /// Runs every check: each check's name and outcome, in order.
@@ -180,11 +180,18 @@ impl Readiness {
 /// Whether every check passed, and the text of the report: kube-apiserver's `[+]name ok` /
 /// `[-]name failed: reason` lines and a verdict, with each reason given when `reasons` and
 /// `reason withheld` otherwise.
-pub(super) fn report(lines: &[(&str, Result<(), String>)], reasons: bool) -> (bool, String) {
-    let ready = lines.iter().all(|(_, result)| result.is_ok());
+pub(super) fn report(
+    lines: &[(&str, Result<(), String>)],
+    reasons: bool,
+    excluded: &[&str],
+) -> (bool, String) {
+    let ready = lines
+        .iter()
+        .all(|(name, result)| result.is_ok() || excluded.contains(name));
     let mut text = String::new();
     for (name, result) in lines {
         match result {
+            _ if excluded.contains(name) => text.push_str(&format!("[+]{name} excluded: ok\n")),
             Ok(()) => text.push_str(&format!("[+]{name} ok\n")),
             Err(why) if reasons => text.push_str(&format!("[-]{name} failed: {}\n", one_line(why))),
             Err(_) => text.push_str(&format!("[-]{name} failed: reason withheld\n")),
@@ -312,16 +319,38 @@ mod tests {
                 Err("password authentication failed for user \"lethe\"".into()),
             ),
         ];
-        let (ready, brief) = report(&lines, false);
+        let (ready, brief) = report(&lines, false, &[]);
         assert!(!ready);
         assert_eq!(
             brief,
             "[+]components ok\n[-]database failed: reason withheld\nreadyz check failed\n"
         );
-        let (_, full) = report(&lines, true);
+        let (_, full) = report(&lines, true, &[]);
         assert!(
             full.contains("[-]database failed: password authentication failed"),
             "{full}"
+        );
+    }
+
+    #[test]
+    fn an_excluded_check_is_listed_but_does_not_decide() {
+        let lines = [
+            ("components", Ok(())),
+            ("permissions", Err("component `hostile`: forbidden".into())),
+        ];
+        let (ready, text) = report(&lines, true, &["permissions"]);
+        assert!(ready, "{text}");
+        assert_eq!(
+            text,
+            "[+]components ok\n[+]permissions excluded: ok\nreadyz check passed\n"
+        );
+        let lines = [
+            ("components", Err("still compiling".into())),
+            ("permissions", Ok(())),
+        ];
+        assert!(
+            !report(&lines, true, &["permissions"]).0,
+            "only the excluded one is left out"
         );
     }
 
