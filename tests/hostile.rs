@@ -250,6 +250,24 @@ fn a_hostile_plugin_acting_as_its_own_account_reaches_nothing_of_the_other_compo
         before,
         "a guarded object changed"
     );
+    // An operator's /readyz names the plugin's missing rights; the pod's probe (deploy/) leaves
+    // them out, so the plugin cannot take the other components out of their Service.
+    let readyz = support::get(&format!("{}/readyz?verbose", lethe.admin_url));
+    assert_eq!(readyz.status, 503, "{}", readyz.body);
+    assert!(
+        readyz
+            .body
+            .contains("[-]permissions failed: component `hostile`"),
+        "{}",
+        readyz.body
+    );
+    let probe = support::get(&format!("{}/readyz?exclude=permissions", lethe.admin_url));
+    assert_eq!(probe.status, 200, "{}", probe.body);
+    assert!(
+        probe.body.contains("[+]permissions excluded: ok"),
+        "{}",
+        probe.body
+    );
 
     // On the embedded cluster, its audit trail shows who wrote what: each component's Lease, and
     // every object it made, as the component's own account, lethe's account only ever the one
