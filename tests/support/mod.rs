@@ -689,24 +689,7 @@ pub fn postgres_url_or_skip(test: &str) -> Option<String> {
 /// Creates a fresh, uniquely named database on the server at `url` and returns its URL, so that
 /// tests never see each other's tables.
 pub fn fresh_postgres_database(url: &str, prefix: &str) -> String {
-    let name = format!("{prefix}_{}", uuid::Uuid::new_v4().simple());
-    block_on(async {
-        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .expect("connect to PostgreSQL");
-        let task = tokio::spawn(connection);
-        client
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .await
-            .expect("CREATE DATABASE (the role needs CREATEDB)");
-        drop(client);
-        let _ = task.await;
-    });
-    let (base, tail) = url.rsplit_once('/').expect("URL with a database name");
-    match tail.split_once('?') {
-        Some((_, query)) => format!("{base}/{name}?{query}"),
-        None => format!("{base}/{name}"),
-    }
+    block_on(lethe_sql::testing::fresh_database(url, prefix)).1
 }
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {

@@ -151,18 +151,11 @@ async fn split_older(
 
 /// The application's own database when it holds lethe's tables from before labels.
 async fn open_older(app_url: &str) -> anyhow::Result<Option<Database>> {
-    let is_postgres = app_url.starts_with("postgres://") || app_url.starts_with("postgresql://");
-    if !is_postgres {
-        // In memory, nothing is older than this process.
-        if lethe_sql::sqlite_label_location(app_url, "x")? == "sqlite::memory:" {
-            return Ok(None);
-        }
-        let file = app_url
-            .strip_prefix("sqlite://")
-            .or_else(|| app_url.strip_prefix("sqlite:"))
-            .unwrap_or(app_url);
-        if !Path::new(file).exists() {
-            return Ok(None);
+    if !lethe_sql::is_postgres(app_url) {
+        // In memory, nothing is older than this process; a file, only if it is there.
+        match lethe_sql::sqlite_file(app_url)? {
+            Some(file) if file.exists() => {}
+            _ => return Ok(None),
         }
     }
     let older = Database::open(app_url).await?;
@@ -509,20 +502,8 @@ mod tests {
         let Some(server) = lethe_sql::testing::postgres_url_or_skip("split").await else {
             return;
         };
-        let name = format!("split_{:08x}", rand::random::<u32>());
+        let (name, url) = lethe_sql::testing::fresh_database(&server, "split").await;
         let admin = Database::open(&server).await.expect("server");
-        admin
-            .execute(&format!("CREATE DATABASE {name}"), &[])
-            .await
-            .expect("CREATE DATABASE");
-        let (head, query) = server
-            .split_once('?')
-            .map_or((server.as_str(), None), |(h, q)| (h, Some(q)));
-        let base = head.rsplit_once('/').map_or(head, |(b, _)| b);
-        let url = match query {
-            Some(q) => format!("{base}/{name}?{q}"),
-            None => format!("{base}/{name}"),
-        };
         splits_into_labels(&url).await;
         for label in ["cf", "cf_two", "data_jobs", "smoke"] {
             let db = format!("{name}_{label}");

@@ -44,7 +44,7 @@ use std::sync::atomic::Ordering;
 
 pub use config::{DEFAULT_RETRY, PostgresConfig, RetryPolicy, SqlConfig, SqliteConfig};
 pub use error::{Result, SqlError};
-pub use label::{MAX_LABEL_LEN, check_label, sqlite_label_location};
+pub use label::{MAX_LABEL_LEN, check_label, is_postgres, sqlite_file, sqlite_label_location};
 pub use lethe_sql_model::{RowSet, Statement, Value};
 pub use migration::Migration;
 
@@ -131,7 +131,7 @@ impl Database {
     pub async fn open_with(url_or_path: &str, config: SqlConfig) -> Result<Database> {
         let location = redact_url(url_or_path);
         let inner =
-            if url_or_path.starts_with("postgres://") || url_or_path.starts_with("postgresql://") {
+            if is_postgres(url_or_path) {
                 Inner::Postgres(postgres::PgBackend::open(url_or_path, &config)?)
             } else {
                 let target = sqlite_target(url_or_path)?;

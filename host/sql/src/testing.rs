@@ -84,3 +84,25 @@ async fn check(url: &str) -> Result<(), String> {
     let _ = task.await;
     result
 }
+
+/// Creates a database named `<prefix>_<random hex>` on the server at `url` (its user needs
+/// `CREATEDB`) and returns its name and its URL: `url` with the database replaced, so tests never
+/// see each other's tables.
+pub async fn fresh_database(url: &str, prefix: &str) -> (String, String) {
+    let name = format!("{prefix}_{:016x}", rand::random::<u64>());
+    let server = crate::Database::open(url).await.expect("open the server");
+    server
+        .execute(&format!("CREATE DATABASE {name}"), &[])
+        .await
+        .expect("CREATE DATABASE (the role needs CREATEDB)");
+    let (head, query) = match url.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (url, None),
+    };
+    let base = head.rsplit_once('/').map_or(head, |(base, _)| base);
+    let fresh = match query {
+        Some(query) => format!("{base}/{name}?{query}"),
+        None => format!("{base}/{name}"),
+    };
+    (name, fresh)
+}

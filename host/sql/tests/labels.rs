@@ -86,13 +86,8 @@ async fn a_postgres_label_reaches_nothing_of_another() {
     let Some(server) = lethe_sql::testing::postgres_url_or_skip("labels").await else {
         return;
     };
-    let app_db = format!("lbl_{:08x}", rand::random::<u32>());
+    let (app_db, app_url) = lethe_sql::testing::fresh_database(&server, "lbl").await;
     let admin = Database::open(&server).await.expect("open the server");
-    admin
-        .execute(&format!("CREATE DATABASE {app_db}"), &[])
-        .await
-        .expect("CREATE DATABASE (the test role needs CREATEDB)");
-    let app_url = with_database(&server, &app_db);
     let (a, b) = two_labels(&app_url).await;
     let (role_a, role_b) = (format!("{app_db}_a"), format!("{app_db}_b"));
 
@@ -155,17 +150,5 @@ async fn a_postgres_label_reaches_nothing_of_another() {
         format!("DROP ROLE {role_b}"),
     ] {
         admin.execute(&statement, &[]).await.expect("clean up");
-    }
-}
-
-fn with_database(url: &str, database: &str) -> String {
-    let (head, query) = match url.split_once('?') {
-        Some((h, q)) => (h, Some(q)),
-        None => (url, None),
-    };
-    let base = head.rsplit_once('/').map_or(head, |(b, _)| b);
-    match query {
-        Some(q) => format!("{base}/{database}?{q}"),
-        None => format!("{base}/{database}"),
     }
 }
