@@ -83,11 +83,22 @@ fn identities(lethe: &Lethe, objects: &[(&str, &str, &str)]) -> Vec<String> {
         .collect()
 }
 
-/// Waits (bounded) until kubectl finds `kind` objects in `namespace`; their names.
-fn wait_for(lethe: &Lethe, kind: &str, namespace: &str, within: Duration) -> Vec<String> {
+/// Waits (bounded) until kubectl finds `kind` objects in `namespace` (those `selector` picks,
+/// when given); their names.
+fn wait_for(
+    lethe: &Lethe,
+    kind: &str,
+    namespace: &str,
+    selector: Option<&str>,
+    within: Duration,
+) -> Vec<String> {
     let deadline = Instant::now() + within;
     loop {
-        let (_, out, _) = lethe.kubectl(&["get", kind, "-n", namespace, "-o", "name"]);
+        let mut args = vec!["get", kind, "-n", namespace, "-o", "name"];
+        if let Some(selector) = selector {
+            args.extend(["-l", selector]);
+        }
+        let (_, out, _) = lethe.kubectl(&args);
         let names: Vec<String> = out
             .lines()
             .filter_map(|l| l.rsplit('/').next())
@@ -117,6 +128,10 @@ fn a_hostile_plugin_acting_as_its_own_account_reaches_nothing_of_the_other_compo
         &[("authorization", &auth)],
     );
     assert_eq!(created.status, 201, "{}", created.body);
+    let job_uid = created.json()["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let deployed = request(
         "POST",
         &format!(
@@ -128,15 +143,39 @@ fn a_hostile_plugin_acting_as_its_own_account_reaches_nothing_of_the_other_compo
     );
     assert_eq!(deployed.status, 202, "{}", deployed.body);
     let within = Duration::from_secs(60);
-    let cronjob = wait_for(&lethe, "cronjobs", "data-jobs", within)[0].clone();
-    wait_for(&lethe, "leases", "data-jobs", within);
-    wait_for(&lethe, "leases", "cf", within);
-    let claims = wait_for(&lethe, "configmaps", "cf", within);
-    let claim = claims
-        .iter()
-        .find(|c| *c != "kube-root-ca.crt")
-        .expect("a name claim")
-        .clone();
+    // On a real cluster, earlier tests' objects may be there too (and swept): this job's own.
+    let own = format!("lethe.dev/data-job-uid={job_uid}");
+    let cronjob = wait_for(&lethe, "cronjobs", "data-jobs", Some(&own), within)[0].clone();
+    wait_for(&lethe, "leases", "data-jobs", None, within);
+    wait_for(&lethe, "leases", "cf", None, within);
+    // This org's own name claim (the one whose holder is the org).
+    let deadline = Instant::now() + within;
+    let claim = loop {
+        let listed: Json = serde_json::from_str(&lethe.kubectl_ok(&[
+            "get",
+            "configmaps",
+            "-n",
+            "cf",
+            "-l",
+            "cf.lethe.dev/name-claim",
+            "-o",
+            "json",
+        ]))
+        .expect("JSON");
+        let own = listed["items"].as_array().and_then(|items| {
+            items.iter().find(|c| {
+                c["metadata"]["annotations"]["cf.lethe.dev/claimed-by"].as_str() == Some(&org)
+            })
+        });
+        if let Some(own) = own {
+            break own["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+        }
+        assert!(Instant::now() < deadline, "no name claim held by {org}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
     let org_namespace = org.clone();
     let guarded = [
         ("namespace", "", org_namespace.as_str()),

@@ -130,13 +130,12 @@ impl Database {
     /// Any other `scheme://` fails with [`SqlError::Unavailable`].
     pub async fn open_with(url_or_path: &str, config: SqlConfig) -> Result<Database> {
         let location = redact_url(url_or_path);
-        let inner =
-            if is_postgres(url_or_path) {
-                Inner::Postgres(postgres::PgBackend::open(url_or_path, &config)?)
-            } else {
-                let target = sqlite_target(url_or_path)?;
-                Inner::Sqlite(sqlite::SqliteBackend::open(target, &config).await?)
-            };
+        let inner = if is_postgres(url_or_path) {
+            Inner::Postgres(postgres::PgBackend::open(url_or_path, &config)?)
+        } else {
+            let target = sqlite_target(url_or_path)?;
+            Inner::Sqlite(sqlite::SqliteBackend::open(target, &config).await?)
+        };
         let db = Database {
             shared: Arc::new(Shared {
                 inner,
