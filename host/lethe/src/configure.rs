@@ -156,7 +156,7 @@ pub async fn configure_app(
         })
     };
 
-    let database = async {
+    let databases = async {
         if !needs(Capability::Sql) {
             return Ok((Databases::new(), Duration::ZERO));
         }
@@ -196,8 +196,8 @@ pub async fn configure_app(
         observers.metrics.watch_cluster(&cluster);
         anyhow::Ok((Some(cluster), embedded, began.elapsed()))
     };
-    let ((database, database_took), (cluster, embedded, cluster_took)) =
-        tokio::try_join!(database, cluster)?;
+    let ((databases, database_took), (cluster, embedded, cluster_took)) =
+        tokio::try_join!(databases, cluster)?;
     // On a cluster of its own, lethe applies nothing: an administrator did (deploy/).
     if let Some(readiness) = observers.readiness {
         readiness.done(Step::Manifests);
@@ -205,7 +205,7 @@ pub async fn configure_app(
 
     let envs = capability_envs(
         &manifest,
-        &database,
+        &databases,
         cluster.as_ref(),
         &opts.instance_id,
         observers,
@@ -259,7 +259,7 @@ pub async fn configure_app(
     );
     Ok(ConfiguredApp {
         manifest,
-        databases: database,
+        databases,
         cluster,
         embedded,
         runtime,
@@ -283,14 +283,13 @@ async fn prepare_embedded(
         }
         let config = caps::config::resolve(manifest, decl)?;
         for when in &decl.grants.kubernetes_manifests_when {
-            if config.get(&when.variable) == Some(&when.equals) {
-                files.extend(
-                    when.files
-                        .iter()
-                        .filter(|f| !files.contains(f))
-                        .cloned()
-                        .collect::<Vec<_>>(),
-                );
+            if config.get(&when.variable) != Some(&when.equals) {
+                continue;
+            }
+            for file in &when.files {
+                if !files.contains(file) {
+                    files.push(file.clone());
+                }
             }
         }
     }

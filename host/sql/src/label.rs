@@ -18,8 +18,6 @@
 //!   once and kept in the application database's `lethe_label_roles` table, which only the
 //!   URL's user can read; every host of the application reads the same one.
 
-use std::path::PathBuf;
-
 use rand::Rng as _;
 use rand::distr::Alphanumeric;
 
@@ -103,19 +101,10 @@ pub fn is_postgres(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
-/// The file a SQLite location names (`sqlite:<path>`, `sqlite://<path>` or a plain path);
-/// `None` for an in-memory database. Fails for a URL of another scheme.
-pub fn sqlite_file(url: &str) -> Result<Option<PathBuf>> {
-    Ok(match crate::sqlite_target(url)? {
-        crate::sqlite::Target::Memory => None,
-        crate::sqlite::Target::File(path) => Some(path),
-    })
-}
-
 /// The SQLite location of `label` beside the application's file: `dir/lethe.db` gives
 /// `sqlite:dir/lethe-<label>.db`; in memory, a private in-memory database.
 pub fn sqlite_label_location(app_url: &str, label: &str) -> Result<String> {
-    let Some(path) = sqlite_file(app_url)? else {
+    let Some(path) = crate::sqlite_file(app_url)? else {
         return Ok("sqlite::memory:".to_owned());
     };
     let stem = path

@@ -44,7 +44,7 @@ use std::sync::atomic::Ordering;
 
 pub use config::{DEFAULT_RETRY, PostgresConfig, RetryPolicy, SqlConfig, SqliteConfig};
 pub use error::{Result, SqlError};
-pub use label::{MAX_LABEL_LEN, check_label, is_postgres, sqlite_file, sqlite_label_location};
+pub use label::{MAX_LABEL_LEN, check_label, is_postgres, sqlite_label_location};
 pub use lethe_sql_model::{RowSet, Statement, Value};
 pub use migration::Migration;
 
@@ -380,6 +380,15 @@ impl Transaction {
             TxInner::Postgres(t) => t.is_finished(),
         }
     }
+}
+
+/// The file a SQLite location names (`sqlite:<path>`, `sqlite://<path>` or a plain path);
+/// `None` for an in-memory database. Fails for a URL of another scheme.
+pub fn sqlite_file(url: &str) -> Result<Option<PathBuf>> {
+    Ok(match sqlite_target(url)? {
+        sqlite::Target::Memory => None,
+        sqlite::Target::File(path) => Some(path),
+    })
 }
 
 /// Parses a SQLite location.
