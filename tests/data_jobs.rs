@@ -142,8 +142,18 @@ impl World {
 
     /// `lethe sync --once --json`: the report, or the error output when no pass ran.
     fn try_sync(&self) -> Result<Json, String> {
-        let out = Command::new(support::lethe_bin())
-            .arg("sync")
+        self.try_sync_within(None)
+    }
+
+    /// `lethe sync --once`, waiting `manifests_patience` seconds (else the default) per object of
+    /// the manifests while the embedded cluster fails.
+    fn try_sync_within(&self, manifests_patience: Option<u64>) -> Result<Json, String> {
+        let mut command = Command::new(support::lethe_bin());
+        command.arg("sync");
+        if let Some(seconds) = manifests_patience {
+            command.arg(format!("--manifests-patience-seconds={seconds}"));
+        }
+        let out = command
             .arg("--once")
             .arg("--json")
             .arg("--manifest")
@@ -1060,7 +1070,8 @@ fn transient_failures_back_off_per_item_and_a_5xx_storm_is_retried(backend: &Bac
     // A 5xx storm: no pass can even read the Lease; nothing is written.
     w.delete_cronjob(&name);
     w.set_faults(json!({"error_rate": 1.0, "error_status": 503}));
-    let stormy = w.try_sync();
+    // A `sync --once` would wait out the default patience (two minutes) for the manifests first.
+    let stormy = w.try_sync_within(Some(3));
     assert!(
         stormy.is_err(),
         "a pass ran through a total outage: {stormy:?}"

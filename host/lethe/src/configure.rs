@@ -45,6 +45,9 @@ pub struct EmbeddedCluster {
     pub join_running: bool,
     /// Start it even when no component is granted `kube`: `lethe up` serves it to kubectl.
     pub start_unused: bool,
+    /// How long the start waits for it while it fails, per object of the manifests it applies
+    /// (`None`: [`crate::kubernetes_manifests::DEFAULT_PATIENCE`]).
+    pub manifests_patience: Option<Duration>,
 }
 
 /// What configuring an application needs.
@@ -187,7 +190,11 @@ pub async fn configure_app(
                     "applying the manifest's Kubernetes objects",
                 );
             }
-            cluster = prepare_embedded(&manifest, cluster).await?;
+            let patience = match &opts.cluster {
+                ClusterSource::Embedded(e) => e.manifests_patience,
+                _ => None,
+            };
+            cluster = prepare_embedded(&manifest, cluster, patience).await?;
         }
         // Probed and counted with the identity the components use.
         if let Some(readiness) = observers.readiness {
@@ -275,6 +282,7 @@ pub async fn configure_app(
 async fn prepare_embedded(
     manifest: &Manifest,
     admin: lethe_kube::Cluster,
+    patience: Option<Duration>,
 ) -> anyhow::Result<lethe_kube::Cluster> {
     let mut files = manifest.kubernetes_manifests();
     for decl in manifest.components.values() {
@@ -294,7 +302,8 @@ async fn prepare_embedded(
         }
     }
     for path in files {
-        crate::kubernetes_manifests::apply_file(&admin, &path).await?;
+        let patience = patience.unwrap_or(crate::kubernetes_manifests::DEFAULT_PATIENCE);
+        crate::kubernetes_manifests::apply_file_within(&admin, &path, patience).await?;
     }
     let Some((namespace, name)) = manifest.settings.service_account() else {
         return Ok(admin);

@@ -19,8 +19,18 @@ const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "lethe");
 
 /// Applies every object in the file at `path`: JSON (one object, or a `v1` `List`) or, for a
 /// `.yaml`/`.yml` file, YAML documents (each one object or a `List`), as `kubectl apply -f`
-/// takes them.
+/// takes them. An API server that fails is waited for, [`DEFAULT_PATIENCE`] per object.
 pub async fn apply_file(cluster: &Cluster, path: &Path) -> anyhow::Result<()> {
+    apply_file_within(cluster, path, DEFAULT_PATIENCE).await
+}
+
+/// [`apply_file`], waiting at most `patience` per object for an API server that fails (503s,
+/// timeouts) before giving up: `lethe sync --once` from a CronJob would rather fail fast.
+pub async fn apply_file_within(
+    cluster: &Cluster,
+    path: &Path,
+    patience: Duration,
+) -> anyhow::Result<()> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let is_yaml = path.extension().is_some_and(|e| e == "yaml" || e == "yml");
@@ -41,7 +51,7 @@ pub async fn apply_file(cluster: &Cluster, path: &Path) -> anyhow::Result<()> {
         ]
     };
     for object in values.into_iter().flat_map(objects) {
-        apply(cluster, object)
+        apply(cluster, object, patience)
             .await
             .with_context(|| format!("applying {}", path.display()))?;
     }
@@ -57,7 +67,11 @@ fn objects(value: serde_json::Value) -> Vec<serde_json::Value> {
     vec![value]
 }
 
-async fn apply(cluster: &Cluster, mut object: serde_json::Value) -> anyhow::Result<()> {
+async fn apply(
+    cluster: &Cluster,
+    mut object: serde_json::Value,
+    patience: Duration,
+) -> anyhow::Result<()> {
     let field =
         |o: &serde_json::Value, p: &str| o.pointer(p).and_then(|v| v.as_str()).map(str::to_string);
     let (Some(api_version), Some(kind), Some(name)) = (
@@ -77,8 +91,8 @@ async fn apply(cluster: &Cluster, mut object: serde_json::Value) -> anyhow::Resu
     // Every object here is lethe's by name and label, so an attempt whose outcome is unknown (a
     // 503 to a create, a dropped connection) is safe to make again: the next one re-reads and
     // finds either nothing, or lethe's own object to replace. A failing API server at start is
-    // waited for, within `START_PATIENCE`, instead of ending the start.
-    let deadline = Instant::now() + START_PATIENCE;
+    // waited for, within `patience`, instead of ending the start.
+    let deadline = Instant::now() + patience;
     let mut budget = Budget::new(START_RETRY);
     loop {
         match apply_once(&client, &target, &mut object).await {
@@ -117,10 +131,11 @@ async fn apply(cluster: &Cluster, mut object: serde_json::Value) -> anyhow::Resu
     }
 }
 
-/// How long the start waits for a failing API server while it applies the manifests.
-const START_PATIENCE: Duration = Duration::from_secs(120);
+/// How long the start waits by default for a failing API server while it applies an object of
+/// the manifests.
+pub const DEFAULT_PATIENCE: Duration = Duration::from_secs(120);
 
-/// The backoff while it waits: bounded by [`START_PATIENCE`] alone.
+/// The backoff while it waits: bounded by the patience alone.
 const START_RETRY: Policy =
     Policy::until_deadline(Duration::from_millis(100), Duration::from_secs(5));
 

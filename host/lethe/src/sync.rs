@@ -44,6 +44,9 @@ pub struct SyncOptions {
     pub progress: bool,
     /// Where compiled components are cached.
     pub cache: configure::CacheOptions,
+    /// How long to wait for a failing embedded cluster per object of the manifests (`None`: the
+    /// default).
+    pub manifests_patience: Option<Duration>,
 }
 
 /// The outcome of one component's pass.
@@ -60,6 +63,7 @@ pub async fn run_once(opts: SyncOptions) -> anyhow::Result<Vec<PassOutcome>> {
         Some(path) => ClusterSource::Kubeconfig(path.clone()),
         None => ClusterSource::Embedded(EmbeddedCluster {
             join_running: true,
+            manifests_patience: opts.manifests_patience,
             ..Default::default()
         }),
     };
