@@ -53,6 +53,7 @@ fn new_rust_component(app: &Path, args: &[&str], tests: usize) -> std::path::Pat
     let printed = lethe(app, &new);
     assert!(printed.contains("lethe build"), "{printed}");
     let crate_dir = app.join("components").join(args[1]);
+    share_dependencies_build(&crate_dir);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let tested = run(&crate_dir, Path::new(&cargo), &["test"], &[]);
     assert!(
@@ -61,6 +62,17 @@ fn new_rust_component(app: &Path, args: &[&str], tests: usize) -> std::path::Pat
     );
     lethe(app, &["build"]);
     crate_dir
+}
+
+/// Makes the crate's `target/` a link to one directory that every generated crate of this test
+/// run shares, as a user's `CARGO_TARGET_DIR` would: each template's crate is its own workspace
+/// with lethe's `Cargo.lock`, so the dependencies (wit-bindgen, serde, lethe-guest) are built once
+/// for the host and once for wasm instead of for each crate; cargo's lock on the directory orders
+/// builds that run at once. The manifest's `source` still finds the component through the link.
+fn share_dependencies_build(crate_dir: &Path) {
+    let shared = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scaffold-target");
+    std::fs::create_dir_all(&shared).expect("the shared target dir");
+    std::os::unix::fs::symlink(&shared, crate_dir.join("target")).expect("link target/");
 }
 
 /// The routes every `http` template serves, whatever its language.
