@@ -8,10 +8,7 @@
 //! their tokens must exist there, see `support::skip_without_test_users`). The host itself runs as
 //! lethe's ServiceAccount from `deploy/rbac.json`, so a rule missing there fails here too.
 
-// A test crate: a failed expectation is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -13,10 +13,7 @@
 //! Requests go over raw TCP ([`support::raw_request`]) so the table says exactly what is on the
 //! wire; the setup and the read-backs use the harness's ordinary client.
 
-// A test crate: a failed expectation is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use std::time::Instant;
 

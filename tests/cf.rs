@@ -1,10 +1,7 @@
 //! End to end: the Cloud Foundry V3 deletion jobs of the first seed, through `lethe up` on the
 //! repository's `spin.toml` against the embedded cluster, with `kubectl` as a second, real client.
 
-// A test crate: a failed expectation is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -5,10 +5,7 @@
 //! Every scenario runs on SQLite and on PostgreSQL (`LETHE_TEST_POSTGRES_URL`; skipped visibly
 //! when unset, failed under CI).
 
-// A test crate: a failed expectation is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

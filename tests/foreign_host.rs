@@ -16,10 +16,7 @@
 //! trust only the public web roots, which neither the embedded cluster's generated CA nor a typical
 //! cluster's private CA is, so the test serves its own cluster without TLS.
 
-// A test crate: a failed expectation is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

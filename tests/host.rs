@@ -1,9 +1,6 @@
 //! End-to-end tests of the lethe host: the real `lethe up` binary serving real wasm components.
 
-// A test crate: a failed expectation is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

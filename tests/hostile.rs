@@ -12,7 +12,7 @@
 //! Runs on the embedded cluster, and through `KUBECONFIG` on a real one (the component's RBAC is
 //! applied like every `kubernetes_manifests` file).
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -3,10 +3,7 @@
 //! JSON logs; readiness that waits for an unreachable cluster; and clients that see no 5xx and
 //! no 404 while the API server answers a fifth of all requests 503 and another fifth 429.
 
-// A test crate: a failed expectation is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -2,10 +2,7 @@
 //! application directory, run the generated test unchanged, `lethe build`, then `lethe up` and
 //! call the new routes.
 
-// A test crate: a failed expectation is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;

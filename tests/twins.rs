@@ -3,10 +3,7 @@
 //! test: the same answers, byte for byte where the envelope is concerned, for SQL, Kubernetes as
 //! the caller, configuration and cron.
 
-// A test crate: a failed expectation is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
