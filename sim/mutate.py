@@ -23,6 +23,8 @@ MUTATIONS = {
  'lease-orphans':('components/data-jobs-core/src/sync.rs','        // As before each item below: a leader paused past its Lease stops here.\n        lease.keep(host.now_ms()).map_err(|lost| lost.to_string())?;\n',''),
  'replace-guard':('components/data-jobs-core/src/sync.rs','            resource_version: Some(resource_version),\n        });\n        if !finalizers.is_empty() {','            resource_version: None.filter(|_: &&str| resource_version.is_empty()),\n        });\n        if !finalizers.is_empty() {'),
  'claim':('components/data-jobs-core/src/sync.rs','            match claimed {\n                Ok(0) => return Step::Done,','            match claimed.map(|_| 1) {\n                Ok(0) => return Step::Done,'),
+ # Liveness: a reconciler that stops repairing passes every safety invariant.
+ 'repair-drift':('components/data-jobs-core/src/sync.rs','                    let as_desired = live.annotation_hash.as_deref() == Some(d.hash.as_str())\n                        && live.live_hash.as_deref() == Some(d.hash.as_str());','                    let as_desired = live.annotation_hash.as_deref() == Some(d.hash.as_str());'),
  # The CF side.
  'cf-confirm':('components/cf-core/src/deletion.rs','    let deadline = env.now_ms() + i64::try_from(settings.delete_confirm_ms).unwrap_or(i64::MAX);','    let deadline = env.now_ms() + 0 * i64::try_from(settings.delete_confirm_ms).unwrap_or(i64::MAX);'),
  'cf-ownership':('components/cf-core/src/ownership.rs','        !self.object.metadata.uid.is_empty()\n','        true || !self.object.metadata.uid.is_empty()\n'),

@@ -659,6 +659,14 @@ impl Quiescent for World<'_, '_> {
                     "CronJob {name} is not job {uid}'s desired spec: labels {labels}, annotations {annotations}"
                 ));
             }
+            // What it runs, not only what its annotation says: a hand edit of the schedule, the
+            // image or the fixed fields is put back.
+            if model::live_fingerprint(o.json()).as_deref() != Some(hash.as_str()) {
+                return Some(format!(
+                    "CronJob {name} runs a spec that is not job {uid}'s desired one: {}",
+                    o.json()["spec"]
+                ));
+            }
         }
         let mut extra = String::new();
         for c in cronjobs
