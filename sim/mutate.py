@@ -36,6 +36,10 @@ MUTATIONS = {
  'cf-name-claim':('components/cf-core/src/names.rs','                Ok(_) => return Ok(true),\n                Err(KubeError::Conflict(_)) => {}','                Ok(_) | Err(KubeError::Conflict(_)) => return Ok(true),'),
  'cf-observed-generation':('components/guest/src/conditions.rs','            "observedGeneration": generation,','            "observedGeneration": generation + 1,'),
  'cf-event-regarding':('components/guest/src/events.rs','                "uid": regarding.metadata.uid,','                "uid": regarding.metadata.resource_version,'),
+ # Liveness of the CF reconciler: what quiescence now checks of claims and conditions.
+ 'cf-claim-sweep':('components/cf-core/src/names.rs','            if !old_enough(claim.created, started) || listed.contains(&holder) {','            if true || !old_enough(claim.created, started) || listed.contains(&holder) {'),
+ 'cf-claim-backfill':('components/cf-core/src/reconcile.rs','            Some(claims) => !claims.held(claim, holder) && self.take_upkeep(),','            Some(_) => false,'),
+ 'cf-conditions-ready':('components/cf-core/src/reconcile.rs','        if released {\n            return;\n        }\n        let visit','        if released || matches!(result, Ok(Outcome::Done)) {\n            return;\n        }\n        let visit'),
  # Korifi's job types (the Korifi world).
  'korifi-state-generation':('components/cf-core/src/jobs.rs','    let current = object.metadata.generation.is_some() && observed == object.metadata.generation;','    let current = object.metadata.generation.is_some() || observed == object.metadata.generation;'),
  'korifi-role-label':('components/cf-core/src/access.rs','    if let Find::Label(label) = &t.find {','    if let (Find::Label(label), false) = (&t.find, true) {'),

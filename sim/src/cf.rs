@@ -18,7 +18,7 @@ use cf_core::FINALIZER;
 use cf_core::backoff::SqlBackoff;
 use cf_core::config::Settings;
 use cf_core::follow::{LEASE_ITEM, pass_on_changes};
-use cf_core::names::HOLDER_ANNOTATION;
+use cf_core::names::{CLAIM_LABEL, HOLDER_ANNOTATION};
 use cf_core::ownership::{OWNER_LABEL, OWNER_UID_LABEL};
 use cf_core::reconcile::Report;
 use lethe_guest::fake::{FakeCluster, FakeHost, FakeSql};
@@ -787,15 +787,108 @@ impl Quiescent for CfWorld<'_, '_> {
                 return Some(format!("space {} outlives its org {}", o.guid, o.namespace));
             }
         }
-        namespaces
-            .values()
-            .find(|n| {
-                n.owner_uid
-                    .as_ref()
-                    .is_some_and(|owner| !objects.contains_key(owner))
-            })
-            .map(|n| format!("the namespace {} outlives its owner", n.meta.name))
+        if let Some(n) = namespaces.values().find(|n| {
+            n.owner_uid
+                .as_ref()
+                .is_some_and(|owner| !objects.contains_key(owner))
+        }) {
+            return Some(format!("the namespace {} outlives its owner", n.meta.name));
+        }
+        self.conditions_disagree()
+            .or_else(|| claims_disagree(self.stage.kube, &objects))
     }
+}
+
+impl CfWorld<'_, '_> {
+    /// Whether some org's or space's conditions disagree with it at quiescence, where each has
+    /// its finalizer and its namespace (the rest of `divergence` checked that first): `Ready`
+    /// must be `True` for its current generation, and nothing `Blocked` or `Deleting`.
+    fn conditions_disagree(&self) -> Option<String> {
+        for kind in ["Org", "Space"] {
+            let found = self.stage.kube.glance(kind, |o| {
+                let name = glance::text(o, "/metadata/name");
+                let generation = o["metadata"]["generation"].as_i64().unwrap_or(0);
+                let conditions = o["status"]["conditions"].as_array().cloned().unwrap_or_default();
+                let status = |t: &str| {
+                    conditions
+                        .iter()
+                        .find(|c| c["type"] == t)
+                        .map(|c| (c["status"].clone(), c["observedGeneration"].as_i64()))
+                };
+                let ready = status("Ready");
+                if ready != Some((json!("True"), Some(generation))) {
+                    return Some(format!(
+                        "{kind} {name} is in place but its Ready condition says {ready:?} at generation {generation}"
+                    ));
+                }
+                ["Blocked", "Deleting"].iter().find_map(|t| {
+                    status(t)
+                        .filter(|(s, _)| s == "True")
+                        .map(|_| format!("{kind} {name} is in place but its {t} condition is True"))
+                })
+            });
+            if let Some(found) = found.into_iter().flatten().next() {
+                return Some(found);
+            }
+        }
+        None
+    }
+}
+
+/// Whether the name claims disagree with the orgs and spaces at quiescence: every claim's
+/// holder exists and bears the claimed name (no claim outlives its resource or a rename), and
+/// every name an org or space bears is claimed by one that bears it (two made by hand under one
+/// name share one claim: the first holds it).
+fn claims_disagree(kube: &FakeCluster, objects: &BTreeMap<String, Seen>) -> Option<String> {
+    let key = |kind: &str, namespace: &str, name: &str| {
+        (
+            kind.to_lowercase(),
+            namespace.to_string(),
+            name.to_lowercase(),
+        )
+    };
+    let claims = kube.glance("ConfigMap", |o| {
+        let kind = glance::label(o, CLAIM_LABEL)?;
+        let holder = glance::opt(
+            o,
+            &format!(
+                "/metadata/annotations/{}",
+                HOLDER_ANNOTATION.replace('/', "~1")
+            ),
+        );
+        Some((
+            key(
+                &kind,
+                &glance::text(o, "/data/namespace"),
+                &glance::text(o, "/data/name"),
+            ),
+            (
+                glance::text(o, "/metadata/name"),
+                holder.unwrap_or_default(),
+            ),
+        ))
+    });
+    let mut claimed = BTreeMap::new();
+    for (named, (claim, holder)) in claims.into_iter().flatten() {
+        let bearer = objects.values().find(|o| o.guid == holder);
+        if bearer.is_none_or(|o| key(&o.kind, &o.namespace, &o.name) != named) {
+            return Some(format!(
+                "the name claim {claim} for {named:?} names {holder}, which does not bear that name"
+            ));
+        }
+        if let Some(other) = claimed.insert(named.clone(), claim.clone()) {
+            return Some(format!("two claims for {named:?}: {other} and {claim}"));
+        }
+    }
+    objects
+        .values()
+        .find(|o| !claimed.contains_key(&key(&o.kind, &o.namespace, &o.name)))
+        .map(|o| {
+            format!(
+                "{} {} bears the name {} and nothing claims it",
+                o.kind, o.guid, o.name
+            )
+        })
 }
 
 /// The hostile user puts its finalizer on an org or space the seed picks, first or last in the
