@@ -40,6 +40,9 @@ MUTATIONS = {
  'cf-claim-sweep':('components/cf-core/src/names.rs','            if !old_enough(claim.created, started) || listed.contains(&holder) {','            if true || !old_enough(claim.created, started) || listed.contains(&holder) {'),
  'cf-claim-backfill':('components/cf-core/src/reconcile.rs','            Some(claims) => !claims.held(claim, holder) && self.take_upkeep(),','            Some(_) => false,'),
  'cf-conditions-ready':('components/cf-core/src/reconcile.rs','        if released {\n            return;\n        }\n        let visit','        if released || matches!(result, Ok(Outcome::Done)) {\n            return;\n        }\n        let visit'),
+ # Polls of the jobs of live resources (the CF and Korifi worlds).
+ 'live-job-visible':('components/cf-core/src/jobs.rs','            Ok(true) => Err(HttpError::job_not_found()),\n            Err(e) => Err(HttpError::from_kube(e, crate::errors::JOB_NOT_FOUND)),\n        };\n    }\n}','            Ok(true) => Ok(complete(&guid, now)),\n            Err(e) => Err(HttpError::from_kube(e, crate::errors::JOB_NOT_FOUND)),\n        };\n    }\n}'),
+ 'live-job-hidden':('components/cf-core/src/jobs.rs','            Ok(false) => Ok(complete(&guid, now)),\n            Ok(true) => Err(HttpError::job_not_found()),','            Ok(false) => Err(HttpError::job_not_found()),\n            Ok(true) => Err(HttpError::job_not_found()),'),
  # Korifi's job types (the Korifi world).
  'korifi-state-generation':('components/cf-core/src/jobs.rs','    let current = object.metadata.generation.is_some() && observed == object.metadata.generation;','    let current = object.metadata.generation.is_some() || observed == object.metadata.generation;'),
  'korifi-role-label':('components/cf-core/src/access.rs','    if let Find::Label(label) = &t.find {','    if let (Find::Label(label), false) = (&t.find, true) {'),

@@ -41,6 +41,8 @@ const MIGRATIONS: &str = concat!(
 const ROOT: &str = "cf";
 /// The clients are CF admins; the hostile user is a cluster administrator with kubectl.
 const ADMIN: &str = "admin";
+/// A signed-in user with no rights anywhere.
+const STRANGER: &str = "stranger";
 /// The names clients create under: two of them alike but for case, which Cloud Controller's
 /// unique index does not tell apart.
 const ORG_NAMES: [&str; 3] = ["o1", "O1", "o2"];
@@ -527,10 +529,39 @@ impl CfWorld<'_, '_> {
     }
 
     fn poll(&mut self) -> Result<(), Failure> {
+        if self.stage.rng.random_ratio(1, 3) {
+            return self.poll_live();
+        }
         match self.stage.pick_outstanding() {
             Some(path) => self.poll_one(&path),
             None => Ok(()),
         }
+    }
+
+    /// The admin (who sees everything) and a stranger (who sees nothing) poll the deletion job of
+    /// an org or space the seed picks that exists and is not being deleted, as a client that
+    /// kept a job's guid, or guessed one, would; each answer is judged by
+    /// [`world::live_resources_job`].
+    fn poll_live(&mut self) -> Result<(), Failure> {
+        let live: Vec<Seen> = self
+            .objects()
+            .into_values()
+            .filter(|o| !o.deleting)
+            .collect();
+        if live.is_empty() {
+            return Ok(());
+        }
+        let o = live[self.stage.rng.random_range(0..live.len())].clone();
+        let path = format!("/v3/jobs/{}.delete~{}", type_name(&o.kind), o.guid);
+        for (who, token, sees) in [("the admin", ADMIN, true), ("a stranger", STRANGER, false)] {
+            let (status, body, _) = self.client().call_as(token, "GET", &path, None);
+            self.stage.note(&format!(
+                "{who} polls {path} of a live {}: {status} {}",
+                o.kind, body["state"]
+            ));
+            world::live_resources_job(&path, who, sees, status, &body)?;
+        }
+        Ok(())
     }
 
     /// A deletion job is COMPLETE only once its org or space is gone. (The namespace lethe made

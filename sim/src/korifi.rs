@@ -17,6 +17,10 @@
 //! 6. A role's deletion never deletes or changes a RoleBinding that is not the role's: a decoy
 //!    named after the role's guid, without its label (a foreign object under a name lethe could
 //!    take for its own).
+//! 7. Polls of the jobs of an instance or a role that exists and is not being deleted, by the
+//!    admin and by the stranger: a deletion job is 404 to the admin (there is none) and
+//!    `COMPLETE` to the stranger (who may not learn that it exists); a state job holds to 1 for
+//!    the admin, and is never 404 to them, and to 3 for the stranger.
 
 use lethe_guest::fake::FakeCluster;
 use lethe_guest::fake::FakeHost;
@@ -362,10 +366,86 @@ impl KorifiWorld<'_, '_> {
     }
 
     fn poll(&mut self) -> Result<(), Failure> {
+        if self.stage.rng.random_ratio(1, 4) {
+            return self.poll_live();
+        }
         match self.stage.pick_outstanding() {
             Some(path) => self.poll_one(&path),
             None => Ok(()),
         }
+    }
+
+    /// Invariant 7: the admin and the stranger poll every job type of an instance, or the
+    /// deletion job of a role, that exists and is not being deleted: a deletion job answers as
+    /// [`world::live_resources_job`] says; a state job answers the admin by invariant 1 and the
+    /// stranger 404 (invariant 3).
+    fn poll_live(&mut self) -> Result<(), Failure> {
+        let kube = self.stage.kube;
+        let live_roles: Vec<String> = kube
+            .glance("RoleBinding", |o| {
+                glance::label(o, ROLE_GUID_LABEL).filter(|_| !glance::deleting(o))
+            })
+            .into_iter()
+            .flatten()
+            .collect();
+        let role = !live_roles.is_empty() && self.stage.rng.random_ratio(1, 3);
+        let jobs = if role {
+            let guid = live_roles[self.stage.rng.random_range(0..live_roles.len())].clone();
+            vec![Job {
+                path: format!("/v3/jobs/role.delete~{guid}"),
+                state: false,
+                role: true,
+                guid,
+            }]
+        } else {
+            let Some(name) = self.pick_instance(false) else {
+                return Ok(());
+            };
+            ["delete", "create"]
+                .into_iter()
+                .map(|verb| Job {
+                    path: format!("/v3/jobs/managed_service_instance.{verb}~{name}"),
+                    state: verb == "create",
+                    role: false,
+                    guid: name.clone(),
+                })
+                .collect()
+        };
+        for job in jobs {
+            for (who, token, sees) in [
+                ("the admin", ADMIN, true),
+                ("the stranger", STRANGER, false),
+            ] {
+                let (status, body) = self.call(token, "GET", &job.path);
+                self.stage.note(&format!(
+                    "{who} polls {} of a live {}: {status} {}",
+                    job.path,
+                    if job.role { "role" } else { "instance" },
+                    body["state"]
+                ));
+                match (job.state, sees) {
+                    (false, _) => world::live_resources_job(&job.path, who, sees, status, &body)?,
+                    (true, true) => {
+                        let state = body["state"].as_str().unwrap_or_default();
+                        self.check_state_job(&job, status, state)?;
+                        if status == 404 {
+                            return Err(format!(
+                                "the admin polled {} of a live instance and was told 404",
+                                job.path
+                            ));
+                        }
+                    }
+                    (true, false) if status != 404 => {
+                        return Err(format!(
+                            "a stranger polled {} and was told {status} {body}",
+                            job.path
+                        ));
+                    }
+                    (true, false) => {}
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Invariants 1 and 2 for a state job's answer, against the instance as it is now.

@@ -207,6 +207,29 @@ pub fn first_poll(
     }
 }
 
+/// What a poll of the deletion job of a resource that exists and is not being deleted must
+/// answer (SECURITY.md, "What a job poll reveals"): to a caller who may see the resource, 404
+/// (there is no deletion job for it); to one who may not, `COMPLETE`, as Korifi answers (nothing
+/// of theirs is left, and its existence is not confirmed). A 503 is an answer too: a lookup the
+/// failing cluster did not answer fails closed. `who` and the answer are for the failure's words.
+pub fn live_resources_job(
+    path: &str,
+    who: &str,
+    sees: bool,
+    status: u16,
+    body: &Json,
+) -> Result<(), Failure> {
+    let complete = status == 200 && body["state"] == "COMPLETE";
+    match (sees, status) {
+        (_, 503) | (true, 404) => Ok(()),
+        (false, _) if complete => Ok(()),
+        _ => Err(format!(
+            "{who}, who {} the resource, polled {path} while it exists and is not being deleted, and was told {status} {body}",
+            if sees { "may see" } else { "may not see" }
+        )),
+    }
+}
+
 /// lethe's reconciler hosts, `host-0` to `host-2`: one to three of them, as the seed picks.
 pub fn reconciler_hosts<'a>(
     rng: &mut StdRng,
