@@ -40,6 +40,8 @@ MUTATIONS = {
  'cf-claim-sweep':('components/cf-core/src/names.rs','            if !old_enough(claim.created, started) || listed.contains(&holder) {','            if true || !old_enough(claim.created, started) || listed.contains(&holder) {'),
  'cf-claim-backfill':('components/cf-core/src/reconcile.rs','            Some(claims) => !claims.held(claim, holder) && self.take_upkeep(),','            Some(_) => false,'),
  'cf-conditions-ready':('components/cf-core/src/reconcile.rs','        if released {\n            return;\n        }\n        let visit','        if released || matches!(result, Ok(Outcome::Done)) {\n            return;\n        }\n        let visit'),
+ # Races of one name (the CF world): a claim younger than a create's time limit stays taken.
+ 'cf-claim-in-flight':('components/cf-core/src/names.rs','        if !old_enough(created_ms(found), env.now_ms()) {\n            return Ok(false);\n        }\n        let Some(holder)','        let Some(holder)'),
  # Polls of the jobs of live resources (the CF and Korifi worlds).
  'live-job-visible':('components/cf-core/src/jobs.rs','            Ok(true) => Err(HttpError::job_not_found()),\n            Err(e) => Err(HttpError::from_kube(e, crate::errors::JOB_NOT_FOUND)),\n        };\n    }\n}','            Ok(true) => Ok(complete(&guid, now)),\n            Err(e) => Err(HttpError::from_kube(e, crate::errors::JOB_NOT_FOUND)),\n        };\n    }\n}'),
  'live-job-hidden':('components/cf-core/src/jobs.rs','            Ok(false) => Ok(complete(&guid, now)),\n            Ok(true) => Err(HttpError::job_not_found()),','            Ok(false) => Err(HttpError::job_not_found()),\n            Ok(true) => Err(HttpError::job_not_found()),'),

@@ -47,6 +47,8 @@ const STRANGER: &str = "stranger";
 /// unique index does not tell apart.
 const ORG_NAMES: [&str; 3] = ["o1", "O1", "o2"];
 const SPACE_NAMES: [&str; 2] = ["s1", "S1"];
+/// The names two creates race for (`race-0` to `race-3`, in either case), orgs' and spaces'.
+const RACE_NAME: &str = "race-";
 const FOREIGN_FINALIZER: &str = "example.com/keep";
 /// The longest read lag injected: below the DELETE's confirmation window (`delete_confirm_ms`,
 /// 5 s), which is what that window is for, and above the job poll's re-read (2 s).
@@ -178,6 +180,7 @@ impl Scenario for CfWorld<'_, '_> {
     fn step(&mut self, roll: u32) -> Result<(), Failure> {
         match roll {
             0..28 => self.lethe_pass(false)?,
+            28..48 if self.stage.rng.random_ratio(1, 5) => self.race_one_name()?,
             28..48 => {
                 let client = Client {
                     api: self.stage.api,
@@ -486,10 +489,11 @@ impl CfWorld<'_, '_> {
         let objects = self.objects();
         for o in objects.values().filter(|o| !o.deleting) {
             let key = (o.namespace.clone(), o.name.clone());
-            let client_name = match o.kind.as_str() {
-                "Org" => ORG_NAMES.iter().any(|n| n.to_lowercase() == o.name),
-                _ => SPACE_NAMES.iter().any(|n| n.to_lowercase() == o.name),
-            };
+            let client_name = o.name.starts_with(RACE_NAME)
+                || match o.kind.as_str() {
+                    "Org" => ORG_NAMES.iter().any(|n| n.to_lowercase() == o.name),
+                    _ => SPACE_NAMES.iter().any(|n| n.to_lowercase() == o.name),
+                };
             if !client_name {
                 continue;
             }
@@ -504,6 +508,114 @@ impl CfWorld<'_, '_> {
     }
 
     // --- clients ---------------------------------------------------------------------------
+
+    /// Two creates of one name (an org's, or a space's in an org not being deleted), the second
+    /// arriving between two of the first one's calls, while its claim may be in flight; the
+    /// first may crash there (its process dies) or lose its answer, and the client then sends
+    /// it again at once, inside the in-flight window. After each: no two orgs (or spaces of one
+    /// org) bear the name, every `201` names an object that bears it, and no answer is a 5xx
+    /// but the 503 of a failing cluster.
+    fn race_one_name(&mut self) -> Result<(), Failure> {
+        let orgs: Vec<String> = self
+            .objects()
+            .into_values()
+            .filter(|o| o.kind == "Org" && !o.deleting)
+            .map(|o| o.guid)
+            .collect();
+        let rng = &mut self.stage.rng;
+        // Names of their own, in either case, so that the race is most often for a free name.
+        let n = rng.random_range(0..4);
+        let name = if rng.random_ratio(1, 2) {
+            format!("{RACE_NAME}{n}")
+        } else {
+            format!("{RACE_NAME}{n}").to_uppercase()
+        };
+        let (what, path, body) = if orgs.is_empty() || rng.random_ratio(1, 2) {
+            (
+                format!("org {name}"),
+                "/v3/organizations",
+                json!({ "name": name }),
+            )
+        } else {
+            let org = &orgs[rng.random_range(0..orgs.len())];
+            (
+                format!("space {name} in {org}"),
+                "/v3/spaces",
+                json!({ "name": name, "relationships": {"organization": {"data": {"guid": org}}}}),
+            )
+        };
+        let second_at: u32 = rng.random_range(0..10);
+        let crash_after = rng.random_ratio(1, 3).then(|| rng.random_range(0..10));
+        let lost = crash_after.is_some() || rng.random_ratio(1, 3);
+        let client = Client {
+            api: self.stage.api,
+            kube: self.stage.kube,
+        };
+        let second = RefCell::new(None);
+        let calls = std::cell::Cell::new(0u32);
+        let between = || {
+            let call = calls.get();
+            calls.set(call + 1);
+            if call == second_at {
+                *second.borrow_mut() = Some(client.call("POST", path, Some(body.clone())));
+            }
+        };
+        let scheduled = Scheduled::new(self.stage.api, crash_after, &between, &self.stage.throttle);
+        let request = world::request("POST", path, ADMIN, Some(body.clone()));
+        let kube = self.stage.kube;
+        let first = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            kube.read_late(|| cf_core::api::handle(&scheduled, &scheduled, &request))
+        }));
+        let first = match first {
+            Ok(answer) => Some(world::answer(&answer)),
+            Err(payload) if payload.is::<crate::host::Crash>() => None,
+            Err(_) => return Err(format!("a create of {what} panicked")),
+        };
+        let mut answers = Vec::new();
+        match &first {
+            Some(a) if !lost => answers.push(("the first create", a.clone())),
+            Some(a) => {
+                self.stage.note(&format!(
+                    "client creates {what}: {} (the answer is lost)",
+                    a.0
+                ));
+                answers.push(("the first create, whose answer was lost", a.clone()));
+            }
+            None => self.stage.note(&format!(
+                "client creates {what}: the API crashed after {} calls",
+                crash_after.unwrap_or(0)
+            )),
+        }
+        if let Some(a) = second.into_inner() {
+            answers.push(("a second create, during the first", a));
+        }
+        if lost {
+            answers.push((
+                "the first create sent again",
+                client.call("POST", path, Some(body.clone())),
+            ));
+        }
+        let name = body["name"].as_str().unwrap_or_default().to_lowercase();
+        for (which, (status, answer, _)) in &answers {
+            let detail = answer["errors"][0]["detail"].as_str().unwrap_or_default();
+            self.stage
+                .note(format!("  race on {what}: {which}: {status} {detail}").trim_end());
+            if *status >= 500 && *status != 503 {
+                return Err(format!("{which} of {what} answered {status} {answer}"));
+            }
+            let Some(guid) = answer["guid"].as_str().filter(|_| *status == 201) else {
+                continue;
+            };
+            self.stage.kube.grant(&member(guid), "*", "*", guid);
+            let made = self.objects().into_values().find(|o| o.guid == guid);
+            if made.is_none_or(|o| o.name != name || o.deleting) {
+                return Err(format!(
+                    "{which} of {what} answered 201 for {guid}, which does not bear the name"
+                ));
+            }
+        }
+        self.check_names()
+    }
 
     /// Takes in what a client or the hostile user did: its trace, what it holds or squats, its
     /// deletion job, its violation.
