@@ -36,6 +36,7 @@ MUTATIONS = {
  'cf-name-claim':('components/cf-core/src/names.rs','                Ok(_) => return Ok(true),\n                Err(KubeError::Conflict(_)) => {}','                Ok(_) | Err(KubeError::Conflict(_)) => return Ok(true),'),
  'cf-observed-generation':('components/guest/src/conditions.rs','            "observedGeneration": generation,','            "observedGeneration": generation + 1,'),
  'cf-event-regarding':('components/guest/src/events.rs','                "uid": regarding.metadata.uid,','                "uid": regarding.metadata.resource_version,'),
+ 'head-of-line':('components/data-jobs-core/src/sync.rs','            Step::Failed(e) => p.fail(uid, item, e, report),\n        }\n    }\n    host.progress(total, total);','            Step::Failed(e) => {\n                p.fail(uid, item, e, report);\n                break;\n            }\n        }\n    }\n    host.progress(total, total);'),
  # Liveness of the CF reconciler: what quiescence now checks of claims and conditions.
  'cf-claim-sweep':('components/cf-core/src/names.rs','            if !old_enough(claim.created, started) || listed.contains(&holder) {','            if true || !old_enough(claim.created, started) || listed.contains(&holder) {'),
  'cf-claim-backfill':('components/cf-core/src/reconcile.rs','            Some(claims) => !claims.held(claim, holder) && self.take_upkeep(),','            Some(_) => false,'),

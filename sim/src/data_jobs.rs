@@ -137,9 +137,17 @@ impl Scenario for World<'_, '_> {
                 &DeleteOptions::default(),
             );
         }
-        // lethe puts no finalizer on its CronJobs: every one there is the hostile user's.
+        // lethe puts no finalizer on its CronJobs: every one there is the hostile user's. Half of
+        // them stay: what they hold cannot finish, and everything else must finish beside it.
         for c in self.cronjobs().into_values() {
             if c.meta.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
+                if self.stage.rng.random_ratio(1, 2) {
+                    self.stage.note(&format!(
+                        "quiescence: the hostile user's finalizer stays on CronJob {}",
+                        c.meta.name
+                    ));
+                    continue;
+                }
                 self.stage
                     .kube
                     .clear_finalizers("CronJob", NAMESPACE, &c.meta.name);
@@ -639,6 +647,21 @@ impl Quiescent for World<'_, '_> {
         Ok(())
     }
 
+    /// A deletion job whose job still has a CronJob that is being deleted and held by the
+    /// hostile user's finalizer (which quiescence left there).
+    fn held_back(&self, path: &str) -> bool {
+        let Some(d) = self.stage.deletions.get(path) else {
+            return false;
+        };
+        self.stage
+            .kube
+            .glance("CronJob", |o| {
+                glance::label(o, JOB_UID_LABEL).as_deref() == Some(d.job_uid.as_str()) && held(o)
+            })
+            .into_iter()
+            .any(|h| h)
+    }
+
     /// How the cluster differs from the desired state, if it does.
     fn divergence(&self) -> Option<String> {
         let desired = self.desired();
@@ -650,6 +673,11 @@ impl Quiescent for World<'_, '_> {
             let Some(o) = self.stage.kube.object("CronJob", NAMESPACE, &name) else {
                 return Some(format!("no CronJob {name} for job {uid}"));
             };
+            // An earlier CronJob of that name, deleted and held by the hostile user's finalizer:
+            // the new one can only be made once it goes.
+            if held(&o.json()) {
+                continue;
+            }
             let labels = &o.json()["metadata"]["labels"];
             let annotations = &o.json()["metadata"]["annotations"];
             if labels[JOB_UID_LABEL] != uid.as_str()
@@ -669,9 +697,11 @@ impl Quiescent for World<'_, '_> {
             }
         }
         let mut extra = String::new();
+        let held_orphan =
+            |c: &Seen| c.meta.deleting && c.meta.finalizers.iter().any(|f| f == FOREIGN_FINALIZER);
         for c in cronjobs
             .values()
-            .filter(|c| c.managed && !wanted.contains(&c.meta.name))
+            .filter(|c| c.managed && !wanted.contains(&c.meta.name) && !held_orphan(c))
         {
             let _ = write!(extra, "{} ", c.meta.name);
         }
@@ -688,6 +718,11 @@ fn managed(kube: &FakeCluster) -> Vec<String> {
     .into_values()
     .flatten()
     .collect()
+}
+
+/// Whether a CronJob is being deleted and held by the hostile user's finalizer.
+fn held(o: &Json) -> bool {
+    glance::deleting(o) && glance::finalizers(o).iter().any(|f| f == FOREIGN_FINALIZER)
 }
 
 /// A hand edit of a CronJob's schedule.
