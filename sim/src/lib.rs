@@ -110,12 +110,40 @@
 //!    middle of (with its spaces, namespaces and name claims).
 //! 7. As data jobs' 6 and 7: no host runs while another's (or `intruder`'s) Lease is valid, and
 //!    a Lease lethe did not write stops every pass and is left as it was.
+//! 8. The deletion job of an org or space that exists and is not being deleted is 404 to the
+//!    admin, who may see it, and `COMPLETE` to a stranger, who may not (or 503 while the cluster
+//!    fails): SECURITY.md, "What a job poll reveals". (The Korifi world polls its instances' and
+//!    roles' jobs the same way, its invariant 7.)
+//! 9. Races of one name: two creates of one name, the second arriving between two calls of the
+//!    first, while its claim may be in flight; the first crashing there or losing its answer,
+//!    and sent again at once. After each: no two orgs (or spaces of one org) bear the name,
+//!    every `201` names an object that bears it, and no answer is a 5xx but a 503.
 //!
-//! At quiescence: every desired deployment has its CronJob with the desired spec, no CronJob
-//! lethe manages is left without one; every org and space not being deleted has lethe's
-//! finalizer and its own namespace, none is left being deleted, no namespace lethe made outlives
-//! its owner (the namespaces of deleted orgs and spaces are gone); and every deletion job is
-//! `COMPLETE`.
+//! # Liveness: the quiet period
+//!
+//! Every world ends quiet: the faults heal, the clients, the hostile user and its Lease stop,
+//! and an administrator removes what the hostile user put in the way, except (data jobs) half
+//! of its finalizers on CronJobs, which stay. Then, for at most 30 rounds
+//! (`world::QUIESCENT_PASSES`), the clock moves 700 s (past every Lease, backoff ceiling and
+//! resync interval), the namespace controller runs and a host runs a full pass, and every
+//! outstanding deletion job is polled. The world must converge, or the seed fails with what did
+//! not:
+//!
+//! - data jobs: every desired deployment has its CronJob, carrying its uid and hash and running
+//!   the desired spec (a hand edit of the schedule, the image or the fixed fields is put back),
+//!   unless an earlier CronJob of that name is being deleted and held by a finalizer that stayed;
+//!   no CronJob lethe manages is left without a deployment but one held so; every deletion job is
+//!   `COMPLETE` but those whose CronJob is held so (which invariant 3 keeps from `COMPLETE`).
+//! - CF: every org and space not being deleted has lethe's finalizer and its own namespace, its
+//!   `Ready` condition `True` at its current generation and nothing `Blocked` or `Deleting`; none
+//!   is left being deleted, no namespace lethe made outlives its owner; every name claim's holder
+//!   exists and bears the name, and every name an org or space bears is claimed; and every
+//!   deletion job is `COMPLETE`.
+//! - Korifi: every deletion job is `COMPLETE` once Korifi lets the objects go.
+//!
+//! The quiet period's rules were checked by weakening what they guard (`sim/mutate.py`'s
+//! `repair-drift`, `head-of-line`, `cf-claim-sweep`, `cf-claim-backfill`, `cf-conditions-ready`):
+//! each passed every seed before these checks and fails one now.
 
 #![warn(missing_docs)]
 
