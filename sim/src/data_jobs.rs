@@ -675,7 +675,7 @@ impl Quiescent for World<'_, '_> {
             };
             // An earlier CronJob of that name, deleted and held by the hostile user's finalizer:
             // the new one can only be made once it goes.
-            if held(&o.json()) {
+            if held(o.json()) {
                 continue;
             }
             let labels = &o.json()["metadata"]["labels"];

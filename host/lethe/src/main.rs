@@ -110,6 +110,27 @@ struct BuildArgs {
     component: Option<String>,
 }
 
+/// How long a start waits for a failing embedded cluster.
+#[derive(clap::Args)]
+struct PatienceArgs {
+    /// Seconds the start waits for a failing embedded cluster while it applies each of the
+    /// manifest's Kubernetes objects, before it gives up.
+    #[arg(
+        long,
+        default_value_t = lethe::kubernetes_manifests::DEFAULT_PATIENCE.as_secs(),
+        env = "LETHE_MANIFESTS_PATIENCE_SECONDS"
+    )]
+    manifests_patience_seconds: u64,
+}
+
+impl PatienceArgs {
+    fn manifests(&self) -> Option<std::time::Duration> {
+        Some(std::time::Duration::from_secs(
+            self.manifests_patience_seconds,
+        ))
+    }
+}
+
 /// The application a command works on, as `lethe up` runs it: its manifest and its database.
 #[derive(clap::Args)]
 struct AppArgs {
@@ -144,10 +165,8 @@ struct SyncArgs {
     /// Print the reports as JSON lines instead of text.
     #[arg(long)]
     json: bool,
-    /// Seconds the start waits for a failing embedded cluster while it applies each of the
-    /// manifest's Kubernetes objects, before it gives up.
-    #[arg(long, default_value_t = 120, env = "LETHE_MANIFESTS_PATIENCE_SECONDS")]
-    manifests_patience_seconds: u64,
+    #[command(flatten)]
+    patience: PatienceArgs,
     #[command(flatten)]
     cache: CacheArgs,
 }
@@ -185,10 +204,8 @@ struct UpArgs {
     /// Address of the embedded cluster.
     #[arg(long, default_value = "127.0.0.1:0")]
     cluster_listen: SocketAddr,
-    /// Seconds the start waits for a failing embedded cluster while it applies each of the
-    /// manifest's Kubernetes objects, before it gives up.
-    #[arg(long, default_value_t = 120, env = "LETHE_MANIFESTS_PATIENCE_SECONDS")]
-    manifests_patience_seconds: u64,
+    #[command(flatten)]
+    patience: PatienceArgs,
     /// A JSON file of faults for the embedded cluster to inject from the start (latency_ms,
     /// error_rate, error_status, retry_after_seconds, drop_rate, stale_read_ms).
     #[arg(long, env = "LETHE_CLUSTER_FAULTS")]
@@ -334,9 +351,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             join_running: false,
             // Served to kubectl even when no component needs it.
             start_unused: true,
-            manifests_patience: Some(std::time::Duration::from_secs(
-                args.manifests_patience_seconds,
-            )),
+            manifests_patience: args.patience.manifests(),
         }),
     };
     let signal = ShutdownSignal::listen();
@@ -391,9 +406,7 @@ async fn sync(args: SyncArgs) -> anyhow::Result<()> {
         component: args.component,
         instance_id: args.instance_id,
         progress: !args.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        manifests_patience: Some(std::time::Duration::from_secs(
-            args.manifests_patience_seconds,
-        )),
+        manifests_patience: args.patience.manifests(),
     })
     .await?;
     let mut failed = Vec::new();

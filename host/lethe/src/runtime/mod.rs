@@ -28,6 +28,10 @@ use crate::caps::{Capabilities, CapabilityEnv};
 use crate::grants;
 use crate::manifest::{ComponentDecl, Manifest};
 
+/// One component compiled (or loaded from the cache): the component, what the compile gave, and
+/// where it came from.
+type CompiledOne = (Component, Compiled, Origin);
+
 /// How often the epoch advances; time limits are enforced at this granularity.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
@@ -111,23 +115,22 @@ impl CompiledApp {
         // One thread a component: wasmtime spreads each component's functions over the cores
         // too, but the parts of a compile it cannot (parsing, validation, the artifact's
         // serialisation and write) overlap across components this way.
-        let results: Vec<(String, anyhow::Result<(Component, Compiled, Origin)>)> =
-            std::thread::scope(|scope| {
-                let running: Vec<_> = manifest
-                    .components
-                    .iter()
-                    .map(|(id, decl)| (id, scope.spawn(|| compile_one(id, decl))))
-                    .collect();
-                running
-                    .into_iter()
-                    .map(|(id, thread)| {
-                        let result = thread.join().unwrap_or_else(|_| {
-                            Err(anyhow::anyhow!("compiling component `{id}` panicked"))
-                        });
-                        (id.clone(), result)
-                    })
-                    .collect()
-            });
+        let results: Vec<(String, anyhow::Result<CompiledOne>)> = std::thread::scope(|scope| {
+            let running: Vec<_> = manifest
+                .components
+                .iter()
+                .map(|(id, decl)| (id, scope.spawn(|| compile_one(id, decl))))
+                .collect();
+            running
+                .into_iter()
+                .map(|(id, thread)| {
+                    let result = thread.join().unwrap_or_else(|_| {
+                        Err(anyhow::anyhow!("compiling component `{id}` panicked"))
+                    });
+                    (id.clone(), result)
+                })
+                .collect()
+        });
         let (mut cached, mut compiled) = (0, 0);
         let mut components = BTreeMap::new();
         for (id, result) in results {
