@@ -41,6 +41,7 @@ MUTATIONS = {
  'cf-claim-sweep':('components/cf-core/src/names.rs','            if !old_enough(claim.created, started) || listed.contains(&holder) {','            if true || !old_enough(claim.created, started) || listed.contains(&holder) {'),
  'cf-claim-backfill':('components/cf-core/src/reconcile.rs','            Some(claims) => !claims.held(claim, holder) && self.take_upkeep(),','            Some(_) => false,'),
  'cf-conditions-ready':('components/cf-core/src/reconcile.rs','        if released {\n            return;\n        }\n        let visit','        if released || matches!(result, Ok(Outcome::Done)) {\n            return;\n        }\n        let visit'),
+ 'cf-release-held':('components/cf-core/src/reconcile.rs','    let patch = finalizer::remove_patch(index, FINALIZER);\n    match kube.patch(&Identity::Privileged, &object.target, &patch) {','    if !finalizer::is_last(object, FINALIZER) {\n        return Ok(Outcome::Waiting);\n    }\n    let patch = finalizer::remove_patch(index, FINALIZER);\n    match kube.patch(&Identity::Privileged, &object.target, &patch) {'),
  # Races of one name (the CF world): a claim younger than a create's time limit stays taken.
  'cf-claim-in-flight':('components/cf-core/src/names.rs','        if !old_enough(created_ms(found), env.now_ms()) {\n            return Ok(false);\n        }\n        let Some(holder)','        let Some(holder)'),
  # Polls of the jobs of live resources (the CF and Korifi worlds).

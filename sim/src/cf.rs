@@ -208,8 +208,17 @@ impl Scenario for CfWorld<'_, '_> {
     fn quiesce(&mut self) -> Result<(), Failure> {
         self.stage.kube.heal();
         self.stage.throttle.remaining.set(0);
+        // Half of the hostile user's finalizers stay: what they hold cannot go, and lethe must
+        // still finish its own part of it and everything else.
         for o in self.objects().into_values() {
             if o.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) {
+                if self.stage.rng.random_ratio(1, 2) {
+                    self.stage.note(&format!(
+                        "quiescence: the hostile user's finalizer stays on {} {}",
+                        o.kind, o.guid
+                    ));
+                    continue;
+                }
                 self.stage
                     .kube
                     .remove_finalizer(&o.kind, &o.namespace, &o.guid, FOREIGN_FINALIZER);
@@ -899,13 +908,34 @@ impl Quiescent for CfWorld<'_, '_> {
         self.check_complete(&d)
     }
 
+    /// A deletion job whose org or space is held: by a finalizer of the hostile user's that
+    /// quiescence left, or (an org) through a space of its that is.
+    fn held_back(&self, path: &str) -> bool {
+        let Some(d) = self.stage.deletions.get(path) else {
+            return false;
+        };
+        self.objects()
+            .values()
+            .any(|o| o.guid == d.guid && held_out(o, &self.objects()))
+    }
+
     /// How the cluster differs from what lethe should have made of it, if it does: every org
     /// and space not being deleted has lethe's finalizer and its own namespace; none is left
-    /// being deleted; no namespace lethe made outlives its owner; every space has its org.
+    /// being deleted but those held (whose part lethe must have done: its finalizer off, its
+    /// namespace gone, `Blocked` said); no namespace lethe made outlives its owner; every space
+    /// has its org.
     fn divergence(&self) -> Option<String> {
         let objects = self.objects();
         let namespaces = self.namespaces();
         for (uid, o) in &objects {
+            // Held (or, an org, holding a held space, whose namespace then cannot go while the
+            // space is there, nor be made again): lethe's own part is all there is to judge.
+            if held_out(o, &objects) {
+                if let Some(undone) = self.lethes_part_undone(o, &objects) {
+                    return Some(undone);
+                }
+                continue;
+            }
             if o.deleting {
                 return Some(format!("{} {} is still being deleted", o.kind, o.guid));
             }
@@ -937,19 +967,77 @@ impl Quiescent for CfWorld<'_, '_> {
         }) {
             return Some(format!("the namespace {} outlives its owner", n.meta.name));
         }
-        self.conditions_disagree()
+        let held: BTreeSet<String> = objects
+            .values()
+            .filter(|o| held_out(o, &objects))
+            .map(|o| o.guid.clone())
+            .collect();
+        self.conditions_disagree(&held)
             .or_else(|| claims_disagree(self.stage.kube, &objects))
     }
 }
 
 impl CfWorld<'_, '_> {
+    /// What lethe left undone of the deletion of `o`, which only foreign finalizers hold now:
+    /// a held object keeps lethe's finalizer while its own cleanup is under way, which for a
+    /// space held by the hostile user ends with its namespace gone and lethe's finalizer off, and
+    /// its `Blocked` condition says what holds it. (An org that still has a space waits for it,
+    /// and the space tells what holds it.)
+    fn lethes_part_undone(&self, o: &Seen, objects: &BTreeMap<String, Seen>) -> Option<String> {
+        let waits_for_a_space = o.kind == "Org"
+            && objects
+                .values()
+                .any(|s| s.kind == "Space" && s.namespace == o.guid);
+        if !o.deleting || !o.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) || waits_for_a_space
+        {
+            return None;
+        }
+        if o.finalizers.iter().any(|f| f == FINALIZER) {
+            return Some(format!(
+                "{} {} is held by another's finalizer and still carries lethe's",
+                o.kind, o.guid
+            ));
+        }
+        if self.stage.kube.exists("Namespace", "", &o.guid)
+            && self
+                .namespaces()
+                .values()
+                .any(|n| n.meta.name == o.guid && n.owner.is_some() && !n.meta.deleting)
+        {
+            return Some(format!(
+                "{} {} is held by another's finalizer and its namespace is still there",
+                o.kind, o.guid
+            ));
+        }
+        let blocked = self
+            .stage
+            .kube
+            .object(&o.kind, &o.namespace, &o.guid)
+            .and_then(|found| {
+                found.json()["status"]["conditions"]
+                    .as_array()
+                    .and_then(|all| all.iter().find(|c| c["type"] == "Blocked").cloned())
+            });
+        match blocked {
+            Some(c) if c["status"] == "True" => None,
+            other => Some(format!(
+                "{} {} is held by another's finalizer and its Blocked condition says {other:?}",
+                o.kind, o.guid
+            )),
+        }
+    }
+
     /// Whether some org's or space's conditions disagree with it at quiescence, where each has
     /// its finalizer and its namespace (the rest of `divergence` checked that first): `Ready`
     /// must be `True` for its current generation, and nothing `Blocked` or `Deleting`.
-    fn conditions_disagree(&self) -> Option<String> {
+    fn conditions_disagree(&self, held: &BTreeSet<String>) -> Option<String> {
         for kind in ["Org", "Space"] {
             let found = self.stage.kube.glance(kind, |o| {
                 let name = glance::text(o, "/metadata/name");
+                if glance::deleting(o) || held.contains(&name) {
+                    // Held: `lethes_part_undone` judged it.
+                    return None;
+                }
                 let generation = o["metadata"]["generation"].as_i64().unwrap_or(0);
                 let conditions = o["status"]["conditions"].as_array().cloned().unwrap_or_default();
                 let status = |t: &str| {
@@ -976,6 +1064,17 @@ impl CfWorld<'_, '_> {
         }
         None
     }
+}
+
+/// Whether `o` is held at quiescence: being deleted and kept by a finalizer of the hostile
+/// user's, or (an org) through a space of its that is.
+fn held_out(o: &Seen, objects: &BTreeMap<String, Seen>) -> bool {
+    let held = |o: &Seen| o.deleting && o.finalizers.iter().any(|f| f == FOREIGN_FINALIZER);
+    held(o)
+        || (o.kind == "Org"
+            && objects
+                .values()
+                .any(|s| s.kind == "Space" && s.namespace == o.guid && held(s)))
 }
 
 /// Whether the name claims disagree with the orgs and spaces at quiescence: every claim's
@@ -1025,6 +1124,7 @@ fn claims_disagree(kube: &FakeCluster, objects: &BTreeMap<String, Seen>) -> Opti
     }
     objects
         .values()
+        .filter(|o| !o.deleting)
         .find(|o| !claimed.contains_key(&key(&o.kind, &o.namespace, &o.name)))
         .map(|o| {
             format!(
