@@ -92,6 +92,7 @@ pub(crate) fn play(seed: u64, steps: usize) -> (Vec<String>, Option<Failure>) {
         squatter: Squatter::new(&rng, ROOT, cf_core::follow::LEASE_NAME),
         stage: Stage::new(rng, &kube, &hosts, &api, "cf: "),
         hostile: Hostile::default(),
+        finalized: BTreeSet::new(),
     };
     let violation = world.play(steps).err();
     (world.stage.trace, violation)
@@ -164,6 +165,9 @@ struct CfWorld<'w, 'a> {
     hostile: Hostile,
     /// The hostile user's hand on the reconciler's Lease.
     squatter: Squatter,
+    /// The uids of the orgs and spaces that have carried lethe's finalizer after a pass: lethe
+    /// cleans up under its finalizer, so only of those does a held deletion show its part done.
+    finalized: BTreeSet<String>,
 }
 
 /// What the hostile user has put in lethe's way, which an administrator removes at quiescence.
@@ -352,6 +356,11 @@ impl CfWorld<'_, '_> {
             .kept(self.stage.kube, index, ran, foreign_lease)?;
         if let Some(taken) = after_takeover.into_inner() {
             acted_after_takeover(index, &taken, &footprint(kube))?;
+        }
+        for (uid, o) in self.objects() {
+            if o.finalizers.iter().any(|f| f == FINALIZER) {
+                self.finalized.insert(uid);
+            }
         }
         self.check_pass(&before, &namespaces_before, &interrupted)
     }
@@ -931,7 +940,7 @@ impl Quiescent for CfWorld<'_, '_> {
             // Held (or, an org, holding a held space, whose namespace then cannot go while the
             // space is there, nor be made again): lethe's own part is all there is to judge.
             if held_out(o, &objects) {
-                if let Some(undone) = self.lethes_part_undone(o, &objects) {
+                if let Some(undone) = self.lethes_part_undone(uid, o, &objects) {
                     return Some(undone);
                 }
                 continue;
@@ -960,10 +969,18 @@ impl Quiescent for CfWorld<'_, '_> {
                 return Some(format!("space {} outlives its org {}", o.guid, o.namespace));
             }
         }
+        // A namespace being deleted with a held space in it cannot go before the space does.
+        let holds_a_held_space = |n: &SeenNamespace| {
+            n.meta.deleting
+                && objects.values().any(|o| {
+                    o.kind == "Space" && o.namespace == n.meta.name && held_out(o, &objects)
+                })
+        };
         if let Some(n) = namespaces.values().find(|n| {
             n.owner_uid
                 .as_ref()
                 .is_some_and(|owner| !objects.contains_key(owner))
+                && !holds_a_held_space(n)
         }) {
             return Some(format!("the namespace {} outlives its owner", n.meta.name));
         }
@@ -983,12 +1000,22 @@ impl CfWorld<'_, '_> {
     /// space held by the hostile user ends with its namespace gone and lethe's finalizer off, and
     /// its `Blocked` condition says what holds it. (An org that still has a space waits for it,
     /// and the space tells what holds it.)
-    fn lethes_part_undone(&self, o: &Seen, objects: &BTreeMap<String, Seen>) -> Option<String> {
+    fn lethes_part_undone(
+        &self,
+        uid: &str,
+        o: &Seen,
+        objects: &BTreeMap<String, Seen>,
+    ) -> Option<String> {
         let waits_for_a_space = o.kind == "Org"
             && objects
                 .values()
                 .any(|s| s.kind == "Space" && s.namespace == o.guid);
-        if !o.deleting || !o.finalizers.iter().any(|f| f == FOREIGN_FINALIZER) || waits_for_a_space
+        // Deleted before lethe put its finalizer on it (made by hand, say): lethe did not take
+        // its cleanup on, and sweeps what it made for it once it is gone.
+        if !o.deleting
+            || !o.finalizers.iter().any(|f| f == FOREIGN_FINALIZER)
+            || waits_for_a_space
+            || !self.finalized.contains(uid)
         {
             return None;
         }
