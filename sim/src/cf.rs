@@ -923,9 +923,10 @@ impl Quiescent for CfWorld<'_, '_> {
         let Some(d) = self.stage.deletions.get(path) else {
             return false;
         };
-        self.objects()
+        let objects = self.objects();
+        objects
             .values()
-            .any(|o| o.guid == d.guid && held_out(o, &self.objects()))
+            .any(|o| o.guid == d.guid && held_out(o, &objects))
     }
 
     /// How the cluster differs from what lethe should have made of it, if it does: every org
