@@ -697,11 +697,9 @@ impl Quiescent for World<'_, '_> {
             }
         }
         let mut extra = String::new();
-        let held_orphan =
-            |c: &Seen| c.meta.deleting && c.meta.finalizers.iter().any(|f| f == FOREIGN_FINALIZER);
         for c in cronjobs
             .values()
-            .filter(|c| c.managed && !wanted.contains(&c.meta.name) && !held_orphan(c))
+            .filter(|c| c.managed && !wanted.contains(&c.meta.name) && !held_meta(&c.meta))
         {
             let _ = write!(extra, "{} ", c.meta.name);
         }
@@ -722,7 +720,12 @@ fn managed(kube: &FakeCluster) -> Vec<String> {
 
 /// Whether a CronJob is being deleted and held by the hostile user's finalizer.
 fn held(o: &Json) -> bool {
-    glance::deleting(o) && glance::finalizers(o).iter().any(|f| f == FOREIGN_FINALIZER)
+    held_meta(&glance::meta(o))
+}
+
+/// [`held`], of what the invariants keep of a CronJob.
+fn held_meta(meta: &glance::Meta) -> bool {
+    meta.deleting && meta.finalizers.iter().any(|f| f == FOREIGN_FINALIZER)
 }
 
 /// A hand edit of a CronJob's schedule.
