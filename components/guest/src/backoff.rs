@@ -54,7 +54,7 @@ pub const TABLE: &str = "reconcile_backoff";
 /// One object's failures in a row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failures {
-    /// How many, at least 1.
+    /// How many; 0 for an item a visit asked to see again (`controller::Action::Again`).
     pub attempts: u32,
     /// When it may be tried again (milliseconds since the epoch).
     pub next_attempt_ms: i64,

@@ -41,6 +41,22 @@ pub trait Env {
     fn progress(&self, _done: u64, _total: u64) {}
 }
 
+/// A configuration value in seconds, as milliseconds: `default_s` when unset, `Err` naming it
+/// when it is set but not a whole number of seconds from 1 to a day.
+pub fn seconds_ms(env: &dyn Env, key: &str, default_s: i64) -> Result<i64, String> {
+    match env.config(key).filter(|v| !v.is_empty()) {
+        None => Ok(default_s * 1000),
+        Some(v) => v
+            .parse::<i64>()
+            .ok()
+            .filter(|s| (1..=86_400).contains(s))
+            .map(|s| s * 1000)
+            .ok_or_else(|| {
+                format!("{key} must be a whole number of seconds from 1 to 86400, not {v:?}")
+            }),
+    }
+}
+
 /// Formats 16 random bytes as a version-4 UUID, lower-case with dashes (as Cloud Controller's
 /// guids are).
 pub fn uuid_from_bytes(mut b: [u8; 16]) -> String {

@@ -902,6 +902,10 @@ impl Kube for FakeCluster {
         let (key, current) = self.stored(id, "patch", target)?;
         let mut next = current.clone();
         apply(&mut next, patch)?;
+        // A patch that sets the resourceVersion makes it a precondition, as the API server does.
+        if next["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] {
+            return Err(KubeError::Conflict("the object has been modified".into()));
+        }
         next["metadata"]["resourceVersion"] = json!(self.next_version());
         let gone = !next["metadata"]["deletionTimestamp"].is_null()
             && next["metadata"]["finalizers"]

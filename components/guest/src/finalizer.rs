@@ -49,13 +49,18 @@ pub fn add_patch(object: &Object, name: &str) -> Patch {
         "op": "test", "path": "/metadata/resourceVersion",
         "value": object.metadata.resource_version,
     });
+    Patch::Json(Json::Array(vec![guard, add_op(object, name)]))
+}
+
+/// The JSON patch operation that adds `name` to `object`'s finalizers, unguarded: for a writer
+/// that adds its own guard (`controller::Context::patch`).
+pub fn add_op(object: &Object, name: &str) -> Json {
     let listed = object.json().pointer("/metadata/finalizers");
-    let add = if listed.is_some_and(Json::is_array) {
+    if listed.is_some_and(Json::is_array) {
         json!({ "op": "add", "path": "/metadata/finalizers/-", "value": name })
     } else {
         json!({ "op": "add", "path": "/metadata/finalizers", "value": [name] })
-    };
-    Patch::Json(Json::Array(vec![guard, add]))
+    }
 }
 
 /// The patch that removes `name`, found at `index`: it `test`s that the entry at `index` is still

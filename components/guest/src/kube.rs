@@ -114,6 +114,17 @@ pub enum Patch {
     Json(Json),
 }
 
+impl Patch {
+    /// The JSON patch that sets each of `fields` at the top level of an object, whole.
+    pub fn set_fields(fields: &serde_json::Map<String, Json>) -> Patch {
+        let escape = |field: &str| field.replace('~', "~0").replace('/', "~1");
+        let ops = fields.iter().map(|(field, value)| {
+            serde_json::json!({"op": "add", "path": format!("/{}", escape(field)), "value": value})
+        });
+        Patch::Json(Json::Array(ops.collect()))
+    }
+}
+
 /// Dependents' fate on delete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Propagation {

@@ -12,6 +12,7 @@
 pub mod backoff;
 pub mod cf;
 pub mod conditions;
+pub mod controller;
 pub mod env;
 pub mod events;
 #[cfg(feature = "fake")]

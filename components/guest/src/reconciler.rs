@@ -29,6 +29,35 @@ pub struct DeletionInFlight {
     pub reason: Option<String>,
 }
 
+impl DeletionInFlight {
+    /// The deletion of `item`, asked for `age_ms` ago, while finalizers other than `ours` hold
+    /// its object `live`: `PROCESSING`, or `FAILED` once it is older than `timeout_ms`, and why.
+    /// `None` when nothing but `ours` holds it.
+    pub fn held(
+        item: String,
+        age_ms: i64,
+        timeout_ms: i64,
+        live: &crate::kube::Object,
+        ours: &str,
+    ) -> Option<DeletionInFlight> {
+        let others: Vec<&str> = (live.metadata.finalizers.iter())
+            .map(String::as_str)
+            .filter(|f| *f != ours)
+            .collect();
+        (!others.is_empty()).then(|| DeletionInFlight {
+            item,
+            state: if age_ms < timeout_ms {
+                "PROCESSING"
+            } else {
+                "FAILED"
+            }
+            .into(),
+            age_ms: u64::try_from(age_ms).unwrap_or(0),
+            reason: Some(format!("waiting for finalizers {}", others.join(", "))),
+        })
+    }
+}
+
 /// What one pass did (WIT `report`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PassReport {

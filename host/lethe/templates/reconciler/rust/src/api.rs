@@ -432,8 +432,9 @@ pub fn job(
     let Some(live) = live else {
         return Ok(job(JobState::Complete, Vec::new()));
     };
-    let timeout_ms = crate::seconds_ms(env, "deletion_timeout_seconds", DEFAULT_DELETION_TIMEOUT_S)
-        .unwrap_or(DEFAULT_DELETION_TIMEOUT_S * 1000);
+    let timeout_ms =
+        lethe_guest::env::seconds_ms(env, "deletion_timeout_seconds", DEFAULT_DELETION_TIMEOUT_S)
+            .unwrap_or(DEFAULT_DELETION_TIMEOUT_S * 1000);
     if now - since < timeout_ms {
         return Ok(job(JobState::Processing, Vec::new()));
     }

@@ -198,6 +198,14 @@ pub fn selector() -> String {
     )
 }
 
+/// The objects this reconciler made, as it follows and lists them.
+pub fn ours() -> lethe_guest::kube::Collection {
+    lethe_guest::kube::Collection {
+        label_selector: Some(selector()),
+        ..lethe_guest::kube::Collection::new(API_VERSION, KIND, None)
+    }
+}
+
 /// The desired rows at `keys` (all of them when `None`).
 pub fn desired_rows(
     sql: &dyn lethe_guest::sql::Sql,
@@ -231,34 +239,16 @@ pub fn desired_rows(
         .collect())
 }
 
-/// A configuration value in seconds, as milliseconds: `default` when unset, `Err` naming it when
-/// it is set but not a whole number of seconds from 1 to a day.
-pub fn seconds_ms(env: &dyn lethe_guest::env::Env, key: &str, default: i64) -> Result<i64, String> {
-    match env.config(key).filter(|v| !v.is_empty()) {
-        None => Ok(default * 1000),
-        Some(v) => v
-            .parse::<i64>()
-            .ok()
-            .filter(|s| (1..=86_400).contains(s))
-            .map(|s| s * 1000)
-            .ok_or_else(|| {
-                format!("{key} must be a whole number of seconds from 1 to 86400, not {v:?}")
-            }),
-    }
-}
-
 /// Checks the component's configuration (the `configuration` export, which lethe calls at
 /// start): every value that is set must be well-formed.
-pub fn check_configuration(env: &dyn lethe_guest::env::Env) -> Result<(), String> {
+pub fn check_configuration(host: &dyn lethe_guest::Capabilities) -> Result<(), String> {
     for (key, default) in [
         ("deletion_timeout_seconds", api::DEFAULT_DELETION_TIMEOUT_S),
-        ("full_resync_seconds", reconcile::DEFAULT_RESYNC_S),
         ("job_retention_seconds", reconcile::DEFAULT_JOB_RETENTION_S),
     ] {
-        seconds_ms(env, key, default)?;
+        lethe_guest::env::seconds_ms(host, key, default)?;
     }
-    lethe_guest::lease::LeaseConfig::from_env(env, &reconcile::lease_namespace(env), RECONCILER)
-        .map(|_| ())
+    lethe_guest::controller::Config::from_env(host, RECONCILER, &KEPT).map(|_| ())
 }
 
 #[cfg(target_arch = "wasm32")]

@@ -1,0 +1,736 @@
+//! The controller runtime: a reconciler says what it follows, how to read an item and how to
+//! bring one in line; [`run`] drives the pass from end to end, as kube-runtime's `Controller` and
+//! controller-runtime's manager drive a `reconcile` function.
+//!
+//! A pass, in order:
+//!
+//! 1. **The Lease** ([`crate::lease`]): only its holder runs passes; every other host reports
+//!    who holds it. The Lease is kept before each item and before each write ([`Context`]), so a
+//!    host that lost it stops before it touches anything more.
+//! 2. **Full or on the changes** ([`crate::follow`]): each [`Follow`] names the items its changes
+//!    touch; the items whose backoff or requeue is over come too. A full pass, when one is due or
+//!    a source cannot tell its changes or more items changed than [`Config::max_changed`], marks
+//!    every source first and reads every item.
+//! 3. **Each item**, unless its backoff holds it back or it is parked on the desired state it
+//!    still has ([`Reconciler::fingerprint`]): [`Reconciler::reconcile`] answers an [`Action`] or
+//!    an [`Error`], which the error policy ([`Reconciler::error_policy`]) turns into a backoff
+//!    (doubling from [`Config::backoff`]) or a parking. One item failing never stops the pass; the
+//!    Lease lost or the budget ([`Config::budget_ms`]) spent does, and the next pass is full.
+//! 4. **The report** ([`PassReport`]): counted by the write helpers, so a reconciler cannot
+//!    report a write it did not make.
+//!
+//! What every reconciler must do before a write is done by [`Context`]'s helpers, so none can
+//! forget it: the Lease is kept, an object not marked as the reconciler's own
+//! ([`Reconciler::owns`]) is refused, a patch is guarded by the resourceVersion read and a delete
+//! by the uid read. [`Context::finalized`] is kube-runtime's `finalizer()`: it adds the
+//! reconciler's finalizer, and splits a visit into apply and cleanup.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde_json::{Value as Json, json};
+
+use crate::Capabilities;
+use crate::backoff::{BackoffTable, Failures};
+use crate::env::seconds_ms;
+use crate::env::{Env, Level};
+use crate::events::{Event, Recorder};
+use crate::feed::Feed;
+use crate::finalizer::{self, Case};
+use crate::follow::Watched;
+use crate::follow::{Outcome, Pass, Source, WhyFull};
+use crate::kept::{Kept, KeptTable};
+use crate::kube::{
+    Change, Collection, DeleteOptions, Deletion, Identity, Kube, KubeError, ListOptions, Object,
+    ObjectRef, Patch, Propagation, object_from_json,
+};
+use crate::lease::{Leadership, Lease, LeaseConfig, LeaseLost};
+use crate::reconciler::{DeletionInFlight, ItemFailure, PassReport};
+use crate::sql::SqlError;
+
+/// Every write of a pass is made as lethe's own identity.
+const PRIVILEGED: &Identity = &Identity::Privileged;
+
+/// What a visit asks for next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// In line: nothing more until something it follows changes. Its failures are forgotten.
+    Done,
+    /// Visit it again after this many milliseconds even if nothing changes (a deletion that waits
+    /// for others).
+    Again(i64),
+    /// Retrying cannot help until its desired state changes; why, for the report and the log.
+    Park(String),
+}
+
+/// Why a visit failed: the step, by its variant.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// A call to the cluster failed.
+    #[error("{0}")]
+    Kube(KubeError),
+    /// Reading or writing the reconciler's own rows failed.
+    #[error("keeping its state: {0}")]
+    Sql(SqlError),
+    /// A write was refused before it was sent: the object lacks the reconciler's marks.
+    #[error("{0} is not this reconciler's (it lacks lethe's marks): left untouched")]
+    NotOurs(String),
+    /// The Lease was lost before a write: the pass stops.
+    #[error(transparent)]
+    LeaseLost(#[from] LeaseLost),
+}
+
+impl From<KubeError> for Error {
+    fn from(e: KubeError) -> Self {
+        Error::Kube(e)
+    }
+}
+
+impl From<SqlError> for Error {
+    fn from(e: SqlError) -> Self {
+        Error::Sql(e)
+    }
+}
+
+/// What the error policy makes of a failed visit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Try again after the backoff, doubling per failure in a row.
+    Backoff,
+    /// Wait until the item's desired state changes.
+    Park,
+}
+
+/// Where a reconciler hears of changes, each naming the keys of the items it touches.
+pub trait Follow {
+    /// Takes where it stands now, before a full pass reads.
+    fn mark(&self, pass: &mut Pass<'_>) -> Result<(), String>;
+    /// The keys its changes since the last pass name; `Err` says why the pass must be full.
+    fn changed(&self, pass: &mut Pass<'_>) -> Result<Vec<String>, WhyFull>;
+}
+
+/// A [`Source`] whose changes map to item keys.
+pub struct Keyed<S, F> {
+    source: S,
+    keys: F,
+}
+
+/// Follows `source`, each change naming the items `keys` says.
+pub fn keyed<S, F>(source: S, keys: F) -> Keyed<S, F>
+where
+    S: Source,
+    F: Fn(S::Change) -> Vec<String>,
+{
+    Keyed { source, keys }
+}
+
+impl<S, F> Follow for Keyed<S, F>
+where
+    S: Source,
+    F: Fn(S::Change) -> Vec<String>,
+{
+    fn mark(&self, pass: &mut Pass<'_>) -> Result<(), String> {
+        pass.mark(&self.source)
+            .map_err(|e| format!("{}: {e}", self.source.key()))
+    }
+
+    fn changed(&self, pass: &mut Pass<'_>) -> Result<Vec<String>, WhyFull> {
+        let changes = pass.changes(&self.source)?;
+        Ok(changes.into_iter().flat_map(&self.keys).collect())
+    }
+}
+
+/// A reconciler: what it follows, how it reads its items, and its decide-and-act.
+pub trait Reconciler {
+    /// One thing to bring in line, as read: its desired state and its live object, say.
+    type Item;
+    /// The item's key: unique within the reconciler, as its sources name it.
+    fn key(&self, item: &Self::Item) -> String;
+    /// What a parked item waits on: while this stays the same, it stays parked (its desired
+    /// state, hashed).
+    fn fingerprint(&self, item: &Self::Item) -> String;
+    /// Whether `object` carries this reconciler's marks: the only objects it may write.
+    fn owns(&self, object: &Object) -> bool;
+    /// Where it hears of changes.
+    fn sources(&self) -> Vec<Box<dyn Follow + '_>>;
+    /// Every item, for a full pass. `Err` stops the pass before it acts.
+    fn read_all(&self) -> Result<Vec<Self::Item>, String>;
+    /// The items at `keys`, for a pass on the changes; a key that names nothing any more is an
+    /// item too (its object may need deleting). `Err` stops the pass before it acts.
+    fn read(&self, keys: &[String]) -> Result<Vec<Self::Item>, String>;
+    /// Decides on one item and acts, through `ctx`'s write helpers.
+    fn reconcile(&self, ctx: &mut Context<'_>, item: &Self::Item) -> Result<Action, Error>;
+    /// What a failure makes of the item: by default, one the API server rejected as invalid or
+    /// one refused as not ours waits for its desired state to change, and anything else backs off.
+    fn error_policy(&self, _item: &Self::Item, error: &Error) -> Policy {
+        match error {
+            Error::Kube(KubeError::Invalid(_)) | Error::NotOurs(_) => Policy::Park,
+            _ => Policy::Backoff,
+        }
+    }
+}
+
+/// How a reconciler's passes run.
+pub struct Config<'a> {
+    /// Its name: its Lease's, its rows' in the backoff table, the log's.
+    pub name: &'a str,
+    /// The `reportingController` of its Events.
+    pub controller: String,
+    /// Its Lease.
+    pub lease: LeaseConfig,
+    /// Where it keeps its bookmarks and the time of its last full pass.
+    pub kept: Kept<'a>,
+    /// A full pass comes at least this often.
+    pub resync_ms: i64,
+    /// A pass stops visiting after this long; the next pass is full.
+    pub budget_ms: Option<i64>,
+    /// The backoff's first wait and its ceiling.
+    pub backoff: (i64, i64),
+    /// More changed items than this make the pass full instead: reading each would cost more.
+    pub max_changed: Option<usize>,
+}
+
+/// Seconds between full passes when `full_resync_seconds` is not set.
+pub const DEFAULT_RESYNC_S: i64 = 600;
+
+impl<'a> Config<'a> {
+    /// The passes of reconciler `name`, keeping its values in `kept`, as the component's
+    /// variables time them: `lease_namespace` (default `lethe-system`; the Lease is named
+    /// `name`, timed as [`LeaseConfig::from_env`] says), `full_resync_seconds` (default
+    /// [`DEFAULT_RESYNC_S`]), `backoff_base_ms` and `backoff_max_ms` (default 1 000 and
+    /// 300 000), `pass_budget_ms` (none by default) and `lethe_instance_id` (whose bookmarks).
+    /// Its Events' controller is `lethe.dev/<name>`. `Err` names a value set but malformed.
+    pub fn from_env(
+        host: &'a dyn Capabilities,
+        name: &'a str,
+        kept: &'static KeptTable,
+    ) -> Result<Config<'a>, String> {
+        let set = |key: &str| host.config(key).filter(|v| !v.is_empty());
+        let millis = |key: &str, default: Option<i64>| match set(key) {
+            None => Ok(default),
+            Some(v) => v
+                .parse::<i64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .map(Some)
+                .ok_or_else(|| {
+                    format!("{key} must be a whole, positive number of milliseconds, not {v:?}")
+                }),
+        };
+        let namespace = set("lease_namespace").unwrap_or_else(|| "lethe-system".into());
+        let instance = set("lethe_instance_id").unwrap_or_else(|| "lethe".into());
+        let base = millis("backoff_base_ms", Some(1_000))?.unwrap_or(1_000);
+        let max = millis("backoff_max_ms", Some(300_000))?.unwrap_or(300_000);
+        Ok(Config {
+            name,
+            controller: format!("lethe.dev/{name}"),
+            lease: LeaseConfig::from_env(host, &namespace, name)?,
+            kept: Kept::new(host, kept, &instance),
+            resync_ms: seconds_ms(host, "full_resync_seconds", DEFAULT_RESYNC_S)?,
+            budget_ms: millis("pass_budget_ms", None)?,
+            backoff: (base, max.max(base)),
+            max_changed: None,
+        })
+    }
+}
+
+/// The key of `object` among a reconciler's items, as [`watching`] and [`Pair`] name it:
+/// `namespace/name`, or `name` for a cluster-scoped object.
+pub fn object_key(object: &Object) -> String {
+    match &object.target.namespace {
+        Some(namespace) => format!("{namespace}/{}", object.target.name),
+        None => object.target.name.clone(),
+    }
+}
+
+/// Follows `collection` as lethe's own identity, each change naming its object's [`object_key`].
+pub fn watching<'a>(kube: &'a dyn Kube, collection: Collection) -> Box<dyn Follow + 'a> {
+    Box::new(keyed(Watched::new(kube, collection), |c: Change| {
+        vec![object_key(&c.object)]
+    }))
+}
+
+/// Follows a desired-state feed, whose changes are item keys.
+pub fn feed<'a>(feed: Feed<'a>) -> Box<dyn Follow + 'a> {
+    Box::new(keyed(feed, |key| vec![key]))
+}
+
+/// An item of a reconciler whose desired state is rows and whose objects live in the cluster:
+/// the row and the object at one key, either possibly missing.
+#[derive(Debug, Clone)]
+pub struct Pair<D> {
+    /// Its key ([`object_key`]).
+    pub key: String,
+    /// Its row.
+    pub desired: Option<D>,
+    /// Its object; `Err` when it could not be read, so that the item fails alone and backs off.
+    pub live: Result<Option<Object>, KubeError>,
+}
+
+impl<D> Pair<D> {
+    /// Every row beside every object of `collection` (listed as lethe, 500 a page), by key.
+    pub fn all(
+        kube: &dyn Kube,
+        collection: &Collection,
+        rows: Vec<D>,
+        key_of: impl Fn(&D) -> String,
+    ) -> Result<Vec<Pair<D>>, KubeError> {
+        let page = ListOptions {
+            limit: Some(500),
+            ..ListOptions::default()
+        };
+        let live = kube.list_all(PRIVILEGED, collection, &page)?;
+        let mut pairs: BTreeMap<String, Pair<D>> = rows
+            .into_iter()
+            .map(|d| {
+                let key = key_of(&d);
+                (
+                    key.clone(),
+                    Pair {
+                        key,
+                        desired: Some(d),
+                        live: Ok(None),
+                    },
+                )
+            })
+            .collect();
+        for object in live {
+            let key = object_key(&object);
+            pairs
+                .entry(key.clone())
+                .or_insert(Pair {
+                    key,
+                    desired: None,
+                    live: Ok(None),
+                })
+                .live = Ok(Some(object));
+        }
+        Ok(pairs.into_values().collect())
+    }
+
+    /// The pairs at `keys`: each key's row among `rows`, and its object of `collection` read as
+    /// lethe.
+    pub fn at(
+        kube: &dyn Kube,
+        collection: &Collection,
+        keys: &[String],
+        mut rows: Vec<D>,
+        key_of: impl Fn(&D) -> String,
+    ) -> Vec<Pair<D>> {
+        keys.iter()
+            .map(|key| {
+                let (namespace, name) = match key.split_once('/') {
+                    Some((namespace, name)) => (Some(namespace.to_string()), name),
+                    None => (None, key.as_str()),
+                };
+                let target = ObjectRef {
+                    api_version: collection.api_version.clone(),
+                    kind: collection.kind.clone(),
+                    namespace,
+                    name: name.to_string(),
+                };
+                let live = match kube.get(PRIVILEGED, &target) {
+                    Err(KubeError::NotFound(_)) => Ok(None),
+                    read => read.map(Some),
+                };
+                let desired = rows
+                    .iter()
+                    .position(|d| key_of(d) == *key)
+                    .map(|at| rows.swap_remove(at));
+                Pair {
+                    key: key.clone(),
+                    desired,
+                    live,
+                }
+            })
+            .collect()
+    }
+}
+
+/// The write helpers of one pass, and what it reports. Every write is made as lethe's own
+/// identity, after the Lease is kept, to an object the reconciler owns, guarded by what was read.
+pub struct Context<'a> {
+    kube: &'a dyn Kube,
+    env: &'a dyn Env,
+    lease: &'a Lease<'a>,
+    owns: &'a dyn Fn(&Object) -> bool,
+    events: Recorder<'a>,
+    report: PassReport,
+    lost: bool,
+}
+
+impl Context<'_> {
+    /// The time now.
+    pub fn now_ms(&self) -> i64 {
+        self.env.now_ms()
+    }
+
+    fn guard(&mut self, object: &Object) -> Result<(), Error> {
+        if let Err(lost) = self.lease.keep(self.env.now_ms()) {
+            self.lost = true;
+            return Err(lost.into());
+        }
+        if !(self.owns)(object) {
+            let t = &object.target;
+            let at = t
+                .namespace
+                .as_deref()
+                .map(|ns| format!("{ns}/"))
+                .unwrap_or_default();
+            return Err(Error::NotOurs(format!("{} {at}{}", t.kind, t.name)));
+        }
+        Ok(())
+    }
+
+    /// Creates `object`, which must carry the reconciler's marks.
+    pub fn create(&mut self, object: Json) -> Result<Object, Error> {
+        self.guard(&object_from_json(object.clone()))?;
+        let made = self.kube.create(PRIVILEGED, &object)?;
+        self.report.created += 1;
+        Ok(made)
+    }
+
+    /// Patches `live` as read: the patch is made to carry the resourceVersion read, which the API
+    /// server takes as a precondition, so a change made since the read fails the write with
+    /// `Conflict` (a JSON patch's `test` would fail it as `Invalid`, which parks).
+    pub fn patch(&mut self, live: &Object, patch: Patch) -> Result<Object, Error> {
+        self.guard(live)?;
+        let version = &live.metadata.resource_version;
+        let guarded = match patch {
+            Patch::Json(Json::Array(ops)) => {
+                let guard =
+                    json!({"op": "replace", "path": "/metadata/resourceVersion", "value": version});
+                Patch::Json(Json::Array(std::iter::once(guard).chain(ops).collect()))
+            }
+            Patch::Merge(Json::Object(mut body)) => {
+                let metadata = body.entry("metadata").or_insert_with(|| json!({}));
+                if let Json::Object(m) = metadata {
+                    m.insert("resourceVersion".into(), version.as_str().into());
+                }
+                Patch::Merge(Json::Object(body))
+            }
+            other => other,
+        };
+        let patched = self.kube.patch(PRIVILEGED, &live.target, &guarded)?;
+        self.report.updated += 1;
+        Ok(patched)
+    }
+
+    /// Deletes `live` as read, guarded by its uid (another object of its name is never deleted:
+    /// `Conflict`), its dependents collected afterwards. One already gone counts as deleted.
+    pub fn delete(&mut self, live: &Object) -> Result<Deletion, Error> {
+        self.guard(live)?;
+        let how = DeleteOptions {
+            propagation: Some(Propagation::Background),
+            precondition_uid: Some(live.metadata.uid.clone()),
+        };
+        let deletion = match self.kube.delete(PRIVILEGED, &live.target, &how) {
+            Err(KubeError::NotFound(_)) => Deletion::Done,
+            other => other?,
+        };
+        self.report.deleted += 1;
+        Ok(deletion)
+    }
+
+    /// Visits `live` under the reconciler's `finalizer`, as kube-runtime's `finalizer()` does:
+    /// without it, adds it (guarded; the change that makes brings the next visit); with it,
+    /// `apply`; being deleted with it, `cleanup`, and once that is [`Action::Done`] removes it.
+    /// Being deleted without it, there is nothing of ours to do.
+    pub fn finalized(
+        &mut self,
+        live: &Object,
+        finalizer: &str,
+        apply: impl FnOnce(&mut Self, &Object) -> Result<Action, Error>,
+        cleanup: impl FnOnce(&mut Self, &Object) -> Result<Action, Error>,
+    ) -> Result<Action, Error> {
+        match finalizer::case(live, finalizer) {
+            Case::Add => {
+                let add = finalizer::add_op(live, finalizer);
+                self.patch(live, Patch::Json(json!([add])))?;
+                Ok(Action::Done)
+            }
+            Case::Apply => apply(self, live),
+            Case::Done => Ok(Action::Done),
+            Case::Cleanup(index) => match cleanup(self, live)? {
+                Action::Done => match self.patch(live, finalizer::remove_patch(index, finalizer)) {
+                    Ok(_) | Err(Error::Kube(KubeError::NotFound(_))) => Ok(Action::Done),
+                    Err(e) => Err(e),
+                },
+                other => Ok(other),
+            },
+        }
+    }
+
+    /// Lets `live` go, as a reconciler does with an object of its own that no desired state stands
+    /// for: deletes it as read (unless it is being deleted already; `event` is recorded then) and
+    /// removes `finalizer`. `Some` is the object while others' finalizers still hold it; `None`
+    /// once it is gone, or when another object of its name stands there now (the uid
+    /// precondition failed: the next visit decides on that one).
+    pub fn let_go(
+        &mut self,
+        live: Object,
+        finalizer: &str,
+        event: Event<'_>,
+    ) -> Result<Option<Object>, Error> {
+        let live = match live.metadata.deletion_timestamp {
+            Some(_) => live,
+            None => match self.delete(&live) {
+                Ok(Deletion::Done) | Err(Error::Kube(KubeError::Conflict(_))) => return Ok(None),
+                Err(e) => return Err(e),
+                Ok(Deletion::Pending(pending)) => {
+                    self.record(&pending, event);
+                    *pending
+                }
+            },
+        };
+        let done = |_: &mut Self, _: &Object| Ok(Action::Done);
+        self.finalized(&live, finalizer, done, done)?;
+        Ok((!finalizer::is_last(&live, finalizer)).then_some(live))
+    }
+
+    /// Records an Event about `regarding` (best effort, folded when repeated).
+    pub fn record(&self, regarding: &Object, event: Event<'_>) {
+        self.events.record(regarding, event);
+    }
+
+    /// Reports a deletion still under way, if there is one.
+    pub fn deleting_if(&mut self, deletion: Option<DeletionInFlight>) {
+        self.report.deletions.extend(deletion);
+    }
+}
+
+/// Runs one pass of `reconciler` if this host holds its Lease (`full` asks for a full pass).
+/// `Err` names the step that kept the pass from running at all.
+pub fn run<R: Reconciler>(
+    host: &dyn Capabilities,
+    config: Config<'_>,
+    reconciler: &R,
+    full: bool,
+) -> Result<PassReport, String> {
+    let started = host.now_ms();
+    let lease = match Lease::acquire(host, &config.lease, started) {
+        Ok(Leadership::Held(lease)) => lease,
+        Ok(Leadership::Elsewhere(holder)) => return Ok(PassReport::not_leader(holder)),
+        Err(e) => return Err(e.to_string()),
+    };
+    let name = config.name;
+    let mut pass = Pass::begin(host, config.kept, name, config.resync_ms, full);
+    let backoff = BackoffTable::new(host, name);
+    let failures = backoff.all().unwrap_or_else(|e| {
+        host.log(
+            Level::Warn,
+            &format!("{name}: reading the backoff table: {e}"),
+        );
+        BTreeMap::new()
+    });
+    let sources = reconciler.sources();
+
+    let mut changed: Option<Vec<String>> = None;
+    if !pass.is_full() {
+        match heard(&sources, &mut pass, &failures, started, config.max_changed) {
+            Ok(keys) => changed = Some(keys),
+            Err(why) => pass.go_full(why),
+        }
+    }
+    let read = match &changed {
+        Some(keys) => reconciler.read(keys),
+        None => {
+            for source in &sources {
+                if let Err(e) = source.mark(&mut pass) {
+                    host.log(
+                        Level::Warn,
+                        &format!("{name}: the next pass is full too: {e}"),
+                    );
+                }
+            }
+            reconciler.read_all()
+        }
+    };
+    let items = match read {
+        Ok(items) => items,
+        Err(e) => {
+            pass.finish(Outcome::Deferred);
+            return Err(e);
+        }
+    };
+
+    let owns = |object: &Object| reconciler.owns(object);
+    let mut ctx = Context {
+        kube: host,
+        env: host,
+        lease: &lease,
+        owns: &owns,
+        events: Recorder::new(host, host, &config.controller),
+        report: PassReport::default(),
+        lost: false,
+    };
+    let mut outcome = Outcome::Done;
+    let mut seen = BTreeSet::new();
+    for item in &items {
+        let key = reconciler.key(item);
+        seen.insert(key.clone());
+        let previous = failures.get(&key);
+        let now = host.now_ms();
+        if previous.is_some_and(|f| held(f, now, || reconciler.fingerprint(item))) {
+            continue;
+        }
+        if config
+            .budget_ms
+            .is_some_and(|budget| now - started >= budget)
+        {
+            host.log(
+                Level::Warn,
+                &format!("{name}: the pass spent its budget; the next one is full"),
+            );
+            outcome = Outcome::Deferred;
+            break;
+        }
+        if let Err(lost) = lease.keep(now) {
+            host.log(Level::Warn, &format!("{name}: {lost}; the pass stops"));
+            outcome = Outcome::Deferred;
+            break;
+        }
+        ctx.report.examined += 1;
+        let result = reconciler.reconcile(&mut ctx, item);
+        if ctx.lost {
+            host.log(
+                Level::Warn,
+                &format!("{name}: the Lease was lost; the pass stops"),
+            );
+            outcome = Outcome::Deferred;
+            break;
+        }
+        let now = host.now_ms();
+        let recorded = match result {
+            Ok(Action::Done) => previous.map(|_| backoff.forget(&key)),
+            Ok(Action::Again(after_ms)) => Some(backoff.record(
+                &key,
+                &Failures {
+                    attempts: 0,
+                    next_attempt_ms: now.saturating_add(after_ms),
+                    parked_on: None,
+                    last_error: String::new(),
+                },
+            )),
+            Ok(Action::Park(why)) => {
+                let failures = failed(
+                    host,
+                    previous,
+                    config.backoff,
+                    Some(reconciler.fingerprint(item)),
+                    &why,
+                );
+                ctx.report.failed.push(ItemFailure {
+                    item: key.clone(),
+                    reason: why,
+                    parked: true,
+                });
+                Some(backoff.record(&key, &failures))
+            }
+            Err(error) => {
+                let parked = reconciler.error_policy(item, &error) == Policy::Park;
+                let reason = error.to_string();
+                host.log(Level::Warn, &format!("{name}: {key}: {reason}"));
+                let parked_on = parked.then(|| reconciler.fingerprint(item));
+                let failures = failed(host, previous, config.backoff, parked_on, &reason);
+                ctx.report.failed.push(ItemFailure {
+                    item: key.clone(),
+                    reason,
+                    parked,
+                });
+                Some(backoff.record(&key, &failures))
+            }
+        };
+        if let Some(Err(e)) = recorded {
+            host.log(
+                Level::Warn,
+                &format!("{name}: {key}: keeping its backoff: {e}"),
+            );
+        }
+    }
+    // A full pass that saw everything forgets the failures of items that are no more.
+    if pass.is_full() && outcome == Outcome::Done {
+        for key in failures.keys().filter(|k| !seen.contains(*k)) {
+            if let Err(e) = backoff.forget(key) {
+                host.log(
+                    Level::Warn,
+                    &format!("{name}: {key}: forgetting its backoff: {e}"),
+                );
+            }
+        }
+    }
+    pass.finish(outcome);
+    let mut report = ctx.report;
+    report.duration_ms = u64::try_from(host.now_ms() - started).unwrap_or(0);
+    Ok(report)
+}
+
+/// The keys a pass on the changes visits: what its sources heard, and the items whose backoff or
+/// requeue is over. `Err` says why the pass must be full instead.
+fn heard(
+    sources: &[Box<dyn Follow + '_>],
+    pass: &mut Pass<'_>,
+    failures: &BTreeMap<String, Failures>,
+    now: i64,
+    max_changed: Option<usize>,
+) -> Result<Vec<String>, WhyFull> {
+    let mut keys = BTreeSet::new();
+    for source in sources {
+        keys.extend(source.changed(pass)?);
+    }
+    keys.extend(
+        failures
+            .iter()
+            .filter(|(_, f)| f.parked_on.is_none() && f.next_attempt_ms <= now)
+            .map(|(k, _)| k.clone()),
+    );
+    if let Some(max) = max_changed
+        && keys.len() > max
+    {
+        return Err(WhyFull::Dearer(format!(
+            "{} items changed, more than {max}",
+            keys.len()
+        )));
+    }
+    Ok(keys.into_iter().collect())
+}
+
+/// Whether failures hold an item back at `now`: waiting out its backoff, or parked on the
+/// desired state it still has.
+fn held(failures: &Failures, now: i64, fingerprint: impl FnOnce() -> String) -> bool {
+    match &failures.parked_on {
+        Some(parked_on) => *parked_on == fingerprint(),
+        None => failures.next_attempt_ms > now,
+    }
+}
+
+/// The failures after one more.
+fn failed(
+    env: &dyn Env,
+    previous: Option<&Failures>,
+    backoff: (i64, i64),
+    parked_on: Option<String>,
+    reason: &str,
+) -> Failures {
+    let jitter = env.random_bytes(1).first().copied().unwrap_or(0);
+    Failures::after(
+        previous,
+        env.now_ms(),
+        backoff,
+        jitter,
+        parked_on,
+        reason.to_string(),
+    )
+}
+
+impl fmt::Debug for Context<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("report", &self.report)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+#[cfg(feature = "fake")]
+mod tests;
