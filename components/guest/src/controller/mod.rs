@@ -27,6 +27,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::ops::ControlFlow;
 
 use serde_json::{Value as Json, json};
 
@@ -153,8 +154,10 @@ pub trait Reconciler {
     fn owns(&self, object: &Object) -> bool;
     /// Where it hears of changes.
     fn sources(&self) -> Vec<Box<dyn Follow + '_>>;
-    /// Every item, for a full pass. `Err` stops the pass before it acts.
-    fn read_all(&self) -> Result<Vec<Self::Item>, String>;
+    /// Every item, for a full pass, each handed to `visit` as it is read (a page at a time, say,
+    /// so that a large world need not fit in memory); stop reading when `visit` says `Break`.
+    /// `Err` when they could not all be read: the pass stops there and the next one is full.
+    fn read_all(&self, visit: &mut dyn FnMut(Self::Item) -> ControlFlow<()>) -> Result<(), String>;
     /// The items at `keys`, for a pass on the changes; a key that names nothing any more is an
     /// item too (its object may need deleting). `Err` stops the pass before it acts.
     fn read(&self, keys: &[String]) -> Result<Vec<Self::Item>, String>;
@@ -268,13 +271,15 @@ pub struct Pair<D> {
 }
 
 impl<D> Pair<D> {
-    /// Every row beside every object of `collection` (listed as lethe, 500 a page), by key.
+    /// Every row beside every object of `collection` (listed as lethe, 500 a page), by key, each
+    /// handed to `visit` (a [`Reconciler::read_all`]) until it says `Break`.
     pub fn all(
         kube: &dyn Kube,
         collection: &Collection,
         rows: Vec<D>,
         key_of: impl Fn(&D) -> String,
-    ) -> Result<Vec<Pair<D>>, KubeError> {
+        visit: &mut dyn FnMut(Pair<D>) -> ControlFlow<()>,
+    ) -> Result<(), KubeError> {
         let page = ListOptions {
             limit: Some(500),
             ..ListOptions::default()
@@ -305,7 +310,8 @@ impl<D> Pair<D> {
                 })
                 .live = Ok(Some(object));
         }
-        Ok(pairs.into_values().collect())
+        let _ = pairs.into_values().try_for_each(visit);
+        Ok(())
     }
 
     /// The pairs at `keys`: each key's row among `rows`, and its object of `collection` read as
@@ -500,7 +506,7 @@ impl Context<'_> {
 }
 
 /// Runs one pass of `reconciler` if this host holds its Lease (`full` asks for a full pass).
-/// `Err` names the step that kept the pass from running at all.
+/// `Err` names the step that kept the pass from running at all, or from reading its items.
 pub fn run<R: Reconciler>(
     host: &dyn Capabilities,
     config: Config<'_>,
@@ -517,14 +523,11 @@ pub fn run<R: Reconciler>(
     let mut pass = Pass::begin(host, config.kept, name, config.resync_ms, full);
     let backoff = BackoffTable::new(host, name);
     let failures = backoff.all().unwrap_or_else(|e| {
-        host.log(
-            Level::Warn,
-            &format!("{name}: reading the backoff table: {e}"),
-        );
+        let warning = format!("{name}: reading the backoff table: {e}");
+        host.log(Level::Warn, &warning);
         BTreeMap::new()
     });
     let sources = reconciler.sources();
-
     let mut changed: Option<Vec<String>> = None;
     if !pass.is_full() {
         match heard(&sources, &mut pass, &failures, started, config.max_changed) {
@@ -532,8 +535,33 @@ pub fn run<R: Reconciler>(
             Err(why) => pass.go_full(why),
         }
     }
+
+    let owns = |object: &Object| reconciler.owns(object);
+    let mut driver = Driver {
+        host,
+        reconciler,
+        name,
+        started,
+        budget_ms: config.budget_ms,
+        backoff_ms: config.backoff,
+        backoff,
+        failures,
+        seen: BTreeSet::new(),
+        stopped: false,
+        ctx: Context {
+            kube: host,
+            env: host,
+            lease: &lease,
+            owns: &owns,
+            events: Recorder::new(host, host, &config.controller),
+            report: PassReport::default(),
+            lost: false,
+        },
+    };
     let read = match &changed {
-        Some(keys) => reconciler.read(keys),
+        Some(keys) => reconciler.read(keys).map(|items| {
+            let _ = items.iter().try_for_each(|item| driver.visit(item));
+        }),
         None => {
             for source in &sources {
                 if let Err(e) = source.mark(&mut pass) {
@@ -543,126 +571,133 @@ pub fn run<R: Reconciler>(
                     );
                 }
             }
-            reconciler.read_all()
+            reconciler.read_all(&mut |item| driver.visit(&item))
         }
     };
-    let items = match read {
-        Ok(items) => items,
-        Err(e) => {
-            pass.finish(Outcome::Deferred);
-            return Err(e);
-        }
-    };
-
-    let owns = |object: &Object| reconciler.owns(object);
-    let mut ctx = Context {
-        kube: host,
-        env: host,
-        lease: &lease,
-        owns: &owns,
-        events: Recorder::new(host, host, &config.controller),
-        report: PassReport::default(),
-        lost: false,
-    };
-    let mut outcome = Outcome::Done;
-    let mut seen = BTreeSet::new();
-    for item in &items {
-        let key = reconciler.key(item);
-        seen.insert(key.clone());
-        let previous = failures.get(&key);
-        let now = host.now_ms();
-        if previous.is_some_and(|f| held(f, now, || reconciler.fingerprint(item))) {
-            continue;
-        }
-        if config
-            .budget_ms
-            .is_some_and(|budget| now - started >= budget)
-        {
-            host.log(
-                Level::Warn,
-                &format!("{name}: the pass spent its budget; the next one is full"),
-            );
-            outcome = Outcome::Deferred;
-            break;
-        }
-        if let Err(lost) = lease.keep(now) {
-            host.log(Level::Warn, &format!("{name}: {lost}; the pass stops"));
-            outcome = Outcome::Deferred;
-            break;
-        }
-        ctx.report.examined += 1;
-        let result = reconciler.reconcile(&mut ctx, item);
-        if ctx.lost {
-            host.log(
-                Level::Warn,
-                &format!("{name}: the Lease was lost; the pass stops"),
-            );
-            outcome = Outcome::Deferred;
-            break;
-        }
-        let now = host.now_ms();
-        let recorded = match result {
-            Ok(Action::Done) => previous.map(|_| backoff.forget(&key)),
-            Ok(Action::Again(after_ms)) => Some(backoff.record(
-                &key,
-                &Failures {
-                    attempts: 0,
-                    next_attempt_ms: now.saturating_add(after_ms),
-                    parked_on: None,
-                    last_error: String::new(),
-                },
-            )),
-            Ok(Action::Park(why)) => {
-                let failures = failed(
-                    host,
-                    previous,
-                    config.backoff,
-                    Some(reconciler.fingerprint(item)),
-                    &why,
-                );
-                ctx.report.failed.push(ItemFailure {
-                    item: key.clone(),
-                    reason: why,
-                    parked: true,
-                });
-                Some(backoff.record(&key, &failures))
-            }
-            Err(error) => {
-                let parked = reconciler.error_policy(item, &error) == Policy::Park;
-                let reason = error.to_string();
-                host.log(Level::Warn, &format!("{name}: {key}: {reason}"));
-                let parked_on = parked.then(|| reconciler.fingerprint(item));
-                let failures = failed(host, previous, config.backoff, parked_on, &reason);
-                ctx.report.failed.push(ItemFailure {
-                    item: key.clone(),
-                    reason,
-                    parked,
-                });
-                Some(backoff.record(&key, &failures))
-            }
-        };
-        if let Some(Err(e)) = recorded {
-            host.log(
-                Level::Warn,
-                &format!("{name}: {key}: keeping its backoff: {e}"),
-            );
-        }
+    if let Err(e) = read {
+        pass.finish(Outcome::Deferred);
+        return Err(e);
     }
-    // A full pass that saw everything forgets the failures of items that are no more.
-    if pass.is_full() && outcome == Outcome::Done {
-        for key in failures.keys().filter(|k| !seen.contains(*k)) {
-            if let Err(e) = backoff.forget(key) {
-                host.log(
-                    Level::Warn,
-                    &format!("{name}: {key}: forgetting its backoff: {e}"),
-                );
-            }
+    if driver.stopped {
+        pass.finish(Outcome::Deferred);
+    } else {
+        if pass.is_full() {
+            driver.forget_the_gone();
         }
+        pass.finish(Outcome::Done);
     }
-    pass.finish(outcome);
-    let mut report = ctx.report;
+    let mut report = driver.ctx.report;
     report.duration_ms = u64::try_from(host.now_ms() - started).unwrap_or(0);
     Ok(report)
+}
+
+/// One pass's visits: what the driver keeps between items.
+struct Driver<'a, R: Reconciler> {
+    host: &'a dyn Capabilities,
+    reconciler: &'a R,
+    name: &'a str,
+    started: i64,
+    budget_ms: Option<i64>,
+    backoff_ms: (i64, i64),
+    backoff: BackoffTable<'a>,
+    /// The backoff table as the pass began.
+    failures: BTreeMap<String, Failures>,
+    /// The keys of the items read.
+    seen: BTreeSet<String>,
+    /// The pass stopped short: its budget spent or its Lease lost.
+    stopped: bool,
+    ctx: Context<'a>,
+}
+
+impl<R: Reconciler> Driver<'_, R> {
+    /// Visits `item`, unless its failures hold it back; `Break` when the pass must stop.
+    fn visit(&mut self, item: &R::Item) -> ControlFlow<()> {
+        let (host, name, reconciler) = (self.host, self.name, self.reconciler);
+        let key = reconciler.key(item);
+        self.seen.insert(key.clone());
+        let previous = self.failures.get(&key);
+        let now = host.now_ms();
+        if previous.is_some_and(|f| held(f, now, || reconciler.fingerprint(item))) {
+            return ControlFlow::Continue(());
+        }
+        let spent = self
+            .budget_ms
+            .is_some_and(|budget| now - self.started >= budget);
+        let why = match self.ctx.lease.keep(now) {
+            Err(lost) => Some(format!("{lost}")),
+            Ok(()) if spent => Some("it spent its budget".to_string()),
+            Ok(()) => None,
+        };
+        if let Some(why) = why {
+            host.log(
+                Level::Warn,
+                &format!("{name}: the pass stops, since {why}; the next one is full"),
+            );
+            self.stopped = true;
+            return ControlFlow::Break(());
+        }
+        self.ctx.report.examined += 1;
+        let result = reconciler.reconcile(&mut self.ctx, item);
+        if self.ctx.lost {
+            let warning =
+                format!("{name}: the pass stops, since the Lease was lost; the next one is full");
+            host.log(Level::Warn, &warning);
+            self.stopped = true;
+            return ControlFlow::Break(());
+        }
+        let (parked, reason) = match result {
+            Ok(Action::Done) => {
+                let forgot = previous.map(|_| self.backoff.forget(&key));
+                self.kept(&key, forgot);
+                return ControlFlow::Continue(());
+            }
+            Ok(Action::Again(after_ms)) => {
+                let again = Failures {
+                    attempts: 0,
+                    next_attempt_ms: host.now_ms().saturating_add(after_ms),
+                    parked_on: None,
+                    last_error: String::new(),
+                };
+                let recorded = self.backoff.record(&key, &again);
+                self.kept(&key, Some(recorded));
+                return ControlFlow::Continue(());
+            }
+            Ok(Action::Park(why)) => (true, why),
+            Err(error) => {
+                let reason = error.to_string();
+                host.log(Level::Warn, &format!("{name}: {key}: {reason}"));
+                (
+                    reconciler.error_policy(item, &error) == Policy::Park,
+                    reason,
+                )
+            }
+        };
+        let parked_on = parked.then(|| reconciler.fingerprint(item));
+        let failures = failed(host, previous, self.backoff_ms, parked_on, &reason);
+        let recorded = self.backoff.record(&key, &failures);
+        self.kept(&key, Some(recorded));
+        self.ctx.report.failed.push(ItemFailure {
+            item: key,
+            reason,
+            parked,
+        });
+        ControlFlow::Continue(())
+    }
+
+    /// Logs a backoff row that could not be written: at worst the item is tried sooner.
+    fn kept(&self, key: &str, written: Option<Result<(), SqlError>>) {
+        if let Some(Err(e)) = written {
+            let warning = format!("{}: {key}: keeping its backoff: {e}", self.name);
+            self.host.log(Level::Warn, &warning);
+        }
+    }
+
+    /// After a full pass that saw everything: forgets the failures of items that are no more.
+    fn forget_the_gone(&self) {
+        for key in self.failures.keys().filter(|k| !self.seen.contains(*k)) {
+            self.kept(key, Some(self.backoff.forget(key)));
+        }
+    }
 }
 
 /// The keys a pass on the changes visits: what its sources heard, and the items whose backoff or

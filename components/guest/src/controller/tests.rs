@@ -197,7 +197,7 @@ impl Reconciler for Toy<'_> {
         ]
     }
 
-    fn read_all(&self) -> Result<Vec<Item>, String> {
+    fn read_all(&self, visit: &mut dyn FnMut(Item) -> ControlFlow<()>) -> Result<(), String> {
         self.reads_all.set(self.reads_all.get() + 1);
         let mut keys: Vec<String> = self.desired.borrow().keys().cloned().collect();
         for live in self.host.all("ConfigMap") {
@@ -205,7 +205,8 @@ impl Reconciler for Toy<'_> {
         }
         keys.sort();
         keys.dedup();
-        self.read(&keys)
+        let _ = self.read(&keys)?.into_iter().try_for_each(visit);
+        Ok(())
     }
 
     fn read(&self, keys: &[String]) -> Result<Vec<Item>, String> {

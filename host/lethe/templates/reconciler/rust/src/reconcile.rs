@@ -21,6 +21,8 @@
 //! Kubernetes first, then SQL: a crash between the two leaves state the next pass repairs (an
 //! object created before the crash carries this row's uid and is found by it).
 
+use std::ops::ControlFlow;
+
 use lethe_guest::Capabilities;
 use lethe_guest::controller::{self, Action, Config, Context, Error, Follow, Pair};
 use lethe_guest::events::Event;
@@ -90,10 +92,10 @@ impl controller::Reconciler for Keeper<'_> {
         ]
     }
 
-    fn read_all(&self) -> Result<Vec<Item>, String> {
+    fn read_all(&self, visit: &mut dyn FnMut(Item) -> ControlFlow<()>) -> Result<(), String> {
         let rows =
             crate::desired_rows(self.host, None).map_err(|e| format!("reading the rows: {e}"))?;
-        Pair::all(self.host, &crate::ours(), rows, Desired::key)
+        Pair::all(self.host, &crate::ours(), rows, Desired::key, visit)
             .map_err(|e| format!("listing the {KIND}s: {e}"))
     }
 
