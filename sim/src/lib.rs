@@ -1,8 +1,9 @@
 //! lethe's deterministic simulator.
 //!
-//! One seed is three worlds, run one after the other, step by step: the data-jobs world, the CF
-//! world, and the Korifi world (lethe's job status in front of objects a simulated Korifi owns,
-//! `korifi.rs`, which lists its own invariants). In each, a seeded generator picks at every step which actor moves and how; invariants
+//! One seed is four worlds, run one after the other, step by step: the data-jobs world, the CF
+//! world, the Korifi world (lethe's job status in front of objects a simulated Korifi owns,
+//! `korifi.rs`, which lists its own invariants) and the keeper world (the reconciler template on
+//! the guest SDK's controller runtime, `keeper.rs`, which lists its own). In each, a seeded generator picks at every step which actor moves and how; invariants
 //! are checked after every step, and once the clients, the hostile user and the faults stop, the
 //! world must converge within a bounded number of passes. The same seed gives the same trace,
 //! byte for byte: a world has no wall clock, no threads and no hash-map order (the cluster, the
@@ -165,6 +166,7 @@ mod data_jobs;
 mod foreign_lease;
 mod glance;
 mod host;
+mod keeper;
 mod korifi;
 mod world;
 
@@ -184,7 +186,7 @@ pub struct Outcome {
 /// invariant), each then quiescing.
 pub fn run(seed: u64, steps: usize) -> Outcome {
     let (mut trace, mut violation) = data_jobs::play(seed, steps);
-    for world in [cf::play, korifi::play] {
+    for world in [cf::play, korifi::play, keeper::play] {
         if violation.is_some() {
             break;
         }

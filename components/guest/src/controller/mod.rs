@@ -47,7 +47,7 @@ use crate::kube::{
 };
 use crate::lease::{Leadership, Lease, LeaseConfig, LeaseLost};
 use crate::reconciler::{DeletionInFlight, ItemFailure, PassReport};
-use crate::sql::SqlError;
+use crate::sql::{Sql, SqlError, Value};
 
 /// Every write of a pass is made as lethe's own identity.
 const PRIVILEGED: &Identity = &Identity::Privileged;
@@ -163,11 +163,12 @@ pub trait Reconciler {
     fn read(&self, keys: &[String]) -> Result<Vec<Self::Item>, String>;
     /// Decides on one item and acts, through `ctx`'s write helpers.
     fn reconcile(&self, ctx: &mut Context<'_>, item: &Self::Item) -> Result<Action, Error>;
-    /// What a failure makes of the item: by default, one the API server rejected as invalid or
-    /// one refused as not ours waits for its desired state to change, and anything else backs off.
+    /// What a failure makes of the item: by default, one the API server rejected as invalid
+    /// waits for its desired state to change (retrying cannot mend it), and anything else backs
+    /// off, an object in the way that is not ours too (its owner may take it away).
     fn error_policy(&self, _item: &Self::Item, error: &Error) -> Policy {
         match error {
-            Error::Kube(KubeError::Invalid(_)) | Error::NotOurs(_) => Policy::Park,
+            Error::Kube(KubeError::Invalid(_)) => Policy::Park,
             _ => Policy::Backoff,
         }
     }
@@ -358,6 +359,7 @@ impl<D> Pair<D> {
 pub struct Context<'a> {
     kube: &'a dyn Kube,
     env: &'a dyn Env,
+    sql: &'a dyn Sql,
     lease: &'a Lease<'a>,
     owns: &'a dyn Fn(&Object) -> bool,
     events: Recorder<'a>,
@@ -371,11 +373,15 @@ impl Context<'_> {
         self.env.now_ms()
     }
 
-    fn guard(&mut self, object: &Object) -> Result<(), Error> {
-        if let Err(lost) = self.lease.keep(self.env.now_ms()) {
+    fn keep_lease(&mut self) -> Result<(), Error> {
+        self.lease.keep(self.env.now_ms()).map_err(|lost| {
             self.lost = true;
-            return Err(lost.into());
-        }
+            lost.into()
+        })
+    }
+
+    fn guard(&mut self, object: &Object) -> Result<(), Error> {
+        self.keep_lease()?;
         if !(self.owns)(object) {
             let t = &object.target;
             let at = t
@@ -460,6 +466,11 @@ impl Context<'_> {
             Case::Cleanup(index) => match cleanup(self, live)? {
                 Action::Done => match self.patch(live, finalizer::remove_patch(index, finalizer)) {
                     Ok(_) | Err(Error::Kube(KubeError::NotFound(_))) => Ok(Action::Done),
+                    // Its `test` found another entry at the index: the list changed since the
+                    // read, which the next visit reads again (the API server says Invalid).
+                    Err(Error::Kube(KubeError::Invalid(e))) => {
+                        Err(Error::Kube(KubeError::Conflict(e)))
+                    }
                     Err(e) => Err(e),
                 },
                 other => Ok(other),
@@ -492,6 +503,13 @@ impl Context<'_> {
         let done = |_: &mut Self, _: &Object| Ok(Action::Done);
         self.finalized(&live, finalizer, done, done)?;
         Ok((!finalizer::is_last(&live, finalizer)).then_some(live))
+    }
+
+    /// Runs one SQL write of the reconciler's own, once the Lease is kept: a host that lost it
+    /// writes nothing more, in SQL as in the cluster.
+    pub fn execute(&mut self, statement: &str, params: &[Value]) -> Result<u64, Error> {
+        self.keep_lease()?;
+        Ok(self.sql.execute(statement, params)?)
     }
 
     /// Records an Event about `regarding` (best effort, folded when repeated).
@@ -551,6 +569,7 @@ pub fn run<R: Reconciler>(
         ctx: Context {
             kube: host,
             env: host,
+            sql: host,
             lease: &lease,
             owns: &owns,
             events: Recorder::new(host, host, &config.controller),

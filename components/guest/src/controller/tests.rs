@@ -541,6 +541,7 @@ fn writes_are_refused_on_objects_not_ours_and_guarded_by_what_was_read() {
     let mut ctx = Context {
         kube: &host,
         env: &host,
+        sql: &host,
         lease: &lease,
         owns: &owns,
         events: Recorder::new(&host, &host, "lethe.dev/toy"),
@@ -595,5 +596,53 @@ fn writes_are_refused_on_objects_not_ours_and_guarded_by_what_was_read() {
         (ctx.report.updated, ctx.report.deleted),
         (0, 0),
         "failed writes count nothing"
+    );
+}
+
+#[test]
+fn a_finalizer_list_changed_since_the_read_is_a_conflict_not_a_parking() {
+    let (sql, kube) = (database("reordered"), cluster());
+    let host = FakeHost::new(&sql, &kube, "h");
+    let toy = Toy::new(&host);
+    toy.want("a", Some("1"));
+    toy.pass();
+    toy.pass();
+    toy.want("a", None);
+    // Between the pass's read and its release, another controller puts its finalizer first.
+    toy.script.borrow_mut().insert("a".into(), Script::Spend(0));
+    kube.edit("ConfigMap", "ns", "a", |o| {
+        o["metadata"]["finalizers"] = json!(["example.com/first", FINALIZER]);
+        o["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    });
+    let stale = kube.object("ConfigMap", "ns", "a").expect("a");
+    kube.edit("ConfigMap", "ns", "a", |o| {
+        o["metadata"]["finalizers"] = json!(["example.com/second", "example.com/first", FINALIZER]);
+    });
+    let config = toy.config();
+    let lease = match Lease::acquire(&host, &config.lease, host.now_ms()) {
+        Ok(Leadership::Held(lease)) => lease,
+        other => panic!("the Lease: {other:?}"),
+    };
+    let owns = |object: &Object| toy.owns(object);
+    let mut ctx = Context {
+        kube: &host,
+        env: &host,
+        sql: &host,
+        lease: &lease,
+        owns: &owns,
+        events: Recorder::new(&host, &host, "lethe.dev/toy"),
+        report: PassReport::default(),
+        lost: false,
+    };
+    let done = |_: &mut Context<'_>, _: &Object| Ok(Action::Done);
+    let released = ctx.finalized(&stale, FINALIZER, done, done);
+    assert!(
+        matches!(released, Err(Error::Kube(KubeError::Conflict(_)))),
+        "backs off and reads it again: {released:?}"
+    );
+    let kept = kube.object("ConfigMap", "ns", "a").expect("still held");
+    assert!(
+        kept.metadata.finalizers.iter().any(|f| f == FINALIZER),
+        "nothing removed on a stale index"
     );
 }

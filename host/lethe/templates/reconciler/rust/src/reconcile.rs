@@ -16,7 +16,7 @@
 //! | wanted | ours, being deleted by someone else | remove the finalizer; the next pass makes it again |
 //! | deleting, none, or another uid | ours | delete it (Event `Deleting`), then remove the finalizer |
 //! | deleting | none | the job is COMPLETE; the row is forgotten `job_retention_seconds` later |
-//! | any | not ours | parked until the row changes, and never touched |
+//! | wanted | not ours | never touched: reported, and tried again with backoff until it is gone |
 //!
 //! Kubernetes first, then SQL: a crash between the two leaves state the next pass repairs (an
 //! object created before the crash carries this row's uid and is found by it).
@@ -124,16 +124,13 @@ impl controller::Reconciler for Keeper<'_> {
                 None => Ok(Action::Done),
             };
         };
-        if !crate::is_ours(&live) {
-            let why = format!(
-                "{KIND} {} exists and is not __NAME__'s (it lacks lethe's labels): left untouched",
-                item.key
-            );
-            return Ok(desired.map_or(Action::Done, |_| Action::Park(why)));
+        let wanted = desired.filter(|d| d.deleting_since.is_none());
+        if wanted.is_none() && !crate::is_ours(&live) {
+            return Ok(Action::Done); // nothing of ours is there, and nothing wants its name
         }
-        let made_for =
-            |d: &&Desired| d.deleting_since.is_none() && live.label(UID_LABEL) == Some(&d.uid);
-        match desired.filter(made_for) {
+        // The write helpers refuse an object in the way that is not ours: reported, and tried
+        // again with backoff until it is gone.
+        match wanted.filter(|d| live.label(UID_LABEL) == Some(&d.uid)) {
             // Deleted by someone else while wanted: let it go; the next pass makes it again.
             Some(d) => ctx.finalized(
                 &live,
@@ -187,7 +184,7 @@ impl Keeper<'_> {
 
     /// A deletion whose object is gone: its row (the COMPLETE job) is kept for the retention,
     /// then forgotten, guarded by the uid read; the pass comes back for it then.
-    fn forget_if_done(&self, ctx: &Context<'_>, d: &Desired) -> Result<Action, Error> {
+    fn forget_if_done(&self, ctx: &mut Context<'_>, d: &Desired) -> Result<Action, Error> {
         let Some(since) = d.deleting_since else {
             return Ok(Action::Done);
         };
@@ -200,7 +197,7 @@ impl Keeper<'_> {
             d.name.clone().into(),
             d.uid.clone().into(),
         ];
-        self.host.execute(
+        ctx.execute(
             "DELETE FROM __SNAKE___desired WHERE namespace = $1 AND name = $2 AND uid = $3 \
              AND deleting_since IS NOT NULL",
             &guard,

@@ -171,12 +171,27 @@ fn drift_is_put_back_and_an_object_not_ours_is_never_touched() {
     assert!(
         pass.failed
             .iter()
-            .any(|f| f.item == "team/theirs" && f.parked),
-        "{pass:?}"
+            .any(|f| f.item == "team/theirs" && !f.parked),
+        "reported, and tried again with backoff: {pass:?}"
     );
     let theirs = cluster.object(KIND, "team", "theirs").expect("still there");
     assert_eq!(theirs.json()["data"], json!({ "owner": "someone else" }));
     assert!(theirs.metadata.finalizers.is_empty() && theirs.metadata.labels.is_empty());
+
+    // Once its owner takes it away, the backoff's next try makes ours.
+    cluster.clear_finalizers(KIND, "team", "theirs");
+    let gone = lethe_guest::kube::Kube::delete(
+        &cluster,
+        &lethe_guest::kube::Identity::Privileged,
+        &crate::target("team", "theirs"),
+        &Default::default(),
+    );
+    assert!(gone.is_ok(), "{gone:?}");
+    host.advance(2_000);
+    let pass = tick(&host, false).expect("pass");
+    assert_eq!(pass.created, 1, "{pass:?}");
+    let ours = cluster.object(KIND, "team", "theirs").expect("made");
+    assert_eq!(ours.json()["data"]["greeting"], "mine");
 }
 
 #[test]
