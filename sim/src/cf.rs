@@ -15,7 +15,6 @@ use std::fmt::Write as _;
 use std::panic::AssertUnwindSafe;
 
 use cf_core::FINALIZER;
-use cf_core::backoff::SqlBackoff;
 use cf_core::config::Settings;
 use cf_core::follow::{LEASE_ITEM, pass_on_changes};
 use cf_core::names::{CLAIM_LABEL, HOLDER_ANNOTATION};
@@ -1266,7 +1265,8 @@ fn being_deleted(kube: &FakeCluster, name: &str) -> Option<bool> {
 /// One pass of the cf reconciler on `host`'s capabilities, as the host's cron trigger runs it.
 fn cf_pass(host: &dyn lethe_guest::Capabilities, full: bool) -> Result<Report, String> {
     let settings = Settings::from_env(host)?;
-    let backoff = SqlBackoff::load(host, host).map_err(|e| format!("reading the backoff: {e}"))?;
+    let backoff = cf_core::reconcile::load_backoff(host, host)
+        .map_err(|e| format!("reading the backoff: {e}"))?;
     Ok(pass_on_changes(host, host, host, &settings, &backoff, full))
 }
 

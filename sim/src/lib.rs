@@ -14,7 +14,7 @@
 //! lethe's **real logic** — the data-jobs API and reconciler (`data_jobs_core::api::handle`,
 //! `data_jobs_core::sync::tick_with`), the CF API, job status and reconciler
 //! (`cf_core::api::handle`, `cf_core::jobs::handle`, `cf_core::follow::pass_on_changes` with
-//! `cf_core::backoff::SqlBackoff`) — through the capability traits of the one guest SDK, against
+//! `cf_core::reconcile::load_backoff`) — through the capability traits of the one guest SDK, against
 //! `lethe_guest::fake`: the in-memory cluster the component crates' tests use (uids,
 //! resourceVersions, guarded replaces, uid-preconditioned deletes, finalizers and the
 //! deletionTimestamp, namespaces that wait for the namespace controller and refuse new content

@@ -14,7 +14,6 @@
 
 pub mod access;
 pub mod api;
-pub mod backoff;
 pub mod config;
 pub mod context;
 pub mod deletion;

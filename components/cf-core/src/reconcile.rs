@@ -56,17 +56,19 @@ use lethe_guest::lease::Lease;
 /// component's memory.
 pub const LIST_PAGE: u32 = 1000;
 
-/// Per-object backoff state, kept across passes.
-pub trait Backoff {
-    /// Whether `key` may be worked on at `now_ms`.
-    fn due(&self, key: &str, now_ms: i64) -> bool;
-    /// Records a failure of `key`: the next attempt waits exponentially longer.
-    fn failed(&self, key: &str, now_ms: i64, reason: &str);
-    /// Forgets `key`'s failures after a success.
-    fn succeeded(&self, key: &str);
-    /// The keys that failed before and whose wait is over at `now_ms`: a pass that visits only
-    /// what changed visits these too.
-    fn due_now(&self, now_ms: i64) -> Vec<String>;
+/// Per-object backoff state, kept across passes: the SDK's one ([`lethe_guest::backoff`]).
+pub use lethe_guest::backoff::Backoff;
+
+/// The cf reconciler's name in the SDK's backoff table.
+pub const BACKOFF_NAME: &str = "cf";
+
+/// The cf reconciler's backoff: its rows of the SDK's table, read once per pass and written
+/// through (a write that fails is logged; at worst an object is retried sooner).
+pub fn load_backoff<'a>(
+    sql: &'a dyn lethe_guest::sql::Sql,
+    env: &'a dyn Env,
+) -> Result<lethe_guest::backoff::Loaded<'a>, lethe_guest::sql::SqlError> {
+    lethe_guest::backoff::Loaded::load(sql, env, BACKOFF_NAME, (BACKOFF_BASE_MS, BACKOFF_MAX_MS))
 }
 
 /// The first wait before an object that failed is retried; it doubles per failure in a row.

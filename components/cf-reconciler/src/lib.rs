@@ -9,7 +9,6 @@
 
 #[cfg(target_arch = "wasm32")]
 mod wasm {
-    use cf_core::backoff::SqlBackoff;
     use cf_core::config::Settings;
     use cf_core::follow::pass_on_changes;
     use cf_core::reconcile::Report;
@@ -26,8 +25,8 @@ mod wasm {
     fn run_pass(full: bool) -> Result<Report, String> {
         let host = Host::default();
         let settings = Settings::from_env(&host)?;
-        let backoff =
-            SqlBackoff::load(&host, &host).map_err(|e| format!("reading backoff state: {e}"))?;
+        let backoff = cf_core::reconcile::load_backoff(&host, &host)
+            .map_err(|e| format!("reading backoff state: {e}"))?;
         let report = pass_on_changes(&host, &host, &host, &settings, &backoff, full);
         let acted = report.created + report.updated + report.deleted > 0;
         if acted || !report.failed.is_empty() || report.deferred {

@@ -2,11 +2,13 @@
 //! long an object that keeps failing waits before it is tried again ([`delay_ms`]), and the one
 //! table its failures are kept in ([`BackoffTable`]), keyed by reconciler and object.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use lethe_retry::Policy;
 
+use crate::env::{Env, Level};
 use crate::sql::{Sql, SqlError, Statement, Value};
 
 /// The wait before the next attempt at an item that failed `attempts` times in a row (at least
@@ -218,6 +220,144 @@ impl<'a> BackoffTable<'a> {
     }
 }
 
+/// The per-object backoff a reconciler's pass consults: whether an object may be worked on now,
+/// and what a failure or a success does to it.
+pub trait Backoff {
+    /// Whether `key` may be worked on at `now_ms`.
+    fn due(&self, key: &str, now_ms: i64) -> bool;
+    /// Records a failure of `key` at `now_ms`: the next attempt waits longer ([`delay_ms`]).
+    fn failed(&self, key: &str, now_ms: i64, reason: &str);
+    /// Forgets `key`'s failures after a success.
+    fn succeeded(&self, key: &str);
+    /// The keys that failed before and whose wait is over at `now_ms`: a pass that visits only
+    /// what changed visits these too.
+    fn due_now(&self, now_ms: i64) -> Vec<String>;
+}
+
+/// One reconciler's rows of [`TABLE`], read once (at the start of a pass) and written through,
+/// so every host shares them and they survive restarts. A write that fails is logged and the
+/// pass goes on: at worst an object is tried again sooner than its backoff asked.
+pub struct Loaded<'a> {
+    table: BackoffTable<'a>,
+    env: &'a dyn Env,
+    /// The first wait and its ceiling.
+    delays: (i64, i64),
+    rows: RefCell<BTreeMap<String, Failures>>,
+}
+
+impl<'a> Loaded<'a> {
+    /// Reads `reconciler`'s rows once; its waits double from `delays.0` up to `delays.1`.
+    pub fn load(
+        sql: &'a dyn Sql,
+        env: &'a dyn Env,
+        reconciler: &'a str,
+        delays: (i64, i64),
+    ) -> Result<Self, SqlError> {
+        let table = BackoffTable::new(sql, reconciler);
+        let rows = RefCell::new(table.all()?);
+        Ok(Loaded {
+            table,
+            env,
+            delays,
+            rows,
+        })
+    }
+
+    /// Whether `key` waits at `now_ms`: its backoff not over, or parked on the desired state it
+    /// still has (`fingerprint`, asked only of a parked one).
+    pub fn holds_back(&self, key: &str, now_ms: i64, fingerprint: impl FnOnce() -> String) -> bool {
+        match self.rows.borrow().get(key) {
+            None => false,
+            Some(Failures {
+                parked_on: Some(parked_on),
+                ..
+            }) => *parked_on == fingerprint(),
+            Some(failures) => failures.next_attempt_ms > now_ms,
+        }
+    }
+
+    /// Records one more failure of `key` at `now_ms`; parked until its desired state is no
+    /// longer `parked_on`, when there is one.
+    pub fn fail(&self, key: &str, now_ms: i64, reason: &str, parked_on: Option<String>) {
+        let jitter = self.env.random_bytes(1).first().copied().unwrap_or(0);
+        let previous = self.rows.borrow().get(key).cloned();
+        let failures = Failures::after(
+            previous.as_ref(),
+            now_ms,
+            self.delays,
+            jitter,
+            parked_on,
+            reason.to_string(),
+        );
+        self.write(key, failures);
+    }
+
+    /// Brings `key` back at `at_ms` though nothing changes, its failures forgotten (a row of no
+    /// attempts).
+    pub fn again(&self, key: &str, at_ms: i64) {
+        let again = Failures {
+            attempts: 0,
+            next_attempt_ms: at_ms,
+            parked_on: None,
+            last_error: String::new(),
+        };
+        self.write(key, again);
+    }
+
+    /// Forgets the rows of every key but those `keep` names: after a full pass that saw every
+    /// object, those of the objects that are no more.
+    pub fn forget_all_but(&self, keep: &BTreeSet<String>) {
+        let gone: Vec<String> = (self.rows.borrow().keys())
+            .filter(|k| !keep.contains(*k))
+            .cloned()
+            .collect();
+        for key in gone {
+            self.succeeded(&key);
+        }
+    }
+
+    fn write(&self, key: &str, failures: Failures) {
+        if let Err(e) = self.table.record(key, &failures) {
+            let warning = format!(
+                "{}: cannot record the backoff of {key}: {e}",
+                self.table.reconciler
+            );
+            self.env.log(Level::Warn, &warning);
+        }
+        self.rows.borrow_mut().insert(key.to_string(), failures);
+    }
+}
+
+impl Backoff for Loaded<'_> {
+    fn due(&self, key: &str, now_ms: i64) -> bool {
+        (self.rows.borrow().get(key)).is_none_or(|f| !f.holds_back(now_ms))
+    }
+
+    fn failed(&self, key: &str, now_ms: i64, reason: &str) {
+        self.fail(key, now_ms, reason, None);
+    }
+
+    fn succeeded(&self, key: &str) {
+        if self.rows.borrow_mut().remove(key).is_none() {
+            return;
+        }
+        if let Err(e) = self.table.forget(key) {
+            let warning = format!(
+                "{}: cannot clear the backoff of {key}: {e}",
+                self.table.reconciler
+            );
+            self.env.log(Level::Warn, &warning);
+        }
+    }
+
+    fn due_now(&self, now_ms: i64) -> Vec<String> {
+        (self.rows.borrow().iter())
+            .filter(|(_, f)| !f.holds_back(now_ms))
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,8 +397,58 @@ mod tests {
 
     #[cfg(feature = "fake")]
     #[test]
-    fn each_reconciler_keeps_its_own_failures_which_wait_park_and_are_forgotten() {
-        let dir = std::env::temp_dir().join(format!("lethe-backoff-{}", std::process::id()));
+    fn loaded_failures_back_off_across_loads_park_come_again_and_a_success_forgets_them() {
+        let (sql, kube) = (database("loaded"), crate::fake::FakeCluster::new());
+        let host = crate::fake::FakeHost::new(&sql, &kube, "h");
+        let now = 5_000;
+        let load = || Loaded::load(&host, &host, "cf", (1_000, 300_000)).expect("load");
+        let backoff = load();
+        backoff.failed("org/a", now, "boom");
+        backoff.failed("org/a", now, "boom again");
+        assert!(
+            !backoff.due("org/a", now + 1_000),
+            "two failures wait ≥ 2 s"
+        );
+        assert!(backoff.due("org/b", now));
+
+        // Another host (or the next pass) reads what this one wrote.
+        let reloaded = load();
+        assert!(!reloaded.due("org/a", now + 1_000));
+        assert!(
+            reloaded.due("org/a", now + 2_600),
+            "2 s plus at most 25% jitter"
+        );
+        assert_eq!(reloaded.due_now(now + 2_600), vec!["org/a".to_string()]);
+        assert!(reloaded.due_now(now).is_empty());
+
+        reloaded.fail("org/p", now, "rejected", Some("h1".into()));
+        assert!(
+            reloaded.holds_back("org/p", i64::MAX, || "h1".into()),
+            "parked on h1"
+        );
+        assert!(
+            !reloaded.holds_back("org/p", now, || "h2".into()),
+            "its desired state moved on"
+        );
+        reloaded.again("org/r", now + 3_000);
+        assert!(reloaded.holds_back("org/r", now + 2_999, String::new));
+        assert_eq!(load().due_now(now + 3_000), ["org/a", "org/r"]);
+
+        reloaded.succeeded("org/a");
+        reloaded.forget_all_but(&BTreeSet::from(["org/p".to_string()]));
+        let after = load();
+        assert!(after.due("org/a", now));
+        assert_eq!(
+            after.table.all().expect("all").keys().collect::<Vec<_>>(),
+            ["org/p"]
+        );
+    }
+
+    /// A database with [`TABLE`] as the documented schema makes it, migrated in a directory of
+    /// its own (`name`).
+    #[cfg(feature = "fake")]
+    fn database(name: &str) -> crate::fake::FakeSql {
+        let dir = std::env::temp_dir().join(format!("lethe-backoff-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let ddl = include_str!("backoff.rs")
             .split("/// ```sql\n")
@@ -277,6 +467,13 @@ mod tests {
         std::fs::write(dir.join("0001.sql"), ddl).expect("migration");
         let sql = crate::fake::FakeSql::migrated(&dir);
         let _ = std::fs::remove_dir_all(dir);
+        sql
+    }
+
+    #[cfg(feature = "fake")]
+    #[test]
+    fn each_reconciler_keeps_its_own_failures_which_wait_park_and_are_forgotten() {
+        let sql = database("table");
         let (cf, jobs) = (
             BackoffTable::new(&sql, "cf"),
             BackoffTable::new(&sql, "jobs"),

@@ -32,7 +32,7 @@ use std::ops::ControlFlow;
 use serde_json::{Value as Json, json};
 
 use crate::Capabilities;
-use crate::backoff::{BackoffTable, Failures};
+use crate::backoff::{Backoff as _, Loaded};
 use crate::env::seconds_ms;
 use crate::env::{Env, Level};
 use crate::events::{Event, Recorder};
@@ -538,17 +538,14 @@ pub fn run<R: Reconciler>(
         Err(e) => return Err(e.to_string()),
     };
     let name = config.name;
+    // Without its failures a pass would retry every parked item at once: it runs none.
+    let backoff = Loaded::load(host, host, name, config.backoff)
+        .map_err(|e| format!("reading the backoff table: {e}"))?;
     let mut pass = Pass::begin(host, config.kept, name, config.resync_ms, full);
-    let backoff = BackoffTable::new(host, name);
-    let failures = backoff.all().unwrap_or_else(|e| {
-        let warning = format!("{name}: reading the backoff table: {e}");
-        host.log(Level::Warn, &warning);
-        BTreeMap::new()
-    });
     let sources = reconciler.sources();
     let mut changed: Option<Vec<String>> = None;
     if !pass.is_full() {
-        match heard(&sources, &mut pass, &failures, started, config.max_changed) {
+        match heard(&sources, &mut pass, &backoff, started, config.max_changed) {
             Ok(keys) => changed = Some(keys),
             Err(why) => pass.go_full(why),
         }
@@ -561,9 +558,7 @@ pub fn run<R: Reconciler>(
         name,
         started,
         budget_ms: config.budget_ms,
-        backoff_ms: config.backoff,
         backoff,
-        failures,
         seen: BTreeSet::new(),
         stopped: false,
         ctx: Context {
@@ -601,7 +596,7 @@ pub fn run<R: Reconciler>(
         pass.finish(Outcome::Deferred);
     } else {
         if pass.is_full() {
-            driver.forget_the_gone();
+            driver.backoff.forget_all_but(&driver.seen);
         }
         pass.finish(Outcome::Done);
     }
@@ -617,10 +612,7 @@ struct Driver<'a, R: Reconciler> {
     name: &'a str,
     started: i64,
     budget_ms: Option<i64>,
-    backoff_ms: (i64, i64),
-    backoff: BackoffTable<'a>,
-    /// The backoff table as the pass began.
-    failures: BTreeMap<String, Failures>,
+    backoff: Loaded<'a>,
     /// The keys of the items read.
     seen: BTreeSet<String>,
     /// The pass stopped short: its budget spent or its Lease lost.
@@ -634,24 +626,19 @@ impl<R: Reconciler> Driver<'_, R> {
         let (host, name, reconciler) = (self.host, self.name, self.reconciler);
         let key = reconciler.key(item);
         self.seen.insert(key.clone());
-        let previous = self.failures.get(&key);
         let now = host.now_ms();
-        if previous.is_some_and(|f| held(f, now, || reconciler.fingerprint(item))) {
+        if (self.backoff).holds_back(&key, now, || reconciler.fingerprint(item)) {
             return ControlFlow::Continue(());
         }
-        let spent = self
-            .budget_ms
-            .is_some_and(|budget| now - self.started >= budget);
+        let spent = (self.budget_ms).is_some_and(|budget| now - self.started >= budget);
         let why = match self.ctx.lease.keep(now) {
             Err(lost) => Some(format!("{lost}")),
             Ok(()) if spent => Some("it spent its budget".to_string()),
             Ok(()) => None,
         };
         if let Some(why) = why {
-            host.log(
-                Level::Warn,
-                &format!("{name}: the pass stops, since {why}; the next one is full"),
-            );
+            let warning = format!("{name}: the pass stops, since {why}; the next one is full");
+            host.log(Level::Warn, &warning);
             self.stopped = true;
             return ControlFlow::Break(());
         }
@@ -664,21 +651,14 @@ impl<R: Reconciler> Driver<'_, R> {
             self.stopped = true;
             return ControlFlow::Break(());
         }
+        let now = host.now_ms();
         let (parked, reason) = match result {
             Ok(Action::Done) => {
-                let forgot = previous.map(|_| self.backoff.forget(&key));
-                self.kept(&key, forgot);
+                self.backoff.succeeded(&key);
                 return ControlFlow::Continue(());
             }
             Ok(Action::Again(after_ms)) => {
-                let again = Failures {
-                    attempts: 0,
-                    next_attempt_ms: host.now_ms().saturating_add(after_ms),
-                    parked_on: None,
-                    last_error: String::new(),
-                };
-                let recorded = self.backoff.record(&key, &again);
-                self.kept(&key, Some(recorded));
+                self.backoff.again(&key, now.saturating_add(after_ms));
                 return ControlFlow::Continue(());
             }
             Ok(Action::Park(why)) => (true, why),
@@ -692,30 +672,14 @@ impl<R: Reconciler> Driver<'_, R> {
             }
         };
         let parked_on = parked.then(|| reconciler.fingerprint(item));
-        let failures = failed(host, previous, self.backoff_ms, parked_on, &reason);
-        let recorded = self.backoff.record(&key, &failures);
-        self.kept(&key, Some(recorded));
-        self.ctx.report.failed.push(ItemFailure {
+        self.backoff.fail(&key, now, &reason, parked_on);
+        let failure = ItemFailure {
             item: key,
             reason,
             parked,
-        });
+        };
+        self.ctx.report.failed.push(failure);
         ControlFlow::Continue(())
-    }
-
-    /// Logs a backoff row that could not be written: at worst the item is tried sooner.
-    fn kept(&self, key: &str, written: Option<Result<(), SqlError>>) {
-        if let Some(Err(e)) = written {
-            let warning = format!("{}: {key}: keeping its backoff: {e}", self.name);
-            self.host.log(Level::Warn, &warning);
-        }
-    }
-
-    /// After a full pass that saw everything: forgets the failures of items that are no more.
-    fn forget_the_gone(&self) {
-        for key in self.failures.keys().filter(|k| !self.seen.contains(*k)) {
-            self.kept(key, Some(self.backoff.forget(key)));
-        }
     }
 }
 
@@ -724,7 +688,7 @@ impl<R: Reconciler> Driver<'_, R> {
 fn heard(
     sources: &[Box<dyn Follow + '_>],
     pass: &mut Pass<'_>,
-    failures: &BTreeMap<String, Failures>,
+    backoff: &Loaded<'_>,
     now: i64,
     max_changed: Option<usize>,
 ) -> Result<Vec<String>, WhyFull> {
@@ -732,12 +696,7 @@ fn heard(
     for source in sources {
         keys.extend(source.changed(pass)?);
     }
-    keys.extend(
-        failures
-            .iter()
-            .filter(|(_, f)| f.parked_on.is_none() && f.next_attempt_ms <= now)
-            .map(|(k, _)| k.clone()),
-    );
+    keys.extend(backoff.due_now(now));
     if let Some(max) = max_changed
         && keys.len() > max
     {
@@ -747,34 +706,6 @@ fn heard(
         )));
     }
     Ok(keys.into_iter().collect())
-}
-
-/// Whether failures hold an item back at `now`: waiting out its backoff, or parked on the
-/// desired state it still has.
-fn held(failures: &Failures, now: i64, fingerprint: impl FnOnce() -> String) -> bool {
-    match &failures.parked_on {
-        Some(parked_on) => *parked_on == fingerprint(),
-        None => failures.next_attempt_ms > now,
-    }
-}
-
-/// The failures after one more.
-fn failed(
-    env: &dyn Env,
-    previous: Option<&Failures>,
-    backoff: (i64, i64),
-    parked_on: Option<String>,
-    reason: &str,
-) -> Failures {
-    let jitter = env.random_bytes(1).first().copied().unwrap_or(0);
-    Failures::after(
-        previous,
-        env.now_ms(),
-        backoff,
-        jitter,
-        parked_on,
-        reason.to_string(),
-    )
 }
 
 impl fmt::Debug for Context<'_> {

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use super::*;
+use crate::backoff::BackoffTable;
 use crate::fake::{FakeCluster, FakeHost, FakeSql};
 use crate::follow::{Heard, Watched};
 use crate::kept::KeptTable;
