@@ -53,14 +53,14 @@ MUTATIONS = {
  'cf-lease-in-pass':('components/cf-core/src/reconcile.rs','        match self.lease.map(|lease| lease.keep(now)) {','        match self.lease.filter(|_| false).map(|lease| lease.keep(now)) {'),
  'cf-lease-orphans':('components/cf-core/src/names.rs','            if must_stop() {\n                return Ok((deleted, true));\n            }\n',''),
  'cf-sweep':('components/cf-core/src/reconcile.rs','            Ok(None) => {}\n            Err(e) => {\n                report.failed.push((key, format!("reading it: {e}")));','            Ok(None) => return,\n            Err(e) => {\n                report.failed.push((key, format!("reading it: {e}")));'),
- # The controller runtime (lethe_guest::controller), through the reconciler template (the keeper world).
+ # The controller runtime (lethe_guest::controller and the backoff it keeps), through the reconciler template (the keeper world).
  'driver-lease-write':('components/guest/src/controller/mod.rs','        self.lease.keep(self.env.now_ms()).map_err(|lost| {','        Ok::<(), LeaseLost>(()).map_err(|lost: LeaseLost| {'),
  'driver-lease-item':('components/guest/src/controller/mod.rs','        let why = match self.ctx.lease.keep(now) {','        let why = match Ok::<(), LeaseLost>(()) {'),
  'driver-rv-guard':('components/guest/src/controller/mod.rs','                Patch::Json(Json::Array(std::iter::once(guard).chain(ops).collect()))','                Patch::Json(Json::Array(std::iter::once(guard).skip(1).chain(ops).collect()))'),
  'driver-uid-precondition':('components/guest/src/controller/mod.rs','            precondition_uid: Some(live.metadata.uid.clone()),','            precondition_uid: None,'),
  'driver-owns':('components/guest/src/controller/mod.rs','        if !(self.owns)(object) {','        if false && !(self.owns)(object) {'),
- 'driver-unpark':('components/guest/src/controller/mod.rs','        Some(parked_on) => *parked_on == fingerprint(),','        Some(_) => true,'),
- 'driver-again':('components/guest/src/controller/mod.rs','                    next_attempt_ms: host.now_ms().saturating_add(after_ms),','                    next_attempt_ms: i64::MAX.min(after_ms.saturating_add(i64::MAX)),'),
+ 'driver-unpark':('components/guest/src/backoff.rs','            }) => *parked_on == fingerprint(),','            }) => true || *parked_on == fingerprint(),'),
+ 'driver-again':('components/guest/src/backoff.rs','            attempts: 0,\n            next_attempt_ms: at_ms,','            attempts: 0,\n            next_attempt_ms: i64::MAX.min(at_ms.saturating_add(i64::MAX)),'),
 }
 
 # How many seeds each mutation runs: those `cargo test` runs, unless SEEDS says fewer (quicker
