@@ -411,6 +411,39 @@ pub fn at<'a>(json: &'a Json, pointer: &str) -> Option<&'a Json> {
     })
 }
 
+/// Whether `live` holds everything `desired` sets: objects field by field (a field the API
+/// server or another writer added is left out of the comparison), anything else equal. What a
+/// reconciler judges drift by, on the object's content rather than on a mark it wrote.
+///
+/// ```
+/// use lethe_guest::kube::holds;
+/// use serde_json::json;
+///
+/// let live = json!({"data": {"a": "1", "added": "by someone"}, "immutable": false});
+/// assert!(holds(&live, &json!({"data": {"a": "1"}})));
+/// assert!(!holds(&live, &json!({"data": {"a": "2"}})));
+/// assert!(!holds(&live, &json!({"missing": true})));
+/// ```
+pub fn holds(live: &Json, desired: &Json) -> bool {
+    match (live, desired) {
+        (Json::Object(live), Json::Object(desired)) => desired
+            .iter()
+            .all(|(k, v)| live.get(k).is_some_and(|l| holds(l, v))),
+        _ => live == desired,
+    }
+}
+
+/// Whether `s` is a name the API server takes for a namespace (a DNS-1123 label), checked by
+/// the rules the embedded API server applies.
+pub fn is_dns_label(s: &str) -> bool {
+    lethe_kube_rules::validation::dns1123_label(s).is_empty()
+}
+
+/// Whether `s` is a name the API server takes for most kinds (a DNS-1123 subdomain).
+pub fn is_dns_subdomain(s: &str) -> bool {
+    lethe_kube_rules::validation::dns1123_subdomain(s).is_empty()
+}
+
 /// Builds an [`Object`] from its JSON, reading the metadata it carries.
 pub fn object_from_json(json: Json) -> Object {
     let s = |p: &str| at(&json, p).and_then(Json::as_str).map(str::to_string);

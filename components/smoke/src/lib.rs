@@ -15,7 +15,7 @@
 //! `components/smoke-py` is its twin in Python, held to the same end-to-end test.
 
 use lethe_guest::cf::HttpError;
-use lethe_guest::kube::{Identity, Kube, ObjectRef};
+use lethe_guest::kube::{Identity, Kube, ObjectRef, is_dns_label};
 use lethe_guest::{Request, Response, cf};
 use serde_json::json;
 
@@ -177,16 +177,6 @@ fn get_namespace(kube: &dyn Kube, req: &Request, name: &str) -> Response {
         ),
         Err(e) => HttpError::from_kube(e, NOT_FOUND).into_response(),
     }
-}
-
-/// An RFC 1123 label, the form of a Namespace's name.
-fn is_dns_label(name: &str) -> bool {
-    (1..=63).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
 }
 
 fn count_ticks(caps: &dyn Capabilities) -> Result<Response, CapError> {

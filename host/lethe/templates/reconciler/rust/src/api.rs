@@ -24,7 +24,7 @@ use lethe_guest::backoff::BackoffTable;
 use lethe_guest::cf::{CfError, HttpError, JobState};
 use lethe_guest::env::{Env, format_rfc3339};
 use lethe_guest::feed::Feed;
-use lethe_guest::kube::{Access, Identity, Kube, KubeError, may};
+use lethe_guest::kube::{Access, Identity, Kube, KubeError, is_dns_label, is_dns_subdomain, may};
 use lethe_guest::sql::{Sql, SqlError, Statement};
 use lethe_guest::{Capabilities, Request, Response};
 use serde_json::{Map, Value as Json, json};
@@ -79,23 +79,6 @@ fn from_sql(e: SqlError) -> HttpError {
     }
 }
 
-/// A DNS-1123 label (namespaces) or subdomain (names), as the API server checks them.
-fn valid_name(s: &str, max: usize) -> bool {
-    (1..=max).contains(&s.len())
-        && s.split('.').all(|part| {
-            !part.is_empty()
-                && part
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !part.starts_with('-')
-                && !part.ends_with('-')
-        })
-}
-
-fn valid_namespace(namespace: &str) -> bool {
-    valid_name(namespace, 63) && !namespace.contains('.')
-}
-
 /// Asks the cluster whether `caller` may `verb` the kind in `namespace`: `Ok` if so, else the
 /// error to answer (403 when refused; 401 for a token it rejects; 503 when it cannot say).
 fn authorize(
@@ -145,7 +128,7 @@ fn list(
     caller: &Identity,
     namespace: &str,
 ) -> Result<Response, HttpError> {
-    if !valid_namespace(namespace) {
+    if !is_dns_label(namespace) {
         return Err(HttpError::not_found("Namespace not found"));
     }
     authorize(host, caller, "list", namespace)?;
@@ -171,7 +154,7 @@ fn read(
     namespace: &str,
     name: &str,
 ) -> Result<Response, HttpError> {
-    if !valid_namespace(namespace) || !valid_name(name, 253) {
+    if !is_dns_label(namespace) || !is_dns_subdomain(name) {
         return Err(not_found());
     }
     authorize(host, caller, "get", namespace)?;
@@ -219,12 +202,12 @@ fn put(
     name: &str,
     body: &[u8],
 ) -> Result<Response, HttpError> {
-    if !valid_namespace(namespace) {
+    if !is_dns_label(namespace) {
         return Err(HttpError::unprocessable(
             "A namespace is a DNS-1123 label: at most 63 lower-case letters, digits and '-'",
         ));
     }
-    if !valid_name(name, 253) {
+    if !is_dns_subdomain(name) {
         return Err(HttpError::unprocessable(
             "A name is a DNS-1123 subdomain: at most 253 lower-case letters, digits, '-' and '.'",
         ));
@@ -323,7 +306,7 @@ fn delete(
     namespace: &str,
     name: &str,
 ) -> Result<Response, HttpError> {
-    if !valid_namespace(namespace) || !valid_name(name, 253) {
+    if !is_dns_label(namespace) || !is_dns_subdomain(name) {
         return Err(not_found());
     }
     authorize(host, caller, "delete", namespace)?;
@@ -403,7 +386,7 @@ pub fn job(
     let Some((namespace, name)) = rest.split_once('~') else {
         return Err(HttpError::job_not_found());
     };
-    if !valid_namespace(namespace) || !valid_name(name, 253) {
+    if !is_dns_label(namespace) || !is_dns_subdomain(name) {
         return Err(HttpError::job_not_found());
     }
     let now = env.now_ms();

@@ -152,19 +152,10 @@ impl Desired {
     /// on the object's content, never on an annotation lethe wrote.
     pub fn held_by(&self, live: &Object) -> bool {
         let live = live.json();
-        self.content
-            .iter()
-            .all(|(field, value)| live.get(field).is_some_and(|l| contains(l, value)))
-    }
-}
-
-/// Whether `live` holds everything `desired` sets: objects field by field, anything else equal.
-fn contains(live: &Json, desired: &Json) -> bool {
-    match (live, desired) {
-        (Json::Object(live), Json::Object(desired)) => desired
-            .iter()
-            .all(|(k, v)| live.get(k).is_some_and(|l| contains(l, v))),
-        _ => live == desired,
+        self.content.iter().all(|(field, value)| {
+            live.get(field)
+                .is_some_and(|l| lethe_guest::kube::holds(l, value))
+        })
     }
 }
 
