@@ -54,11 +54,11 @@ MUTATIONS = {
  'cf-lease-orphans':('components/cf-core/src/names.rs','            if must_stop() {\n                return Ok((deleted, true));\n            }\n',''),
  'cf-sweep':('components/cf-core/src/reconcile.rs','            Ok(None) => {}\n            Err(e) => {\n                report.failed.push((key, format!("reading it: {e}")));','            Ok(None) => return,\n            Err(e) => {\n                report.failed.push((key, format!("reading it: {e}")));'),
  # The controller runtime (lethe_guest::controller and the backoff it keeps), through the reconciler template (the keeper world).
- 'driver-lease-write':('components/guest/src/controller/mod.rs','        self.lease.keep(self.env.now_ms()).map_err(|lost| {','        Ok::<(), LeaseLost>(()).map_err(|lost: LeaseLost| {'),
+ 'driver-lease-write':('components/guest/src/controller/context.rs','        self.lease.keep(self.env.now_ms()).map_err(|lost| {','        Ok::<(), LeaseLost>(()).map_err(|lost: LeaseLost| {'),
  'driver-lease-item':('components/guest/src/controller/mod.rs','        let why = match self.ctx.lease.keep(now) {','        let why = match Ok::<(), LeaseLost>(()) {'),
- 'driver-rv-guard':('components/guest/src/controller/mod.rs','                Patch::Json(Json::Array(std::iter::once(guard).chain(ops).collect()))','                Patch::Json(Json::Array(std::iter::once(guard).skip(1).chain(ops).collect()))'),
- 'driver-uid-precondition':('components/guest/src/controller/mod.rs','            precondition_uid: Some(live.metadata.uid.clone()),','            precondition_uid: None,'),
- 'driver-owns':('components/guest/src/controller/mod.rs','        if !(self.owns)(object) {','        if false && !(self.owns)(object) {'),
+ 'driver-rv-guard':('components/guest/src/controller/context.rs','                Patch::Json(Json::Array(std::iter::once(guard).chain(ops).collect()))','                Patch::Json(Json::Array(std::iter::once(guard).skip(1).chain(ops).collect()))'),
+ 'driver-uid-precondition':('components/guest/src/controller/context.rs','            precondition_uid: Some(live.metadata.uid.clone()),','            precondition_uid: None,'),
+ 'driver-owns':('components/guest/src/controller/context.rs','        if !(self.owns)(object) {','        if false && !(self.owns)(object) {'),
  'driver-unpark':('components/guest/src/backoff.rs','            }) => *parked_on == fingerprint(),','            }) => true || *parked_on == fingerprint(),'),
  'driver-again':('components/guest/src/backoff.rs','            attempts: 0,\n            next_attempt_ms: at_ms,','            attempts: 0,\n            next_attempt_ms: i64::MAX.min(at_ms.saturating_add(i64::MAX)),'),
 }

@@ -25,32 +25,25 @@
 //! by the uid read. [`Context::finalized`] is kube-runtime's `finalizer()`: it adds the
 //! reconciler's finalizer, and splits a visit into apply and cleanup.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
-use std::ops::ControlFlow;
+mod context;
+mod sources;
 
-use serde_json::{Value as Json, json};
+use std::collections::BTreeSet;
+use std::ops::ControlFlow;
 
 use crate::Capabilities;
 use crate::backoff::{Backoff as _, Loaded};
-use crate::env::seconds_ms;
-use crate::env::{Env, Level};
-use crate::events::{Event, Recorder};
-use crate::feed::Feed;
-use crate::finalizer::{self, Case};
-use crate::follow::Watched;
-use crate::follow::{Outcome, Pass, Source, WhyFull};
+use crate::env::{Level, seconds_ms};
+use crate::events::Recorder;
+use crate::follow::{Outcome, Pass, WhyFull};
 use crate::kept::{Kept, KeptTable};
-use crate::kube::{
-    Change, Collection, DeleteOptions, Deletion, Identity, Kube, KubeError, ListOptions, Object,
-    ObjectRef, Patch, Propagation, object_from_json,
-};
+use crate::kube::{KubeError, Object};
 use crate::lease::{Leadership, Lease, LeaseConfig, LeaseLost};
-use crate::reconciler::{DeletionInFlight, ItemFailure, PassReport};
-use crate::sql::{Sql, SqlError, Value};
+use crate::reconciler::{ItemFailure, PassReport};
+use crate::sql::SqlError;
 
-/// Every write of a pass is made as lethe's own identity.
-const PRIVILEGED: &Identity = &Identity::Privileged;
+pub use context::Context;
+pub use sources::{Follow, Keyed, Pair, feed, keyed, object_key, watching};
 
 /// What a visit asks for next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,45 +93,6 @@ pub enum Policy {
     Backoff,
     /// Wait until the item's desired state changes.
     Park,
-}
-
-/// Where a reconciler hears of changes, each naming the keys of the items it touches.
-pub trait Follow {
-    /// Takes where it stands now, before a full pass reads.
-    fn mark(&self, pass: &mut Pass<'_>) -> Result<(), String>;
-    /// The keys its changes since the last pass name; `Err` says why the pass must be full.
-    fn changed(&self, pass: &mut Pass<'_>) -> Result<Vec<String>, WhyFull>;
-}
-
-/// A [`Source`] whose changes map to item keys.
-pub struct Keyed<S, F> {
-    source: S,
-    keys: F,
-}
-
-/// Follows `source`, each change naming the items `keys` says.
-pub fn keyed<S, F>(source: S, keys: F) -> Keyed<S, F>
-where
-    S: Source,
-    F: Fn(S::Change) -> Vec<String>,
-{
-    Keyed { source, keys }
-}
-
-impl<S, F> Follow for Keyed<S, F>
-where
-    S: Source,
-    F: Fn(S::Change) -> Vec<String>,
-{
-    fn mark(&self, pass: &mut Pass<'_>) -> Result<(), String> {
-        pass.mark(&self.source)
-            .map_err(|e| format!("{}: {e}", self.source.key()))
-    }
-
-    fn changed(&self, pass: &mut Pass<'_>) -> Result<Vec<String>, WhyFull> {
-        let changes = pass.changes(&self.source)?;
-        Ok(changes.into_iter().flat_map(&self.keys).collect())
-    }
 }
 
 /// A reconciler: what it follows, how it reads its items, and its decide-and-act.
@@ -235,291 +189,6 @@ impl<'a> Config<'a> {
             backoff: (base, max.max(base)),
             max_changed: None,
         })
-    }
-}
-
-/// The key of `object` among a reconciler's items, as [`watching`] and [`Pair`] name it:
-/// `namespace/name`, or `name` for a cluster-scoped object.
-pub fn object_key(object: &Object) -> String {
-    match &object.target.namespace {
-        Some(namespace) => format!("{namespace}/{}", object.target.name),
-        None => object.target.name.clone(),
-    }
-}
-
-/// Follows `collection` as lethe's own identity, each change naming its object's [`object_key`].
-pub fn watching<'a>(kube: &'a dyn Kube, collection: Collection) -> Box<dyn Follow + 'a> {
-    Box::new(keyed(Watched::new(kube, collection), |c: Change| {
-        vec![object_key(&c.object)]
-    }))
-}
-
-/// Follows a desired-state feed, whose changes are item keys.
-pub fn feed<'a>(feed: Feed<'a>) -> Box<dyn Follow + 'a> {
-    Box::new(keyed(feed, |key| vec![key]))
-}
-
-/// An item of a reconciler whose desired state is rows and whose objects live in the cluster:
-/// the row and the object at one key, either possibly missing.
-#[derive(Debug, Clone)]
-pub struct Pair<D> {
-    /// Its key ([`object_key`]).
-    pub key: String,
-    /// Its row.
-    pub desired: Option<D>,
-    /// Its object; `Err` when it could not be read, so that the item fails alone and backs off.
-    pub live: Result<Option<Object>, KubeError>,
-}
-
-impl<D> Pair<D> {
-    /// Every row beside every object of `collection` (listed as lethe, 500 a page), by key, each
-    /// handed to `visit` (a [`Reconciler::read_all`]) until it says `Break`.
-    pub fn all(
-        kube: &dyn Kube,
-        collection: &Collection,
-        rows: Vec<D>,
-        key_of: impl Fn(&D) -> String,
-        visit: &mut dyn FnMut(Pair<D>) -> ControlFlow<()>,
-    ) -> Result<(), KubeError> {
-        let page = ListOptions {
-            limit: Some(500),
-            ..ListOptions::default()
-        };
-        let live = kube.list_all(PRIVILEGED, collection, &page)?;
-        let mut pairs: BTreeMap<String, Pair<D>> = rows
-            .into_iter()
-            .map(|d| {
-                let key = key_of(&d);
-                (
-                    key.clone(),
-                    Pair {
-                        key,
-                        desired: Some(d),
-                        live: Ok(None),
-                    },
-                )
-            })
-            .collect();
-        for object in live {
-            let key = object_key(&object);
-            pairs
-                .entry(key.clone())
-                .or_insert(Pair {
-                    key,
-                    desired: None,
-                    live: Ok(None),
-                })
-                .live = Ok(Some(object));
-        }
-        let _ = pairs.into_values().try_for_each(visit);
-        Ok(())
-    }
-
-    /// The pairs at `keys`: each key's row among `rows`, and its object of `collection` read as
-    /// lethe.
-    pub fn at(
-        kube: &dyn Kube,
-        collection: &Collection,
-        keys: &[String],
-        mut rows: Vec<D>,
-        key_of: impl Fn(&D) -> String,
-    ) -> Vec<Pair<D>> {
-        keys.iter()
-            .map(|key| {
-                let (namespace, name) = match key.split_once('/') {
-                    Some((namespace, name)) => (Some(namespace.to_string()), name),
-                    None => (None, key.as_str()),
-                };
-                let target = ObjectRef {
-                    api_version: collection.api_version.clone(),
-                    kind: collection.kind.clone(),
-                    namespace,
-                    name: name.to_string(),
-                };
-                let live = match kube.get(PRIVILEGED, &target) {
-                    Err(KubeError::NotFound(_)) => Ok(None),
-                    read => read.map(Some),
-                };
-                let desired = rows
-                    .iter()
-                    .position(|d| key_of(d) == *key)
-                    .map(|at| rows.swap_remove(at));
-                Pair {
-                    key: key.clone(),
-                    desired,
-                    live,
-                }
-            })
-            .collect()
-    }
-}
-
-/// The write helpers of one pass, and what it reports. Every write is made as lethe's own
-/// identity, after the Lease is kept, to an object the reconciler owns, guarded by what was read.
-pub struct Context<'a> {
-    kube: &'a dyn Kube,
-    env: &'a dyn Env,
-    sql: &'a dyn Sql,
-    lease: &'a Lease<'a>,
-    owns: &'a dyn Fn(&Object) -> bool,
-    events: Recorder<'a>,
-    report: PassReport,
-    lost: bool,
-}
-
-impl Context<'_> {
-    /// The time now.
-    pub fn now_ms(&self) -> i64 {
-        self.env.now_ms()
-    }
-
-    fn keep_lease(&mut self) -> Result<(), Error> {
-        self.lease.keep(self.env.now_ms()).map_err(|lost| {
-            self.lost = true;
-            lost.into()
-        })
-    }
-
-    fn guard(&mut self, object: &Object) -> Result<(), Error> {
-        self.keep_lease()?;
-        if !(self.owns)(object) {
-            let t = &object.target;
-            let at = t
-                .namespace
-                .as_deref()
-                .map(|ns| format!("{ns}/"))
-                .unwrap_or_default();
-            return Err(Error::NotOurs(format!("{} {at}{}", t.kind, t.name)));
-        }
-        Ok(())
-    }
-
-    /// Creates `object`, which must carry the reconciler's marks.
-    pub fn create(&mut self, object: Json) -> Result<Object, Error> {
-        self.guard(&object_from_json(object.clone()))?;
-        let made = self.kube.create(PRIVILEGED, &object)?;
-        self.report.created += 1;
-        Ok(made)
-    }
-
-    /// Patches `live` as read: the patch is made to carry the resourceVersion read, which the API
-    /// server takes as a precondition, so a change made since the read fails the write with
-    /// `Conflict` (a JSON patch's `test` would fail it as `Invalid`, which parks).
-    pub fn patch(&mut self, live: &Object, patch: Patch) -> Result<Object, Error> {
-        self.guard(live)?;
-        let version = &live.metadata.resource_version;
-        let guarded = match patch {
-            Patch::Json(Json::Array(ops)) => {
-                let guard =
-                    json!({"op": "replace", "path": "/metadata/resourceVersion", "value": version});
-                Patch::Json(Json::Array(std::iter::once(guard).chain(ops).collect()))
-            }
-            Patch::Merge(Json::Object(mut body)) => {
-                let metadata = body.entry("metadata").or_insert_with(|| json!({}));
-                if let Json::Object(m) = metadata {
-                    m.insert("resourceVersion".into(), version.as_str().into());
-                }
-                Patch::Merge(Json::Object(body))
-            }
-            other => other,
-        };
-        let patched = self.kube.patch(PRIVILEGED, &live.target, &guarded)?;
-        self.report.updated += 1;
-        Ok(patched)
-    }
-
-    /// Deletes `live` as read, guarded by its uid (another object of its name is never deleted:
-    /// `Conflict`), its dependents collected afterwards. One already gone counts as deleted.
-    pub fn delete(&mut self, live: &Object) -> Result<Deletion, Error> {
-        self.guard(live)?;
-        let how = DeleteOptions {
-            propagation: Some(Propagation::Background),
-            precondition_uid: Some(live.metadata.uid.clone()),
-        };
-        let deletion = match self.kube.delete(PRIVILEGED, &live.target, &how) {
-            Err(KubeError::NotFound(_)) => Deletion::Done,
-            other => other?,
-        };
-        self.report.deleted += 1;
-        Ok(deletion)
-    }
-
-    /// Visits `live` under the reconciler's `finalizer`, as kube-runtime's `finalizer()` does:
-    /// without it, adds it (guarded; the change that makes brings the next visit); with it,
-    /// `apply`; being deleted with it, `cleanup`, and once that is [`Action::Done`] removes it.
-    /// Being deleted without it, there is nothing of ours to do.
-    pub fn finalized(
-        &mut self,
-        live: &Object,
-        finalizer: &str,
-        apply: impl FnOnce(&mut Self, &Object) -> Result<Action, Error>,
-        cleanup: impl FnOnce(&mut Self, &Object) -> Result<Action, Error>,
-    ) -> Result<Action, Error> {
-        match finalizer::case(live, finalizer) {
-            Case::Add => {
-                let add = finalizer::add_op(live, finalizer);
-                self.patch(live, Patch::Json(json!([add])))?;
-                Ok(Action::Done)
-            }
-            Case::Apply => apply(self, live),
-            Case::Done => Ok(Action::Done),
-            Case::Cleanup(index) => match cleanup(self, live)? {
-                Action::Done => match self.patch(live, finalizer::remove_patch(index, finalizer)) {
-                    Ok(_) | Err(Error::Kube(KubeError::NotFound(_))) => Ok(Action::Done),
-                    // Its `test` found another entry at the index: the list changed since the
-                    // read, which the next visit reads again (the API server says Invalid).
-                    Err(Error::Kube(KubeError::Invalid(e))) => {
-                        Err(Error::Kube(KubeError::Conflict(e)))
-                    }
-                    Err(e) => Err(e),
-                },
-                other => Ok(other),
-            },
-        }
-    }
-
-    /// Lets `live` go, as a reconciler does with an object of its own that no desired state stands
-    /// for: deletes it as read (unless it is being deleted already; `event` is recorded then) and
-    /// removes `finalizer`. `Some` is the object while others' finalizers still hold it; `None`
-    /// once it is gone, or when another object of its name stands there now (the uid
-    /// precondition failed: the next visit decides on that one).
-    pub fn let_go(
-        &mut self,
-        live: Object,
-        finalizer: &str,
-        event: Event<'_>,
-    ) -> Result<Option<Object>, Error> {
-        let live = match live.metadata.deletion_timestamp {
-            Some(_) => live,
-            None => match self.delete(&live) {
-                Ok(Deletion::Done) | Err(Error::Kube(KubeError::Conflict(_))) => return Ok(None),
-                Err(e) => return Err(e),
-                Ok(Deletion::Pending(pending)) => {
-                    self.record(&pending, event);
-                    *pending
-                }
-            },
-        };
-        let done = |_: &mut Self, _: &Object| Ok(Action::Done);
-        self.finalized(&live, finalizer, done, done)?;
-        Ok((!finalizer::is_last(&live, finalizer)).then_some(live))
-    }
-
-    /// Runs one SQL write of the reconciler's own, once the Lease is kept: a host that lost it
-    /// writes nothing more, in SQL as in the cluster.
-    pub fn execute(&mut self, statement: &str, params: &[Value]) -> Result<u64, Error> {
-        self.keep_lease()?;
-        Ok(self.sql.execute(statement, params)?)
-    }
-
-    /// Records an Event about `regarding` (best effort, folded when repeated).
-    pub fn record(&self, regarding: &Object, event: Event<'_>) {
-        self.events.record(regarding, event);
-    }
-
-    /// Reports a deletion still under way, if there is one.
-    pub fn deleting_if(&mut self, deletion: Option<DeletionInFlight>) {
-        self.report.deletions.extend(deletion);
     }
 }
 
@@ -706,14 +375,6 @@ fn heard(
         )));
     }
     Ok(keys.into_iter().collect())
-}
-
-impl fmt::Debug for Context<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Context")
-            .field("report", &self.report)
-            .finish_non_exhaustive()
-    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,12 @@ use serde_json::json;
 
 use super::*;
 use crate::backoff::BackoffTable;
+use crate::env::Env as _;
+use crate::events::Recorder;
+use crate::follow::Source;
+use crate::kube::{DeleteOptions, Deletion, Identity, Kube as _, Patch};
+
+const PRIVILEGED: &Identity = &Identity::Privileged;
 use crate::fake::{FakeCluster, FakeHost, FakeSql};
 use crate::follow::{Heard, Watched};
 use crate::kept::KeptTable;

@@ -1,0 +1,164 @@
+//! What a reconciler follows and reads: its sources, each change naming item keys, and
+//! [`Pair`], desired rows beside the live objects they stand for.
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+
+use crate::feed::Feed;
+use crate::follow::{Pass, Source, Watched, WhyFull};
+use crate::kube::{Change, Collection, Identity, Kube, KubeError, ListOptions, Object, ObjectRef};
+
+/// Where a reconciler hears of changes, each naming the keys of the items it touches.
+pub trait Follow {
+    /// Takes where it stands now, before a full pass reads.
+    fn mark(&self, pass: &mut Pass<'_>) -> Result<(), String>;
+    /// The keys its changes since the last pass name; `Err` says why the pass must be full.
+    fn changed(&self, pass: &mut Pass<'_>) -> Result<Vec<String>, WhyFull>;
+}
+
+/// A [`Source`] whose changes map to item keys.
+pub struct Keyed<S, F> {
+    source: S,
+    keys: F,
+}
+
+/// Follows `source`, each change naming the items `keys` says.
+pub fn keyed<S, F>(source: S, keys: F) -> Keyed<S, F>
+where
+    S: Source,
+    F: Fn(S::Change) -> Vec<String>,
+{
+    Keyed { source, keys }
+}
+
+impl<S, F> Follow for Keyed<S, F>
+where
+    S: Source,
+    F: Fn(S::Change) -> Vec<String>,
+{
+    fn mark(&self, pass: &mut Pass<'_>) -> Result<(), String> {
+        pass.mark(&self.source)
+            .map_err(|e| format!("{}: {e}", self.source.key()))
+    }
+
+    fn changed(&self, pass: &mut Pass<'_>) -> Result<Vec<String>, WhyFull> {
+        let changes = pass.changes(&self.source)?;
+        Ok(changes.into_iter().flat_map(&self.keys).collect())
+    }
+}
+
+/// The key of `object` among a reconciler's items, as [`watching`] and [`Pair`] name it:
+/// `namespace/name`, or `name` for a cluster-scoped object.
+pub fn object_key(object: &Object) -> String {
+    match &object.target.namespace {
+        Some(namespace) => format!("{namespace}/{}", object.target.name),
+        None => object.target.name.clone(),
+    }
+}
+
+/// Follows `collection` as lethe's own identity, each change naming its object's [`object_key`].
+pub fn watching<'a>(kube: &'a dyn Kube, collection: Collection) -> Box<dyn Follow + 'a> {
+    Box::new(keyed(Watched::new(kube, collection), |c: Change| {
+        vec![object_key(&c.object)]
+    }))
+}
+
+/// Follows a desired-state feed, whose changes are item keys.
+pub fn feed<'a>(feed: Feed<'a>) -> Box<dyn Follow + 'a> {
+    Box::new(keyed(feed, |key| vec![key]))
+}
+
+/// An item of a reconciler whose desired state is rows and whose objects live in the cluster:
+/// the row and the object at one key, either possibly missing.
+#[derive(Debug, Clone)]
+pub struct Pair<D> {
+    /// Its key ([`object_key`]).
+    pub key: String,
+    /// Its row.
+    pub desired: Option<D>,
+    /// Its object; `Err` when it could not be read, so that the item fails alone and backs off.
+    pub live: Result<Option<Object>, KubeError>,
+}
+
+impl<D> Pair<D> {
+    /// Every row beside every object of `collection` (listed as lethe, 500 a page), by key, each
+    /// handed to `visit` (a [`Reconciler::read_all`]) until it says `Break`.
+    pub fn all(
+        kube: &dyn Kube,
+        collection: &Collection,
+        rows: Vec<D>,
+        key_of: impl Fn(&D) -> String,
+        visit: &mut dyn FnMut(Pair<D>) -> ControlFlow<()>,
+    ) -> Result<(), KubeError> {
+        let page = ListOptions {
+            limit: Some(500),
+            ..ListOptions::default()
+        };
+        let live = kube.list_all(&Identity::Privileged, collection, &page)?;
+        let mut pairs: BTreeMap<String, Pair<D>> = rows
+            .into_iter()
+            .map(|d| {
+                let key = key_of(&d);
+                (
+                    key.clone(),
+                    Pair {
+                        key,
+                        desired: Some(d),
+                        live: Ok(None),
+                    },
+                )
+            })
+            .collect();
+        for object in live {
+            let key = object_key(&object);
+            pairs
+                .entry(key.clone())
+                .or_insert(Pair {
+                    key,
+                    desired: None,
+                    live: Ok(None),
+                })
+                .live = Ok(Some(object));
+        }
+        let _ = pairs.into_values().try_for_each(visit);
+        Ok(())
+    }
+
+    /// The pairs at `keys`: each key's row among `rows`, and its object of `collection` read as
+    /// lethe.
+    pub fn at(
+        kube: &dyn Kube,
+        collection: &Collection,
+        keys: &[String],
+        mut rows: Vec<D>,
+        key_of: impl Fn(&D) -> String,
+    ) -> Vec<Pair<D>> {
+        keys.iter()
+            .map(|key| {
+                let (namespace, name) = match key.split_once('/') {
+                    Some((namespace, name)) => (Some(namespace.to_string()), name),
+                    None => (None, key.as_str()),
+                };
+                let target = ObjectRef {
+                    api_version: collection.api_version.clone(),
+                    kind: collection.kind.clone(),
+                    namespace,
+                    name: name.to_string(),
+                };
+                let live = match kube.get(&Identity::Privileged, &target) {
+                    Err(KubeError::NotFound(_)) => Ok(None),
+                    read => read.map(Some),
+                };
+                let desired = rows
+                    .iter()
+                    .position(|d| key_of(d) == *key)
+                    .map(|at| rows.swap_remove(at));
+                Pair {
+                    key: key.clone(),
+                    desired,
+                    live,
+                }
+            })
+            .collect()
+    }
+}
