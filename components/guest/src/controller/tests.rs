@@ -285,6 +285,27 @@ impl Reconciler for Toy<'_> {
     }
 }
 
+/// Runs `body` with the write helpers of a pass of `toy`'s, the Lease taken.
+fn in_a_pass(host: &FakeHost<'_>, toy: &Toy<'_>, body: impl FnOnce(&mut Context<'_>)) {
+    let config = toy.config();
+    let lease = match Lease::acquire(host, &config.lease, host.now_ms()) {
+        Ok(Leadership::Held(lease)) => lease,
+        other => panic!("the Lease: {other:?}"),
+    };
+    let owns = |object: &Object| toy.owns(object);
+    let mut ctx = Context {
+        kube: host,
+        env: host,
+        sql: host,
+        lease: &lease,
+        owns: &owns,
+        events: Recorder::new(host, host, "lethe.dev/toy"),
+        report: PassReport::default(),
+        lost: false,
+    };
+    body(&mut ctx);
+}
+
 /// A cluster where the Lease's namespace and `ns` exist.
 fn cluster() -> FakeCluster {
     FakeCluster::new()
@@ -539,71 +560,57 @@ fn writes_are_refused_on_objects_not_ours_and_guarded_by_what_was_read() {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "theirs", "namespace": "ns"}, "data": {"value": "x"}
     }));
-    let config = toy.config();
-    let lease = match Lease::acquire(&host, &config.lease, host.now_ms()) {
-        Ok(Leadership::Held(lease)) => lease,
-        other => panic!("the Lease: {other:?}"),
-    };
-    let owns = |object: &Object| toy.owns(object);
-    let mut ctx = Context {
-        kube: &host,
-        env: &host,
-        sql: &host,
-        lease: &lease,
-        owns: &owns,
-        events: Recorder::new(&host, &host, "lethe.dev/toy"),
-        report: PassReport::default(),
-        lost: false,
-    };
-    let refused = ctx.patch(&theirs, Patch::Merge(json!({"data": {"value": "mine"}})));
-    assert!(matches!(refused, Err(Error::NotOurs(_))), "{refused:?}");
-    assert!(matches!(ctx.delete(&theirs), Err(Error::NotOurs(_))));
-    let unmarked = json!({"apiVersion": "v1", "kind": "ConfigMap",
+    in_a_pass(&host, &toy, |ctx| {
+        let refused = ctx.patch(&theirs, Patch::Merge(json!({"data": {"value": "mine"}})));
+        assert!(matches!(refused, Err(Error::NotOurs(_))), "{refused:?}");
+        assert!(matches!(ctx.delete(&theirs), Err(Error::NotOurs(_))));
+        let unmarked = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "new", "namespace": "ns"}});
-    assert!(matches!(ctx.create(unmarked), Err(Error::NotOurs(_))));
-    assert_eq!(
-        kube.object("ConfigMap", "ns", "theirs")
-            .expect("theirs")
-            .str_at("/data/value"),
-        Some("x")
-    );
-
-    let ours = ctx
-        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "ours", "namespace": "ns", "labels": {MARK: "yes"}}}))
-        .expect("made");
-    kube.edit("ConfigMap", "ns", "ours", |o| {
-        o["data"] = json!({"value": "edited"})
-    });
-    for stale in [
-        ctx.patch(&ours, Patch::Merge(json!({"data": {"value": "mine"}}))),
-        ctx.patch(
-            &ours,
-            Patch::Json(json!([{"op": "add", "path": "/data", "value": {}}])),
-        ),
-    ] {
-        assert!(
-            matches!(stale, Err(Error::Kube(KubeError::Conflict(_)))),
-            "{stale:?}"
+        assert!(matches!(ctx.create(unmarked), Err(Error::NotOurs(_))));
+        assert_eq!(
+            kube.object("ConfigMap", "ns", "theirs")
+                .expect("theirs")
+                .str_at("/data/value"),
+            Some("x")
         );
-    }
-    // Another object of the same name now: the delete's uid precondition spares it.
-    kube.clear_finalizers("ConfigMap", "ns", "ours");
-    let _ = kube.delete(PRIVILEGED, &target("ours"), &DeleteOptions::default());
-    kube.put(json!({"apiVersion": "v1", "kind": "ConfigMap",
+
+        let ours = ctx
+            .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "ours", "namespace": "ns", "labels": {MARK: "yes"}}}))
+            .expect("made");
+        kube.edit("ConfigMap", "ns", "ours", |o| {
+            o["data"] = json!({"value": "edited"})
+        });
+        for stale in [
+            ctx.patch(&ours, Patch::Merge(json!({"data": {"value": "mine"}}))),
+            ctx.patch(
+                &ours,
+                Patch::Json(json!([{"op": "add", "path": "/data", "value": {}}])),
+            ),
+        ] {
+            assert!(
+                matches!(stale, Err(Error::Kube(KubeError::Conflict(_)))),
+                "{stale:?}"
+            );
+        }
+        // Another object of the same name now: the delete's uid precondition spares it.
+        kube.clear_finalizers("ConfigMap", "ns", "ours");
+        let _ = kube.delete(PRIVILEGED, &target("ours"), &DeleteOptions::default());
+        kube.put(json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "ours", "namespace": "ns", "labels": {MARK: "yes"}}}));
-    let spared = ctx.delete(&ours);
-    assert!(
-        matches!(spared, Err(Error::Kube(KubeError::Conflict(_)))),
-        "{spared:?}"
-    );
-    assert!(kube.exists("ConfigMap", "ns", "ours"));
-    assert_eq!(ctx.report.created, 1);
-    assert_eq!(
-        (ctx.report.updated, ctx.report.deleted),
-        (0, 0),
-        "failed writes count nothing"
-    );
+        let spared = ctx.delete(&ours);
+        assert!(
+            matches!(spared, Err(Error::Kube(KubeError::Conflict(_)))),
+            "{spared:?}"
+        );
+        assert!(kube.exists("ConfigMap", "ns", "ours"));
+        assert_eq!(ctx.report.created, 1);
+        assert_eq!(
+            (ctx.report.updated, ctx.report.deleted),
+            (0, 0),
+            "failed writes count nothing"
+        );
+    });
 }
 
 #[test]
@@ -625,31 +632,17 @@ fn a_finalizer_list_changed_since_the_read_is_a_conflict_not_a_parking() {
     kube.edit("ConfigMap", "ns", "a", |o| {
         o["metadata"]["finalizers"] = json!(["example.com/second", "example.com/first", FINALIZER]);
     });
-    let config = toy.config();
-    let lease = match Lease::acquire(&host, &config.lease, host.now_ms()) {
-        Ok(Leadership::Held(lease)) => lease,
-        other => panic!("the Lease: {other:?}"),
-    };
-    let owns = |object: &Object| toy.owns(object);
-    let mut ctx = Context {
-        kube: &host,
-        env: &host,
-        sql: &host,
-        lease: &lease,
-        owns: &owns,
-        events: Recorder::new(&host, &host, "lethe.dev/toy"),
-        report: PassReport::default(),
-        lost: false,
-    };
-    let done = |_: &mut Context<'_>, _: &Object| Ok(Action::Done);
-    let released = ctx.finalized(&stale, FINALIZER, done, done);
-    assert!(
-        matches!(released, Err(Error::Kube(KubeError::Conflict(_)))),
-        "backs off and reads it again: {released:?}"
-    );
-    let kept = kube.object("ConfigMap", "ns", "a").expect("still held");
-    assert!(
-        kept.metadata.finalizers.iter().any(|f| f == FINALIZER),
-        "nothing removed on a stale index"
-    );
+    in_a_pass(&host, &toy, |ctx| {
+        let done = |_: &mut Context<'_>, _: &Object| Ok(Action::Done);
+        let released = ctx.finalized(&stale, FINALIZER, done, done);
+        assert!(
+            matches!(released, Err(Error::Kube(KubeError::Conflict(_)))),
+            "backs off and reads it again: {released:?}"
+        );
+        let kept = kube.object("ConfigMap", "ns", "a").expect("still held");
+        assert!(
+            kept.metadata.finalizers.iter().any(|f| f == FINALIZER),
+            "nothing removed on a stale index"
+        );
+    });
 }
