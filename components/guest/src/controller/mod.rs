@@ -164,8 +164,8 @@ impl<'a> Config<'a> {
         kept: &'static KeptTable,
     ) -> Result<Config<'a>, String> {
         let set = |key: &str| host.config(key).filter(|v| !v.is_empty());
-        let millis = |key: &str, default: Option<i64>| match set(key) {
-            None => Ok(default),
+        let millis = |key: &str| match set(key) {
+            None => Ok(None),
             Some(v) => v
                 .parse::<i64>()
                 .ok()
@@ -177,15 +177,15 @@ impl<'a> Config<'a> {
         };
         let namespace = set("lease_namespace").unwrap_or_else(|| "lethe-system".into());
         let instance = set("lethe_instance_id").unwrap_or_else(|| "lethe".into());
-        let base = millis("backoff_base_ms", Some(1_000))?.unwrap_or(1_000);
-        let max = millis("backoff_max_ms", Some(300_000))?.unwrap_or(300_000);
+        let base = millis("backoff_base_ms")?.unwrap_or(1_000);
+        let max = millis("backoff_max_ms")?.unwrap_or(300_000);
         Ok(Config {
             name,
             controller: format!("lethe.dev/{name}"),
             lease: LeaseConfig::from_env(host, &namespace, name)?,
             kept: Kept::new(host, kept, &instance),
             resync_ms: seconds_ms(host, "full_resync_seconds", DEFAULT_RESYNC_S)?,
-            budget_ms: millis("pass_budget_ms", None)?,
+            budget_ms: millis("pass_budget_ms")?,
             backoff: (base, max.max(base)),
             max_changed: None,
         })

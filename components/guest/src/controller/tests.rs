@@ -646,3 +646,35 @@ fn a_finalizer_list_changed_since_the_read_is_a_conflict_not_a_parking() {
         );
     });
 }
+
+#[test]
+fn the_configuration_has_defaults_and_a_malformed_value_is_named() {
+    let (sql, kube) = (database("config"), cluster());
+    let host = FakeHost::new(&sql, &kube, "h");
+    let config = Config::from_env(&host, "toy", &KEPT).expect("defaults");
+    assert_eq!(config.backoff, (1_000, 300_000));
+    assert_eq!((config.resync_ms, config.budget_ms), (600_000, None));
+    assert_eq!(config.lease.namespace, "lethe-system");
+    assert_eq!(config.controller, "lethe.dev/toy");
+    host.set_config("pass_budget_ms", "2500");
+    host.set_config("backoff_max_ms", "10");
+    let set = Config::from_env(&host, "toy", &KEPT).expect("set");
+    assert_eq!(
+        (set.budget_ms, set.backoff),
+        (Some(2_500), (1_000, 1_000)),
+        "the ceiling is at least the base"
+    );
+    for (key, bad) in [
+        ("backoff_base_ms", "soon"),
+        ("pass_budget_ms", "0"),
+        ("full_resync_seconds", "-1"),
+    ] {
+        host.set_config(key, bad);
+        let refused = Config::from_env(&host, "toy", &KEPT).map(|_| ());
+        assert!(
+            refused.as_ref().is_err_and(|e| e.contains(key)),
+            "{key}={bad}: {refused:?}"
+        );
+        host.set_config(key, "");
+    }
+}
