@@ -79,7 +79,7 @@ fn run_or_replay(first: u64, seeds: u64) {
 /// soak from seed 10,000; 72983, the soak seed that caught `lease-orphans` before the leader
 /// invariant counted the writes a paused host sends), with what they found; each must keep
 /// passing.
-const REGRESSIONS: [(u64, &str); 6] = [
+const REGRESSIONS: [(u64, &str); 7] = [
     (
         0,
         "reverting a hand edit replaced the CronJob without the finalizer someone else had added",
@@ -112,6 +112,12 @@ const REGRESSIONS: [(u64, &str); 6] = [
          host that had taken the Lease over: the claims were deleted without a Lease check (found \
          by seed 6934, which stopped failing when the CF world learned the races of one name and \
          the polls of live resources' jobs)",
+    ),
+    (
+        66619,
+        "the reconciler template: a row parked on content the cluster rejected, then deleted, \
+         stayed parked (its fingerprint ignored the deletion), so its row was never forgotten \
+         (found by the keeper world's first soak)",
     ),
 ];
 

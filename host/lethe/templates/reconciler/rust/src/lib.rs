@@ -116,9 +116,15 @@ impl Desired {
     }
 
     /// What its state is parked on: a failure that retrying cannot mend (the API server
-    /// rejected the content) waits until the content or the row changes.
+    /// rejected the content) waits until the content, the row or its deletion changes.
     pub fn fingerprint(&self) -> String {
-        let text = format!("{}\n{}", self.uid, Json::Object(self.content.clone()));
+        // Its deletion too: a row parked while wanted, then deleted, is visited again.
+        let deleting = self.deleting_since.is_some();
+        let text = format!(
+            "{}\n{}\n{deleting}",
+            self.uid,
+            Json::Object(self.content.clone())
+        );
         // FNV-1a: stable across builds and hosts, which `std`'s hasher does not promise.
         let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
