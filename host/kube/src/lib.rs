@@ -467,6 +467,7 @@ impl KubeClient {
         self.admission = Some(rate_limit::Admission {
             limit,
             caller: self.token_key,
+            recorder: false,
             waited,
         });
         self
@@ -484,13 +485,20 @@ impl KubeClient {
     }
 
     fn route(&self) -> transport::Route<'_> {
+        self.route_admitted_by(self.admission.as_ref())
+    }
+
+    fn route_admitted_by<'a>(
+        &'a self,
+        admission: Option<&'a rate_limit::Admission>,
+    ) -> transport::Route<'a> {
         transport::Route {
             client: &self.client,
             policy: &self.cluster.inner.options.retry,
             attempt_timeout: self.cluster.inner.options.attempt_timeout,
             counters: &self.cluster.inner.counters,
             deadline: self.deadline,
-            admission: self.admission.as_ref(),
+            admission,
         }
     }
 
@@ -603,14 +611,25 @@ impl KubeClient {
         let resolved = self.resolve(&api_version, &kind).await?;
         let namespace = lethe_kube_model::create_namespace(&body, resolved.namespaced)?;
         let request = Request::new(resolved.collection_path(namespace));
-        let text = self
-            .send(Safety::Unsafe, || {
-                request
-                    .create(&PostParams::default(), json.as_bytes().to_vec())
-                    .map_err(build_error)
+        // An Event is the recorder's, whose bucket is its own (see `rate_limit`).
+        let events = (kind == "Event")
+            .then(|| {
+                self.admission
+                    .as_ref()
+                    .map(rate_limit::Admission::for_events)
             })
-            .await?;
-        resolved.object(text)
+            .flatten();
+        let route = match &events {
+            Some(admission) => self.route_admitted_by(Some(admission)),
+            None => self.route(),
+        };
+        let answer = transport::call(&route, Safety::Unsafe, || {
+            request
+                .create(&PostParams::default(), json.as_bytes().to_vec())
+                .map_err(build_error)
+        })
+        .await?;
+        resolved.object(body_text(answer.body)?)
     }
 
     /// Asks the API server a question through a create-only review kind (`TokenReview`,

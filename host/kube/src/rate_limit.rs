@@ -3,8 +3,10 @@
 //! call, retries and discovery included, so that a reconciler on a bad day does not multiply its
 //! load on the API server with its own retries.
 //!
-//! The privileged identity has one bucket per [`RateLimit`] (the host builds one per component);
-//! each caller token has its own, since each is a different client of the API server whose
+//! The privileged identity has one bucket per [`RateLimit`] (the host builds one per component),
+//! and its Events another: controller-runtime's event recorder is a client of its own, with its
+//! own bucket, so that telling what a reconciler did never slows what it does. Each caller token
+//! has its own, since each is a different client of the API server whose
 //! requests its own priority and fairness rules account for. A wait that would pass the call's
 //! deadline is not started: the call fails with [`KubeError::Timeout`] while the component can
 //! still answer.
@@ -49,10 +51,12 @@ pub enum RateLimitError {
     Burst,
 }
 
-/// The buckets of one component: one for the privileged identity, one per caller token.
+/// The buckets of one component: one for the privileged identity, one for the Events it records,
+/// one per caller token.
 pub struct RateLimit {
     options: RateLimitOptions,
     privileged: DefaultDirectRateLimiter,
+    recorder: DefaultDirectRateLimiter,
     callers: DefaultKeyedRateLimiter<[u8; 32]>,
     waited_nanos: AtomicU64,
 }
@@ -83,6 +87,7 @@ impl RateLimit {
         Ok(RateLimit {
             options,
             privileged: DefaultDirectRateLimiter::direct(quota),
+            recorder: DefaultDirectRateLimiter::direct(quota),
             callers: DefaultKeyedRateLimiter::keyed(quota),
             waited_nanos: AtomicU64::new(0),
         })
@@ -98,12 +103,12 @@ impl RateLimit {
         Duration::from_nanos(self.waited_nanos.load(Ordering::Relaxed))
     }
 
-    /// How long the bucket of `caller` (`None`: the privileged identity) asks to wait now;
-    /// zero when a call may go, and then it has been counted.
-    fn check(&self, caller: Option<&[u8; 32]>) -> Duration {
-        let answer = match caller {
-            None => self.privileged.check(),
-            Some(key) => {
+    /// How long `bucket` asks to wait now; zero when a call may go, and then it has been counted.
+    fn check(&self, bucket: Bucket<'_>) -> Duration {
+        let answer = match bucket {
+            Bucket::Privileged => self.privileged.check(),
+            Bucket::Recorder => self.recorder.check(),
+            Bucket::Caller(key) => {
                 if self.callers.len() >= CALLER_BUCKETS {
                     self.callers.retain_recent();
                 }
@@ -119,6 +124,15 @@ impl RateLimit {
     }
 }
 
+/// Which of a [`RateLimit`]'s buckets a call draws from.
+#[derive(Debug, Clone, Copy)]
+enum Bucket<'a> {
+    Privileged,
+    /// The privileged identity's Events.
+    Recorder,
+    Caller(&'a [u8; 32]),
+}
+
 /// A client's place in a [`RateLimit`]: its bucket, and where the waits of its calls are summed
 /// (the host sums one component instance's).
 #[derive(Debug, Clone)]
@@ -127,17 +141,33 @@ pub(crate) struct Admission {
     pub limit: Arc<RateLimit>,
     /// The caller's bucket within it (the SHA-256 of its token); none for the privileged identity.
     pub caller: Option<[u8; 32]>,
+    /// Whether its privileged calls are Events, which draw from the recorder's bucket.
+    pub recorder: bool,
     /// Where the time spent waiting for the limit is summed.
     pub waited: Arc<Waited>,
 }
 
 impl Admission {
+    /// The same place for recording an Event: the privileged identity's Events draw from a
+    /// bucket of their own; a caller's stay in the caller's.
+    pub fn for_events(&self) -> Admission {
+        Admission {
+            recorder: self.caller.is_none(),
+            ..self.clone()
+        }
+    }
+
     /// Waits until the bucket lets one call go. Fails with [`KubeError::Timeout`], without
     /// waiting, when the wait would pass `deadline`.
     pub async fn admit(&self, deadline: Option<Instant>) -> Result<()> {
         let mut total = Duration::ZERO;
         loop {
-            let wait = self.limit.check(self.caller.as_ref());
+            let bucket = match &self.caller {
+                Some(key) => Bucket::Caller(key),
+                None if self.recorder => Bucket::Recorder,
+                None => Bucket::Privileged,
+            };
+            let wait = self.limit.check(bucket);
             if wait.is_zero() {
                 break;
             }
@@ -184,6 +214,7 @@ mod tests {
         Admission {
             limit: Arc::new(RateLimit::new(RateLimitOptions { qps, burst }).expect("options")),
             caller: None,
+            recorder: false,
             waited: Arc::default(),
         }
     }
@@ -227,18 +258,47 @@ mod tests {
     #[test]
     fn each_caller_has_a_bucket_of_its_own() {
         let limit = RateLimit::new(RateLimitOptions { qps: 0.1, burst: 1 }).expect("options");
-        assert!(limit.check(Some(&[1; 32])).is_zero());
+        assert!(limit.check(Bucket::Caller(&[1; 32])).is_zero());
         assert!(
-            !limit.check(Some(&[1; 32])).is_zero(),
+            !limit.check(Bucket::Caller(&[1; 32])).is_zero(),
             "caller 1 spent its burst"
         );
         assert!(
-            limit.check(Some(&[2; 32])).is_zero(),
+            limit.check(Bucket::Caller(&[2; 32])).is_zero(),
             "caller 2 has its own"
         );
         assert!(
-            limit.check(None).is_zero(),
+            limit.check(Bucket::Privileged).is_zero(),
             "and so has the privileged identity"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_privileged_identitys_events_have_a_bucket_of_their_own() {
+        let a = admission(0.1, 1);
+        a.admit(None).await.expect("the burst");
+        let events = a.for_events();
+        events
+            .admit(None)
+            .await
+            .expect("an Event waits not for the reconciler's calls");
+        assert!(a.waited.total().is_zero());
+        let deadline = Some(Instant::now() + Duration::from_millis(50));
+        let refused = events.admit(deadline).await;
+        assert!(
+            matches!(refused, Err(KubeError::Timeout(_))),
+            "the recorder's burst is spent: {refused:?}"
+        );
+        let caller = Admission {
+            caller: Some([3; 32]),
+            ..a.clone()
+        }
+        .for_events();
+        caller.admit(None).await.expect("a caller's own burst");
+        let refused = caller.admit(deadline).await;
+        assert!(
+            matches!(refused, Err(KubeError::Timeout(_))),
+            "a caller's Events are the caller's: {refused:?}"
         );
     }
 }

@@ -206,6 +206,44 @@ async fn every_call_waits_for_the_rate_limit_and_the_wait_is_counted() {
 }
 
 #[tokio::test]
+async fn the_privileged_identitys_events_do_not_wait_for_its_other_calls() {
+    let (server, cluster) = embedded().await;
+    let slow = Arc::new(
+        RateLimit::new(RateLimitOptions {
+            qps: 0.01,
+            burst: 1,
+        })
+        .expect("limit"),
+    );
+    let client = cluster
+        .privileged()
+        .with_rate_limit(slow, Arc::default())
+        .with_deadline(Instant::now() + Duration::from_secs(5));
+    // Discovery draws from the privileged bucket like any other call: done before, unlimited.
+    cluster
+        .privileged()
+        .list("v1", "Event", Some("default"), &Default::default())
+        .await
+        .expect("discovery");
+    client.server_version().await.expect("the burst");
+    let event = serde_json::json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": "told.1", "namespace": "default"},
+        "involvedObject": {"apiVersion": "v1", "kind": "Namespace", "name": "default"},
+        "reason": "Told", "message": "an Event past the reconciler's burst", "type": "Normal",
+    });
+    client
+        .create(&event.to_string())
+        .await
+        .expect("the recorder's bucket is its own");
+    assert!(
+        matches!(client.server_version().await, Err(KubeError::Timeout(_))),
+        "the other calls' bucket is still spent"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_follower_with_a_waker_is_woken_by_a_change_and_not_by_its_own_asking() {
     let (_server, cluster) = embedded().await;
     let waker = Arc::new(tokio::sync::Notify::new());

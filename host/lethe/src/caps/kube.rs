@@ -48,6 +48,8 @@ impl CapsView<'_> {
                 None => "unavailable".to_string(),
             },
         };
+        // Each request, for tracing what a pass sends (`LETHE_LOG=lethe::caps::kube=trace`).
+        tracing::trace!(component = %self.env.component_id, verb, kind, code = %code, "kube request");
         self.env
             .metrics
             .kube_requests
