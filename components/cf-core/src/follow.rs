@@ -5,9 +5,12 @@
 //! watch each, kept by the host): every configured resource type (orgs, spaces), the kinds that
 //! are their children (a space's deletion lets its org go on), and the namespaces lethe marked
 //! ([`OWNER_LABEL`]: a namespace gone lets its owner be released; one deleted by hand is made
-//! again). Each change names the objects to visit; so do the objects whose backoff is over and
-//! the deletions under way that nothing was heard of for [`REVISIT_MS`]. Each is visited exactly
-//! as the full pass visits it ([`crate::reconcile`]).
+//! again). Each change names the objects to visit, only for what they wait on or must act on
+//! (a child's or a namespace's deletion, not their updates while they go; not a deletion's own
+//! updates once it is under way); so do the objects whose backoff is over and the deletions under
+//! way that nothing was heard of for [`REVISIT_MS`]. Each is visited exactly as the full pass
+//! visits it ([`crate::reconcile`]), but what the changes told is not read again: the object a
+//! change carried, an object heard deleted, a namespace heard deleted.
 //!
 //! The change following itself is the SDK's ([`lethe_guest::follow`]): when a full pass is due,
 //! bookmarks taken before it lists, batches drained, the relist when a bookmark is `gone`. A full
@@ -17,12 +20,12 @@
 //! The deletions under way are kept in SQL (`cf_reconcile_deletions`), shared by every host;
 //! the bookmarks (`cf_reconcile_state`) are each host's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use lethe_guest::env::{Env, Level};
 use lethe_guest::follow::{Outcome, Pass, Watched, WhyFull};
 use lethe_guest::kept::{Kept, KeptTable};
-use lethe_guest::kube::{ChangeType, Collection, Kube, KubeError, Object};
+use lethe_guest::kube::{Change, ChangeType, Collection, Kube, KubeError, Object};
 use lethe_guest::sql::{Sql, SqlError, Value};
 
 use crate::access;
@@ -84,42 +87,91 @@ fn feeds<'a>(kube: &'a dyn Kube, settings: &Settings) -> Vec<Feed<'a>> {
         .collect()
 }
 
-/// The objects to visit, by `<type>/<name>`, with the object when a change carried it.
-type Visits = BTreeMap<String, Option<Object>>;
+/// What a pass knows of an object it is to visit.
+enum Visit {
+    /// Nothing yet: it is read.
+    Read,
+    /// The object as its latest change carried it.
+    Carried(Box<Object>),
+    /// Its latest change was its deletion: nothing of its name is left to read (a new object of
+    /// that name would have come as a later change).
+    Gone,
+}
 
-/// Notes what `change` of `feed` asks to visit.
-fn note(
-    settings: &Settings,
-    feed: &Feed<'_>,
-    change_type: ChangeType,
-    object: &Object,
-    visits: &mut Visits,
-) {
-    for role in &feed.roles {
-        match role {
-            Role::Type(type_name) => {
-                let key = format!("{type_name}/{}", object.target.name);
-                // A deleted object is looked up again: one of the same name may be there now.
-                let carried = (change_type != ChangeType::Deleted).then(|| object.clone());
-                visits.insert(key, carried);
-            }
-            Role::ChildOf(type_name) => {
-                if let Some(namespace) = &object.target.namespace {
-                    visits
-                        .entry(format!("{type_name}/{namespace}"))
-                        .or_insert(None);
+/// What a pass over the changes heard: the objects to visit, by `<type>/<name>`, and the marked
+/// namespaces whose latest change was their deletion.
+#[derive(Default)]
+struct Heard {
+    visits: BTreeMap<String, Visit>,
+    gone: BTreeSet<String>,
+}
+
+impl Heard {
+    /// Notes what `change` of `feed` asks to visit. A change asks only for what its object's
+    /// owner waits on or must act on, as a controller's event filters do: while something is
+    /// being deleted, its updates wake no one, and only its deletion lets its owner go on.
+    /// `waiting` are the deletions under way, each visited already: their own updates (lethe's
+    /// patches, another finalizer's) change nothing they wait for.
+    fn note(
+        &mut self,
+        settings: &Settings,
+        feed: &Feed<'_>,
+        change: &Change,
+        waiting: &BTreeSet<&str>,
+    ) {
+        let object = &change.object;
+        let deleted = change.change_type == ChangeType::Deleted;
+        let deleting = object.metadata.deletion_timestamp.is_some();
+        for role in &feed.roles {
+            match role {
+                Role::Type(type_name) => {
+                    let key = format!("{type_name}/{}", object.target.name);
+                    let visit = if deleted {
+                        Visit::Gone
+                    } else if deleting && waiting.contains(key.as_str()) {
+                        // The latest of it, should something else ask for a visit.
+                        if let Some(Visit::Carried(carried)) = self.visits.get_mut(&key) {
+                            **carried = object.clone();
+                        }
+                        continue;
+                    } else {
+                        Visit::Carried(Box::new(object.clone()))
+                    };
+                    self.visits.insert(key, visit);
                 }
-            }
-            Role::Namespaces => {
-                let owner = object.label(OWNER_LABEL).and_then(|o| o.split_once('.'));
-                if let Some((type_name, name)) = owner
-                    && name == object.target.name
-                    && settings.reconciled_type(type_name).is_some()
-                {
-                    visits.entry(format!("{type_name}/{name}")).or_insert(None);
+                // A child's coming or going is what its parent waits on, not its updates.
+                Role::ChildOf(type_name) if change.change_type != ChangeType::Modified => {
+                    if let Some(namespace) = &object.target.namespace {
+                        self.visit(format!("{type_name}/{namespace}"));
+                    }
+                }
+                Role::ChildOf(_) => {}
+                Role::Namespaces => {
+                    let name = &object.target.name;
+                    if deleted {
+                        self.gone.insert(name.clone());
+                    } else {
+                        self.gone.remove(name);
+                    }
+                    // A namespace being emptied asks nothing of its owner until it is gone.
+                    if deleting && !deleted {
+                        continue;
+                    }
+                    let owner = object.label(OWNER_LABEL).and_then(|o| o.split_once('.'));
+                    if let Some((type_name, owner)) = owner
+                        && owner == name
+                        && settings.reconciled_type(type_name).is_some()
+                    {
+                        self.visit(format!("{type_name}/{name}"));
+                    }
                 }
             }
         }
+    }
+
+    /// Visits `key`, reading it unless a change carried it.
+    fn visit(&mut self, key: String) {
+        self.visits.entry(key).or_insert(Visit::Read);
     }
 }
 
@@ -345,25 +397,24 @@ fn on_changes(
         reconciler.backoff,
     );
     let started = pass.started_ms();
-    let mut visits = Visits::new();
+    let tracked = memory.tracked().map_err(WhyFull::Kept)?;
+    let waiting = tracked.iter().map(|t| t.key.as_str()).collect();
+    let mut heard = Heard::default();
     for feed in feeds {
         for change in pass.changes(&feed.watched)? {
-            note(
-                settings,
-                feed,
-                change.change_type,
-                &change.object,
-                &mut visits,
-            );
+            heard.note(settings, feed, &change, &waiting);
         }
     }
     for key in backoff.due_now(started) {
-        visits.entry(key).or_insert(None);
+        heard.visit(key);
     }
-    let tracked = memory.tracked().map_err(WhyFull::Kept)?;
     for t in tracked.iter().filter(|t| t.next_visit_ms <= started) {
-        visits.entry(t.key.clone()).or_insert(None);
+        heard.visit(t.key.clone());
     }
+    let full = Full {
+        gone: Some(&heard.gone),
+        ..Full::default()
+    };
 
     let mut report = Report::default();
     let keep = |result: Result<(), SqlError>| {
@@ -371,7 +422,7 @@ fn on_changes(
             env.log(Level::Warn, &format!("cannot keep a deletion's state: {e}"));
         }
     };
-    for (key, carried) in visits {
+    for (key, visit) in heard.visits {
         if reconciler.must_stop(started) {
             // The changes are not read again: the next pass is full and finds what is left.
             report.deferred = true;
@@ -383,27 +434,29 @@ fn on_changes(
         let Some(t) = settings.reconciled_type(type_name) else {
             continue;
         };
-        let object = match carried {
-            Some(object) => object,
-            None => match access::locate(kube, t, name) {
-                Ok(Some(object)) => object,
-                // Gone: nothing is left to do for it, but for a namespace that outlived it.
-                Ok(None) => {
-                    backoff.succeeded(&key);
-                    keep(memory.untrack(&key));
-                    reconciler.sweep(type_name, t, name, &mut report);
-                    continue;
-                }
-                Err(e) => {
-                    let reason = format!("reading it: {e}");
-                    backoff.failed(&key, env.now_ms(), &reason);
-                    report.failed.push((key, reason));
-                    continue;
-                }
-            },
+        let found = match visit {
+            Visit::Carried(object) => Ok(Some(*object)),
+            Visit::Gone => Ok(None),
+            Visit::Read => access::locate(kube, t, name),
+        };
+        let object = match found {
+            Ok(Some(object)) => object,
+            // Gone: nothing is left to do for it, but for a namespace that outlived it.
+            Ok(None) => {
+                backoff.succeeded(&key);
+                keep(memory.untrack(&key));
+                reconciler.sweep(type_name, t, name, &mut report);
+                continue;
+            }
+            Err(e) => {
+                let reason = format!("reading it: {e}");
+                backoff.failed(&key, env.now_ms(), &reason);
+                report.failed.push((key, reason));
+                continue;
+            }
         };
         let (deletions, backing_off) = (report.deletions.len(), report.backing_off);
-        reconciler.visit(type_name, t, &object, Full::default(), &mut report);
+        reconciler.visit(type_name, t, &object, full, &mut report);
         if report.backing_off > backing_off {
             continue;
         }

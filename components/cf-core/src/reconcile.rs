@@ -326,6 +326,7 @@ impl Reconciler<'_> {
                         let full = Full {
                             marked: marked.as_ref(),
                             claims: claims.as_ref(),
+                            gone: None,
                         };
                         self.visit(type_name, t, &object, full, &mut report);
                         listed.insert(format!("{type_name}.{}", object.target.name));
@@ -488,7 +489,7 @@ impl Reconciler<'_> {
         }
         let owner = Owner::new(type_name, object);
         let events = self.events;
-        let result = reconcile_one(kube, t, owner, full.marked, claim.as_ref(), events, report);
+        let result = reconcile_one(kube, t, owner, full, claim.as_ref(), events, report);
         // What is in the way is recorded on the object itself, where its deletion job reads it
         // at no extra cost, and cleared once the way is free.
         let blocked_by = match &result {
@@ -622,14 +623,25 @@ impl Reconciler<'_> {
     }
 }
 
-/// What a full pass listed once for all its visits: the marked namespaces and the name claims
-/// (each `None` when not listed, in passes over what changed or after a failed LIST).
+/// What a pass learned once for all its visits. A full pass lists the marked namespaces and the
+/// name claims (each `None` when not listed, in passes over what changed or after a failed LIST);
+/// a pass over what changed hears of the marked namespaces that were deleted.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Full<'a> {
     /// The namespaces carrying lethe's mark.
     pub marked: Option<&'a MarkedNamespaces>,
     /// The name claims.
     pub claims: Option<&'a Claims>,
+    /// Marked namespaces whose latest change was their deletion: gone, with no need to read.
+    pub gone: Option<&'a BTreeSet<String>>,
+}
+
+impl Full<'_> {
+    /// Whether the namespace `owner` owns is known to be gone.
+    fn heard_gone(&self, owner: Owner<'_>) -> bool {
+        self.gone
+            .is_some_and(|gone| gone.contains(owner.namespace_name()))
+    }
 }
 
 impl DeletionInFlight {
@@ -668,7 +680,7 @@ fn reconcile_one(
     kube: &dyn Kube,
     t: &ResourceType,
     owner: Owner<'_>,
-    marked: Option<&MarkedNamespaces>,
+    full: Full<'_>,
     claim: Option<&NameClaim<'_>>,
     events: &Recorder<'_>,
     report: &mut Report,
@@ -690,7 +702,7 @@ fn reconcile_one(
         // Not deleting, finalizer present: the namespace it owns exists (a crashed create is
         // repaired here).
         Case::Apply => {
-            let made = match marked {
+            let made = match full.marked {
                 Some(marked) if marked.holds(owner) => Ok(false),
                 Some(_) => ownership::make_unlisted_namespace(kube, owner),
                 None => ownership::ensure_namespace(kube, owner),
@@ -707,7 +719,10 @@ fn reconcile_one(
             Ok(Outcome::Done)
         }
         // Deleting, finalizer present: clean up, then release.
-        Case::Cleanup(index) => cleanup(kube, t, owner, index, claim, events, report),
+        Case::Cleanup(index) => {
+            let gone = full.heard_gone(owner);
+            cleanup(kube, t, owner, index, gone, claim, events, report)
+        }
         // Deleting, no finalizer of ours: other finalizers hold it, and they are not ours.
         Case::Done => Ok(Outcome::Done),
     }
@@ -731,21 +746,29 @@ fn record_blocked_by(
     }
 }
 
-/// Steps 1–4 of the cleanup of `owner`, being deleted, whose finalizer is at `index`.
+/// Steps 1–4 of the cleanup of `owner`, being deleted, whose finalizer is at `index`;
+/// `namespace_gone` when the pass heard that the namespace it owned was deleted.
+#[allow(clippy::too_many_arguments)]
 fn cleanup(
     kube: &dyn Kube,
     t: &ResourceType,
     owner: Owner<'_>,
     index: usize,
+    namespace_gone: bool,
     claim: Option<&NameClaim<'_>>,
     events: &Recorder<'_>,
     report: &mut Report,
 ) -> Result<Outcome, StepFailed> {
     let object = owner.object;
     // 1. The namespace it owns, checked first: nothing is listed, deleted or released in a
-    //    namespace that is not this object's (SECURITY.md P2). Gone means nothing is left.
-    let namespace = ownership::owned_namespace(kube, owner)
-        .map_err(StepFailed::at(StepFailed::ReadingNamespace))?;
+    //    namespace that is not this object's (SECURITY.md P2). Gone means nothing is left:
+    //    lethe never makes the namespace of an object being deleted again.
+    let namespace = if namespace_gone {
+        None
+    } else {
+        ownership::owned_namespace(kube, owner)
+            .map_err(StepFailed::at(StepFailed::ReadingNamespace))?
+    };
     if let Some(ns) = namespace {
         // 2. Children first: they carry finalizers of their own and must be released by this
         //    reconciler before their namespace can go.

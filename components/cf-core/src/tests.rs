@@ -1964,6 +1964,45 @@ fn passes_on_changes_visit_only_what_changed_and_fall_back_to_a_full_pass() {
     assert_eq!(report.examined, 0);
 }
 
+/// An org's deletion, carried by the changes it makes, reads only what it waits on: a deletion
+/// under way is not woken by its own updates, nor a parent by its children's, a namespace heard
+/// deleted is not read again, and an object heard deleted is not looked up again.
+#[test]
+fn an_org_deletion_over_the_changes_reads_only_what_it_waits_on() {
+    use crate::follow::pass_on_changes;
+    let (cluster, settings) = setup();
+    let sql = reconciler_sql();
+    let fake = FakeHost::new(&sql, &cluster, "host-1");
+    let recorded = Recorded::new(&fake);
+    let run = || {
+        let report = pass_on_changes(&recorded, &fake, &fake, &settings, &NoBackoff, false);
+        assert!(report.failed.is_empty(), "{:?}", report.failed);
+        report
+    };
+    while run().examined > 0 {}
+    recorded.calls.borrow_mut().clear();
+    deletion::delete(&fake, &fake, &settings, "org", ORG, &caller("admin")).expect("accepted");
+    for _ in 0..10 {
+        run();
+        fake.run_namespace_controller();
+    }
+    assert!(!fake.exists("Org", "cf", ORG), "converged");
+    assert!(!fake.exists("Namespace", "", ORG));
+    let calls = recorded.calls.borrow().clone();
+    let calls: Vec<_> = calls.iter().filter(|(_, kind)| kind != "Lease").collect();
+    // Each owner's namespace is read when its deletion starts, the org's again once its space is
+    // gone (to delete it), and each once more by the sweep when the owner is heard deleted;
+    // never while it waits, nor once heard gone.
+    assert_eq!(recorded.made("get", "Namespace"), 5, "{calls:?}");
+    // The org is read when its space is gone and when its namespace is (those changes name it,
+    // they do not carry it), not when its space or itself is updated.
+    assert_eq!(recorded.made("get", "Org"), 2, "{calls:?}");
+    // Spaces are listed: the org's children when its deletion starts and once its space is gone,
+    // and the space by name once its namespace is gone; not once the space is heard deleted.
+    assert_eq!(recorded.made("list", "Space"), 3, "{calls:?}");
+    assert_eq!(recorded.made("delete", "Namespace"), 2, "{calls:?}");
+}
+
 /// A host that cannot renew its Lease in the middle of a pass (another host took it, or the
 /// cluster refuses the write) stops at its next checkpoint: another host may be running passes
 /// by then. The pass says it was cut short, so the next one is full.
@@ -2680,13 +2719,38 @@ mod korifi_jobs {
 /// the objects answered.
 type Listed = (String, Option<String>, Option<u32>, usize);
 
-/// The cluster as the reconciler sees it, with every LIST recorded.
-struct Lists<'a> {
+/// The cluster as the reconciler sees it, with every LIST recorded (`seen`), and every call's
+/// verb and kind (`calls`).
+struct Recorded<'a> {
     inner: &'a FakeHost<'a>,
     seen: std::cell::RefCell<Vec<Listed>>,
+    calls: std::cell::RefCell<Vec<(&'static str, String)>>,
 }
 
-impl Kube for Lists<'_> {
+impl<'a> Recorded<'a> {
+    fn new(inner: &'a FakeHost<'a>) -> Self {
+        Recorded {
+            inner,
+            seen: Default::default(),
+            calls: Default::default(),
+        }
+    }
+
+    fn call(&self, verb: &'static str, kind: &str) {
+        self.calls.borrow_mut().push((verb, kind.to_string()));
+    }
+
+    /// How many calls of `verb` on `kind` were made.
+    fn made(&self, verb: &str, kind: &str) -> usize {
+        let calls = self.calls.borrow();
+        calls
+            .iter()
+            .filter(|(v, k)| *v == verb && k == kind)
+            .count()
+    }
+}
+
+impl Kube for Recorded<'_> {
     fn authenticate(&self, id: &Identity) -> lethe_guest::kube::Result<()> {
         self.inner.authenticate(id)
     }
@@ -2695,6 +2759,7 @@ impl Kube for Lists<'_> {
         id: &Identity,
         at: &lethe_guest::kube::ObjectRef,
     ) -> lethe_guest::kube::Result<Object> {
+        self.call("get", &at.kind);
         self.inner.get(id, at)
     }
     fn list(
@@ -2703,6 +2768,7 @@ impl Kube for Lists<'_> {
         of: &Collection,
         page: &lethe_guest::kube::ListOptions,
     ) -> lethe_guest::kube::Result<lethe_guest::kube::ObjectList> {
+        self.call("list", &of.kind);
         let listed = self.inner.list(id, of, page)?;
         self.seen.borrow_mut().push((
             of.kind.clone(),
@@ -2717,6 +2783,7 @@ impl Kube for Lists<'_> {
         id: &Identity,
         object: &serde_json::Value,
     ) -> lethe_guest::kube::Result<Object> {
+        self.call("create", object["kind"].as_str().unwrap_or_default());
         self.inner.create(id, object)
     }
     fn patch(
@@ -2725,6 +2792,7 @@ impl Kube for Lists<'_> {
         at: &lethe_guest::kube::ObjectRef,
         patch: &lethe_guest::kube::Patch,
     ) -> lethe_guest::kube::Result<Object> {
+        self.call("patch", &at.kind);
         self.inner.patch(id, at, patch)
     }
     fn patch_status(
@@ -2733,6 +2801,7 @@ impl Kube for Lists<'_> {
         at: &lethe_guest::kube::ObjectRef,
         patch: &lethe_guest::kube::Patch,
     ) -> lethe_guest::kube::Result<Object> {
+        self.call("patch_status", &at.kind);
         self.inner.patch_status(id, at, patch)
     }
     fn replace(
@@ -2741,6 +2810,7 @@ impl Kube for Lists<'_> {
         at: &lethe_guest::kube::ObjectRef,
         object: &serde_json::Value,
     ) -> lethe_guest::kube::Result<Object> {
+        self.call("replace", &at.kind);
         self.inner.replace(id, at, object)
     }
     fn delete(
@@ -2749,6 +2819,7 @@ impl Kube for Lists<'_> {
         at: &lethe_guest::kube::ObjectRef,
         options: &lethe_guest::kube::DeleteOptions,
     ) -> lethe_guest::kube::Result<lethe_guest::kube::Deletion> {
+        self.call("delete", &at.kind);
         self.inner.delete(id, at, options)
     }
     fn changes(
@@ -2776,10 +2847,7 @@ fn a_full_pass_lists_pages_of_its_own_and_only_marked_namespaces() {
         fake.put(json!({"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": format!("theirs-{i:04}")}}));
     }
-    let lists = Lists {
-        inner: &fake,
-        seen: Default::default(),
-    };
+    let lists = Recorded::new(&fake);
     let report = pass(&lists, &fake, &settings, &NoBackoff);
     assert!(report.failed.is_empty(), "{:?}", report.failed);
     let seen = lists.seen.into_inner();
