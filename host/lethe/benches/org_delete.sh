@@ -15,10 +15,12 @@
 #
 #   cargo build --release -p lethe && BIN=target/release/lethe bash host/lethe/benches/org_delete.sh
 #
-# LOG=<file> keeps lethe's log (RUST_LOG=lethe=debug shows each pass).
+# LOG=<file> keeps lethe's log (LETHE_LOG=lethe=debug shows each pass, and
+# LETHE_LOG=lethe::caps::kube=trace each request). PAUSE=0 deletes the orgs back to back; by
+# default it waits PAUSE=2 s between them, so each starts with a full token bucket.
 set -euo pipefail
 ORGS=${ORGS:-100}; SPACES=${SPACES:-4}; DEPLOYMENTS=${DEPLOYMENTS:-300}; DELETIONS=${DELETIONS:-5}
-PARALLEL=${PARALLEL:-8}
+PARALLEL=${PARALLEL:-8}; PAUSE=${PAUSE:-2}
 BIN=${BIN:-target/debug/lethe}
 cd "$(dirname "$0")/../../.."
 D=$(mktemp -d)
@@ -27,11 +29,11 @@ PID=$!
 trap 'kill $PID 2>/dev/null; wait 2>/dev/null; [ -n "${LOG:-}" ] && cp "$D/log" "$LOG"; rm -rf "$D"' EXIT
 for _ in $(seq 1 600); do curl -sf 127.0.0.1:9391/readyz >/dev/null && break; sleep 0.2; done
 KC=$(find "$D/up" -name kubeconfig | head -1)
-python3 - "$KC" "$ORGS" "$SPACES" "$DEPLOYMENTS" "$DELETIONS" "$PARALLEL" <<'PY'
+python3 - "$KC" "$ORGS" "$SPACES" "$DEPLOYMENTS" "$DELETIONS" "$PARALLEL" "$PAUSE" <<'PY'
 import base64, json, ssl, statistics, subprocess, sys, tempfile, time, urllib.error, urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-kc, orgs, spaces, deployments, deletions, parallel = sys.argv[1], *map(int, sys.argv[2:])
+kc, orgs, spaces, deployments, deletions, parallel, pause = sys.argv[1], *map(int, sys.argv[2:7]), float(sys.argv[7])
 view = lambda path: subprocess.run(["kubectl", "--kubeconfig", kc, "config", "view", "--raw", "-o",
                                     f"jsonpath={path}"], check=True, capture_output=True, text=True).stdout
 server, token = view("{.clusters[0].cluster.server}"), view("{.users[0].user.token}")
@@ -120,12 +122,14 @@ for org, made in world[:deletions]:
     for step in steps:
         steps[step].append(seen.get(step, float("nan")) * 1000)
     print(f"org {org}: " + ", ".join(f"{s} {seen.get(s, float('nan')) * 1000:.0f} ms" for s in steps))
+    if not pause:
+        continue
     # The calls of that deletion (the Lease's aside), once the passes it woke are done.
     time.sleep(1.5)
     made = {k: v - before.get(k, 0) for k, v in requests().items() if v - before.get(k, 0) and "Lease" not in k}
     print(f"  the cf reconciler's calls: {int(sum(made.values()))}: " + ", ".join(f"{k} {int(v)}" for k, v in sorted(made.items())))
     # A full token bucket again (kube_burst at kube_qps), as for a deletion in an idle world.
-    time.sleep(2)
+    time.sleep(pause)
 for step, ms in steps.items():
     print(f"{step}: median {statistics.median(ms):.0f} ms, min {min(ms):.0f}, max {max(ms):.0f} (n={len(ms)})")
 PY
