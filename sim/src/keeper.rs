@@ -10,8 +10,8 @@
 //! item it was in the middle of; a ConfigMap without lethe's marks is never changed or deleted,
 //! nor a foreign finalizer removed; the ConfigMap made for a row that stayed wanted through the
 //! pass is never deleted; nothing is made again for a row whose deletion a client saw
-//! `COMPLETE`. A job poll's `COMPLETE` means the ConfigMap is gone, and a job is never 404 while
-//! the ConfigMap it deletes is there. Once quiet: every wanted row has its ConfigMap, with its
+//! `COMPLETE`. A job poll's `COMPLETE` means the row's ConfigMap is gone, and a job is never 404
+//! while the ConfigMap it deletes is there. Once quiet: every wanted row has its ConfigMap, with its
 //! uid, its content and the finalizer (unless a foreign object or a held deletion sits at its
 //! name), no ConfigMap of lethe's is left without a wanted row (unless held), and every deletion
 //! job is `COMPLETE` but the held ones.
@@ -692,7 +692,7 @@ impl Quiescent for World<'_, '_> {
         self.stage.outstanding()
     }
 
-    /// Polls `path`: `COMPLETE` means the ConfigMap is gone; 404 is right once it is (the row
+    /// Polls `path`: `COMPLETE` means the row's ConfigMap (the one carrying its uid) is gone; 404 is right once it is (the row
     /// forgotten after its retention) or once a new PUT of the name replaced the row.
     fn poll_one(&mut self, path: &str) -> Result<(), Failure> {
         let (status, body, _) = Client {
@@ -710,10 +710,11 @@ impl Quiescent for World<'_, '_> {
             .find(|c| c.row_uid.as_deref() == Some(d.uid.as_str()));
         match status {
             200 if body["state"] == "COMPLETE" => {
-                if self.stage.kube.exists("ConfigMap", NAMESPACE, &d.name) {
+                // Another's ConfigMap may have taken the free name: it is not the one deleted.
+                if let Some(c) = &left {
                     return Err(format!(
-                        "{path} is COMPLETE while ConfigMap {} exists",
-                        d.name
+                        "{path} is COMPLETE while its ConfigMap {} exists",
+                        c.meta.name
                     ));
                 }
                 self.gone.insert(d.uid.clone());

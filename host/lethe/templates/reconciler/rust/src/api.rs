@@ -17,7 +17,8 @@
 //!
 //! A job's state: the object still exists, its deletion asked for less than
 //! `deletion_timeout_seconds` ago (default 120): `PROCESSING`; longer: `FAILED` (10008), naming
-//! what it waits for; the object is gone: `COMPLETE`. Only a DELETE through this API makes a job:
+//! what it waits for; the object is gone (an object of its name without its row's mark is not
+//! it): `COMPLETE`. Only a DELETE through this API makes a job:
 //! any other GUID is 404. The job stays readable for `job_retention_seconds` after it completes.
 
 use lethe_guest::backoff::BackoffTable;
@@ -30,8 +31,8 @@ use lethe_guest::{Capabilities, Request, Response};
 use serde_json::{Map, Value as Json, json};
 
 use crate::{
-    DESIRED_COLUMNS, Desired, FEED, FEED_COUNTER, JOB_TYPE, KIND, RECONCILER, desired_rows, key,
-    target,
+    DESIRED_COLUMNS, Desired, FEED, FEED_COUNTER, JOB_TYPE, KIND, RECONCILER, UID_LABEL,
+    desired_rows, key, target,
 };
 
 /// How long a deletion may take before its job is `FAILED`, when the configuration says nothing.
@@ -402,9 +403,11 @@ pub fn job(
         // Forbidden, or a name the API server refuses: nothing to tell.
         Err(_) => return Err(HttpError::job_not_found()),
     };
-    let since = row(sql, namespace, name)?
-        .and_then(|d| d.deleting_since)
-        .ok_or_else(HttpError::job_not_found)?;
+    let row = row(sql, namespace, name)?.ok_or_else(HttpError::job_not_found)?;
+    let since = row.deleting_since.ok_or_else(HttpError::job_not_found)?;
+    // An object of that name without this row's mark is not the one being deleted (someone
+    // else's, made once the name was free): this row's object is gone.
+    let live = live.filter(|l| l.label(UID_LABEL) == Some(row.uid.as_str()));
     let job = |state, errors| Job {
         guid: guid.to_string(),
         state,

@@ -133,6 +133,13 @@ fn a_desired_object_is_made_then_deleted_and_its_job_completes() {
         "its finalizer was ours alone"
     );
     assert_eq!(state(&host, "alice"), Ok("COMPLETE".into()));
+    // Someone else's object that takes the free name is not the one deleted: still COMPLETE.
+    cluster.put(json!({
+        "apiVersion": crate::API_VERSION, "kind": KIND,
+        "metadata": { "name": "settings", "namespace": "team" },
+        "data": { "owner": "someone else" },
+    }));
+    assert_eq!(state(&host, "alice"), Ok("COMPLETE".into()));
 }
 
 #[test]
