@@ -10,6 +10,9 @@
 #   cargo build --release -p lethe && BIN=target/release/lethe N=2000 S=5 WINDOW=60 \
 #     bash host/lethe/benches/idle_cf.sh
 #
+# The window starts once the reconciler's own requests (the Lease's aside) stayed still for 15 s:
+# the start-up pass and the upkeep are done, and what is measured is idle.
+#
 # SEED=kubectl makes, before lethe starts, the Org and Space objects (as the API would write them)
 # and their namespaces (as lethe marks them) with kubectl, for sizes the API's N² seeding cannot
 # reach; the window then starts after lethe's start-up full pass.
@@ -109,8 +112,17 @@ if [ "${SEED:-api}" = kubectl ]; then
   items() { curl -s 127.0.0.1:9390/metrics | awk '/^lethe_reconcile_items_total\{.*cf-reconciler/ {s+=$NF} END {print s+0}'; }
   until [ "$(items)" -ge $((N * (S + 1))) ]; do sleep 1; done
 fi
-# Let the reconciler finish what the creates started (finalizers, its first full pass).
-sleep 20
+# Let the reconciler finish what the creates started (finalizers, its first full pass, and the
+# upkeep: conditions and name claims, at most 100 writes a pass): the window starts once its
+# requests, the Lease's aside, stayed still for 15 s (SETTLE=0 waits 20 s instead, as before).
+work() { curl -s 127.0.0.1:9390/metrics | awk '/^lethe_kube_requests_total\{component="cf-reconciler"/ && !/verb="changes"/ && !/kind="Lease"/ {s+=$NF} END {print s+0}'; }
+if [ "${SETTLE:-1}" = 0 ]; then
+  sleep 20
+else
+  settle0=$(date +%s)
+  while :; do w=$(work); sleep 15; [ "$(work)" = "$w" ] && break; done
+  echo "the reconciler settled $(( $(date +%s) - settle0 )) s after the seeding"
+fi
 served() { kubectl --kubeconfig "$KC" get --raw /lethe/requests; }
 calls() { curl -s 127.0.0.1:9390/metrics | awk '/^lethe_kube_requests_total\{component="cf-reconciler"/ && !/verb="changes"/ {s+=$NF} END {print s+0}'; }
 cpu() { awk '{print $14+$15}' /proc/$1/stat; }
