@@ -39,7 +39,8 @@ trap 'kill $PID $CPID 2>/dev/null; wait 2>/dev/null; rm -rf "$D" "$MANIFEST"' EX
 PID=$CPID
 KC="$D/c/cluster/kubeconfig"
 for _ in $(seq 1 240); do [ -f "$KC" ] && kubectl --kubeconfig "$KC" get ns >/dev/null 2>&1 && break; sleep 0.5; done
-for f in components/cf-core/kubernetes/crds.json components/cf-core/kubernetes/roles.json deploy/rbac.json; do
+for f in components/cf-core/kubernetes/crds.json components/cf-core/kubernetes/roles.json deploy/rbac.json \
+    components/{cf-api,cf-job-status,cf-reconciler,data-jobs}/kubernetes/rbac.json; do
   kubectl --kubeconfig "$KC" apply -f "$f" >/dev/null
 done
 t0=$(date +%s)
@@ -97,12 +98,13 @@ for _ in $(seq 1 240); do curl -sf 127.0.0.1:9390/readyz >/dev/null && break; sl
 TOKEN=$(awk '/token:/ {print $2}' "$KC")
 export TOKEN S D
 if [ "${SEED:-api}" = api ]; then
+# A caller's share of the API is bounded (`caller_qps`): curl waits out each 429's Retry-After.
 seq 1 "$N" | xargs -P "$PARALLEL" -I{} bash -c '
-  org=$(curl -sf -X POST 127.0.0.1:3300/v3/organizations -H "Authorization: Bearer $TOKEN" \
+  org=$(curl -sf --retry 50 -X POST 127.0.0.1:3300/v3/organizations -H "Authorization: Bearer $TOKEN" \
     -d "{\"name\":\"idle-{}\"}" | python3 -c "import sys,json; print(json.load(sys.stdin)[\"guid\"])")
   echo "$org" >> "$D/orgs"
   for j in $(seq 1 "$S"); do
-    curl -sf -o /dev/null -X POST 127.0.0.1:3300/v3/spaces -H "Authorization: Bearer $TOKEN" \
+    curl -sf --retry 50 -o /dev/null -X POST 127.0.0.1:3300/v3/spaces -H "Authorization: Bearer $TOKEN" \
       -d "{\"name\":\"s$j\",\"relationships\":{\"organization\":{\"data\":{\"guid\":\"$org\"}}}}"
   done'
 fi
