@@ -52,6 +52,10 @@ MUTATIONS = {
  'korifi-role-label':('components/cf-core/src/access.rs','    if let Find::Label(label) = &t.find {','    if let (Find::Label(label), false) = (&t.find, true) {'),
  'cf-lease-in-pass':('components/cf-core/src/reconcile.rs','        match self.lease.map(|lease| lease.keep(now)) {','        match self.lease.filter(|_| false).map(|lease| lease.keep(now)) {'),
  'cf-lease-orphans':('components/cf-core/src/names.rs','            if must_stop() {\n                return Ok((deleted, true));\n            }\n',''),
+ # The cf reconciler's change filters: a deletion's first update wakes it, and only a namespace's
+ # deletion counts as its being gone.
+ 'cf-wake-deleting':('components/cf-core/src/follow.rs','                    } else if deleting && waiting.contains(key.as_str()) {','                    } else if deleting {'),
+ 'cf-heard-gone':('components/cf-core/src/follow.rs','                    if deleted {\n                        self.gone.insert(name.clone());\n                    } else {\n                        self.gone.remove(name);\n                    }','                    self.gone.insert(name.clone());'),
  'cf-sweep':('components/cf-core/src/reconcile.rs','            Ok(None) => {}\n            Err(e) => {\n                report.failed.push((key, format!("reading it: {e}")));','            Ok(None) => return,\n            Err(e) => {\n                report.failed.push((key, format!("reading it: {e}")));'),
  # The controller runtime (lethe_guest::controller and the backoff it keeps), through the reconciler template (the keeper world).
  'driver-lease-write':('components/guest/src/controller/context.rs','        self.lease.keep(self.env.now_ms()).map_err(|lost| {','        Ok::<(), LeaseLost>(()).map_err(|lost: LeaseLost| {'),
