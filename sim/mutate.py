@@ -58,7 +58,7 @@ MUTATIONS = {
  'cf-heard-gone':('components/cf-core/src/follow.rs','                    if deleted {\n                        self.gone.insert(name.clone());\n                    } else {\n                        self.gone.remove(name);\n                    }','                    self.gone.insert(name.clone());'),
  'cf-sweep':('components/cf-core/src/reconcile.rs','            Ok(None) => {}\n            Err(e) => {\n                report.failed.push((key, format!("reading it: {e}")));','            Ok(None) => return,\n            Err(e) => {\n                report.failed.push((key, format!("reading it: {e}")));'),
  # The controller runtime (lethe_guest::controller and the backoff it keeps), through the reconciler template (the keeper world).
- 'driver-lease-write':('components/guest/src/controller/context.rs','        self.lease.keep(self.env.now_ms()).map_err(|lost| {','        Ok::<(), LeaseLost>(()).map_err(|lost: LeaseLost| {'),
+ 'driver-lease-write':('components/guest/src/controller/context.rs','        self.lease.keep(self.env.now_ms()).map_err(|lost| {','        Ok::<(), crate::lease::LeaseLost>(()).map_err(|lost: crate::lease::LeaseLost| {'),
  'driver-lease-item':('components/guest/src/controller/mod.rs','        let why = match self.ctx.lease.keep(now) {','        let why = match Ok::<(), LeaseLost>(()) {'),
  'driver-rv-guard':('components/guest/src/controller/context.rs','                Patch::Json(Json::Array(std::iter::once(guard).chain(ops).collect()))','                Patch::Json(Json::Array(std::iter::once(guard).skip(1).chain(ops).collect()))'),
  'driver-uid-precondition':('components/guest/src/controller/context.rs','            precondition_uid: Some(live.metadata.uid.clone()),','            precondition_uid: None,'),

@@ -8,7 +8,8 @@
 //!    who holds it. The Lease is kept before each item and before each write ([`Context`]), so a
 //!    host that lost it stops before it touches anything more.
 //! 2. **Full or on the changes** ([`crate::follow`]): each [`Follow`] names the items its changes
-//!    touch; the items whose backoff or requeue is over come too. A full pass, when one is due or
+//!    touch, with the object a watched change carried ([`Seen`]), so that it is not read again;
+//!    the items whose backoff or requeue is over come too. A full pass, when one is due or
 //!    a source cannot tell its changes or more items changed than [`Config::max_changed`], marks
 //!    every source first and reads every item.
 //! 3. **Each item**, unless its backoff holds it back or it is parked on the desired state it
@@ -28,7 +29,7 @@
 mod context;
 mod sources;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
 
 use crate::Capabilities;
@@ -43,7 +44,7 @@ use crate::reconciler::{ItemFailure, PassReport};
 use crate::sql::SqlError;
 
 pub use context::Context;
-pub use sources::{Follow, Keyed, Pair, feed, keyed, object_key, watching};
+pub use sources::{Follow, Keyed, Named, Pair, Seen, feed, keyed, object_key, watching};
 
 /// What a visit asks for next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,9 +113,10 @@ pub trait Reconciler {
     /// so that a large world need not fit in memory); stop reading when `visit` says `Break`.
     /// `Err` when they could not all be read: the pass stops there and the next one is full.
     fn read_all(&self, visit: &mut dyn FnMut(Self::Item) -> ControlFlow<()>) -> Result<(), String>;
-    /// The items at `keys`, for a pass on the changes; a key that names nothing any more is an
+    /// The items `named`, for a pass on the changes, using what the changes told of their
+    /// objects ([`Seen`]) rather than reading them again; a key that names nothing any more is an
     /// item too (its object may need deleting). `Err` stops the pass before it acts.
-    fn read(&self, keys: &[String]) -> Result<Vec<Self::Item>, String>;
+    fn read(&self, named: &[Named]) -> Result<Vec<Self::Item>, String>;
     /// Decides on one item and acts, through `ctx`'s write helpers.
     fn reconcile(&self, ctx: &mut Context<'_>, item: &Self::Item) -> Result<Action, Error>;
     /// What a failure makes of the item: by default, one the API server rejected as invalid
@@ -212,7 +214,7 @@ pub fn run<R: Reconciler>(
         .map_err(|e| format!("reading the backoff table: {e}"))?;
     let mut pass = Pass::begin(host, config.kept, name, config.resync_ms, full);
     let sources = reconciler.sources();
-    let mut changed: Option<Vec<String>> = None;
+    let mut changed: Option<Vec<Named>> = None;
     if !pass.is_full() {
         match heard(&sources, &mut pass, &backoff, started, config.max_changed) {
             Ok(keys) => changed = Some(keys),
@@ -242,7 +244,7 @@ pub fn run<R: Reconciler>(
         },
     };
     let read = match &changed {
-        Some(keys) => reconciler.read(keys).map(|items| {
+        Some(named) => reconciler.read(named).map(|items| {
             let _ = items.iter().try_for_each(|item| driver.visit(item));
         }),
         None => {
@@ -352,20 +354,33 @@ impl<R: Reconciler> Driver<'_, R> {
     }
 }
 
-/// The keys a pass on the changes visits: what its sources heard, and the items whose backoff or
-/// requeue is over. `Err` says why the pass must be full instead.
+/// The items a pass on the changes visits: what its sources heard (an item's latest change that
+/// carried its object telling what it is), and the items whose backoff or requeue is over. `Err`
+/// says why the pass must be full instead.
 fn heard(
     sources: &[Box<dyn Follow + '_>],
     pass: &mut Pass<'_>,
     backoff: &Loaded<'_>,
     now: i64,
     max_changed: Option<usize>,
-) -> Result<Vec<String>, WhyFull> {
-    let mut keys = BTreeSet::new();
+) -> Result<Vec<Named>, WhyFull> {
+    let mut keys: BTreeMap<String, Seen> = BTreeMap::new();
+    let mut note = |Named { key, seen }: Named| match seen {
+        Seen::Unknown => {
+            keys.entry(key).or_insert(Seen::Unknown);
+        }
+        seen => {
+            keys.insert(key, seen);
+        }
+    };
     for source in sources {
-        keys.extend(source.changed(pass)?);
+        source.changed(pass)?.into_iter().for_each(&mut note);
     }
-    keys.extend(backoff.due_now(now));
+    backoff
+        .due_now(now)
+        .into_iter()
+        .map(Named::key)
+        .for_each(note);
     if let Some(max) = max_changed
         && keys.len() > max
     {
@@ -374,7 +389,10 @@ fn heard(
             keys.len()
         )));
     }
-    Ok(keys.into_iter().collect())
+    Ok(keys
+        .into_iter()
+        .map(|(key, seen)| Named { key, seen })
+        .collect())
 }
 
 #[cfg(test)]

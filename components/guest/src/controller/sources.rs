@@ -1,19 +1,61 @@
-//! What a reconciler follows and reads: its sources, each change naming item keys, and
-//! [`Pair`], desired rows beside the live objects they stand for.
+//! What a reconciler follows and reads: its sources, each change naming item keys (and, for a
+//! watched collection, carrying the object, as an informer's cache would), and [`Pair`], desired
+//! rows beside the live objects they stand for.
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
 use crate::feed::Feed;
 use crate::follow::{Pass, Source, Watched, WhyFull};
-use crate::kube::{Change, Collection, Identity, Kube, KubeError, ListOptions, Object, ObjectRef};
+use crate::kube::{
+    ChangeType, Collection, Identity, Kube, KubeError, ListOptions, Object, ObjectRef,
+};
 
-/// Where a reconciler hears of changes, each naming the keys of the items it touches.
+/// What the changes told of the object at an item's key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Seen {
+    /// Nothing: the object is read.
+    Unknown,
+    /// The object as its latest change carried it: as fresh as the watch. A write on it is
+    /// guarded by its resourceVersion or uid ([`super::Context`]), so one made on a stale copy
+    /// fails with a conflict rather than undo a newer change.
+    Live(Box<Object>),
+    /// It left the followed collection (deleted, or no longer matching its label selector):
+    /// nothing of it is there, until a later change says otherwise.
+    Gone,
+}
+
+/// An item a pass on the changes visits: its key, and what the changes told of its object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Named {
+    /// The item's key.
+    pub key: String,
+    /// What the changes told of its object.
+    pub seen: Seen,
+}
+
+impl Named {
+    /// `key`, its object to be read.
+    pub fn key(key: impl Into<String>) -> Named {
+        Named {
+            key: key.into(),
+            seen: Seen::Unknown,
+        }
+    }
+
+    /// The keys of `named`, in order.
+    pub fn keys(named: &[Named]) -> Vec<String> {
+        named.iter().map(|n| n.key.clone()).collect()
+    }
+}
+
+/// Where a reconciler hears of changes, each naming the items it touches.
 pub trait Follow {
     /// Takes where it stands now, before a full pass reads.
     fn mark(&self, pass: &mut Pass<'_>) -> Result<(), String>;
-    /// The keys its changes since the last pass name; `Err` says why the pass must be full.
-    fn changed(&self, pass: &mut Pass<'_>) -> Result<Vec<String>, WhyFull>;
+    /// The items its changes since the last pass name, in the order heard; `Err` says why the
+    /// pass must be full.
+    fn changed(&self, pass: &mut Pass<'_>) -> Result<Vec<Named>, WhyFull>;
 }
 
 /// A [`Source`] whose changes map to item keys.
@@ -41,9 +83,40 @@ where
             .map_err(|e| format!("{}: {e}", self.source.key()))
     }
 
-    fn changed(&self, pass: &mut Pass<'_>) -> Result<Vec<String>, WhyFull> {
+    fn changed(&self, pass: &mut Pass<'_>) -> Result<Vec<Named>, WhyFull> {
         let changes = pass.changes(&self.source)?;
-        Ok(changes.into_iter().flat_map(&self.keys).collect())
+        Ok(changes
+            .into_iter()
+            .flat_map(&self.keys)
+            .map(Named::key)
+            .collect())
+    }
+}
+
+/// A collection followed as lethe's own identity, each change naming its object's
+/// [`object_key`] and carrying it.
+struct Watching<'a> {
+    watched: Watched<'a>,
+}
+
+impl Follow for Watching<'_> {
+    fn mark(&self, pass: &mut Pass<'_>) -> Result<(), String> {
+        pass.mark(&self.watched)
+            .map_err(|e| format!("{}: {e}", self.watched.key()))
+    }
+
+    fn changed(&self, pass: &mut Pass<'_>) -> Result<Vec<Named>, WhyFull> {
+        let changes = pass.changes(&self.watched)?;
+        Ok(changes
+            .into_iter()
+            .map(|change| Named {
+                key: object_key(&change.object),
+                seen: match change.change_type {
+                    ChangeType::Deleted => Seen::Gone,
+                    _ => Seen::Live(Box::new(change.object)),
+                },
+            })
+            .collect())
     }
 }
 
@@ -56,11 +129,12 @@ pub fn object_key(object: &Object) -> String {
     }
 }
 
-/// Follows `collection` as lethe's own identity, each change naming its object's [`object_key`].
+/// Follows `collection` as lethe's own identity, each change naming its object's [`object_key`]
+/// and carrying the object ([`Seen`]), so that a pass on the changes need not read it again.
 pub fn watching<'a>(kube: &'a dyn Kube, collection: Collection) -> Box<dyn Follow + 'a> {
-    Box::new(keyed(Watched::new(kube, collection), |c: Change| {
-        vec![object_key(&c.object)]
-    }))
+    Box::new(Watching {
+        watched: Watched::new(kube, collection),
+    })
 }
 
 /// Follows a desired-state feed, whose changes are item keys.
@@ -124,17 +198,18 @@ impl<D> Pair<D> {
         Ok(())
     }
 
-    /// The pairs at `keys`: each key's row among `rows`, and its object of `collection` read as
-    /// lethe.
+    /// The pairs at `named`: each key's row among `rows`, and its object of `collection` as the
+    /// changes carried it, or else read as lethe.
     pub fn at(
         kube: &dyn Kube,
         collection: &Collection,
-        keys: &[String],
+        named: &[Named],
         mut rows: Vec<D>,
         key_of: impl Fn(&D) -> String,
     ) -> Vec<Pair<D>> {
-        keys.iter()
-            .map(|key| {
+        named
+            .iter()
+            .map(|Named { key, seen }| {
                 let (namespace, name) = match key.split_once('/') {
                     Some((namespace, name)) => (Some(namespace.to_string()), name),
                     None => (None, key.as_str()),
@@ -145,9 +220,13 @@ impl<D> Pair<D> {
                     namespace,
                     name: name.to_string(),
                 };
-                let live = match kube.get(&Identity::Privileged, &target) {
-                    Err(KubeError::NotFound(_)) => Ok(None),
-                    read => read.map(Some),
+                let live = match seen {
+                    Seen::Live(object) => Ok(Some(object.as_ref().clone())),
+                    Seen::Gone => Ok(None),
+                    Seen::Unknown => match kube.get(&Identity::Privileged, &target) {
+                        Err(KubeError::NotFound(_)) => Ok(None),
+                        read => read.map(Some),
+                    },
                 };
                 let desired = rows
                     .iter()

@@ -212,12 +212,14 @@ impl Reconciler for Toy<'_> {
         }
         keys.sort();
         keys.dedup();
-        let _ = self.read(&keys)?.into_iter().try_for_each(visit);
+        let named: Vec<Named> = keys.into_iter().map(Named::key).collect();
+        let _ = self.read(&named)?.into_iter().try_for_each(visit);
         Ok(())
     }
 
-    fn read(&self, keys: &[String]) -> Result<Vec<Item>, String> {
-        keys.iter()
+    fn read(&self, named: &[Named]) -> Result<Vec<Item>, String> {
+        Named::keys(named)
+            .iter()
             .map(|key| match self.host.get(PRIVILEGED, &target(key)) {
                 Ok(live) => Ok(self.item(key, Some(live))),
                 Err(KubeError::NotFound(_)) => Ok(self.item(key, None)),
@@ -677,4 +679,69 @@ fn the_configuration_has_defaults_and_a_malformed_value_is_named() {
         );
         host.set_config(key, "");
     }
+}
+
+/// What a change carried is used as it was carried, and only what none told of is read: a
+/// watched object's latest state, or its being gone.
+#[test]
+fn a_pair_takes_its_object_from_the_change_that_carried_it_and_reads_the_rest() {
+    let cluster = cluster();
+    let sql = database("pairs");
+    let host = FakeHost::new(&sql, &cluster, "host-1");
+    let put = |name: &str, value: &str| {
+        host.create(
+            PRIVILEGED,
+            &json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "ns"}, "data": {"v": value}}),
+        )
+        .expect("create")
+    };
+    let carried = put("carried", "as carried");
+    put("gone", "still there");
+    put("read", "in the cluster");
+    // The cluster moved on since the change that carried it: the pair keeps what was carried
+    // (a write on it would then be refused by its resourceVersion).
+    host.patch(
+        PRIVILEGED,
+        &target("carried"),
+        &Patch::Merge(json!({"data": {"v": "newer"}})),
+    )
+    .expect("patch");
+    let named = [
+        Named {
+            key: "ns/carried".into(),
+            seen: Seen::Live(Box::new(carried)),
+        },
+        Named {
+            key: "ns/gone".into(),
+            seen: Seen::Gone,
+        },
+        Named::key("ns/read"),
+    ];
+    let collection = Collection::new("v1", "ConfigMap", Some("ns"));
+    let pairs = Pair::at(
+        &host,
+        &collection,
+        &named,
+        vec!["ns/read".to_string()],
+        |d| d.clone(),
+    );
+    let value = |at: usize| {
+        let live = pairs[at].live.clone().expect("no read failed");
+        live.map(|o| {
+            o.json()["data"]["v"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+    };
+    assert_eq!(value(0).as_deref(), Some("as carried"), "not read again");
+    assert_eq!(value(1), None, "gone, as the change said");
+    assert_eq!(
+        value(2).as_deref(),
+        Some("in the cluster"),
+        "told nothing of: read"
+    );
+    assert_eq!(pairs[2].desired.as_deref(), Some("ns/read"));
+    assert_eq!(pairs[0].desired, None);
 }

@@ -24,7 +24,7 @@
 use std::ops::ControlFlow;
 
 use lethe_guest::Capabilities;
-use lethe_guest::controller::{self, Action, Config, Context, Error, Follow, Pair};
+use lethe_guest::controller::{self, Action, Config, Context, Error, Follow, Named, Pair};
 use lethe_guest::events::Event;
 use lethe_guest::feed::Feed;
 use lethe_guest::kube::{Object, Patch};
@@ -99,13 +99,13 @@ impl controller::Reconciler for Keeper<'_> {
             .map_err(|e| format!("listing the {KIND}s: {e}"))
     }
 
-    fn read(&self, keys: &[String]) -> Result<Vec<Item>, String> {
-        let rows = crate::desired_rows(self.host, Some(keys))
+    fn read(&self, named: &[Named]) -> Result<Vec<Item>, String> {
+        let rows = crate::desired_rows(self.host, Some(&Named::keys(named)))
             .map_err(|e| format!("reading the rows: {e}"))?;
         Ok(Pair::at(
             self.host,
             &crate::ours(),
-            keys,
+            named,
             rows,
             Desired::key,
         ))
