@@ -22,10 +22,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use lethe_guest::controller::Seen;
 use lethe_guest::env::{Env, Level};
 use lethe_guest::follow::{Outcome, Pass, Watched, WhyFull};
 use lethe_guest::kept::{Kept, KeptTable};
-use lethe_guest::kube::{Change, ChangeType, Collection, Kube, KubeError, Object};
+use lethe_guest::kube::{Change, ChangeType, Collection, Kube, KubeError};
 use lethe_guest::sql::{Sql, SqlError, Value};
 
 use crate::access;
@@ -87,22 +88,12 @@ fn feeds<'a>(kube: &'a dyn Kube, settings: &Settings) -> Vec<Feed<'a>> {
         .collect()
 }
 
-/// What a pass knows of an object it is to visit.
-enum Visit {
-    /// Nothing yet: it is read.
-    Read,
-    /// The object as its latest change carried it.
-    Carried(Box<Object>),
-    /// Its latest change was its deletion: nothing of its name is left to read (a new object of
-    /// that name would have come as a later change).
-    Gone,
-}
-
-/// What a pass over the changes heard: the objects to visit, by `<type>/<name>`, and the marked
-/// namespaces whose latest change was their deletion.
+/// What a pass over the changes heard: the objects to visit, by `<type>/<name>`, each with what
+/// its latest change told of it ([`Seen`]; a new object of a name heard gone would come as a
+/// later change), and the marked namespaces whose latest change was their deletion.
 #[derive(Default)]
 struct Heard {
-    visits: BTreeMap<String, Visit>,
+    visits: BTreeMap<String, Seen>,
     gone: BTreeSet<String>,
 }
 
@@ -127,15 +118,15 @@ impl Heard {
                 Role::Type(type_name) => {
                     let key = format!("{type_name}/{}", object.target.name);
                     let visit = if deleted {
-                        Visit::Gone
+                        Seen::Gone
                     } else if deleting && waiting.contains(key.as_str()) {
                         // The latest of it, should something else ask for a visit.
-                        if let Some(Visit::Carried(carried)) = self.visits.get_mut(&key) {
+                        if let Some(Seen::Live(carried)) = self.visits.get_mut(&key) {
                             **carried = object.clone();
                         }
                         continue;
                     } else {
-                        Visit::Carried(Box::new(object.clone()))
+                        Seen::Live(Box::new(object.clone()))
                     };
                     self.visits.insert(key, visit);
                 }
@@ -171,7 +162,7 @@ impl Heard {
 
     /// Visits `key`, reading it unless a change carried it.
     fn visit(&mut self, key: String) {
-        self.visits.entry(key).or_insert(Visit::Read);
+        self.visits.entry(key).or_insert(Seen::Unknown);
     }
 }
 
@@ -435,9 +426,9 @@ fn on_changes(
             continue;
         };
         let found = match visit {
-            Visit::Carried(object) => Ok(Some(*object)),
-            Visit::Gone => Ok(None),
-            Visit::Read => access::locate(kube, t, name),
+            Seen::Live(object) => Ok(Some(*object)),
+            Seen::Gone => Ok(None),
+            Seen::Unknown => access::locate(kube, t, name),
         };
         let object = match found {
             Ok(Some(object)) => object,
