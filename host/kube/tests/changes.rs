@@ -163,6 +163,17 @@ async fn a_caller_who_may_not_list_is_refused_changes() {
     server.shutdown().await;
 }
 
+/// A rate limit that lets one call go, then none for 100 s.
+fn one_call_then_a_long_wait() -> Arc<RateLimit> {
+    Arc::new(
+        RateLimit::new(RateLimitOptions {
+            qps: 0.01,
+            burst: 1,
+        })
+        .expect("limit"),
+    )
+}
+
 #[tokio::test]
 async fn every_call_waits_for_the_rate_limit_and_the_wait_is_counted() {
     let (server, cluster) = embedded().await;
@@ -186,13 +197,7 @@ async fn every_call_waits_for_the_rate_limit_and_the_wait_is_counted() {
     );
     assert_eq!(limit.waited(), waited.total());
     // A call whose wait would pass its deadline fails at once rather than waiting.
-    let slow = Arc::new(
-        RateLimit::new(RateLimitOptions {
-            qps: 0.01,
-            burst: 1,
-        })
-        .expect("limit"),
-    );
+    let slow = one_call_then_a_long_wait();
     let client = cluster
         .privileged()
         .with_rate_limit(slow, Arc::default())
@@ -208,13 +213,7 @@ async fn every_call_waits_for_the_rate_limit_and_the_wait_is_counted() {
 #[tokio::test]
 async fn the_privileged_identitys_events_do_not_wait_for_its_other_calls() {
     let (server, cluster) = embedded().await;
-    let slow = Arc::new(
-        RateLimit::new(RateLimitOptions {
-            qps: 0.01,
-            burst: 1,
-        })
-        .expect("limit"),
-    );
+    let slow = one_call_then_a_long_wait();
     let client = cluster
         .privileged()
         .with_rate_limit(slow, Arc::default())
