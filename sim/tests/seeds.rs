@@ -119,6 +119,14 @@ const REGRESSIONS: [(u64, &str); 7] = [
          stayed parked (its fingerprint ignored the deletion), so its row was never forgotten \
          (found by the keeper world's first soak)",
     ),
+    (
+        217873,
+        "a space created through the API in an org being deleted, on a read that did not show the \
+         deletion yet, made the org's namespace again after lethe had released the org, which \
+         another's finalizer held: nothing deleted that namespace (found by a soak on \
+         2026-12-08; a full pass now deletes the namespace of an object being deleted that lethe \
+         no longer holds)",
+    ),
 ];
 
 #[test]

@@ -285,6 +285,13 @@ impl MarkedNamespaces {
             .is_some_and(|(mark, uid, _)| owner.is_mark(Some(mark), Some(uid)))
     }
 
+    /// Whether the namespace `owner` owns was listed with `owner`'s mark and not being deleted.
+    pub fn standing(&self, owner: Owner<'_>) -> bool {
+        self.marks
+            .get(owner.namespace_name())
+            .is_some_and(|(mark, uid, deleting)| !deleting && owner.is_mark(Some(mark), Some(uid)))
+    }
+
     /// The listed namespaces, not being deleted, whose mark names an owner of their own name
     /// (`<type>.<namespace name>`) that is not among `present` (marks of the objects listed):
     /// `(type, name)` of each, to be swept if its owner is really gone.

@@ -723,8 +723,19 @@ fn reconcile_one(
             let gone = full.heard_gone(owner);
             cleanup(kube, t, owner, index, gone, claim, events, report)
         }
-        // Deleting, no finalizer of ours: other finalizers hold it, and they are not ours.
-        Case::Done => Ok(Outcome::Done),
+        // Deleting, no finalizer of ours: other finalizers hold it, and they are not ours. A
+        // namespace of its own that a full pass still lists standing was made after its cleanup
+        // (a create that raced with its deletion, on a read that did not show it yet): it goes,
+        // as the cleanup would have made it go.
+        Case::Done => {
+            if full.marked.is_some_and(|marked| marked.standing(owner))
+                && let Some(ns) = ownership::owned_namespace(kube, owner)
+                    .map_err(StepFailed::at(StepFailed::ReadingNamespace))?
+            {
+                delete_namespace(kube, object, &ns, events, report)?;
+            }
+            Ok(Outcome::Done)
+        }
     }
 }
 
@@ -778,23 +789,8 @@ fn cleanup(
             return Ok(Outcome::Waiting);
         }
         // 3. Then the namespace; a real cluster's namespace controller (or the embedded
-        //    cluster) empties it, and we wait until it is gone. The uid precondition keeps the
-        //    delete on the namespace whose mark was just checked.
-        if ns.metadata.deletion_timestamp.is_none() {
-            let options = DeleteOptions {
-                propagation: Some(Propagation::Background),
-                precondition_uid: Some(ns.metadata.uid.clone()),
-            };
-            match kube.delete(&Identity::Privileged, &ns.target, &options) {
-                Ok(_) => {
-                    report.deleted += 1;
-                    let note = format!("deleted its namespace {}", ns.target.name);
-                    events.record(object, Event::normal("NamespaceDeleted", "Delete", &note));
-                }
-                Err(KubeError::NotFound(_) | KubeError::Conflict(_)) => {}
-                Err(e) => return Err(StepFailed::DeletingNamespace(e)),
-            }
-        }
+        //    cluster) empties it, and we wait until it is gone.
+        delete_namespace(kube, object, &ns, events, report)?;
         return Ok(Outcome::Waiting);
     }
     // 4. Everything it owns is gone: release it, removing only our own finalizer. The `test`
@@ -817,6 +813,34 @@ fn cleanup(
             Ok(Outcome::Done)
         }
         Err(e) => Err(StepFailed::RemovingFinalizer(e)),
+    }
+}
+
+/// Deletes `ns`, the namespace `object` owns, whose mark was just checked, unless it is going
+/// already. The uid precondition keeps the delete on that very namespace.
+fn delete_namespace(
+    kube: &dyn Kube,
+    object: &Object,
+    ns: &Object,
+    events: &Recorder<'_>,
+    report: &mut Report,
+) -> Result<(), StepFailed> {
+    if ns.metadata.deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    let options = DeleteOptions {
+        propagation: Some(Propagation::Background),
+        precondition_uid: Some(ns.metadata.uid.clone()),
+    };
+    match kube.delete(&Identity::Privileged, &ns.target, &options) {
+        Ok(_) => {
+            report.deleted += 1;
+            let note = format!("deleted its namespace {}", ns.target.name);
+            events.record(object, Event::normal("NamespaceDeleted", "Delete", &note));
+            Ok(())
+        }
+        Err(KubeError::NotFound(_) | KubeError::Conflict(_)) => Ok(()),
+        Err(e) => Err(StepFailed::DeletingNamespace(e)),
     }
 }
 

@@ -1964,6 +1964,54 @@ fn passes_on_changes_visit_only_what_changed_and_fall_back_to_a_full_pass() {
     assert_eq!(report.examined, 0);
 }
 
+/// A namespace made again for an org after lethe released it, while another's finalizer holds
+/// the org (a space create that raced with the deletion), is deleted by the next full pass, as
+/// the org's cleanup would have deleted it; a pass on the changes reads nothing for it.
+#[test]
+fn a_full_pass_deletes_the_namespace_made_again_for_an_org_lethe_let_go() {
+    use crate::follow::pass_on_changes;
+    let (cluster, settings) = setup();
+    let fake = FakeHost::on(&cluster);
+    let released = "6f1c2a4e-1b2c-4d5e-8f90-000000000003";
+    let now = lethe_guest::env::format_rfc3339(cluster.now.get());
+    let org = fake.put(json!({"apiVersion": "cf.lethe.dev/v1alpha1", "kind": "Org",
+        "metadata": {"name": released, "namespace": "cf", "deletionTimestamp": now,
+            "finalizers": ["example.com/hold"]},
+        "spec": {"displayName": "released"}}));
+    put_owned_namespace(&fake, "org", &org);
+    // A pass on the changes hears of it, and leaves it to the full pass.
+    let sql = reconciler_sql();
+    let host = FakeHost::new(&sql, &cluster, "host-1");
+    let recorded = Recorded::new(&host);
+    let on_changes = || pass_on_changes(&recorded, &host, &host, &settings, &NoBackoff, false);
+    assert!(on_changes().full, "the first pass is full");
+    let ns = fake.object("Namespace", "", released).expect("still there");
+    assert!(
+        ns.metadata.deletion_timestamp.is_some(),
+        "the full pass deleted it"
+    );
+    fake.run_namespace_controller();
+    assert!(!fake.exists("Namespace", "", released));
+    // Made again: the changes do not read it, the next full pass deletes it again.
+    while on_changes().examined > 0 {} // the echoes of the full pass's own writes
+    put_owned_namespace(&fake, "org", &org);
+    recorded.calls.borrow_mut().clear();
+    assert!(!on_changes().full);
+    assert_eq!(recorded.made("get", "Namespace"), 0);
+    let report = pass(&fake, &fake, &settings, &NoBackoff);
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    let ns = fake.object("Namespace", "", released).expect("still there");
+    assert!(ns.metadata.deletion_timestamp.is_some(), "{report:?}");
+    assert_eq!(
+        fake.object("Org", "cf", released)
+            .expect("held")
+            .metadata
+            .finalizers,
+        ["example.com/hold"],
+        "another's finalizer is left alone"
+    );
+}
+
 /// An org's deletion, carried by the changes it makes, reads only what it waits on: a deletion
 /// under way is not woken by its own updates, nor a parent by its children's, a namespace heard
 /// deleted is not read again, and an object heard deleted is not looked up again.
