@@ -79,7 +79,7 @@ fn run_or_replay(first: u64, seeds: u64) {
 /// soak from seed 10,000; 72983, the soak seed that caught `lease-orphans` before the leader
 /// invariant counted the writes a paused host sends), with what they found; each must keep
 /// passing.
-const REGRESSIONS: [(u64, &str); 7] = [
+const REGRESSIONS: [(u64, &str); 8] = [
     (
         0,
         "reverting a hand edit replaced the CronJob without the finalizer someone else had added",
