@@ -210,23 +210,10 @@ impl<D> Pair<D> {
         named
             .iter()
             .map(|Named { key, seen }| {
-                let (namespace, name) = match key.split_once('/') {
-                    Some((namespace, name)) => (Some(namespace.to_string()), name),
-                    None => (None, key.as_str()),
-                };
-                let target = ObjectRef {
-                    api_version: collection.api_version.clone(),
-                    kind: collection.kind.clone(),
-                    namespace,
-                    name: name.to_string(),
-                };
                 let live = match seen {
                     Seen::Live(object) => Ok(Some(object.as_ref().clone())),
                     Seen::Gone => Ok(None),
-                    Seen::Unknown => match kube.get(&Identity::Privileged, &target) {
-                        Err(KubeError::NotFound(_)) => Ok(None),
-                        read => read.map(Some),
-                    },
+                    Seen::Unknown => read_at(kube, collection, key),
                 };
                 let desired = rows
                     .iter()
@@ -239,5 +226,27 @@ impl<D> Pair<D> {
                 }
             })
             .collect()
+    }
+}
+
+/// The object of `collection` at `key` ([`object_key`]), read as lethe; `None` when there is none.
+fn read_at(
+    kube: &dyn Kube,
+    collection: &Collection,
+    key: &str,
+) -> Result<Option<Object>, KubeError> {
+    let (namespace, name) = match key.split_once('/') {
+        Some((namespace, name)) => (Some(namespace.to_string()), name),
+        None => (None, key),
+    };
+    let target = ObjectRef {
+        api_version: collection.api_version.clone(),
+        kind: collection.kind.clone(),
+        namespace,
+        name: name.to_string(),
+    };
+    match kube.get(&Identity::Privileged, &target) {
+        Err(KubeError::NotFound(_)) => Ok(None),
+        read => read.map(Some),
     }
 }
